@@ -1,0 +1,143 @@
+/* ninfer plugin ABI.
+ *
+ * A plugin is a shared library exporting one C symbol, `ninfer_plugin_entry`, that returns a
+ * pointer to a static `ninfer_plugin`. The core reads `abi_version` (always the first field)
+ * before touching anything else, and refuses a plugin whose version differs: a struct layout
+ * guessed across versions is how wrong kernels end up running.
+ *
+ * Everything crossing this boundary is plain C: fixed-width integers, const char* that stay
+ * valid for the life of the process (plugins are never unloaded), and function pointers.
+ * Registration must not touch a device: the core registers every plugin on machines that
+ * lack its GPU, so plans can be made for cards we do not own.
+ */
+#ifndef NINFER_ABI_PLUGIN_ABI_H
+#define NINFER_ABI_PLUGIN_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ninfer/abi/device_info.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NINFER_PLUGIN_ABI_VERSION 1u
+#define NINFER_PLUGIN_ENTRY_SYMBOL "ninfer_plugin_entry"
+
+/* Capability bits a plugin advertises in its descriptor. */
+#define NINFER_CAP_HOST_EXECUTION    (1ull << 0) /* runs ops on the CPU */
+#define NINFER_CAP_CUDA              (1ull << 1) /* runs ops on a CUDA device */
+#define NINFER_CAP_COOPERATIVE       (1ull << 2) /* has cooperative (grid-synchronising) variants */
+#define NINFER_CAP_BF16              (1ull << 3)
+#define NINFER_CAP_ARCH_SPECIFIC     (1ull << 4) /* uses `a`-suffix instructions (sm_90a, sm_120a) */
+
+/* Status codes returned by plugin functions. */
+#define NINFER_OK 0
+#define NINFER_ERR_INVALID_ARGUMENT 1
+#define NINFER_ERR_LAUNCH 2
+#define NINFER_ERR_UNSUPPORTED 3
+
+typedef enum ninfer_dtype {
+  NINFER_DTYPE_F32 = 0,
+  NINFER_DTYPE_BF16 = 1,
+  NINFER_DTYPE_F16 = 2,
+} ninfer_dtype;
+
+/* Where a variant executes. */
+typedef enum ninfer_exec_kind {
+  NINFER_EXEC_HOST = 0,
+  NINFER_EXEC_CUDA = 1,
+} ninfer_exec_kind;
+
+/* How a variant's grid follows from the problem. Token-tiled: grid.x covers the launch's
+ * token range in tiles of `tokens_per_cta`, grid.y = split_k slices of the reduction. A
+ * grid-stride variant may be launched with fewer CTAs than tiles; the planner then sizes the
+ * grid for wave efficiency. */
+typedef enum ninfer_geometry {
+  NINFER_GEOMETRY_TOKEN_TILED = 0,
+  NINFER_GEOMETRY_TOKEN_TILED_GRID_STRIDE = 1,
+} ninfer_geometry;
+
+/* Resources of one compiled kernel, captured at build time from the cubin so plans can be
+ * made without the device. */
+typedef struct ninfer_kernel_resources {
+  const char* symbol;             /* device function name in the cubin */
+  int32_t threads_per_block;      /* the block size the variant launches with */
+  int32_t registers_per_thread;
+  int32_t static_smem_bytes;
+  int32_t local_bytes_per_thread; /* stack / spills */
+  int32_t max_threads_per_block;  /* from __launch_bounds__ (or the device limit) */
+} ninfer_kernel_resources;
+
+/* The shape an op is planned for; op headers say what each dim means. */
+typedef struct ninfer_shape {
+  int64_t tokens;
+  int64_t dims[4];
+  int32_t dtype; /* ninfer_dtype */
+} ninfer_shape;
+
+/* One launch as the planner decided it. */
+typedef struct ninfer_launch {
+  int64_t token_begin; /* this launch covers tokens [token_begin, token_end) */
+  int64_t token_end;
+  int32_t grid_x;
+  int32_t grid_y;
+  int32_t block;
+  int32_t cooperative;
+  size_t dynamic_smem_bytes;
+  void* workspace; /* caller-owned, at least variant->workspace_bytes(shape) */
+  size_t workspace_bytes;
+} ninfer_launch;
+
+typedef struct ninfer_variant {
+  const char* op;      /* op contract name, e.g. "gdn_gating" */
+  const char* name;    /* variant name, unique per op within a plugin, e.g. "split4" */
+  int32_t exec;        /* ninfer_exec_kind */
+  int32_t geometry;    /* ninfer_geometry */
+  int32_t cooperative; /* 1: all CTAs must be resident at once (grid sync) */
+  int32_t split_k;     /* CTAs per token tile along the reduction; 1 = unsplit */
+  int32_t tokens_per_cta;
+  uint32_t dtype_mask; /* bit (1 << ninfer_dtype) for each supported input dtype */
+  ninfer_kernel_resources resources;
+  /* Dynamic shared memory and workspace for a shape; both may be NULL (meaning 0). */
+  size_t (*dynamic_smem_bytes)(const ninfer_shape* shape);
+  size_t (*workspace_bytes)(const ninfer_shape* shape, int64_t tokens_in_launch);
+  /* Returns 1 when the variant can compute this shape (dims it was written for). */
+  int32_t (*supports)(const ninfer_shape* shape);
+  /* Executes one planned launch. `args` is the op's argument struct (see ninfer/abi/ops/),
+   * `stream` a cudaStream_t for CUDA variants (NULL for host ones). Writes a message to `err`
+   * on failure. */
+  int32_t (*launch)(const void* args, const ninfer_launch* launch, void* stream, char* err,
+                    size_t err_len);
+  /* CUDA variants: reads the loaded kernel's attributes on the current device
+   * (cudaFuncGetAttributes), so tests can compare them with `resources`. NULL for host. */
+  int32_t (*query_loaded_resources)(ninfer_kernel_resources* out, char* err, size_t err_len);
+} ninfer_variant;
+
+typedef struct ninfer_registrar {
+  void* ctx;
+  /* The variant struct must stay valid for the life of the process. */
+  int32_t (*add_variant)(void* ctx, const ninfer_variant* variant);
+} ninfer_registrar;
+
+typedef struct ninfer_plugin {
+  uint32_t abi_version; /* NINFER_PLUGIN_ABI_VERSION; must stay the first field */
+  uint32_t struct_size; /* sizeof(ninfer_plugin) as the plugin saw it */
+  const char* name;     /* "cuda-sm90" */
+  const char* target_arch; /* "sm_90", "sm_120a", "cpu" */
+  const char* version;  /* plugin build version */
+  uint64_t capabilities;
+  /* 0: must not run on this device. Larger is better. Writes a one-line reason either way. */
+  int32_t (*score)(const ninfer_device_info* device, char* why, size_t why_len);
+  /* Adds every variant this plugin provides. Must not call into a device. */
+  int32_t (*register_variants)(const ninfer_registrar* registrar);
+} ninfer_plugin;
+
+typedef const ninfer_plugin* (*ninfer_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

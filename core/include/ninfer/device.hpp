@@ -1,0 +1,26 @@
+// Devices the process can run on: the host CPU, and CUDA devices found through the runtime.
+// With no GPU or no driver, discovery returns no CUDA devices and a note saying why; nothing
+// else changes and the CPU plugin serves.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ninfer/abi/device_info.h"
+
+namespace ninfer {
+
+struct Discovery {
+  std::vector<ninfer_device_info> cuda;
+  std::string note; // why no CUDA device was found, empty otherwise
+  int driver_version = 0;
+  int runtime_version = 0;
+};
+
+Discovery discover_devices();
+ninfer_device_info host_device();
+
+// "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)".
+std::string summary(const ninfer_device_info& d);
+
+} // namespace ninfer

@@ -1,0 +1,67 @@
+// Loads architecture plugins (shared libraries exporting `ninfer_plugin_entry`) from a
+// directory with Boost.DLL, collects the variants each registers, and picks the best-scoring
+// plugin for a device. A plugin that fails to load, lacks the entry point, or speaks another
+// ABI version is skipped with a one-line problem naming its file; the others keep working.
+// Loaded libraries are never unloaded: variant structs and strings they hand out must stay
+// valid for the life of the process.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ninfer/abi/plugin_abi.h"
+
+namespace ninfer {
+
+struct LoadedPlugin {
+  std::filesystem::path file;
+  const ninfer_plugin* abi = nullptr;
+  std::vector<const ninfer_variant*> variants;
+
+  std::string name() const { return abi->name; }
+  std::string arch() const { return abi->target_arch; }
+  std::vector<const ninfer_variant*> variants_for(std::string_view op) const;
+  const ninfer_variant* find_variant(std::string_view op, std::string_view name) const;
+  std::vector<std::string> ops() const;
+};
+
+struct PluginProblem {
+  std::filesystem::path file;
+  std::string message;
+};
+
+struct PluginScore {
+  const LoadedPlugin* plugin;
+  int score;
+  std::string reason;
+};
+
+struct PluginChoice {
+  const LoadedPlugin* chosen = nullptr; // null: nothing may run on this device
+  std::vector<PluginScore> scores;      // every loaded plugin, best first
+};
+
+class PluginHost {
+ public:
+  // Loads every *.so in `dir`. Throws ninfer::Error if the directory does not exist.
+  void load_directory(const std::filesystem::path& dir);
+  // Loads one library; returns false (and records a problem) when it is not a usable plugin.
+  bool load_file(const std::filesystem::path& file);
+
+  const std::vector<std::unique_ptr<LoadedPlugin>>& plugins() const { return plugins_; }
+  const std::vector<PluginProblem>& problems() const { return problems_; }
+  const LoadedPlugin* find(std::string_view name) const;
+
+  // Scores every plugin for `device`; `forced` (a plugin name) restricts the choice to that
+  // plugin, which still must score above zero.
+  PluginChoice choose(const ninfer_device_info& device, std::string_view forced = {}) const;
+
+ private:
+  std::vector<std::unique_ptr<LoadedPlugin>> plugins_;
+  std::vector<PluginProblem> problems_;
+};
+
+} // namespace ninfer

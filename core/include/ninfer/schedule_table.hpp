@@ -1,0 +1,52 @@
+// Schedule tables: per op and token-count bucket, the variant a plugin should use. Built-in
+// tables ship per architecture (arch/schedules/<arch>.yaml); a per-device table written by
+// ninfer-tune overrides them. Tables are validated by schemas/schedule.schema.json, then
+// checked against the real (or described) device: an entry that names an unknown op or
+// variant, or whose launch could not be legal there, is dropped with a warning naming it,
+// and the planner's own choice is used for its bucket.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ninfer/abi/device_info.h"
+
+namespace ninfer {
+
+struct LoadedPlugin;
+
+struct ScheduleEntry {
+  std::string op;
+  int64_t tokens_min = 1;
+  int64_t tokens_max = 1;
+  std::string variant;
+  std::optional<int64_t> max_ctas; // cap on CTAs per launch (cooperative variants)
+  std::string where;               // "FILE:LINE", for messages
+};
+
+struct ScheduleTable {
+  std::string source; // file name, or "(none)"
+  std::string arch;
+  std::vector<ScheduleEntry> entries;
+  std::vector<std::string> warnings; // entries dropped by check_against()
+
+  // First entry for `op` whose bucket contains `tokens`, or nullptr.
+  const ScheduleEntry* lookup(std::string_view op, int64_t tokens) const;
+};
+
+// Parses and validates a table file. Throws ninfer::Error ("FILE:LINE: KEY: ...").
+ScheduleTable load_schedule_table(const std::filesystem::path& file,
+                                  const std::filesystem::path& schema_dir);
+
+// Drops entries that cannot be used with `plugin` on `device`, recording a warning for each.
+void check_against(ScheduleTable& table, const LoadedPlugin& plugin, const ninfer_device_info& device);
+
+// The built-in table for a plugin's architecture, checked against `device`; an empty table
+// when the architecture ships none.
+ScheduleTable builtin_schedule_table(const LoadedPlugin& plugin, const ninfer_device_info& device);
+
+} // namespace ninfer

@@ -1,0 +1,75 @@
+#include "ninfer/device.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <thread>
+
+#ifdef NINFER_WITH_CUDA_RUNTIME
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ninfer {
+
+ninfer_device_info host_device() {
+  ninfer_device_info d{};
+  d.kind = NINFER_DEVICE_CPU;
+  d.ordinal = -1;
+  std::snprintf(d.name, sizeof d.name, "host CPU (%u threads)", std::thread::hardware_concurrency());
+  std::snprintf(d.arch, sizeof d.arch, "cpu");
+  return d;
+}
+
+Discovery discover_devices() {
+  Discovery out;
+#ifdef NINFER_WITH_CUDA_RUNTIME
+  cudaDriverGetVersion(&out.driver_version);
+  cudaRuntimeGetVersion(&out.runtime_version);
+  int count = 0;
+  cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    out.note = fmt::format("no CUDA device: {}", cudaGetErrorString(rc));
+    cudaGetLastError(); // clear the sticky-free error so later calls start clean
+    return out;
+  }
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    ninfer_device_info d{};
+    d.kind = NINFER_DEVICE_CUDA;
+    d.ordinal = i;
+    std::snprintf(d.name, sizeof d.name, "%s", p.name);
+    std::snprintf(d.arch, sizeof d.arch, "sm_%d%d", p.major, p.minor);
+    d.cc_major = p.major;
+    d.cc_minor = p.minor;
+    d.sm_count = p.multiProcessorCount;
+    d.regs_per_sm = p.regsPerMultiprocessor;
+    d.regs_per_block = p.regsPerBlock;
+    d.max_regs_per_thread = 255; // no runtime attribute; the same on every supported arch
+    d.smem_per_sm = static_cast<int64_t>(p.sharedMemPerMultiprocessor);
+    d.smem_per_block = static_cast<int64_t>(p.sharedMemPerBlock);
+    d.smem_per_block_optin = static_cast<int64_t>(p.sharedMemPerBlockOptin);
+    d.reserved_smem_per_block = static_cast<int64_t>(p.reservedSharedMemPerBlock);
+    d.max_threads_per_sm = p.maxThreadsPerMultiProcessor;
+    d.max_threads_per_block = p.maxThreadsPerBlock;
+    d.max_blocks_per_sm = p.maxBlocksPerMultiProcessor;
+    d.warp_size = p.warpSize;
+    d.cooperative_launch = p.cooperativeLaunch;
+    d.l2_bytes = p.l2CacheSize;
+    d.memory_bytes = static_cast<int64_t>(p.totalGlobalMem);
+    out.cuda.push_back(d);
+  }
+  if (out.cuda.empty()) out.note = "no CUDA device: the runtime reports none";
+#else
+  out.note = "no CUDA device: this build has no CUDA runtime";
+#endif
+  return out;
+}
+
+std::string summary(const ninfer_device_info& d) {
+  if (d.kind == NINFER_DEVICE_CPU) return d.name;
+  return fmt::format("{} ({}, {} SMs, {:.1f} GiB{})", d.name, d.arch, d.sm_count,
+                     d.memory_bytes / 1073741824.0, d.described ? ", described" : "");
+}
+
+} // namespace ninfer

@@ -1,0 +1,214 @@
+#include "ninfer/planner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "ninfer/error.hpp"
+#include "ninfer/occupancy.hpp"
+#include "ninfer/plugin_host.hpp"
+#include "ninfer/schedule_table.hpp"
+
+namespace ninfer {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+size_t dyn_smem(const ninfer_variant& v, const ninfer_shape& s) {
+  return v.dynamic_smem_bytes ? v.dynamic_smem_bytes(&s) : 0;
+}
+
+size_t workspace(const ninfer_variant& v, const ninfer_shape& s, int64_t tokens) {
+  return v.workspace_bytes ? v.workspace_bytes(&s, tokens) : 0;
+}
+
+bool usable(const ninfer_variant& v, const ninfer_shape& s, const ninfer_device_info& d) {
+  const bool exec_ok = (v.exec == NINFER_EXEC_HOST) == (d.kind == NINFER_DEVICE_CPU);
+  const bool dtype_ok = s.dtype >= 0 && s.dtype < 32 && (v.dtype_mask & (1u << s.dtype));
+  return exec_ok && dtype_ok && (!v.supports || v.supports(&s));
+}
+
+// Tokens one cooperative launch of `v` can cover: whole token tiles whose CTAs all fit.
+int64_t single_launch_tokens(const ninfer_variant& v, int64_t cta_cap) {
+  return (cta_cap / v.split_k) * v.tokens_per_cta;
+}
+
+} // namespace
+
+Planner::Planner(const LoadedPlugin& plugin, const ninfer_device_info& device, const ScheduleTable* table)
+    : plugin_(plugin), device_(device), table_(table) {}
+
+Plan Planner::plan_variant(const ninfer_variant& v, const ninfer_shape& shape, int64_t max_ctas) const {
+  if (shape.tokens < 1) throw Error(fmt::format("{}: token count must be >= 1 (got {})", v.op, shape.tokens));
+  if (!usable(v, shape, device_))
+    throw Error(fmt::format("{}/{} cannot compute this shape on {}", v.op, v.name, device_.name));
+  Plan p;
+  p.op = v.op;
+  p.plugin = plugin_.name();
+  p.variant = v.name;
+  p.v = &v;
+  p.shape = shape;
+  p.device = device_;
+  p.cooperative = v.cooperative != 0;
+  p.source = "planner";
+  const int64_t T = shape.tokens;
+
+  if (v.exec == NINFER_EXEC_HOST) {
+    p.host = true;
+    p.launches.push_back({0, T, 1, 1, 1, 0, workspace(v, shape, T)});
+    p.workspace_bytes = p.launches.back().workspace_bytes;
+    p.wave_efficiency = 1.0;
+    return p;
+  }
+
+  const size_t smem = dyn_smem(v, shape);
+  const Occupancy occ = occupancy(v.resources, smem, device_);
+  p.blocks_per_sm = occ.blocks_per_sm;
+  p.residency = occ.residency;
+  p.limiter = occ.limiter;
+  if (occ.blocks_per_sm == 0)
+    throw Error(fmt::format("{}/{} cannot run on {}: {} ({} threads x {} registers, {} B dynamic shared memory)",
+                            v.op, v.name, device_.name, occ.limiter, v.resources.threads_per_block,
+                            v.resources.registers_per_thread, smem));
+  if (p.cooperative && !device_.cooperative_launch)
+    throw Error(fmt::format("{}/{} needs cooperative launches, which {} does not support", v.op, v.name,
+                            device_.name));
+
+  const int32_t block = v.resources.threads_per_block;
+  const int64_t tiles_total = ceil_div(T, v.tokens_per_cta);
+  if (p.cooperative) {
+    const int64_t cap = max_ctas > 0 ? std::min<int64_t>(max_ctas, occ.residency) : occ.residency;
+    const int64_t per_launch = single_launch_tokens(v, cap);
+    if (per_launch < 1)
+      throw Error(fmt::format("{}/{}: a launch of one token tile needs {} CTAs, only {} may be resident on {}",
+                              v.op, v.name, v.split_k, cap, device_.name));
+    // Even slices: the same number of launches, each as full as the others.
+    const int64_t n = ceil_div(T, per_launch);
+    const int64_t tiles_per = ceil_div(tiles_total, n);
+    for (int64_t b = 0; b < T; b += tiles_per * v.tokens_per_cta) {
+      const int64_t e = std::min(T, b + tiles_per * v.tokens_per_cta);
+      p.launches.push_back({b, e, static_cast<int32_t>(ceil_div(e - b, v.tokens_per_cta)), v.split_k,
+                            block, smem, workspace(v, shape, e - b)});
+    }
+  } else {
+    int64_t grid = tiles_total;
+    if (v.geometry == NINFER_GEOMETRY_TOKEN_TILED_GRID_STRIDE && tiles_total > occ.residency) {
+      // Balanced waves: the fewest CTAs that still give every CTA the same number of tiles.
+      const int64_t waves = ceil_div(tiles_total, occ.residency);
+      grid = ceil_div(tiles_total, waves);
+    }
+    if (grid > std::numeric_limits<int32_t>::max())
+      throw Error(fmt::format("{}/{}: {} tokens need a grid beyond the launch limit", v.op, v.name, T));
+    p.launches.push_back({0, T, static_cast<int32_t>(grid), v.split_k, block, smem, workspace(v, shape, T)});
+  }
+  int64_t ctas = 0;
+  for (const auto& l : p.launches) {
+    ctas += l.ctas();
+    p.workspace_bytes = std::max(p.workspace_bytes, l.workspace_bytes);
+  }
+  p.wave_efficiency = p.cooperative ? static_cast<double>(ctas) / (p.launches.size() * occ.residency)
+                                    : wave_efficiency(ctas, occ.residency);
+  return p;
+}
+
+Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
+  std::vector<std::string> warnings;
+  // 1. A schedule-table entry for this bucket, if its variant can run this shape here.
+  if (table_) {
+    if (const ScheduleEntry* e = table_->lookup(op, shape.tokens)) {
+      const ninfer_variant* v = plugin_.find_variant(op, e->variant);
+      try {
+        if (!v) throw Error(fmt::format("plugin {} has no variant '{}'", plugin_.name(), e->variant));
+        Plan p = plan_variant(*v, shape, e->max_ctas.value_or(0));
+        p.source = e->where;
+        p.reason = fmt::format("schedule table {} bucket [{}, {}]", table_->source, e->tokens_min, e->tokens_max);
+        return p;
+      } catch (const Error& err) {
+        warnings.push_back(fmt::format("{}: schedule entry {} -> {} not usable for {} tokens: {}; using the "
+                                       "planner's choice", e->where, e->op, e->variant, shape.tokens, err.what()));
+      }
+    }
+  }
+
+  // 2. The planner's own route. Prefer the cooperative split-K variant with the most splits
+  //    whose whole token range fits one launch (most parallelism for small T); when none fits,
+  //    an ordinary variant with a wave-balanced grid; failing that, the cooperative variant
+  //    that needs the fewest slices.
+  struct Candidate {
+    const ninfer_variant* v;
+    Occupancy occ;
+  };
+  std::vector<Candidate> cands;
+  for (const auto* v : plugin_.variants_for(op)) {
+    if (!usable(*v, shape, device_)) continue;
+    if (v->exec == NINFER_EXEC_HOST) {
+      cands.push_back({v, {}});
+      continue;
+    }
+    Occupancy occ = occupancy(v->resources, dyn_smem(*v, shape), device_);
+    if (occ.blocks_per_sm == 0) continue;
+    if (v->cooperative && !device_.cooperative_launch) continue;
+    cands.push_back({v, occ});
+  }
+  if (cands.empty())
+    throw Error(fmt::format("no variant of '{}' in plugin {} can run {} tokens (dims {}x{}) on {}", op,
+                            plugin_.name(), shape.tokens, shape.dims[0], shape.dims[1], device_.name));
+
+  const Candidate* best = nullptr;
+  std::string reason;
+  for (const auto& c : cands) {
+    if (c.v->exec == NINFER_EXEC_HOST) {
+      best = &c;
+      reason = "host variant";
+      break;
+    }
+  }
+  if (!best) {
+    for (const auto& c : cands) {
+      if (!c.v->cooperative) continue;
+      const int64_t cap = single_launch_tokens(*c.v, c.occ.residency);
+      if (cap >= shape.tokens && (!best || c.v->split_k > best->v->split_k)) {
+        best = &c;
+        reason = fmt::format("most splits whose {} tokens fit one cooperative launch (up to {} tokens in {} "
+                             "resident CTAs)", shape.tokens, cap, c.occ.residency);
+      }
+    }
+  }
+  if (!best) {
+    for (const auto& c : cands) {
+      if (c.v->cooperative) continue;
+      if (!best || c.occ.residency * c.v->tokens_per_cta > best->occ.residency * best->v->tokens_per_cta) {
+        best = &c;
+        reason = fmt::format("{} tokens exceed every split variant's single-launch capacity; ordinary "
+                             "launch with a wave-balanced grid", shape.tokens);
+      }
+    }
+  }
+  if (!best) {
+    for (const auto& c : cands) {
+      if (!best || single_launch_tokens(*c.v, c.occ.residency) > single_launch_tokens(*best->v, best->occ.residency)) {
+        best = &c;
+        reason = "only cooperative variants: the one needing the fewest slices";
+      }
+    }
+  }
+  Plan p = plan_variant(*best->v, shape);
+  p.reason = reason;
+  p.warnings = std::move(warnings);
+  return p;
+}
+
+void execute(const Plan& plan, const void* args, void* workspace, void* stream) {
+  char err[512] = {0};
+  for (const auto& l : plan.launches) {
+    ninfer_launch launch{l.token_begin, l.token_end, l.grid_x, l.grid_y, l.block,
+                         plan.cooperative ? 1 : 0, l.dynamic_smem, workspace, l.workspace_bytes};
+    if (plan.v->launch(args, &launch, stream, err, sizeof err) != NINFER_OK)
+      throw Error(fmt::format("{}/{} on {} failed for tokens [{}, {}): {}", plan.op, plan.variant,
+                              plan.device.name, l.token_begin, l.token_end, err));
+  }
+}
+
+} // namespace ninfer

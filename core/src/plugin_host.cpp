@@ -1,0 +1,143 @@
+#include "ninfer/plugin_host.hpp"
+
+#define BOOST_DLL_USE_STD_FS
+#include <boost/dll/shared_library.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "ninfer/error.hpp"
+
+namespace ninfer {
+namespace {
+
+// Libraries stay loaded until the process exits (see the header for why).
+std::vector<boost::dll::shared_library>& keep_loaded() {
+  static auto* libs = new std::vector<boost::dll::shared_library>();
+  return *libs;
+}
+
+struct RegistrationContext {
+  LoadedPlugin* plugin;
+  std::vector<std::string> problems;
+};
+
+// Refuses variants whose description the planner could not use honestly.
+int32_t add_variant(void* ctx, const ninfer_variant* v) {
+  auto* rc = static_cast<RegistrationContext*>(ctx);
+  auto refuse = [&](const std::string& why) {
+    rc->problems.push_back(fmt::format("variant {}/{} refused: {}", v && v->op ? v->op : "?",
+                                       v && v->name ? v->name : "?", why));
+    return NINFER_ERR_INVALID_ARGUMENT;
+  };
+  if (!v || !v->op || !v->name) return refuse("missing op or name");
+  if (!v->launch) return refuse("no launch function");
+  if (v->tokens_per_cta < 1 || v->split_k < 1) return refuse("tokens_per_cta and split_k must be >= 1");
+  if (v->exec == NINFER_EXEC_CUDA) {
+    const auto& r = v->resources;
+    if (!r.symbol || r.threads_per_block < 1 || r.registers_per_thread < 1)
+      return refuse("CUDA variant without kernel resources");
+  }
+  if (rc->plugin->find_variant(v->op, v->name)) return refuse("registered twice");
+  rc->plugin->variants.push_back(v);
+  return NINFER_OK;
+}
+
+} // namespace
+
+std::vector<const ninfer_variant*> LoadedPlugin::variants_for(std::string_view op) const {
+  std::vector<const ninfer_variant*> out;
+  for (const auto* v : variants)
+    if (op == v->op) out.push_back(v);
+  return out;
+}
+
+const ninfer_variant* LoadedPlugin::find_variant(std::string_view op, std::string_view name) const {
+  for (const auto* v : variants)
+    if (op == v->op && name == v->name) return v;
+  return nullptr;
+}
+
+std::vector<std::string> LoadedPlugin::ops() const {
+  std::set<std::string> s;
+  for (const auto* v : variants) s.insert(v->op);
+  return {s.begin(), s.end()};
+}
+
+void PluginHost::load_directory(const std::filesystem::path& dir) {
+  if (!std::filesystem::is_directory(dir))
+    throw Error(fmt::format("plugin directory {} does not exist (set --plugin-dir or NINFER_PLUGIN_DIR)",
+                            dir.string()));
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".so") files.push_back(e.path());
+  std::sort(files.begin(), files.end()); // deterministic order and logs
+  for (const auto& f : files) load_file(f);
+}
+
+bool PluginHost::load_file(const std::filesystem::path& file) {
+  auto problem = [&](const std::string& msg) {
+    problems_.push_back({file, msg});
+    spdlog::warn("plugin {}: {}", file.string(), msg);
+    return false;
+  };
+  boost::dll::shared_library lib;
+  boost::dll::fs::error_code ec;
+  lib.load(file, ec, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  if (ec) return problem(fmt::format("cannot be loaded: {}", ec.message()));
+  if (!lib.has(NINFER_PLUGIN_ENTRY_SYMBOL))
+    return problem(fmt::format("not a ninfer plugin: no '{}' symbol", NINFER_PLUGIN_ENTRY_SYMBOL));
+  auto entry = lib.get<const ninfer_plugin*()>(NINFER_PLUGIN_ENTRY_SYMBOL);
+  const ninfer_plugin* abi = entry();
+  if (!abi) return problem("entry point returned no descriptor");
+  if (abi->abi_version != NINFER_PLUGIN_ABI_VERSION)
+    return problem(fmt::format("ABI version {} but this core speaks {}; rebuild the plugin against this core",
+                               abi->abi_version, NINFER_PLUGIN_ABI_VERSION));
+  if (abi->struct_size < sizeof(ninfer_plugin) || !abi->name || !abi->target_arch || !abi->score ||
+      !abi->register_variants)
+    return problem("descriptor is incomplete");
+  if (find(abi->name)) return problem(fmt::format("a plugin named '{}' is already loaded", abi->name));
+
+  auto plugin = std::make_unique<LoadedPlugin>();
+  plugin->file = file;
+  plugin->abi = abi;
+  RegistrationContext ctx{plugin.get(), {}};
+  ninfer_registrar reg{&ctx, add_variant};
+  const int32_t rc = abi->register_variants(&reg);
+  for (const auto& p : ctx.problems) problem(p);
+  if (rc != NINFER_OK) return problem(fmt::format("registration failed (status {})", rc));
+  spdlog::debug("plugin {} ({}) loaded from {} with {} variants", abi->name, abi->target_arch,
+                file.string(), plugin->variants.size());
+  keep_loaded().push_back(std::move(lib));
+  plugins_.push_back(std::move(plugin));
+  return true;
+}
+
+const LoadedPlugin* PluginHost::find(std::string_view name) const {
+  for (const auto& p : plugins_)
+    if (name == p->abi->name) return p.get();
+  return nullptr;
+}
+
+PluginChoice PluginHost::choose(const ninfer_device_info& device, std::string_view forced) const {
+  PluginChoice choice;
+  for (const auto& p : plugins_) {
+    char why[256] = {0};
+    int s = p->abi->score(&device, why, sizeof why);
+    if (!forced.empty() && forced != p->abi->name && s > 0) {
+      std::string reason = fmt::format("{} (not chosen: --plugin {} was requested)", why, forced);
+      choice.scores.push_back({p.get(), 0, reason});
+      continue;
+    }
+    choice.scores.push_back({p.get(), std::max(s, 0), why});
+  }
+  std::stable_sort(choice.scores.begin(), choice.scores.end(),
+                   [](const PluginScore& a, const PluginScore& b) { return a.score > b.score; });
+  if (!choice.scores.empty() && choice.scores.front().score > 0)
+    choice.chosen = choice.scores.front().plugin;
+  return choice;
+}
+
+} // namespace ninfer

@@ -1,0 +1,101 @@
+#include "ninfer/schedule_table.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "ninfer/error.hpp"
+#include "ninfer/occupancy.hpp"
+#include "ninfer/op_catalog.hpp"
+#include "ninfer/paths.hpp"
+#include "ninfer/plugin_host.hpp"
+#include "ninfer/yaml_schema.hpp"
+
+namespace ninfer {
+
+const ScheduleEntry* ScheduleTable::lookup(std::string_view op, int64_t tokens) const {
+  for (const auto& e : entries)
+    if (e.op == op && tokens >= e.tokens_min && tokens <= e.tokens_max) return &e;
+  return nullptr;
+}
+
+ScheduleTable load_schedule_table(const std::filesystem::path& file,
+                                  const std::filesystem::path& schema_dir) {
+  YAML::Node root = load_validated_yaml(file, schema_dir / "schedule.schema.json");
+  ScheduleTable t;
+  t.source = file.filename().string();
+  t.arch = root["arch"].as<std::string>();
+  if (root["entries"]) {
+    for (const auto& n : root["entries"]) {
+      ScheduleEntry e;
+      e.op = n["op"].as<std::string>();
+      e.tokens_min = n["tokens"][0].as<int64_t>();
+      e.tokens_max = n["tokens"][1].as<int64_t>();
+      e.variant = n["variant"].as<std::string>();
+      if (n["max_ctas"]) e.max_ctas = n["max_ctas"].as<int64_t>();
+      e.where = where(file.string(), n);
+      if (e.tokens_min > e.tokens_max)
+        throw Error(fmt::format("{}: tokens: bucket [{}, {}] is empty (min must be <= max)", e.where,
+                                e.tokens_min, e.tokens_max));
+      t.entries.push_back(std::move(e));
+    }
+  }
+  return t;
+}
+
+void check_against(ScheduleTable& table, const LoadedPlugin& plugin, const ninfer_device_info& device) {
+  std::vector<ScheduleEntry> kept;
+  auto drop = [&](const ScheduleEntry& e, const std::string& why) {
+    table.warnings.push_back(fmt::format("{}: schedule entry {} tokens [{}, {}] -> {} rejected: {}; "
+                                         "the planner's own choice is used",
+                                         e.where, e.op, e.tokens_min, e.tokens_max, e.variant, why));
+    spdlog::warn("{}", table.warnings.back());
+  };
+  if (table.arch != plugin.arch()) {
+    for (const auto& e : table.entries)
+      drop(e, fmt::format("table is for {}, plugin {} is {}", table.arch, plugin.name(), plugin.arch()));
+    table.entries.clear();
+    return;
+  }
+  for (const auto& e : table.entries) {
+    if (!find_op(e.op)) {
+      drop(e, "unknown op");
+      continue;
+    }
+    const ninfer_variant* v = plugin.find_variant(e.op, e.variant);
+    if (!v) {
+      drop(e, fmt::format("plugin {} has no variant '{}'", plugin.name(), e.variant));
+      continue;
+    }
+    if (v->exec == NINFER_EXEC_CUDA) {
+      // Static resources only here; shape-dependent shared memory is checked per plan.
+      const Occupancy occ = occupancy(v->resources, 0, device);
+      if (occ.blocks_per_sm == 0) {
+        drop(e, fmt::format("variant cannot run on {} ({})", device.name, occ.limiter));
+        continue;
+      }
+      if (e.max_ctas && v->cooperative && *e.max_ctas > occ.residency) {
+        drop(e, fmt::format("max_ctas {} exceeds the {} CTAs that can be resident on {} "
+                            "({} per SM x {} SMs)",
+                            *e.max_ctas, occ.residency, device.name, occ.blocks_per_sm, device.sm_count));
+        continue;
+      }
+      if (e.max_ctas && *e.max_ctas < v->split_k) {
+        drop(e, fmt::format("max_ctas {} is below the variant's {} CTAs per token tile", *e.max_ctas,
+                            v->split_k));
+        continue;
+      }
+    }
+    kept.push_back(e);
+  }
+  table.entries = std::move(kept);
+}
+
+ScheduleTable builtin_schedule_table(const LoadedPlugin& plugin, const ninfer_device_info& device) {
+  const auto file = data_dir() / "arch" / "schedules" / (plugin.arch() + ".yaml");
+  if (!std::filesystem::exists(file)) return ScheduleTable{"(none)", plugin.arch(), {}, {}};
+  ScheduleTable t = load_schedule_table(file, data_dir() / "schemas");
+  check_against(t, plugin, device);
+  return t;
+}
+
+} // namespace ninfer

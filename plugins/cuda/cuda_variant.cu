@@ -1,0 +1,44 @@
+#include "cuda_variant.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace ninfer::cuda_plugin {
+
+const BuildResource* find_build_resource(const char* symbol) {
+  for (std::size_t i = 0; i < kBuildResourceCount; ++i)
+    if (std::strcmp(kBuildResources[i].symbol, symbol) == 0) return &kBuildResources[i];
+  return nullptr;
+}
+
+ninfer_kernel_resources make_resources(const BuildResource& r, int32_t threads_per_block) {
+  ninfer_kernel_resources out{};
+  out.symbol = r.symbol;
+  out.threads_per_block = threads_per_block;
+  out.registers_per_thread = r.registers;
+  out.static_smem_bytes = r.shared_bytes;
+  out.local_bytes_per_thread = r.local_bytes;
+  out.max_threads_per_block = threads_per_block; // every kernel declares __launch_bounds__(threads)
+  return out;
+}
+
+int32_t query_kernel_attributes(const void* kernel, const char* symbol, int32_t threads_per_block,
+                                ninfer_kernel_resources* out, char* err, size_t err_len) {
+  cudaFuncAttributes attr{};
+  if (cudaError_t rc = cudaFuncGetAttributes(&attr, kernel); rc != cudaSuccess) {
+    std::snprintf(err, err_len, "cudaFuncGetAttributes(%s): %s", symbol, cudaGetErrorString(rc));
+    return NINFER_ERR_LAUNCH;
+  }
+  *out = ninfer_kernel_resources{};
+  out->symbol = symbol;
+  out->threads_per_block = threads_per_block;
+  out->registers_per_thread = attr.numRegs;
+  out->static_smem_bytes = static_cast<int32_t>(attr.sharedSizeBytes);
+  out->local_bytes_per_thread = static_cast<int32_t>(attr.localSizeBytes);
+  out->max_threads_per_block = attr.maxThreadsPerBlock;
+  return NINFER_OK;
+}
+
+} // namespace ninfer::cuda_plugin

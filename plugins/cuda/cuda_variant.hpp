@@ -1,0 +1,22 @@
+// Helpers every CUDA kernel family of the plugin uses to describe its variants.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "build_resources.hpp"
+#include "ninfer/abi/plugin_abi.h"
+
+namespace ninfer::cuda_plugin {
+
+// Resources of one compiled kernel as the planner needs them.
+ninfer_kernel_resources make_resources(const BuildResource& r, int32_t threads_per_block);
+
+// cudaFuncGetAttributes on the current device, in the plugin ABI's form.
+int32_t query_kernel_attributes(const void* kernel, const char* symbol, int32_t threads_per_block,
+                                ninfer_kernel_resources* out, char* err, size_t err_len);
+
+// One registration function per kernel family.
+int32_t register_gdn_gating(const ninfer_registrar* r, char* err, size_t err_len);
+
+} // namespace ninfer::cuda_plugin

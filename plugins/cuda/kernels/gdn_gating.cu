@@ -1,0 +1,304 @@
+// gdn_gating kernels (contract: ninfer/abi/ops/gdn_gating.h).
+//
+// One CTA computes a tile of `TPC` tokens against all 2*heads weight rows (w_a rows then
+// w_b rows) over one slice of the hidden dimension. The unsplit variant reduces the whole
+// hidden dimension in one CTA and applies the gating epilogue itself; it is a grid-stride
+// kernel, so any grid size is legal. Split-K variants cut the hidden dimension into SPLIT
+// slices (grid.y), park partial sums in the caller's workspace and meet at a grid-wide
+// barrier before the epilogue: they are cooperative, so every CTA of a launch must be
+// resident at once. The planner, not this file, decides how many CTAs a launch may have.
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <utility>
+
+#include "../build_resources.hpp"
+#include "../cuda_variant.hpp"
+#include "ninfer/abi/ops/gdn_gating.h"
+
+namespace cg = cooperative_groups;
+
+namespace ninfer::cuda_plugin {
+namespace {
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+__device__ __forceinline__ float softplus(float z) {
+  // Matches torch.nn.functional.softplus (beta 1, threshold 20).
+  return z > 20.f ? z : log1pf(expf(z));
+}
+
+__device__ __forceinline__ void write_gates(const ninfer_gdn_gating_args& a, int64_t t, int h,
+                                            float av, float bv) {
+  a.g[t * a.heads + h] = -expf(a.a_log[h]) * softplus(av + a.dt_bias[h]);
+  a.beta[t * a.heads + h] = 1.f / (1.f + expf(-bv));
+}
+
+__host__ __device__ constexpr int slice_len(int hidden, int split) {
+  // Slices are multiples of 8 elements so a later vectorised load stays aligned.
+  return ((hidden + split - 1) / split + 7) / 8 * 8;
+}
+
+template <typename T, int SPLIT, int TPC>
+__device__ void tile_partials(const ninfer_gdn_gating_args& a, int64_t t0, int nt, int k0,
+                              int k1, T* xs, float* out, int64_t out_stride_t) {
+  // Stage the token tile's slice of x in shared memory; rows past nt are zero so the inner
+  // loop needs no token bound.
+  const int klen = k1 - k0;
+  for (int i = threadIdx.x; i < TPC * klen; i += blockDim.x) {
+    const int tt = i / klen, k = i % klen;
+    xs[tt * klen + k] = tt < nt ? static_cast<const T*>(a.x)[(t0 + tt) * a.x_row_stride + k0 + k]
+                                : T(0.f);
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int rows = 2 * a.heads;
+  for (int r = warp; r < rows; r += warps) {
+    const T* w = static_cast<const T*>(r < a.heads ? a.w_a : a.w_b) +
+                 static_cast<int64_t>(r < a.heads ? r : r - a.heads) * a.hidden;
+    float acc[TPC];
+#pragma unroll
+    for (int i = 0; i < TPC; ++i) acc[i] = 0.f;
+    for (int k = lane; k < klen; k += 32) {
+      const float wv = to_float(w[k0 + k]);
+#pragma unroll
+      for (int i = 0; i < TPC; ++i) acc[i] += wv * to_float(xs[i * klen + k]);
+    }
+#pragma unroll
+    for (int i = 0; i < TPC; ++i) {
+      float v = acc[i];
+      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if (lane == 0 && i < nt) out[i * out_stride_t + r] = v;
+    }
+  }
+  __syncthreads(); // xs and out are reused by the next tile
+}
+
+// Unsplit: grid-stride over token tiles, epilogue in the CTA. Dynamic smem: x tile, then
+// TPC x 2*heads float results.
+template <typename T, int TPC>
+__device__ void gating_unsplit(const ninfer_gdn_gating_args& a, int64_t tok_begin,
+                               int64_t tok_end) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int klen = slice_len(a.hidden, 1);
+  T* xs = reinterpret_cast<T*>(smem);
+  float* res = reinterpret_cast<float*>(smem + ((TPC * klen * sizeof(T) + 15) / 16) * 16);
+  const int64_t tiles = (tok_end - tok_begin + TPC - 1) / TPC;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t t0 = tok_begin + tile * TPC;
+    const int nt = static_cast<int>((tok_end - t0 < TPC ? tok_end - t0 : int64_t{TPC}));
+    tile_partials<T, 1, TPC>(a, t0, nt, 0, a.hidden, xs, res, 2 * a.heads);
+    for (int i = threadIdx.x; i < nt * a.heads; i += blockDim.x) {
+      const int tt = i / a.heads, h = i % a.heads;
+      write_gates(a, t0 + tt, h, res[tt * 2 * a.heads + h], res[tt * 2 * a.heads + a.heads + h]);
+    }
+    __syncthreads();
+  }
+}
+
+// Split-K: grid = (token tiles of this launch, SPLIT). Workspace: SPLIT x launch tokens x
+// 2*heads floats.
+template <typename T, int SPLIT, int TPC>
+__device__ void gating_split(const ninfer_gdn_gating_args& a, int64_t tok_begin, int64_t tok_end,
+                             float* ws) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* xs = reinterpret_cast<T*>(smem);
+  const int klen = slice_len(a.hidden, SPLIT);
+  const int rows = 2 * a.heads;
+  const int64_t launch_tokens = tok_end - tok_begin;
+  const int64_t t0 = tok_begin + static_cast<int64_t>(blockIdx.x) * TPC;
+  const int nt = static_cast<int>((tok_end - t0 < TPC ? tok_end - t0 : int64_t{TPC}));
+  const int s = blockIdx.y;
+  const int k0 = min(a.hidden, s * klen), k1 = min(a.hidden, k0 + klen);
+  if (nt > 0 && k1 > k0)
+    tile_partials<T, SPLIT, TPC>(a, t0, nt, k0, k1, xs, ws + (s * launch_tokens + (t0 - tok_begin)) * rows,
+                                 rows);
+  else if (nt > 0)
+    for (int i = threadIdx.x; i < nt * rows; i += blockDim.x)
+      ws[(s * launch_tokens + (t0 - tok_begin)) * rows + i] = 0.f; // empty slice (tiny hidden)
+  cg::this_grid().sync();
+  const int64_t outputs = launch_tokens * a.heads;
+  const int64_t nthreads = static_cast<int64_t>(gridDim.x) * gridDim.y * blockDim.x;
+  const int64_t first = (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t o = first; o < outputs; o += nthreads) {
+    const int64_t tt = o / a.heads;
+    const int h = static_cast<int>(o % a.heads);
+    float av = 0.f, bv = 0.f;
+#pragma unroll
+    for (int p = 0; p < SPLIT; ++p) {
+      av += ws[(p * launch_tokens + tt) * rows + h];
+      bv += ws[(p * launch_tokens + tt) * rows + a.heads + h];
+    }
+    write_gates(a, tok_begin + tt, h, av, bv);
+  }
+}
+
+} // namespace
+} // namespace ninfer::cuda_plugin
+
+using ninfer::cuda_plugin::gating_split;
+using ninfer::cuda_plugin::gating_unsplit;
+
+// Kernel entry points: extern "C" so their cubin names are the variant symbols the build-time
+// resource table is keyed by. Block sizes are fixed per variant (the launch bounds).
+#define NINFER_GATING_UNSPLIT(NAME, T, THREADS, TPC)                                            \
+  extern "C" __global__ void __launch_bounds__(THREADS)                                          \
+      NAME(ninfer_gdn_gating_args a, int64_t b, int64_t e, float*) {                             \
+    gating_unsplit<T, TPC>(a, b, e);                                                             \
+  }
+#define NINFER_GATING_SPLIT(NAME, T, THREADS, SPLIT, TPC)                                       \
+  extern "C" __global__ void __launch_bounds__(THREADS)                                          \
+      NAME(ninfer_gdn_gating_args a, int64_t b, int64_t e, float* ws) {                          \
+    gating_split<T, SPLIT, TPC>(a, b, e, ws);                                                    \
+  }
+
+NINFER_GATING_UNSPLIT(ninfer_gdn_gating_unsplit_f32, float, 256, 4)
+NINFER_GATING_UNSPLIT(ninfer_gdn_gating_unsplit_bf16, __nv_bfloat16, 256, 4)
+NINFER_GATING_SPLIT(ninfer_gdn_gating_split2_f32, float, 512, 2, 8)
+NINFER_GATING_SPLIT(ninfer_gdn_gating_split2_bf16, __nv_bfloat16, 512, 2, 8)
+NINFER_GATING_SPLIT(ninfer_gdn_gating_split4_f32, float, 512, 4, 8)
+NINFER_GATING_SPLIT(ninfer_gdn_gating_split4_bf16, __nv_bfloat16, 512, 4, 8)
+NINFER_GATING_SPLIT(ninfer_gdn_gating_split8_f32, float, 256, 8, 2)
+NINFER_GATING_SPLIT(ninfer_gdn_gating_split8_bf16, __nv_bfloat16, 256, 8, 2)
+
+namespace ninfer::cuda_plugin {
+namespace {
+
+using GatingKernel = void (*)(ninfer_gdn_gating_args, int64_t, int64_t, float*);
+
+struct GatingVariantDef {
+  const char* name;
+  int split;
+  int tpc;
+  int threads;
+  bool cooperative;
+  const char* symbol_f32;
+  const char* symbol_bf16;
+  GatingKernel kernel_f32;
+  GatingKernel kernel_bf16;
+};
+
+constexpr int kVariants = 4;
+const GatingVariantDef kDefs[kVariants] = {
+    {"unsplit", 1, 4, 256, false, "ninfer_gdn_gating_unsplit_f32", "ninfer_gdn_gating_unsplit_bf16",
+     ninfer_gdn_gating_unsplit_f32, ninfer_gdn_gating_unsplit_bf16},
+    {"split2", 2, 8, 512, true, "ninfer_gdn_gating_split2_f32", "ninfer_gdn_gating_split2_bf16",
+     ninfer_gdn_gating_split2_f32, ninfer_gdn_gating_split2_bf16},
+    {"split4", 4, 8, 512, true, "ninfer_gdn_gating_split4_f32", "ninfer_gdn_gating_split4_bf16",
+     ninfer_gdn_gating_split4_f32, ninfer_gdn_gating_split4_bf16},
+    {"split8", 8, 2, 256, true, "ninfer_gdn_gating_split8_f32", "ninfer_gdn_gating_split8_bf16",
+     ninfer_gdn_gating_split8_f32, ninfer_gdn_gating_split8_bf16},
+};
+
+size_t elem_size(int32_t dtype) { return dtype == NINFER_DTYPE_F32 ? 4 : 2; }
+
+template <int V>
+size_t dyn_smem(const ninfer_shape* s) {
+  const GatingVariantDef& d = kDefs[V];
+  const size_t klen = slice_len(static_cast<int>(s->dims[0]), d.split);
+  size_t bytes = d.tpc * klen * elem_size(s->dtype);
+  if (d.split == 1) bytes = (bytes + 15) / 16 * 16 + d.tpc * 2 * s->dims[1] * sizeof(float);
+  return bytes;
+}
+
+template <int V>
+size_t workspace(const ninfer_shape* s, int64_t launch_tokens) {
+  const GatingVariantDef& d = kDefs[V];
+  return d.split == 1 ? 0 : d.split * launch_tokens * 2 * s->dims[1] * sizeof(float);
+}
+
+int32_t supports(const ninfer_shape* s) {
+  return (s->dtype == NINFER_DTYPE_F32 || s->dtype == NINFER_DTYPE_BF16) && s->dims[0] > 0 &&
+         s->dims[1] > 0 && s->tokens > 0;
+}
+
+template <int V>
+int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+  const GatingVariantDef& d = kDefs[V];
+  ninfer_gdn_gating_args a = *static_cast<const ninfer_gdn_gating_args*>(args);
+  GatingKernel k = a.dtype == NINFER_DTYPE_F32 ? d.kernel_f32 : d.kernel_bf16;
+  int64_t b = l->token_begin, e = l->token_end;
+  float* ws = static_cast<float*>(l->workspace);
+  cudaError_t rc = cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(l->dynamic_smem_bytes));
+  if (rc == cudaSuccess) {
+    void* params[] = {&a, &b, &e, &ws};
+    dim3 grid(l->grid_x, l->grid_y), block(l->block);
+    auto s = static_cast<cudaStream_t>(stream);
+    rc = l->cooperative
+             ? cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k), grid, block, params,
+                                           l->dynamic_smem_bytes, s)
+             : cudaLaunchKernel(reinterpret_cast<const void*>(k), grid, block, params,
+                                l->dynamic_smem_bytes, s);
+  }
+  if (rc != cudaSuccess) {
+    std::snprintf(err, err_len, "gdn_gating/%s: launch grid (%d,%d) block %d smem %zu tokens [%lld,%lld): %s",
+                  d.name, l->grid_x, l->grid_y, l->block, l->dynamic_smem_bytes,
+                  static_cast<long long>(b), static_cast<long long>(e), cudaGetErrorString(rc));
+    return NINFER_ERR_LAUNCH;
+  }
+  return NINFER_OK;
+}
+
+// The kernel (of the two dtypes) whose resources the variant reports; set at registration.
+GatingKernel g_planned_kernel[kVariants];
+
+template <int V>
+int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
+  const bool f32 = g_planned_kernel[V] == kDefs[V].kernel_f32;
+  return query_kernel_attributes(reinterpret_cast<const void*>(g_planned_kernel[V]),
+                                 f32 ? kDefs[V].symbol_f32 : kDefs[V].symbol_bf16,
+                                 kDefs[V].threads, out, err, err_len);
+}
+
+template <int V>
+void fill(ninfer_variant& v) {
+  const GatingVariantDef& d = kDefs[V];
+  v.op = NINFER_OP_GDN_GATING;
+  v.name = d.name;
+  v.exec = NINFER_EXEC_CUDA;
+  v.geometry = d.cooperative ? NINFER_GEOMETRY_TOKEN_TILED : NINFER_GEOMETRY_TOKEN_TILED_GRID_STRIDE;
+  v.cooperative = d.cooperative;
+  v.split_k = d.split;
+  v.tokens_per_cta = d.tpc;
+  v.dtype_mask = (1u << NINFER_DTYPE_F32) | (1u << NINFER_DTYPE_BF16);
+  v.dynamic_smem_bytes = dyn_smem<V>;
+  v.workspace_bytes = workspace<V>;
+  v.supports = supports;
+  v.launch = launch<V>;
+  v.query_loaded_resources = query<V>;
+}
+
+template <int... V>
+void fill_all(ninfer_variant* out, std::integer_sequence<int, V...>) {
+  (fill<V>(out[V]), ...);
+}
+
+} // namespace
+
+int32_t register_gdn_gating(const ninfer_registrar* r, char* err, size_t err_len) {
+  static ninfer_variant variants[kVariants];
+  fill_all(variants, std::make_integer_sequence<int, kVariants>{});
+  for (int i = 0; i < kVariants; ++i) {
+    const GatingVariantDef& d = kDefs[i];
+    const BuildResource* f32 = find_build_resource(d.symbol_f32);
+    const BuildResource* bf16 = find_build_resource(d.symbol_bf16);
+    if (!f32 || !bf16) {
+      std::snprintf(err, err_len, "gdn_gating/%s: kernel missing from the build resource table", d.name);
+      return NINFER_ERR_UNSUPPORTED;
+    }
+    // Both dtypes share block size and tiling; plan with the one needing more registers so a
+    // plan is legal for either (static shared memory is zero for both: all of it is dynamic).
+    const bool f32_worse = f32->registers >= bf16->registers;
+    variants[i].resources = make_resources(f32_worse ? *f32 : *bf16, d.threads);
+    g_planned_kernel[i] = f32_worse ? d.kernel_f32 : d.kernel_bf16;
+    if (int32_t rc = r->add_variant(r->ctx, &variants[i]); rc != NINFER_OK) return rc;
+  }
+  return NINFER_OK;
+}
+
+} // namespace ninfer::cuda_plugin

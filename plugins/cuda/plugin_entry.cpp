@@ -1,0 +1,56 @@
+// Entry point of one CUDA architecture plugin. The same source is compiled once per plugin;
+// the target architecture comes from compile definitions set by ninfer_add_cuda_plugin().
+#include <cstdio>
+
+#include "cuda_variant.hpp"
+#include "ninfer/abi/plugin_abi.h"
+
+#ifndef NINFER_PLUGIN_NAME
+#error "NINFER_PLUGIN_NAME must be defined by the build"
+#endif
+
+namespace {
+
+int32_t score(const ninfer_device_info* d, char* why, size_t why_len) {
+  // Exact compute capability only. Machine code for sm_X.Y may run on a later minor of the
+  // same major, and `a` targets run on exactly one; either way a kernel tuned or built for
+  // another chip is never what we want to run, so there is no family fallback.
+  if (d->kind != NINFER_DEVICE_CUDA) {
+    std::snprintf(why, why_len, "%s runs on CUDA devices only", NINFER_PLUGIN_NAME);
+    return 0;
+  }
+  if (d->cc_major != NINFER_TARGET_CC_MAJOR || d->cc_minor != NINFER_TARGET_CC_MINOR) {
+    std::snprintf(why, why_len, "built for %s (compute %d.%d), device is compute %d.%d",
+                  NINFER_TARGET_ARCH, NINFER_TARGET_CC_MAJOR, NINFER_TARGET_CC_MINOR, d->cc_major,
+                  d->cc_minor);
+    return 0;
+  }
+  std::snprintf(why, why_len, "exact match: built for %s, device is compute %d.%d",
+                NINFER_TARGET_ARCH, d->cc_major, d->cc_minor);
+  return 100;
+}
+
+int32_t register_variants(const ninfer_registrar* r) {
+  char err[256] = {0};
+  int32_t rc = ninfer::cuda_plugin::register_gdn_gating(r, err, sizeof err);
+  if (rc != NINFER_OK) std::fprintf(stderr, "%s: %s\n", NINFER_PLUGIN_NAME, err);
+  return rc;
+}
+
+const ninfer_plugin kPlugin = {
+    NINFER_PLUGIN_ABI_VERSION,
+    sizeof(ninfer_plugin),
+    NINFER_PLUGIN_NAME,
+    NINFER_TARGET_ARCH,
+    NINFER_PLUGIN_VERSION,
+    NINFER_CAP_CUDA | NINFER_CAP_COOPERATIVE | NINFER_CAP_BF16 |
+        (NINFER_ARCH_SPECIFIC ? NINFER_CAP_ARCH_SPECIFIC : 0),
+    score,
+    register_variants,
+};
+
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) const ninfer_plugin* ninfer_plugin_entry(void) {
+  return &kPlugin;
+}

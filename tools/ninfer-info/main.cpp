@@ -1,0 +1,184 @@
+// ninfer-info: which devices and plugins this machine has, which plugin serves each device
+// and why, and how any registered op would be launched on any device, real or described.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <iostream>
+#include <optional>
+
+#include "ninfer/arch_catalog.hpp"
+#include "ninfer/device.hpp"
+#include "ninfer/abi/ops/gdn_gating.h"
+#include "ninfer/error.hpp"
+#include "ninfer/log.hpp"
+#include "ninfer/op_catalog.hpp"
+#include "ninfer/paths.hpp"
+#include "ninfer/planner.hpp"
+#include "ninfer/plugin_host.hpp"
+#include "ninfer/schedule_table.hpp"
+#include "plan_report.hpp"
+
+namespace {
+
+using namespace ninfer;
+
+struct Options {
+  std::string plugin_dir;
+  std::string forced_plugin;
+  std::string device_model;
+  std::string device = "auto";
+  std::string plan_op;
+  int64_t tokens = 1;
+  std::vector<int64_t> dims;
+  std::string dtype;
+  bool json = false;
+  bool list_ops = false;
+  bool list_models = false;
+  bool verbose = false;
+};
+
+int32_t parse_dtype(const std::string& s) {
+  if (s == "bf16" || s == "bfloat16") return NINFER_DTYPE_BF16;
+  if (s == "f32" || s == "float32") return NINFER_DTYPE_F32;
+  throw Error(fmt::format("unknown --dtype '{}' (use bf16 or f32)", s));
+}
+
+// The device a plan is for: a described card, or a live device chosen by --device.
+ninfer_device_info target_device(const Options& o, const Discovery& disc) {
+  if (!o.device_model.empty()) {
+    ArchCatalog cat = ArchCatalog::load_default();
+    return cat.describe(cat.require_device(o.device_model));
+  }
+  if (o.device == "cpu") return host_device();
+  if (o.device.rfind("cuda", 0) == 0) {
+    size_t idx = 0;
+    if (o.device.size() > 5 && o.device[4] == ':') idx = std::stoul(o.device.substr(5));
+    else if (o.device != "cuda") throw Error(fmt::format("bad --device '{}' (cpu, cuda, cuda:N, auto)", o.device));
+    if (idx >= disc.cuda.size())
+      throw Error(fmt::format("--device {}: {}", o.device,
+                              disc.cuda.empty() ? disc.note : fmt::format("only {} CUDA device(s)", disc.cuda.size())));
+    return disc.cuda[idx];
+  }
+  if (o.device != "auto") throw Error(fmt::format("bad --device '{}' (cpu, cuda, cuda:N, auto)", o.device));
+  return disc.cuda.empty() ? host_device() : disc.cuda.front();
+}
+
+void print_choice(const ninfer_device_info& d, const PluginChoice& c) {
+  fmt::print("  {}\n", summary(d));
+  for (const auto& s : c.scores)
+    fmt::print("    {:<12} score {:>3}  {}\n", s.plugin->name(), s.score, s.reason);
+  if (c.chosen)
+    fmt::print("    -> chosen: {}\n", c.chosen->name());
+  else
+    fmt::print("    -> no plugin may run here: build one for {} (docs/plugins.md) or use the CPU\n", d.arch);
+}
+
+Plan make_plan(const Options& o, const PluginHost& host, const ninfer_device_info& dev,
+               ScheduleTable& table_out) {
+  const OpInfo& op = require_op(o.plan_op);
+  PluginChoice c = host.choose(dev, o.forced_plugin);
+  if (!c.chosen) {
+    std::string why = c.scores.empty() ? "no plugins were loaded" : c.scores.front().reason;
+    throw Error(fmt::format("no plugin can run on {}: {}", dev.name, why));
+  }
+  ninfer_shape shape{};
+  shape.tokens = o.tokens;
+  for (size_t i = 0; i < 4; ++i) shape.dims[i] = op.default_dims[i];
+  if (!o.dims.empty()) {
+    if (o.dims.size() != op.dim_names.size())
+      throw Error(fmt::format("--dims for {} takes {} values ({})", op.name, op.dim_names.size(),
+                              fmt::join(op.dim_names, ",")));
+    for (size_t i = 0; i < o.dims.size(); ++i) shape.dims[i] = o.dims[i];
+  }
+  shape.dtype = o.dtype.empty() ? op.default_dtype : parse_dtype(o.dtype);
+  table_out = builtin_schedule_table(*c.chosen, dev);
+  Planner planner(*c.chosen, dev, &table_out);
+  return planner.plan(op.name, shape);
+}
+
+int run(const Options& o) {
+  if (o.list_models) {
+    ArchCatalog cat = ArchCatalog::load_default();
+    for (const auto& d : cat.devices())
+      fmt::print("{:<24} {:<8} {:>4} SMs  {:>5.0f} GiB\n", d.name, d.arch, d.sm_count, d.memory_gib);
+    return 0;
+  }
+  if (o.list_ops) {
+    for (const auto& op : op_catalog())
+      fmt::print("{:<12} dims ({}), default {}: {}\n", op.name, fmt::join(op.dim_names, ", "),
+                 fmt::join(op.default_dims.begin(), op.default_dims.begin() + op.dim_names.size(), "x"),
+                 op.summary);
+    return 0;
+  }
+  if (o.tokens < 1) throw Error(fmt::format("--tokens must be >= 1 (got {})", o.tokens));
+
+  PluginHost host;
+  const auto dir = o.plugin_dir.empty() ? default_plugin_dir() : std::filesystem::path(o.plugin_dir);
+  host.load_directory(dir);
+  if (!o.forced_plugin.empty() && !host.find(o.forced_plugin))
+    throw Error(fmt::format("--plugin {}: no such plugin in {}", o.forced_plugin, dir.string()));
+  const Discovery disc = discover_devices();
+
+  if (!o.plan_op.empty()) {
+    ScheduleTable table;
+    Plan p = make_plan(o, host, target_device(o, disc), table);
+    if (o.json)
+      std::cout << tools::plan_to_json(p).dump(2) << "\n";
+    else
+      std::cout << tools::plan_to_text(p);
+    return 0;
+  }
+
+  fmt::print("ninfer {} — plugin directory {}\n\n", NINFER_VERSION, dir.string());
+  fmt::print("Plugins\n");
+  for (const auto& p : host.plugins())
+    fmt::print("  {:<12} {:<8} v{:<6} {} variants ({})  {}\n", p->name(), p->arch(), p->abi->version,
+               p->variants.size(), fmt::join(p->ops(), ", "), p->file.filename().string());
+  for (const auto& pr : host.problems()) fmt::print("  skipped {}: {}\n", pr.file.filename().string(), pr.message);
+
+  fmt::print("\nDevices\n");
+  if (disc.cuda.empty()) fmt::print("  {}\n", disc.note);
+  else fmt::print("  CUDA driver {}, runtime {}\n", disc.driver_version, disc.runtime_version);
+  for (const auto& d : disc.cuda) print_choice(d, host.choose(d, o.forced_plugin));
+  print_choice(host_device(), host.choose(host_device(), o.forced_plugin));
+
+  // A sample plan, so the first run shows what the planner does on this machine's best device.
+  Options sample = o;
+  sample.plan_op = NINFER_OP_GDN_GATING;
+  sample.tokens = 1665;
+  ScheduleTable table;
+  fmt::print("\nExample plan (ninfer-info --plan {} --tokens {}{})\n", sample.plan_op, sample.tokens,
+             disc.cuda.empty() ? " --device-model \"RTX 4080 SUPER\"" : "");
+  if (disc.cuda.empty()) sample.device_model = "RTX 4080 SUPER";
+  std::cout << tools::plan_to_text(make_plan(sample, host, target_device(sample, disc), table));
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"ninfer-info: devices, architecture plugins and launch plans"};
+  app.add_option("--plugin-dir", o.plugin_dir, "Directory of plugins (default: $NINFER_PLUGIN_DIR, else <install>/lib/ninfer/plugins)");
+  app.add_option("--plugin", o.forced_plugin, "Use only this plugin (it must still score above zero)");
+  app.add_option("--device", o.device, "Device to plan for: auto, cpu, cuda, cuda:N")->capture_default_str();
+  app.add_option("--device-model", o.device_model, "Plan for a described card instead (see --list-device-models)");
+  app.add_option("--plan", o.plan_op, "Print the launch plan of OP (see --list-ops)");
+  app.add_option("--tokens", o.tokens, "Token count for --plan")->capture_default_str();
+  app.add_option("--dims", o.dims, "Op dims for --plan, comma separated (default: the op's real-model shape)")->delimiter(',');
+  app.add_option("--dtype", o.dtype, "Input dtype for --plan: bf16 or f32 (default: the op's)");
+  app.add_flag("--json", o.json, "Print the plan as JSON");
+  app.add_flag("--list-ops", o.list_ops, "List the op contracts");
+  app.add_flag("--list-device-models", o.list_models, "List the cards that can be described with --device-model");
+  app.add_flag("-v,--verbose", o.verbose, "Debug logging");
+  CLI11_PARSE(app, argc, argv);
+  ninfer::init_logging(o.verbose);
+  try {
+    return run(o);
+  } catch (const ninfer::Error& e) {
+    fmt::print(stderr, "ninfer-info: error: {}\n", e.what());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "ninfer-info: internal error: {}\n", e.what());
+  }
+  return 1;
+}
