@@ -2,7 +2,19 @@
 
 #include <fmt/format.h>
 
+#include "ninfer/abi/ops/attention.h"
+#include "ninfer/abi/ops/causal_conv1d.h"
+#include "ninfer/abi/ops/embedding.h"
+#include "ninfer/abi/ops/gated_delta_rule.h"
+#include "ninfer/abi/ops/gated_rms_norm.h"
 #include "ninfer/abi/ops/gdn_gating.h"
+#include "ninfer/abi/ops/kv_append.h"
+#include "ninfer/abi/ops/l2_norm.h"
+#include "ninfer/abi/ops/linear.h"
+#include "ninfer/abi/ops/rms_norm.h"
+#include "ninfer/abi/ops/rope.h"
+#include "ninfer/abi/ops/sigmoid_gate.h"
+#include "ninfer/abi/ops/silu_mul.h"
 #include "ninfer/abi/plugin_abi.h"
 #include "ninfer/error.hpp"
 
@@ -16,6 +28,32 @@ const std::vector<OpInfo>& op_catalog() {
        {"hidden", "heads"},
        {5120, 48, 0, 0}, // Qwen3.5-27B: hidden 5120, 48 linear-attention value heads
        NINFER_DTYPE_BF16},
+      // The model ops. Default dims are Qwen3.5-27B's (hidden 5120, 24 query / 4 KV heads of
+      // 256, GDN 16 key / 48 value heads of 128, conv kernel 4, MLP 17408, vocab 248320).
+      {NINFER_OP_EMBEDDING, "token embedding gather: out[t] = table[ids[t]]", {"dim", "vocab"},
+       {5120, 248320, 0, 0}, NINFER_DTYPE_BF16},
+      {NINFER_OP_RMS_NORM, "RMSNorm over rows (w or 1+w), optional fused residual add", {"dim", "groups"},
+       {5120, 1, 0, 0}, NINFER_DTYPE_F32},
+      {NINFER_OP_LINEAR, "dense layer y = x.W^T (W [out, in])", {"in_features", "out_features"},
+       {5120, 17408, 0, 0}, NINFER_DTYPE_BF16},
+      {NINFER_OP_ROPE, "rotary embedding, half-split layout, full or partial, in place",
+       {"head_dim", "heads", "rotary_dim"}, {256, 24, 64, 0}, NINFER_DTYPE_F32},
+      {NINFER_OP_KV_APPEND, "write new K/V rows into a slot of the KV cache", {"head_dim", "kv_heads"},
+       {256, 4, 0, 0}, NINFER_DTYPE_F32},
+      {NINFER_OP_ATTENTION, "causal GQA attention of new tokens over the KV cache",
+       {"head_dim", "heads", "kv_heads", "kv_len"}, {256, 24, 4, 4096}, NINFER_DTYPE_F32},
+      {NINFER_OP_SIGMOID_GATE, "attention output gate x *= sigmoid(gate), in place", {"head_dim", "heads"},
+       {256, 24, 0, 0}, NINFER_DTYPE_F32},
+      {NINFER_OP_SILU_MUL, "SwiGLU activation out = silu(gate) * up", {"width"}, {17408, 0, 0, 0},
+       NINFER_DTYPE_F32},
+      {NINFER_OP_CAUSAL_CONV1D, "GDN depthwise causal conv1d + SiLU with per-slot state",
+       {"channels", "kernel"}, {10240, 4, 0, 0}, NINFER_DTYPE_F32},
+      {NINFER_OP_L2_NORM, "L2-normalise head rows in place (GDN q, k)", {"dim", "heads"}, {128, 16, 0, 0},
+       NINFER_DTYPE_F32},
+      {NINFER_OP_GATED_DELTA_RULE, "gated delta rule recurrence with per-slot float32 state",
+       {"max_seq_tokens", "v_heads", "k_dim", "v_dim"}, {4096, 48, 128, 128}, NINFER_DTYPE_F32},
+      {NINFER_OP_GATED_RMS_NORM, "GDN output norm: rmsnorm(x) * w * silu(z) per head", {"dim", "heads"},
+       {128, 48, 0, 0}, NINFER_DTYPE_F32},
   };
   return ops;
 }

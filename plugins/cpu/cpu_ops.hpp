@@ -6,5 +6,17 @@
 namespace ninfer::cpu_plugin {
 
 int32_t register_gdn_gating(const ninfer_registrar* r);
+int32_t register_embedding(const ninfer_registrar* r);
+int32_t register_norms(const ninfer_registrar* r); // rms_norm, l2_norm, gated_rms_norm
+int32_t register_linear(const ninfer_registrar* r);
+int32_t register_rope(const ninfer_registrar* r);
+int32_t register_kv_append(const ninfer_registrar* r);
+int32_t register_attention(const ninfer_registrar* r);
+int32_t register_elementwise(const ninfer_registrar* r); // silu_mul, sigmoid_gate
+int32_t register_causal_conv1d(const ninfer_registrar* r);
+
+// gated_delta_rule has two host forms; plugin.cpp registers them in planning order.
+const ninfer_variant& gated_delta_rule_chunked_variant();
+const ninfer_variant& gated_delta_rule_recurrent_variant();
 
 } // namespace ninfer::cpu_plugin

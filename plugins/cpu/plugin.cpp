@@ -1,5 +1,6 @@
 // Entry point of the CPU reference plugin.
 #include <cstdio>
+#include <initializer_list>
 
 #include "cpu_ops.hpp"
 #include "ninfer/abi/plugin_abi.h"
@@ -17,8 +18,22 @@ int32_t score(const ninfer_device_info* d, char* why, size_t why_len) {
   return 1;
 }
 
+int32_t register_gated_delta_rule(const ninfer_registrar* r) {
+  using namespace ninfer::cpu_plugin;
+  // The planner takes the first host variant that supports a shape. The chunked form supports
+  // only calls with a sequence of two or more tokens (prefill), so decode steps fall through
+  // to the recurrent form, which supports everything.
+  if (int32_t rc = r->add_variant(r->ctx, &gated_delta_rule_chunked_variant()); rc != NINFER_OK) return rc;
+  return r->add_variant(r->ctx, &gated_delta_rule_recurrent_variant());
+}
+
 int32_t register_variants(const ninfer_registrar* r) {
-  return ninfer::cpu_plugin::register_gdn_gating(r);
+  using namespace ninfer::cpu_plugin;
+  for (auto reg : {register_gdn_gating, register_embedding, register_norms, register_linear, register_rope,
+                   register_kv_append, register_attention, register_elementwise, register_causal_conv1d,
+                   register_gated_delta_rule})
+    if (int32_t rc = reg(r); rc != NINFER_OK) return rc;
+  return NINFER_OK;
 }
 
 const ninfer_plugin kPlugin = {

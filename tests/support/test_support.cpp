@@ -1,5 +1,7 @@
 #include "test_support.hpp"
 
+#include "ninfer/paths.hpp"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -11,21 +13,19 @@
 namespace ninfer::test {
 namespace {
 
-std::filesystem::path env_path(const char* var) {
+// Compiled-in locations, overridable by the environment (e.g. to run a copied test binary).
+std::filesystem::path env_or(const char* var, const char* built_in) {
   const char* v = std::getenv(var);
-  if (!v || !*v) {
-    std::cerr << var << " is not set; run the tests through ctest\n";
-    std::abort();
-  }
-  return v;
+  return v && *v ? v : built_in;
 }
 
 } // namespace
 
-std::filesystem::path fixtures_dir() { return env_path("NINFER_TEST_FIXTURES"); }
-std::filesystem::path plugin_dir() { return env_path("NINFER_PLUGIN_DIR"); }
-std::filesystem::path data_dir() { return env_path("NINFER_DATA_DIR"); }
-std::filesystem::path build_dir() { return env_path("NINFER_BUILD_DIR"); }
+std::filesystem::path fixtures_dir() { return env_or("NINFER_TEST_FIXTURES", NINFER_TEST_FIXTURES); }
+std::filesystem::path source_dir() { return env_or("NINFER_SOURCE_DIR", NINFER_SOURCE_DIR); }
+std::filesystem::path build_dir() { return env_or("NINFER_BUILD_DIR", NINFER_BUILD_DIR); }
+std::filesystem::path plugin_dir() { return ninfer::default_plugin_dir(); }
+std::filesystem::path data_dir() { return ninfer::data_dir(); }
 
 std::mt19937_64 fresh_rng(const char* what) {
   uint64_t seed;

@@ -10,10 +10,11 @@
 
 namespace ninfer::test {
 
-std::filesystem::path fixtures_dir();  // tests/fixtures (NINFER_TEST_FIXTURES)
-std::filesystem::path plugin_dir();    // the build's plugins (NINFER_PLUGIN_DIR)
-std::filesystem::path data_dir();      // the build's share/ninfer (NINFER_DATA_DIR)
-std::filesystem::path build_dir();     // the build tree (NINFER_BUILD_DIR)
+std::filesystem::path fixtures_dir(); // tests/fixtures ($NINFER_TEST_FIXTURES overrides)
+std::filesystem::path source_dir();   // the repository ($NINFER_SOURCE_DIR overrides)
+std::filesystem::path build_dir();    // the build tree ($NINFER_BUILD_DIR overrides)
+std::filesystem::path plugin_dir();   // ninfer::default_plugin_dir(): the build's plugins
+std::filesystem::path data_dir();     // ninfer::data_dir(): the build's share/ninfer
 
 // A generator seeded from the clock (printed, so a failure can be replayed by setting
 // NINFER_TEST_SEED): every run draws fresh inputs.

@@ -161,8 +161,8 @@ NINFER_GATING_SPLIT(ninfer_gdn_gating_split2_f32, float, 512, 2, 8)
 NINFER_GATING_SPLIT(ninfer_gdn_gating_split2_bf16, __nv_bfloat16, 512, 2, 8)
 NINFER_GATING_SPLIT(ninfer_gdn_gating_split4_f32, float, 512, 4, 8)
 NINFER_GATING_SPLIT(ninfer_gdn_gating_split4_bf16, __nv_bfloat16, 512, 4, 8)
-NINFER_GATING_SPLIT(ninfer_gdn_gating_split8_f32, float, 256, 8, 2)
-NINFER_GATING_SPLIT(ninfer_gdn_gating_split8_bf16, __nv_bfloat16, 256, 8, 2)
+NINFER_GATING_SPLIT(ninfer_gdn_gating_split8_f32, float, 128, 8, 2)
+NINFER_GATING_SPLIT(ninfer_gdn_gating_split8_bf16, __nv_bfloat16, 128, 8, 2)
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -189,7 +189,7 @@ const GatingVariantDef kDefs[kVariants] = {
      ninfer_gdn_gating_split2_f32, ninfer_gdn_gating_split2_bf16},
     {"split4", 4, 8, 512, true, "ninfer_gdn_gating_split4_f32", "ninfer_gdn_gating_split4_bf16",
      ninfer_gdn_gating_split4_f32, ninfer_gdn_gating_split4_bf16},
-    {"split8", 8, 2, 256, true, "ninfer_gdn_gating_split8_f32", "ninfer_gdn_gating_split8_bf16",
+    {"split8", 8, 2, 128, true, "ninfer_gdn_gating_split8_f32", "ninfer_gdn_gating_split8_bf16",
      ninfer_gdn_gating_split8_f32, ninfer_gdn_gating_split8_bf16},
 };
 

@@ -18,22 +18,28 @@ namespace ninfer {
 
 enum class DType { F32, BF16, F16 };
 
-const char* dtype_name(DType d);
+const char* dtype_name(DType d); // safetensors spelling: "F32", "BF16", "F16"
 size_t dtype_size(DType d);
 
 struct TensorView {
   std::string name;
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
-  const void* data = nullptr; // into the memory map; valid while the Checkpoint lives
+  // Into the memory map; valid while the Checkpoint lives. safetensors does not promise
+  // alignment, so read it with memcpy (or to_f32), never through a cast float*.
+  const void* data = nullptr;
   size_t bytes = 0;
   std::filesystem::path file;
   int64_t numel() const;
 };
 
+// "[151936, 256]"
+std::string shape_string(const std::vector<int64_t>& shape);
+
 class Checkpoint {
  public:
   // Opens DIR: config.json, then the safetensors header(s). Data is mapped, not read.
+  // On a terminal (stderr is a TTY) a one-line progress indicator shows the shards.
   static Checkpoint open(const std::filesystem::path& dir);
 
   Checkpoint(Checkpoint&&) noexcept;
@@ -41,6 +47,8 @@ class Checkpoint {
   ~Checkpoint();
 
   const std::filesystem::path& dir() const;
+  // The config; its weight_prefix is corrected to what the tensors use when a flat config
+  // ships text weights under model.language_model.* (or the reverse).
   const ModelConfig& config() const;
 
   bool has(const std::string& name) const;
@@ -49,8 +57,20 @@ class Checkpoint {
   // As tensor(), and checks the shape; the error states both shapes and where the expected
   // one comes from (config.json).
   const TensorView& require(const std::string& name, const std::vector<int64_t>& expected_shape) const;
-  // Every tensor name in the checkpoint.
+  // As above; `origin` says how the expected shape follows from the config, for the message
+  // (e.g. "[num_attention_heads*head_dim*2, hidden_size] from config.json").
+  const TensorView& require(const std::string& name, const std::vector<int64_t>& expected_shape,
+                            const std::string& origin) const;
+  // Every tensor name in the checkpoint, sorted (auxiliary ones included).
   std::vector<std::string> names() const;
+  // The safetensors files, in index order.
+  const std::vector<std::filesystem::path>& files() const;
+  // Bytes of tensor data over all files.
+  size_t data_bytes() const;
+
+  // Tensors that belong to parts of the model ninfer does not run (vision tower
+  // model.visual.*, multi-token-prediction head mtp.*): listed, never required.
+  static bool is_auxiliary(const std::string& name);
 
  private:
   struct Impl;
@@ -58,8 +78,17 @@ class Checkpoint {
   std::unique_ptr<Impl> impl_;
 };
 
-// Converts any supported dtype to float32.
+// Converts any supported dtype to float32 (exactly: every BF16/F16 value is a float).
 void to_f32(const TensorView& t, float* out);
 std::vector<float> to_f32(const TensorView& t);
+// Elements [first, first + count) of the flattened tensor (e.g. one embedding row).
+void to_f32(const TensorView& t, int64_t first, int64_t count, float* out);
+
+// Scalar conversions used by to_f32 (IEEE binary16 with subnormals, Inf and NaN; bfloat16 is
+// the top half of a float32).
+float f16_to_f32(uint16_t h);
+float bf16_to_f32(uint16_t b);
+// Round to nearest even, for writers (ninfer-make-checkpoint); NaN stays NaN.
+uint16_t f32_to_bf16(float f);
 
 } // namespace ninfer

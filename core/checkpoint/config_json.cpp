@@ -1,0 +1,51 @@
+// ModelConfig -> config.json in the flat Hugging Face form transformers writes for
+// Qwen3ForCausalLM / Qwen3_5ForCausalLM, so the folder also loads in transformers.
+#include <nlohmann/json.hpp>
+
+#include "ninfer/checkpoint/random_checkpoint.hpp"
+
+namespace ninfer {
+
+std::string config_json_text(const ModelConfig& c, DType dtype) {
+  const bool q35 = c.family == ModelFamily::Qwen3_5;
+  nlohmann::ordered_json j;
+  j["architectures"] = {c.architecture.empty() ? (q35 ? "Qwen3_5ForCausalLM" : "Qwen3ForCausalLM") : c.architecture};
+  j["model_type"] = q35 ? "qwen3_5_text" : "qwen3";
+  j["dtype"] = dtype == DType::BF16 ? "bfloat16" : dtype == DType::F16 ? "float16" : "float32";
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["head_dim"] = c.head_dim;
+  j["hidden_act"] = "silu";
+  j["attention_bias"] = false;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  nlohmann::ordered_json rope;
+  rope["rope_type"] = "default";
+  rope["rope_theta"] = c.rope_theta;
+  if (q35) rope["partial_rotary_factor"] = c.partial_rotary_factor;
+  j["rope_parameters"] = rope;
+  if (q35) j["partial_rotary_factor"] = c.partial_rotary_factor;
+  std::vector<std::string> types;
+  for (LayerKind k : c.layer_types) types.emplace_back(layer_kind_name(k));
+  j["layer_types"] = types;
+  if (q35) {
+    j["linear_num_key_heads"] = c.linear_num_key_heads;
+    j["linear_num_value_heads"] = c.linear_num_value_heads;
+    j["linear_key_head_dim"] = c.linear_key_head_dim;
+    j["linear_value_head_dim"] = c.linear_value_head_dim;
+    j["linear_conv_kernel_dim"] = c.linear_conv_kernel_dim;
+  }
+  j["bos_token_id"] = c.bos_token_id ? nlohmann::ordered_json(*c.bos_token_id) : nlohmann::ordered_json();
+  j["eos_token_id"] = c.eos_token_ids.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(c.eos_token_ids.front());
+  j["pad_token_id"] = c.pad_token_id ? nlohmann::ordered_json(*c.pad_token_id) : nlohmann::ordered_json();
+  j["use_cache"] = true;
+  if (c.random_weights) j["ninfer_random_weights"] = true;
+  return j.dump(2) + "\n";
+}
+
+} // namespace ninfer

@@ -1,0 +1,84 @@
+// Seeded initialisation of random checkpoint tensors. Each tensor has its own stream
+// (splitmix64 seeded from the seed and the tensor's name), so values do not depend on the
+// order tensors are written in, and Box-Muller normals avoid std::normal_distribution,
+// whose output differs between standard libraries.
+#include <cmath>
+#include <numbers>
+
+#include "ninfer/checkpoint/random_checkpoint.hpp"
+
+namespace ninfer {
+namespace {
+
+constexpr double kMatrixStd = 0.02; // transformers' initializer_range for Qwen models
+
+uint64_t splitmix64(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+} // namespace
+
+TensorInit::TensorInit(const ExpectedTensor& e, uint64_t seed) : role_(e.role) {
+  uint64_t mix = seed ^ (fnv1a(e.name) * 0x9e3779b97f4a7c15ull);
+  state_ = splitmix64(mix);
+  if (role_ == TensorRole::Conv1dWeight) conv_bound_ = 1.0 / std::sqrt(static_cast<double>(e.shape.back()));
+}
+
+double TensorInit::uniform() {
+  // 53 random bits, shifted off 0 so log() is finite.
+  return (static_cast<double>(splitmix64(state_) >> 11) + 0.5) * 0x1.0p-53;
+}
+
+double TensorInit::normal() {
+  if (have_spare_) {
+    have_spare_ = false;
+    return spare_;
+  }
+  const double r = std::sqrt(-2.0 * std::log(uniform()));
+  const double t = 2.0 * std::numbers::pi * uniform();
+  spare_ = r * std::sin(t);
+  have_spare_ = true;
+  return r * std::cos(t);
+}
+
+void TensorInit::next(float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    double v = 0;
+    switch (role_) {
+      case TensorRole::Embedding:
+      case TensorRole::Linear: v = kMatrixStd * normal(); break;
+      case TensorRole::RmsNormWeight: v = 1.0 + kMatrixStd * normal(); break;
+      case TensorRole::RmsNormOffsetWeight: v = kMatrixStd * normal(); break;
+      case TensorRole::Conv1dWeight: v = conv_bound_ * (2.0 * uniform() - 1.0); break;
+      case TensorRole::ALog: v = std::log(1.0 + 15.0 * uniform()); break;
+      case TensorRole::DtBias: {
+        const double dt = std::exp(std::log(1e-3) + (std::log(1e-1) - std::log(1e-3)) * uniform());
+        v = dt + std::log(-std::expm1(-dt)); // softplus(v) == dt
+        break;
+      }
+    }
+    out[i] = static_cast<float>(v);
+  }
+}
+
+std::vector<float> random_tensor_values(const ExpectedTensor& e, uint64_t seed) {
+  int64_t n = 1;
+  for (int64_t d : e.shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  TensorInit(e, seed).next(v.data(), v.size());
+  return v;
+}
+
+} // namespace ninfer

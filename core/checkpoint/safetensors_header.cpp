@@ -1,0 +1,159 @@
+#include "safetensors_header.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <optional>
+
+#include "ninfer/error.hpp"
+
+namespace ninfer::checkpoint_detail {
+namespace {
+
+// The safetensors format caps the header at 100 MB; a larger length is a damaged file.
+constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
+
+std::optional<DType> parse_dtype(const std::string& s) {
+  if (s == "F32") return DType::F32;
+  if (s == "BF16") return DType::BF16;
+  if (s == "F16") return DType::F16;
+  return std::nullopt;
+}
+
+class HeaderParser {
+ public:
+  explicit HeaderParser(const MappedFile& f) : f_(f) {}
+
+  SafetensorsContents parse() {
+    if (f_.size() < 8)
+      corrupt(fmt::format("{} bytes, shorter than the 8-byte header length that starts every safetensors file",
+                          f_.size()));
+    uint64_t header_len;
+    std::memcpy(&header_len, f_.data(), 8);
+    if (header_len > f_.size() - 8)
+      corrupt(fmt::format("header length {} runs past the end of the file ({} bytes)", header_len, f_.size()));
+    if (header_len > kMaxHeaderBytes)
+      corrupt(fmt::format("header length {} is over the format's 100 MB limit", header_len));
+    data_begin_ = 8 + header_len;
+    data_size_ = f_.size() - data_begin_;
+
+    nlohmann::json header;
+    try {
+      header = nlohmann::json::parse(f_.data() + 8, f_.data() + data_begin_);
+    } catch (const nlohmann::json::exception& e) {
+      corrupt(fmt::format("the header is not valid JSON ({})", e.what()));
+    }
+    if (!header.is_object()) corrupt("the header is not a JSON object");
+
+    SafetensorsContents out;
+    for (const auto& [name, entry] : header.items()) {
+      if (name == "__metadata__") continue;
+      read_entry(name, entry, out);
+    }
+    check_overlaps(out);
+    out.data_bytes = data_size_;
+    return out;
+  }
+
+ private:
+  [[noreturn]] void corrupt(const std::string& what) const {
+    throw Error(fmt::format("truncated or corrupt file {}: {}", f_.path().string(), what));
+  }
+  [[noreturn]] void corrupt_tensor(const std::string& name, const std::string& what) const {
+    corrupt(fmt::format("tensor {}: {}", name, what));
+  }
+
+  std::vector<int64_t> read_shape(const std::string& name, const nlohmann::json& entry) const {
+    auto it = entry.find("shape");
+    if (it == entry.end() || !it->is_array()) corrupt_tensor(name, "header entry has no 'shape' list");
+    std::vector<int64_t> shape;
+    for (const auto& d : *it) {
+      if (!d.is_number_unsigned()) corrupt_tensor(name, fmt::format("shape element {} is not a size", d.dump()));
+      const uint64_t v = d.get<uint64_t>();
+      if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        corrupt_tensor(name, fmt::format("shape element {} is too large", v));
+      shape.push_back(static_cast<int64_t>(v));
+    }
+    return shape;
+  }
+
+  // numel * element size, or nullopt on overflow (which no real file can hold).
+  static std::optional<uint64_t> byte_count(const std::vector<int64_t>& shape, uint64_t elem) {
+    unsigned __int128 n = elem;
+    for (int64_t d : shape) {
+      n *= static_cast<uint64_t>(d);
+      if (n > std::numeric_limits<uint64_t>::max()) return std::nullopt;
+    }
+    return static_cast<uint64_t>(n);
+  }
+
+  void read_entry(const std::string& name, const nlohmann::json& entry, SafetensorsContents& out) {
+    if (!entry.is_object()) corrupt_tensor(name, "header entry is not an object");
+    auto dt = entry.find("dtype");
+    if (dt == entry.end() || !dt->is_string()) corrupt_tensor(name, "header entry has no 'dtype' string");
+    const std::vector<int64_t> shape = read_shape(name, entry);
+    auto off = entry.find("data_offsets");
+    if (off == entry.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
+        !(*off)[1].is_number_unsigned())
+      corrupt_tensor(name, "header entry has no 'data_offsets' [begin, end] pair");
+    const uint64_t begin = (*off)[0].get<uint64_t>(), end = (*off)[1].get<uint64_t>();
+    if (begin > end) corrupt_tensor(name, fmt::format("data_offsets [{}, {}] end before they begin", begin, end));
+    if (end > data_size_)
+      corrupt_tensor(name, fmt::format("data_offsets [{}, {}] reach past the end of the data section ({} bytes); "
+                                       "the file is cut short (an unfinished download?)",
+                                       begin, end, data_size_));
+    if (end > begin) spans_.push_back({begin, end, name}); // empty tensors own no bytes
+
+    const std::string dtype_str = dt->get<std::string>();
+    const std::optional<DType> dtype = parse_dtype(dtype_str);
+    if (!dtype) {
+      if (Checkpoint::is_auxiliary(name)) {
+        out.unreadable.push_back({name, dtype_str, f_.path()});
+        return;
+      }
+      throw Error(fmt::format("{}: tensor {} has dtype {}, which ninfer does not read (supported: F32, BF16, "
+                              "F16); convert the checkpoint, e.g. to bfloat16",
+                              f_.path().string(), name, dtype_str));
+    }
+    const auto want = byte_count(shape, dtype_size(*dtype));
+    if (!want || *want != end - begin)
+      corrupt_tensor(name, fmt::format("shape {} of {} needs {} bytes but data_offsets [{}, {}] hold {}",
+                                       shape_string(shape), dtype_name(*dtype),
+                                       want ? fmt::to_string(*want) : std::string("more than 2^64"), begin, end,
+                                       end - begin));
+    TensorView v;
+    v.name = name;
+    v.dtype = *dtype;
+    v.shape = shape;
+    v.data = f_.data() + data_begin_ + begin;
+    v.bytes = static_cast<size_t>(end - begin);
+    v.file = f_.path();
+    out.tensors.push_back(std::move(v));
+  }
+
+  // Two tensors sharing bytes would alias silently; real writers never produce that.
+  void check_overlaps(const SafetensorsContents&) {
+    std::sort(spans_.begin(), spans_.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+    for (size_t i = 1; i < spans_.size(); ++i)
+      if (spans_[i].begin < spans_[i - 1].end)
+        corrupt(fmt::format("tensors {} and {} overlap in the data section", spans_[i - 1].name, spans_[i].name));
+  }
+
+  struct Span {
+    uint64_t begin, end;
+    std::string name;
+  };
+  const MappedFile& f_;
+  uint64_t data_begin_ = 0, data_size_ = 0;
+  std::vector<Span> spans_;
+};
+
+} // namespace
+
+SafetensorsContents parse_safetensors(const MappedFile& file) { return HeaderParser(file).parse(); }
+
+} // namespace ninfer::checkpoint_detail

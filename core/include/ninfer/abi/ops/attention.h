@@ -1,0 +1,52 @@
+/* Op contract: attention — causal grouped-query attention of new tokens over a KV cache
+ * (prefill chunks and decode steps alike).
+ *
+ * For every token t of sequence i = batch.token_seq[t] (slot s = batch.seq_slot[i], position
+ * p = batch.token_pos[t]) and query head h, with kv head g = h / (heads / kv_heads):
+ *   score[j] = scale * dot(q[t, h, :], cache.k[s, j, g, :])     for j in [0, p]
+ *   w        = softmax(score)                                    (max-subtracted)
+ *   out[t, h, :] = sum_j w[j] * cache.v[s, j, g, :]
+ * Positions [0, p] of the slot must already be in the cache: run kv_append for this call's
+ * tokens first. A token never sees positions after its own (causal), nor another slot.
+ *
+ * Shapes: q head rows are head_dim float32 at q + t*q_token_stride + h*q_head_stride; out is
+ * [T, heads, head_dim] float32 with row stride out_token_stride (heads contiguous); heads is a
+ * multiple of kv_heads. Softmax and both products accumulate in float32 or wider.
+ * Planning shape: tokens = T, dims[0] = head_dim, dims[1] = heads, dims[2] = kv_heads,
+ * dims[3] = the longest attended span in this call (max p + 1), dtype = cache dtype (F32).
+ *
+ * Effects: writes out rows of the launch's tokens; reads the cache only. Workspace:
+ * variant->workspace_bytes(shape, tokens), caller-owned.
+ */
+#ifndef NINFER_ABI_OPS_ATTENTION_H
+#define NINFER_ABI_OPS_ATTENTION_H
+
+#include <stdint.h>
+
+#include "ninfer/abi/ops/kv_append.h"
+#include "ninfer/abi/ops/token_batch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NINFER_OP_ATTENTION "attention"
+
+typedef struct ninfer_attention_args {
+  const float* q;
+  int64_t q_token_stride;
+  int64_t q_head_stride;
+  ninfer_kv_cache cache; /* read only */
+  ninfer_token_batch batch;
+  float* out;
+  int64_t out_token_stride;
+  int64_t tokens;
+  int32_t heads;
+  float scale; /* 1/sqrt(head_dim) for Qwen */
+} ninfer_attention_args;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,40 @@
+/* Op contract: linear — a bias-free dense layer, y = x . W^T.
+ *
+ * Math, for every token t in [0, T) and output n in [0, out_features):
+ *   y[t, n] = sum_k x[t, k] * w[n, k]
+ *
+ * Shapes: x [T, in_features] float32 with row stride x_row_stride; w [out_features,
+ * in_features] contiguous (PyTorch nn.Linear layout) in w_dtype (F32 or BF16); y [T,
+ * out_features] float32 with row stride y_row_stride. Accumulation is float32 or wider.
+ * Planning shape: tokens = T, dims[0] = in_features, dims[1] = out_features, dtype = w_dtype.
+ *
+ * Effects: writes y rows of the launch's tokens; y must not overlap x or w. Workspace: none.
+ */
+#ifndef NINFER_ABI_OPS_LINEAR_H
+#define NINFER_ABI_OPS_LINEAR_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NINFER_OP_LINEAR "linear"
+
+typedef struct ninfer_linear_args {
+  const float* x;
+  int64_t x_row_stride;
+  const void* w;
+  float* y;
+  int64_t y_row_stride;
+  int64_t tokens;
+  int32_t in_features;
+  int32_t out_features;
+  int32_t w_dtype; /* ninfer_dtype */
+} ninfer_linear_args;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

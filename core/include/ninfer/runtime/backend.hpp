@@ -1,0 +1,104 @@
+// A Backend is how model code runs ops: one plugin on one device, its planner, its memory.
+//
+//   Backend be(plugins, host_device());
+//   DeviceBuffer w = be.allocate(bytes, MemoryUse::Weights, "layer 0 q_proj");
+//   be.upload(w, 0, host_data, bytes);
+//   be.reserve_workspace(NINFER_OP_GATED_DELTA_RULE, largest_shape);   // at load time
+//   be.run(NINFER_OP_LINEAR, shape, &args);                            // plan (cached) + launch
+//
+// Model code names op contracts only; which variant runs is the planner's choice (schedule
+// table, then the planner's own route). All memory is allocated through the backend, up front:
+// run() never allocates, and an op whose workspace was not reserved is an error, not a
+// surprise allocation in the middle of a step.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include "ninfer/abi/plugin_abi.h"
+#include "ninfer/planner.hpp"
+#include "ninfer/runtime/device_buffer.hpp"
+#include "ninfer/runtime/memory_space.hpp"
+
+namespace ninfer {
+
+class PluginHost;
+struct ScheduleTable;
+
+struct BackendOptions {
+  std::string plugin;             // force this plugin (by name); empty: the best-scoring one
+  size_t memory_limit = 0;        // bytes the backend may allocate in all; 0: no limit
+  const ScheduleTable* schedule = nullptr; // must outlive the backend
+};
+
+struct MemoryReport {
+  std::array<size_t, static_cast<size_t>(MemoryUse::Count)> in_use{};
+  size_t total = 0;
+  size_t peak = 0;
+  size_t limit = 0; // 0: none
+  std::string describe() const; // "weights 1.2 GiB, kv-cache 512 MiB, ... (peak ...)"
+};
+
+class Backend {
+ public:
+  // Chooses the plugin for `device` from `plugins` (which must outlive the backend). Throws
+  // ninfer::Error when no plugin may run there, naming each plugin's reason.
+  Backend(const PluginHost& plugins, const ninfer_device_info& device, BackendOptions options = {});
+  // Uses `plugin` on `device` (tests, tools).
+  Backend(const LoadedPlugin& plugin, const ninfer_device_info& device, BackendOptions options = {});
+  ~Backend();
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  const LoadedPlugin& plugin() const { return *plugin_; }
+  const ninfer_device_info& device() const { return device_; }
+  const Planner& planner() const { return planner_; }
+
+  // --- memory -------------------------------------------------------------------------
+  // Throws ninfer::Error when the memory limit or the device would be exceeded; the message
+  // names `what`, the request and what is already allocated.
+  DeviceBuffer allocate(size_t bytes, MemoryUse use, std::string_view what);
+  void upload(const DeviceBuffer& dst, size_t offset, const void* src, size_t bytes);
+  void download(const DeviceBuffer& src, size_t offset, void* dst, size_t bytes);
+  void zero(const DeviceBuffer& dst, size_t offset, size_t bytes);
+  MemoryReport memory() const { return report_; }
+
+  // --- ops ------------------------------------------------------------------------------
+  // Grows the shared workspace so `op` planned for `shape` can run. Call while loading, for
+  // the largest shape each op will see.
+  void reserve_workspace(std::string_view op, const ninfer_shape& shape);
+  size_t workspace_bytes() const { return workspace_.bytes(); }
+  // The plan for (op, shape), cached.
+  const Plan& plan(std::string_view op, const ninfer_shape& shape);
+  // Plans and runs `op`; `args` is the op's argument struct (ninfer/abi/ops/<op>.h). Throws
+  // ninfer::Error naming op, variant and shape when planning or a launch fails.
+  void run(std::string_view op, const ninfer_shape& shape, const void* args);
+  // Runs one named variant of `op` (tests compare variants; tools time them). Unlike run(),
+  // it grows the workspace when the variant needs more: it is not for model code.
+  void run_variant(std::string_view op, std::string_view variant, const ninfer_shape& shape, const void* args);
+  // Waits for everything issued so far.
+  void synchronize();
+
+ private:
+  friend class DeviceBuffer;
+  void release(DeviceBuffer& b) noexcept;
+  void execute_plan(const Plan& p, const void* args);
+
+  using PlanKey = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t>;
+  const LoadedPlugin* plugin_;
+  ninfer_device_info device_;
+  BackendOptions options_;
+  Planner planner_;
+  std::unique_ptr<MemorySpace> memory_;
+  MemoryReport report_;
+  std::map<PlanKey, Plan, std::less<>> plans_;
+  DeviceBuffer workspace_;
+};
+
+} // namespace ninfer

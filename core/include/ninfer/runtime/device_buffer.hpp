@@ -1,0 +1,48 @@
+// Memory the ops of a backend read and write: plain host memory for a host plugin, device
+// memory for a CUDA plugin. Model code never dereferences it; it hands pointers into it to ops
+// and moves data in and out through Backend::upload / download.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace ninfer {
+
+class Backend;
+
+// What a buffer holds, for the memory budget printed at startup and for error messages.
+enum class MemoryUse { Weights, KvCache, State, Activations, Workspace, Count };
+const char* memory_use_name(MemoryUse u);
+
+// Move-only owner of one allocation; returns it to its backend when destroyed. A default-
+// constructed buffer is empty.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  void* data() const { return ptr_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+  bool empty() const { return ptr_ == nullptr; }
+  MemoryUse use() const { return use_; }
+  const std::string& what() const { return what_; }
+
+ private:
+  friend class Backend;
+  void release() noexcept;
+  Backend* owner_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  MemoryUse use_ = MemoryUse::Activations;
+  std::string what_;
+};
+
+} // namespace ninfer

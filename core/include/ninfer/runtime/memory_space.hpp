@@ -1,0 +1,37 @@
+// Where a backend's buffers live and how bytes move in and out of them. The host space serves
+// host plugins (the CPU reference); a CUDA space (cudaMalloc, cudaMemcpyAsync on the backend's
+// stream) serves CUDA plugins. Model code sees neither: it talks to Backend.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "ninfer/abi/device_info.h"
+
+namespace ninfer {
+
+struct LoadedPlugin;
+
+class MemorySpace {
+ public:
+  virtual ~MemorySpace() = default;
+  virtual std::string name() const = 0;
+  // nullptr when the memory is not there (the backend turns that into an error that says what).
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void free(void* p, size_t bytes) noexcept = 0;
+  virtual void copy_in(void* dst, const void* src, size_t bytes) = 0;  // host -> space
+  virtual void copy_out(void* dst, const void* src, size_t bytes) = 0; // space -> host
+  virtual void zero(void* dst, size_t bytes) = 0;
+  // The stream ops run on (a cudaStream_t), or nullptr for host execution.
+  virtual void* stream() const = 0;
+  virtual void synchronize() = 0;
+};
+
+// Page-aligned host memory; copies are memcpy.
+std::unique_ptr<MemorySpace> make_host_memory_space();
+
+// The space for a plugin on a device. Throws ninfer::Error when this core cannot provide one.
+std::unique_ptr<MemorySpace> make_memory_space(const LoadedPlugin& plugin, const ninfer_device_info& device);
+
+} // namespace ninfer

@@ -1,0 +1,29 @@
+// How one sequence chooses its next token. The defaults leave the model's distribution
+// untouched (temperature 1, no filters, no penalties); temperature 0 means greedy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace ninfer {
+
+using TokenId = int32_t;
+
+struct SamplingParams {
+  double temperature = 1.0;        // 0 = greedy (argmax of the penalised logits)
+  int64_t top_k = 0;               // keep the k most likely tokens; 0 = off
+  double top_p = 1.0;              // keep the smallest head whose mass reaches top_p; 1 = off
+  double min_p = 0.0;              // keep tokens with p >= min_p * p_max; 0 = off
+  double repetition_penalty = 1.0; // HF: tokens in prompt+output, positive / p, negative * p
+  double presence_penalty = 0.0;   // OpenAI: minus this once for every token generated so far
+  double frequency_penalty = 0.0;  // OpenAI: minus this times how often it was generated
+  std::optional<uint64_t> seed;    // same seed + same logits => same tokens; unset = random
+  int64_t top_logprobs = 0;        // how many (id, logprob) pairs to report per token
+
+  bool is_greedy() const { return temperature == 0.0; }
+
+  // Throws ninfer::Error naming the first field that is out of range and its allowed range.
+  void validate() const;
+};
+
+} // namespace ninfer

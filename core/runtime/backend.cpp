@@ -1,0 +1,142 @@
+#include "ninfer/runtime/backend.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ninfer/error.hpp"
+#include "ninfer/plugin_host.hpp"
+
+namespace ninfer {
+namespace {
+
+const LoadedPlugin& choose_plugin(const PluginHost& plugins, const ninfer_device_info& device,
+                                  const std::string& forced) {
+  const PluginChoice choice = plugins.choose(device, forced);
+  if (choice.chosen) return *choice.chosen;
+  std::string why;
+  for (const auto& s : choice.scores) why += fmt::format("\n  {}: {}", s.plugin->name(), s.reason);
+  if (choice.scores.empty()) why = " (no plugins were loaded)";
+  throw Error(fmt::format("no plugin{} can run on {}:{}", forced.empty() ? "" : " named '" + forced + "'",
+                          device.name, why));
+}
+
+std::string shape_text(const ninfer_shape& s) {
+  return fmt::format("{} tokens, dims [{}, {}, {}, {}], dtype {}", s.tokens, s.dims[0], s.dims[1], s.dims[2],
+                     s.dims[3], s.dtype);
+}
+
+} // namespace
+
+Backend::Backend(const PluginHost& plugins, const ninfer_device_info& device, BackendOptions options)
+    : Backend(choose_plugin(plugins, device, options.plugin), device, options) {}
+
+Backend::Backend(const LoadedPlugin& plugin, const ninfer_device_info& device, BackendOptions options)
+    : plugin_(&plugin), device_(device), options_(std::move(options)),
+      planner_(plugin, device, options_.schedule), memory_(make_memory_space(plugin, device)) {
+  report_.limit = options_.memory_limit;
+}
+
+Backend::~Backend() {
+  workspace_ = DeviceBuffer(); // before the memory space goes
+}
+
+DeviceBuffer Backend::allocate(size_t bytes, MemoryUse use, std::string_view what) {
+  DeviceBuffer b;
+  if (bytes == 0) return b;
+  if (report_.limit && report_.total + bytes > report_.limit)
+    throw Error(fmt::format("cannot allocate {} bytes for {}: the memory limit of {} bytes would be exceeded "
+                            "(in use: {}); lower max_context or max_sequences, or raise the limit",
+                            bytes, what, report_.limit, report_.describe()));
+  void* p = memory_->allocate(bytes);
+  if (!p)
+    throw Error(fmt::format("out of {} allocating {} bytes for {} (in use: {}); lower max_context or "
+                            "max_sequences",
+                            memory_->name(), bytes, what, report_.describe()));
+  b.owner_ = this;
+  b.ptr_ = p;
+  b.bytes_ = bytes;
+  b.use_ = use;
+  b.what_ = std::string(what);
+  report_.in_use[static_cast<size_t>(use)] += bytes;
+  report_.total += bytes;
+  report_.peak = std::max(report_.peak, report_.total);
+  return b;
+}
+
+void Backend::release(DeviceBuffer& b) noexcept {
+  memory_->free(b.ptr_, b.bytes_);
+  report_.in_use[static_cast<size_t>(b.use_)] -= b.bytes_;
+  report_.total -= b.bytes_;
+}
+
+namespace {
+void check_range(const DeviceBuffer& b, size_t offset, size_t bytes, const char* verb) {
+  if (offset > b.bytes() || bytes > b.bytes() - offset)
+    throw Error(fmt::format("{} of {} bytes at offset {} overruns buffer '{}' of {} bytes", verb, bytes, offset,
+                            b.what(), b.bytes()));
+}
+} // namespace
+
+void Backend::upload(const DeviceBuffer& dst, size_t offset, const void* src, size_t bytes) {
+  check_range(dst, offset, bytes, "upload");
+  if (bytes) memory_->copy_in(static_cast<char*>(dst.data()) + offset, src, bytes);
+}
+
+void Backend::download(const DeviceBuffer& src, size_t offset, void* dst, size_t bytes) {
+  check_range(src, offset, bytes, "download");
+  if (bytes) memory_->copy_out(dst, static_cast<const char*>(src.data()) + offset, bytes);
+}
+
+void Backend::zero(const DeviceBuffer& dst, size_t offset, size_t bytes) {
+  check_range(dst, offset, bytes, "zero");
+  if (bytes) memory_->zero(static_cast<char*>(dst.data()) + offset, bytes);
+}
+
+const Plan& Backend::plan(std::string_view op, const ninfer_shape& s) {
+  PlanKey key{std::string(op), s.tokens, s.dims[0], s.dims[1], s.dims[2], s.dims[3], s.dtype};
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    try {
+      it = plans_.emplace(std::move(key), planner_.plan(op, s)).first;
+    } catch (const Error& e) {
+      throw Error(fmt::format("cannot plan op '{}' for {}: {}", op, shape_text(s), e.what()));
+    }
+  }
+  return it->second;
+}
+
+void Backend::reserve_workspace(std::string_view op, const ninfer_shape& shape) {
+  const size_t need = plan(op, shape).workspace_bytes;
+  if (need <= workspace_.bytes()) return;
+  workspace_ = DeviceBuffer(); // free first: the old contents are not needed
+  workspace_ = allocate(need, MemoryUse::Workspace, "op workspace");
+}
+
+void Backend::execute_plan(const Plan& p, const void* args) {
+  if (p.workspace_bytes > workspace_.bytes())
+    throw Error(fmt::format("op '{}' ({}) needs {} bytes of workspace for {}, but only {} were reserved; the "
+                            "model must call reserve_workspace for its largest shapes at load time",
+                            p.op, p.variant, p.workspace_bytes, shape_text(p.shape), workspace_.bytes()));
+  execute(p, args, workspace_.data(), memory_->stream());
+}
+
+void Backend::run(std::string_view op, const ninfer_shape& shape, const void* args) {
+  execute_plan(plan(op, shape), args);
+}
+
+void Backend::run_variant(std::string_view op, std::string_view variant, const ninfer_shape& shape,
+                          const void* args) {
+  const ninfer_variant* v = plugin_->find_variant(op, variant);
+  if (!v) throw Error(fmt::format("plugin {} has no variant '{}' of op '{}'", plugin_->name(), variant, op));
+  const Plan p = planner_.plan_variant(*v, shape);
+  if (p.workspace_bytes > workspace_.bytes()) { // tests and tools only: models reserve up front
+    workspace_ = DeviceBuffer();
+    workspace_ = allocate(p.workspace_bytes, MemoryUse::Workspace, "op workspace");
+  }
+  execute_plan(p, args);
+}
+
+void Backend::synchronize() { memory_->synchronize(); }
+
+} // namespace ninfer

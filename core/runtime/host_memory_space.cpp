@@ -1,0 +1,42 @@
+// Host memory for host plugins, and the factory that picks a memory space for a plugin.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "ninfer/error.hpp"
+#include "ninfer/plugin_host.hpp"
+#include "ninfer/runtime/memory_space.hpp"
+
+namespace ninfer {
+namespace {
+
+class HostMemorySpace final : public MemorySpace {
+ public:
+  std::string name() const override { return "host memory"; }
+  void* allocate(size_t bytes) override {
+    // 64-byte alignment keeps every row that starts at a multiple of 16 floats on a cache line.
+    constexpr size_t kAlign = 64;
+    return std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  }
+  void free(void* p, size_t) noexcept override { std::free(p); }
+  void copy_in(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_out(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
+  void* stream() const override { return nullptr; }
+  void synchronize() override {}
+};
+
+} // namespace
+
+std::unique_ptr<MemorySpace> make_host_memory_space() { return std::make_unique<HostMemorySpace>(); }
+
+std::unique_ptr<MemorySpace> make_memory_space(const LoadedPlugin& plugin, const ninfer_device_info& device) {
+  if (device.kind == NINFER_DEVICE_CPU && (plugin.abi->capabilities & NINFER_CAP_HOST_EXECUTION))
+    return make_host_memory_space();
+  throw Error(fmt::format("plugin {} on {}: this build has no memory space for {} devices yet (device memory "
+                          "for CUDA plugins comes with the CUDA backend); use --device cpu",
+                          plugin.name(), device.name, device.kind == NINFER_DEVICE_CUDA ? "CUDA" : "these"));
+}
+
+} // namespace ninfer

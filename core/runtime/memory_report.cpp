@@ -1,0 +1,26 @@
+#include <fmt/format.h>
+
+#include "ninfer/runtime/backend.hpp"
+
+namespace ninfer {
+namespace {
+
+std::string human(size_t b) {
+  if (b >= (size_t{1} << 30)) return fmt::format("{:.2f} GiB", b / double(size_t{1} << 30));
+  if (b >= (size_t{1} << 20)) return fmt::format("{:.1f} MiB", b / double(size_t{1} << 20));
+  if (b >= 1024) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", b);
+}
+
+} // namespace
+
+std::string MemoryReport::describe() const {
+  std::string s;
+  for (size_t i = 0; i < in_use.size(); ++i)
+    s += fmt::format("{}{} {}", s.empty() ? "" : ", ", memory_use_name(static_cast<MemoryUse>(i)), human(in_use[i]));
+  s += fmt::format("; total {} (peak {})", human(total), human(peak));
+  if (limit) s += fmt::format(", limit {}", human(limit));
+  return s;
+}
+
+} // namespace ninfer

@@ -1,0 +1,34 @@
+#include "ninfer/sampling/sampling_params.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "ninfer/error.hpp"
+
+namespace ninfer {
+namespace {
+
+void require(bool ok, const char* field, const char* allowed, double got) {
+  if (!ok) throw Error(fmt::format("sampling: {} must be {}, got {}", field, allowed, got));
+}
+
+} // namespace
+
+void SamplingParams::validate() const {
+  require(std::isfinite(temperature) && temperature >= 0, "temperature", ">= 0 (0 means greedy)",
+          temperature);
+  require(top_k >= 0, "top_k", ">= 0 (0 turns it off)", static_cast<double>(top_k));
+  require(top_p > 0 && top_p <= 1, "top_p", "in (0, 1] (1 turns it off)", top_p);
+  require(min_p >= 0 && min_p <= 1, "min_p", "in [0, 1] (0 turns it off)", min_p);
+  require(std::isfinite(repetition_penalty) && repetition_penalty > 0, "repetition_penalty",
+          "> 0 (1 turns it off)", repetition_penalty);
+  // OpenAI's range; larger values only make the output degenerate.
+  require(presence_penalty >= -2 && presence_penalty <= 2, "presence_penalty",
+          "in [-2, 2] (0 turns it off)", presence_penalty);
+  require(frequency_penalty >= -2 && frequency_penalty <= 2, "frequency_penalty",
+          "in [-2, 2] (0 turns it off)", frequency_penalty);
+  require(top_logprobs >= 0, "top_logprobs", ">= 0", static_cast<double>(top_logprobs));
+}
+
+} // namespace ninfer

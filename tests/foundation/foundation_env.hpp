@@ -1,0 +1,43 @@
+// Process-wide fixtures for the foundation tests: the build's plugins and the arch catalog,
+// loaded once.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ninfer/arch_catalog.hpp"
+#include "ninfer/plugin_host.hpp"
+#include "test_support.hpp"
+
+namespace ninfer::test {
+
+inline const PluginHost& built_plugins() {
+  static PluginHost* host = [] {
+    auto* h = new PluginHost();
+    h->load_directory(plugin_dir());
+    return h;
+  }();
+  return *host;
+}
+
+inline const ArchCatalog& catalog() {
+  static ArchCatalog* cat = new ArchCatalog(ArchCatalog::load(data_dir() / "arch", data_dir() / "schemas"));
+  return *cat;
+}
+
+// The CUDA plugins of this build (empty in a build without CUDA).
+inline std::vector<const LoadedPlugin*> cuda_plugins() {
+  std::vector<const LoadedPlugin*> out;
+  for (const auto& p : built_plugins().plugins())
+    if (p->arch() != "cpu") out.push_back(p.get());
+  return out;
+}
+
+// The plugin built for a described device's architecture, or nullptr.
+inline const LoadedPlugin* plugin_for_arch(const std::string& arch) {
+  for (const auto* p : cuda_plugins())
+    if (p->arch() == arch) return p;
+  return nullptr;
+}
+
+} // namespace ninfer::test

@@ -1,0 +1,88 @@
+// ninfer-info as a user runs it: a real process, its exit status, stdout and stderr.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <string>
+#include <sys/wait.h>
+
+#include "foundation_env.hpp"
+
+using namespace ninfer::test;
+
+namespace {
+
+struct ProcessResult {
+  int status;
+  std::string out;
+};
+
+// Runs ninfer-info with `args`; stderr is folded into the output after stdout's text.
+ProcessResult run_info(const std::string& args, bool with_stderr = false) {
+  const std::string cmd = std::string(NINFER_INFO_BIN) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) out.append(buf.data(), n);
+  const int st = pclose(f);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+} // namespace
+
+TEST(NinferInfo, PlanJsonForADescribedCard) {
+  if (cuda_plugins().empty()) GTEST_SKIP() << "build has no CUDA plugins";
+  const ProcessResult r = run_info("--plan gdn_gating --tokens 1665 --device-model 'RTX 4080 SUPER' --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["op"], "gdn_gating");
+  EXPECT_EQ(j["tokens"], 1665);
+  EXPECT_EQ(j["device"]["name"], "RTX 4080 SUPER");
+  EXPECT_EQ(j["device"]["sm_count"], 80);
+  EXPECT_TRUE(j["cooperative"].is_boolean());
+  EXPECT_TRUE(j["route"].is_string());
+  EXPECT_EQ(j["route"], j["variant"]);
+  const int64_t residency = j["residency"];
+  EXPECT_EQ(residency, j["blocks_per_sm"].get<int64_t>() * 80);
+  int64_t next = 0;
+  for (const auto& l : j["launches"]) {
+    EXPECT_EQ(l["tokens"][0], next);
+    next = l["tokens"][1];
+    const int64_t ctas = l["grid"][0].get<int64_t>() * l["grid"][1].get<int64_t>();
+    if (j["cooperative"]) EXPECT_LE(ctas, residency);
+  }
+  EXPECT_EQ(next, 1665);
+}
+
+TEST(NinferInfo, DefaultRunListsPluginsAndChoosesForTheHost) {
+  const ProcessResult r = run_info("");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("Plugins"), std::string::npos);
+  EXPECT_NE(r.out.find("-> chosen: cpu"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Example plan"), std::string::npos) << r.out;
+}
+
+TEST(NinferInfo, ListOps) {
+  const ProcessResult r = run_info("--list-ops");
+  ASSERT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("gdn_gating"), std::string::npos);
+}
+
+TEST(NinferInfo, BadInputGetsAClearErrorAndNonZeroExit) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--plan gdn_gating --device-model 'RTX 9999'", "unknown device model 'RTX 9999'"},
+      {"--plan not_an_op", "unknown op 'not_an_op'"},
+      {"--plugin-dir /nonexistent/plugins", "/nonexistent/plugins does not exist"},
+      {"--plan gdn_gating --tokens 0", "--tokens must be >= 1"},
+      {"--plan gdn_gating --dims 1,2,3", "--dims for gdn_gating takes 2 values"},
+      {"--plan gdn_gating --dtype int4", "unknown --dtype 'int4'"},
+      {"--no-such-flag", "no-such-flag"},
+  };
+  for (const auto& [args, want] : cases) {
+    const ProcessResult r = run_info(args, true);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_NE(r.out.find(want), std::string::npos) << args << " printed: " << r.out;
+  }
+}

@@ -1,0 +1,219 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "foundation_env.hpp"
+#include "ninfer/abi/ops/gdn_gating.h"
+#include "ninfer/device.hpp"
+#include "ninfer/error.hpp"
+#include "ninfer/planner.hpp"
+#include "ninfer/schedule_table.hpp"
+#include "residency_oracle.hpp"
+
+using namespace ninfer;
+using namespace ninfer::test;
+
+namespace {
+
+ninfer_shape gating_shape(int64_t tokens, int32_t dtype, int64_t hidden = 5120, int64_t heads = 48) {
+  ninfer_shape s{};
+  s.tokens = tokens;
+  s.dims[0] = hidden;
+  s.dims[1] = heads;
+  s.dtype = dtype;
+  return s;
+}
+
+size_t dyn(const ninfer_variant& v, const ninfer_shape& s) { return v.dynamic_smem_bytes ? v.dynamic_smem_bytes(&s) : 0; }
+
+// Residency of a variant for a shape by the independent rules.
+int64_t oracle_residency(const ninfer_variant& v, const ninfer_shape& s, const ninfer_device_info& d) {
+  return static_cast<int64_t>(oracle_blocks_per_sm(v.resources, static_cast<int64_t>(dyn(v, s)), d)) * d.sm_count;
+}
+
+// Every plan must cover [0, T) with contiguous launches whose grids match their token ranges,
+// and no cooperative launch may exceed what can be resident.
+void expect_legal(const Plan& p, const ninfer_device_info& d) {
+  const int64_t T = p.shape.tokens;
+  const int64_t resident = oracle_residency(*p.v, p.shape, d);
+  ASSERT_EQ(p.blocks_per_sm * static_cast<int64_t>(d.sm_count), resident) << d.name << " " << p.variant;
+  ASSERT_FALSE(p.launches.empty());
+  int64_t next = 0;
+  for (const auto& l : p.launches) {
+    ASSERT_EQ(l.token_begin, next) << d.name << " " << p.variant << " T=" << T;
+    ASSERT_GT(l.token_end, l.token_begin);
+    ASSERT_EQ(l.grid_y, p.v->split_k);
+    ASSERT_GE(static_cast<int64_t>(l.grid_x) * p.v->tokens_per_cta, p.v->cooperative ? l.token_end - l.token_begin : 1);
+    if (p.cooperative) {
+      ASSERT_EQ(l.grid_x, (l.token_end - l.token_begin + p.v->tokens_per_cta - 1) / p.v->tokens_per_cta);
+      ASSERT_LE(l.ctas(), resident) << d.name << " " << p.variant << " T=" << T << ": cooperative launch of "
+                                    << l.ctas() << " CTAs, only " << resident << " resident";
+    }
+    next = l.token_end;
+  }
+  ASSERT_EQ(next, T);
+}
+
+struct Card {
+  ninfer_device_info dev;
+  const LoadedPlugin* plugin;
+};
+
+std::vector<Card> cards_with_plugins() {
+  std::vector<Card> out;
+  for (const auto& k : catalog().devices())
+    if (const LoadedPlugin* p = plugin_for_arch(k.arch)) out.push_back({catalog().describe(k), p});
+  return out;
+}
+
+} // namespace
+
+TEST(Planner, EveryPlanOnEveryKnownCardIsLegalForEveryTokenCount) {
+  const auto cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "build has no CUDA plugins";
+  EXPECT_EQ(cards.size(), catalog().devices().size()) << "a known card has no plugin for its architecture";
+  int64_t plans = 0;
+  for (const auto& c : cards) {
+    ScheduleTable table = builtin_schedule_table(*c.plugin, c.dev);
+    EXPECT_TRUE(table.warnings.empty()) << c.dev.name;
+    Planner planner(*c.plugin, c.dev, &table);
+    for (int32_t dtype : {NINFER_DTYPE_BF16, NINFER_DTYPE_F32}) {
+      for (int64_t T = 1; T <= 8192; ++T) {
+        const ninfer_shape s = gating_shape(T, dtype);
+        expect_legal(planner.plan(NINFER_OP_GDN_GATING, s), c.dev);
+        if (HasFatalFailure()) return;
+        ++plans;
+      }
+    }
+  }
+  EXPECT_EQ(plans, static_cast<int64_t>(cards.size()) * 2 * 8192);
+}
+
+TEST(Planner, ForcedCooperativeVariantsAreSlicedNeverOversubscribed) {
+  const auto cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "build has no CUDA plugins";
+  for (const auto& c : cards) {
+    Planner planner(*c.plugin, c.dev);
+    for (const ninfer_variant* v : c.plugin->variants_for(NINFER_OP_GDN_GATING)) {
+      for (int64_t T = 1; T <= 8192; T += (T < 512 ? 1 : 7)) {
+        expect_legal(planner.plan_variant(*v, gating_shape(T, NINFER_DTYPE_BF16)), c.dev);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(Planner, Rtx4080SuperPromptsThatCrashedTheOriginalEngineAreLegal) {
+  const LoadedPlugin* sm89 = plugin_for_arch("sm_89");
+  if (!sm89) GTEST_SKIP() << "build has no sm_89 plugin";
+  const ninfer_device_info d = catalog().describe(catalog().require_device("RTX 4080 SUPER"));
+  const ninfer_variant* split2 = sm89->find_variant(NINFER_OP_GDN_GATING, "split2");
+  ASSERT_NE(split2, nullptr);
+  Planner planner(*sm89, d);
+  for (int64_t T : {1665, 2048}) {
+    const ninfer_shape s = gating_shape(T, NINFER_DTYPE_BF16);
+    const int64_t resident = oracle_residency(*split2, s, d);
+    // One split2 launch over the whole prompt, as the original engine issued it, would not fit.
+    const int64_t naive = (T + split2->tokens_per_cta - 1) / split2->tokens_per_cta * 2;
+    EXPECT_GT(naive, resident) << T;
+    const Plan forced = planner.plan_variant(*split2, s);
+    EXPECT_GT(forced.launches.size(), 1u) << T;
+    expect_legal(forced, d);
+    const Plan chosen = planner.plan(NINFER_OP_GDN_GATING, s);
+    expect_legal(chosen, d);
+  }
+}
+
+TEST(Planner, RouteBoundariesFollowResidencyOnEachCard) {
+  // The planner's route: the cooperative variant with the most splits whose whole token range
+  // fits one launch; past every such capacity, the ordinary (unsplit) variant.
+  const auto cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "build has no CUDA plugins";
+  for (const auto& c : cards) {
+    Planner planner(*c.plugin, c.dev); // no table: the planner's own routes
+    std::map<int, int64_t> capacity;    // split -> max tokens in one launch
+    for (const ninfer_variant* v : c.plugin->variants_for(NINFER_OP_GDN_GATING))
+      if (v->cooperative)
+        capacity[v->split_k] =
+            oracle_residency(*v, gating_shape(1, NINFER_DTYPE_BF16), c.dev) / v->split_k * v->tokens_per_cta;
+    auto expected_split = [&](int64_t T) {
+      int best = 1;
+      for (auto [split, cap] : capacity)
+        if (cap >= T && split > best) best = split;
+      return best;
+    };
+    for (auto [split, cap] : capacity) {
+      for (int64_t T : {cap - 1, cap, cap + 1}) {
+        if (T < 1) continue;
+        const Plan p = planner.plan(NINFER_OP_GDN_GATING, gating_shape(T, NINFER_DTYPE_BF16));
+        EXPECT_EQ(p.v->split_k, expected_split(T)) << c.dev.name << " T=" << T << " boundary of split" << split;
+        EXPECT_EQ(p.launches.size(), 1u) << c.dev.name << " T=" << T;
+      }
+    }
+  }
+}
+
+TEST(Planner, RoutingChangesWithSmCount) {
+  const LoadedPlugin* sm89 = plugin_for_arch("sm_89");
+  if (!sm89) GTEST_SKIP() << "build has no sm_89 plugin";
+  const ninfer_device_info small = catalog().describe(catalog().require_device("RTX 4080 SUPER"));
+  const ninfer_device_info big = catalog().describe(catalog().require_device("RTX 4090"));
+  const ninfer_variant* split8 = sm89->find_variant(NINFER_OP_GDN_GATING, "split8");
+  const ninfer_shape s1 = gating_shape(1, NINFER_DTYPE_BF16);
+  const int64_t cap_small = oracle_residency(*split8, s1, small) / 8 * split8->tokens_per_cta;
+  const int64_t cap_big = oracle_residency(*split8, s1, big) / 8 * split8->tokens_per_cta;
+  ASSERT_LT(cap_small, cap_big);
+  // At the 4090's split8 capacity the 4090 still uses split8; the 80-SM card must not.
+  Planner on_small(*sm89, small), on_big(*sm89, big);
+  EXPECT_EQ(on_big.plan(NINFER_OP_GDN_GATING, gating_shape(cap_big, NINFER_DTYPE_BF16)).variant, "split8");
+  EXPECT_NE(on_small.plan(NINFER_OP_GDN_GATING, gating_shape(cap_big, NINFER_DTYPE_BF16)).variant, "split8");
+}
+
+TEST(Planner, OrdinaryLaunchesGetWaveBalancedGrids) {
+  const auto cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "build has no CUDA plugins";
+  for (const auto& c : cards) {
+    const ninfer_variant* unsplit = c.plugin->find_variant(NINFER_OP_GDN_GATING, "unsplit");
+    Planner planner(*c.plugin, c.dev);
+    for (int64_t T : {8191, 8192, 100000}) {
+      const ninfer_shape s = gating_shape(T, NINFER_DTYPE_BF16);
+      const Plan p = planner.plan_variant(*unsplit, s);
+      const int64_t resident = oracle_residency(*unsplit, s, c.dev);
+      const int64_t tiles = (T + unsplit->tokens_per_cta - 1) / unsplit->tokens_per_cta;
+      ASSERT_EQ(p.launches.size(), 1u);
+      const int64_t grid = p.launches[0].grid_x;
+      const int64_t waves = (tiles + resident - 1) / resident;
+      EXPECT_LE(grid, std::max(resident, int64_t{1}) * 1) << c.dev.name;
+      // Every CTA gets the same number of tiles (the last one maybe fewer), in `waves` rounds.
+      EXPECT_EQ((tiles + grid - 1) / grid, waves) << c.dev.name << " T=" << T;
+    }
+  }
+}
+
+TEST(Planner, VariantThatCannotFitIsSkippedAndNamedWhenForced) {
+  // float32 inputs with a hidden size whose staged x tile exceeds sm_89's opt-in shared
+  // memory: split2 cannot run there, and the planner must route around it.
+  const LoadedPlugin* sm89 = plugin_for_arch("sm_89");
+  if (!sm89) GTEST_SKIP() << "build has no sm_89 plugin";
+  const ninfer_device_info d = catalog().describe(catalog().require_device("RTX 4090"));
+  const ninfer_shape s = gating_shape(700, NINFER_DTYPE_F32, 16384, 64);
+  const ninfer_variant* split2 = sm89->find_variant(NINFER_OP_GDN_GATING, "split2");
+  ASSERT_EQ(oracle_residency(*split2, s, d), 0);
+  Planner planner(*sm89, d);
+  EXPECT_NE(planner.plan(NINFER_OP_GDN_GATING, s).variant, "split2");
+  try {
+    planner.plan_variant(*split2, s);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gdn_gating/split2 cannot run on RTX 4090"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Planner, HostVariantIsOneLaunch) {
+  const LoadedPlugin* cpu = built_plugins().find("cpu");
+  Planner planner(*cpu, host_device());
+  const Plan p = planner.plan(NINFER_OP_GDN_GATING, gating_shape(37, NINFER_DTYPE_F32, 64, 4));
+  EXPECT_TRUE(p.host);
+  ASSERT_EQ(p.launches.size(), 1u);
+  EXPECT_EQ(p.launches[0].token_end, 37);
+}

@@ -1,0 +1,141 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "foundation_env.hpp"
+#include "ninfer/device.hpp"
+#include "ninfer/error.hpp"
+
+namespace fs = std::filesystem;
+using namespace ninfer;
+using namespace ninfer::test;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("ninfer-test-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+bool mentions(const std::vector<PluginProblem>& problems, const std::string& file, const std::string& text) {
+  for (const auto& p : problems)
+    if (p.file.filename() == file && p.message.find(text) != std::string::npos) return true;
+  return false;
+}
+
+} // namespace
+
+TEST(PluginHost, LoadsEveryBuiltPluginWithItsVariants) {
+  const PluginHost& host = built_plugins();
+  EXPECT_TRUE(host.problems().empty());
+  const LoadedPlugin* cpu = host.find("cpu");
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ(cpu->arch(), "cpu");
+  EXPECT_NE(cpu->find_variant("gdn_gating", "reference"), nullptr);
+#ifdef NINFER_TEST_HAVE_CUDA
+  for (auto [name, arch] : {std::pair{"cuda-sm89", "sm_89"}, {"cuda-sm90", "sm_90"}, {"cuda-sm120a", "sm_120a"}}) {
+    const LoadedPlugin* p = host.find(name);
+    ASSERT_NE(p, nullptr) << name;
+    EXPECT_EQ(p->arch(), arch);
+    for (const char* v : {"unsplit", "split2", "split4", "split8"})
+      EXPECT_NE(p->find_variant("gdn_gating", v), nullptr) << name << " " << v;
+  }
+#endif
+}
+
+TEST(PluginHost, SplitVariantsReallyDifferInResources) {
+  for (const LoadedPlugin* p : cuda_plugins()) {
+    const ninfer_variant* unsplit = p->find_variant("gdn_gating", "unsplit");
+    ASSERT_NE(unsplit, nullptr);
+    for (const char* name : {"split2", "split4", "split8"}) {
+      const ninfer_variant* v = p->find_variant("gdn_gating", name);
+      ASSERT_NE(v, nullptr);
+      EXPECT_TRUE(v->cooperative) << p->name() << " " << name;
+      EXPECT_FALSE(unsplit->cooperative);
+      const bool differs = v->resources.registers_per_thread != unsplit->resources.registers_per_thread ||
+                           v->resources.threads_per_block != unsplit->resources.threads_per_block;
+      EXPECT_TRUE(differs) << p->name() << " " << name << " has the unsplit kernel's resources";
+      EXPECT_GT(v->resources.registers_per_thread, 0);
+    }
+  }
+}
+
+TEST(PluginHost, RefusesBrokenPluginsByNameAndKeepsTheRest) {
+  const fs::path dir = temp_dir("bad-plugins");
+  fs::copy_file(plugin_dir() / "libcpu.so", dir / "libcpu.so");
+  for (const auto& e : fs::directory_iterator(NINFER_BAD_PLUGIN_DIR)) fs::copy_file(e.path(), dir / e.path().filename());
+  PluginHost host;
+  host.load_directory(dir);
+  ASSERT_EQ(host.plugins().size(), 1u);
+  EXPECT_EQ(host.plugins().front()->name(), "cpu");
+  const auto& pr = host.problems();
+  EXPECT_TRUE(mentions(pr, "libbad_wrong_abi.so", "ABI version 999")) ;
+  EXPECT_TRUE(mentions(pr, "libbad_no_entry.so", "no 'ninfer_plugin_entry' symbol"));
+  EXPECT_TRUE(mentions(pr, "libnot_elf.so", "cannot be loaded"));
+  EXPECT_TRUE(mentions(pr, "libbad_bad_variant.so", "variant gdn_gating/liar refused: CUDA variant without kernel resources"));
+  // The CPU plugin still works after its neighbours failed.
+  EXPECT_NE(host.choose(host_device()).chosen, nullptr);
+  fs::remove_all(dir);
+}
+
+TEST(PluginHost, MissingDirectoryIsAClearError) {
+  PluginHost host;
+  try {
+    host.load_directory("/nonexistent/ninfer-plugins");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/ninfer-plugins does not exist"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PluginScore, ExactArchitectureOnlyOnEveryKnownCard) {
+  const PluginHost& host = built_plugins();
+  for (const auto& card : catalog().devices()) {
+    const ninfer_device_info dev = catalog().describe(card);
+    const PluginChoice choice = host.choose(dev);
+    for (const auto& s : choice.scores) {
+      const std::string arch = s.plugin->arch();
+      if (arch == "cpu") {
+        EXPECT_EQ(s.score, 0) << card.name << ": the CPU plugin claimed a GPU";
+        continue;
+      }
+      const ArchLimits* a = catalog().find_arch(arch);
+      ASSERT_NE(a, nullptr) << arch;
+      const bool exact = a->cc_major == dev.cc_major && a->cc_minor == dev.cc_minor;
+      EXPECT_EQ(s.score > 0, exact) << s.plugin->name() << " on " << card.name << ": " << s.reason;
+      EXPECT_FALSE(s.reason.empty());
+    }
+    if (plugin_for_arch(card.arch)) {
+      ASSERT_NE(choice.chosen, nullptr) << card.name;
+      EXPECT_EQ(choice.chosen->arch(), card.arch);
+    }
+  }
+}
+
+TEST(PluginScore, NoFamilyFallbackForAnUnbuiltArchitecture) {
+  // An sm_86 card (RTX 3090): same major as sm_89, nothing built for it.
+  ninfer_device_info dev = catalog().describe(catalog().require_device("RTX 4090"));
+  dev.cc_major = 8;
+  dev.cc_minor = 6;
+  std::snprintf(dev.name, sizeof dev.name, "hypothetical sm_86 card");
+  const PluginChoice choice = built_plugins().choose(dev);
+  EXPECT_EQ(choice.chosen, nullptr);
+  for (const auto& s : choice.scores) EXPECT_EQ(s.score, 0) << s.plugin->name();
+}
+
+TEST(PluginScore, ForcedPluginMustStillMatch) {
+  if (cuda_plugins().empty()) GTEST_SKIP() << "build has no CUDA plugins";
+  const ninfer_device_info h200 = catalog().describe(catalog().require_device("H200"));
+  EXPECT_EQ(built_plugins().choose(h200, "cuda-sm120a").chosen, nullptr);
+  const LoadedPlugin* chosen = built_plugins().choose(h200, "cuda-sm90").chosen;
+  ASSERT_NE(chosen, nullptr);
+  EXPECT_EQ(chosen->name(), "cuda-sm90");
+}
+
+TEST(PluginScore, HostIsServedByTheCpuPlugin) {
+  const PluginChoice c = built_plugins().choose(host_device());
+  ASSERT_NE(c.chosen, nullptr);
+  EXPECT_EQ(c.chosen->name(), "cpu");
+}

@@ -1,0 +1,124 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "foundation_env.hpp"
+#include "ninfer/abi/ops/gdn_gating.h"
+#include "ninfer/error.hpp"
+#include "ninfer/occupancy.hpp"
+#include "ninfer/planner.hpp"
+#include "ninfer/schedule_table.hpp"
+
+namespace fs = std::filesystem;
+using namespace ninfer;
+using namespace ninfer::test;
+
+namespace {
+
+fs::path write_table(const std::string& text) {
+  static int n = 0;
+  const fs::path p = fs::temp_directory_path() / ("ninfer-sched-" + std::to_string(::getpid()) + "-" +
+                                                  std::to_string(n++) + ".yaml");
+  std::ofstream(p) << text;
+  return p;
+}
+
+std::string load_error(const std::string& text) {
+  const fs::path p = write_table(text);
+  try {
+    load_schedule_table(p, data_dir() / "schemas");
+  } catch (const Error& e) {
+    fs::remove(p);
+    return e.what();
+  }
+  fs::remove(p);
+  return "";
+}
+
+struct Sm90 {
+  const LoadedPlugin* plugin = plugin_for_arch("sm_90");
+  ninfer_device_info dev = catalog().describe(catalog().require_device("H200"));
+};
+
+} // namespace
+
+TEST(ScheduleTable, BuiltInTablesLoadAndAreLegalOnTheirCards) {
+  for (const auto& card : catalog().devices()) {
+    const LoadedPlugin* p = plugin_for_arch(card.arch);
+    if (!p) continue;
+    const ScheduleTable t = builtin_schedule_table(*p, catalog().describe(card));
+    EXPECT_EQ(t.arch, card.arch);
+    EXPECT_FALSE(t.entries.empty()) << card.name;
+    EXPECT_TRUE(t.warnings.empty()) << card.name << ": " << (t.warnings.empty() ? "" : t.warnings.front());
+  }
+}
+
+TEST(ScheduleTable, EntryBeyondResidencyIsRejectedByName) {
+  Sm90 s;
+  if (!s.plugin) GTEST_SKIP() << "build has no sm_90 plugin";
+  const ninfer_variant* split4 = s.plugin->find_variant(NINFER_OP_GDN_GATING, "split4");
+  const int64_t resident = occupancy(split4->resources, 0, s.dev).residency;
+  const fs::path f = write_table(fmt::format(
+      "format: ninfer-schedule/1\narch: sm_90\nentries:\n"
+      "  - {{op: gdn_gating, tokens: [1, 100], variant: split4, max_ctas: {}}}\n"
+      "  - {{op: gdn_gating, tokens: [101, 200], variant: split9}}\n"
+      "  - {{op: no_such_op, tokens: [1, 5], variant: split4}}\n"
+      "  - {{op: gdn_gating, tokens: [201, 4000], variant: split4, max_ctas: {}}}\n",
+      resident + 1, resident / 2));
+  ScheduleTable t = load_schedule_table(f, data_dir() / "schemas");
+  check_against(t, *s.plugin, s.dev);
+  ASSERT_EQ(t.warnings.size(), 3u);
+  EXPECT_NE(t.warnings[0].find(f.string() + ":4"), std::string::npos) << t.warnings[0];
+  EXPECT_NE(t.warnings[0].find("exceeds"), std::string::npos) << t.warnings[0];
+  EXPECT_NE(t.warnings[1].find("no variant 'split9'"), std::string::npos) << t.warnings[1];
+  EXPECT_NE(t.warnings[2].find("unknown op"), std::string::npos) << t.warnings[2];
+  ASSERT_EQ(t.entries.size(), 1u);
+
+  // The surviving entry is used for its bucket, capped at its max_ctas; the rejected bucket
+  // falls back to the planner.
+  Planner planner(*s.plugin, s.dev, &t);
+  ninfer_shape shape{};
+  shape.tokens = 3000;
+  shape.dims[0] = 5120;
+  shape.dims[1] = 48;
+  shape.dtype = NINFER_DTYPE_BF16;
+  const Plan p = planner.plan(NINFER_OP_GDN_GATING, shape);
+  EXPECT_EQ(p.variant, "split4");
+  EXPECT_EQ(p.source, f.string() + ":7");
+  for (const auto& l : p.launches) EXPECT_LE(l.ctas(), resident / 2);
+  shape.tokens = 50;
+  EXPECT_EQ(planner.plan(NINFER_OP_GDN_GATING, shape).source, "planner");
+  fs::remove(f);
+}
+
+TEST(ScheduleTable, TableForAnotherArchitectureIsRefused) {
+  Sm90 s;
+  if (!s.plugin) GTEST_SKIP() << "build has no sm_90 plugin";
+  const fs::path f = write_table("format: ninfer-schedule/1\narch: sm_89\nentries:\n"
+                                 "  - {op: gdn_gating, tokens: [1, 8], variant: split8}\n");
+  ScheduleTable t = load_schedule_table(f, data_dir() / "schemas");
+  check_against(t, *s.plugin, s.dev);
+  EXPECT_TRUE(t.entries.empty());
+  ASSERT_EQ(t.warnings.size(), 1u);
+  EXPECT_NE(t.warnings[0].find("table is for sm_89"), std::string::npos);
+  fs::remove(f);
+}
+
+TEST(ScheduleTable, MalformedTablesNameLineAndKey) {
+  EXPECT_NE(load_error("format: ninfer-schedule/1\narch: sm_90\nentries:\n  - {op: x, tokens: [1, 2]\n")
+                .find("YAML syntax error"),
+            std::string::npos);
+  std::string m = load_error("format: ninfer-schedule/1\narch: sm_90\nentries:\n"
+                             "  - op: gdn_gating\n    tokens: [1, many]\n    variant: split8\n");
+  EXPECT_NE(m.find(".yaml:5"), std::string::npos) << m;
+  EXPECT_NE(m.find("entries[0].tokens"), std::string::npos) << m;
+  m = load_error("format: ninfer-schedule/1\narch: sm_90\nentries:\n  - {op: gdn_gating, tokens: [1, 2]}\n");
+  EXPECT_NE(m.find("entries[0]"), std::string::npos) << m;
+  m = load_error("format: ninfer-schedule/1\narch: sm_90\nentries:\n  - {op: gdn_gating, tokens: [9, 2], variant: a}\n");
+  EXPECT_NE(m.find("bucket [9, 2] is empty"), std::string::npos) << m;
+  m = load_error("format: ninfer-schedule/2\narch: sm_90\n");
+  EXPECT_NE(m.find("format"), std::string::npos) << m;
+}
