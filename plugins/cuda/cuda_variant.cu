@@ -41,4 +41,20 @@ int32_t query_kernel_attributes(const void* kernel, const char* symbol, int32_t 
   return NINFER_OK;
 }
 
+int32_t query_driver_blocks(const void* kernel, int32_t threads_per_block, size_t dynamic_smem, int32_t* blocks,
+                            char* err, size_t err_len) {
+  cudaError_t rc = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(dynamic_smem));
+  int n = 0;
+  if (rc == cudaSuccess) rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads_per_block, dynamic_smem);
+  if (rc != cudaSuccess) {
+    std::snprintf(err, err_len, "occupancy query (%d threads, %zu B dynamic smem): %s", threads_per_block,
+                  dynamic_smem, cudaGetErrorString(rc));
+    cudaGetLastError();
+    return NINFER_ERR_LAUNCH;
+  }
+  *blocks = n;
+  return NINFER_OK;
+}
+
 } // namespace ninfer::cuda_plugin

@@ -16,6 +16,11 @@ ninfer_kernel_resources make_resources(const BuildResource& r, int32_t threads_p
 int32_t query_kernel_attributes(const void* kernel, const char* symbol, int32_t threads_per_block,
                                 ninfer_kernel_resources* out, char* err, size_t err_len);
 
+// cudaOccupancyMaxActiveBlocksPerMultiprocessor with the kernel's dynamic-smem limit raised
+// the way its launches raise it.
+int32_t query_driver_blocks(const void* kernel, int32_t threads_per_block, size_t dynamic_smem, int32_t* blocks,
+                            char* err, size_t err_len);
+
 // One registration function per kernel family.
 int32_t register_gdn_gating(const ninfer_registrar* r, char* err, size_t err_len);
 

@@ -256,6 +256,12 @@ int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
 }
 
 template <int V>
+int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
+  return query_driver_blocks(reinterpret_cast<const void*>(g_planned_kernel[V]), kDefs[V].threads, dyn, blocks, err,
+                             err_len);
+}
+
+template <int V>
 void fill(ninfer_variant& v) {
   const GatingVariantDef& d = kDefs[V];
   v.op = NINFER_OP_GDN_GATING;
@@ -271,6 +277,7 @@ void fill(ninfer_variant& v) {
   v.supports = supports;
   v.launch = launch<V>;
   v.query_loaded_resources = query<V>;
+  v.query_driver_blocks_per_sm = driver_blocks<V>;
 }
 
 template <int... V>

@@ -113,6 +113,10 @@ typedef struct ninfer_variant {
   /* CUDA variants: reads the loaded kernel's attributes on the current device
    * (cudaFuncGetAttributes), so tests can compare them with `resources`. NULL for host. */
   int32_t (*query_loaded_resources)(ninfer_kernel_resources* out, char* err, size_t err_len);
+  /* CUDA variants: the driver's own residency figure for this kernel on the current device
+   * (cudaOccupancyMaxActiveBlocksPerMultiprocessor at the variant's block size), so tests can
+   * compare it with the planner's. NULL for host. */
+  int32_t (*query_driver_blocks_per_sm)(size_t dynamic_smem_bytes, int32_t* blocks, char* err, size_t err_len);
 } ninfer_variant;
 
 typedef struct ninfer_registrar {
