@@ -44,8 +44,8 @@ struct FilterParams {
 //    renormalised distribution) is < top_p — the smallest head whose mass reaches top_p;
 //  - min-p: of those, tokens with p >= min_p * p_max (independent of renormalisation),
 // renormalised, sorted by id. Tokens of probability 0 (-inf logits) are never in it; the most
-// likely token always is. Throws
-// ninfer::Error on empty logits, a NaN, or when every logit is -inf.
+// likely token always is. Throws ninfer::Error on empty logits, a NaN or +inf, or when every
+// logit is -inf.
 std::vector<Candidate> filtered_distribution(std::span<const float> logits, const FilterParams& p);
 
 // log(sum(exp(logits))), computed stably in float64.
