@@ -189,7 +189,7 @@ ModelConfig parse(const nlohmann::json& root_json, const std::filesystem::path& 
   }
   const Sources s{root, nested ? root.child("text_config") : root, nested};
   c.model_type = nested ? s.text.opt_string("model_type").value_or("qwen3_5_text") : *model_type;
-  if (c.model_type != "qwen3_5_text")
+  if (nested && c.model_type != "qwen3_5_text")
     s.text.fail("model_type", fmt::format("is '{}'; a qwen3_5 config's text_config must be qwen3_5_text",
                                           c.model_type));
   c.weight_prefix = nested ? "model.language_model." : "model.";
