@@ -1,0 +1,65 @@
+// The model manifest: which checkpoint to run and how. A YAML file validated by
+// schemas/manifest.schema.json; only `checkpoint:` is required and every other key has the
+// default documented here and in docs/manifest.md. Paths in a manifest are relative to the
+// manifest file's folder; the loaded Manifest holds them resolved.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "ninfer/sampling/sampling_params.hpp"
+
+namespace ninfer {
+
+// Weight dtype in memory; auto keeps the checkpoint's own.
+enum class WeightDType { Auto, Float32, BFloat16, Float16 };
+// KV cache element type; auto lets the engine choose (the activation dtype).
+enum class KvDType { Auto, Float32, BFloat16 };
+// How --chat prompts and server messages are formatted.
+enum class ChatTemplate { Qwen, None };
+
+const char* to_string(WeightDType d);
+const char* to_string(KvDType d);
+const char* to_string(ChatTemplate t);
+
+inline constexpr int64_t kDefaultContextCap = 32768;
+
+struct RuntimeOptions {
+  // Unset: min(config.json max_position_embeddings, 32768); see resolved_max_context().
+  std::optional<int64_t> max_context;
+  int64_t max_concurrency = 4;
+  int64_t prefill_chunk = 2048;
+  KvDType kv_dtype = KvDType::Auto;
+  bool cuda_graphs = true;
+
+  int64_t resolved_max_context(int64_t max_position_embeddings) const;
+};
+
+struct Manifest {
+  std::filesystem::path source;     // the manifest file; empty for an implicit manifest
+  std::filesystem::path checkpoint; // absolute, normalised; an existing folder
+  std::string name;                 // default: the checkpoint folder's name
+  WeightDType dtype = WeightDType::Auto;
+  // Given: must exist. Not given: <checkpoint>/tokenizer.json if it exists, else unset
+  // (then only token-id prompts work).
+  std::optional<std::filesystem::path> tokenizer;
+  ChatTemplate chat_template = ChatTemplate::Qwen;
+  RuntimeOptions runtime;
+  // Per-request defaults; command-line flags and server requests override them.
+  SamplingParams sampling;
+  int64_t max_new_tokens = 512;
+};
+
+// Loads and validates FILE against <data_dir>/schemas/manifest.schema.json. Every problem is
+// an ninfer::Error starting "FILE:LINE: KEY:" that says what was expected.
+Manifest load_manifest(const std::filesystem::path& file);
+// Same, with an explicit schema file (tests, tools run from a source tree).
+Manifest load_manifest(const std::filesystem::path& file, const std::filesystem::path& schema_file);
+
+// The manifest `ninfer-run --checkpoint DIR` uses: DIR (relative to the working directory)
+// with every default. Throws ninfer::Error if DIR is not a folder.
+Manifest implicit_manifest(const std::filesystem::path& checkpoint_dir);
+
+} // namespace ninfer
