@@ -198,7 +198,8 @@ ModelConfig random_checkpoint_config(const std::string& preset) {
 }
 
 RandomCheckpointSummary write_random_checkpoint(const RandomCheckpointOptions& opt) {
-  ModelConfig cfg = random_checkpoint_config(opt.preset);
+  ModelConfig cfg = opt.config ? *opt.config : random_checkpoint_config(opt.preset);
+  cfg.random_weights = true;
   if (opt.dtype != DType::F32 && opt.dtype != DType::BF16)
     throw Error(fmt::format("dtype {} is not offered for random checkpoints (use f32 or bf16)", dtype_name(opt.dtype)));
   if (opt.out.empty()) throw Error("no output folder given (--out DIR)");

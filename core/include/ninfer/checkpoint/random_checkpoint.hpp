@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ struct RandomCheckpointOptions {
   std::filesystem::path out;      // the checkpoint folder to create
   std::filesystem::path tokenizer; // tokenizer.json; tokenizer_config.json is taken from its folder
   bool force = false;             // replace `out` if it is an earlier random checkpoint
+  // When set, written instead of the preset's config (tests and tools that need another
+  // size); `preset` then only labels the README.
+  std::optional<ModelConfig> config;
 };
 
 struct RandomCheckpointSummary {
