@@ -115,7 +115,23 @@ void read_sampling(const YAML::Node& n, Manifest& m) {
   if (n["max_new_tokens"]) m.max_new_tokens = n["max_new_tokens"].as<int64_t>();
 }
 
+void record_locations(const YAML::Node& n, const std::string& origin, const std::string& prefix,
+                      std::map<std::string, std::string>& out) {
+  if (!n.IsMap()) return;
+  for (const auto& kv : n) {
+    const std::string key = prefix + kv.first.as<std::string>();
+    out[key] = where(origin, kv.first);
+    record_locations(kv.second, origin, key + ".", out);
+  }
+}
+
 } // namespace
+
+std::string Manifest::where(const std::string& key) const {
+  if (auto it = locations.find(key); it != locations.end()) return it->second + ": " + key;
+  if (source.empty()) return fmt::format("--checkpoint {}: {} (default)", checkpoint.string(), key);
+  return fmt::format("{}: {} (default)", source.string(), key);
+}
 
 const char* to_string(WeightDType d) { return enum_name(d, kWeightDTypes); }
 const char* to_string(KvDType d) { return enum_name(d, kKvDTypes); }
@@ -138,6 +154,7 @@ Manifest load_manifest(const fs::path& file, const fs::path& schema_file) {
 
   Manifest m;
   m.source = file;
+  record_locations(root, origin, "", m.locations);
   const YAML::Node ck = root["checkpoint"];
   m.checkpoint = require_folder(
       resolve(base, ck.as<std::string>()), where(origin, ck) + ": checkpoint: ",

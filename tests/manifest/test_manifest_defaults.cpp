@@ -135,6 +135,21 @@ TEST(Manifest, EveryKeyIsRead) {
   EXPECT_EQ(m.sampling.frequency_penalty, -0.25);
   EXPECT_EQ(m.sampling.seed, 1234u);
   EXPECT_EQ(m.max_new_tokens, 64);
+
+  // Where each key was set, for checks made after loading.
+  const std::string file = (dir.path() / "m.yaml").string();
+  EXPECT_EQ(m.where("runtime.max_context"), file + ":7: runtime.max_context");
+  EXPECT_EQ(m.where("sampling.seed"), file + ":20: sampling.seed");
+  EXPECT_EQ(m.where("checkpoint"), file + ":1: checkpoint");
+}
+
+TEST(Manifest, WhereNamesDefaultsToo) {
+  ScratchDir dir;
+  dir.folder("ck");
+  const fs::path file = dir.write("m.yaml", "checkpoint: ck\n");
+  EXPECT_EQ(load_manifest(file).where("runtime.max_context"), file.string() + ": runtime.max_context (default)");
+  const Manifest implicit = implicit_manifest(dir.path() / "ck");
+  EXPECT_NE(implicit.where("runtime.max_context").find("--checkpoint"), std::string::npos);
 }
 
 // The test above covers exactly the schema's keys: a key added to the schema must be read

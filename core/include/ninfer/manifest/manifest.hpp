@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -50,6 +51,13 @@ struct Manifest {
   // Per-request defaults; command-line flags and server requests override them.
   SamplingParams sampling;
   int64_t max_new_tokens = 512;
+
+  // "FILE:LINE" of each key the file sets, by dotted path ("runtime.max_context"), so that
+  // checks made later (e.g. max_context against the model's limit) can point at the line.
+  std::map<std::string, std::string> locations;
+  // "FILE:LINE: KEY" for a key the file sets; "FILE: KEY (default)" for one it does not;
+  // "--checkpoint DIR: KEY (default)" for an implicit manifest. For error messages.
+  std::string where(const std::string& key) const;
 };
 
 // Loads and validates FILE against <data_dir>/schemas/manifest.schema.json. Every problem is
