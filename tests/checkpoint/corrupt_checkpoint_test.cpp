@@ -14,7 +14,7 @@ namespace {
 using test::RawTensors;
 using test::TempDir;
 
-class Corrupt : public ::testing::Test {
+class CheckpointCorrupt : public ::testing::Test {
  protected:
   void SetUp() override { test::copy_fixture_config("tiny-qwen3", dir_.path()); }
   std::filesystem::path weights() const { return dir_ / "model.safetensors"; }
@@ -37,42 +37,42 @@ class Corrupt : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(Corrupt, TruncatedFile) {
+TEST_F(CheckpointCorrupt, TruncatedFile) {
   const std::string full = test::read_file_bytes(test::fixtures_dir() / "tiny-qwen3" / "model.safetensors");
   test::write_file_bytes(weights(), full.substr(0, full.size() / 2));
   const std::string msg = open_error();
   expect_mentions(msg, {"truncated or corrupt file", weights().string(), "tensor ", "data_offsets"});
 }
 
-TEST_F(Corrupt, ShorterThanTheHeaderLength) {
+TEST_F(CheckpointCorrupt, ShorterThanTheHeaderLength) {
   test::write_file_bytes(weights(), "abc");
   expect_mentions(open_error(), {"truncated or corrupt file", weights().string()});
 }
 
-TEST_F(Corrupt, HeaderLengthBeyondTheFile) {
+TEST_F(CheckpointCorrupt, HeaderLengthBeyondTheFile) {
   test::write_raw_file(weights(), "{}", "", 1 << 20);
   expect_mentions(open_error(), {"truncated or corrupt file", weights().string(), "header length"});
 }
 
-TEST_F(Corrupt, HeaderNotJson) {
+TEST_F(CheckpointCorrupt, HeaderNotJson) {
   test::write_raw_file(weights(), "{\"model.norm.weight\": {\"dtype\": ", "");
   expect_mentions(open_error(), {"truncated or corrupt file", weights().string(), "not valid JSON"});
 }
 
-TEST_F(Corrupt, OffsetsOutOfRange) {
+TEST_F(CheckpointCorrupt, OffsetsOutOfRange) {
   test::write_raw_file(weights(),
                        R"({"model.norm.weight": {"dtype": "F32", "shape": [64], "data_offsets": [0, 256]}})",
                        std::string(100, '\0'));
   expect_mentions(open_error(), {"truncated or corrupt file", weights().string(), "model.norm.weight"});
 }
 
-TEST_F(Corrupt, OffsetsReversed) {
+TEST_F(CheckpointCorrupt, OffsetsReversed) {
   test::write_raw_file(weights(), R"({"a": {"dtype": "F32", "shape": [0], "data_offsets": [8, 4]}})",
                        std::string(16, '\0'));
   expect_mentions(open_error(), {weights().string(), "tensor a"});
 }
 
-TEST_F(Corrupt, OverlappingTensors) {
+TEST_F(CheckpointCorrupt, OverlappingTensors) {
   test::write_raw_file(weights(),
                        R"({"x.one": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
                            "x.two": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}})",
@@ -80,26 +80,26 @@ TEST_F(Corrupt, OverlappingTensors) {
   expect_mentions(open_error(), {"truncated or corrupt file", weights().string(), "x.one", "x.two", "overlap"});
 }
 
-TEST_F(Corrupt, ByteCountDisagreesWithShape) {
+TEST_F(CheckpointCorrupt, ByteCountDisagreesWithShape) {
   test::write_raw_file(weights(), R"({"model.norm.weight": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}})",
                        std::string(8, '\0'));
   expect_mentions(open_error(), {"truncated or corrupt file", weights().string(), "model.norm.weight", "16 bytes"});
 }
 
-TEST_F(Corrupt, MissingHeaderFields) {
+TEST_F(CheckpointCorrupt, MissingHeaderFields) {
   test::write_raw_file(weights(), R"({"model.norm.weight": {"shape": [4], "data_offsets": [0, 16]}})",
                        std::string(16, '\0'));
   expect_mentions(open_error(), {weights().string(), "model.norm.weight", "dtype"});
 }
 
-TEST_F(Corrupt, UnsupportedDtype) {
+TEST_F(CheckpointCorrupt, UnsupportedDtype) {
   RawTensors raw = fixture();
   raw["model.norm.weight"] = {"F64", {64}, std::string(512, '\0')};
   test::write_raw_safetensors(weights(), raw);
   expect_mentions(open_error(), {weights().string(), "model.norm.weight", "F64", "F32, BF16"});
 }
 
-TEST_F(Corrupt, MissingTensor) {
+TEST_F(CheckpointCorrupt, MissingTensor) {
   RawTensors raw = fixture();
   raw.erase("model.layers.1.mlp.down_proj.weight");
   test::write_raw_safetensors(weights(), raw);
@@ -118,7 +118,7 @@ TEST_F(Corrupt, MissingTensor) {
   }
 }
 
-TEST_F(Corrupt, WrongShape) {
+TEST_F(CheckpointCorrupt, WrongShape) {
   RawTensors raw = fixture();
   raw["model.layers.2.mlp.down_proj.weight"].shape = {160, 64}; // transposed: same bytes
   test::write_raw_safetensors(weights(), raw);
@@ -139,7 +139,7 @@ TEST_F(Corrupt, WrongShape) {
   }
 }
 
-TEST_F(Corrupt, UnknownModelType) {
+TEST_F(CheckpointCorrupt, UnknownModelType) {
   std::filesystem::copy_file(test::fixtures_dir() / "tiny-qwen3" / "model.safetensors", weights());
   auto cfg = test::read_json(dir_ / "config.json");
   cfg["model_type"] = "mistral";
@@ -147,17 +147,17 @@ TEST_F(Corrupt, UnknownModelType) {
   expect_mentions(open_error(), {(dir_ / "config.json").string(), "mistral", "qwen3_5_text"});
 }
 
-TEST_F(Corrupt, MissingConfig) {
+TEST_F(CheckpointCorrupt, MissingConfig) {
   std::filesystem::copy_file(test::fixtures_dir() / "tiny-qwen3" / "model.safetensors", weights());
   std::filesystem::remove(dir_ / "config.json");
   expect_mentions(open_error(), {(dir_ / "config.json").string(), "missing"});
 }
 
-TEST_F(Corrupt, NoWeightFiles) {
+TEST_F(CheckpointCorrupt, NoWeightFiles) {
   expect_mentions(open_error(), {dir_.path().string(), "model.safetensors.index.json"});
 }
 
-TEST_F(Corrupt, IndexNamesAMissingShard) {
+TEST_F(CheckpointCorrupt, IndexNamesAMissingShard) {
   std::filesystem::copy_file(test::fixtures_dir() / "tiny-qwen3" / "model.safetensors",
                              dir_ / "model-00001-of-00002.safetensors");
   nlohmann::json map = nlohmann::json::object();
@@ -167,7 +167,7 @@ TEST_F(Corrupt, IndexNamesAMissingShard) {
   expect_mentions(open_error(), {"model.safetensors.index.json", "model-00002-of-00002.safetensors", "incomplete"});
 }
 
-TEST_F(Corrupt, IndexDisagreesWithShards) {
+TEST_F(CheckpointCorrupt, IndexDisagreesWithShards) {
   RawTensors raw = fixture(), a, b;
   nlohmann::json map = nlohmann::json::object();
   for (auto& [n, t] : raw) {
@@ -181,7 +181,7 @@ TEST_F(Corrupt, IndexDisagreesWithShards) {
   expect_mentions(open_error(), {"lm_head.weight", "s1.safetensors", "s2.safetensors"});
 }
 
-TEST_F(Corrupt, TensorInTwoShards) {
+TEST_F(CheckpointCorrupt, TensorInTwoShards) {
   RawTensors raw = fixture();
   nlohmann::json map = nlohmann::json::object();
   for (auto& [n, t] : raw) map[n] = "s1.safetensors";
@@ -192,7 +192,7 @@ TEST_F(Corrupt, TensorInTwoShards) {
   expect_mentions(open_error(), {"model.norm.weight", "s1.safetensors", "s2.safetensors"});
 }
 
-TEST_F(Corrupt, IndexNotJson) {
+TEST_F(CheckpointCorrupt, IndexNotJson) {
   test::write_file_bytes(dir_ / "model.safetensors.index.json", "{\"weight_map\": ");
   expect_mentions(open_error(), {"model.safetensors.index.json", "not valid JSON"});
 }

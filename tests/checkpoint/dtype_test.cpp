@@ -38,11 +38,11 @@ void expect_same(float got, double want, uint32_t pattern) {
   }
 }
 
-TEST(DType, F16AllBitPatterns) {
+TEST(CheckpointDType, F16AllBitPatterns) {
   for (uint32_t h = 0; h < 65536; ++h) expect_same(f16_to_f32(static_cast<uint16_t>(h)), decode_f16(h), h);
 }
 
-TEST(DType, BF16AllBitPatterns) {
+TEST(CheckpointDType, BF16AllBitPatterns) {
   for (uint32_t b = 0; b < 65536; ++b) expect_same(bf16_to_f32(static_cast<uint16_t>(b)), decode_bf16(b), b);
 }
 
@@ -65,7 +65,7 @@ struct RandomTensor {
   }
 };
 
-TEST(DType, ToF32OfRandomTensors) {
+TEST(CheckpointDType, ToF32OfRandomTensors) {
   auto rng = test::fresh_rng("dtype to_f32");
   const int64_t n = 4097;
   for (DType dt : {DType::BF16, DType::F16}) {
@@ -91,7 +91,7 @@ TEST(DType, ToF32OfRandomTensors) {
   EXPECT_EQ(std::memcmp(got.data(), f.storage.data() + 1, f.view.bytes), 0);
 }
 
-TEST(DType, RangeOutsideTheTensorIsAnError) {
+TEST(CheckpointDType, RangeOutsideTheTensorIsAnError) {
   auto rng = test::fresh_rng("dtype range");
   RandomTensor t(DType::F16, 8, rng);
   float out[16];
@@ -101,7 +101,7 @@ TEST(DType, RangeOutsideTheTensorIsAnError) {
 
 // f32 -> bf16 must pick the nearest bf16 (ties to even), checked against the two candidates'
 // exact values in double.
-TEST(DType, F32ToBf16RoundsToNearestEven) {
+TEST(CheckpointDType, F32ToBf16RoundsToNearestEven) {
   auto rng = test::fresh_rng("f32_to_bf16");
   std::uniform_int_distribution<uint32_t> bits_dist;
   for (int i = 0; i < 200000; ++i) {

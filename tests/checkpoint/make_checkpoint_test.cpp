@@ -206,7 +206,7 @@ INSTANTIATE_TEST_SUITE_P(Presets, MakeCheckpoint,
                            return n;
                          });
 
-TEST(RandomInit, DeterministicBySeedAndName) {
+TEST(CheckpointRandomInit, DeterministicBySeedAndName) {
   const ModelConfig cfg = random_checkpoint_config("qwen3_5-cpu-small");
   for (const auto& e : expected_tensors(cfg)) {
     if (e.layer != 3 && e.layer != 0) continue;

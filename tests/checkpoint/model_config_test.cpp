@@ -27,7 +27,7 @@ std::string error_of(F&& f) {
   return "";
 }
 
-TEST(ModelConfig, EveryFixtureParsesAsItsJsonSays) {
+TEST(CheckpointConfig, EveryFixtureParsesAsItsJsonSays) {
   for (const char* name : kFixtures) {
     SCOPED_TRACE(name);
     const auto dir = test::fixtures_dir() / name;
@@ -77,7 +77,7 @@ TEST(ModelConfig, EveryFixtureParsesAsItsJsonSays) {
 }
 
 // A fixture's config.json, modified by `edit`, loaded from a temp folder.
-class ConfigVariant : public ::testing::Test {
+class CheckpointConfigVariant : public ::testing::Test {
  protected:
   json fixture(const char* name) { return test::read_json(test::fixtures_dir() / name / "config.json"); }
   ModelConfig load(const json& cfg, const json* gen = nullptr) {
@@ -92,20 +92,20 @@ class ConfigVariant : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(ConfigVariant, RopeThetaAtTopLevel) {
+TEST_F(CheckpointConfigVariant, RopeThetaAtTopLevel) {
   json j = fixture("tiny-qwen3");
   j.erase("rope_parameters");
   j["rope_theta"] = 1234567.0;
   EXPECT_EQ(load(j).rope_theta, 1234567.0);
 }
 
-TEST_F(ConfigVariant, RopeThetaDefaultsTo10000) {
+TEST_F(CheckpointConfigVariant, RopeThetaDefaultsTo10000) {
   json j = fixture("tiny-qwen3");
   j.erase("rope_parameters");
   EXPECT_EQ(load(j).rope_theta, 10000.0);
 }
 
-TEST_F(ConfigVariant, PartialRotaryFactorAtTopLevelOrDefault) {
+TEST_F(CheckpointConfigVariant, PartialRotaryFactorAtTopLevelOrDefault) {
   json j = fixture("tiny-qwen3_5");
   j["rope_parameters"].erase("partial_rotary_factor");
   j["partial_rotary_factor"] = 0.5;
@@ -116,7 +116,7 @@ TEST_F(ConfigVariant, PartialRotaryFactorAtTopLevelOrDefault) {
   EXPECT_EQ(load(q3).partial_rotary_factor, 1.0);
 }
 
-TEST_F(ConfigVariant, Qwen35LayerTypesDefaultToEveryFourthFull) {
+TEST_F(CheckpointConfigVariant, Qwen35LayerTypesDefaultToEveryFourthFull) {
   json j = fixture("tiny-qwen3_5");
   j.erase("layer_types");
   j["num_hidden_layers"] = 9;
@@ -131,7 +131,7 @@ TEST_F(ConfigVariant, Qwen35LayerTypesDefaultToEveryFourthFull) {
     EXPECT_EQ(c2.layer_types[i], (i % 2 == 1) ? LayerKind::FullAttention : LayerKind::LinearAttention) << i;
 }
 
-TEST_F(ConfigVariant, Qwen3LayerTypesDefaultToAllFull) {
+TEST_F(CheckpointConfigVariant, Qwen3LayerTypesDefaultToAllFull) {
   json j = fixture("tiny-qwen3");
   j.erase("layer_types");
   const ModelConfig c = load(j);
@@ -139,7 +139,7 @@ TEST_F(ConfigVariant, Qwen3LayerTypesDefaultToAllFull) {
   for (auto k : c.layer_types) EXPECT_EQ(k, LayerKind::FullAttention);
 }
 
-TEST_F(ConfigVariant, LegacyLayerTypeNames) {
+TEST_F(CheckpointConfigVariant, LegacyLayerTypeNames) {
   json j = fixture("tiny-qwen3_5");
   j["layer_types"] = {"mamba", "mamba", "mamba", "attention"};
   const ModelConfig c = load(j);
@@ -147,13 +147,13 @@ TEST_F(ConfigVariant, LegacyLayerTypeNames) {
   EXPECT_EQ(c.layer_types[3], LayerKind::FullAttention);
 }
 
-TEST_F(ConfigVariant, HeadDimDefaultsToHiddenOverHeads) {
+TEST_F(CheckpointConfigVariant, HeadDimDefaultsToHiddenOverHeads) {
   json j = fixture("tiny-qwen3_5"); // head_dim 32 there, hidden 64 / 4 heads = 16 by default
   j.erase("head_dim");
   EXPECT_EQ(load(j).head_dim, j["hidden_size"].get<int64_t>() / j["num_attention_heads"].get<int64_t>());
 }
 
-TEST_F(ConfigVariant, EosIdsFromConfigAndGenerationConfig) {
+TEST_F(CheckpointConfigVariant, EosIdsFromConfigAndGenerationConfig) {
   json j = fixture("tiny-qwen3");
   j["eos_token_id"] = 5;
   const json gen = {{"eos_token_id", {7, 5}}, {"bos_token_id", 3}};
@@ -166,7 +166,7 @@ TEST_F(ConfigVariant, EosIdsFromConfigAndGenerationConfig) {
   EXPECT_EQ(load(j, &gen_int).eos_token_ids, (std::vector<int64_t>{11}));
 }
 
-TEST_F(ConfigVariant, NestedEosAndTieFromEitherLevel) {
+TEST_F(CheckpointConfigVariant, NestedEosAndTieFromEitherLevel) {
   json j = fixture("tiny-qwen3_5-vl-layout");
   j["text_config"]["eos_token_id"] = 9;
   j["tie_word_embeddings"] = true; // the outer config owns the tie
@@ -177,14 +177,14 @@ TEST_F(ConfigVariant, NestedEosAndTieFromEitherLevel) {
   EXPECT_TRUE(c.tie_word_embeddings);
 }
 
-TEST_F(ConfigVariant, NestedRopeThetaAtTopLevelOfTextConfig) {
+TEST_F(CheckpointConfigVariant, NestedRopeThetaAtTopLevelOfTextConfig) {
   json j = fixture("tiny-qwen3_5-vl-layout");
   j["text_config"].erase("rope_parameters");
   j["text_config"]["rope_theta"] = 5e6;
   EXPECT_EQ(load(j).rope_theta, 5e6);
 }
 
-TEST_F(ConfigVariant, UnknownModelTypeListsSupportedOnes) {
+TEST_F(CheckpointConfigVariant, UnknownModelTypeListsSupportedOnes) {
   json j = fixture("tiny-qwen3");
   j["model_type"] = "llama";
   const std::string msg = load_error(j);
@@ -193,7 +193,7 @@ TEST_F(ConfigVariant, UnknownModelTypeListsSupportedOnes) {
   for (const auto& t : supported_model_types()) EXPECT_NE(msg.find(t), std::string::npos) << msg;
 }
 
-TEST_F(ConfigVariant, MissingOrMistypedKeysNameFileAndKey) {
+TEST_F(CheckpointConfigVariant, MissingOrMistypedKeysNameFileAndKey) {
   json j = fixture("tiny-qwen3");
   j.erase("hidden_size");
   std::string msg = load_error(j);
@@ -216,7 +216,7 @@ TEST_F(ConfigVariant, MissingOrMistypedKeysNameFileAndKey) {
   EXPECT_NE(msg.find("'text_config'"), std::string::npos) << msg;
 }
 
-TEST_F(ConfigVariant, InconsistentConfigsAreRefused) {
+TEST_F(CheckpointConfigVariant, InconsistentConfigsAreRefused) {
   json j = fixture("tiny-qwen3_5");
   j["layer_types"] = {"linear_attention", "full_attention"};
   EXPECT_NE(load_error(j).find("layer_types"), std::string::npos);
@@ -238,14 +238,14 @@ TEST_F(ConfigVariant, InconsistentConfigsAreRefused) {
   EXPECT_NE(load_error(j).find("attention_bias"), std::string::npos);
 }
 
-TEST_F(ConfigVariant, MalformedJsonNamesTheFile) {
+TEST_F(CheckpointConfigVariant, MalformedJsonNamesTheFile) {
   test::write_file_bytes(dir_ / "config.json", "{\"model_type\": \"qwen3\",");
   const std::string msg = error_of([&] { load_model_config(dir_.path()); });
   EXPECT_NE(msg.find(config_path()), std::string::npos) << msg;
   EXPECT_NE(msg.find("not valid JSON"), std::string::npos) << msg;
 }
 
-TEST_F(ConfigVariant, MissingConfigJson) {
+TEST_F(CheckpointConfigVariant, MissingConfigJson) {
   const std::string msg = error_of([&] { load_model_config(dir_.path()); });
   EXPECT_NE(msg.find(config_path()), std::string::npos) << msg;
   const std::string msg2 = error_of([&] { load_model_config(dir_ / "nope"); });
