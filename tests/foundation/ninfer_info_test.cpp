@@ -86,3 +86,12 @@ TEST(NinferInfo, BadInputGetsAClearErrorAndNonZeroExit) {
     EXPECT_NE(r.out.find(want), std::string::npos) << args << " printed: " << r.out;
   }
 }
+
+TEST(NinferInfo, ForcedPluginOfAnotherArchitectureSaysWhy) {
+  if (cuda_plugins().empty()) GTEST_SKIP() << "build has no CUDA plugins";
+  const ProcessResult r = run_info("--plan gdn_gating --device-model H200 --plugin cuda-sm120a", true);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("no plugin can run on H200: built for sm_120a (compute 12.0), device is compute 9.0"),
+            std::string::npos)
+      << r.out;
+}

@@ -78,7 +78,10 @@ Plan make_plan(const Options& o, const PluginHost& host, const ninfer_device_inf
   const OpInfo& op = require_op(o.plan_op);
   PluginChoice c = host.choose(dev, o.forced_plugin);
   if (!c.chosen) {
+    // Say why the plugin the user asked for (or, unforced, the best candidate) refused.
     std::string why = c.scores.empty() ? "no plugins were loaded" : c.scores.front().reason;
+    for (const auto& s : c.scores)
+      if (s.plugin->name() == o.forced_plugin) why = s.reason;
     throw Error(fmt::format("no plugin can run on {}: {}", dev.name, why));
   }
   ninfer_shape shape{};
