@@ -90,7 +90,7 @@ std::vector<std::pair<std::string, std::string>> read_index(const std::filesyste
 void Checkpoint::Impl::open_sharded(const std::filesystem::path& index) {
   Impl& impl = *this;
   const auto weight_map = read_index(index);
-  std::vector<std::string> shard_names; // in order of first mention
+  std::vector<std::string> shard_names; // each shard once, opened in name order
   std::map<std::string, std::string> first_tensor;
   for (const auto& [tensor, file] : weight_map)
     if (first_tensor.emplace(file, tensor).second) shard_names.push_back(file);

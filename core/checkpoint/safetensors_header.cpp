@@ -83,12 +83,13 @@ class HeaderParser {
 
   // numel * element size, or nullopt on overflow (which no real file can hold).
   static std::optional<uint64_t> byte_count(const std::vector<int64_t>& shape, uint64_t elem) {
-    unsigned __int128 n = elem;
+    uint64_t n = elem;
     for (int64_t d : shape) {
-      n *= static_cast<uint64_t>(d);
-      if (n > std::numeric_limits<uint64_t>::max()) return std::nullopt;
+      const auto u = static_cast<uint64_t>(d);
+      if (u != 0 && n > std::numeric_limits<uint64_t>::max() / u) return std::nullopt;
+      n *= u;
     }
-    return static_cast<uint64_t>(n);
+    return n;
   }
 
   void read_entry(const std::string& name, const nlohmann::json& entry, SafetensorsContents& out) {

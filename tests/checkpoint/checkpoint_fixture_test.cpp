@@ -81,11 +81,17 @@ TEST(CheckpointFixtures, ExpectedTensorsAreExactlyWhatTransformersWrote) {
 TEST(CheckpointFixtures, ExpectedRolesFollowTheNormConvention) {
   const Checkpoint q3 = Checkpoint::open(test::fixtures_dir() / "tiny-qwen3");
   const Checkpoint q35 = Checkpoint::open(test::fixtures_dir() / "tiny-qwen3_5");
-  for (const auto& e : expected_tensors(q3.config()))
-    if (e.name.find("norm") != std::string::npos) EXPECT_EQ(e.role, TensorRole::RmsNormWeight) << e.name;
+  for (const auto& e : expected_tensors(q3.config())) {
+    if (e.name.find("norm") != std::string::npos) {
+      EXPECT_EQ(e.role, TensorRole::RmsNormWeight) << e.name;
+    }
+  }
   for (const auto& e : expected_tensors(q35.config())) {
-    if (e.name.find("linear_attn.norm") != std::string::npos) EXPECT_EQ(e.role, TensorRole::RmsNormWeight) << e.name;
-    else if (e.name.find("norm") != std::string::npos) EXPECT_EQ(e.role, TensorRole::RmsNormOffsetWeight) << e.name;
+    if (e.name.find("linear_attn.norm") != std::string::npos) {
+      EXPECT_EQ(e.role, TensorRole::RmsNormWeight) << e.name;
+    } else if (e.name.find("norm") != std::string::npos) {
+      EXPECT_EQ(e.role, TensorRole::RmsNormOffsetWeight) << e.name;
+    }
   }
 }
 

@@ -131,7 +131,9 @@ void check_values(const Checkpoint& ck, bool offset_norms) {
     } else {
       // normal(0, 0.02): the sample mean within 6 standard errors, std within 5 %.
       EXPECT_NEAR(s.mean, 0.0, 6 * 0.02 / std::sqrt(static_cast<double>(v.size())));
-      if (v.size() >= 1024) EXPECT_NEAR(s.std, 0.02, 0.001);
+      if (v.size() >= 1024) {
+        EXPECT_NEAR(s.std, 0.02, 0.001);
+      }
     }
   }
 }
@@ -174,9 +176,11 @@ TEST_P(MakeCheckpoint, WritesWhatTheConfigSays) {
   const int64_t layers = cfg["num_hidden_layers"];
   EXPECT_GE(layers, 4);
   EXPECT_LE(layers, 8);
-  if (q35) // 3 Gated DeltaNet : 1 full attention
-    for (int64_t i = 0; i < layers; ++i)
+  if (q35) { // 3 Gated DeltaNet : 1 full attention
+    for (int64_t i = 0; i < layers; ++i) {
       EXPECT_EQ(cfg["layer_types"][i], (i % 4 == 3) ? "full_attention" : "linear_attention") << i;
+    }
+  }
 
   const Checkpoint ck = Checkpoint::open(opt.out);
   EXPECT_TRUE(ck.config().random_weights);

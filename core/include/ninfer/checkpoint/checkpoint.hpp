@@ -51,6 +51,8 @@ class Checkpoint {
   // ships text weights under model.language_model.* (or the reverse).
   const ModelConfig& config() const;
 
+  // True for tensors that can be read (an auxiliary tensor of an unreadable dtype is listed by
+  // names() but has() is false).
   bool has(const std::string& name) const;
   // Throws naming the tensor (and the files searched) when missing.
   const TensorView& tensor(const std::string& name) const;
