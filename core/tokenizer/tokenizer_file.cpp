@@ -4,8 +4,8 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "json_stream.hpp"
 #include "ninfer/error.hpp"
 #include "regex_split.hpp"
 
@@ -34,16 +34,12 @@ std::filesystem::path resolve(const std::filesystem::path& path) {
   return path;
 }
 
-json parse_file(const std::filesystem::path& file) {
+ParsedTokenizerFile parse_file(const std::filesystem::path& file, TokenizerSpec& spec) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw Error(fmt::format("cannot open tokenizer file {} for reading", file.string()));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  try {
-    return json::parse(buffer.str());
-  } catch (const json::parse_error& e) {
-    throw Error(fmt::format("tokenizer file {} is not valid JSON: {}", file.string(), e.what()));
-  }
+  std::string text(std::filesystem::file_size(file), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  return parse_tokenizer_json(text, file.string(), spec);
 }
 
 // Accessors that turn nlohmann's type errors into messages naming the file and key.
@@ -78,7 +74,7 @@ class Reader {
   std::string source_;
 };
 
-void read_model(const Reader& r, const json& model, TokenizerSpec& spec) {
+void read_model(const Reader& r, const json& model, const ParsedTokenizerFile& parsed, TokenizerSpec& spec) {
   const std::string type = r.string(r.member(model, "type", "model"), "model.type");
   if (type != "BPE") r.fail("model.type", fmt::format("'{}' is not supported (only byte-level BPE is)", type));
   if (r.flag(model, "byte_fallback", "model", false))
@@ -86,34 +82,21 @@ void read_model(const Reader& r, const json& model, TokenizerSpec& spec) {
   for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(affix) && !model.at(affix).is_null() && !r.string(model.at(affix), affix).empty())
       r.fail(std::string("model.") + affix, "a non-empty value is not supported");
-  if (model.contains("dropout") && !model.at("dropout").is_null() && model.at("dropout").get<double>() != 0.0)
+  if (model.contains("dropout") && !model.at("dropout").is_null() &&
+      !(model.at("dropout").is_number() && model.at("dropout").get<double>() == 0.0))
     r.fail("model.dropout", "BPE dropout is for training; an inference tokenizer must not have it");
   spec.ignore_merges = r.flag(model, "ignore_merges", "model", false);
 
-  const json& vocab = r.member(model, "vocab", "model");
-  if (!vocab.is_object()) r.fail("model.vocab", "expected an object of token -> id");
-  spec.vocab.reserve(vocab.size());
-  for (const auto& [token, id] : vocab.items()) spec.vocab.emplace(token, r.id(id, "model.vocab." + token));
+  if (!parsed.vocab_streamed) {
+    const json& vocab = r.member(model, "vocab", "model");
+    r.fail("model.vocab", fmt::format("expected an object of token -> id, found {}", vocab.type_name()));
+  }
 
-  // Merges come as "left right" strings (older files) or [left, right] arrays (newer ones,
-  // which can hold tokens containing spaces).
-  const json& merges = r.member(model, "merges", "model");
-  if (!merges.is_array()) r.fail("model.merges", "expected an array");
-  spec.merges.reserve(merges.size());
-  for (size_t i = 0; i < merges.size(); ++i) {
-    const json& m = merges[i];
-    const std::string key = fmt::format("model.merges[{}]", i);
-    if (m.is_string()) {
-      const std::string s = m.get<std::string>();
-      const size_t space = s.find(' ');
-      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
-        r.fail(key, fmt::format("'{}' is not of the form \"left right\"", s));
-      spec.merges.emplace_back(s.substr(0, space), s.substr(space + 1));
-    } else if (m.is_array() && m.size() == 2) {
-      spec.merges.emplace_back(r.string(m[0], key + "[0]"), r.string(m[1], key + "[1]"));
-    } else {
-      r.fail(key, fmt::format("expected \"left right\" or [left, right], found {}", m.dump()));
-    }
+  // Merges come as "left right" strings (older files) or [left, right] arrays (newer ones, which
+  // can hold tokens containing spaces); the parser has read either form into spec.merges.
+  if (!parsed.merges_streamed) {
+    const json& merges = r.member(model, "merges", "model");
+    r.fail("model.merges", fmt::format("expected an array, found {}", merges.type_name()));
   }
 }
 
@@ -187,13 +170,14 @@ void check_decoder(const Reader& r, const json& root) {
 
 TokenizerSpec read_tokenizer_file(const std::filesystem::path& path) {
   const std::filesystem::path file = resolve(path);
-  const json root = parse_file(file);
+  TokenizerSpec spec;
+  spec.source = file.string();
+  const ParsedTokenizerFile parsed = parse_file(file, spec);
+  const json& root = parsed.root;
   const Reader r(file.string());
   if (!root.is_object()) r.fail("(top level)", "expected a JSON object");
 
-  TokenizerSpec spec;
-  spec.source = file.string();
-  read_model(r, r.member(root, "model", "(top level)"), spec);
+  read_model(r, r.member(root, "model", "(top level)"), parsed, spec);
   read_added_tokens(r, root, spec);
   spec.normalization = root.contains("normalizer") ? read_normalizer(r, root.at("normalizer"), "normalizer")
                                                    : Normalization::none;

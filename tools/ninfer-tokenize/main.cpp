@@ -63,7 +63,7 @@ int run(const Options& o) {
   }
   std::string text = o.text;
   if (o.text_from_stdin) text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  if (o.chat) text = format_chat({{"user", text}}, {.enable_thinking = !o.no_think});
+  if (o.chat) text = format_chat({{"user", text, std::nullopt}}, {.enable_thinking = !o.no_think});
   // Invalid UTF-8 would make the JSON dump throw; encode() reports it first with the offset.
   const std::vector<int32_t> ids = tokenizer.encode(text);
   nlohmann::json out{{"ids", ids}};
