@@ -122,6 +122,10 @@ void Backend::execute_plan(const Plan& p, const void* args) {
 }
 
 void Backend::run(std::string_view op, const ninfer_shape& shape, const void* args) {
+  if (sizing_) {
+    reserve_workspace(op, shape);
+    return;
+  }
   execute_plan(plan(op, shape), args);
 }
 

@@ -85,6 +85,21 @@ class Backend {
   // Waits for everything issued so far.
   void synchronize();
 
+  // While a SizingScope lives, run() launches nothing: it reserves the workspace the op would
+  // need for its shape and returns. A model sizes its workspace by running its largest steps
+  // once this way at load time (argument pointers are never dereferenced).
+  class SizingScope {
+   public:
+    explicit SizingScope(Backend& be) : be_(be), was_(be.sizing_) { be.sizing_ = true; }
+    ~SizingScope() { be_.sizing_ = was_; }
+    SizingScope(const SizingScope&) = delete;
+    SizingScope& operator=(const SizingScope&) = delete;
+
+   private:
+    Backend& be_;
+    bool was_;
+  };
+
  private:
   friend class DeviceBuffer;
   void release(DeviceBuffer& b) noexcept;
@@ -99,6 +114,7 @@ class Backend {
   MemoryReport report_;
   std::map<PlanKey, Plan, std::less<>> plans_;
   DeviceBuffer workspace_;
+  bool sizing_ = false;
 };
 
 } // namespace ninfer

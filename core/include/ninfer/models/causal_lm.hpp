@@ -1,0 +1,88 @@
+// A causal language model (Qwen3, Qwen3.5) loaded from a Hugging Face checkpoint and run
+// through a Backend: sequence slots, prefill of prompts, batched decode, logits out.
+//
+//   Backend be(plugins, host_device());
+//   auto ck = Checkpoint::open(dir);
+//   auto lm = CausalLM::load(ck, be, {.max_context = 4096, .max_sequences = 4});
+//   auto last = lm->prefill(0, prompt_ids);                 // [1, vocab]
+//   auto rows = lm->decode(std::vector<int32_t>{0}, {next}); // [1, vocab]
+//
+// Everything is allocated at load (weights, KV cache per attention layer for max_context x
+// max_sequences, GDN conv and recurrent state per slot, activations for the largest step, op
+// workspace); prefill and decode never allocate device memory. Model code names op contracts
+// only (ninfer/abi/ops/); the backend's planner picks the variants.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "ninfer/checkpoint/checkpoint.hpp"
+#include "ninfer/checkpoint/model_config.hpp"
+
+namespace ninfer {
+
+class Backend;
+
+// How weights are stored on the backend. Auto keeps F32 and BF16 tensors as they are in the
+// checkpoint and widens F16 to F32 (no op takes F16). F32 widens everything (exact). BF16
+// rounds F32/F16 matrices to bfloat16 (round to nearest even). Norm weights, conv weights,
+// A_log, dt_bias and the small GDN gating matrices are always float32.
+enum class WeightPrecision { Auto, F32, BF16 };
+
+struct ModelOptions {
+  int64_t max_context = 0;    // tokens one sequence may hold; 0: min(max_position_embeddings, 4096)
+  int32_t max_sequences = 1;  // sequence slots (concurrent streams)
+  int32_t prefill_chunk = 512; // most tokens of one forward pass; longer prompts go in chunks
+  WeightPrecision weights = WeightPrecision::Auto;
+};
+
+enum class LogitsFor { Last, All };
+
+namespace models {
+class Decoder; // core/models: the layers, activations and ops of one forward pass
+}
+
+class CausalLM {
+ public:
+  // Checks every tensor against config.json first (one error lists all problems), then
+  // uploads the weights and allocates all memory. Throws ninfer::Error on a problem.
+  static std::unique_ptr<CausalLM> load(const Checkpoint& checkpoint, Backend& backend,
+                                        const ModelOptions& options = {});
+  ~CausalLM();
+  CausalLM(const CausalLM&) = delete;
+  CausalLM& operator=(const CausalLM&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const ModelOptions& options() const { return options_; } // resolved (max_context filled in)
+  int64_t vocab_size() const { return config_.vocab_size; }
+
+  // Tokens slot `slot` holds (its next position).
+  int64_t position(int32_t slot) const;
+  // Forgets the slot's sequence: position 0, GDN state zeroed.
+  void reset(int32_t slot);
+
+  // Appends `ids` to the slot's sequence (in chunks of prefill_chunk) and returns logits
+  // row-major: [ids.size(), vocab] for All, [1, vocab] (after the last id) for Last. Throws
+  // ninfer::Error for an empty prompt, an id outside the vocabulary, a bad slot, or a prompt
+  // that does not fit in max_context; the slot is then unchanged.
+  std::vector<float> prefill(int32_t slot, std::span<const int32_t> ids, LogitsFor which = LogitsFor::Last);
+
+  // One token for each of several sequences (distinct slots) in one forward pass; returns
+  // [slots.size(), vocab]. Same errors as prefill.
+  std::vector<float> decode(std::span<const int32_t> slots, std::span<const int32_t> ids);
+
+ private:
+  CausalLM(ModelConfig config, ModelOptions options, Backend& backend, std::unique_ptr<models::Decoder> decoder);
+  void check_slot(int32_t slot) const;
+  void check_ids(std::span<const int32_t> ids) const;
+
+  ModelConfig config_;
+  ModelOptions options_;
+  Backend& backend_;
+  std::unique_ptr<models::Decoder> decoder_;
+  std::vector<int64_t> positions_;
+};
+
+} // namespace ninfer

@@ -1,0 +1,49 @@
+#include "attention_block.hpp"
+
+#include "ninfer/abi/plugin_abi.h"
+
+namespace ninfer::models {
+
+AttentionBlock::AttentionBlock(WeightLoader& w, Backend& be, const std::string& p, const AttentionSpec& spec,
+                               const StepLimits& limits)
+    : spec_(spec),
+      qkv_(w.matrix({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"},
+                    p + "self_attn q|k|v")),
+      o_(w.matrix({p + "self_attn.o_proj.weight"}, p + "self_attn.o_proj")),
+      q_norm_(w.vector(p + "self_attn.q_norm.weight", p + "self_attn.q_norm")),
+      k_norm_(w.vector(p + "self_attn.k_norm.weight", p + "self_attn.k_norm")) {
+  const size_t elems = static_cast<size_t>(limits.max_sequences) * limits.max_context * kv_width();
+  k_cache_ = be.allocate(elems * sizeof(float), MemoryUse::KvCache, p + "self_attn K cache");
+  v_cache_ = be.allocate(elems * sizeof(float), MemoryUse::KvCache, p + "self_attn V cache");
+  cache_ = {k_cache_.as<float>(), v_cache_.as<float>(), limits.max_sequences,
+            static_cast<int32_t>(limits.max_context), spec.kv_heads, spec.head_dim, NINFER_DTYPE_F32};
+}
+
+int64_t AttentionBlock::q_width() const {
+  return int64_t{spec_.heads} * spec_.head_dim * (spec_.output_gate ? 2 : 1);
+}
+
+ScratchNeeds AttentionBlock::needs() const {
+  return {q_width() + 2 * kv_width(), int64_t{spec_.heads} * spec_.head_dim, 0, 0};
+}
+
+void AttentionBlock::forward(Backend& be, const Step& s, const Scratch& scratch, ops::Rows x, ops::Rows out) {
+  const int64_t T = s.tokens, hd = spec_.head_dim;
+  // Projection row: [q_0 (gate_0) q_1 (gate_1) ... | k | v]; with the gate, head h's query is
+  // at 2*h*hd and its gate right after it.
+  const ops::Rows proj = scratch.proj;
+  const int64_t q_head_stride = spec_.output_gate ? 2 * hd : hd;
+  const ops::Rows q = proj, k = proj.at(q_width()), v = proj.at(q_width() + kv_width());
+  ops::linear(be, T, x, qkv_, proj);
+  ops::head_rms_norm(be, T, q, q_head_stride, spec_.heads, q_norm_, spec_.qk_norm, spec_.eps);
+  ops::head_rms_norm(be, T, k, hd, spec_.kv_heads, k_norm_, spec_.qk_norm, spec_.eps);
+  ops::rope(be, s, q, q_head_stride, spec_.heads, spec_.head_dim, spec_.rotary_dim, spec_.rope_theta);
+  ops::rope(be, s, k, hd, spec_.kv_heads, spec_.head_dim, spec_.rotary_dim, spec_.rope_theta);
+  ops::kv_append(be, s, k, v, cache_);
+  ops::attention(be, s, q, q_head_stride, spec_.heads, cache_, scratch.inner);
+  if (spec_.output_gate)
+    ops::sigmoid_gate(be, T, scratch.inner, proj.at(hd), q_head_stride, spec_.heads, spec_.head_dim);
+  ops::linear(be, T, scratch.inner, o_, out);
+}
+
+} // namespace ninfer::models

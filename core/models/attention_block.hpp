@@ -1,0 +1,46 @@
+// Full (softmax) attention, the layer shared by Qwen3 and Qwen3.5:
+//   q, k, v = x Wq, x Wk, x Wv        (one stacked matrix; Qwen3.5's q_proj also yields a gate)
+//   q, k    = per-head RMSNorm, then rotary embedding (full or partial)
+//   cache  <- k, v;  o = causal GQA attention of q over the slot's cache
+//   o      *= sigmoid(gate)           (Qwen3.5 only)
+//   out     = o Wo
+#pragma once
+
+#include <string>
+
+#include "block.hpp"
+#include "weights.hpp"
+
+namespace ninfer::models {
+
+struct AttentionSpec {
+  int32_t heads = 0, kv_heads = 0, head_dim = 0, rotary_dim = 0;
+  double rope_theta = 10000.0;
+  float eps = 1e-6f;
+  bool output_gate = false;              // q_proj rows per head: [query | gate]
+  ops::NormScale qk_norm = ops::NormScale::W;
+};
+
+class AttentionBlock final : public Mixer {
+ public:
+  // Loads the layer's weights under `prefix` ("model.layers.N.") and allocates its KV cache
+  // for limits.max_sequences slots x limits.max_context positions.
+  AttentionBlock(WeightLoader& w, Backend& be, const std::string& prefix, const AttentionSpec& spec,
+                 const StepLimits& limits);
+
+  ScratchNeeds needs() const override;
+  void forward(Backend& be, const Step& s, const Scratch& scratch, ops::Rows x, ops::Rows out) override;
+  void reset(Backend&, int32_t) override {} // positions gate what is read; nothing to clear
+
+ private:
+  int64_t q_width() const; // query (+ gate) columns of the projection
+  int64_t kv_width() const { return int64_t{spec_.kv_heads} * spec_.head_dim; }
+
+  AttentionSpec spec_;
+  Matrix qkv_, o_;
+  Vector q_norm_, k_norm_;
+  DeviceBuffer k_cache_, v_cache_;
+  ninfer_kv_cache cache_{};
+};
+
+} // namespace ninfer::models

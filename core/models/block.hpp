@@ -1,0 +1,43 @@
+// What the decoder layer blocks share: the scratch activations a block may use during one
+// step (allocated once by the decoder, sized for the widest block), and the token-mixer
+// interface that full attention and Gated DeltaNet implement.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ninfer/runtime/backend.hpp"
+#include "op_calls.hpp"
+#include "step.hpp"
+
+namespace ninfer::models {
+
+// Float32 elements per token a block needs in each scratch buffer.
+struct ScratchNeeds {
+  int64_t proj = 0;  // projection outputs (q|gate|k|v, qkv|z, gate|up)
+  int64_t inner = 0; // attention output, conv output, MLP activation
+  int64_t core = 0;  // GDN recurrence output
+  int64_t gates = 0; // GDN g and beta
+
+  ScratchNeeds max(const ScratchNeeds& o) const {
+    return {std::max(proj, o.proj), std::max(inner, o.inner), std::max(core, o.core), std::max(gates, o.gates)};
+  }
+};
+
+struct Scratch {
+  ops::Rows proj, inner, core;
+  float* gates = nullptr; // [tokens, gates-per-token], contiguous
+};
+
+// A layer's token mixer: reads the normed hidden rows, writes its output rows (before the
+// residual add), keeps whatever per-slot state it needs.
+class Mixer {
+ public:
+  virtual ~Mixer() = default;
+  virtual ScratchNeeds needs() const = 0;
+  virtual void forward(Backend& be, const Step& s, const Scratch& scratch, ops::Rows x, ops::Rows out) = 0;
+  // The slot starts a new sequence.
+  virtual void reset(Backend& be, int32_t slot) = 0;
+};
+
+} // namespace ninfer::models

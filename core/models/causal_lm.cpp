@@ -1,0 +1,136 @@
+// CausalLM: the public model API over a Decoder — argument checks, slots and positions, prompt
+// chunking, logits rows.
+#include "ninfer/models/causal_lm.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "decoder.hpp"
+#include "ninfer/checkpoint/expected_tensors.hpp"
+#include "ninfer/error.hpp"
+#include "ninfer/plugin_host.hpp"
+#include "ninfer/runtime/backend.hpp"
+#include "qwen3.hpp"
+#include "qwen3_5.hpp"
+
+namespace ninfer {
+
+using models::SequenceChunk;
+
+namespace {
+
+ModelOptions resolve(const ModelConfig& cfg, ModelOptions o) {
+  if (o.max_context == 0) o.max_context = std::min<int64_t>(cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings : 4096, 4096);
+  if (o.max_context < 1 || o.max_context > INT32_MAX)
+    throw Error(fmt::format("max_context must be in [1, 2^31) tokens (got {})", o.max_context));
+  if (o.max_sequences < 1) throw Error(fmt::format("max_sequences must be >= 1 (got {})", o.max_sequences));
+  if (o.prefill_chunk < 1) throw Error(fmt::format("prefill_chunk must be >= 1 (got {})", o.prefill_chunk));
+  return o;
+}
+
+} // namespace
+
+std::unique_ptr<CausalLM> CausalLM::load(const Checkpoint& ck, Backend& be, const ModelOptions& options) {
+  const ModelConfig& cfg = ck.config();
+  const ModelOptions o = resolve(cfg, options);
+  require_all(ck); // every missing or misshapen tensor in one message, before allocating anything
+  models::StepLimits limits;
+  limits.max_tokens = std::max<int64_t>(o.prefill_chunk, o.max_sequences);
+  limits.max_sequences = o.max_sequences;
+  limits.max_context = o.max_context;
+  models::WeightLoader w(ck, be, o.weights);
+  models::DecoderParts parts = cfg.family == ModelFamily::Qwen3 ? models::build_qwen3(w, be, cfg, limits)
+                                                                 : models::build_qwen3_5(w, be, cfg, limits);
+  auto decoder = std::make_unique<models::Decoder>(be, std::move(parts), limits);
+  spdlog::debug("{} loaded on {}: {}", family_name(cfg.family), be.plugin().name(), be.memory().describe());
+  return std::unique_ptr<CausalLM>(new CausalLM(cfg, o, be, std::move(decoder)));
+}
+
+CausalLM::CausalLM(ModelConfig config, ModelOptions options, Backend& backend, std::unique_ptr<models::Decoder> d)
+    : config_(std::move(config)), options_(options), backend_(backend), decoder_(std::move(d)),
+      positions_(static_cast<size_t>(options.max_sequences), 0) {}
+
+CausalLM::~CausalLM() = default;
+
+void CausalLM::check_slot(int32_t slot) const {
+  if (slot < 0 || slot >= options_.max_sequences)
+    throw Error(fmt::format("sequence slot {} does not exist: the model was loaded with max_sequences = {} (slots "
+                            "0..{})",
+                            slot, options_.max_sequences, options_.max_sequences - 1));
+}
+
+void CausalLM::check_ids(std::span<const int32_t> ids) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= config_.vocab_size)
+      throw Error(fmt::format("token id {} (at index {}) is outside the model's vocabulary [0, {}); the tokenizer "
+                              "does not match this model",
+                              ids[i], i, config_.vocab_size));
+}
+
+int64_t CausalLM::position(int32_t slot) const {
+  check_slot(slot);
+  return positions_[static_cast<size_t>(slot)];
+}
+
+void CausalLM::reset(int32_t slot) {
+  check_slot(slot);
+  decoder_->reset(slot);
+  positions_[static_cast<size_t>(slot)] = 0;
+}
+
+std::vector<float> CausalLM::prefill(int32_t slot, std::span<const int32_t> ids, LogitsFor which) {
+  check_slot(slot);
+  if (ids.empty()) throw Error("empty prompt: prefill needs at least one token");
+  check_ids(ids);
+  const int64_t pos = positions_[static_cast<size_t>(slot)];
+  if (pos + static_cast<int64_t>(ids.size()) > options_.max_context)
+    throw Error(fmt::format("a prompt of {} tokens does not fit: the sequence already holds {} of max_context = {} "
+                            "tokens; shorten the prompt or raise max_context",
+                            ids.size(), pos, options_.max_context));
+  std::vector<float> out;
+  const int64_t chunk = options_.prefill_chunk;
+  try {
+    for (int64_t b = 0; b < static_cast<int64_t>(ids.size()); b += chunk) {
+      const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(ids.size()) - b);
+      const SequenceChunk c{slot, pos + b, ids.subspan(static_cast<size_t>(b), static_cast<size_t>(n))};
+      decoder_->forward(std::span(&c, 1));
+      positions_[static_cast<size_t>(slot)] = pos + b + n;
+      if (which == LogitsFor::All) decoder_->logits(0, n, out);
+      else if (b + n == static_cast<int64_t>(ids.size())) decoder_->logits(n - 1, 1, out);
+    }
+  } catch (...) {
+    reset(slot); // a half-fed prompt leaves state no caller could use
+    throw;
+  }
+  return out;
+}
+
+std::vector<float> CausalLM::decode(std::span<const int32_t> slots, std::span<const int32_t> ids) {
+  if (slots.empty() || slots.size() != ids.size())
+    throw Error(fmt::format("decode needs one token per sequence (got {} slots and {} ids)", slots.size(), ids.size()));
+  if (slots.size() > static_cast<size_t>(options_.max_sequences))
+    throw Error(fmt::format("decode of {} sequences exceeds max_sequences = {}", slots.size(), options_.max_sequences));
+  check_ids(ids);
+  std::set<int32_t> seen;
+  std::vector<SequenceChunk> chunks;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    check_slot(slots[i]);
+    if (!seen.insert(slots[i]).second)
+      throw Error(fmt::format("slot {} appears twice in one decode step", slots[i]));
+    const int64_t pos = positions_[static_cast<size_t>(slots[i])];
+    if (pos + 1 > options_.max_context)
+      throw Error(fmt::format("sequence in slot {} is full: it holds max_context = {} tokens; raise max_context",
+                              slots[i], options_.max_context));
+    chunks.push_back({slots[i], pos, ids.subspan(i, 1)});
+  }
+  decoder_->forward(chunks);
+  for (int32_t s : slots) ++positions_[static_cast<size_t>(s)];
+  std::vector<float> out;
+  decoder_->logits(0, static_cast<int64_t>(slots.size()), out);
+  return out;
+}
+
+} // namespace ninfer

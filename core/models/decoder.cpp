@@ -1,0 +1,91 @@
+#include "decoder.hpp"
+
+#include <algorithm>
+
+#include "ninfer/error.hpp"
+
+namespace ninfer::models {
+namespace {
+
+ops::Rows rows_of(const DeviceBuffer& b, int64_t width) { return {b.as<float>(), width}; }
+
+} // namespace
+
+Decoder::Decoder(Backend& be, DecoderParts parts, const StepLimits& limits)
+    : be_(be), parts_(std::move(parts)), limits_(limits), inputs_(be, limits), hidden_(parts_.embedding.cols) {
+  for (const auto& l : parts_.layers) needs_ = needs_.max(l.mixer->needs()).max(l.mlp->needs());
+  const int64_t T = limits.max_tokens;
+  auto act = [&](int64_t per_token, const char* what) {
+    return be.allocate(sizeof(float) * std::max<int64_t>(1, T * per_token), MemoryUse::Activations, what);
+  };
+  residual_ = act(hidden_, "residual stream");
+  block_out_ = act(hidden_, "block output");
+  normed_ = act(hidden_, "normed hidden");
+  proj_ = act(needs_.proj, "projections");
+  inner_ = act(needs_.inner, "inner activations");
+  core_ = act(needs_.core, "GDN core output");
+  gates_ = act(needs_.gates, "GDN gates");
+  // Every sequence of a decode step gets its logits row at once; long prompts that want all
+  // rows get them in slices, so a 151k vocabulary never needs [prefill_chunk, vocab] floats.
+  logit_rows_ = std::max<int64_t>(limits.max_sequences, std::min<int64_t>(T, 64));
+  logits_ = be.allocate(sizeof(float) * logit_rows_ * vocab(), MemoryUse::Activations, "logits");
+  scratch_ = {rows_of(proj_, needs_.proj), rows_of(inner_, needs_.inner), rows_of(core_, needs_.core),
+              gates_.as<float>()};
+  reserve_workspace();
+}
+
+void Decoder::run_layers(const Step& s) {
+  const int64_t T = s.tokens;
+  ops::Rows resid = rows_of(residual_, hidden_), out = rows_of(block_out_, hidden_), normed = rows_of(normed_, hidden_);
+  const auto scale = parts_.norm_scale;
+  const float eps = parts_.eps;
+  ops::embedding(be_, s, parts_.embedding, resid);
+  for (size_t i = 0; i < parts_.layers.size(); ++i) {
+    Layer& l = parts_.layers[i];
+    // The residual stream lives in `resid`; each norm first adds the previous block's output.
+    if (i == 0)
+      ops::rms_norm(be_, T, resid, nullptr, l.input_norm, scale, eps, normed);
+    else
+      ops::rms_norm(be_, T, out, &resid, l.input_norm, scale, eps, normed);
+    l.mixer->forward(be_, s, scratch_, normed, out);
+    ops::rms_norm(be_, T, out, &resid, l.post_norm, scale, eps, normed);
+    l.mlp->forward(be_, s, scratch_, normed, out);
+  }
+  ops::rms_norm(be_, T, out, &resid, parts_.final_norm, scale, eps, normed);
+}
+
+Step Decoder::forward(std::span<const SequenceChunk> chunks) {
+  const Step s = inputs_.upload(chunks);
+  run_layers(s);
+  return s;
+}
+
+void Decoder::logits(int64_t first, int64_t count, std::vector<float>& out) {
+  const int64_t V = vocab();
+  const size_t at = out.size();
+  out.resize(at + static_cast<size_t>(count * V));
+  for (int64_t r = 0; r < count; r += logit_rows_) {
+    const int64_t n = std::min(logit_rows_, count - r);
+    const ops::Rows src{normed_.as<float>() + (first + r) * hidden_, hidden_};
+    ops::linear(be_, n, src, lm_head(), rows_of(logits_, V));
+    be_.download(logits_, 0, out.data() + at + r * V, sizeof(float) * n * V);
+  }
+}
+
+void Decoder::reset(int32_t slot) {
+  for (auto& l : parts_.layers) l.mixer->reset(be_, slot);
+}
+
+// Plans the largest prefill step and the largest decode step with the backend reserving
+// workspace instead of launching, so every op a real step can issue finds its workspace
+// already allocated.
+void Decoder::reserve_workspace() {
+  const int32_t ctx = static_cast<int32_t>(limits_.max_context);
+  const int64_t T = limits_.max_tokens;
+  Backend::SizingScope sizing(be_);
+  run_layers(inputs_.shape_only(T, 1, static_cast<int32_t>(T), ctx));
+  run_layers(inputs_.shape_only(limits_.max_sequences, limits_.max_sequences, 1, ctx));
+  ops::linear(be_, logit_rows_, rows_of(normed_, hidden_), lm_head(), rows_of(logits_, vocab()));
+}
+
+} // namespace ninfer::models

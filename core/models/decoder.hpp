@@ -1,0 +1,68 @@
+// The forward pass shared by every family: embedding, decoder layers (norm, token mixer, norm,
+// MLP, with the residual adds fused into the norms), final norm, LM head. Owns the activation
+// buffers (sized once for StepLimits) and the step inputs.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "block.hpp"
+#include "mlp_block.hpp"
+#include "ninfer/checkpoint/model_config.hpp"
+#include "step_inputs.hpp"
+#include "weights.hpp"
+
+namespace ninfer::models {
+
+struct Layer {
+  Vector input_norm;
+  std::unique_ptr<Mixer> mixer;
+  Vector post_norm;
+  std::unique_ptr<MlpBlock> mlp;
+};
+
+// What a family supplies: its layers and top-level weights.
+struct DecoderParts {
+  Matrix embedding;
+  std::vector<Layer> layers;
+  Vector final_norm;
+  Matrix lm_head;            // empty when tied to the embedding
+  ops::NormScale norm_scale; // of the layer and final norms
+  float eps = 1e-6f;
+};
+
+class Decoder {
+ public:
+  // Allocates activations for `limits`, then sizes every op's workspace by planning the largest
+  // prefill and decode steps.
+  Decoder(Backend& be, DecoderParts parts, const StepLimits& limits);
+
+  const StepLimits& limits() const { return limits_; }
+  int64_t vocab() const { return lm_head().rows; }
+
+  // Uploads the step, runs every layer and the final norm; the hidden rows stay on the backend.
+  Step forward(std::span<const SequenceChunk> chunks);
+  // Logits of rows [first, first + count) of the last forward pass, appended to `out`.
+  void logits(int64_t first, int64_t count, std::vector<float>& out);
+
+  void reset(int32_t slot);
+
+ private:
+  const Matrix& lm_head() const { return parts_.lm_head.buf.empty() ? parts_.embedding : parts_.lm_head; }
+  void run_layers(const Step& s);
+  void reserve_workspace();
+
+  Backend& be_;
+  DecoderParts parts_;
+  StepLimits limits_;
+  StepInputs inputs_;
+  ScratchNeeds needs_;
+  int64_t hidden_;
+  int64_t logit_rows_; // rows of the logits buffer; the LM head runs in slices of this many
+  DeviceBuffer residual_, block_out_, normed_, proj_, inner_, core_, gates_, logits_;
+  Scratch scratch_;
+};
+
+} // namespace ninfer::models

@@ -1,0 +1,61 @@
+#include "gated_deltanet_block.hpp"
+
+#include <cmath>
+
+namespace ninfer::models {
+
+namespace {
+// FLA and transformers normalise q and k with this epsilon, not the config's rms_norm_eps.
+constexpr float kQkL2Eps = 1e-6f;
+} // namespace
+
+GatedDeltaNetBlock::GatedDeltaNetBlock(WeightLoader& w, Backend& be, const std::string& p,
+                                       const GatedDeltaNetSpec& spec, const StepLimits& limits)
+    : spec_(spec),
+      qkvz_(w.matrix({p + "linear_attn.in_proj_qkv.weight", p + "linear_attn.in_proj_z.weight"},
+                     p + "linear_attn qkv|z")),
+      // gdn_gating takes its weights in the activations' dtype (float32 here); they are small.
+      w_a_(w.matrix_f32({p + "linear_attn.in_proj_a.weight"}, p + "linear_attn.in_proj_a")),
+      w_b_(w.matrix_f32({p + "linear_attn.in_proj_b.weight"}, p + "linear_attn.in_proj_b")),
+      out_(w.matrix({p + "linear_attn.out_proj.weight"}, p + "linear_attn.out_proj")),
+      a_log_(w.vector(p + "linear_attn.A_log", p + "linear_attn.A_log")),
+      dt_bias_(w.vector(p + "linear_attn.dt_bias", p + "linear_attn.dt_bias")),
+      // [channels, 1, kernel] flattens to the op's [channels, kernel].
+      conv_w_(w.vector(p + "linear_attn.conv1d.weight", p + "linear_attn.conv1d")),
+      norm_w_(w.vector(p + "linear_attn.norm.weight", p + "linear_attn.norm")) {
+  const size_t slots = static_cast<size_t>(limits.max_sequences);
+  conv_state_ = be.allocate(slots * conv_state_bytes(), MemoryUse::State, p + "linear_attn conv state");
+  recurrent_state_ = be.allocate(slots * recurrent_state_bytes(), MemoryUse::State, p + "linear_attn recurrent state");
+  be.zero(conv_state_, 0, conv_state_.bytes());
+  be.zero(recurrent_state_, 0, recurrent_state_.bytes());
+}
+
+ScratchNeeds GatedDeltaNetBlock::needs() const {
+  return {conv_channels() + value_width(), conv_channels(), value_width(), 2 * int64_t{spec_.v_heads}};
+}
+
+void GatedDeltaNetBlock::reset(Backend& be, int32_t slot) {
+  be.zero(conv_state_, slot * conv_state_bytes(), conv_state_bytes());
+  be.zero(recurrent_state_, slot * recurrent_state_bytes(), recurrent_state_bytes());
+}
+
+void GatedDeltaNetBlock::forward(Backend& be, const Step& s, const Scratch& scratch, ops::Rows x, ops::Rows out) {
+  const int64_t T = s.tokens;
+  const int32_t C = static_cast<int32_t>(conv_channels());
+  float* g = scratch.gates;
+  float* beta = scratch.gates + T * spec_.v_heads;
+  const ops::Rows proj = scratch.proj, conv = scratch.inner, core = scratch.core;
+
+  ops::linear(be, T, x, qkvz_, proj); // [qkv (C) | z (value width)]
+  ops::gdn_gating(be, T, x, w_a_, w_b_, a_log_, dt_bias_, g, beta);
+  ops::causal_conv1d(be, s, proj, conv_w_, C, spec_.conv_kernel, conv_state_.as<float>(), conv);
+  const ops::Rows q = conv, k = conv.at(key_width()), v = conv.at(2 * key_width());
+  ops::l2_norm(be, T, q, spec_.k_heads, spec_.k_dim, kQkL2Eps);
+  ops::l2_norm(be, T, k, spec_.k_heads, spec_.k_dim, kQkL2Eps);
+  ops::gated_delta_rule(be, s, q, k, v, g, beta, {spec_.k_heads, spec_.v_heads, spec_.k_dim, spec_.v_dim},
+                        1.0f / std::sqrt(static_cast<float>(spec_.k_dim)), recurrent_state_.as<float>(), core);
+  ops::gated_rms_norm(be, T, core, proj.at(C), norm_w_, spec_.v_heads, spec_.eps, core);
+  ops::linear(be, T, core, out_, out);
+}
+
+} // namespace ninfer::models

@@ -1,0 +1,49 @@
+// Gated DeltaNet, Qwen3.5's linear-attention layer:
+//   qkv | z  = x W_qkv | x W_z                 (one stacked matrix)
+//   g, beta  = gdn_gating(x)                    (decay and write strength per value head)
+//   qkv      = silu(causal depthwise conv1d(qkv))   with per-slot conv state
+//   q, k     = L2-normalised per key head (eps 1e-6)
+//   o        = gated delta rule(q / sqrt(k_dim), k, v, g, beta)  with per-slot float32 state
+//   o        = rmsnorm(o) * w * silu(z)         per value head
+//   out      = o W_out
+#pragma once
+
+#include <string>
+
+#include "block.hpp"
+#include "weights.hpp"
+
+namespace ninfer::models {
+
+struct GatedDeltaNetSpec {
+  int32_t k_heads = 0, v_heads = 0, k_dim = 0, v_dim = 0, conv_kernel = 0;
+  float eps = 1e-6f; // the gated output norm's
+};
+
+class GatedDeltaNetBlock final : public Mixer {
+ public:
+  // Loads the layer's weights under `prefix` and allocates conv + recurrent state for
+  // limits.max_sequences slots.
+  GatedDeltaNetBlock(WeightLoader& w, Backend& be, const std::string& prefix, const GatedDeltaNetSpec& spec,
+                     const StepLimits& limits);
+
+  ScratchNeeds needs() const override;
+  void forward(Backend& be, const Step& s, const Scratch& scratch, ops::Rows x, ops::Rows out) override;
+  void reset(Backend& be, int32_t slot) override;
+
+ private:
+  int64_t key_width() const { return int64_t{spec_.k_heads} * spec_.k_dim; }
+  int64_t value_width() const { return int64_t{spec_.v_heads} * spec_.v_dim; }
+  int64_t conv_channels() const { return 2 * key_width() + value_width(); }
+  size_t conv_state_bytes() const { return sizeof(float) * conv_channels() * (spec_.conv_kernel - 1); }
+  size_t recurrent_state_bytes() const {
+    return sizeof(float) * int64_t{spec_.v_heads} * spec_.k_dim * spec_.v_dim;
+  }
+
+  GatedDeltaNetSpec spec_;
+  Matrix qkvz_, w_a_, w_b_, out_;
+  Vector a_log_, dt_bias_, conv_w_, norm_w_;
+  DeviceBuffer conv_state_, recurrent_state_;
+};
+
+} // namespace ninfer::models

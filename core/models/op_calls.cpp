@@ -1,0 +1,118 @@
+#include "op_calls.hpp"
+
+#include <cmath>
+
+#include "ninfer/abi/ops/attention.h"
+#include "ninfer/abi/ops/causal_conv1d.h"
+#include "ninfer/abi/ops/embedding.h"
+#include "ninfer/abi/ops/gated_delta_rule.h"
+#include "ninfer/abi/ops/gated_rms_norm.h"
+#include "ninfer/abi/ops/gdn_gating.h"
+#include "ninfer/abi/ops/l2_norm.h"
+#include "ninfer/abi/ops/linear.h"
+#include "ninfer/abi/ops/rms_norm.h"
+#include "ninfer/abi/ops/rope.h"
+#include "ninfer/abi/ops/sigmoid_gate.h"
+#include "ninfer/abi/ops/silu_mul.h"
+
+namespace ninfer::models::ops {
+namespace {
+
+int32_t i32(int64_t v) { return static_cast<int32_t>(v); }
+
+ninfer_shape shape(int64_t tokens, int64_t d0, int64_t d1 = 0, int64_t d2 = 0, int64_t d3 = 0,
+                   int32_t dtype = NINFER_DTYPE_F32) {
+  return {tokens, {d0, d1, d2, d3}, dtype};
+}
+
+} // namespace
+
+void embedding(Backend& be, const Step& s, const Matrix& table, Rows out) {
+  ninfer_embedding_args a{s.ids, table.buf.data(), out.p, out.stride, s.tokens, i32(table.rows), i32(table.cols),
+                          table.dtype};
+  be.run(NINFER_OP_EMBEDDING, shape(s.tokens, table.cols, table.rows, 0, 0, table.dtype), &a);
+}
+
+void rms_norm(Backend& be, int64_t tokens, Rows x, Rows* residual, const Vector& w, NormScale scale, float eps,
+              Rows y) {
+  ninfer_rms_norm_args a{x.p,      x.stride, 0, residual ? residual->p : nullptr, residual ? residual->stride : 0,
+                         0,        w.data(), y.p, y.stride, 0, tokens, 1, i32(w.size), eps,
+                         scale == NormScale::OnePlusW ? 1 : 0};
+  be.run(NINFER_OP_RMS_NORM, shape(tokens, w.size, 1), &a);
+}
+
+void head_rms_norm(Backend& be, int64_t tokens, Rows x, int64_t head_stride, int32_t heads, const Vector& w,
+                   NormScale scale, float eps) {
+  ninfer_rms_norm_args a{x.p,    x.stride,    head_stride, nullptr, 0,     0,     w.data(),
+                         x.p,    x.stride,    head_stride, tokens,  heads, i32(w.size),
+                         eps,    scale == NormScale::OnePlusW ? 1 : 0};
+  be.run(NINFER_OP_RMS_NORM, shape(tokens, w.size, heads), &a);
+}
+
+void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y) {
+  ninfer_linear_args a{x.p, x.stride, w.buf.data(), y.p, y.stride, tokens, i32(w.cols), i32(w.rows), w.dtype};
+  be.run(NINFER_OP_LINEAR, shape(tokens, w.cols, w.rows, 0, 0, w.dtype), &a);
+}
+
+void rope(Backend& be, const Step& s, Rows x, int64_t head_stride, int32_t heads, int32_t head_dim,
+          int32_t rotary_dim, double theta) {
+  ninfer_rope_args a{x.p, x.stride, head_stride, s.batch.token_pos, s.tokens, heads, head_dim, rotary_dim, theta};
+  be.run(NINFER_OP_ROPE, shape(s.tokens, head_dim, heads, rotary_dim), &a);
+}
+
+void kv_append(Backend& be, const Step& s, Rows k, Rows v, const ninfer_kv_cache& cache) {
+  ninfer_kv_append_args a{k.p, k.stride, v.p, v.stride, cache, s.batch, s.tokens};
+  be.run(NINFER_OP_KV_APPEND, shape(s.tokens, cache.head_dim, cache.kv_heads, 0, 0, cache.dtype), &a);
+}
+
+void attention(Backend& be, const Step& s, Rows q, int64_t q_head_stride, int32_t heads,
+               const ninfer_kv_cache& cache, Rows out) {
+  ninfer_attention_args a{q.p,     q.stride,   q_head_stride, cache, s.batch, out.p, out.stride, s.tokens, heads,
+                          1.0f / std::sqrt(static_cast<float>(cache.head_dim))};
+  be.run(NINFER_OP_ATTENTION, shape(s.tokens, cache.head_dim, heads, cache.kv_heads, s.kv_len, cache.dtype), &a);
+}
+
+void sigmoid_gate(Backend& be, int64_t tokens, Rows x, Rows gate, int64_t gate_head_stride, int32_t heads,
+                  int32_t head_dim) {
+  ninfer_sigmoid_gate_args a{x.p, x.stride, gate.p, gate.stride, gate_head_stride, tokens, heads, head_dim};
+  be.run(NINFER_OP_SIGMOID_GATE, shape(tokens, head_dim, heads), &a);
+}
+
+void silu_mul(Backend& be, int64_t tokens, Rows gate, Rows up, int32_t width, Rows out) {
+  ninfer_silu_mul_args a{gate.p, gate.stride, up.p, up.stride, out.p, out.stride, tokens, width};
+  be.run(NINFER_OP_SILU_MUL, shape(tokens, width), &a);
+}
+
+void gdn_gating(Backend& be, int64_t tokens, Rows x, const Matrix& w_a, const Matrix& w_b, const Vector& a_log,
+                const Vector& dt_bias, float* g, float* beta) {
+  ninfer_gdn_gating_args a{x.p,       x.stride, w_a.buf.data(), w_b.buf.data(), a_log.data(), dt_bias.data(), g,
+                           beta,      tokens,   i32(w_a.cols),  i32(w_a.rows),  NINFER_DTYPE_F32};
+  be.run(NINFER_OP_GDN_GATING, shape(tokens, w_a.cols, w_a.rows), &a);
+}
+
+void causal_conv1d(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
+                   float* state, Rows out) {
+  ninfer_causal_conv1d_args a{x.p, x.stride, weight.data(), state, out.p, out.stride, s.batch, s.tokens, channels,
+                              kernel};
+  be.run(NINFER_OP_CAUSAL_CONV1D, shape(s.tokens, channels, kernel), &a);
+}
+
+void l2_norm(Backend& be, int64_t tokens, Rows x, int32_t heads, int32_t dim, float eps) {
+  ninfer_l2_norm_args a{x.p, x.stride, dim, tokens, heads, dim, eps};
+  be.run(NINFER_OP_L2_NORM, shape(tokens, dim, heads), &a);
+}
+
+void gated_delta_rule(Backend& be, const Step& s, Rows q, Rows k, Rows v, const float* g, const float* beta,
+                      const GdnDims& d, float scale, float* state, Rows out) {
+  ninfer_gated_delta_rule_args a{q.p,   k.p,   q.stride, v.p,     v.stride,  g,         beta,
+                                 state, out.p, out.stride, s.batch, s.tokens, d.k_heads, d.v_heads,
+                                 d.k_dim, d.v_dim, scale};
+  be.run(NINFER_OP_GATED_DELTA_RULE, shape(s.tokens, s.max_seq_tokens, d.v_heads, d.k_dim, d.v_dim), &a);
+}
+
+void gated_rms_norm(Backend& be, int64_t tokens, Rows x, Rows z, const Vector& w, int32_t heads, float eps, Rows y) {
+  ninfer_gated_rms_norm_args a{x.p, x.stride, z.p, z.stride, w.data(), y.p, y.stride, tokens, heads, i32(w.size), eps};
+  be.run(NINFER_OP_GATED_RMS_NORM, shape(tokens, w.size, heads), &a);
+}
+
+} // namespace ninfer::models::ops

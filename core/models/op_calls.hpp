@@ -1,0 +1,59 @@
+// Typed calls of the op contracts: each fills the op's argument struct and its planning shape
+// and runs it through the backend. Blocks read as a list of ops; the variant is always the
+// planner's choice.
+#pragma once
+
+#include <cstdint>
+
+#include "ninfer/abi/ops/kv_append.h"
+#include "ninfer/runtime/backend.hpp"
+#include "step.hpp"
+#include "weights.hpp"
+
+namespace ninfer::models::ops {
+
+// Rows of `width` float32 elements, `stride` apart, starting at p (backend memory).
+struct Rows {
+  float* p = nullptr;
+  int64_t stride = 0;
+  Rows at(int64_t column) const { return {p + column, stride}; }
+};
+
+enum class NormScale { W, OnePlusW };
+
+void embedding(Backend& be, const Step& s, const Matrix& table, Rows out);
+
+// y = rmsnorm(x [+ residual]) per row of `dim`; with a residual, residual := x + residual.
+void rms_norm(Backend& be, int64_t tokens, Rows x, Rows* residual, const Vector& w, NormScale scale, float eps,
+              Rows y);
+// The same per head, in place: `heads` rows of w.size elements, head_stride apart, per token.
+void head_rms_norm(Backend& be, int64_t tokens, Rows x, int64_t head_stride, int32_t heads, const Vector& w,
+                   NormScale scale, float eps);
+
+// y[:, 0:w.rows] = x[:, 0:w.cols] . W^T
+void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y);
+
+void rope(Backend& be, const Step& s, Rows x, int64_t head_stride, int32_t heads, int32_t head_dim,
+          int32_t rotary_dim, double theta);
+
+void kv_append(Backend& be, const Step& s, Rows k, Rows v, const ninfer_kv_cache& cache);
+void attention(Backend& be, const Step& s, Rows q, int64_t q_head_stride, int32_t heads,
+               const ninfer_kv_cache& cache, Rows out);
+void sigmoid_gate(Backend& be, int64_t tokens, Rows x, Rows gate, int64_t gate_head_stride, int32_t heads,
+                  int32_t head_dim);
+
+void silu_mul(Backend& be, int64_t tokens, Rows gate, Rows up, int32_t width, Rows out);
+
+void gdn_gating(Backend& be, int64_t tokens, Rows x, const Matrix& w_a, const Matrix& w_b, const Vector& a_log,
+                const Vector& dt_bias, float* g, float* beta);
+void causal_conv1d(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
+                   float* state, Rows out);
+void l2_norm(Backend& be, int64_t tokens, Rows x, int32_t heads, int32_t dim, float eps);
+struct GdnDims {
+  int32_t k_heads, v_heads, k_dim, v_dim;
+};
+void gated_delta_rule(Backend& be, const Step& s, Rows q, Rows k, Rows v, const float* g, const float* beta,
+                      const GdnDims& d, float scale, float* state, Rows out);
+void gated_rms_norm(Backend& be, int64_t tokens, Rows x, Rows z, const Vector& w, int32_t heads, float eps, Rows y);
+
+} // namespace ninfer::models::ops

@@ -1,0 +1,27 @@
+// One forward pass as the ops see it: how many tokens, from which sequences, at which
+// positions. Pointers are backend memory (StepInputs uploads them).
+#pragma once
+
+#include <cstdint>
+
+#include "ninfer/abi/ops/token_batch.h"
+
+namespace ninfer::models {
+
+struct Step {
+  int64_t tokens = 0;
+  int32_t num_seqs = 0;
+  int32_t max_seq_tokens = 0; // most tokens of one sequence (1 for a decode step)
+  int32_t kv_len = 0;         // longest attended span: max position + 1
+  const int32_t* ids = nullptr;
+  ninfer_token_batch batch{};
+};
+
+// The largest steps a model is built for; memory and workspace are sized from these.
+struct StepLimits {
+  int64_t max_tokens = 0;    // rows of every activation buffer
+  int32_t max_sequences = 0; // slots
+  int64_t max_context = 0;   // positions per slot
+};
+
+} // namespace ninfer::models

@@ -1,0 +1,79 @@
+// The model API's contract beyond numerics: clear errors for bad input that leave the model
+// usable, slots that are independent, reset that really forgets.
+#include <gtest/gtest.h>
+
+#include "model_test_env.hpp"
+#include "ninfer/error.hpp"
+
+using namespace ninfer;
+using namespace ninfer::test;
+
+namespace {
+
+std::unique_ptr<CausalLM> small_model(Backend& be, const Fixture& fx, int64_t max_context = 64) {
+  ModelOptions o;
+  o.max_context = max_context;
+  o.max_sequences = 2;
+  o.prefill_chunk = 16;
+  return CausalLM::load(fx.checkpoint, be, o);
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST(CausalLmApi, BadInputIsAnErrorAndLeavesTheSlotUsable) {
+  const Fixture fx = Fixture::load("tiny-qwen3_5");
+  Backend be = cpu_model_backend();
+  auto lm = small_model(be, fx);
+  const std::vector<int32_t> too_long(65, 1);
+  EXPECT_NE(error_of([&] { lm->prefill(0, too_long); }).find("max_context"), std::string::npos);
+  EXPECT_EQ(lm->position(0), 0);
+  EXPECT_NE(error_of([&] { lm->prefill(0, std::vector<int32_t>{1, 512}); }).find("vocabulary"), std::string::npos);
+  EXPECT_NE(error_of([&] { lm->prefill(0, std::vector<int32_t>{-1}); }).find("vocabulary"), std::string::npos);
+  EXPECT_NE(error_of([&] { lm->prefill(0, std::vector<int32_t>{}); }).find("empty"), std::string::npos);
+  EXPECT_NE(error_of([&] { lm->prefill(2, std::vector<int32_t>{1}); }).find("slot 2"), std::string::npos);
+  EXPECT_NE(error_of([&] { lm->decode(std::vector<int32_t>{1, 1}, std::vector<int32_t>{3, 4}); }).find("twice"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { lm->decode(std::vector<int32_t>{0}, std::vector<int32_t>{3, 4}); }).find("one token"),
+            std::string::npos);
+  EXPECT_EQ(lm->position(0), 0);
+  // After all of that, the model still matches the reference.
+  const auto& c = fx.cases[1];
+  const auto logits = lm->prefill(0, c.prompt, LogitsFor::All);
+  EXPECT_LE(max_abs_diff(logits, c.prompt_logits), kFixtureLogitsF32);
+}
+
+TEST(CausalLmApi, AFullSequenceRefusesAnotherToken) {
+  const Fixture fx = Fixture::load("tiny-qwen3");
+  Backend be = cpu_model_backend();
+  auto lm = small_model(be, fx, 8);
+  lm->prefill(1, std::vector<int32_t>(8, 5));
+  EXPECT_EQ(lm->position(1), 8);
+  EXPECT_NE(error_of([&] { lm->decode(std::vector<int32_t>{1}, std::vector<int32_t>{5}); }).find("full"),
+            std::string::npos);
+}
+
+// reset() must clear the GDN conv and recurrent state: a reused slot gives the reference
+// logits again, and a busy neighbouring slot does not leak into it.
+TEST(CausalLmApi, ResetForgetsAndSlotsAreIndependent) {
+  const Fixture fx = Fixture::load("tiny-qwen3_5");
+  Backend be = cpu_model_backend();
+  auto lm = small_model(be, fx);
+  const auto& c = fx.cases[1];
+  lm->prefill(0, fx.cases[0].prompt);
+  lm->prefill(1, std::vector<int32_t>{7, 8, 9, 10, 11});
+  lm->reset(0);
+  EXPECT_EQ(lm->position(0), 0);
+  const auto logits = lm->prefill(0, c.prompt, LogitsFor::All);
+  EXPECT_LE(max_abs_diff(logits, c.prompt_logits), kFixtureLogitsF32);
+  EXPECT_EQ(lm->position(1), 5);
+}

@@ -1,0 +1,107 @@
+// What the model tests share: the CPU backend, a fixture (checkpoint + reference.json +
+// reference.safetensors), logits rows, and the comparisons the fixtures README prescribes.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "ninfer/checkpoint/checkpoint.hpp"
+#include "ninfer/checkpoint/safetensors_file.hpp"
+#include "ninfer/device.hpp"
+#include "ninfer/models/causal_lm.hpp"
+#include "ninfer/plugin_host.hpp"
+#include "ninfer/runtime/backend.hpp"
+#include "test_support.hpp"
+
+namespace ninfer::test {
+
+// float32 engine arithmetic vs the float64 reference (tests/fixtures/README.md).
+inline constexpr double kFixtureLogitsF32 = 1e-3;
+// bfloat16 weights: relative L2 error per logits row (README guidance).
+inline constexpr double kFixtureRowRelL2Bf16 = 2e-2;
+// Reference greedy steps whose top-2 margin is at most this may flip on rounding.
+inline constexpr double kGreedyMargin = 1e-2;
+
+inline const PluginHost& model_test_plugins() {
+  static PluginHost* host = [] {
+    auto* h = new PluginHost();
+    h->load_directory(plugin_dir());
+    return h;
+  }();
+  return *host;
+}
+
+inline Backend cpu_model_backend() {
+  const LoadedPlugin* cpu = model_test_plugins().find("cpu");
+  if (!cpu) throw std::runtime_error("no cpu plugin in " + plugin_dir().string());
+  return Backend(*cpu, host_device());
+}
+
+struct FixtureCase {
+  std::vector<int32_t> prompt, greedy;
+  std::vector<double> margin;
+  std::vector<float> prompt_logits, full_logits; // [rows, vocab]
+};
+
+struct Fixture {
+  std::string name;
+  Checkpoint checkpoint;
+  std::vector<FixtureCase> cases;
+  int64_t vocab = 0;
+
+  static Fixture load(const std::string& name) {
+    const auto dir = fixtures_dir() / name;
+    Fixture f{name, Checkpoint::open(dir), {}, 0};
+    f.vocab = f.checkpoint.config().vocab_size;
+    std::ifstream in(dir / "reference.json");
+    const auto ref = nlohmann::json::parse(in);
+    const SafetensorsFile logits = SafetensorsFile::open(dir / "reference.safetensors");
+    for (size_t i = 0; i < ref.at("cases").size(); ++i) {
+      const auto& c = ref["cases"][i];
+      FixtureCase fc;
+      fc.prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
+      fc.greedy = c.at("greedy_ids").get<std::vector<int32_t>>();
+      fc.margin = c.at("greedy_top2_margin").get<std::vector<double>>();
+      fc.prompt_logits = to_f32(logits.tensor("case" + std::to_string(i) + ".prompt_logits"));
+      fc.full_logits = to_f32(logits.tensor("case" + std::to_string(i) + ".full_logits"));
+      f.cases.push_back(std::move(fc));
+    }
+    return f;
+  }
+};
+
+// Row r of a [rows, vocab] matrix.
+inline std::vector<float> row(const std::vector<float>& m, int64_t r, int64_t vocab) {
+  return {m.begin() + r * vocab, m.begin() + (r + 1) * vocab};
+}
+
+// max |got - want|; NaN or Inf in got counts as infinite.
+inline double max_abs_diff(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return INFINITY;
+  double m = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    m = std::max(m, std::fabs(double(got[i]) - want[i]));
+  }
+  return m;
+}
+
+inline double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  return std::sqrt(num / den);
+}
+
+inline int32_t argmax(const std::vector<float>& v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+} // namespace ninfer::test
