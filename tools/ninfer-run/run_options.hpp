@@ -1,0 +1,44 @@
+// ninfer-run's command line: what the user asked for, before any file is read.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ninfer::tools {
+
+struct RunOptions {
+  std::string manifest;             // positional MANIFEST
+  std::string checkpoint;           // --checkpoint DIR (implicit manifest)
+  std::string prompt;
+  bool prompt_given = false;
+  std::vector<int64_t> prompt_ids;
+  bool chat = false;
+  std::string system;
+  bool no_think = false;
+  std::optional<int64_t> max_new;
+  bool greedy = false;
+  std::optional<double> temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
+  std::optional<int64_t> top_k;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  std::vector<int64_t> stop_ids;
+  bool ignore_eos = false;
+  std::string device = "auto";
+  std::string plugin_dir;
+  std::string plugin;
+  std::optional<std::string> dtype;
+  std::optional<int64_t> max_context;
+  bool json = false;
+  int64_t logprobs = 0;
+  bool echo = false;
+  bool verbose = false;
+};
+
+// Declares every flag on `app`, bound to `o`.
+void add_run_options(CLI::App& app, RunOptions& o);
+
+} // namespace ninfer::tools
