@@ -161,7 +161,9 @@ TEST(FixtureBf16, Qwen3Bf16WeightsStayWithinBf16Guidance) {
       ASSERT_LE(rel_l2(got, want), kFixtureRowRelL2Bf16) << "case " << i << " prompt row " << r;
     }
     // The last prompt row predicts greedy_ids[0]; where the reference is sure, so must we be.
-    if (c.margin[0] > 0.5) EXPECT_EQ(argmax(row(logits, static_cast<int64_t>(c.prompt.size()) - 1, V)), c.greedy[0]);
+    if (c.margin[0] > 0.5) {
+      EXPECT_EQ(argmax(row(logits, static_cast<int64_t>(c.prompt.size()) - 1, V)), c.greedy[0]);
+    }
   }
 }
 
