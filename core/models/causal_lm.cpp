@@ -37,6 +37,9 @@ std::unique_ptr<CausalLM> CausalLM::load(const Checkpoint& ck, Backend& be, cons
   const ModelConfig& cfg = ck.config();
   const ModelOptions o = resolve(cfg, options);
   require_all(ck); // every missing or misshapen tensor in one message, before allocating anything
+  if (const auto extra = unrecognised_tensors(ck); !extra.empty())
+    spdlog::warn("{}: {} tensor(s) that no {} layer reads (first: {}); they are ignored", ck.dir().string(),
+                 extra.size(), family_name(cfg.family), extra.front());
   models::StepLimits limits;
   limits.max_tokens = std::max<int64_t>(o.prefill_chunk, o.max_sequences);
   limits.max_sequences = o.max_sequences;
