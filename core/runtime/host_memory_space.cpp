@@ -34,9 +34,9 @@ std::unique_ptr<MemorySpace> make_host_memory_space() { return std::make_unique<
 std::unique_ptr<MemorySpace> make_memory_space(const LoadedPlugin& plugin, const ninfer_device_info& device) {
   if (device.kind == NINFER_DEVICE_CPU && (plugin.abi->capabilities & NINFER_CAP_HOST_EXECUTION))
     return make_host_memory_space();
-  throw Error(fmt::format("plugin {} on {}: this build has no memory space for {} devices yet (device memory "
-                          "for CUDA plugins comes with the CUDA backend); use --device cpu",
-                          plugin.name(), device.name, device.kind == NINFER_DEVICE_CUDA ? "CUDA" : "these"));
+  if (device.kind == NINFER_DEVICE_CUDA && (plugin.abi->capabilities & NINFER_CAP_CUDA))
+    return make_cuda_memory_space(device);
+  throw Error(fmt::format("plugin {} cannot run on {}: it has no memory space there", plugin.name(), device.name));
 }
 
 } // namespace ninfer

@@ -21,7 +21,11 @@ int32_t query_kernel_attributes(const void* kernel, const char* symbol, int32_t 
 int32_t query_driver_blocks(const void* kernel, int32_t threads_per_block, size_t dynamic_smem, int32_t* blocks,
                             char* err, size_t err_len);
 
-// One registration function per kernel family.
+// One registration function per kernel family (kernels/<family>.cu).
 int32_t register_gdn_gating(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_pointwise_ops(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_linear(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_attention(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_gated_deltanet(const ninfer_registrar* r, char* err, size_t err_len);
 
 } // namespace ninfer::cuda_plugin

@@ -1,6 +1,7 @@
 // Entry point of one CUDA architecture plugin. The same source is compiled once per plugin;
 // the target architecture comes from compile definitions set by ninfer_add_cuda_plugin().
 #include <cstdio>
+#include <initializer_list>
 
 #include "cuda_variant.hpp"
 #include "ninfer/abi/plugin_abi.h"
@@ -31,10 +32,17 @@ int32_t score(const ninfer_device_info* d, char* why, size_t why_len) {
 }
 
 int32_t register_variants(const ninfer_registrar* r) {
-  char err[256] = {0};
-  int32_t rc = ninfer::cuda_plugin::register_gdn_gating(r, err, sizeof err);
-  if (rc != NINFER_OK) std::fprintf(stderr, "%s: %s\n", NINFER_PLUGIN_NAME, err);
-  return rc;
+  using namespace ninfer::cuda_plugin;
+  using Register = int32_t (*)(const ninfer_registrar*, char*, size_t);
+  for (Register fn : {register_gdn_gating, register_pointwise_ops, register_linear, register_attention,
+                      register_gated_deltanet}) {
+    char err[256] = {0};
+    if (int32_t rc = fn(r, err, sizeof err); rc != NINFER_OK) {
+      std::fprintf(stderr, "%s: %s\n", NINFER_PLUGIN_NAME, err);
+      return rc;
+    }
+  }
+  return NINFER_OK;
 }
 
 const ninfer_plugin kPlugin = {

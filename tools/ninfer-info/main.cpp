@@ -153,7 +153,11 @@ int run(const Options& o) {
   fmt::print("\nExample plan (ninfer-info --plan {} --tokens {}{})\n", sample.plan_op, sample.tokens,
              disc.cuda.empty() ? " --device-model \"RTX 4080 SUPER\"" : "");
   if (disc.cuda.empty()) sample.device_model = "RTX 4080 SUPER";
-  std::cout << tools::plan_to_text(make_plan(sample, host, target_device(sample, disc), table));
+  try {
+    std::cout << tools::plan_to_text(make_plan(sample, host, target_device(sample, disc), table));
+  } catch (const Error& e) {
+    fmt::print("  (none: {})\n", e.what()); // e.g. a build without CUDA plugins
+  }
   return 0;
 }
 

@@ -31,6 +31,9 @@ class MemorySpace {
 // Page-aligned host memory; copies are memcpy.
 std::unique_ptr<MemorySpace> make_host_memory_space();
 
+// cudaMalloc'd memory on one CUDA device, copies on the space's own stream.
+std::unique_ptr<MemorySpace> make_cuda_memory_space(const ninfer_device_info& device);
+
 // The space for a plugin on a device. Throws ninfer::Error when this core cannot provide one.
 std::unique_ptr<MemorySpace> make_memory_space(const LoadedPlugin& plugin, const ninfer_device_info& device);
 

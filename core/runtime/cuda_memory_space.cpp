@@ -1,0 +1,74 @@
+// Device memory for CUDA plugins: cudaMalloc'd buffers on one device, copies and memsets on
+// the backend's own stream. Every CUDA call is checked where it is made and reported with
+// what was being done.
+#include <fmt/format.h>
+
+#include "ninfer/error.hpp"
+#include "ninfer/runtime/memory_space.hpp"
+
+#ifdef NINFER_WITH_CUDA_RUNTIME
+#include <cuda_runtime_api.h>
+
+namespace ninfer {
+namespace {
+
+void check(cudaError_t rc, const char* what, int device) {
+  if (rc != cudaSuccess)
+    throw Error(fmt::format("CUDA device {}: {} failed: {}", device, what, cudaGetErrorString(rc)));
+}
+
+class CudaMemorySpace final : public MemorySpace {
+ public:
+  explicit CudaMemorySpace(const ninfer_device_info& d) : ordinal_(d.ordinal), name_(d.name) {
+    check(cudaSetDevice(ordinal_), "cudaSetDevice", ordinal_);
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate", ordinal_);
+  }
+  ~CudaMemorySpace() override {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  std::string name() const override { return fmt::format("CUDA device {} ({})", ordinal_, name_); }
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+      cudaGetLastError(); // an out-of-memory result is not sticky; clear it for the caller
+      return nullptr;
+    }
+    return p;
+  }
+  void free(void* p, size_t) noexcept override { cudaFree(p); }
+  void copy_in(void* dst, const void* src, size_t bytes) override {
+    // The source is pageable host memory the caller may reuse at once: wait for the copy.
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "host-to-device copy", ordinal_);
+    check(cudaStreamSynchronize(stream_), "host-to-device copy", ordinal_);
+  }
+  void copy_out(void* dst, const void* src, size_t bytes) override {
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "device-to-host copy", ordinal_);
+    check(cudaStreamSynchronize(stream_), "device-to-host copy (or a kernel before it)", ordinal_);
+  }
+  void zero(void* dst, size_t bytes) override {
+    check(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync", ordinal_);
+  }
+  void* stream() const override { return stream_; }
+  void synchronize() override { check(cudaStreamSynchronize(stream_), "synchronize (a kernel failed)", ordinal_); }
+
+ private:
+  int ordinal_;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+};
+
+} // namespace
+
+std::unique_ptr<MemorySpace> make_cuda_memory_space(const ninfer_device_info& device) {
+  return std::make_unique<CudaMemorySpace>(device);
+}
+
+} // namespace ninfer
+#else
+namespace ninfer {
+std::unique_ptr<MemorySpace> make_cuda_memory_space(const ninfer_device_info& device) {
+  throw Error(fmt::format("{}: this build of ninfer has no CUDA runtime", device.name));
+}
+} // namespace ninfer
+#endif

@@ -1,0 +1,8 @@
+// CUDA variants of: causal_conv1d, gated_delta_rule. (Registration stub: the family's kernels land here.)
+#include "../cuda_variant.hpp"
+
+namespace ninfer::cuda_plugin {
+
+int32_t register_gated_deltanet(const ninfer_registrar*, char*, size_t) { return NINFER_OK; }
+
+} // namespace ninfer::cuda_plugin
