@@ -1,11 +1,13 @@
 #include "ninfer/runtime/backend.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
 #include "ninfer/error.hpp"
 #include "ninfer/plugin_host.hpp"
+#include "ninfer/schedule_table.hpp"
 
 namespace ninfer {
 namespace {
@@ -13,7 +15,10 @@ namespace {
 const LoadedPlugin& choose_plugin(const PluginHost& plugins, const ninfer_device_info& device,
                                   const std::string& forced) {
   const PluginChoice choice = plugins.choose(device, forced);
-  if (choice.chosen) return *choice.chosen;
+  if (choice.chosen) {
+    spdlog::info("{}: plugin {} ({})", device.name, choice.chosen->name(), choice.scores.front().reason);
+    return *choice.chosen;
+  }
   std::string why;
   for (const auto& s : choice.scores) why += fmt::format("\n  {}: {}", s.plugin->name(), s.reason);
   if (choice.scores.empty()) why = " (no plugins were loaded)";
@@ -33,7 +38,9 @@ Backend::Backend(const PluginHost& plugins, const ninfer_device_info& device, Ba
 
 Backend::Backend(const LoadedPlugin& plugin, const ninfer_device_info& device, BackendOptions options)
     : plugin_(&plugin), device_(device), options_(std::move(options)),
-      planner_(plugin, device, options_.schedule), memory_(make_memory_space(plugin, device)) {
+      builtin_table_(options_.schedule ? nullptr
+                                       : std::make_unique<ScheduleTable>(builtin_schedule_table(plugin, device))),
+      planner_(plugin, device, options_.schedule ? options_.schedule : builtin_table_.get()), memory_(make_memory_space(plugin, device)) {
   report_.limit = options_.memory_limit;
 }
 

@@ -34,7 +34,7 @@ struct ScheduleTable;
 struct BackendOptions {
   std::string plugin;             // force this plugin (by name); empty: the best-scoring one
   size_t memory_limit = 0;        // bytes the backend may allocate in all; 0: no limit
-  const ScheduleTable* schedule = nullptr; // must outlive the backend
+  const ScheduleTable* schedule = nullptr; // must outlive the backend; null: the plugin's built-in table
 };
 
 struct MemoryReport {
@@ -109,6 +109,7 @@ class Backend {
   const LoadedPlugin* plugin_;
   ninfer_device_info device_;
   BackendOptions options_;
+  std::unique_ptr<ScheduleTable> builtin_table_; // when options_.schedule is null
   Planner planner_;
   std::unique_ptr<MemorySpace> memory_;
   MemoryReport report_;
