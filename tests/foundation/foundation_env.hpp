@@ -11,14 +11,6 @@
 
 namespace ninfer::test {
 
-inline const PluginHost& built_plugins() {
-  static PluginHost* host = [] {
-    auto* h = new PluginHost();
-    h->load_directory(plugin_dir());
-    return h;
-  }();
-  return *host;
-}
 
 inline const ArchCatalog& catalog() {
   static ArchCatalog* cat = new ArchCatalog(ArchCatalog::load(data_dir() / "arch", data_dir() / "schemas"));
@@ -28,7 +20,7 @@ inline const ArchCatalog& catalog() {
 // The CUDA plugins of this build (empty in a build without CUDA).
 inline std::vector<const LoadedPlugin*> cuda_plugins() {
   std::vector<const LoadedPlugin*> out;
-  for (const auto& p : built_plugins().plugins())
+  for (const auto& p : build_plugins().plugins())
     if (p->arch() != "cpu") out.push_back(p.get());
   return out;
 }

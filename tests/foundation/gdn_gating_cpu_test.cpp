@@ -36,7 +36,7 @@ void oracle(const std::vector<double>& x, const std::vector<double>& wa, const s
 } // namespace
 
 TEST(GdnGatingCpu, MatchesDoubleOracleOnFreshInputs) {
-  const LoadedPlugin* cpu = built_plugins().find("cpu");
+  const LoadedPlugin* cpu = build_plugins().find("cpu");
   ASSERT_NE(cpu, nullptr);
   Planner planner(*cpu, host_device());
   auto rng = fresh_rng("gdn_gating cpu");

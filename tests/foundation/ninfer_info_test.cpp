@@ -2,39 +2,30 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <array>
 #include <cstdio>
 #include <string>
-#include <sys/wait.h>
 
 #include "foundation_env.hpp"
+#include "process.hpp"
 
 using namespace ninfer::test;
 
 namespace {
 
-struct ProcessResult {
-  int status;
-  std::string out;
-};
+using ninfer::test::ProcessOutput;
 
-// Runs ninfer-info with `args`; stderr is folded into the output after stdout's text.
-ProcessResult run_info(const std::string& args, bool with_stderr = false) {
-  const std::string cmd = std::string(NINFER_INFO_BIN) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) out.append(buf.data(), n);
-  const int st = pclose(f);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+// Runs ninfer-info with `args`; stderr is appended after stdout when asked.
+ProcessOutput run_info(const std::string& args, bool with_stderr = false) {
+  ProcessOutput r = run_process(std::string(NINFER_INFO_BIN) + " " + args);
+  if (with_stderr) r.out += r.err;
+  return r;
 }
 
 } // namespace
 
 TEST(NinferInfo, PlanJsonForADescribedCard) {
   if (cuda_plugins().empty()) GTEST_SKIP() << "build has no CUDA plugins";
-  const ProcessResult r = run_info("--plan gdn_gating --tokens 1665 --device-model 'RTX 4080 SUPER' --json");
+  const ProcessOutput r = run_info("--plan gdn_gating --tokens 1665 --device-model 'RTX 4080 SUPER' --json");
   ASSERT_EQ(r.status, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["op"], "gdn_gating");
@@ -57,7 +48,7 @@ TEST(NinferInfo, PlanJsonForADescribedCard) {
 }
 
 TEST(NinferInfo, DefaultRunListsPluginsAndChoosesForTheHost) {
-  const ProcessResult r = run_info("");
+  const ProcessOutput r = run_info("");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("Plugins"), std::string::npos);
   EXPECT_NE(r.out.find("-> chosen: cpu"), std::string::npos) << r.out;
@@ -65,7 +56,7 @@ TEST(NinferInfo, DefaultRunListsPluginsAndChoosesForTheHost) {
 }
 
 TEST(NinferInfo, ListOps) {
-  const ProcessResult r = run_info("--list-ops");
+  const ProcessOutput r = run_info("--list-ops");
   ASSERT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("gdn_gating"), std::string::npos);
 }
@@ -81,7 +72,7 @@ TEST(NinferInfo, BadInputGetsAClearErrorAndNonZeroExit) {
       {"--no-such-flag", "no-such-flag"},
   };
   for (const auto& [args, want] : cases) {
-    const ProcessResult r = run_info(args, true);
+    const ProcessOutput r = run_info(args, true);
     EXPECT_NE(r.status, 0) << args;
     EXPECT_NE(r.out.find(want), std::string::npos) << args << " printed: " << r.out;
   }
@@ -89,7 +80,7 @@ TEST(NinferInfo, BadInputGetsAClearErrorAndNonZeroExit) {
 
 TEST(NinferInfo, ForcedPluginOfAnotherArchitectureSaysWhy) {
   if (cuda_plugins().empty()) GTEST_SKIP() << "build has no CUDA plugins";
-  const ProcessResult r = run_info("--plan gdn_gating --device-model H200 --plugin cuda-sm120a", true);
+  const ProcessOutput r = run_info("--plan gdn_gating --device-model H200 --plugin cuda-sm120a", true);
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("no plugin can run on H200: built for sm_120a (compute 12.0), device is compute 9.0"),
             std::string::npos)

@@ -210,7 +210,7 @@ TEST(Planner, VariantThatCannotFitIsSkippedAndNamedWhenForced) {
 }
 
 TEST(Planner, HostVariantIsOneLaunch) {
-  const LoadedPlugin* cpu = built_plugins().find("cpu");
+  const LoadedPlugin* cpu = build_plugins().find("cpu");
   Planner planner(*cpu, host_device());
   const Plan p = planner.plan(NINFER_OP_GDN_GATING, gating_shape(37, NINFER_DTYPE_F32, 64, 4));
   EXPECT_TRUE(p.host);

@@ -28,7 +28,7 @@ bool mentions(const std::vector<PluginProblem>& problems, const std::string& fil
 } // namespace
 
 TEST(PluginHost, LoadsEveryBuiltPluginWithItsVariants) {
-  const PluginHost& host = built_plugins();
+  const PluginHost& host = build_plugins();
   EXPECT_TRUE(host.problems().empty());
   const LoadedPlugin* cpu = host.find("cpu");
   ASSERT_NE(cpu, nullptr);
@@ -91,7 +91,7 @@ TEST(PluginHost, MissingDirectoryIsAClearError) {
 }
 
 TEST(PluginScore, ExactArchitectureOnlyOnEveryKnownCard) {
-  const PluginHost& host = built_plugins();
+  const PluginHost& host = build_plugins();
   for (const auto& card : catalog().devices()) {
     const ninfer_device_info dev = catalog().describe(card);
     const PluginChoice choice = host.choose(dev);
@@ -120,7 +120,7 @@ TEST(PluginScore, NoFamilyFallbackForAnUnbuiltArchitecture) {
   dev.cc_major = 8;
   dev.cc_minor = 6;
   std::snprintf(dev.name, sizeof dev.name, "hypothetical sm_86 card");
-  const PluginChoice choice = built_plugins().choose(dev);
+  const PluginChoice choice = build_plugins().choose(dev);
   EXPECT_EQ(choice.chosen, nullptr);
   for (const auto& s : choice.scores) EXPECT_EQ(s.score, 0) << s.plugin->name();
 }
@@ -128,14 +128,14 @@ TEST(PluginScore, NoFamilyFallbackForAnUnbuiltArchitecture) {
 TEST(PluginScore, ForcedPluginMustStillMatch) {
   if (cuda_plugins().empty()) GTEST_SKIP() << "build has no CUDA plugins";
   const ninfer_device_info h200 = catalog().describe(catalog().require_device("H200"));
-  EXPECT_EQ(built_plugins().choose(h200, "cuda-sm120a").chosen, nullptr);
-  const LoadedPlugin* chosen = built_plugins().choose(h200, "cuda-sm90").chosen;
+  EXPECT_EQ(build_plugins().choose(h200, "cuda-sm120a").chosen, nullptr);
+  const LoadedPlugin* chosen = build_plugins().choose(h200, "cuda-sm90").chosen;
   ASSERT_NE(chosen, nullptr);
   EXPECT_EQ(chosen->name(), "cuda-sm90");
 }
 
 TEST(PluginScore, HostIsServedByTheCpuPlugin) {
-  const PluginChoice c = built_plugins().choose(host_device());
+  const PluginChoice c = build_plugins().choose(host_device());
   ASSERT_NE(c.chosen, nullptr);
   EXPECT_EQ(c.chosen->name(), "cpu");
 }

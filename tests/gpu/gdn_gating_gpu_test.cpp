@@ -59,7 +59,7 @@ Inputs make_inputs(int32_t dtype, std::mt19937_64& rng) {
     in.dt_bias[h] = n01(rng);
   }
   // The CPU plugin's reference variant, run over token ranges on all host cores.
-  const LoadedPlugin* cpu = built_plugins().find("cpu");
+  const LoadedPlugin* cpu = build_plugins().find("cpu");
   const ninfer_variant* ref = cpu->find_variant(NINFER_OP_GDN_GATING, "reference");
   std::vector<float> g(kMaxTokens * kHeads), beta(kMaxTokens * kHeads);
   const bool f32 = dtype == NINFER_DTYPE_F32;

@@ -16,7 +16,7 @@ const GpuEnv& gpu() {
       return e;
     }
     e->device = d.cuda.front();
-    e->plugin = built_plugins().choose(e->device).chosen;
+    e->plugin = build_plugins().choose(e->device).chosen;
     if (!e->plugin) {
       e->why_not = std::string("no plugin of this build scores above zero on ") + e->device.name;
       return e;

@@ -21,14 +21,7 @@
 
 namespace ninfer::test {
 
-inline const PluginHost& gpu_op_plugins() {
-  static PluginHost* host = [] {
-    auto* h = new PluginHost();
-    h->load_directory(plugin_dir());
-    return h;
-  }();
-  return *host;
-}
+inline const PluginHost& gpu_op_plugins() { return build_plugins(); }
 
 // Why there is no CUDA backend here, or empty when there is one.
 inline std::string cuda_unavailable() {

@@ -26,14 +26,7 @@ inline constexpr double kFixtureRowRelL2Bf16 = 2e-2;
 // Reference greedy steps whose top-2 margin is at most this may flip on rounding.
 inline constexpr double kGreedyMargin = 1e-2;
 
-inline const PluginHost& model_test_plugins() {
-  static PluginHost* host = [] {
-    auto* h = new PluginHost();
-    h->load_directory(plugin_dir());
-    return h;
-  }();
-  return *host;
-}
+inline const PluginHost& model_test_plugins() { return build_plugins(); }
 
 inline Backend cpu_model_backend() {
   const LoadedPlugin* cpu = model_test_plugins().find("cpu");

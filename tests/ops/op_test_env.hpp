@@ -17,14 +17,7 @@
 
 namespace ninfer::test {
 
-inline const PluginHost& op_test_plugins() {
-  static PluginHost* host = [] {
-    auto* h = new PluginHost();
-    h->load_directory(plugin_dir());
-    return h;
-  }();
-  return *host;
-}
+inline const PluginHost& op_test_plugins() { return build_plugins(); }
 
 // A fresh backend per test: plan caches and workspace never leak between tests.
 inline Backend cpu_backend() {

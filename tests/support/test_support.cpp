@@ -1,6 +1,7 @@
 #include "test_support.hpp"
 
 #include "ninfer/paths.hpp"
+#include "ninfer/plugin_host.hpp"
 
 #include <fmt/format.h>
 
@@ -26,6 +27,15 @@ std::filesystem::path source_dir() { return env_or("NINFER_SOURCE_DIR", NINFER_S
 std::filesystem::path build_dir() { return env_or("NINFER_BUILD_DIR", NINFER_BUILD_DIR); }
 std::filesystem::path plugin_dir() { return ninfer::default_plugin_dir(); }
 std::filesystem::path data_dir() { return ninfer::data_dir(); }
+
+const PluginHost& build_plugins() {
+  static PluginHost* host = [] {
+    auto* h = new PluginHost();
+    h->load_directory(plugin_dir());
+    return h;
+  }();
+  return *host;
+}
 
 std::mt19937_64 fresh_rng(const char* what) {
   uint64_t seed;

@@ -8,7 +8,14 @@
 #include <string>
 #include <vector>
 
+namespace ninfer {
+class PluginHost;
+}
+
 namespace ninfer::test {
+
+// The build's plugins, loaded once per test process.
+const PluginHost& build_plugins();
 
 std::filesystem::path fixtures_dir(); // tests/fixtures ($NINFER_TEST_FIXTURES overrides)
 std::filesystem::path source_dir();   // the repository ($NINFER_SOURCE_DIR overrides)

@@ -1,46 +1,37 @@
 // ninfer-tokenize as a user runs it: a real process, its exit status and output. Expected ids
 // come from the golden fixture (made with @huggingface/tokenizers).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "process.hpp"
 #include "qwen3_tokenizer.hpp"
 
 namespace {
 
-struct ProcessResult {
-  int status;
-  std::string out;
-};
+using ninfer::test::ProcessOutput;
 
 // Runs ninfer-tokenize with `args` (/bin/sh words); stderr is appended after stdout when asked.
 // `input`, a printf format (\n, octal \377), is piped to its standard input.
-ProcessResult run_tokenize(const std::string& args, bool with_stderr = false, const std::string& input = "") {
-  const std::string cmd = (input.empty() ? "" : "printf '" + input + "' | ") + std::string(NINFER_TOKENIZE_BIN) + " " +
-                          args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) out.append(buf.data(), n);
-  const int st = pclose(f);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+ProcessOutput run_tokenize(const std::string& args, bool with_stderr = false, const std::string& input = "") {
+  ProcessOutput r = ninfer::test::run_process((input.empty() ? "" : "printf '" + input + "' | ") +
+                                              std::string(NINFER_TOKENIZE_BIN) + " " + args);
+  if (with_stderr) r.out += r.err;
+  return r;
 }
 
 std::string tokenizer_arg() { return "--tokenizer '" + ninfer::test::qwen3_tokenizer_path().string() + "'"; }
 
 TEST(NinferTokenize, EncodesTextToTheReferenceIds) {
-  const ProcessResult r = run_tokenize(tokenizer_arg() + " --text 'Hello world'");
+  const ProcessOutput r = run_tokenize(tokenizer_arg() + " --text 'Hello world'");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::parse(R"({"ids": [9707, 1879]})"));
 }
 
 TEST(NinferTokenize, RecognisesSpecialTokensAndAddsNothing) {
-  const ProcessResult r = run_tokenize(tokenizer_arg() + " --stdin", false,
+  const ProcessOutput r = run_tokenize(tokenizer_arg() + " --stdin", false,
                                       "<|im_start|>user\\nHi there<|im_end|>\\n<|im_start|>assistant\\n");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(nlohmann::json::parse(r.out).at("ids"),
@@ -48,7 +39,7 @@ TEST(NinferTokenize, RecognisesSpecialTokensAndAddsNothing) {
 }
 
 TEST(NinferTokenize, DecodesIdsToText) {
-  ProcessResult r = run_tokenize(tokenizer_arg() + " --decode 9707,1879");
+  ProcessOutput r = run_tokenize(tokenizer_arg() + " --decode 9707,1879");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out, "Hello world\n");
   r = run_tokenize(tokenizer_arg() + " --decode '9707, 1879,151645' --json");
@@ -76,7 +67,7 @@ TEST(NinferTokenize, BadInputIsAClearErrorWithNonZeroExit) {
       {tokenizer_arg() + " --frobnicate", "frobnicate"},
   };
   for (const Case& c : cases) {
-    const ProcessResult r = run_tokenize(c.args, true, c.input);
+    const ProcessOutput r = run_tokenize(c.args, true, c.input);
     EXPECT_NE(r.status, 0) << c.args << "\n" << r.out;
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
     EXPECT_EQ(r.out.find("{\"ids\""), std::string::npos) << "no result may be printed on error: " << r.out;
@@ -84,7 +75,7 @@ TEST(NinferTokenize, BadInputIsAClearErrorWithNonZeroExit) {
 }
 
 TEST(NinferTokenize, HelpDescribesTheOptions) {
-  const ProcessResult r = run_tokenize("--help");
+  const ProcessOutput r = run_tokenize("--help");
   EXPECT_EQ(r.status, 0);
   for (const char* option : {"--tokenizer", "--text", "--decode", "--stdin", "--chat", "--no-think", "--json"})
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
