@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <set>
 
@@ -17,6 +19,18 @@ namespace {
 std::vector<boost::dll::shared_library>& keep_loaded() {
   static auto* libs = new std::vector<boost::dll::shared_library>();
   return *libs;
+}
+
+// Boost.DLL reports a failed load as a bare errno ("Bad file descriptor"); the dynamic
+// loader's own text names the missing library or symbol, which is what a user needs.
+std::string loader_message(const std::filesystem::path& file, const std::string& fallback) {
+  dlerror();
+  if (void* h = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+    dlclose(h);
+    return fallback;
+  }
+  const char* msg = dlerror();
+  return msg ? msg : fallback;
 }
 
 struct RegistrationContext {
@@ -86,7 +100,7 @@ bool PluginHost::load_file(const std::filesystem::path& file) {
   boost::dll::shared_library lib;
   boost::dll::fs::error_code ec;
   lib.load(file, ec, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
-  if (ec) return problem(fmt::format("cannot be loaded: {}", ec.message()));
+  if (ec) return problem(fmt::format("cannot be loaded: {}", loader_message(file, ec.message())));
   if (!lib.has(NINFER_PLUGIN_ENTRY_SYMBOL))
     return problem(fmt::format("not a ninfer plugin: no '{}' symbol", NINFER_PLUGIN_ENTRY_SYMBOL));
   auto entry = lib.get<const ninfer_plugin*()>(NINFER_PLUGIN_ENTRY_SYMBOL);

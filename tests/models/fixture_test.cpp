@@ -71,8 +71,8 @@ class FixtureTest : public testing::TestWithParam<Param> {
 };
 
 TEST_P(FixtureTest, PrefillAndBatchedDecodeMatchTeacherForcedLogits) {
-  Backend be = cpu_model_backend();
-  auto lm = load_model(be);
+  NINFER_FIXTURE_BACKEND(be);
+  auto lm = load_model(*be);
   const int64_t V = fx_->vocab;
   const auto& cases = fx_->cases;
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -106,8 +106,8 @@ TEST_P(FixtureTest, PrefillAndBatchedDecodeMatchTeacherForcedLogits) {
 }
 
 TEST_P(FixtureTest, GreedyGenerationReproducesReferenceIds) {
-  Backend be = cpu_model_backend();
-  auto lm = load_model(be);
+  NINFER_FIXTURE_BACKEND(be);
+  auto lm = load_model(*be);
   const int64_t V = fx_->vocab;
   for (size_t i = 0; i < fx_->cases.size(); ++i) {
     const auto& c = fx_->cases[i];
@@ -146,12 +146,12 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTest,
 // tolerance is meaningful there (docs/models.md).
 TEST(FixtureBf16, Qwen3Bf16WeightsStayWithinBf16Guidance) {
   const Fixture fx = Fixture::load("tiny-qwen3");
-  Backend be = cpu_model_backend();
+  NINFER_FIXTURE_BACKEND(be);
   ModelOptions o;
   o.max_context = 1024;
   o.max_sequences = static_cast<int32_t>(fx.cases.size());
   o.weights = WeightPrecision::BF16;
-  auto lm = CausalLM::load(fx.checkpoint, be, o);
+  auto lm = CausalLM::load(fx.checkpoint, *be, o);
   const int64_t V = fx.vocab;
   for (size_t i = 0; i < fx.cases.size(); ++i) {
     const auto& c = fx.cases[i];

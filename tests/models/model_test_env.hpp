@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,30 @@ inline Backend cpu_model_backend() {
   if (!cpu) throw std::runtime_error("no cpu plugin in " + plugin_dir().string());
   return Backend(*cpu, host_device());
 }
+
+// The backend the fixture tests run on. models_cpu_tests: the CPU plugin. gpu_model_tests
+// (the same source compiled with NINFER_FIXTURES_ON_CUDA): the CUDA plugin chosen for device 0,
+// so the same fixture checks run unchanged on both; `why_not` says why it cannot be had.
+inline std::unique_ptr<Backend> fixture_backend(std::string* why_not = nullptr) {
+#ifdef NINFER_FIXTURES_ON_CUDA
+  const Discovery d = discover_devices();
+  if (d.cuda.empty()) {
+    if (why_not) *why_not = "no CUDA device (" + d.note + ")";
+    return nullptr;
+  }
+  return std::make_unique<Backend>(model_test_plugins(), d.cuda.front());
+#else
+  (void)why_not;
+  const LoadedPlugin* cpu = model_test_plugins().find("cpu");
+  if (!cpu) throw std::runtime_error("no cpu plugin in " + plugin_dir().string());
+  return std::make_unique<Backend>(*cpu, host_device());
+#endif
+}
+
+#define NINFER_FIXTURE_BACKEND(var)                         \
+  std::string var##_why_not;                                \
+  auto var = ::ninfer::test::fixture_backend(&var##_why_not); \
+  if (!var) GTEST_SKIP() << var##_why_not
 
 struct FixtureCase {
   std::vector<int32_t> prompt, greedy;
