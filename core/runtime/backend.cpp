@@ -150,4 +150,10 @@ void Backend::run_variant(std::string_view op, std::string_view variant, const n
 
 void Backend::synchronize() { memory_->synchronize(); }
 
+MemoryReport Backend::memory() const {
+  MemoryReport r = report_;
+  r.free = memory_->free_bytes();
+  return r;
+}
+
 } // namespace ninfer

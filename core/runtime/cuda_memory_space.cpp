@@ -51,6 +51,10 @@ class CudaMemorySpace final : public MemorySpace {
   }
   void* stream() const override { return stream_; }
   void synchronize() override { check(cudaStreamSynchronize(stream_), "synchronize (a kernel failed)", ordinal_); }
+  size_t free_bytes() const override {
+    size_t free = 0, total = 0;
+    return cudaMemGetInfo(&free, &total) == cudaSuccess ? free : 0;
+  }
 
  private:
   int ordinal_;

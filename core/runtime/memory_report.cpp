@@ -20,6 +20,7 @@ std::string MemoryReport::describe() const {
     s += fmt::format("{}{} {}", s.empty() ? "" : ", ", memory_use_name(static_cast<MemoryUse>(i)), human(in_use[i]));
   s += fmt::format("; total {} (peak {})", human(total), human(peak));
   if (limit) s += fmt::format(", limit {}", human(limit));
+  if (free) s += fmt::format(", device free {}", human(free));
   return s;
 }
 

@@ -193,6 +193,7 @@ int run(const RunOptions& o) {
   }
   if (!lm) throw Error("no device can run this model:" + failures);
 
+  spdlog::info("memory budget: {}", backend->memory().describe());
   ctx.device = backend->device().name;
   ctx.plugin = backend->plugin().name();
   ctx.load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -42,6 +42,7 @@ struct MemoryReport {
   size_t total = 0;
   size_t peak = 0;
   size_t limit = 0; // 0: none
+  size_t free = 0;  // bytes still free on the device when the report was made; 0: unknown
   std::string describe() const; // "weights 1.2 GiB, kv-cache 512 MiB, ... (peak ...)"
 };
 
@@ -67,7 +68,7 @@ class Backend {
   void upload(const DeviceBuffer& dst, size_t offset, const void* src, size_t bytes);
   void download(const DeviceBuffer& src, size_t offset, void* dst, size_t bytes);
   void zero(const DeviceBuffer& dst, size_t offset, size_t bytes);
-  MemoryReport memory() const { return report_; }
+  MemoryReport memory() const;
 
   // --- ops ------------------------------------------------------------------------------
   // Grows the shared workspace so `op` planned for `shape` can run. Call while loading, for

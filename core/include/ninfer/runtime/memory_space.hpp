@@ -26,6 +26,8 @@ class MemorySpace {
   // The stream ops run on (a cudaStream_t), or nullptr for host execution.
   virtual void* stream() const = 0;
   virtual void synchronize() = 0;
+  // Bytes still free in the space (the device's free memory), or 0 when unknown.
+  virtual size_t free_bytes() const { return 0; }
 };
 
 // Page-aligned host memory; copies are memcpy.
