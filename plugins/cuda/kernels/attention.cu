@@ -1,8 +1,20 @@
-// CUDA variants of: attention. (Registration stub: the family's kernels land here.)
+// CUDA variants of: attention (contract: ninfer/abi/ops/attention.h).
+//
+//   prefill_hd{64,128,256}              flash-attention style, any call (attention_prefill.cu)
+//   decode_split{2..512}_hd{64,128,256} split-KV decode for calls of up to 64 tokens; the
+//                                       planner picks the split count from residency
+//                                       (attention_decode.cu)
+//
+// Shape rules common to both (head-dim classes, which shapes the decode serves, workspace) are
+// in attention_shapes.hpp; the device building blocks in attention_tile.cuh.
 #include "../cuda_variant.hpp"
+#include "attention_host.hpp"
 
 namespace ninfer::cuda_plugin {
 
-int32_t register_attention(const ninfer_registrar*, char*, size_t) { return NINFER_OK; }
+int32_t register_attention(const ninfer_registrar* r, char* err, size_t err_len) {
+  if (int32_t rc = attention::register_attention_prefill(r, err, err_len); rc != NINFER_OK) return rc;
+  return attention::register_attention_decode(r, err, err_len);
+}
 
 } // namespace ninfer::cuda_plugin

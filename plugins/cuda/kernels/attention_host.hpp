@@ -1,0 +1,69 @@
+// Host side shared by the attention variant tables: argument checks made before a launch (a
+// bad call gets a message naming what is wrong instead of a kernel reading out of bounds) and
+// the launch itself.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+#include "attention_shapes.hpp"
+#include "ninfer/abi/ops/attention.h"
+#include "ninfer/abi/plugin_abi.h"
+
+namespace ninfer::cuda_plugin::attention {
+
+// Checks what the kernels rely on. Positions and slots live in device memory, so they are
+// checked in the kernels instead (a token outside the cache gets NaN rows).
+inline int32_t check_args(const ninfer_attention_args& a, const ninfer_launch& l, int hd_class, const char* variant,
+                          char* err, size_t err_len) {
+  const ninfer_kv_cache& c = a.cache;
+  const char* problem = nullptr;
+  if (!a.q || !a.out || !c.k || !c.v) problem = "null q, out or cache pointer";
+  else if (!a.batch.seq_start || !a.batch.seq_slot || !a.batch.token_pos || !a.batch.token_seq)
+    problem = "null token batch array";
+  else if (c.dtype != NINFER_DTYPE_F32) problem = "the cache must be float32";
+  else if (c.kv_heads <= 0 || a.heads <= 0 || a.heads % c.kv_heads != 0) problem = "heads must be a multiple of kv_heads";
+  else if (!head_dim_in_class(c.head_dim, hd_class)) problem = "head_dim outside this variant's class";
+  else if (l.token_begin < 0 || l.token_end > a.tokens || l.token_begin >= l.token_end) problem = "bad token range";
+  if (!problem) return NINFER_OK;
+  std::snprintf(err, err_len, "attention/%s: %s (heads %d, kv_heads %d, head_dim %d, cache dtype %d, tokens [%lld,%lld) of %lld)",
+                variant, problem, a.heads, c.kv_heads, c.head_dim, c.dtype, static_cast<long long>(l.token_begin),
+                static_cast<long long>(l.token_end), static_cast<long long>(a.tokens));
+  return NINFER_ERR_INVALID_ARGUMENT;
+}
+
+// Every attention kernel takes (args, token_begin, token_end, workspace).
+using Kernel = void (*)(ninfer_attention_args, int64_t, int64_t, float*);
+
+inline int32_t launch_kernel(Kernel k, dim3 grid, int threads, const ninfer_attention_args& args,
+                             const ninfer_launch& l, bool cooperative, void* stream, const char* variant, char* err,
+                             size_t err_len) {
+  ninfer_attention_args a = args;
+  int64_t b = l.token_begin, e = l.token_end;
+  float* ws = static_cast<float*>(l.workspace);
+  cudaError_t rc = cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(l.dynamic_smem_bytes));
+  if (rc == cudaSuccess) {
+    void* params[] = {&a, &b, &e, &ws};
+    auto s = static_cast<cudaStream_t>(stream);
+    rc = cooperative ? cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k), grid, dim3(threads), params,
+                                                   l.dynamic_smem_bytes, s)
+                     : cudaLaunchKernel(reinterpret_cast<const void*>(k), grid, dim3(threads), params,
+                                        l.dynamic_smem_bytes, s);
+  }
+  if (rc != cudaSuccess) {
+    std::snprintf(err, err_len, "attention/%s: launch grid (%u,%u,%u) block %d smem %zu tokens [%lld,%lld): %s",
+                  variant, grid.x, grid.y, grid.z, threads, l.dynamic_smem_bytes, static_cast<long long>(b),
+                  static_cast<long long>(e), cudaGetErrorString(rc));
+    cudaGetLastError(); // a failed launch leaves a non-sticky error; clear it for the next call
+    return NINFER_ERR_LAUNCH;
+  }
+  return NINFER_OK;
+}
+
+// The two variant families (attention_prefill.cu, attention_decode.cu).
+int32_t register_attention_prefill(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_attention_decode(const ninfer_registrar* r, char* err, size_t err_len);
+
+} // namespace ninfer::cuda_plugin::attention

@@ -1,0 +1,212 @@
+// Device building blocks of the attention kernels: shared-memory tiles, K/V tile loads and the
+// per-warp online-softmax step over one key tile. Float32 throughout (the contract's cache and
+// activations are float32, and the float32 path must match the CPU reference tightly).
+//
+// Work split inside a warp (kKeysPerTile = 32 keys per tile):
+//   scores  lane j computes the scores of key j against the warp's rows (q rows are read from
+//           shared memory as float4 broadcasts, key j's row as float4s);
+//   values  lane l accumulates output dims l, l+32, ... of every row, taking each key's
+//           probability from the lane that scored it (shuffle).
+// The running max is warp-uniform; each lane keeps its own share of the running sum, summed
+// once at the end.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "attention_shapes.hpp"
+#include "ninfer/abi/ops/attention.h"
+
+namespace ninfer::cuda_plugin::attention {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, off));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
+  return v;
+}
+
+// The three tiles of one CTA, carved from its dynamic shared memory (layout: smem_bytes()).
+template <int HD, int ROWS>
+struct Tiles {
+  static constexpr int kStrideK = HD + 4;
+  float* q; // [ROWS][HD], pre-scaled, zero past head_dim and in unused rows
+  float* k; // [kKeysPerTile][HD + 4]
+  float* v; // [kKeysPerTile][HD]
+  __device__ explicit Tiles(unsigned char* base)
+      : q(reinterpret_cast<float*>(base)), k(q + ROWS * HD), v(k + kKeysPerTile * kStrideK) {}
+};
+
+// Where the keys of one (slot, kv head) live: row of position p at base + p * pos_stride.
+struct KvRows {
+  const float* k;
+  const float* v;
+  int64_t pos_stride;
+  int head_dim;
+  bool vec4; // head_dim % 4 == 0 and 16-byte aligned rows: float4 loads
+};
+
+__device__ inline KvRows kv_rows(const ninfer_kv_cache& c, int slot, int kv_head) {
+  const int64_t pos_stride = static_cast<int64_t>(c.kv_heads) * c.head_dim;
+  const int64_t base = static_cast<int64_t>(slot) * c.capacity * pos_stride + static_cast<int64_t>(kv_head) * c.head_dim;
+  const bool aligned = ((reinterpret_cast<uintptr_t>(c.k) | reinterpret_cast<uintptr_t>(c.v)) & 15u) == 0;
+  return {c.k + base, c.v + base, pos_stride, c.head_dim, aligned && (c.head_dim & 3) == 0};
+}
+
+// Loads keys [key0, key0 + nkeys) into the K and V tiles and zeroes the rest: a zero row
+// keeps the product p * v of a masked key finite even where the cache holds NaN (positions
+// never written). Every thread of the CTA takes part; a thread issues the loads of a batch
+// before storing any, so they are in flight together (batches bound the staging registers).
+template <int HD, int ROWS, int THREADS>
+__device__ void load_kv_tile(const Tiles<HD, ROWS>& t, const KvRows& kv, int key0, int nkeys) {
+  if (kv.vec4) {
+    constexpr int kVecPerRow = HD / 4;
+    constexpr int kIters = kKeysPerTile * kVecPerRow / THREADS;
+    constexpr int kBatch = kIters < 4 ? kIters : 4;
+    static_assert(kKeysPerTile * kVecPerRow % THREADS == 0 && kIters % kBatch == 0,
+                  "tile must split evenly over the CTA");
+#pragma unroll 1
+    for (int it0 = 0; it0 < kIters; it0 += kBatch) {
+      float4 kr[kBatch], vr[kBatch];
+#pragma unroll
+      for (int it = 0; it < kBatch; ++it) {
+        const int i = threadIdx.x + (it0 + it) * THREADS, j = i / kVecPerRow, d = (i % kVecPerRow) * 4;
+        kr[it] = vr[it] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (j < nkeys && d < kv.head_dim) {
+          const int64_t off = static_cast<int64_t>(key0 + j) * kv.pos_stride + d;
+          kr[it] = __ldg(reinterpret_cast<const float4*>(kv.k + off));
+          vr[it] = __ldg(reinterpret_cast<const float4*>(kv.v + off));
+        }
+      }
+#pragma unroll
+      for (int it = 0; it < kBatch; ++it) {
+        const int i = threadIdx.x + (it0 + it) * THREADS, j = i / kVecPerRow, d = (i % kVecPerRow) * 4;
+        *reinterpret_cast<float4*>(t.k + j * Tiles<HD, ROWS>::kStrideK + d) = kr[it];
+        *reinterpret_cast<float4*>(t.v + j * HD + d) = vr[it];
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < kKeysPerTile * HD; i += THREADS) {
+      const int j = i / HD, d = i % HD;
+      float kx = 0.f, vx = 0.f;
+      if (j < nkeys && d < kv.head_dim) {
+        const int64_t off = static_cast<int64_t>(key0 + j) * kv.pos_stride + d;
+        kx = __ldg(kv.k + off);
+        vx = __ldg(kv.v + off);
+      }
+      t.k[j * Tiles<HD, ROWS>::kStrideK + d] = kx;
+      t.v[j * HD + d] = vx;
+    }
+  }
+}
+
+// Copies query row `src` (head_dim floats, any alignment; null: an unused row) into the q tile
+// row `dst`, times `scale`, zero past head_dim. Called by `nthreads` threads, thread `tid`.
+template <int HD>
+__device__ void load_q_row(float* dst, const float* src, int head_dim, float scale, int tid, int nthreads) {
+  for (int d = tid; d < HD; d += nthreads) dst[d] = src && d < head_dim ? __ldg(src + d) * scale : 0.f;
+}
+
+// Online-softmax state of one warp's kRowsPerWarp rows.
+template <int HD>
+struct RowState {
+  static constexpr int kDimsPerLane = HD / 32;
+  float m[kRowsPerWarp];                    // running max (warp-uniform), -inf before any key
+  float l[kRowsPerWarp];                    // this lane's share of the running sum of weights
+  float acc[kRowsPerWarp][kDimsPerLane];    // unnormalised output dims lane + 32 k
+
+  __device__ void reset() {
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+      m[i] = -INFINITY;
+      l[i] = 0.f;
+#pragma unroll
+      for (int k = 0; k < kDimsPerLane; ++k) acc[i][k] = 0.f;
+    }
+  }
+  // The row's total weight (all lanes get it).
+  __device__ float total(int i) const { return warp_sum(l[i]); }
+};
+
+// One key tile against the warp's rows. Row i reads q tile row `row[i]` and may see keys at
+// positions <= last[i] (-1: the row is unused and keeps its state). The tile holds keys
+// [key0, key0 + nkeys).
+template <int HD, int ROWS>
+__device__ void attend_tile(RowState<HD>& st, const Tiles<HD, ROWS>& t, const int (&row)[kRowsPerWarp],
+                            const int (&last)[kRowsPerWarp], int key0, int nkeys, int lane) {
+  constexpr int R = kRowsPerWarp, DPL = RowState<HD>::kDimsPerLane;
+  float s[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) s[i] = 0.f;
+  if (lane < nkeys) {
+    const float* krow = t.k + lane * Tiles<HD, ROWS>::kStrideK;
+#pragma unroll 2
+    for (int d = 0; d < HD; d += 4) {
+      const float4 k4 = *reinterpret_cast<const float4*>(krow + d);
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const float4 q4 = *reinterpret_cast<const float4*>(t.q + row[i] * HD + d);
+        s[i] = fmaf(q4.x, k4.x, s[i]);
+        s[i] = fmaf(q4.y, k4.y, s[i]);
+        s[i] = fmaf(q4.z, k4.z, s[i]);
+        s[i] = fmaf(q4.w, k4.w, s[i]);
+      }
+    }
+  }
+
+  const int key = key0 + lane;
+  float p[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const bool valid = lane < nkeys && key <= last[i];
+    const float si = valid ? s[i] : -INFINITY;
+    const float m_new = fmaxf(st.m[i], warp_max(si));
+    p[i] = 0.f;
+    if (m_new == -INFINITY) continue; // nothing visible yet (warp-uniform)
+    const float alpha = expf(st.m[i] - m_new); // 0 on the row's first visible tile
+    p[i] = valid ? expf(si - m_new) : 0.f;
+    st.l[i] = st.l[i] * alpha + p[i];
+#pragma unroll
+    for (int k = 0; k < DPL; ++k) st.acc[i][k] *= alpha;
+    st.m[i] = m_new;
+  }
+
+  for (int j = 0; j < nkeys; ++j) {
+    float v[DPL];
+#pragma unroll
+    for (int k = 0; k < DPL; ++k) v[k] = t.v[j * HD + lane + 32 * k];
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const float pj = __shfl_sync(kFullMask, p[i], j);
+#pragma unroll
+      for (int k = 0; k < DPL; ++k) st.acc[i][k] = fmaf(pj, v[k], st.acc[i][k]);
+    }
+  }
+}
+
+// Writes row i's normalised output (head_dim floats at `dst`); NaN when it saw no key, which
+// only happens for a token whose slot or position lies outside the cache.
+template <int HD>
+__device__ void store_row(const RowState<HD>& st, int i, float* dst, int head_dim, int lane) {
+  const float total = st.total(i);
+#pragma unroll
+  for (int k = 0; k < RowState<HD>::kDimsPerLane; ++k) {
+    const int d = lane + 32 * k;
+    if (d < head_dim) dst[d] = total > 0.f ? st.acc[i][k] / total : __int_as_float(0x7fc00000);
+  }
+}
+
+// Whether a token's (slot, position) lies inside the cache; tokens outside it get NaN rows.
+__device__ inline bool in_cache(const ninfer_kv_cache& c, int slot, int pos) {
+  return slot >= 0 && slot < c.slots && pos >= 0 && pos < c.capacity;
+}
+
+} // namespace ninfer::cuda_plugin::attention
