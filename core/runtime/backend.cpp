@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "ninfer/error.hpp"
 #include "ninfer/plugin_host.hpp"
@@ -126,6 +128,20 @@ void Backend::execute_plan(const Plan& p, const void* args) {
                             "model must call reserve_workspace for its largest shapes at load time",
                             p.op, p.variant, p.workspace_bytes, shape_text(p.shape), workspace_.bytes()));
   execute(p, args, workspace_.data(), memory_->stream());
+  // Kernel faults surface at the next synchronisation, far from the op that caused them. With
+  // NINFER_SYNC_OPS=1 every op is waited for, so a fault names its op, variant and shape.
+  static const bool sync_ops = [] {
+    const char* v = std::getenv("NINFER_SYNC_OPS");
+    return v && *v && std::string_view(v) != "0";
+  }();
+  if (sync_ops) {
+    try {
+      memory_->synchronize();
+    } catch (const Error& e) {
+      throw Error(fmt::format("op '{}' ({} of plugin {}) for {} failed on {}: {}", p.op, p.variant, p.plugin,
+                              shape_text(p.shape), device_.name, e.what()));
+    }
+  }
 }
 
 void Backend::run(std::string_view op, const ninfer_shape& shape, const void* args) {
