@@ -1,8 +1,71 @@
-// CUDA variants of: causal_conv1d, gated_delta_rule. (Registration stub: the family's kernels land here.)
-#include "../cuda_variant.hpp"
+// CUDA variants of the Gated DeltaNet ops: causal_conv1d (gated_deltanet_conv.cu) and the two
+// forms of gated_delta_rule, recurrent for decode (gated_deltanet_recurrent.cu) and chunked
+// for prefill (gated_deltanet_chunked.cu). This file registers them and holds the launch and
+// description helpers they share (gated_deltanet_common.cuh).
+//
+// Routing needs no code here: the chunked form supports only calls with a sequence of two or
+// more tokens, so decode steps can only plan to the recurrent form; for prefill both can run
+// and the planner takes the ordinary variant with the larger residency x tokens_per_cta,
+// which is the chunked form (64 tokens per CTA against 1, and no card keeps 64 recurrent CTAs
+// per SM resident). A card whose shared memory cannot hold the chunked form's tiles (very
+// large head dims) falls back to the recurrent form, which supports every shape.
+#include <cstdarg>
+#include <cstdio>
+#include <initializer_list>
+
+#include "gated_deltanet_common.cuh"
 
 namespace ninfer::cuda_plugin {
+namespace gdn {
 
-int32_t register_gated_deltanet(const ninfer_registrar*, char*, size_t) { return NINFER_OK; }
+int32_t fail(int32_t status, char* err, size_t err_len, const char* fmt, ...) {
+  if (err && err_len) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+  }
+  return status;
+}
+
+int32_t launch_kernel(const KernelInfo& k, dim3 grid, const ninfer_launch* l, void** params, void* stream,
+                      char* err, size_t err_len) {
+  cudaError_t rc = cudaFuncSetAttribute(k.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(l->dynamic_smem_bytes));
+  if (rc == cudaSuccess)
+    rc = cudaLaunchKernel(k.kernel, grid, dim3(l->block), params, l->dynamic_smem_bytes,
+                          static_cast<cudaStream_t>(stream));
+  if (rc == cudaSuccess) return NINFER_OK;
+  return fail(NINFER_ERR_LAUNCH, err, err_len, "%s/%s: launch grid (%u,%u,%u) block %d smem %zu tokens [%lld,%lld): %s",
+              k.op, k.variant, grid.x, grid.y, grid.z, l->block, l->dynamic_smem_bytes,
+              static_cast<long long>(l->token_begin), static_cast<long long>(l->token_end), cudaGetErrorString(rc));
+}
+
+int32_t describe_kernel(const KernelInfo& k, int32_t tokens_per_cta, int32_t split_k, ninfer_variant& v, char* err,
+                        size_t err_len) {
+  const BuildResource* res = find_build_resource(k.symbol);
+  if (!res)
+    return fail(NINFER_ERR_UNSUPPORTED, err, err_len, "%s/%s: kernel %s missing from the build resource table", k.op,
+                k.variant, k.symbol);
+  v.op = k.op;
+  v.name = k.variant;
+  v.exec = NINFER_EXEC_CUDA;
+  v.geometry = NINFER_GEOMETRY_TOKEN_TILED_GRID_STRIDE;
+  v.cooperative = 0;
+  v.split_k = split_k;
+  v.tokens_per_cta = tokens_per_cta;
+  v.dtype_mask = 1u << NINFER_DTYPE_F32;
+  v.resources = make_resources(*res, k.threads);
+  return NINFER_OK;
+}
+
+} // namespace gdn
+
+int32_t register_gated_deltanet(const ninfer_registrar* r, char* err, size_t err_len) {
+  for (auto reg : {gdn::register_causal_conv1d, gdn::register_gated_delta_rule_chunked,
+                   gdn::register_gated_delta_rule_recurrent})
+    if (int32_t rc = reg(r, err, err_len); rc != NINFER_OK) return rc;
+  return NINFER_OK;
+}
 
 } // namespace ninfer::cuda_plugin

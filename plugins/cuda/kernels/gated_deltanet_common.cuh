@@ -1,0 +1,57 @@
+// What the Gated DeltaNet kernel files (gated_deltanet_*.cu) share: how one of their kernels
+// is described to the planner and launched, and the family's registration pieces.
+//
+// Launch geometry. The planner sizes grid.x from the call's tokens (tokens_per_cta) and
+// grid.y from split_k; these kernels walk sequences, so every one of them strides over its
+// work along grid.x and is correct for any grid.x >= 1 (geometry TOKEN_TILED_GRID_STRIDE,
+// never cooperative). The gated delta rule adds grid.z = value heads x value-column blocks:
+// those are independent problems of the op whose count comes from the call's arguments, not
+// from the device, and a non-cooperative launch is legal for any number of them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../cuda_variant.hpp"
+
+// Every byte of shared memory these kernels use is dynamic (sized per shape by the variant),
+// so the build-time table's static figure is zero and the planner sees the real total.
+extern __shared__ __align__(16) unsigned char ninfer_gdn_smem[];
+
+namespace ninfer::cuda_plugin::gdn {
+
+// CUDA's limit on grid.z, where the gated delta rule puts its (value head, column block) problems.
+constexpr int32_t kMaxGridZ = 65535;
+
+// One compiled kernel of the family.
+struct KernelInfo {
+  const char* op;
+  const char* variant;
+  const char* symbol; // extern "C" name: the key of the build-time resource table
+  const void* kernel;
+  int32_t threads;    // block size, equal to the kernel's __launch_bounds__
+};
+
+// Raises the kernel's dynamic shared memory limit to the launch's figure and launches `grid`
+// with the planner's block size on `stream`. On failure writes "op/variant: grid ... tokens
+// [b, e): <CUDA error>" to err and returns NINFER_ERR_LAUNCH.
+int32_t launch_kernel(const KernelInfo& k, dim3 grid, const ninfer_launch* l, void** params, void* stream,
+                      char* err, size_t err_len);
+
+// Fills what every variant of the family shares: CUDA execution, float32 only, grid-stride
+// geometry, no split, and the kernel's resources from the build-time table. Returns
+// NINFER_ERR_UNSUPPORTED (with a message) when the kernel is missing from that table.
+int32_t describe_kernel(const KernelInfo& k, int32_t tokens_per_cta, int32_t split_k, ninfer_variant& v, char* err,
+                        size_t err_len);
+
+// Writes a printf-style message to err and returns `status`.
+int32_t fail(int32_t status, char* err, size_t err_len, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+int32_t register_causal_conv1d(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_gated_delta_rule_recurrent(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_gated_delta_rule_chunked(const ninfer_registrar* r, char* err, size_t err_len);
+
+} // namespace ninfer::cuda_plugin::gdn
