@@ -166,6 +166,11 @@ Rows rows_of(const std::vector<float>& buf, int64_t T, const Layout& l) {
 
 class GpuAttentionVsCpu : public ::testing::TestWithParam<int32_t> {};
 
+// Failures recorded so far in the running test.
+int failures() {
+  return ::testing::UnitTest::GetInstance()->current_test_info()->result()->total_part_count();
+}
+
 // Every variant that serves each call's shape, and the planner's choice, against the CPU plugin.
 TEST_P(GpuAttentionVsCpu, EveryVariantAndThePlannersChoiceMatchTheCpuReference) {
   NINFER_REQUIRE_CUDA_BACKEND();
@@ -176,12 +181,14 @@ TEST_P(GpuAttentionVsCpu, EveryVariantAndThePlannersChoiceMatchTheCpuReference) 
   const Cache cache(*cpu, *gpu, head_dim, rng);
   const auto variants = gpu->plugin().variants_for(NINFER_OP_ATTENTION);
   ASSERT_FALSE(variants.empty()) << "the CUDA plugin registers no attention variant";
+  int failing_calls = 0;
 
   for (int32_t ratio : kRatios) {
     const Layout l = layout(head_dim, ratio);
     for (const Call& call : calls()) {
       SCOPED_TRACE(testing::Message() << "head_dim " << head_dim << ", " << l.heads << " heads / " << kKvHeads
                                       << " kv heads, " << call.name);
+      const int failures_before = failures();
       const Batch b(call.seqs);
       const int64_t T = b.tokens();
       const std::vector<float> q = randn(rng, T * l.q_token_stride);
@@ -209,7 +216,12 @@ TEST_P(GpuAttentionVsCpu, EveryVariantAndThePlannersChoiceMatchTheCpuReference) 
       int ran = 0, decode_ran = 0;
       for (const ninfer_variant* v : variants) {
         if (!v->supports(&shape)) continue;
-        gpu->run_variant(NINFER_OP_ATTENTION, v->name, shape, &ga);
+        try {
+          gpu->run_variant(NINFER_OP_ATTENTION, v->name, shape, &ga);
+        } catch (const Error& e) {
+          ADD_FAILURE() << "variant " << v->name << " failed: " << e.what();
+          continue;
+        }
         check(std::string("variant ") + v->name);
         ++ran;
         decode_ran += v->cooperative;
@@ -224,7 +236,8 @@ TEST_P(GpuAttentionVsCpu, EveryVariantAndThePlannersChoiceMatchTheCpuReference) 
       if (T > 64) EXPECT_FALSE(plan.cooperative) << "a call of " << T << " tokens should run the prefill kernel";
       if (T == 1 && b.longest >= 1000)
         EXPECT_GT(plan.v->split_k, kKvHeads) << plan.variant << ": a long decode span should be cut into chunks";
-      if (HasFailure()) return; // one failing shape says enough; the rest would repeat it
+      // A few failing calls say enough; the rest would mostly repeat them.
+      if (failures() > failures_before && ++failing_calls == 3) return;
     }
   }
 }
