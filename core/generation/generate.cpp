@@ -77,12 +77,25 @@ GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer
   }
   res.timings.prefill_s = seconds_since(start);
 
+  // Plain greedy decoding picks tokens on the backend (only ids cross to the host); anything
+  // that needs the whole distribution on the host (penalties, filters, logprob lists) samples
+  // there. Both break ties towards the lowest id, so the choice is the same.
+  const SamplingParams& sp = request.sampling;
+  const bool device_greedy = sp.is_greedy() && sp.repetition_penalty == 1.0 && sp.presence_penalty == 0.0 &&
+                             sp.frequency_penalty == 0.0 && sp.top_logprobs == 0;
+  SampleResult next{};
   Clock::time_point decode_start;
   res.finish_reason = "length";
   for (int64_t step = 0; step < request.max_new_tokens; ++step) {
     const auto t_sample = Clock::now();
-    const SampleResult s = sampler.next(logits);
+    if (step == 0 || !device_greedy) {
+      next = sampler.sample(logits);
+    } else if (next.token < 0) {
+      throw Error("the model produced NaN logits; rerun with NINFER_SYNC_OPS=1 to find the op");
+    }
+    sampler.accept(next.token);
     res.timings.sampling_s += seconds_since(t_sample);
+    const SampleResult& s = next;
     if (step == 0) res.timings.first_token_s = seconds_since(start);
     if (request.stop.is_stop_token(s.token)) {
       res.finish_reason = "stop";
@@ -91,7 +104,7 @@ GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer
     }
     res.generated_ids.push_back(s.token);
     res.generated_logprobs.push_back(s.logprob);
-    if (request.sampling.top_logprobs > 0) res.generated_top.push_back(s.top_logprobs);
+    if (sp.top_logprobs > 0) res.generated_top.push_back(s.top_logprobs);
     if (decoder) {
       const StopMatcher::Step m = matcher.feed(decoder->push(s.token));
       emit(m.emit);
@@ -105,7 +118,13 @@ GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer
     if (step == 0) decode_start = Clock::now();
     const int32_t ids[1] = {s.token};
     const int32_t slots[1] = {slot};
-    logits = lm.decode(slots, ids);
+    if (device_greedy) {
+      std::vector<float> lp;
+      const std::vector<int32_t> chosen = lm.decode_greedy(slots, ids, &lp);
+      next = SampleResult{chosen[0], lp[0], {}};
+    } else {
+      logits = lm.decode(slots, ids);
+    }
   }
   if (decode_start != Clock::time_point{}) res.timings.decode_s = seconds_since(decode_start);
   if (decoder && !matcher.stopped()) {

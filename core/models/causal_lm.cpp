@@ -111,7 +111,7 @@ std::vector<float> CausalLM::prefill(int32_t slot, std::span<const int32_t> ids,
   return out;
 }
 
-std::vector<float> CausalLM::decode(std::span<const int32_t> slots, std::span<const int32_t> ids) {
+void CausalLM::decode_forward(std::span<const int32_t> slots, std::span<const int32_t> ids) {
   if (slots.empty() || slots.size() != ids.size())
     throw Error(fmt::format("decode needs one token per sequence (got {} slots and {} ids)", slots.size(), ids.size()));
   if (slots.size() > static_cast<size_t>(options_.max_sequences))
@@ -131,8 +131,22 @@ std::vector<float> CausalLM::decode(std::span<const int32_t> slots, std::span<co
   }
   decoder_->forward(chunks);
   for (int32_t s : slots) ++positions_[static_cast<size_t>(s)];
+}
+
+std::vector<float> CausalLM::decode(std::span<const int32_t> slots, std::span<const int32_t> ids) {
+  decode_forward(slots, ids);
   std::vector<float> out;
   decoder_->logits(0, static_cast<int64_t>(slots.size()), out);
+  return out;
+}
+
+std::vector<int32_t> CausalLM::decode_greedy(std::span<const int32_t> slots, std::span<const int32_t> ids,
+                                             std::vector<float>* logprobs) {
+  decode_forward(slots, ids);
+  std::vector<int32_t> out;
+  std::vector<float> lp;
+  decoder_->greedy(0, static_cast<int64_t>(slots.size()), out, lp);
+  if (logprobs) *logprobs = std::move(lp);
   return out;
 }
 

@@ -29,6 +29,8 @@ Decoder::Decoder(Backend& be, DecoderParts parts, const StepLimits& limits)
   // rows get them in slices, so a 151k vocabulary never needs [prefill_chunk, vocab] floats.
   logit_rows_ = std::max<int64_t>(limits.max_sequences, std::min<int64_t>(T, 64));
   logits_ = be.allocate(sizeof(float) * logit_rows_ * vocab(), MemoryUse::Activations, "logits");
+  greedy_ids_ = be.allocate(sizeof(int32_t) * logit_rows_, MemoryUse::Activations, "greedy token ids");
+  greedy_logprobs_ = be.allocate(sizeof(float) * logit_rows_, MemoryUse::Activations, "greedy log-probabilities");
   scratch_ = {rows_of(proj_, needs_.proj), rows_of(inner_, needs_.inner), rows_of(core_, needs_.core),
               gates_.as<float>()};
   reserve_workspace();
@@ -72,6 +74,21 @@ void Decoder::logits(int64_t first, int64_t count, std::vector<float>& out) {
   }
 }
 
+void Decoder::greedy(int64_t first, int64_t count, std::vector<int32_t>& ids, std::vector<float>& logprobs) {
+  const int64_t V = vocab();
+  ids.resize(static_cast<size_t>(count));
+  logprobs.resize(static_cast<size_t>(count));
+  for (int64_t r = 0; r < count; r += logit_rows_) {
+    const int64_t n = std::min(logit_rows_, count - r);
+    const ops::Rows src{normed_.as<float>() + (first + r) * hidden_, hidden_};
+    ops::linear(be_, n, src, lm_head(), rows_of(logits_, V));
+    ops::argmax(be_, n, rows_of(logits_, V), static_cast<int32_t>(V), greedy_ids_.as<int32_t>(),
+                greedy_logprobs_.as<float>());
+    be_.download(greedy_ids_, 0, ids.data() + r, sizeof(int32_t) * n);
+    be_.download(greedy_logprobs_, 0, logprobs.data() + r, sizeof(float) * n);
+  }
+}
+
 void Decoder::reset(int32_t slot) {
   for (auto& l : parts_.layers) l.mixer->reset(be_, slot);
 }
@@ -86,6 +103,7 @@ void Decoder::reserve_workspace() {
   run_layers(inputs_.shape_only(T, 1, static_cast<int32_t>(T), ctx));
   run_layers(inputs_.shape_only(limits_.max_sequences, limits_.max_sequences, 1, ctx));
   ops::linear(be_, logit_rows_, rows_of(normed_, hidden_), lm_head(), rows_of(logits_, vocab()));
+  ops::argmax(be_, logit_rows_, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr);
 }
 
 } // namespace ninfer::models

@@ -46,6 +46,9 @@ class Decoder {
   Step forward(std::span<const SequenceChunk> chunks);
   // Logits of rows [first, first + count) of the last forward pass, appended to `out`.
   void logits(int64_t first, int64_t count, std::vector<float>& out);
+  // The greedy token and its log-probability for rows [first, first + count), chosen on the
+  // backend: only ids and log-probabilities cross to the host.
+  void greedy(int64_t first, int64_t count, std::vector<int32_t>& ids, std::vector<float>& logprobs);
 
   void reset(int32_t slot);
 
@@ -62,6 +65,7 @@ class Decoder {
   int64_t hidden_;
   int64_t logit_rows_; // rows of the logits buffer; the LM head runs in slices of this many
   DeviceBuffer residual_, block_out_, normed_, proj_, inner_, core_, gates_, logits_;
+  DeviceBuffer greedy_ids_, greedy_logprobs_; // logit_rows_ entries each
   Scratch scratch_;
 };
 

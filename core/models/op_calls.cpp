@@ -1,5 +1,7 @@
 #include "op_calls.hpp"
 
+#include "ninfer/abi/ops/argmax.h"
+
 #include <cmath>
 
 #include "ninfer/abi/ops/attention.h"
@@ -52,6 +54,11 @@ void head_rms_norm(Backend& be, int64_t tokens, Rows x, int64_t head_stride, int
 void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y) {
   ninfer_linear_args a{x.p, x.stride, w.buf.data(), y.p, y.stride, tokens, i32(w.cols), i32(w.rows), w.dtype};
   be.run(NINFER_OP_LINEAR, shape(tokens, w.cols, w.rows, 0, 0, w.dtype), &a);
+}
+
+void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids, float* logprob) {
+  ninfer_argmax_args a{logits.p, logits.stride, ids, logprob, rows, vocab};
+  be.run(NINFER_OP_ARGMAX, shape(rows, vocab, 0, 0, 0), &a);
 }
 
 void rope(Backend& be, const Step& s, Rows x, int64_t head_stride, int32_t heads, int32_t head_dim,

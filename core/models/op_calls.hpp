@@ -33,6 +33,9 @@ void head_rms_norm(Backend& be, int64_t tokens, Rows x, int64_t head_stride, int
 // y[:, 0:w.rows] = x[:, 0:w.cols] . W^T
 void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y);
 
+// ids[r] = argmax of logits row r (ties: lowest id), logprob[r] its log-probability.
+void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids, float* logprob);
+
 void rope(Backend& be, const Step& s, Rows x, int64_t head_stride, int32_t heads, int32_t head_dim,
           int32_t rotary_dim, double theta);
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "ninfer/abi/ops/attention.h"
+#include "ninfer/abi/ops/argmax.h"
 #include "ninfer/abi/ops/causal_conv1d.h"
 #include "ninfer/abi/ops/embedding.h"
 #include "ninfer/abi/ops/gated_delta_rule.h"
@@ -54,6 +55,8 @@ const std::vector<OpInfo>& op_catalog() {
        {"max_seq_tokens", "v_heads", "k_dim", "v_dim"}, {4096, 48, 128, 128}, NINFER_DTYPE_F32},
       {NINFER_OP_GATED_RMS_NORM, "GDN output norm: rmsnorm(x) * w * silu(z) per head", {"dim", "heads"},
        {128, 48, 0, 0}, NINFER_DTYPE_F32},
+      {NINFER_OP_ARGMAX, "greedy token of each logits row (+ its log-probability) on the device", {"vocab"},
+       {151936, 0, 0, 0}, NINFER_DTYPE_F32},
   };
   return ops;
 }

@@ -27,5 +27,6 @@ int32_t register_pointwise_ops(const ninfer_registrar* r, char* err, size_t err_
 int32_t register_linear(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_attention(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_gated_deltanet(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_argmax(const ninfer_registrar* r, char* err, size_t err_len);
 
 } // namespace ninfer::cuda_plugin

@@ -73,9 +73,17 @@ class CausalLM {
   // [slots.size(), vocab]. Same errors as prefill.
   std::vector<float> decode(std::span<const int32_t> slots, std::span<const int32_t> ids);
 
+  // decode() followed by greedy selection on the backend: returns the argmax id of each row
+  // (ties: lowest id) and, in `logprobs`, its log-probability; no logits cross to the host.
+  // An id of -1 means the row held a NaN.
+  std::vector<int32_t> decode_greedy(std::span<const int32_t> slots, std::span<const int32_t> ids,
+                                     std::vector<float>* logprobs = nullptr);
+
  private:
   CausalLM(ModelConfig config, ModelOptions options, Backend& backend, std::unique_ptr<models::Decoder> decoder);
   void check_slot(int32_t slot) const;
+  // Validates and runs one decode forward pass (positions advance); the hidden rows stay on the backend.
+  void decode_forward(std::span<const int32_t> slots, std::span<const int32_t> ids);
   void check_ids(std::span<const int32_t> ids) const;
 
   ModelConfig config_;
