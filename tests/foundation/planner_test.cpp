@@ -6,6 +6,7 @@
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/device.hpp"
 #include "ninfer/error.hpp"
+#include "ninfer/op_catalog.hpp"
 #include "ninfer/planner.hpp"
 #include "ninfer/schedule_table.hpp"
 #include "residency_oracle.hpp"
@@ -216,4 +217,43 @@ TEST(Planner, HostVariantIsOneLaunch) {
   EXPECT_TRUE(p.host);
   ASSERT_EQ(p.launches.size(), 1u);
   EXPECT_EQ(p.launches[0].token_end, 37);
+}
+
+// Every op every CUDA plugin registers, on every described card of that plugin's
+// architecture: whatever the planner picks for the op's real-model shape is legal by the
+// independent residency rules, for token counts from 1 to 8192 (each CUDA plugin is checked
+// from its own compiled kernel resources). An op the plugin cannot plan for a shape is fine
+// only when no variant supports that shape at all.
+TEST(Planner, EveryRegisteredOpPlansLegallyOnEveryCardOfItsArchitecture) {
+  const auto cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "build has no CUDA plugins";
+  std::vector<int64_t> token_counts;
+  for (int64_t t = 1; t <= 8192; t = t < 80 ? t + 1 : t * 5 / 4) token_counts.push_back(t);
+  token_counts.push_back(8192);
+  std::map<std::string, int64_t> plans; // per op, over all cards
+  for (const auto& c : cards) {
+    Planner planner(*c.plugin, c.dev);
+    for (const std::string& op_name : c.plugin->ops()) {
+      plans[op_name] += 0;
+      const OpInfo& op = require_op(op_name);
+      for (int64_t T : token_counts) {
+        ninfer_shape s{T, {op.default_dims[0], op.default_dims[1], op.default_dims[2], op.default_dims[3]},
+                       op.default_dtype};
+        bool any_supports = false;
+        for (const ninfer_variant* v : c.plugin->variants_for(op_name))
+          any_supports |= (v->dtype_mask & (1u << s.dtype)) && (!v->supports || v->supports(&s));
+        if (!any_supports) continue;
+        const Plan p = planner.plan(op_name, s);
+        expect_legal(p, c.dev);
+        if (HasFatalFailure()) {
+          ADD_FAILURE() << op_name << " on " << c.dev.name << " T=" << T;
+          return;
+        }
+        ++plans[op_name];
+      }
+    }
+  }
+  // The op's real-model shape must be plannable for some token count: otherwise this test
+  // would check nothing for it.
+  for (const auto& [op, n] : plans) EXPECT_GT(n, 0) << op << ": no token count was plannable";
 }
