@@ -1,8 +1,18 @@
-// CUDA variants of: linear. (Registration stub: the family's kernels land here.)
+// CUDA variants of linear (y = x . W^T, contract: ninfer/abi/ops/linear.h):
+//   gemv1, gemv2, gemv4, gemv8   decode-sized: stream W once per tile of 1/2/4/8 tokens
+//                                (linear_gemv.cu); what decode speed rests on
+//   tiled64, tiled128            prefill-sized: shared-memory tiles of x and W, register
+//                                blocking (linear_tiled.cu)
+// Which one runs for a token count is the schedule table's choice (arch/schedules/sm_*.yaml),
+// else the planner's; model code only names the op.
 #include "../cuda_variant.hpp"
+#include "linear_variants.hpp"
 
 namespace ninfer::cuda_plugin {
 
-int32_t register_linear(const ninfer_registrar*, char*, size_t) { return NINFER_OK; }
+int32_t register_linear(const ninfer_registrar* r, char* err, size_t err_len) {
+  if (int32_t rc = register_linear_gemv(r, err, err_len); rc != NINFER_OK) return rc;
+  return register_linear_tiled(r, err, err_len);
+}
 
 } // namespace ninfer::cuda_plugin

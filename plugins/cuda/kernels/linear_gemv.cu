@@ -1,0 +1,250 @@
+// linear, decode-sized: GEMV-style kernels that stream the weight matrix once per tile of TPC
+// tokens (contract: ninfer/abi/ops/linear.h).
+//
+// Decode is memory-bound: every weight byte is read once per step, so these kernels are built
+// to read W at as much of the memory bandwidth as possible:
+//   - a CTA of kWarps warps owns kWarps * R consecutive weight rows (grid.x covers out_features,
+//     a number that follows from the shape alone) and one tile of TPC tokens (grid.y strides
+//     over the planner's token tiles);
+//   - the tile's x rows are staged in shared memory (in chunks of the reduction when they do
+//     not fit) and reused by every warp, so W is the only stream from DRAM;
+//   - each lane issues R * U independent 16-byte loads of W before using any of them;
+//   - accumulation is float32, per (row, token), reduced across the warp at the end.
+// bf16 lanes read their two 16-byte halves of x in an order that alternates every four lanes,
+// which keeps the shared-memory reads free of bank conflicts.
+// A row of W that is not 16-byte aligned (in_features not a multiple of 8 bf16 / 4 f32) takes
+// a scalar path: correct for any shape, fast for the shapes models have.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "../cuda_variant.hpp"
+#include "linear_variants.hpp"
+#include "ninfer/abi/ops/linear.h"
+#include "pointwise_math.cuh"
+#include "token_variant.cuh"
+
+namespace ninfer::cuda_plugin {
+namespace {
+
+constexpr int kGemvThreads = 256;
+constexpr int kWarps = kGemvThreads / 32;
+// Shared memory for the staged x chunk: TPC x chunk floats, at most 48 KiB (the chunk shrinks
+// as TPC grows), a multiple of one warp step (32 lanes x 8 elements).
+constexpr int kXChunkFloats = 12 * 1024;
+constexpr int kWarpStep = 256;
+
+__host__ __device__ constexpr int x_chunk(int in_features, int tpc) {
+  const int cap = kXChunkFloats / tpc / kWarpStep * kWarpStep;
+  const int need = (in_features + kWarpStep - 1) / kWarpStep * kWarpStep;
+  return need < cap ? need : cap;
+}
+
+// 16 bytes of W: 8 bf16 or 4 f32 elements.
+template <class W>
+struct WVec;
+template <>
+struct WVec<__nv_bfloat16> {
+  static constexpr int n = 8;
+  using raw = uint4;
+  __device__ static void widen(const uint4& v, float (&f)[8]) {
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[2 * i] = __uint_as_float(u[i] << 16);
+      f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+    }
+  }
+};
+template <>
+struct WVec<float> {
+  static constexpr int n = 4;
+  using raw = float4;
+  __device__ static void widen(const float4& v, float (&f)[4]) {
+    f[0] = v.x;
+    f[1] = v.y;
+    f[2] = v.z;
+    f[3] = v.w;
+  }
+};
+
+// x[t][s*n .. s*n+n) from the staged chunk (row pitch kc floats).
+template <class W>
+__device__ __forceinline__ void load_x(const float* xs, int kc, int t, int s, int lane, float (&f)[WVec<W>::n]) {
+  const float4* p = reinterpret_cast<const float4*>(xs + t * kc + s * WVec<W>::n);
+  if constexpr (WVec<W>::n == 4) {
+    const float4 v = p[0];
+    f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
+  } else {
+    const int sw = (lane >> 2) & 1; // alternate which half is read first: no bank conflicts
+    const float4 first = p[sw], second = p[1 - sw];
+    const float4 lo = sw ? second : first, hi = sw ? first : second;
+    f[0] = lo.x, f[1] = lo.y, f[2] = lo.z, f[3] = lo.w;
+    f[4] = hi.x, f[5] = hi.y, f[6] = hi.z, f[7] = hi.w;
+  }
+}
+
+// acc[r][t] += W[rows[r], k0 .. k0+klen) . x[t][0 .. klen), 16-byte loads (klen % n == 0).
+template <class W, int TPC, int R, int U>
+__device__ __forceinline__ void accumulate_vec(const W* const (&rows)[R], int k0, int klen, const float* xs, int kc,
+                                               int lane, float (&acc)[R][TPC]) {
+  using V = WVec<W>;
+  const int steps = klen / V::n;
+  for (int s0 = lane; s0 < steps; s0 += 32 * U) {
+    typename V::raw wv[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int s = s0 + 32 * u;
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        wv[u][r] = s < steps ? __ldg(reinterpret_cast<const typename V::raw*>(rows[r] + k0) + s) : typename V::raw{};
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int s = s0 + 32 * u;
+      if (s >= steps) break;
+      float wf[R][V::n];
+#pragma unroll
+      for (int r = 0; r < R; ++r) V::widen(wv[u][r], wf[r]);
+#pragma unroll
+      for (int t = 0; t < TPC; ++t) {
+        float xf[V::n];
+        load_x<W>(xs, kc, t, s, lane, xf);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int i = 0; i < V::n; ++i) acc[r][t] = fmaf(xf[i], wf[r][i], acc[r][t]);
+      }
+    }
+  }
+}
+
+// The same product one element per lane: any alignment, any in_features.
+template <class W, int TPC, int R>
+__device__ __forceinline__ void accumulate_scalar(const W* const (&rows)[R], int k0, int klen, const float* xs,
+                                                  int kc, int lane, float (&acc)[R][TPC]) {
+  for (int k = lane; k < klen; k += 32) {
+    float wf[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) wf[r] = to_float(rows[r][k0 + k]);
+#pragma unroll
+    for (int t = 0; t < TPC; ++t) {
+      const float xv = xs[t * kc + k];
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r][t] = fmaf(xv, wf[r], acc[r][t]);
+    }
+  }
+}
+
+template <class W, int TPC, int R, int U>
+__device__ void linear_gemv(const ninfer_linear_args& a, int64_t begin, int64_t end) {
+  extern __shared__ __align__(16) float xs[]; // [TPC][kc]
+  const int K = a.in_features, N = a.out_features;
+  const int kc = x_chunk(K, TPC);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
+  const W* w = static_cast<const W*>(a.w);
+  const W* rows[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = w + min(n0 + r, static_cast<int64_t>(N) - 1) * K; // clamp: never stored
+  const bool warp_has_rows = n0 < N;
+  const bool vec = K % WVec<W>::n == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
+  const int64_t tiles = (end - begin + TPC - 1) / TPC;
+  for (int64_t tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
+    const int64_t t0 = begin + tile * TPC;
+    const int nt = static_cast<int>(min(static_cast<int64_t>(TPC), end - t0));
+    float acc[R][TPC];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < TPC; ++t) acc[r][t] = 0.f;
+    for (int k0 = 0; k0 < K; k0 += kc) {
+      const int klen = min(kc, K - k0);
+      __syncthreads(); // every warp is done with the previous chunk
+      for (int i = threadIdx.x; i < TPC * kc; i += kGemvThreads) {
+        const int t = i / kc, k = i % kc;
+        xs[i] = t < nt && k < klen ? a.x[(t0 + t) * a.x_row_stride + k0 + k] : 0.f;
+      }
+      __syncthreads();
+      if (!warp_has_rows) continue;
+      if (vec)
+        accumulate_vec<W, TPC, R, U>(rows, k0, klen, xs, kc, lane, acc);
+      else
+        accumulate_scalar<W, TPC, R>(rows, k0, klen, xs, kc, lane, acc);
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < TPC; ++t) {
+        const float v = warp_sum(acc[r][t]);
+        if (lane == 0 && warp_has_rows && n0 + r < N && t < nt) a.y[(t0 + t) * a.y_row_stride + n0 + r] = v;
+      }
+  }
+}
+
+} // namespace
+} // namespace ninfer::cuda_plugin
+
+// Entry points: one per (tokens per CTA, weight dtype). R rows per warp and U loads in flight
+// per row keep R * U = 4 sixteen-byte loads per lane outstanding; R grows with TPC so the
+// shared-memory reads of x per byte of W stay within the SM's shared-memory bandwidth.
+#define NINFER_GEMV(TPC, R, U)                                                                                  \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kGemvThreads)                              \
+      ninfer_linear_gemv##TPC##_f32(ninfer_linear_args a, int64_t b, int64_t e) {                               \
+    ninfer::cuda_plugin::linear_gemv<float, TPC, R, U>(a, b, e);                                                \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kGemvThreads)                              \
+      ninfer_linear_gemv##TPC##_bf16(ninfer_linear_args a, int64_t b, int64_t e) {                              \
+    ninfer::cuda_plugin::linear_gemv<__nv_bfloat16, TPC, R, U>(a, b, e);                                        \
+  }
+
+NINFER_GEMV(1, 1, 4)
+NINFER_GEMV(2, 1, 4)
+NINFER_GEMV(4, 2, 2)
+NINFER_GEMV(8, 4, 1)
+
+namespace ninfer::cuda_plugin {
+namespace {
+
+template <int TPC, int R>
+struct GemvDefBase : TokenDefDefaults {
+  using Args = ninfer_linear_args;
+  static constexpr const char* op = NINFER_OP_LINEAR;
+  static constexpr int threads = kGemvThreads;
+  static constexpr int tokens_per_cta = TPC;
+  static constexpr int32_t geometry = NINFER_GEOMETRY_TOKEN_TILED;
+  static constexpr uint32_t dtype_mask = kF32OrBf16Mask;
+  static int32_t dtype(const Args& a) { return a.w_dtype; }
+  static int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+  static size_t dynamic_smem(const ninfer_shape* s) {
+    return static_cast<size_t>(TPC) * x_chunk(static_cast<int>(s->dims[0]), TPC) * sizeof(float);
+  }
+  static const char* invalid(const Args& a, const ninfer_launch& l) { return linear_args_invalid(a, l, dynamic_smem); }
+  // grid.x: blocks of kWarps * R weight rows; grid.y: the planner's token tiles (the kernel
+  // strides over them when there are more than a grid dimension holds).
+  static dim3 grid(const Args& a, const ninfer_launch& l) {
+    return linear_grid(a.out_features, kWarps * R, l.grid_x);
+  }
+};
+
+#define NINFER_GEMV_DEF(TPC, R)                                                                            \
+  struct Gemv##TPC##Def : GemvDefBase<TPC, R> {                                                            \
+    static constexpr const char* name = "gemv" #TPC;                                                       \
+    static KernelPair kernels() {                                                                          \
+      return {"ninfer_linear_gemv" #TPC "_f32", reinterpret_cast<const void*>(ninfer_linear_gemv##TPC##_f32), \
+              "ninfer_linear_gemv" #TPC "_bf16", reinterpret_cast<const void*>(ninfer_linear_gemv##TPC##_bf16)}; \
+    }                                                                                                      \
+  };
+NINFER_GEMV_DEF(1, 1)
+NINFER_GEMV_DEF(2, 1)
+NINFER_GEMV_DEF(4, 2)
+NINFER_GEMV_DEF(8, 4)
+
+} // namespace
+
+int32_t register_linear_gemv(const ninfer_registrar* r, char* err, size_t err_len) {
+  return add_token_variants<Gemv1Def, Gemv2Def, Gemv4Def, Gemv8Def>(r, err, err_len);
+}
+
+} // namespace ninfer::cuda_plugin

@@ -1,0 +1,42 @@
+// What the linear kernel families (linear_gemv.cu, linear_tiled.cu) share: argument checks,
+// the CUDA grid, and their registration functions (called by register_linear in linear.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ninfer/abi/ops/linear.h"
+#include "ninfer/abi/plugin_abi.h"
+
+namespace ninfer::cuda_plugin {
+
+// Largest grid.y a launch may have; token tiles beyond it are strided over by the kernels.
+inline constexpr unsigned kMaxGridY = 65535;
+
+// grid.x: blocks of `rows_per_cta` outputs, from out_features (the shape, never the device);
+// grid.y: the planner's token tiles.
+inline dim3 linear_grid(int32_t out_features, int rows_per_cta, int32_t token_tiles) {
+  const unsigned blocks = static_cast<unsigned>((static_cast<int64_t>(out_features) + rows_per_cta - 1) / rows_per_cta);
+  const unsigned tiles = static_cast<unsigned>(token_tiles) < kMaxGridY ? static_cast<unsigned>(token_tiles) : kMaxGridY;
+  return dim3(blocks, tiles);
+}
+
+// A message when the arguments break the contract or disagree with the planned shape (whose
+// dynamic shared memory the launch carries), else nullptr.
+inline const char* linear_args_invalid(const ninfer_linear_args& a, const ninfer_launch& l,
+                                       size_t (*dynamic_smem)(const ninfer_shape*)) {
+  if (a.w_dtype != NINFER_DTYPE_F32 && a.w_dtype != NINFER_DTYPE_BF16) return "w_dtype must be F32 or BF16";
+  if (a.in_features < 1 || a.out_features < 1) return "in_features and out_features must be >= 1";
+  if (dynamic_smem) {
+    const ninfer_shape s{a.tokens, {a.in_features, a.out_features, 0, 0}, a.w_dtype};
+    if (dynamic_smem(&s) > l.dynamic_smem_bytes) return "in_features is larger than the planned shape's dims[0]";
+  }
+  return nullptr;
+}
+
+int32_t register_linear_gemv(const ninfer_registrar* r, char* err, size_t err_len);  // linear_gemv.cu
+int32_t register_linear_tiled(const ninfer_registrar* r, char* err, size_t err_len); // linear_tiled.cu
+
+} // namespace ninfer::cuda_plugin

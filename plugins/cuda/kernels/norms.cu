@@ -1,0 +1,187 @@
+// Row norms: rms_norm (plain and (1+w), optional fused residual add, per-head rows with
+// strides), gated_rms_norm and l2_norm. Contracts in ninfer/abi/ops/.
+//
+// One CTA normalises all rows of a token (grid-stride over the launch's tokens). The rows of a
+// token are dealt to "teams" of threads, as many rows at once as the CTA has warps (rounded to
+// a power of two): a single hidden-size row is reduced by the whole CTA, per-head rows by one
+// warp each. A row is read twice: once for its sum of squares, once to scale it; the second
+// read hits L1. Each thread touches the same elements in both passes, so in-place calls (y = x)
+// and the residual write-back are safe without further synchronisation.
+#include <cuda_runtime.h>
+
+#include "../cuda_variant.hpp"
+#include "ninfer/abi/ops/gated_rms_norm.h"
+#include "ninfer/abi/ops/l2_norm.h"
+#include "ninfer/abi/ops/rms_norm.h"
+#include "pointwise_families.hpp"
+#include "pointwise_math.cuh"
+#include "token_variant.cuh"
+
+namespace ninfer::cuda_plugin {
+namespace {
+
+constexpr int kNormThreads = 512;
+// Loads each thread issues before using any of them: a row's latency is paid once, not per element.
+constexpr int kBatch = 4;
+
+struct Teams {
+  int count; // rows processed at once
+  int size;  // threads per row
+  int index; // this thread's team
+  int rank;  // this thread's place in its team
+};
+
+__device__ Teams make_teams(int rows) {
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  int n = 1;
+  while (n * 2 <= warps && n * 2 <= rows) n *= 2;
+  const int size = static_cast<int>(blockDim.x) / n;
+  return {n, size, static_cast<int>(threadIdx.x) / size, static_cast<int>(threadIdx.x) % size};
+}
+
+// The sum of v over each team, in a fixed order (deterministic). Every thread of the CTA must
+// call it: it synchronises the CTA.
+__device__ float team_sum(float v, const Teams& tm, float* red) {
+  v = warp_sum(v);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  const int warps_per_team = tm.size / 32;
+  float s = 0.f;
+  for (int w = 0; w < warps_per_team; ++w) s += red[tm.index * warps_per_team + w];
+  __syncthreads(); // red is reused by the next row
+  return s;
+}
+
+// Sum of squares of row[0, dim) over the team; `load(i)` yields element i (and may write back).
+template <class Load>
+__device__ float team_sum_squares(bool active, int dim, const Teams& tm, Load load) {
+  float ss = 0.f;
+  if (active) {
+    for (int i0 = tm.rank; i0 < dim; i0 += tm.size * kBatch) {
+      float v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * tm.size;
+        v[u] = i < dim ? load(i) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) ss += v[u] * v[u];
+    }
+  }
+  return ss;
+}
+
+__device__ void rms_norm_rows(const ninfer_rms_norm_args& a, int64_t begin, int64_t end) {
+  __shared__ float red[32];
+  const Teams tm = make_teams(a.groups);
+  const float offset = a.weight_offset ? 1.f : 0.f;
+  for (int64_t t = begin + blockIdx.x; t < end; t += gridDim.x) {
+    for (int j0 = 0; j0 < a.groups; j0 += tm.count) {
+      const int j = j0 + tm.index;
+      const bool active = j < a.groups;
+      const float* x = a.x + t * a.x_token_stride + j * a.x_group_stride;
+      float* y = a.y + t * a.y_token_stride + j * a.y_group_stride;
+      float* res = a.residual ? a.residual + t * a.residual_token_stride + j * a.residual_group_stride : nullptr;
+      const float ss = team_sum_squares(active, a.dim, tm, [&](int i) {
+        if (!res) return x[i];
+        const float s = x[i] + res[i];
+        res[i] = s;
+        return s;
+      });
+      const float inv = rsqrtf(team_sum(ss, tm, red) / a.dim + a.eps);
+      if (!active) continue;
+      const float* s = res ? res : x;
+      for (int i = tm.rank; i < a.dim; i += tm.size) y[i] = s[i] * inv * (offset + a.weight[i]);
+    }
+  }
+}
+
+__device__ void gated_rms_norm_rows(const ninfer_gated_rms_norm_args& a, int64_t begin, int64_t end) {
+  __shared__ float red[32];
+  const Teams tm = make_teams(a.heads);
+  for (int64_t t = begin + blockIdx.x; t < end; t += gridDim.x) {
+    for (int h0 = 0; h0 < a.heads; h0 += tm.count) {
+      const int h = h0 + tm.index;
+      const bool active = h < a.heads;
+      const int64_t row = static_cast<int64_t>(h) * a.dim;
+      const float* x = a.x + t * a.x_token_stride + row;
+      const float* z = a.z + t * a.z_token_stride + row;
+      float* y = a.y + t * a.y_token_stride + row;
+      const float ss = team_sum_squares(active, a.dim, tm, [&](int i) { return x[i]; });
+      const float inv = rsqrtf(team_sum(ss, tm, red) / a.dim + a.eps);
+      if (!active) continue;
+      for (int i = tm.rank; i < a.dim; i += tm.size) y[i] = x[i] * inv * a.weight[i] * silu(z[i]);
+    }
+  }
+}
+
+__device__ void l2_norm_rows(const ninfer_l2_norm_args& a, int64_t begin, int64_t end) {
+  __shared__ float red[32];
+  const Teams tm = make_teams(a.heads);
+  for (int64_t t = begin + blockIdx.x; t < end; t += gridDim.x) {
+    for (int h0 = 0; h0 < a.heads; h0 += tm.count) {
+      const int h = h0 + tm.index;
+      const bool active = h < a.heads;
+      float* x = a.x + t * a.token_stride + h * a.head_stride;
+      const float ss = team_sum_squares(active, a.dim, tm, [&](int i) { return x[i]; });
+      const float inv = rsqrtf(team_sum(ss, tm, red) + a.eps);
+      if (!active) continue;
+      for (int i = tm.rank; i < a.dim; i += tm.size) x[i] *= inv;
+    }
+  }
+}
+
+} // namespace
+} // namespace ninfer::cuda_plugin
+
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kNormThreads)
+    ninfer_rms_norm_f32(ninfer_rms_norm_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::rms_norm_rows(a, b, e);
+}
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kNormThreads)
+    ninfer_gated_rms_norm_f32(ninfer_gated_rms_norm_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::gated_rms_norm_rows(a, b, e);
+}
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kNormThreads)
+    ninfer_l2_norm_f32(ninfer_l2_norm_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::l2_norm_rows(a, b, e);
+}
+
+namespace ninfer::cuda_plugin {
+namespace {
+
+// What the three norm variants share: one token per CTA, grid-stride, float32 only.
+struct NormDefBase : TokenDefDefaults {
+  static constexpr const char* name = "rows";
+  static constexpr int threads = kNormThreads;
+  static int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+};
+
+struct RmsNormDef : NormDefBase {
+  using Args = ninfer_rms_norm_args;
+  static constexpr const char* op = NINFER_OP_RMS_NORM;
+  static KernelPair kernels() { return {"ninfer_rms_norm_f32", reinterpret_cast<const void*>(ninfer_rms_norm_f32)}; }
+};
+
+struct GatedRmsNormDef : NormDefBase {
+  using Args = ninfer_gated_rms_norm_args;
+  static constexpr const char* op = NINFER_OP_GATED_RMS_NORM;
+  static KernelPair kernels() {
+    return {"ninfer_gated_rms_norm_f32", reinterpret_cast<const void*>(ninfer_gated_rms_norm_f32)};
+  }
+};
+
+struct L2NormDef : NormDefBase {
+  using Args = ninfer_l2_norm_args;
+  static constexpr const char* op = NINFER_OP_L2_NORM;
+  static KernelPair kernels() { return {"ninfer_l2_norm_f32", reinterpret_cast<const void*>(ninfer_l2_norm_f32)}; }
+};
+
+} // namespace
+
+int32_t register_norms(const ninfer_registrar* r, char* err, size_t err_len) {
+  return add_token_variants<RmsNormDef, GatedRmsNormDef, L2NormDef>(r, err, err_len);
+}
+
+} // namespace ninfer::cuda_plugin

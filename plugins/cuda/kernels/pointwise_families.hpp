@@ -1,0 +1,18 @@
+// Registration functions of the pointwise op families, each in its own kernels/<family>.cu;
+// register_pointwise_ops (pointwise_ops.cu) calls them all.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ninfer/abi/plugin_abi.h"
+
+namespace ninfer::cuda_plugin {
+
+int32_t register_norms(const ninfer_registrar* r, char* err, size_t err_len);       // norms.cu
+int32_t register_elementwise(const ninfer_registrar* r, char* err, size_t err_len); // elementwise.cu
+int32_t register_rope(const ninfer_registrar* r, char* err, size_t err_len);        // rope.cu
+int32_t register_embedding(const ninfer_registrar* r, char* err, size_t err_len);   // embedding.cu
+int32_t register_kv_append(const ninfer_registrar* r, char* err, size_t err_len);   // kv_append.cu
+
+} // namespace ninfer::cuda_plugin
