@@ -59,9 +59,12 @@ DeviceBuffer Backend::allocate(size_t bytes, MemoryUse use, std::string_view wha
                             bytes, what, report_.limit, report_.describe()));
   void* p = memory_->allocate(bytes);
   if (!p)
-    throw Error(fmt::format("out of {} allocating {} bytes for {} (in use: {}); lower max_context or "
-                            "max_sequences",
-                            memory_->name(), bytes, what, report_.describe()));
+    throw Error(fmt::format("out of {} allocating {} bytes for {} (in use: {}); {}", memory_->name(), bytes, what,
+                            report_.describe(),
+                            use == MemoryUse::Weights
+                                ? "the weights do not fit: use bfloat16 weights (manifest dtype: bfloat16) or a "
+                                  "larger card"
+                                : "lower max_context or max_sequences (manifest runtime: block)"));
   b.owner_ = this;
   b.ptr_ = p;
   b.bytes_ = bytes;
