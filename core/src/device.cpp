@@ -1,5 +1,7 @@
 #include "ninfer/device.hpp"
 
+#include "ninfer/error.hpp"
+
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -64,6 +66,34 @@ Discovery discover_devices() {
   out.note = "no CUDA device: this build has no CUDA runtime";
 #endif
   return out;
+}
+
+DeviceSpec parse_device_spec(const std::string& text) {
+  if (text == "auto") return {DeviceSpec::Kind::Auto, 0};
+  if (text == "cpu") return {DeviceSpec::Kind::Cpu, 0};
+  if (text == "cuda") return {DeviceSpec::Kind::Cuda, 0};
+  if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.size() < 9 &&
+      text.find_first_not_of("0123456789", 5) == std::string::npos)
+    return {DeviceSpec::Kind::Cuda, std::stoi(text.substr(5))};
+  throw Error(fmt::format("--device {}: expected auto, cpu, cuda or cuda:N", text));
+}
+
+std::vector<ninfer_device_info> devices_for(const DeviceSpec& spec, const Discovery& disc) {
+  switch (spec.kind) {
+    case DeviceSpec::Kind::Cpu:
+      return {host_device()};
+    case DeviceSpec::Kind::Auto: {
+      std::vector<ninfer_device_info> out = disc.cuda;
+      out.push_back(host_device());
+      return out;
+    }
+    case DeviceSpec::Kind::Cuda:
+      break;
+  }
+  if (spec.index >= static_cast<int>(disc.cuda.size()))
+    throw Error(fmt::format("--device cuda:{}: {}", spec.index,
+                            disc.cuda.empty() ? disc.note : fmt::format("only {} CUDA device(s)", disc.cuda.size())));
+  return {disc.cuda[static_cast<size_t>(spec.index)]};
 }
 
 std::string summary(const ninfer_device_info& d) {

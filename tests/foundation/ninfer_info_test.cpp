@@ -70,6 +70,8 @@ TEST(NinferInfo, BadInputGetsAClearErrorAndNonZeroExit) {
       {"--plan gdn_gating --dims 1,2,3", "--dims for gdn_gating takes 2 values"},
       {"--plan gdn_gating --dtype int4", "unknown --dtype 'int4'"},
       {"--no-such-flag", "no-such-flag"},
+      {"--plan gdn_gating --device cuda:x", "expected auto, cpu, cuda or cuda:N"},
+      {"--plan gdn_gating --device gpu", "expected auto, cpu, cuda or cuda:N"},
   };
   for (const auto& [args, want] : cases) {
     const ProcessOutput r = run_info(args, true);

@@ -49,18 +49,7 @@ ninfer_device_info target_device(const Options& o, const Discovery& disc) {
     ArchCatalog cat = ArchCatalog::load_default();
     return cat.describe(cat.require_device(o.device_model));
   }
-  if (o.device == "cpu") return host_device();
-  if (o.device.rfind("cuda", 0) == 0) {
-    size_t idx = 0;
-    if (o.device.size() > 5 && o.device[4] == ':') idx = std::stoul(o.device.substr(5));
-    else if (o.device != "cuda") throw Error(fmt::format("bad --device '{}' (cpu, cuda, cuda:N, auto)", o.device));
-    if (idx >= disc.cuda.size())
-      throw Error(fmt::format("--device {}: {}", o.device,
-                              disc.cuda.empty() ? disc.note : fmt::format("only {} CUDA device(s)", disc.cuda.size())));
-    return disc.cuda[idx];
-  }
-  if (o.device != "auto") throw Error(fmt::format("bad --device '{}' (cpu, cuda, cuda:N, auto)", o.device));
-  return disc.cuda.empty() ? host_device() : disc.cuda.front();
+  return devices_for(parse_device_spec(o.device), disc).front();
 }
 
 void print_choice(const ninfer_device_info& d, const PluginChoice& c) {

@@ -58,27 +58,6 @@ WeightPrecision precision(WeightDType d) {
   return WeightPrecision::Auto;
 }
 
-// The devices to try, best first: --device names one; auto tries each GPU, then the host.
-std::vector<ninfer_device_info> candidate_devices(const std::string& device) {
-  const Discovery disc = discover_devices();
-  if (device == "cpu") return {host_device()};
-  if (device == "auto") {
-    std::vector<ninfer_device_info> out = disc.cuda;
-    out.push_back(host_device());
-    return out;
-  }
-  if (device.rfind("cuda", 0) == 0) {
-    size_t idx = 0;
-    if (device.size() > 5 && device[4] == ':') idx = std::stoul(device.substr(5));
-    else if (device != "cuda") throw Error(fmt::format("--device {}: expected cpu, cuda, cuda:N or auto", device));
-    if (idx >= disc.cuda.size())
-      throw Error(fmt::format("--device {}: {}", device,
-                              disc.cuda.empty() ? disc.note : fmt::format("only {} CUDA device(s)", disc.cuda.size())));
-    return {disc.cuda[idx]};
-  }
-  throw Error(fmt::format("--device {}: expected cpu, cuda, cuda:N or auto", device));
-}
-
 std::vector<int32_t> prompt_ids(const RunOptions& o, const Manifest& m, const Tokenizer* tok) {
   if (!o.prompt_ids.empty()) {
     if (o.chat) throw Error("--chat needs --prompt text, not --prompt-ids");
@@ -178,7 +157,7 @@ int run(const RunOptions& o) {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<CausalLM> lm;
   std::string failures;
-  for (const ninfer_device_info& dev : candidate_devices(o.device)) {
+  for (const ninfer_device_info& dev : devices_for(parse_device_spec(o.device), discover_devices())) {
     try {
       auto be = std::make_unique<Backend>(plugins, dev, BackendOptions{o.plugin, 0, nullptr});
       auto model = CausalLM::load(ck, *be, mo);

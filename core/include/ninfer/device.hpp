@@ -20,6 +20,17 @@ struct Discovery {
 Discovery discover_devices();
 ninfer_device_info host_device();
 
+// The tools' --device values: auto, cpu, cuda, cuda:N. Throws ninfer::Error for anything else.
+struct DeviceSpec {
+  enum class Kind { Auto, Cpu, Cuda } kind = Kind::Auto;
+  int index = 0; // cuda:N
+};
+DeviceSpec parse_device_spec(const std::string& text);
+
+// The devices a spec names, best first: auto lists every CUDA device, then the host. Throws
+// ninfer::Error (with discovery's note) when a named CUDA device is not there.
+std::vector<ninfer_device_info> devices_for(const DeviceSpec& spec, const Discovery& discovery);
+
 // "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)".
 std::string summary(const ninfer_device_info& d);
 
