@@ -1,0 +1,90 @@
+// The server's inference engine: one CausalLM with max_sequences slots and one scheduler
+// thread doing continuous batching. Requests wait in a bounded queue, take a free slot, are
+// prefilled one chunk (ModelOptions::prefill_chunk tokens) per scheduler step, and then decode
+// together: every step feeds one token to each generating sequence in a single `decode`.
+// Requests join between steps; a finished or cancelled one frees its slot at once.
+//
+//   Engine engine(*lm, &tokenizer, {.max_pending = 64});
+//   auto h = engine.submit(request);   // throws QueueFull / PromptTooLong / Error
+//   while (auto piece = h->next_piece()) send(*piece);
+//   ServeResult r = h->wait();
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "ninfer/error.hpp"
+#include "ninfer/generation/generate.hpp"
+#include "ninfer/serving/request_handle.hpp"
+
+namespace ninfer {
+class CausalLM;
+class Tokenizer;
+} // namespace ninfer
+
+namespace ninfer::serving {
+
+class Sequence;
+
+// The pending queue is full (HTTP 429).
+class QueueFull : public Error {
+ public:
+  using Error::Error;
+};
+// The prompt does not fit in the context (HTTP 413).
+class PromptTooLong : public Error {
+ public:
+  using Error::Error;
+};
+
+struct EngineOptions {
+  int64_t max_pending = 64; // requests waiting for a slot; more are refused with QueueFull
+};
+
+class Engine {
+ public:
+  // `lm` and `tokenizer` (may be null: then no text, and stop strings are an error) must
+  // outlive the engine. Starts the scheduler thread.
+  Engine(CausalLM& lm, const Tokenizer* tokenizer, EngineOptions options = {});
+  ~Engine(); // shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and queues a request. Throws PromptTooLong, QueueFull, or Error (bad request:
+  // empty prompt, id outside the vocabulary, bad sampling parameters, max_new_tokens < 1).
+  // max_new_tokens is capped by the context: generation ends with "length" when it is full.
+  std::shared_ptr<RequestHandle> submit(GenerationRequest request);
+
+  // Refuses new requests, cancels the queued ones, lets running ones finish (or cancels them
+  // too when `cancel_running`), and joins the scheduler. Idempotent.
+  void shutdown(bool cancel_running = false);
+
+  int64_t max_context() const;
+
+ private:
+  struct Pending {
+    GenerationRequest request;
+    std::shared_ptr<RequestHandle> handle;
+  };
+  void run();
+  void admit(std::vector<std::unique_ptr<Sequence>>& active, std::vector<int32_t>& free_slots);
+  void prefill_step(std::vector<std::unique_ptr<Sequence>>& active);
+  void decode_step(std::vector<std::unique_ptr<Sequence>>& active);
+
+  CausalLM& lm_;
+  const Tokenizer* tokenizer_;
+  EngineOptions options_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  bool stopping_ = false;
+  bool cancel_running_ = false;
+  std::thread thread_;
+};
+
+} // namespace ninfer::serving

@@ -1,0 +1,46 @@
+// The HTTP side's view of one queued or running request: text pieces as the scheduler
+// produces them, the final result, and a cancel flag (set when the client goes away).
+// Shared between the HTTP thread that waits on it and the scheduler thread that fills it.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ninfer::serving {
+
+struct ServeResult {
+  std::vector<int32_t> generated_ids; // the stop token, if any, is not included
+  std::string text;                   // stop string removed
+  std::string finish_reason;          // "stop", "length", "cancelled" or "error"
+  std::string error;                  // finish_reason "error": what went wrong
+  int64_t prompt_tokens = 0;
+};
+
+class RequestHandle {
+ public:
+  // Scheduler side.
+  void push_text(std::string piece);
+  void finish(ServeResult result);
+
+  // HTTP side. next_piece blocks until a piece or the end; returns nullopt once finished and
+  // every piece was taken.
+  std::optional<std::string> next_piece();
+  ServeResult wait();
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::string> pieces_;
+  std::optional<ServeResult> result_;
+  std::atomic<bool> cancelled_{false};
+};
+
+} // namespace ninfer::serving

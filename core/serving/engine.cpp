@@ -1,0 +1,151 @@
+#include "ninfer/serving/engine.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <span>
+
+#include "ninfer/models/causal_lm.hpp"
+#include "sequence.hpp"
+
+namespace ninfer::serving {
+
+Engine::Engine(CausalLM& lm, const Tokenizer* tokenizer, EngineOptions options)
+    : lm_(lm), tokenizer_(tokenizer), options_(options) {
+  if (options_.max_pending < 0) throw Error("max_pending must be >= 0");
+  thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() { shutdown(true); }
+
+int64_t Engine::max_context() const { return lm_.options().max_context; }
+
+std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r) {
+  if (r.prompt_ids.empty()) throw Error("the prompt is empty: give at least one token");
+  for (int32_t id : r.prompt_ids)
+    if (id < 0 || id >= lm_.vocab_size())
+      throw Error(fmt::format("token id {} is outside the vocabulary (0..{})", id, lm_.vocab_size() - 1));
+  const int64_t n = static_cast<int64_t>(r.prompt_ids.size());
+  if (n >= max_context())
+    throw PromptTooLong(fmt::format("the prompt has {} tokens but the context holds {} (the prompt and at least "
+                                    "one generated token must fit): shorten the prompt",
+                                    n, max_context()));
+  if (r.max_new_tokens < 1) throw Error(fmt::format("max_tokens must be >= 1 (got {})", r.max_new_tokens));
+  if (!tokenizer_ && !r.stop.strings.empty()) throw Error("stop strings need a tokenizer and this model has none");
+  r.sampling.validate();
+  auto handle = std::make_shared<RequestHandle>();
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) throw QueueFull("the server is shutting down");
+    if (static_cast<int64_t>(pending_.size()) >= options_.max_pending)
+      throw QueueFull(fmt::format("{} requests are already waiting (--max-pending-requests {}): retry later",
+                                  pending_.size(), options_.max_pending));
+    pending_.push_back({std::move(r), handle});
+  }
+  cv_.notify_all();
+  return handle;
+}
+
+void Engine::shutdown(bool cancel_running) {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    cancel_running_ = cancel_running_ || cancel_running;
+  }
+  cv_.notify_all();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void Engine::admit(std::vector<std::unique_ptr<Sequence>>& active, std::vector<int32_t>& free_slots) {
+  std::lock_guard lock(mutex_);
+  while (!pending_.empty() && !free_slots.empty()) {
+    Pending p = std::move(pending_.front());
+    pending_.pop_front();
+    if (p.handle->cancelled()) {
+      p.handle->finish(ServeResult{{}, {}, "cancelled", {}, static_cast<int64_t>(p.request.prompt_ids.size())});
+      continue;
+    }
+    const int32_t slot = free_slots.back();
+    free_slots.pop_back();
+    lm_.reset(slot);
+    active.push_back(std::make_unique<Sequence>(slot, std::move(p.request), p.handle, tokenizer_, max_context()));
+  }
+}
+
+// One chunk of the oldest prompt still being read, so long prompts do not stall the others'
+// decoding for more than one chunk's forward pass.
+void Engine::prefill_step(std::vector<std::unique_ptr<Sequence>>& active) {
+  for (auto& s : active) {
+    if (s->done() || !s->prefilling()) continue;
+    const int64_t chunk = lm_.options().prefill_chunk;
+    const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(s->prompt().size()) - s->prefilled());
+    try {
+      const std::span<const int32_t> ids(s->prompt().data() + s->prefilled(), static_cast<size_t>(n));
+      const std::vector<float> logits = lm_.prefill(s->slot(), ids, LogitsFor::Last);
+      s->advance_prefill(n);
+      if (!s->prefilling()) s->on_logits(logits);
+    } catch (const std::exception& e) {
+      spdlog::error("prefill of slot {} failed: {}", s->slot(), e.what());
+      s->abort("error", e.what());
+    }
+    return;
+  }
+}
+
+void Engine::decode_step(std::vector<std::unique_ptr<Sequence>>& active) {
+  std::vector<Sequence*> batch;
+  std::vector<int32_t> slots, ids;
+  for (auto& s : active)
+    if (!s->done() && !s->prefilling()) {
+      batch.push_back(s.get());
+      slots.push_back(s->slot());
+      ids.push_back(s->next_input());
+    }
+  if (batch.empty()) return;
+  try {
+    const std::vector<float> logits = lm_.decode(slots, ids);
+    const size_t vocab = static_cast<size_t>(lm_.vocab_size());
+    for (size_t i = 0; i < batch.size(); ++i)
+      batch[i]->on_logits(std::span<const float>(logits.data() + i * vocab, vocab));
+  } catch (const std::exception& e) {
+    spdlog::error("decode of {} sequences failed: {}", batch.size(), e.what());
+    for (Sequence* s : batch) s->abort("error", e.what());
+  }
+}
+
+void Engine::run() {
+  std::vector<int32_t> free_slots;
+  for (int32_t s = lm_.options().max_sequences - 1; s >= 0; --s) free_slots.push_back(s);
+  std::vector<std::unique_ptr<Sequence>> active;
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || !active.empty() || (!pending_.empty() && !free_slots.empty()); });
+      if (stopping_) {
+        // Queued requests never started: cancel them. Running ones finish unless told otherwise.
+        for (Pending& p : pending_) p.handle->finish(ServeResult{{}, {}, "cancelled", {}, 0});
+        pending_.clear();
+        if (cancel_running_)
+          for (auto& s : active) s->abort("cancelled");
+        if (active.empty() || cancel_running_) break;
+      }
+    }
+    admit(active, free_slots);
+    for (auto& s : active)
+      if (s->handle().cancelled()) s->abort("cancelled");
+    prefill_step(active);
+    decode_step(active);
+    // Finished sequences free their slot before the next step.
+    for (auto it = active.begin(); it != active.end();) {
+      if ((*it)->done()) {
+        free_slots.push_back((*it)->slot());
+        it = active.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+} // namespace ninfer::serving

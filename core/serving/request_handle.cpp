@@ -1,0 +1,37 @@
+#include "ninfer/serving/request_handle.hpp"
+
+namespace ninfer::serving {
+
+void RequestHandle::push_text(std::string piece) {
+  if (piece.empty()) return;
+  {
+    std::lock_guard lock(mutex_);
+    pieces_.push_back(std::move(piece));
+  }
+  cv_.notify_all();
+}
+
+void RequestHandle::finish(ServeResult result) {
+  {
+    std::lock_guard lock(mutex_);
+    result_ = std::move(result);
+  }
+  cv_.notify_all();
+}
+
+std::optional<std::string> RequestHandle::next_piece() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return !pieces_.empty() || result_.has_value(); });
+  if (pieces_.empty()) return std::nullopt;
+  std::string p = std::move(pieces_.front());
+  pieces_.pop_front();
+  return p;
+}
+
+ServeResult RequestHandle::wait() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return result_.has_value(); });
+  return *result_;
+}
+
+} // namespace ninfer::serving

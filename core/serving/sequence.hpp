@@ -1,0 +1,55 @@
+// One request while it holds a slot: its prompt progress, sampler, streaming decoder and stop
+// matcher. It turns each row of logits into a token and text; the engine owns the model calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "ninfer/generation/generate.hpp"
+#include "ninfer/sampling/sampler.hpp"
+#include "ninfer/sampling/stop.hpp"
+#include "ninfer/serving/request_handle.hpp"
+#include "ninfer/tokenizer/stream_decoder.hpp"
+
+namespace ninfer::serving {
+
+class Sequence {
+ public:
+  Sequence(int32_t slot, GenerationRequest request, std::shared_ptr<RequestHandle> handle,
+           const Tokenizer* tokenizer, int64_t max_context);
+
+  int32_t slot() const { return slot_; }
+  RequestHandle& handle() { return *handle_; }
+  const std::vector<int32_t>& prompt() const { return request_.prompt_ids; }
+  bool prefilling() const { return prefilled_ < static_cast<int64_t>(request_.prompt_ids.size()); }
+  int64_t prefilled() const { return prefilled_; }
+  void advance_prefill(int64_t n) { prefilled_ += n; }
+  // The token the next decode step feeds (the last one sampled).
+  int32_t next_input() const { return next_input_; }
+  bool done() const { return done_; }
+
+  // Samples from one row of logits; streams text; returns true when the request is finished.
+  bool on_logits(std::span<const float> row);
+  // Ends the request early (client gone, shutdown, model error).
+  void abort(const std::string& reason, const std::string& error = {});
+
+ private:
+  void complete(std::string reason);
+
+  int32_t slot_;
+  GenerationRequest request_;
+  std::shared_ptr<RequestHandle> handle_;
+  int64_t max_context_;
+  Sampler sampler_;
+  std::optional<StreamDecoder> decoder_;
+  StopMatcher matcher_;
+  ServeResult result_;
+  int64_t prefilled_ = 0;
+  int32_t next_input_ = -1;
+  bool done_ = false;
+};
+
+} // namespace ninfer::serving
