@@ -38,9 +38,11 @@ std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r) {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) throw QueueFull("the server is shutting down");
-    if (static_cast<int64_t>(pending_.size()) >= options_.max_pending)
-      throw QueueFull(fmt::format("{} requests are already waiting (--max-pending-requests {}): retry later",
-                                  pending_.size(), options_.max_pending));
+    const int64_t capacity = lm_.options().max_sequences + options_.max_pending;
+    if (static_cast<int64_t>(pending_.size()) + running_ >= capacity)
+      throw QueueFull(fmt::format("all {} slots are busy and {} requests are waiting (--max-pending-requests {}): "
+                                  "retry later",
+                                  running_, pending_.size(), options_.max_pending));
     pending_.push_back({std::move(r), handle});
   }
   cv_.notify_all();
@@ -69,6 +71,7 @@ void Engine::admit(std::vector<std::unique_ptr<Sequence>>& active, std::vector<i
     const int32_t slot = free_slots.back();
     free_slots.pop_back();
     lm_.reset(slot);
+    ++running_;
     active.push_back(std::make_unique<Sequence>(slot, std::move(p.request), p.handle, tokenizer_, max_context()));
   }
 }
@@ -137,10 +140,12 @@ void Engine::run() {
     prefill_step(active);
     decode_step(active);
     // Finished sequences free their slot before the next step.
+    std::lock_guard lock(mutex_);
     for (auto it = active.begin(); it != active.end();) {
       if ((*it)->done()) {
         free_slots.push_back((*it)->slot());
         it = active.erase(it);
+        --running_;
       } else {
         ++it;
       }

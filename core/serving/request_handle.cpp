@@ -2,8 +2,7 @@
 
 namespace ninfer::serving {
 
-void RequestHandle::push_text(std::string piece) {
-  if (piece.empty()) return;
+void RequestHandle::push(StreamPiece piece) {
   {
     std::lock_guard lock(mutex_);
     pieces_.push_back(std::move(piece));
@@ -19,11 +18,11 @@ void RequestHandle::finish(ServeResult result) {
   cv_.notify_all();
 }
 
-std::optional<std::string> RequestHandle::next_piece() {
+std::optional<StreamPiece> RequestHandle::next_piece() {
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [&] { return !pieces_.empty() || result_.has_value(); });
   if (pieces_.empty()) return std::nullopt;
-  std::string p = std::move(pieces_.front());
+  StreamPiece p = std::move(pieces_.front());
   pieces_.pop_front();
   return p;
 }

@@ -24,11 +24,13 @@ bool Sequence::on_logits(std::span<const float> row) {
   if (decoder_) {
     StopMatcher::Step m = matcher_.feed(decoder_->push(s.token));
     result_.text += m.emit;
-    handle_->push_text(std::move(m.emit));
+    handle_->push({s.token, std::move(m.emit)});
     if (m.stopped) {
       complete("stop");
       return true;
     }
+  } else {
+    handle_->push({s.token, {}});
   }
   const int64_t n = static_cast<int64_t>(result_.generated_ids.size());
   // The next decode would need one more position than the context holds.
@@ -47,7 +49,7 @@ void Sequence::complete(std::string reason) {
     std::string tail = m.emit + (m.stopped ? std::string() : matcher_.flush());
     if (m.stopped) reason = "stop";
     result_.text += tail;
-    handle_->push_text(std::move(tail));
+    if (!tail.empty()) handle_->push({-1, std::move(tail)});
   }
   result_.finish_reason = std::move(reason);
   done_ = true;

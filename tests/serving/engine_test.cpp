@@ -90,13 +90,13 @@ TEST(ServingEngine, GenerationEndsWhenTheContextIsFull) {
 TEST(ServingEngine, RefusesWhatItCannotServe) {
   const Fixture fx = Fixture::load("tiny-qwen3");
   Backend be = cpu_model_backend();
-  auto lm = model(be, fx, 1, 16);
-  {
-    Engine engine(*lm, nullptr, {0}); // no room in the queue at all
-    EXPECT_THROW(engine.submit(greedy({1, 2, 3}, 4)), QueueFull);
-  }
-  Engine engine(*lm, nullptr);
-  EXPECT_THROW(engine.submit(greedy(std::vector<int32_t>(16, 1), 4)), PromptTooLong);
+  auto lm = model(be, fx, 1, 4096);
+  Engine engine(*lm, nullptr, {0}); // no queue: only as many requests as slots
+  auto busy = engine.submit(greedy({1, 2, 3}, 4000));
+  EXPECT_THROW(engine.submit(greedy({1, 2, 3}, 4)), QueueFull);
+  busy->cancel();
+  busy->wait();
+  EXPECT_THROW(engine.submit(greedy(std::vector<int32_t>(4096, 1), 4)), PromptTooLong);
   EXPECT_THROW(engine.submit(greedy({}, 4)), Error);
   EXPECT_THROW(engine.submit(greedy({static_cast<int32_t>(fx.vocab)}, 4)), Error);
   EXPECT_THROW(engine.submit(greedy({1}, 0)), Error);

@@ -6,7 +6,7 @@
 //
 //   Engine engine(*lm, &tokenizer, {.max_pending = 64});
 //   auto h = engine.submit(request);   // throws QueueFull / PromptTooLong / Error
-//   while (auto piece = h->next_piece()) send(*piece);
+//   while (auto piece = h->next_piece()) send(piece->text);
 //   ServeResult r = h->wait();
 #pragma once
 
@@ -43,7 +43,9 @@ class PromptTooLong : public Error {
 };
 
 struct EngineOptions {
-  int64_t max_pending = 64; // requests waiting for a slot; more are refused with QueueFull
+  // Requests that may wait for a slot when all slots are busy; more are refused with
+  // QueueFull. 0: no queue, a request is taken only if a slot is free.
+  int64_t max_pending = 64;
 };
 
 class Engine {
@@ -82,6 +84,7 @@ class Engine {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Pending> pending_;
+  int64_t running_ = 0; // sequences holding a slot (the scheduler updates it)
   bool stopping_ = false;
   bool cancel_running_ = false;
   std::thread thread_;

@@ -22,15 +22,23 @@ struct ServeResult {
   int64_t prompt_tokens = 0;
 };
 
+// What one generated token adds to the stream: its id and the text now safe to show (often
+// empty: a character split over tokens, text held back as a possible stop string, or a model
+// without a tokenizer).
+struct StreamPiece {
+  int32_t token = -1;
+  std::string text;
+};
+
 class RequestHandle {
  public:
   // Scheduler side.
-  void push_text(std::string piece);
+  void push(StreamPiece piece);
   void finish(ServeResult result);
 
   // HTTP side. next_piece blocks until a piece or the end; returns nullopt once finished and
   // every piece was taken.
-  std::optional<std::string> next_piece();
+  std::optional<StreamPiece> next_piece();
   ServeResult wait();
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
@@ -38,7 +46,7 @@ class RequestHandle {
  private:
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::string> pieces_;
+  std::deque<StreamPiece> pieces_;
   std::optional<ServeResult> result_;
   std::atomic<bool> cancelled_{false};
 };

@@ -1,0 +1,194 @@
+#include "openai_request.hpp"
+
+#include <fmt/format.h>
+
+#include <limits>
+#include <optional>
+
+#include "api_error.hpp"
+#include "ninfer/error.hpp"
+#include "ninfer/tokenizer/chat_format.hpp"
+
+namespace ninfer::tools {
+namespace {
+
+using nlohmann::json;
+
+// A field that is absent or null counts as not given, as in OpenAI's API.
+const json* field(const json& body, const char* key) {
+  auto it = body.find(key);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<double> number(const json& body, const char* key, double lo, double hi) {
+  const json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) throw bad_param(key, "expected a number");
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) throw bad_param(key, fmt::format("{} is outside [{}, {}]", x, lo, hi));
+  return x;
+}
+
+std::optional<int64_t> integer(const json& body, const char* key, int64_t lo, int64_t hi) {
+  const json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer()) throw bad_param(key, "expected an integer");
+  const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v->get<int64_t>();
+  if (x < lo || x > hi) throw bad_param(key, fmt::format("{} is outside [{}, {}]", x, lo, hi));
+  return x;
+}
+
+bool boolean(const json& body, const char* key) {
+  const json* v = field(body, key);
+  if (!v) return false;
+  if (!v->is_boolean()) throw bad_param(key, "expected true or false");
+  return v->get<bool>();
+}
+
+// Text of a message's content: a string, or an array of {"type": "text", "text": ...} parts.
+std::string content_text(const json& content, const std::string& param) {
+  if (content.is_string()) return content.get<std::string>();
+  if (content.is_null()) return {};
+  if (!content.is_array()) throw bad_param(param, "expected a string or an array of text parts");
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      throw bad_param(param, "only {\"type\": \"text\", \"text\": ...} parts are supported");
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+std::vector<int32_t> chat_prompt(const json& body, const LoadedModel& model, GenerationRequest& r) {
+  if (!model.tokenizer) throw ApiError(400, "this model has no tokenizer: use /v1/completions with token-id prompts");
+  if (model.manifest.chat_template == ChatTemplate::None)
+    throw ApiError(400, "this model's manifest sets chat_template: none: use /v1/completions");
+  const json* msgs = field(body, "messages");
+  if (!msgs) throw bad_param("messages", "required");
+  if (!msgs->is_array() || msgs->empty()) throw bad_param("messages", "expected a non-empty array");
+  std::vector<ChatMessage> messages;
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string p = fmt::format("messages[{}]", i);
+    if (!m.is_object()) throw bad_param(p, "expected an object");
+    const json* role = field(m, "role");
+    if (!role || !role->is_string()) throw bad_param(p + ".role", "required string");
+    const std::string rs = role->get<std::string>();
+    if (rs == "developer") {
+      messages.push_back({"system", content_text(m.value("content", json()), p + ".content"), std::nullopt});
+      continue;
+    }
+    if (rs != "system" && rs != "user" && rs != "assistant" && rs != "tool")
+      throw bad_param(p + ".role", fmt::format("'{}': expected system, developer, user, assistant or tool", rs));
+    ChatMessage cm{rs, content_text(m.value("content", json()), p + ".content"), std::nullopt};
+    if (const json* rc = field(m, "reasoning_content"); rc && rc->is_string()) cm.reasoning_content = rc->get<std::string>();
+    messages.push_back(std::move(cm));
+  }
+  // Qwen's thinking switch, as vLLM takes it: chat_template_kwargs.enable_thinking.
+  bool thinking = true;
+  if (const json* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) throw bad_param("chat_template_kwargs", "expected an object");
+    thinking = boolean(*kw, "enable_thinking") || !kw->contains("enable_thinking");
+  }
+  if (auto id = model.tokenizer->token_id("<|im_end|>")) r.stop.token_ids.insert(*id);
+  return model.tokenizer->encode(format_chat(messages, ChatOptions{true, thinking}));
+}
+
+std::vector<int32_t> token_ids(const json& ids, int64_t vocab) {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!ids[i].is_number_integer()) throw bad_param("prompt", "a token-id prompt must hold integers only");
+    const int64_t id = ids[i].get<int64_t>();
+    if (id < 0 || id >= vocab) throw bad_param("prompt", fmt::format("token id {} is outside the vocabulary (0..{})", id, vocab - 1));
+    out.push_back(static_cast<int32_t>(id));
+  }
+  return out;
+}
+
+// OpenAI's prompt: a string, an array of token ids, or a one-element array of either (n=1).
+std::vector<int32_t> completion_prompt(const json& body, const LoadedModel& model) {
+  const json* p = field(body, "prompt");
+  if (!p) throw bad_param("prompt", "required");
+  const json* prompt = p;
+  if (p->is_array() && !p->empty() && (p->front().is_string() || p->front().is_array())) {
+    if (p->size() != 1) throw bad_param("prompt", "only one prompt per request is supported");
+    prompt = &p->front();
+  }
+  if (prompt->is_array()) return token_ids(*prompt, model.lm->vocab_size());
+  if (!prompt->is_string()) throw bad_param("prompt", "expected a string or an array of token ids");
+  if (!model.tokenizer) throw bad_param("prompt", "this model has no tokenizer: give the prompt as token ids");
+  return model.tokenizer->encode(prompt->get<std::string>());
+}
+
+std::vector<std::string> stop_strings(const json& body) {
+  const json* s = field(body, "stop");
+  if (!s) return {};
+  if (s->is_string()) return {s->get<std::string>()};
+  if (!s->is_array()) throw bad_param("stop", "expected a string or an array of strings");
+  std::vector<std::string> out;
+  for (const json& x : *s) {
+    if (!x.is_string()) throw bad_param("stop", "expected a string or an array of strings");
+    out.push_back(x.get<std::string>());
+  }
+  return out;
+}
+
+void check_model(const json& body, const LoadedModel& model) {
+  const json* m = field(body, "model");
+  if (!m) return; // the one model served
+  if (!m->is_string()) throw bad_param("model", "expected a string");
+  if (m->get<std::string>() != model.name)
+    throw ApiError(404, fmt::format("The model '{}' does not exist: this server serves '{}'", m->get<std::string>(), model.name),
+                   "invalid_request_error", "model", "model_not_found");
+}
+
+} // namespace
+
+ParsedRequest parse_request(Endpoint endpoint, const std::string& text, const LoadedModel& model) {
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()));
+  }
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  check_model(body, model);
+  ParsedRequest out;
+  GenerationRequest& r = out.generation;
+  r.sampling = model.manifest.sampling;
+  for (int64_t id : model.lm->config().eos_token_ids) r.stop.token_ids.insert(static_cast<int32_t>(id));
+  r.prompt_ids = endpoint == Endpoint::Chat ? chat_prompt(body, model, r) : completion_prompt(body, model);
+
+  if (auto n = integer(body, "n", 1, INT64_MAX); n && *n != 1) throw bad_param("n", "only n=1 is supported");
+  if (boolean(body, "logprobs") || field(body, "top_logprobs"))
+    throw bad_param("logprobs", "logprobs are not supported by ninfer-serve yet");
+  if (auto v = number(body, "temperature", 0, 2)) r.sampling.temperature = *v;
+  if (auto v = number(body, "top_p", 0, 1)) r.sampling.top_p = *v;
+  if (auto v = integer(body, "top_k", -1, INT32_MAX)) r.sampling.top_k = *v < 0 ? 0 : *v;
+  if (auto v = number(body, "min_p", 0, 1)) r.sampling.min_p = *v;
+  if (auto v = number(body, "presence_penalty", -2, 2)) r.sampling.presence_penalty = *v;
+  if (auto v = number(body, "frequency_penalty", -2, 2)) r.sampling.frequency_penalty = *v;
+  if (auto v = number(body, "repetition_penalty", 0, 100)) r.sampling.repetition_penalty = *v;
+  if (auto v = integer(body, "seed", INT64_MIN, INT64_MAX)) r.sampling.seed = static_cast<uint64_t>(*v);
+  try {
+    r.sampling.validate();
+  } catch (const Error& e) {
+    throw ApiError(400, e.what());
+  }
+  auto max_tokens = integer(body, "max_completion_tokens", 1, INT64_MAX);
+  if (!max_tokens) max_tokens = integer(body, "max_tokens", 1, INT64_MAX);
+  r.max_new_tokens = max_tokens.value_or(model.manifest.max_new_tokens);
+  r.stop.strings = stop_strings(body);
+  if (!r.stop.strings.empty() && !model.tokenizer) throw bad_param("stop", "stop strings need a tokenizer and this model has none");
+  if (boolean(body, "ignore_eos")) r.stop.token_ids.clear();
+
+  out.stream = boolean(body, "stream");
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) throw bad_param("stream_options", "expected an object");
+    out.include_usage = boolean(*so, "include_usage");
+  }
+  out.return_token_ids = boolean(body, "return_token_ids");
+  return out;
+}
+
+} // namespace ninfer::tools

@@ -1,0 +1,26 @@
+// Parsing of /v1/chat/completions and /v1/completions bodies into a GenerationRequest.
+// Every problem is an ApiError (400) naming the field.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "loaded_model.hpp"
+#include "ninfer/generation/generate.hpp"
+
+namespace ninfer::tools {
+
+enum class Endpoint { Chat, Completions };
+
+struct ParsedRequest {
+  GenerationRequest generation;
+  bool stream = false;
+  bool include_usage = false;   // stream_options.include_usage
+  bool return_token_ids = false; // extension: choices[].token_ids (streamed: one chunk per token)
+};
+
+// `body` is the raw request text (malformed JSON is a 400 too).
+ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const LoadedModel& model);
+
+} // namespace ninfer::tools

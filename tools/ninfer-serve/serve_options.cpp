@@ -1,0 +1,31 @@
+#include "serve_options.hpp"
+
+namespace ninfer::tools {
+
+void add_serve_options(CLI::App& app, ServeOptions& o) {
+  app.add_option("manifest", o.manifest, "Model manifest (YAML, see docs/manifest.md)");
+  app.add_option("--checkpoint", o.checkpoint, "Hugging Face checkpoint folder (instead of a manifest)");
+  app.add_option("--host", o.host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", o.port, "TCP port (0: any free port, printed on stderr)")->capture_default_str();
+  app.add_option("--max-concurrency", o.max_concurrency, "Sequences generated at once (model slots)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--max-pending-requests", o.max_pending_requests,
+                 "Requests that may wait for a slot; beyond that HTTP 429")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  app.add_option("--prefill-chunk", o.prefill_chunk, "Prompt tokens per forward pass (default: the manifest's)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-context", o.max_context, "Tokens one sequence may hold (overrides the manifest)");
+  app.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (default: $NINFER_API_KEY, else none)")
+      ->envname("NINFER_API_KEY");
+  app.add_option("--device", o.device, "cpu, cuda, cuda:N or auto (the best plugin that runs the model)")
+      ->capture_default_str();
+  app.add_option("--plugin-dir", o.plugin_dir, "Plugin directory (default: $NINFER_PLUGIN_DIR, else the install's)");
+  app.add_option("--plugin", o.plugin, "Use this plugin (it must support the device)");
+  app.add_option("--dtype", o.dtype, "Weights: auto, float32, bfloat16 (overrides the manifest)");
+  app.add_option("--served-model-name", o.served_model_name, "Model id clients use (default: the manifest's name)");
+  app.add_flag("-v,--verbose", o.verbose, "Debug logging on stderr");
+}
+
+} // namespace ninfer::tools

@@ -1,0 +1,32 @@
+// ninfer-serve's command line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ninfer::tools {
+
+struct ServeOptions {
+  std::string manifest;   // positional MANIFEST
+  std::string checkpoint; // --checkpoint DIR (implicit manifest)
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  int32_t max_concurrency = 4;      // model slots: sequences decoded together
+  int64_t max_pending_requests = 64; // waiting for a slot; more get HTTP 429
+  std::optional<int32_t> prefill_chunk;
+  std::optional<int64_t> max_context;
+  std::string api_key;              // empty: no authentication
+  std::string device = "auto";
+  std::string plugin_dir;
+  std::string plugin;
+  std::optional<std::string> dtype;
+  std::string served_model_name;    // default: the manifest's name
+  bool verbose = false;
+};
+
+void add_serve_options(CLI::App& app, ServeOptions& o);
+
+} // namespace ninfer::tools
