@@ -1,0 +1,82 @@
+// ninfer-serve driven by the official `openai` npm client (pinned in package.json): a
+// random-weight Qwen3.5 checkpoint with the real Qwen3 tokenizer, served on loopback.
+//   node openai_client_test.mjs NINFER_SERVE NINFER_MAKE_CHECKPOINT TOKENIZER_JSON
+// Exits non-zero (with the failed assertion) when the server disagrees with what the client
+// expects of an OpenAI-compatible API.
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import OpenAI from "openai";
+
+const [serveBin, makeCheckpointBin, tokenizer] = process.argv.slice(2);
+const dir = mkdtempSync(join(tmpdir(), "ninfer-openai-"));
+const ckpt = join(dir, "demo");
+execFileSync(makeCheckpointBin, ["--preset", "qwen3_5-cpu-small", "--seed", "5", "--tokenizer", tokenizer, "--out", ckpt],
+             { stdio: "ignore" });
+
+const server = spawn(serveBin, ["--checkpoint", ckpt, "--host", "127.0.0.1", "--port", "0", "--max-concurrency", "2"],
+                     { stdio: ["ignore", "ignore", "pipe"] });
+let log = "";
+const port = await new Promise((resolve, reject) => {
+  const timer = setTimeout(() => reject(new Error("ninfer-serve did not start:\n" + log)), 120000);
+  server.stderr.on("data", (d) => {
+    log += d;
+    const m = log.match(/on http:\/\/127\.0\.0\.1:(\d+)/);
+    if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+  });
+  server.on("exit", (code) => reject(new Error(`ninfer-serve exited (${code}):\n${log}`)));
+});
+
+const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "unused", maxRetries: 0 });
+try {
+  const models = await client.models.list();
+  const model = models.data[0].id;
+  assert.ok(model, "GET /v1/models lists the served model");
+
+  const ask = { model, messages: [{ role: "user", content: "Name three colours." }], max_tokens: 12, temperature: 0 };
+  const solo = await client.chat.completions.create(ask);
+  assert.equal(solo.object, "chat.completion");
+  assert.equal(typeof solo.choices[0].message.content, "string");
+  assert.equal(solo.choices[0].message.role, "assistant");
+  assert.ok(["length", "stop"].includes(solo.choices[0].finish_reason));
+  assert.ok(solo.usage.prompt_tokens > 0 && solo.usage.completion_tokens <= 12);
+
+  // Streaming: the deltas join to the non-streamed (greedy) reply; usage comes last.
+  const stream = await client.chat.completions.create({ ...ask, stream: true, stream_options: { include_usage: true } });
+  let text = "", usage = null, finish = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      text += c.delta?.content ?? "";
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.equal(text, solo.choices[0].message.content);
+  assert.equal(finish, solo.choices[0].finish_reason);
+  assert.deepEqual(usage, solo.usage);
+
+  // Concurrent requests (more than the two slots) each get their solo answer.
+  const prompts = ["Hello", "Tell me a joke.", "2+2=", "Why?"];
+  const solos = [];
+  for (const p of prompts)
+    solos.push((await client.chat.completions.create({ ...ask, messages: [{ role: "user", content: p }] })).choices[0].message.content);
+  const together = await Promise.all(prompts.map((p) => client.chat.completions.create({ ...ask, messages: [{ role: "user", content: p }] })));
+  together.forEach((r, i) => assert.equal(r.choices[0].message.content, solos[i], `concurrent request ${i}`));
+
+  // Legacy completions with a text prompt.
+  const comp = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 5, temperature: 0 });
+  assert.equal(comp.object, "text_completion");
+  assert.equal(typeof comp.choices[0].text, "string");
+
+  // Errors arrive as the client's typed errors with OpenAI's status codes.
+  await assert.rejects(client.chat.completions.create({ ...ask, model: "no-such-model" }), (e) => e.status === 404);
+  await assert.rejects(client.chat.completions.create({ ...ask, temperature: -1 }), (e) => e.status === 400 && /temperature/.test(e.message));
+  await assert.rejects(client.chat.completions.create({ ...ask, n: 2 }), (e) => e.status === 400);
+  console.log("openai client: all checks passed");
+} finally {
+  server.kill("SIGTERM");
+  await new Promise((r) => server.on("exit", r));
+  rmSync(dir, { recursive: true, force: true });
+}
