@@ -43,7 +43,7 @@ std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r) {
       throw QueueFull(fmt::format("all {} slots are busy and {} requests are waiting (--max-pending-requests {}): "
                                   "retry later",
                                   running_, pending_.size(), options_.max_pending));
-    pending_.push_back({std::move(r), handle});
+    pending_.push_back({std::move(r), handle, std::chrono::steady_clock::now()});
   }
   cv_.notify_all();
   return handle;
@@ -65,14 +65,15 @@ void Engine::admit(std::vector<std::unique_ptr<Sequence>>& active, std::vector<i
     Pending p = std::move(pending_.front());
     pending_.pop_front();
     if (p.handle->cancelled()) {
-      p.handle->finish(ServeResult{{}, {}, "cancelled", {}, static_cast<int64_t>(p.request.prompt_ids.size())});
+      drop(p, "cancelled");
       continue;
     }
     const int32_t slot = free_slots.back();
     free_slots.pop_back();
     lm_.reset(slot);
     ++running_;
-    active.push_back(std::make_unique<Sequence>(slot, std::move(p.request), p.handle, tokenizer_, max_context()));
+    active.push_back(
+        std::make_unique<Sequence>(slot, std::move(p.request), p.handle, tokenizer_, max_context(), p.submitted));
   }
 }
 
@@ -117,6 +118,15 @@ void Engine::decode_step(std::vector<std::unique_ptr<Sequence>>& active) {
   }
 }
 
+void Engine::drop(Pending& p, const std::string& reason) {
+  ServeResult r;
+  r.finish_reason = reason;
+  r.prompt_tokens = static_cast<int64_t>(p.request.prompt_ids.size());
+  r.timings.queue_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p.submitted).count();
+  p.handle->finish(r);
+  if (options_.on_finish) options_.on_finish(r);
+}
+
 void Engine::run() {
   std::vector<int32_t> free_slots;
   for (int32_t s = lm_.options().max_sequences - 1; s >= 0; --s) free_slots.push_back(s);
@@ -127,7 +137,7 @@ void Engine::run() {
       cv_.wait(lock, [&] { return stopping_ || !active.empty() || (!pending_.empty() && !free_slots.empty()); });
       if (stopping_) {
         // Queued requests never started: cancel them. Running ones finish unless told otherwise.
-        for (Pending& p : pending_) p.handle->finish(ServeResult{{}, {}, "cancelled", {}, 0});
+        for (Pending& p : pending_) drop(p, "cancelled");
         pending_.clear();
         if (cancel_running_)
           for (auto& s : active) s->abort("cancelled");
@@ -143,6 +153,7 @@ void Engine::run() {
     std::lock_guard lock(mutex_);
     for (auto it = active.begin(); it != active.end();) {
       if ((*it)->done()) {
+        if (options_.on_finish) options_.on_finish((*it)->handle().wait());
         free_slots.push_back((*it)->slot());
         it = active.erase(it);
         --running_;

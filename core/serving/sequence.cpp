@@ -5,9 +5,10 @@
 namespace ninfer::serving {
 
 Sequence::Sequence(int32_t slot, GenerationRequest request, std::shared_ptr<RequestHandle> handle,
-                   const Tokenizer* tokenizer, int64_t max_context)
+                   const Tokenizer* tokenizer, int64_t max_context, Clock::time_point submitted)
     : slot_(slot), request_(std::move(request)), handle_(std::move(handle)), max_context_(max_context),
-      sampler_(request_.sampling, request_.prompt_ids), matcher_(request_.stop.strings) {
+      sampler_(request_.sampling, request_.prompt_ids), matcher_(request_.stop.strings), submitted_(submitted),
+      admitted_(Clock::now()) {
   // As in generate(): ids without text (padded vocabularies) contribute nothing.
   if (tokenizer) decoder_.emplace(*tokenizer, DecodeOptions{false, true});
   result_.prompt_tokens = static_cast<int64_t>(request_.prompt_ids.size());
@@ -15,6 +16,7 @@ Sequence::Sequence(int32_t slot, GenerationRequest request, std::shared_ptr<Requ
 
 bool Sequence::on_logits(std::span<const float> row) {
   const SampleResult s = sampler_.next(row);
+  if (first_token_ == Clock::time_point{}) first_token_ = Clock::now();
   if (request_.stop.is_stop_token(s.token)) {
     complete("stop");
     return true;
@@ -52,6 +54,21 @@ void Sequence::complete(std::string reason) {
     if (!tail.empty()) handle_->push({-1, std::move(tail)});
   }
   result_.finish_reason = std::move(reason);
+  finish();
+}
+
+void Sequence::finish() {
+  const auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  const Clock::time_point now = Clock::now();
+  ServeTimings& t = result_.timings;
+  t.queue_s = secs(admitted_ - submitted_);
+  if (first_token_ != Clock::time_point{}) {
+    t.prefill_s = secs(first_token_ - admitted_);
+    t.first_token_s = secs(first_token_ - submitted_);
+    t.decode_s = secs(now - first_token_);
+  } else {
+    t.prefill_s = secs(now - admitted_); // ended before a first token (error, cancel)
+  }
   done_ = true;
   handle_->finish(result_);
 }
@@ -60,8 +77,7 @@ void Sequence::abort(const std::string& reason, const std::string& error) {
   if (done_) return;
   result_.finish_reason = reason;
   result_.error = error;
-  done_ = true;
-  handle_->finish(result_);
+  finish();
 }
 
 } // namespace ninfer::serving

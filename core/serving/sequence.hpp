@@ -2,6 +2,7 @@
 // matcher. It turns each row of logits into a token and text; the engine owns the model calls.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -18,8 +19,9 @@ namespace ninfer::serving {
 
 class Sequence {
  public:
+  using Clock = std::chrono::steady_clock;
   Sequence(int32_t slot, GenerationRequest request, std::shared_ptr<RequestHandle> handle,
-           const Tokenizer* tokenizer, int64_t max_context);
+           const Tokenizer* tokenizer, int64_t max_context, Clock::time_point submitted);
 
   int32_t slot() const { return slot_; }
   RequestHandle& handle() { return *handle_; }
@@ -38,6 +40,8 @@ class Sequence {
 
  private:
   void complete(std::string reason);
+  // Fills result_.timings up to now and hands the result over.
+  void finish();
 
   int32_t slot_;
   GenerationRequest request_;
@@ -50,6 +54,7 @@ class Sequence {
   int64_t prefilled_ = 0;
   int32_t next_input_ = -1;
   bool done_ = false;
+  Clock::time_point submitted_, admitted_, first_token_;
 };
 
 } // namespace ninfer::serving

@@ -185,6 +185,40 @@ TEST(NinferServe, StreamEndsWithFinishReasonUsageAndDone) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
+// --request-log: one JSON line per request with the server's own timings; the token counts
+// must match what the client was told, and the times must be consistent with each other.
+TEST(NinferServe, RequestLogHasOneLinePerRequestWithServerTimings) {
+  const fs::path log = fs::temp_directory_path() / ("ninfer-request-log-" + std::to_string(::getpid()) + ".jsonl");
+  fs::remove(log);
+  ServerProcess server(fixture_args({"--request-log", log.string()}));
+  auto c = server.client();
+  const Reply a = post(*c, "/v1/completions", greedy_ids_request(json::array({1, 2, 3, 4, 5, 6, 7}), 9));
+  json streamed = greedy_ids_request(json::array({9, 8}), 4);
+  streamed["stream"] = true;
+  const auto [status, text] = post_stream(*c, "/v1/completions", streamed);
+  ASSERT_EQ(a.status, 200);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+  std::ifstream in(log);
+  std::vector<json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  ASSERT_EQ(lines.size(), 2u);
+  const int64_t prompts[] = {7, 2}, generated[] = {9, 4};
+  for (size_t i = 0; i < 2; ++i) {
+    const json& l = lines[i];
+    EXPECT_EQ(l["finish_reason"], "length");
+    EXPECT_TRUE(l["error"].is_null());
+    EXPECT_EQ(l["prompt_tokens"], prompts[i]);
+    EXPECT_EQ(l["decode_tokens"], generated[i]);
+    for (const char* k : {"queue_s", "prefill_s", "ttft_s", "decode_s", "prefill_tok_s", "decode_tok_s"})
+      EXPECT_GE(l[k].get<double>(), 0.0) << k;
+    // Time to first token = time in the queue + time to read the prompt and sample.
+    EXPECT_NEAR(l["ttft_s"].get<double>(), l["queue_s"].get<double>() + l["prefill_s"].get<double>(), 1e-6);
+    EXPECT_GT(l["prefill_tok_s"].get<double>(), 0.0);
+  }
+  fs::remove(log);
+}
+
 TEST(NinferServe, ErrorsHaveOpenAiShapeAndStatus) {
   ServerProcess server(fixture_args());
   auto c = server.client();

@@ -7,9 +7,11 @@
 #include <spdlog/spdlog.h>
 
 #include <csignal>
+#include <optional>
 #include <thread>
 
 #include "http_routes.hpp"
+#include "request_log.hpp"
 #include "loaded_model.hpp"
 #include "ninfer/error.hpp"
 #include "ninfer/log.hpp"
@@ -36,7 +38,12 @@ int serve(const tools::ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   tools::LoadedModel model = tools::load_model(o);
-  serving::Engine engine(*model.lm, model.tok(), {o.max_pending_requests});
+  std::optional<tools::RequestLog> request_log;
+  if (!o.request_log.empty()) request_log.emplace(o.request_log);
+  serving::EngineOptions eo;
+  eo.max_pending = o.max_pending_requests;
+  if (request_log) eo.on_finish = [&request_log](const serving::ServeResult& r) { request_log->write(r); };
+  serving::Engine engine(*model.lm, model.tok(), eo);
 
   httplib::Server server;
   // Every waiting or running request holds an HTTP thread (streams block on their handle).

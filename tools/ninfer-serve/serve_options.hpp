@@ -19,6 +19,7 @@ struct ServeOptions {
   std::optional<int32_t> prefill_chunk;
   std::optional<int64_t> max_context;
   std::string api_key;              // empty: no authentication
+  std::string request_log;          // --request-log FILE: one JSON line per request
   std::string device = "auto";
   std::string plugin_dir;
   std::string plugin;

@@ -10,6 +10,9 @@
 //   ServeResult r = h->wait();
 #pragma once
 
+#include <chrono>
+#include <functional>
+
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -46,6 +49,9 @@ struct EngineOptions {
   // Requests that may wait for a slot when all slots are busy; more are refused with
   // QueueFull. 0: no queue, a request is taken only if a slot is free.
   int64_t max_pending = 64;
+  // Called on the scheduler thread with every request's final result (finished, stopped,
+  // cancelled or failed): the server's request log.
+  std::function<void(const ServeResult&)> on_finish;
 };
 
 class Engine {
@@ -72,7 +78,10 @@ class Engine {
   struct Pending {
     GenerationRequest request;
     std::shared_ptr<RequestHandle> handle;
+    std::chrono::steady_clock::time_point submitted;
   };
+  // Finishes a request that never got a slot, and reports it.
+  void drop(Pending& p, const std::string& reason);
   void run();
   void admit(std::vector<std::unique_ptr<Sequence>>& active, std::vector<int32_t>& free_slots);
   void prefill_step(std::vector<std::unique_ptr<Sequence>>& active);

@@ -14,12 +14,21 @@
 
 namespace ninfer::serving {
 
+// Server-side timings of one request (seconds), measured by the engine's scheduler.
+struct ServeTimings {
+  double queue_s = 0;       // submitted -> given a slot
+  double prefill_s = 0;     // given a slot -> prompt read and the first token sampled
+  double first_token_s = 0; // submitted -> first token sampled (time to first token)
+  double decode_s = 0;      // first token -> last token
+};
+
 struct ServeResult {
   std::vector<int32_t> generated_ids; // the stop token, if any, is not included
   std::string text;                   // stop string removed
   std::string finish_reason;          // "stop", "length", "cancelled" or "error"
   std::string error;                  // finish_reason "error": what went wrong
   int64_t prompt_tokens = 0;
+  ServeTimings timings;
 };
 
 // What one generated token adds to the stream: its id and the text now safe to show (often
