@@ -21,6 +21,11 @@ Engine::~Engine() { shutdown(true); }
 
 int64_t Engine::max_context() const { return lm_.options().max_context; }
 
+EngineLoad Engine::load() const {
+  std::lock_guard lock(mutex_);
+  return {static_cast<int64_t>(pending_.size()), running_, lm_.options().max_sequences};
+}
+
 std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r) {
   if (r.prompt_ids.empty()) throw Error("the prompt is empty: give at least one token");
   for (int32_t id : r.prompt_ids)

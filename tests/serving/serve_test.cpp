@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -217,6 +218,35 @@ TEST(NinferServe, RequestLogHasOneLinePerRequestWithServerTimings) {
     EXPECT_GT(l["prefill_tok_s"].get<double>(), 0.0);
   }
   fs::remove(log);
+}
+
+// GET /metrics speaks Prometheus text and counts what the server did.
+TEST(NinferServe, MetricsCountRequestsTokensAndSlots) {
+  ServerProcess server(fixture_args());
+  auto c = server.client();
+  auto metrics = [&] {
+    const auto r = c->Get("/metrics");
+    return r && r->status == 200 ? r->body : std::string("(no reply)");
+  };
+  const std::string before = metrics();
+  EXPECT_NE(before.find("# TYPE ninfer_requests_total counter"), std::string::npos) << before;
+  EXPECT_NE(before.find("ninfer_slots_total 2\n"), std::string::npos) << before;
+  EXPECT_NE(before.find("ninfer_queue_depth 0\n"), std::string::npos) << before;
+  EXPECT_EQ(before.find("ninfer_requests_total{"), std::string::npos) << before;
+  ASSERT_EQ(post(*c, "/v1/completions", greedy_ids_request(json::array({4, 5, 6}), 5)).status, 200);
+  // The scheduler records a request just after its reply is complete: allow it a moment.
+  std::string after;
+  for (int i = 0; i < 200; ++i) {
+    after = metrics();
+    if (after.find("ninfer_requests_total{finish_reason=\"length\"} 1\n") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(after.find("ninfer_requests_total{finish_reason=\"length\"} 1\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("ninfer_prompt_tokens_total 3\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("ninfer_generation_tokens_total 5\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("ninfer_slots_in_use 0\n"), std::string::npos) << after;
+  EXPECT_EQ(after.find("ninfer_kv_cache_bytes 0\n"), std::string::npos) << after;
+  EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
 TEST(NinferServe, ErrorsHaveOpenAiShapeAndStatus) {

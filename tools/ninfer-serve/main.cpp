@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "http_routes.hpp"
+#include "metrics.hpp"
 #include "request_log.hpp"
 #include "loaded_model.hpp"
 #include "ninfer/error.hpp"
@@ -42,7 +43,11 @@ int serve(const tools::ServeOptions& o) {
   if (!o.request_log.empty()) request_log.emplace(o.request_log);
   serving::EngineOptions eo;
   eo.max_pending = o.max_pending_requests;
-  if (request_log) eo.on_finish = [&request_log](const serving::ServeResult& r) { request_log->write(r); };
+  tools::ServerMetrics metrics;
+  eo.on_finish = [&request_log, &metrics](const serving::ServeResult& r) {
+    metrics.record(r);
+    if (request_log) request_log->write(r);
+  };
   serving::Engine engine(*model.lm, model.tok(), eo);
 
   httplib::Server server;
@@ -51,6 +56,9 @@ int serve(const tools::ServeOptions& o) {
   server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   tools::Drain drain;
   tools::add_routes(server, model, engine, drain, o.api_key);
+  server.Get("/metrics", [&metrics, &engine, &model](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.render(engine, *model.backend), "text/plain; version=0.0.4");
+  });
 
   int port = o.port;
   if (port == 0) port = server.bind_to_any_port(o.host);

@@ -45,6 +45,13 @@ class PromptTooLong : public Error {
   using Error::Error;
 };
 
+// What the scheduler holds right now (for /metrics).
+struct EngineLoad {
+  int64_t pending = 0; // waiting for a slot
+  int64_t running = 0; // holding a slot
+  int64_t slots = 0;   // max_sequences
+};
+
 struct EngineOptions {
   // Requests that may wait for a slot when all slots are busy; more are refused with
   // QueueFull. 0: no queue, a request is taken only if a slot is free.
@@ -73,6 +80,7 @@ class Engine {
   void shutdown(bool cancel_running = false);
 
   int64_t max_context() const;
+  EngineLoad load() const;
 
  private:
   struct Pending {
@@ -90,7 +98,7 @@ class Engine {
   CausalLM& lm_;
   const Tokenizer* tokenizer_;
   EngineOptions options_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Pending> pending_;
   int64_t running_ = 0; // sequences holding a slot (the scheduler updates it)
