@@ -132,6 +132,19 @@ void Engine::drop(Pending& p, const std::string& reason) {
   if (options_.on_finish) options_.on_finish(r);
 }
 
+void Engine::expire_pending() {
+  if (options_.pending_timeout.count() <= 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (now - it->submitted > options_.pending_timeout) {
+      drop(*it, "timeout");
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 void Engine::run() {
   std::vector<int32_t> free_slots;
   for (int32_t s = lm_.options().max_sequences - 1; s >= 0; --s) free_slots.push_back(s);
@@ -139,7 +152,13 @@ void Engine::run() {
   while (true) {
     {
       std::unique_lock lock(mutex_);
-      cv_.wait(lock, [&] { return stopping_ || !active.empty() || (!pending_.empty() && !free_slots.empty()); });
+      const auto ready = [&] { return stopping_ || !active.empty() || (!pending_.empty() && !free_slots.empty()); };
+      // With a queue timeout, wake up now and then to expire waiting requests.
+      if (options_.pending_timeout.count() > 0)
+        cv_.wait_for(lock, options_.pending_timeout / 4 + std::chrono::milliseconds(1), ready);
+      else
+        cv_.wait(lock, ready);
+      expire_pending();
       if (stopping_) {
         // Queued requests never started: cancel them. Running ones finish unless told otherwise.
         for (Pending& p : pending_) drop(p, "cancelled");

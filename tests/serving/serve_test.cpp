@@ -249,6 +249,32 @@ TEST(NinferServe, MetricsCountRequestsTokensAndSlots) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
+// --pending-timeout-ms: a request that waits longer than that for the one slot gets 503 (the
+// demo checkpoint decodes slowly enough on the CPU to keep the slot busy), and the request
+// holding the slot is not disturbed.
+TEST(NinferServe, RequestWaitingPastThePendingTimeoutGets503) {
+  ServerProcess server({"--checkpoint", demo_checkpoint().string(), "--device", "cpu", "--max-concurrency", "1",
+                        "--pending-timeout-ms", "100"});
+  const json busy{{"prompt", json::array({1, 2, 3})}, {"max_tokens", 200}, {"temperature", 0},
+                  {"ignore_eos", true}};
+  Reply first, second;
+  std::thread holder([&] {
+    auto c = server.client();
+    first = post(*c, "/v1/completions", busy);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(150)); // the first request holds the slot
+  {
+    auto c = server.client();
+    second = post(*c, "/v1/completions", busy);
+  }
+  holder.join();
+  EXPECT_EQ(second.status, 503) << second.body.dump();
+  EXPECT_EQ(second.body["error"]["code"], "queue_timeout") << second.body.dump();
+  EXPECT_EQ(first.status, 200) << first.body.dump();
+  EXPECT_EQ(first.body["usage"]["completion_tokens"], 200);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
 TEST(NinferServe, ErrorsHaveOpenAiShapeAndStatus) {
   ServerProcess server(fixture_args());
   auto c = server.client();

@@ -38,6 +38,9 @@ std::shared_ptr<serving::RequestHandle> submit(serving::Engine& engine, Endpoint
 std::optional<ApiError> failure(const serving::ServeResult& r) {
   if (r.finish_reason == "error") return ApiError(500, "generation failed: " + r.error, "server_error");
   if (r.finish_reason == "cancelled") return ApiError(503, "the request was cancelled (server shutting down)", "server_error");
+  if (r.finish_reason == "timeout")
+    return ApiError(503, "timed out waiting for a free slot (--pending-timeout-ms): the server is busy, retry later",
+                    "server_error", {}, "queue_timeout");
   return std::nullopt;
 }
 

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <csignal>
 #include <optional>
 #include <thread>
@@ -43,6 +44,7 @@ int serve(const tools::ServeOptions& o) {
   if (!o.request_log.empty()) request_log.emplace(o.request_log);
   serving::EngineOptions eo;
   eo.max_pending = o.max_pending_requests;
+  eo.pending_timeout = std::chrono::milliseconds(o.pending_timeout_ms);
   tools::ServerMetrics metrics;
   eo.on_finish = [&request_log, &metrics](const serving::ServeResult& r) {
     metrics.record(r);

@@ -10,6 +10,10 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("--max-concurrency", o.max_concurrency, "Sequences generated at once (model slots)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  app.add_option("--pending-timeout-ms", o.pending_timeout_ms,
+                 "A request still waiting for a slot after this many ms gets HTTP 503 (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--max-pending-requests", o.max_pending_requests,
                  "Requests that may wait for a slot; beyond that HTTP 429")
       ->capture_default_str()

@@ -16,6 +16,7 @@ struct ServeOptions {
   int port = 8000;
   int32_t max_concurrency = 4;      // model slots: sequences decoded together
   int64_t max_pending_requests = 64; // waiting for a slot; more get HTTP 429
+  int64_t pending_timeout_ms = 0;    // a request waiting longer gets HTTP 503; 0: no limit
   std::optional<int32_t> prefill_chunk;
   std::optional<int64_t> max_context;
   std::string api_key;              // empty: no authentication

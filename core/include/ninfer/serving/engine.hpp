@@ -56,6 +56,9 @@ struct EngineOptions {
   // Requests that may wait for a slot when all slots are busy; more are refused with
   // QueueFull. 0: no queue, a request is taken only if a slot is free.
   int64_t max_pending = 64;
+  // A request still waiting for a slot after this long ends with finish_reason "timeout"
+  // (the server answers 503). Zero: wait as long as it takes.
+  std::chrono::milliseconds pending_timeout{0};
   // Called on the scheduler thread with every request's final result (finished, stopped,
   // cancelled or failed): the server's request log.
   std::function<void(const ServeResult&)> on_finish;
@@ -91,6 +94,8 @@ class Engine {
   // Finishes a request that never got a slot, and reports it.
   void drop(Pending& p, const std::string& reason);
   void run();
+  // Ends queued requests that have waited longer than pending_timeout (mutex_ held).
+  void expire_pending();
   void admit(std::vector<std::unique_ptr<Sequence>>& active, std::vector<int32_t>& free_slots);
   void prefill_step(std::vector<std::unique_ptr<Sequence>>& active);
   void decode_step(std::vector<std::unique_ptr<Sequence>>& active);
