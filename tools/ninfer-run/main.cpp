@@ -9,15 +9,12 @@
 #include <cstdio>
 #include <iostream>
 
-#include "ninfer/checkpoint/checkpoint.hpp"
-#include "ninfer/device.hpp"
 #include "ninfer/error.hpp"
 #include "ninfer/generation/generate.hpp"
 #include "ninfer/log.hpp"
 #include "ninfer/manifest/manifest.hpp"
 #include "ninfer/models/causal_lm.hpp"
-#include "ninfer/paths.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/models/model_setup.hpp"
 #include "ninfer/runtime/backend.hpp"
 #include "ninfer/tokenizer/chat_format.hpp"
 #include "ninfer/tokenizer/tokenizer.hpp"
@@ -29,33 +26,8 @@ namespace {
 using namespace ninfer;
 using tools::RunOptions;
 
-Manifest resolve_manifest(const RunOptions& o) {
-  if (!o.manifest.empty() && !o.checkpoint.empty())
-    throw Error("give either a MANIFEST or --checkpoint DIR, not both");
-  if (o.manifest.empty() && o.checkpoint.empty())
-    throw Error("no model: give a MANIFEST file or --checkpoint DIR (see ninfer-run --help)");
-  Manifest m = o.manifest.empty() ? implicit_manifest(o.checkpoint) : load_manifest(o.manifest);
-  if (o.dtype) {
-    if (*o.dtype == "auto") m.dtype = WeightDType::Auto;
-    else if (*o.dtype == "float32") m.dtype = WeightDType::Float32;
-    else if (*o.dtype == "bfloat16") m.dtype = WeightDType::BFloat16;
-    else throw Error(fmt::format("--dtype {}: expected auto, float32 or bfloat16", *o.dtype));
-  }
-  if (o.max_context) {
-    if (*o.max_context < 2) throw Error(fmt::format("--max-context must be at least 2 (got {})", *o.max_context));
-    m.runtime.max_context = *o.max_context;
-  }
-  return m;
-}
-
-WeightPrecision precision(WeightDType d) {
-  switch (d) {
-    case WeightDType::Float32: return WeightPrecision::F32;
-    case WeightDType::BFloat16: return WeightPrecision::BF16;
-    case WeightDType::Float16: throw Error("dtype float16 is not supported yet: use auto, float32 or bfloat16");
-    case WeightDType::Auto: break;
-  }
-  return WeightPrecision::Auto;
+ModelSource model_source(const RunOptions& o) {
+  return {o.manifest, o.checkpoint, o.dtype, o.max_context, "ninfer-run"};
 }
 
 std::vector<int32_t> prompt_ids(const RunOptions& o, const Manifest& m, const Tokenizer* tok) {
@@ -126,57 +98,22 @@ long peak_rss_kib() {
 
 int run(const RunOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  Manifest m = resolve_manifest(o);
-  std::optional<Tokenizer> tokenizer;
-  if (m.tokenizer) tokenizer = Tokenizer::load(*m.tokenizer);
-  const Checkpoint ck = Checkpoint::open(m.checkpoint);
-  const ModelConfig& cfg = ck.config();
-  if (cfg.random_weights)
-    fmt::print(stderr, "ninfer-run: note: {} holds RANDOM weights (made by ninfer-make-checkpoint); the text it "
-                       "generates is noise. See README.md for running a real Qwen checkpoint.\n",
-               m.checkpoint.string());
-  if (tokenizer && tokenizer->vocab_size() > cfg.vocab_size)
-    throw Error(fmt::format("tokenizer {} has {} tokens but the model's embedding has {} rows: this tokenizer does "
-                            "not belong to {}",
-                            tokenizer->source(), tokenizer->vocab_size(), cfg.vocab_size, m.checkpoint.string()));
+  ModelFiles files = open_model_files(model_source(o));
+  const Manifest& m = files.manifest;
+  const Tokenizer* tok = files.tok();
 
   // The prompt is checked before the (possibly long) model load.
   tools::RunContext ctx;
   ctx.model = m.name;
-  ctx.prompt_ids = prompt_ids(o, m, tokenizer ? &*tokenizer : nullptr);
+  ctx.prompt_ids = prompt_ids(o, m, tok);
 
-  PluginHost plugins;
-  plugins.load_directory(o.plugin_dir.empty() ? default_plugin_dir() : std::filesystem::path(o.plugin_dir));
-  ModelOptions mo;
-  mo.max_context = m.runtime.resolved_max_context(cfg.max_position_embeddings);
-  mo.max_sequences = 1;
-  mo.prefill_chunk = static_cast<int32_t>(m.runtime.prefill_chunk);
-  mo.weights = precision(m.dtype);
-
-  // Load on the first device whose plugin can run the whole model.
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<CausalLM> lm;
-  std::string failures;
-  for (const ninfer_device_info& dev : devices_for(parse_device_spec(o.device), discover_devices())) {
-    try {
-      auto be = std::make_unique<Backend>(plugins, dev, BackendOptions{o.plugin, 0, nullptr});
-      auto model = CausalLM::load(ck, *be, mo);
-      backend = std::move(be);
-      lm = std::move(model);
-      break;
-    } catch (const Error& e) {
-      if (o.device != "auto") throw;
-      spdlog::info("not using {}: {}", dev.name, e.what());
-      failures += fmt::format("\n  {}: {}", dev.name, e.what());
-    }
-  }
-  if (!lm) throw Error("no device can run this model:" + failures);
-
-  spdlog::info("memory budget: {}", backend->memory().describe());
+  const ModelOnDevice loaded = load_on_device(files, {o.device, o.plugin_dir, o.plugin}, 1);
+  const std::unique_ptr<Backend>& backend = loaded.backend;
+  CausalLM* lm = loaded.lm.get();
   ctx.device = backend->device().name;
   ctx.plugin = backend->plugin().name();
   ctx.load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const GenerationRequest req = make_request(o, m, *lm, tokenizer ? &*tokenizer : nullptr, ctx.prompt_ids);
+  const GenerationRequest req = make_request(o, m, *lm, tok, ctx.prompt_ids);
 
   TextSink sink;
   if (!o.json)
@@ -184,7 +121,7 @@ int run(const RunOptions& o) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
     };
-  const GenerationResult res = generate(*lm, 0, tokenizer ? &*tokenizer : nullptr, req, sink);
+  const GenerationResult res = generate(*lm, 0, tok, req, sink);
   ctx.peak_device_bytes = backend->memory().peak;
   ctx.peak_rss_kib = peak_rss_kib();
   if (o.json) {

@@ -1,0 +1,61 @@
+// Putting a model together from a tool's command line, shared by ninfer-run and ninfer-serve:
+// the manifest (a file, or an implicit one for --checkpoint, with --dtype / --max-context
+// overrides), its tokenizer and checkpoint checked against each other, then the model loaded
+// on the first device of --device whose plugin runs it whole.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "ninfer/checkpoint/checkpoint.hpp"
+#include "ninfer/manifest/manifest.hpp"
+#include "ninfer/models/causal_lm.hpp"
+#include "ninfer/plugin_host.hpp"
+#include "ninfer/runtime/backend.hpp"
+#include "ninfer/tokenizer/tokenizer.hpp"
+
+namespace ninfer {
+
+struct ModelSource {
+  std::string manifest;   // a manifest file, or
+  std::string checkpoint; // a checkpoint folder (implicit manifest)
+  std::optional<std::string> dtype;   // --dtype: auto, float32, bfloat16
+  std::optional<int64_t> max_context; // --max-context
+  std::string tool;       // names the tool in messages ("ninfer-run")
+};
+
+// Throws ninfer::Error for no source, both sources, or a bad override.
+Manifest resolve_manifest(const ModelSource& source);
+
+struct ModelFiles {
+  Manifest manifest;
+  std::optional<Tokenizer> tokenizer;
+  Checkpoint checkpoint;
+  const Tokenizer* tok() const { return tokenizer ? &*tokenizer : nullptr; }
+};
+
+// Resolves the manifest, loads the tokenizer and opens the checkpoint (mapped, not read);
+// refuses a tokenizer larger than the model's vocabulary and warns about random weights.
+ModelFiles open_model_files(const ModelSource& source);
+
+struct DeviceChoice {
+  std::string device = "auto"; // --device
+  std::string plugin_dir;      // empty: default_plugin_dir()
+  std::string plugin;          // --plugin; empty: the best-scoring one
+};
+
+struct ModelOnDevice {
+  std::unique_ptr<PluginHost> plugins; // outlives the backend
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<CausalLM> lm;
+};
+
+// Loads the model with `max_sequences` slots (prefill_chunk: the manifest's unless given) on
+// the first device of `choice` that runs it; with --device auto, devices that cannot are
+// skipped and listed in the error if none can. Logs the memory budget.
+ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice, int32_t max_sequences,
+                             std::optional<int32_t> prefill_chunk = std::nullopt);
+
+} // namespace ninfer
