@@ -145,6 +145,13 @@ void Engine::expire_pending() {
   }
 }
 
+void Engine::retire(Sequence& s, std::vector<int32_t>& free_slots) {
+  free_slots.push_back(s.slot());
+  --running_;
+  s.handle().finish(s.result());
+  if (options_.on_finish) options_.on_finish(s.result());
+}
+
 void Engine::run() {
   std::vector<int32_t> free_slots;
   for (int32_t s = lm_.options().max_sequences - 1; s >= 0; --s) free_slots.push_back(s);
@@ -163,9 +170,14 @@ void Engine::run() {
         // Queued requests never started: cancel them. Running ones finish unless told otherwise.
         for (Pending& p : pending_) drop(p, "cancelled");
         pending_.clear();
-        if (cancel_running_)
-          for (auto& s : active) s->abort("cancelled");
-        if (active.empty() || cancel_running_) break;
+        if (cancel_running_) {
+          for (auto& s : active) {
+            s->abort("cancelled");
+            retire(*s, free_slots);
+          }
+          active.clear();
+        }
+        if (active.empty()) break;
       }
     }
     admit(active, free_slots);
@@ -177,10 +189,8 @@ void Engine::run() {
     std::lock_guard lock(mutex_);
     for (auto it = active.begin(); it != active.end();) {
       if ((*it)->done()) {
-        if (options_.on_finish) options_.on_finish((*it)->handle().wait());
-        free_slots.push_back((*it)->slot());
+        retire(**it, free_slots);
         it = active.erase(it);
-        --running_;
       } else {
         ++it;
       }

@@ -70,7 +70,6 @@ void Sequence::finish() {
     t.prefill_s = secs(now - admitted_); // ended before a first token (error, cancel)
   }
   done_ = true;
-  handle_->finish(result_);
 }
 
 void Sequence::abort(const std::string& reason, const std::string& error) {

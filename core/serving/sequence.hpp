@@ -31,7 +31,9 @@ class Sequence {
   void advance_prefill(int64_t n) { prefilled_ += n; }
   // The token the next decode step feeds (the last one sampled).
   int32_t next_input() const { return next_input_; }
+  // Finished: result() is final. The engine hands it to the client once the slot is free.
   bool done() const { return done_; }
+  const ServeResult& result() const { return result_; }
 
   // Samples from one row of logits; streams text; returns true when the request is finished.
   bool on_logits(std::span<const float> row);
@@ -40,7 +42,7 @@ class Sequence {
 
  private:
   void complete(std::string reason);
-  // Fills result_.timings up to now and hands the result over.
+  // Fills result_.timings up to now and marks the sequence done.
   void finish();
 
   int32_t slot_;

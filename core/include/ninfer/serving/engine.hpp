@@ -96,6 +96,9 @@ class Engine {
   void run();
   // Ends queued requests that have waited longer than pending_timeout (mutex_ held).
   void expire_pending();
+  // Frees a finished sequence's slot, then completes its request (mutex_ held): a client that
+  // sees its request finished can submit the next one into that slot at once.
+  void retire(Sequence& s, std::vector<int32_t>& free_slots);
   void admit(std::vector<std::unique_ptr<Sequence>>& active, std::vector<int32_t>& free_slots);
   void prefill_step(std::vector<std::unique_ptr<Sequence>>& active);
   void decode_step(std::vector<std::unique_ptr<Sequence>>& active);
