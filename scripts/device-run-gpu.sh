@@ -6,7 +6,7 @@ set -uo pipefail
 out="${OUT:-$PWD/gpu-logs}"
 mkdir -p "$out"
 n=/tmp/ninfer-carry
-rm -rf "$n" && mkdir -p "$n" && tar -C "$n" -xzf .carry/bundle.tar.gz
+rm -rf "$n" && mkdir -p "$n" && tar -C "$n" -xzf "${CARRY:-.carry}/bundle.tar.gz"
 export LD_LIBRARY_PATH="$n/ninfer/lib" NINFER_TEST_FIXTURES="$PWD/tests/fixtures" NINFER_SOURCE_DIR="$n"
 step() { echo; echo "=== $*"; }
 
