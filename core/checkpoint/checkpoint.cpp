@@ -1,6 +1,7 @@
 // Checkpoint::open: config.json, then one safetensors file or the shards named by
 // model.safetensors.index.json, each memory-mapped and its header validated.
 #include "ninfer/checkpoint/checkpoint.hpp"
+#include "ninfer/checkpoint/expected_tensors.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -29,6 +30,7 @@ struct Checkpoint::Impl {
   std::unordered_map<std::string, TensorView> tensors;
   std::unordered_map<std::string, UnreadableTensor> unreadable;
   size_t data_bytes = 0;
+  std::optional<uint64_t> synthetic_seed;
 
   void open_sharded(const std::filesystem::path& index);
   void reconcile_prefix();
@@ -157,6 +159,27 @@ Checkpoint Checkpoint::open(const std::filesystem::path& dir) {
                 impl->files.size(), impl->data_bytes / 1e6);
   return Checkpoint(std::move(impl));
 }
+
+Checkpoint Checkpoint::synthetic(const ModelConfig& config, DType dtype, uint64_t seed) {
+  auto impl = std::make_unique<Impl>();
+  impl->dir = "<synthetic>";
+  impl->config = config;
+  impl->synthetic_seed = seed;
+  for (const ExpectedTensor& e : expected_tensors(config)) {
+    TensorView t;
+    t.name = e.name;
+    // Matrices in the asked dtype; norm, conv and GDN parameters are float32 in real checkpoints too.
+    t.dtype = e.role == TensorRole::Embedding || e.role == TensorRole::Linear ? dtype : DType::F32;
+    t.shape = e.shape;
+    t.bytes = static_cast<size_t>(t.numel()) * dtype_size(t.dtype);
+    t.file = impl->dir;
+    impl->data_bytes += t.bytes;
+    impl->tensors.emplace(e.name, std::move(t));
+  }
+  return Checkpoint(std::move(impl));
+}
+
+std::optional<uint64_t> Checkpoint::synthetic_seed() const { return impl_->synthetic_seed; }
 
 Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;

@@ -84,6 +84,13 @@ void CausalLM::reset(int32_t slot) {
   positions_[static_cast<size_t>(slot)] = 0;
 }
 
+void CausalLM::assume_context(int32_t slot, int64_t tokens) {
+  check_slot(slot);
+  if (tokens < 0 || tokens >= options_.max_context)
+    throw Error(fmt::format("assumed context of {} tokens does not fit max_context = {}", tokens, options_.max_context));
+  positions_[static_cast<size_t>(slot)] = tokens;
+}
+
 std::vector<float> CausalLM::prefill(int32_t slot, std::span<const int32_t> ids, LogitsFor which) {
   check_slot(slot);
   if (ids.empty()) throw Error("empty prompt: prefill needs at least one token");
@@ -146,6 +153,22 @@ std::vector<int32_t> CausalLM::decode_greedy(std::span<const int32_t> slots, std
   std::vector<int32_t> out;
   std::vector<float> lp;
   decoder_->greedy(0, static_cast<int64_t>(slots.size()), out, lp);
+  if (logprobs) *logprobs = std::move(lp);
+  return out;
+}
+
+std::vector<int32_t> CausalLM::decode_sample(std::span<const int32_t> slots, std::span<const int32_t> ids,
+                                             std::span<const RowSampling> params, std::vector<float>* logprobs) {
+  if (params.size() != slots.size())
+    throw Error(fmt::format("decode_sample needs one sampling row per sequence (got {} for {} slots)", params.size(),
+                            slots.size()));
+  std::vector<ninfer_sample_row> rows;
+  for (const RowSampling& p : params)
+    rows.push_back({p.temperature, p.top_p, p.min_p, p.seed, p.draw, p.top_k, 0});
+  decode_forward(slots, ids);
+  std::vector<int32_t> out;
+  std::vector<float> lp;
+  decoder_->sample(0, rows, out, lp);
   if (logprobs) *logprobs = std::move(lp);
   return out;
 }

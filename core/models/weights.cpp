@@ -4,10 +4,25 @@
 
 #include <cstring>
 
+#include "ninfer/abi/ops/fill_random.h"
 #include "ninfer/abi/plugin_abi.h"
+#include "ninfer/checkpoint/expected_tensors.hpp"
+#include "ninfer/checkpoint/random_checkpoint.hpp"
 #include "ninfer/error.hpp"
 
 namespace ninfer::models {
+namespace {
+
+// transformers' initializer_range for Qwen models, as a uniform half-width with that deviation.
+constexpr float kMatrixHalfWidth = 0.02f * 1.7320508f;
+
+uint64_t name_hash(const std::string& s) { // FNV-1a: stable across standard libraries
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+} // namespace
 
 WeightLoader::WeightLoader(const Checkpoint& ck, Backend& backend, WeightPrecision precision)
     : ck_(ck), backend_(backend), precision_(precision) {}
@@ -52,7 +67,9 @@ Matrix WeightLoader::stack(std::initializer_list<std::string> names, const std::
   for (const auto& n : names) {
     const TensorView& t = ck_.tensor(n);
     const size_t count = static_cast<size_t>(t.numel());
-    if (dtype == NINFER_DTYPE_BF16 && t.dtype == DType::BF16) {
+    if (!t.data) {
+      fill_synthetic(m, offset, t);
+    } else if (dtype == NINFER_DTYPE_BF16 && t.dtype == DType::BF16) {
       // As stored: copy the bytes (the mapping may be unaligned, so never through a pointer cast).
       backend_.upload(m.buf, offset, t.data, count * 2);
     } else {
@@ -75,10 +92,35 @@ Vector WeightLoader::vector(const std::string& name, const std::string& what) {
   const TensorView& t = ck_.tensor(name);
   Vector v;
   v.size = t.numel();
-  std::vector<float> f32 = to_f32(t);
+  std::vector<float> f32 = t.data ? to_f32(t) : synthetic_values(t);
   v.buf = backend_.allocate(f32.size() * 4, MemoryUse::Weights, what);
   backend_.upload(v.buf, 0, f32.data(), f32.size() * 4);
   return v;
+}
+
+// Matrices are drawn on the backend (fill_random): gigabytes of them would otherwise be made on
+// the host and copied over the bus. Each tensor has its own stream (seed mixed with its name).
+void WeightLoader::fill_synthetic(const Matrix& m, size_t offset_bytes, const TensorView& t) {
+  const int64_t count = t.numel();
+  ninfer_fill_random_args a{};
+  a.out = m.buf.as<char>() + offset_bytes;
+  a.count = count;
+  a.seed = *ck_.synthetic_seed() ^ name_hash(t.name);
+  a.scale = kMatrixHalfWidth;
+  a.offset = 0.0f;
+  a.dtype = m.dtype;
+  ninfer_shape shape{};
+  shape.tokens = (count + NINFER_FILL_RANDOM_ROW - 1) / NINFER_FILL_RANDOM_ROW;
+  shape.dtype = m.dtype;
+  backend_.run(NINFER_OP_FILL_RANDOM, shape, &a);
+}
+
+// Small tensors (norm weights, conv weights, A_log, dt_bias) with the initialisation of
+// ninfer-make-checkpoint, made on the host: their distributions matter for sane activations.
+std::vector<float> WeightLoader::synthetic_values(const TensorView& t) {
+  for (const ExpectedTensor& e : expected_tensors(ck_.config()))
+    if (e.name == t.name) return random_tensor_values(e, *ck_.synthetic_seed());
+  throw Error(fmt::format("synthetic checkpoint: no initialisation for tensor {}", t.name));
 }
 
 } // namespace ninfer::models

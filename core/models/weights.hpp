@@ -45,6 +45,9 @@ class WeightLoader {
  private:
   Matrix stack(std::initializer_list<std::string> names, const std::string& what, int32_t dtype);
   int32_t storage_dtype(std::initializer_list<std::string> names) const;
+  // Synthetic checkpoints (Checkpoint::synthetic): values drawn from the seed instead of read.
+  void fill_synthetic(const Matrix& m, size_t offset_bytes, const TensorView& t);
+  std::vector<float> synthetic_values(const TensorView& t);
 
   const Checkpoint& ck_;
   Backend& backend_;

@@ -6,6 +6,7 @@
 #include "ninfer/abi/ops/argmax.h"
 #include "ninfer/abi/ops/causal_conv1d.h"
 #include "ninfer/abi/ops/embedding.h"
+#include "ninfer/abi/ops/fill_random.h"
 #include "ninfer/abi/ops/gated_delta_rule.h"
 #include "ninfer/abi/ops/gated_rms_norm.h"
 #include "ninfer/abi/ops/gdn_gating.h"
@@ -14,6 +15,7 @@
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/ops/rms_norm.h"
 #include "ninfer/abi/ops/rope.h"
+#include "ninfer/abi/ops/sample.h"
 #include "ninfer/abi/ops/sigmoid_gate.h"
 #include "ninfer/abi/ops/silu_mul.h"
 #include "ninfer/abi/plugin_abi.h"
@@ -57,6 +59,12 @@ const std::vector<OpInfo>& op_catalog() {
        {128, 48, 0, 0}, NINFER_DTYPE_F32},
       {NINFER_OP_ARGMAX, "greedy token of each logits row (+ its log-probability) on the device", {"vocab"},
        {151936, 0, 0, 0}, NINFER_DTYPE_F32},
+      {NINFER_OP_SAMPLE,
+       "sampled token of each logits row (temperature, top-k, top-p, min-p; seeded, + its log-probability) "
+       "on the device",
+       {"vocab"}, {248320, 0, 0, 0}, NINFER_DTYPE_F32},
+      {NINFER_OP_FILL_RANDOM, "seeded uniform fill of a buffer (benchmark weights built on the device)", {},
+       {0, 0, 0, 0}, NINFER_DTYPE_BF16},
   };
   return ops;
 }

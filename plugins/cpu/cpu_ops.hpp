@@ -15,6 +15,8 @@ int32_t register_attention(const ninfer_registrar* r);
 int32_t register_elementwise(const ninfer_registrar* r); // silu_mul, sigmoid_gate
 int32_t register_causal_conv1d(const ninfer_registrar* r);
 int32_t register_argmax(const ninfer_registrar* r);
+int32_t register_sample(const ninfer_registrar* r);
+int32_t register_fill_random(const ninfer_registrar* r);
 
 // gated_delta_rule has two host forms; plugin.cpp registers them in planning order.
 const ninfer_variant& gated_delta_rule_chunked_variant();

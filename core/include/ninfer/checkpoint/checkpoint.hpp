@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ class Checkpoint {
   // Opens DIR: config.json, then the safetensors header(s). Data is mapped, not read.
   // On a terminal (stderr is a TTY) a one-line progress indicator shows the shards.
   static Checkpoint open(const std::filesystem::path& dir);
+  // A checkpoint with no files (benchmarks): every tensor `config` implies, in `dtype`, with
+  // no data (TensorView::data is null). Model loaders draw its values on the backend from
+  // `seed` (models/weights.cpp), so a 27B-parameter shape needs neither disk nor bus.
+  static Checkpoint synthetic(const ModelConfig& config, DType dtype, uint64_t seed);
+  // Set for synthetic checkpoints: the seed their values come from.
+  std::optional<uint64_t> synthetic_seed() const;
 
   Checkpoint(Checkpoint&&) noexcept;
   Checkpoint& operator=(Checkpoint&&) noexcept;

@@ -40,6 +40,18 @@ struct ModelOptions {
 
 enum class LogitsFor { Last, All };
 
+// One sequence's token choice on the backend (the sample op, ninfer/abi/ops/sample.h): the
+// host sampler's temperature / top-k / top-p / min-p, and draw number `draw` of the stream
+// `seed` (draw k of a sequence is the k-th random draw its Sampler would make).
+struct RowSampling {
+  double temperature = 1.0; // 0: greedy
+  int32_t top_k = 0;        // 0: off
+  double top_p = 1.0;       // 1: off
+  double min_p = 0.0;       // 0: off
+  uint64_t seed = 0;
+  uint64_t draw = 0;
+};
+
 namespace models {
 class Decoder; // core/models: the layers, activations and ops of one forward pass
 }
@@ -62,6 +74,10 @@ class CausalLM {
   int64_t position(int32_t slot) const;
   // Forgets the slot's sequence: position 0, GDN state zeroed.
   void reset(int32_t slot);
+  // Benchmarks only: the slot continues at position `tokens` as if that many had been
+  // prefilled, without computing them. Decode then reads `tokens` KV rows per attention layer
+  // (zeros, or what an earlier sequence left), so its cost is that of a real context that deep.
+  void assume_context(int32_t slot, int64_t tokens);
 
   // Appends `ids` to the slot's sequence (in chunks of prefill_chunk) and returns logits
   // row-major: [ids.size(), vocab] for All, [1, vocab] (after the last id) for Last. Throws
@@ -78,6 +94,12 @@ class CausalLM {
   // An id of -1 means the row held a NaN.
   std::vector<int32_t> decode_greedy(std::span<const int32_t> slots, std::span<const int32_t> ids,
                                      std::vector<float>* logprobs = nullptr);
+
+  // decode() followed by sampling on the backend, row i under params[i]: returns the chosen id
+  // of each row and, in `logprobs`, its raw log-probability; no logits cross to the host. An
+  // id of -1 means the row held a NaN or +inf (or only -inf).
+  std::vector<int32_t> decode_sample(std::span<const int32_t> slots, std::span<const int32_t> ids,
+                                     std::span<const RowSampling> params, std::vector<float>* logprobs = nullptr);
 
  private:
   CausalLM(ModelConfig config, ModelOptions options, Backend& backend, std::unique_ptr<models::Decoder> decoder);
