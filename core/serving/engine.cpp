@@ -26,7 +26,7 @@ EngineLoad Engine::load() const {
   return {static_cast<int64_t>(pending_.size()), running_, lm_.options().max_sequences};
 }
 
-std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r) {
+std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r, RequestOptions ro) {
   if (r.prompt_ids.empty()) throw Error("the prompt is empty: give at least one token");
   for (int32_t id : r.prompt_ids)
     if (id < 0 || id >= lm_.vocab_size())
@@ -39,6 +39,7 @@ std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r) {
   if (r.max_new_tokens < 1) throw Error(fmt::format("max_tokens must be >= 1 (got {})", r.max_new_tokens));
   if (!tokenizer_ && !r.stop.strings.empty()) throw Error("stop strings need a tokenizer and this model has none");
   r.sampling.validate();
+  if (ro.reasoning && !tokenizer_) throw Error("splitting off the reasoning needs a tokenizer and this model has none");
   auto handle = std::make_shared<RequestHandle>();
   {
     std::lock_guard lock(mutex_);
@@ -48,7 +49,7 @@ std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r) {
       throw QueueFull(fmt::format("all {} slots are busy and {} requests are waiting (--max-pending-requests {}): "
                                   "retry later",
                                   running_, pending_.size(), options_.max_pending));
-    pending_.push_back({std::move(r), handle, std::chrono::steady_clock::now()});
+    pending_.push_back({std::move(r), ro, handle, std::chrono::steady_clock::now()});
   }
   cv_.notify_all();
   return handle;
@@ -78,7 +79,7 @@ void Engine::admit(std::vector<std::unique_ptr<Sequence>>& active, std::vector<i
     lm_.reset(slot);
     ++running_;
     active.push_back(
-        std::make_unique<Sequence>(slot, std::move(p.request), p.handle, tokenizer_, max_context(), p.submitted));
+        std::make_unique<Sequence>(slot, std::move(p.request), p.options, p.handle, tokenizer_, max_context(), p.submitted));
   }
 }
 
@@ -128,15 +129,20 @@ void Engine::drop(Pending& p, const std::string& reason) {
   r.finish_reason = reason;
   r.prompt_tokens = static_cast<int64_t>(p.request.prompt_ids.size());
   r.timings.queue_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p.submitted).count();
+  r.timings.submitted_at = unix_time(p.submitted);
   p.handle->finish(r);
   if (options_.on_finish) options_.on_finish(r);
 }
 
 void Engine::expire_pending() {
-  if (options_.pending_timeout.count() <= 0) return;
+  const bool timeout = options_.pending_timeout.count() > 0;
   const auto now = std::chrono::steady_clock::now();
   for (auto it = pending_.begin(); it != pending_.end();) {
-    if (now - it->submitted > options_.pending_timeout) {
+    // A client that went away while waiting gives its place in the queue back at once.
+    if (it->handle->cancelled()) {
+      drop(*it, "cancelled");
+      it = pending_.erase(it);
+    } else if (timeout && now - it->submitted > options_.pending_timeout) {
       drop(*it, "timeout");
       it = pending_.erase(it);
     } else {

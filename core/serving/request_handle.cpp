@@ -33,4 +33,10 @@ ServeResult RequestHandle::wait() {
   return *result_;
 }
 
+std::optional<ServeResult> RequestHandle::wait_for(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (!cv_.wait_for(lock, timeout, [&] { return result_.has_value(); })) return std::nullopt;
+  return *result_;
+}
+
 } // namespace ninfer::serving

@@ -1,16 +1,20 @@
 #include "sequence.hpp"
 
-#include "ninfer/tokenizer/tokenizer.hpp"
-
 namespace ninfer::serving {
 
-Sequence::Sequence(int32_t slot, GenerationRequest request, std::shared_ptr<RequestHandle> handle,
-                   const Tokenizer* tokenizer, int64_t max_context, Clock::time_point submitted)
+double unix_time(std::chrono::steady_clock::time_point t) {
+  const auto steady_now = std::chrono::steady_clock::now();
+  const auto system_now = std::chrono::system_clock::now();
+  return std::chrono::duration<double>(system_now.time_since_epoch() - (steady_now - t)).count();
+}
+
+Sequence::Sequence(int32_t slot, GenerationRequest request, const RequestOptions& options,
+                   std::shared_ptr<RequestHandle> handle, const Tokenizer* tokenizer, int64_t max_context,
+                   Clock::time_point submitted)
     : slot_(slot), request_(std::move(request)), handle_(std::move(handle)), max_context_(max_context),
-      sampler_(request_.sampling, request_.prompt_ids), matcher_(request_.stop.strings), submitted_(submitted),
+      sampler_(request_.sampling, request_.prompt_ids),
+      text_(tokenizer, request_.stop.strings, options.reasoning, request_.prompt_ids), submitted_(submitted),
       admitted_(Clock::now()) {
-  // As in generate(): ids without text (padded vocabularies) contribute nothing.
-  if (tokenizer) decoder_.emplace(*tokenizer, DecodeOptions{false, true});
   result_.prompt_tokens = static_cast<int64_t>(request_.prompt_ids.size());
 }
 
@@ -22,17 +26,14 @@ bool Sequence::on_logits(std::span<const float> row) {
     return true;
   }
   result_.generated_ids.push_back(s.token);
+  result_.logprobs.push_back(s.logprob);
+  result_.top_logprobs.push_back(s.top_logprobs);
   next_input_ = s.token;
-  if (decoder_) {
-    StopMatcher::Step m = matcher_.feed(decoder_->push(s.token));
-    result_.text += m.emit;
-    handle_->push({s.token, std::move(m.emit)});
-    if (m.stopped) {
-      complete("stop");
-      return true;
-    }
-  } else {
-    handle_->push({s.token, {}});
+  ReplyText::Out out = text_.push(s.token);
+  handle_->push({s.token, std::move(out.text), out.reasoning, s.logprob, s.top_logprobs});
+  if (out.stopped) {
+    complete("stop");
+    return true;
   }
   const int64_t n = static_cast<int64_t>(result_.generated_ids.size());
   // The next decode would need one more position than the context holds.
@@ -46,13 +47,11 @@ bool Sequence::on_logits(std::span<const float> row) {
 
 void Sequence::complete(std::string reason) {
   // Text withheld as a possible stop string start, or an incomplete UTF-8 tail, is now final.
-  if (decoder_ && !matcher_.stopped()) {
-    StopMatcher::Step m = matcher_.feed(decoder_->finish());
-    std::string tail = m.emit + (m.stopped ? std::string() : matcher_.flush());
-    if (m.stopped) reason = "stop";
-    result_.text += tail;
-    if (!tail.empty()) handle_->push({-1, std::move(tail)});
-  }
+  ReplyText::Out tail = text_.finish();
+  if (tail.stopped) reason = "stop";
+  if (!tail.text.empty()) handle_->push({-1, std::move(tail.text), tail.reasoning});
+  result_.text = text_.answer();
+  result_.reasoning = text_.reasoning();
   result_.finish_reason = std::move(reason);
   finish();
 }
@@ -62,10 +61,13 @@ void Sequence::finish() {
   const Clock::time_point now = Clock::now();
   ServeTimings& t = result_.timings;
   t.queue_s = secs(admitted_ - submitted_);
+  t.submitted_at = unix_time(submitted_);
+  t.admitted_at = unix_time(admitted_);
   if (first_token_ != Clock::time_point{}) {
     t.prefill_s = secs(first_token_ - admitted_);
     t.first_token_s = secs(first_token_ - submitted_);
     t.decode_s = secs(now - first_token_);
+    t.first_token_at = unix_time(first_token_);
   } else {
     t.prefill_s = secs(now - admitted_); // ended before a first token (error, cancel)
   }
@@ -74,6 +76,8 @@ void Sequence::finish() {
 
 void Sequence::abort(const std::string& reason, const std::string& error) {
   if (done_) return;
+  result_.text = text_.answer();
+  result_.reasoning = text_.reasoning();
   result_.finish_reason = reason;
   result_.error = error;
   finish();

@@ -11,16 +11,18 @@
 
 #include "ninfer/generation/generate.hpp"
 #include "ninfer/sampling/sampler.hpp"
-#include "ninfer/sampling/stop.hpp"
+#include "ninfer/serving/engine.hpp"
 #include "ninfer/serving/request_handle.hpp"
-#include "ninfer/tokenizer/stream_decoder.hpp"
 
 namespace ninfer::serving {
+
+// A steady-clock moment as unix time (seconds), for the request log.
+double unix_time(std::chrono::steady_clock::time_point t);
 
 class Sequence {
  public:
   using Clock = std::chrono::steady_clock;
-  Sequence(int32_t slot, GenerationRequest request, std::shared_ptr<RequestHandle> handle,
+  Sequence(int32_t slot, GenerationRequest request, const RequestOptions& options, std::shared_ptr<RequestHandle> handle,
            const Tokenizer* tokenizer, int64_t max_context, Clock::time_point submitted);
 
   int32_t slot() const { return slot_; }
@@ -42,6 +44,7 @@ class Sequence {
 
  private:
   void complete(std::string reason);
+
   // Fills result_.timings up to now and marks the sequence done.
   void finish();
 
@@ -50,8 +53,7 @@ class Sequence {
   std::shared_ptr<RequestHandle> handle_;
   int64_t max_context_;
   Sampler sampler_;
-  std::optional<StreamDecoder> decoder_;
-  StopMatcher matcher_;
+  ReplyText text_;
   ServeResult result_;
   int64_t prefilled_ = 0;
   int32_t next_input_ = -1;

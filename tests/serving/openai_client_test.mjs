@@ -70,6 +70,37 @@ try {
   assert.equal(comp.object, "text_completion");
   assert.equal(typeof comp.choices[0].text, "string");
 
+  // Logprobs: one entry per generated token with its text, bytes and the 3 best alternatives
+  // (greedy: the chosen token is the best); streamed chunks carry the same entries in order.
+  const lp = await client.chat.completions.create({ ...ask, logprobs: true, top_logprobs: 3 });
+  const entries = lp.choices[0].logprobs.content;
+  assert.equal(lp.choices[0].message.content, solo.choices[0].message.content);
+  assert.equal(entries.length, lp.usage.completion_tokens);
+  for (const e of entries) {
+    assert.equal(typeof e.token, "string");
+    assert.ok(Array.isArray(e.bytes) && e.logprob <= 0);
+    assert.equal(e.top_logprobs.length, 3);
+    assert.equal(e.top_logprobs[0].logprob, e.logprob);
+    assert.ok(e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob && e.top_logprobs[1].logprob >= e.top_logprobs[2].logprob);
+  }
+  const lpStream = await client.chat.completions.create({ ...ask, logprobs: true, top_logprobs: 3, stream: true });
+  const streamedEntries = [];
+  for await (const chunk of lpStream)
+    for (const c of chunk.choices) streamedEntries.push(...(c.logprobs?.content ?? []));
+  assert.deepEqual(streamedEntries, entries);
+  const legacy = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 5, temperature: 0, logprobs: 2 });
+  assert.equal(legacy.choices[0].logprobs.tokens.length, 5);
+  assert.equal(legacy.choices[0].logprobs.token_logprobs.length, 5);
+  await assert.rejects(client.chat.completions.create({ ...ask, logprobs: true, top_logprobs: 21 }),
+                       (e) => e.status === 400 && /top_logprobs/.test(e.message));
+
+  // Qwen's thinking switch: on by default (reasoning_content is returned separately), off adds
+  // the empty think block to the prompt (4 tokens) and returns plain content.
+  const thinkOff = await client.chat.completions.create({ ...ask, chat_template_kwargs: { enable_thinking: false } });
+  assert.equal(thinkOff.usage.prompt_tokens, solo.usage.prompt_tokens + 4);
+  assert.ok(!("reasoning_content" in thinkOff.choices[0].message));
+  assert.ok("reasoning_content" in solo.choices[0].message);
+
   // Errors arrive as the client's typed errors with OpenAI's status codes.
   await assert.rejects(client.chat.completions.create({ ...ask, model: "no-such-model" }), (e) => e.status === 404);
   await assert.rejects(client.chat.completions.create({ ...ask, temperature: -1 }), (e) => e.status === 400 && /temperature/.test(e.message));

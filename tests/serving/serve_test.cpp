@@ -5,10 +5,18 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "demo_checkpoint.hpp"
@@ -428,5 +436,371 @@ TEST(NinferServe, ChatGreedyEqualsNinferRunAndStreamsTheSameText) {
     EXPECT_EQ(s.body["choices"][0]["message"]["content"], content.substr(0, content.find(stop)));
     EXPECT_EQ(s.body["choices"][0]["finish_reason"], "stop");
   }
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+namespace {
+
+// ninfer-run --json on the demo checkpoint: the reference for chat text and logprobs.
+json run_json(const std::string& args) {
+  const ProcessOutput run = run_process(std::string(NINFER_RUN_BIN) + " --checkpoint " +
+                                        shell_quote(demo_checkpoint().string()) + " --device cpu --json " + args);
+  EXPECT_EQ(run.status, 0) << run.err;
+  return json::parse(run.out, nullptr, false);
+}
+
+// Qwen's split of a reply into reasoning and answer, done on ninfer-run's whole text: the
+// reasoning is between <think> and </think> (newlines around it dropped), the answer after.
+std::pair<std::string, std::string> split_thinking(const std::string& text) {
+  const size_t open = text.find("<think>"), close = text.find("</think>");
+  if (open == std::string::npos && close == std::string::npos) return {"", text};
+  const size_t from = open == std::string::npos ? 0 : open + 7;
+  std::string reasoning = text.substr(from, close == std::string::npos ? std::string::npos : close - from);
+  std::string answer = close == std::string::npos ? "" : text.substr(close + 8);
+  reasoning.erase(0, std::min(reasoning.size(), reasoning.find_first_not_of('\n')));
+  reasoning.erase(reasoning.find_last_not_of('\n') + 1);
+  answer.erase(0, std::min(answer.size(), answer.find_first_not_of('\n')));
+  return {reasoning, answer};
+}
+
+constexpr double kLogprobTolerance = 2e-3; // CPU float32 vs transformers float32, one logit gap
+constexpr double kSameCodeTolerance = 1e-5; // the server and ninfer-run share the sampler
+
+} // namespace
+
+// /v1/completions logprobs (legacy shape): the gap between the two best alternatives is the
+// logit gap transformers reports, the greedy token is the best one, and a stream carries the
+// same numbers token by token.
+TEST(NinferServe, CompletionLogprobsMatchTransformersGapsAndStream) {
+  ServerProcess server(fixture_args());
+  auto c = server.client();
+  const json ref = reference("tiny-qwen3");
+  for (size_t i = 0; i < ref["cases"].size(); ++i) {
+    const json& cs = ref["cases"][i];
+    json req = greedy_ids_request(cs["prompt_ids"], 12);
+    req["logprobs"] = 3;
+    const Reply r = post(*c, "/v1/completions", req);
+    ASSERT_EQ(r.status, 200) << r.body.dump();
+    const json& lp = r.body["choices"][0]["logprobs"];
+    ASSERT_EQ(lp["tokens"].size(), 12u) << lp.dump();
+    ASSERT_EQ(lp["token_logprobs"].size(), 12u);
+    ASSERT_EQ(lp["top_logprobs"].size(), 12u);
+    ASSERT_EQ(lp["text_offset"].size(), 12u);
+    const size_t n = std::min<size_t>(trusted_steps(cs), 12);
+    for (size_t s = 0; s < 12; ++s) {
+      // No tokenizer: tokens are named by id.
+      EXPECT_EQ(lp["tokens"][s], "token_id:" + std::to_string(r.body["choices"][0]["token_ids"][s].get<int>()));
+      std::vector<double> alts;
+      for (const auto& [tok, v] : lp["top_logprobs"][s].items()) alts.push_back(v.get<double>());
+      ASSERT_EQ(alts.size(), 3u) << "greedy: the chosen token is one of the 3 best";
+      std::sort(alts.rbegin(), alts.rend());
+      EXPECT_DOUBLE_EQ(lp["token_logprobs"][s].get<double>(), alts[0]) << "step " << s;
+      EXPECT_LT(alts[0], 0.0);
+      double mass = 0;
+      for (double a : alts) mass += std::exp(a);
+      EXPECT_LE(mass, 1.0 + 1e-6);
+      if (s < n)
+        EXPECT_NEAR(alts[0] - alts[1], cs["greedy_top2_margin"][s].get<double>(), kLogprobTolerance)
+            << "case " << i << " step " << s;
+    }
+    json sreq = req;
+    sreq["stream"] = true;
+    const auto [status, text] = post_stream(*c, "/v1/completions", sreq);
+    ASSERT_EQ(status, 200);
+    std::vector<double> streamed;
+    std::vector<int64_t> offsets;
+    for (const std::string& e : sse_data(text)) {
+      if (e == "[DONE]") continue;
+      const json chunk = json::parse(e);
+      const json& l = chunk["choices"][0]["logprobs"];
+      if (!l.is_object()) continue;
+      for (const auto& v : l["token_logprobs"]) streamed.push_back(v.get<double>());
+      for (const auto& v : l["text_offset"]) offsets.push_back(v.get<int64_t>());
+    }
+    ASSERT_EQ(streamed.size(), 12u) << text;
+    for (size_t s = 0; s < 12; ++s) {
+      EXPECT_DOUBLE_EQ(streamed[s], lp["token_logprobs"][s].get<double>());
+      EXPECT_EQ(offsets[s], lp["text_offset"][s].get<int64_t>());
+    }
+  }
+  // Bounds and types are refused clearly.
+  json bad = greedy_ids_request({1, 2}, 2);
+  bad["logprobs"] = 21;
+  Reply e = post(*c, "/v1/completions", bad);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.body["error"]["param"], "logprobs");
+  bad["logprobs"] = true;
+  EXPECT_EQ(post(*c, "/v1/completions", bad).status, 400);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// Chat logprobs (choices[].logprobs.content[]) equal ninfer-run's for the same greedy chat,
+// streamed and not; token text and bytes agree; top_logprobs is bounded to 0..20.
+TEST(NinferServe, ChatLogprobsEqualNinferRunAndAreBounded) {
+  const std::string prompt = "Name three colours.";
+  const json run = run_json("--chat --greedy --max-new 8 --logprobs 4 --prompt " + shell_quote(prompt));
+  ASSERT_TRUE(run.is_object());
+  ServerProcess server({"--checkpoint", demo_checkpoint().string(), "--device", "cpu", "--max-concurrency", "2"});
+  auto c = server.client();
+  json req{{"messages", {{{"role", "user"}, {"content", prompt}}}}, {"max_tokens", 8}, {"temperature", 0},
+           {"logprobs", true}, {"top_logprobs", 4}, {"return_token_ids", true}};
+  const Reply r = post(*c, "/v1/chat/completions", req);
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  const json& choice = r.body["choices"][0];
+  EXPECT_EQ(choice["token_ids"], run["generated_ids"]);
+  const json& content = choice["logprobs"]["content"];
+  ASSERT_EQ(content.size(), run["generated_ids"].size());
+  for (size_t s = 0; s < content.size(); ++s) {
+    EXPECT_NEAR(content[s]["logprob"].get<double>(), run["generated_logprobs"][s].get<double>(), kSameCodeTolerance);
+    const json& top = content[s]["top_logprobs"];
+    ASSERT_EQ(top.size(), 4u);
+    for (size_t k = 0; k < 4; ++k)
+      EXPECT_NEAR(top[k]["logprob"].get<double>(), run["generated_top_logprobs"][s][k][1].get<double>(),
+                  kSameCodeTolerance);
+    // bytes are the token's text, byte for byte (whole characters here: ASCII or not cut).
+    std::string from_bytes;
+    for (const auto& b : content[s]["bytes"]) from_bytes.push_back(static_cast<char>(b.get<int>()));
+    if (from_bytes.find('\xEF') == std::string::npos) EXPECT_EQ(content[s]["token"], from_bytes);
+  }
+  json sreq = req;
+  sreq["stream"] = true;
+  const auto [status, text] = post_stream(*c, "/v1/chat/completions", sreq);
+  ASSERT_EQ(status, 200);
+  json streamed = json::array();
+  for (const std::string& e : sse_data(text)) {
+    if (e == "[DONE]") continue;
+    const json chunk = json::parse(e);
+    if (chunk["choices"].empty() || !chunk["choices"][0]["logprobs"].is_object()) continue;
+    for (const auto& x : chunk["choices"][0]["logprobs"]["content"]) streamed.push_back(x);
+  }
+  EXPECT_EQ(streamed, content);
+  for (int top : {-1, 21}) {
+    json bad = req;
+    bad["top_logprobs"] = top;
+    const Reply b = post(*c, "/v1/chat/completions", bad);
+    EXPECT_EQ(b.status, 400) << top;
+    EXPECT_EQ(b.body["error"]["param"], "top_logprobs");
+  }
+  json no_lp = req;
+  no_lp["logprobs"] = false;
+  EXPECT_EQ(post(*c, "/v1/chat/completions", no_lp).status, 400) << "top_logprobs without logprobs";
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// chat_template_kwargs.enable_thinking: on by default (the prompt has no empty think block)
+// with reasoning_content split off; off adds the empty block (4 more prompt tokens: <think>,
+// "\n\n", </think>, "\n\n") and returns plain content. Both equal ninfer-run's chat.
+TEST(NinferServe, ThinkingSwitchIsHonouredAndReasoningIsSplitOff) {
+  const std::string prompt = "Why is the sky blue?";
+  const json think = run_json("--chat --greedy --max-new 16 --prompt " + shell_quote(prompt));
+  const json no_think = run_json("--chat --greedy --no-think --max-new 16 --prompt " + shell_quote(prompt));
+  ServerProcess server({"--checkpoint", demo_checkpoint().string(), "--device", "cpu", "--max-concurrency", "2"});
+  auto c = server.client();
+  const json req{{"messages", {{{"role", "user"}, {"content", prompt}}}}, {"max_tokens", 16}, {"temperature", 0}};
+  const Reply on = post(*c, "/v1/chat/completions", req);
+  json off_req = req;
+  off_req["chat_template_kwargs"] = {{"enable_thinking", false}};
+  const Reply off = post(*c, "/v1/chat/completions", off_req);
+  json on_req = req;
+  on_req["chat_template_kwargs"] = {{"enable_thinking", true}};
+  const Reply on2 = post(*c, "/v1/chat/completions", on_req);
+  ASSERT_EQ(on.status, 200) << on.body.dump();
+  ASSERT_EQ(off.status, 200) << off.body.dump();
+  EXPECT_EQ(on2.body["choices"][0]["message"], on.body["choices"][0]["message"]);
+  EXPECT_EQ(off.body["usage"]["prompt_tokens"].get<int>(), on.body["usage"]["prompt_tokens"].get<int>() + 4);
+  EXPECT_EQ(think["prompt_ids"].size(), on.body["usage"]["prompt_tokens"].get<size_t>());
+  EXPECT_EQ(no_think["prompt_ids"].size(), off.body["usage"]["prompt_tokens"].get<size_t>());
+
+  const json& m_off = off.body["choices"][0]["message"];
+  EXPECT_EQ(m_off["content"], no_think["text"]);
+  EXPECT_FALSE(m_off.contains("reasoning_content")) << "thinking off: no split";
+  const json& m_on = on.body["choices"][0]["message"];
+  const auto [reasoning, answer] = split_thinking(think["text"].get<std::string>());
+  EXPECT_EQ(m_on["content"], answer) << think["text"];
+  ASSERT_TRUE(m_on.contains("reasoning_content"));
+  if (reasoning.empty()) EXPECT_TRUE(m_on["reasoning_content"].is_null());
+  else EXPECT_EQ(m_on["reasoning_content"], reasoning);
+
+  // Streamed: reasoning_content deltas then content deltas, joining to the same two parts.
+  json sreq = req;
+  sreq["stream"] = true;
+  const auto [status, text] = post_stream(*c, "/v1/chat/completions", sreq);
+  ASSERT_EQ(status, 200);
+  std::string r_stream, c_stream;
+  bool content_started = false;
+  for (const std::string& e : sse_data(text)) {
+    if (e == "[DONE]") continue;
+    const json chunk = json::parse(e);
+    if (chunk["choices"].empty()) continue;
+    const json d = chunk["choices"][0]["delta"];
+    if (d.contains("reasoning_content")) {
+      EXPECT_FALSE(content_started) << "reasoning after content";
+      r_stream += d["reasoning_content"].get<std::string>();
+    }
+    if (d.contains("content") && !d["content"].get<std::string>().empty()) content_started = true;
+    c_stream += d.value("content", "");
+  }
+  EXPECT_EQ(r_stream, reasoning);
+  EXPECT_EQ(c_stream, answer);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+namespace {
+
+// Connects to 127.0.0.1:port, sends `request` whole, and closes without reading.
+void send_and_close(int port, const std::string& request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300)); // the request is taken into the slot
+  ::close(fd);
+}
+
+std::vector<json> read_log(const fs::path& log) {
+  std::ifstream in(log);
+  std::vector<json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  return lines;
+}
+
+} // namespace
+
+// A non-streamed request whose client hangs up is cancelled: its slot serves the next request
+// long before the abandoned one (30000 tokens) could have finished.
+TEST(NinferServe, NonStreamedRequestOfAClientThatHangsUpIsCancelled) {
+  const fs::path log = fs::temp_directory_path() / ("ninfer-hangup-log-" + std::to_string(::getpid()) + ".jsonl");
+  fs::remove(log);
+  ServerProcess server({"--checkpoint", demo_checkpoint().string(), "--device", "cpu", "--max-concurrency", "1",
+                        "--max-pending-requests", "0", "--request-log", log.string()});
+  const std::string body = json{{"prompt", json::array({1, 2, 3})}, {"max_tokens", 30000}, {"temperature", 0},
+                                {"ignore_eos", true}}.dump();
+  send_and_close(server.port(), "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  auto c = server.client();
+  Reply r;
+  const auto t0 = std::chrono::steady_clock::now();
+  do {
+    json next = greedy_ids_request({1, 2}, 2);
+    next.erase("model");
+    r = post(*c, "/v1/completions", next);
+    if (r.status == 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+  EXPECT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(server.stop(), 0) << server.log();
+  const std::vector<json> lines = read_log(log);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["finish_reason"], "cancelled");
+  EXPECT_LT(lines[0]["decode_tokens"].get<int>(), 30000);
+  EXPECT_EQ(lines[1]["finish_reason"], "length");
+  fs::remove(log);
+}
+
+// Chunked prefill shares the steps with decoding: while a long prompt (many --prefill-chunk
+// chunks) is read, a stream that is already decoding keeps receiving tokens. The prefill
+// window is the server's own (request log: admitted_at .. first_token_at of the long request);
+// the stream's tokens are timed as they arrive at the client, on the same machine's clock.
+TEST(NinferServe, DecodingStreamKeepsGettingTokensDuringAnotherRequestsLongPrefill) {
+  const fs::path log = fs::temp_directory_path() / ("ninfer-prefill-log-" + std::to_string(::getpid()) + ".jsonl");
+  fs::remove(log);
+  ServerProcess server({"--checkpoint", demo_checkpoint().string(), "--device", "cpu", "--max-concurrency", "2",
+                        "--prefill-chunk", "16", "--request-log", log.string()});
+  const auto wall = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
+  std::mutex mu;
+  std::vector<double> arrivals; // wall time of each streamed token event
+  std::atomic<bool> hang_up{false};
+  std::thread stream([&] {
+    auto c = server.client();
+    json req{{"prompt", json::array({1, 2, 3})}, {"max_tokens", 20000}, {"temperature", 0}, {"ignore_eos", true},
+             {"stream", true}, {"return_token_ids", true}};
+    size_t seen = 0;
+    post_stream(*c, "/v1/completions", req, [&](const std::string& got) {
+      const double now = wall();
+      size_t events = 0;
+      for (size_t p = got.find("\"token_ids\""); p != std::string::npos; p = got.find("\"token_ids\"", p + 1)) ++events;
+      std::lock_guard lock(mu);
+      for (; seen < events; ++seen) arrivals.push_back(now);
+      return !hang_up;
+    });
+  });
+  const auto count = [&] {
+    std::lock_guard lock(mu);
+    return arrivals.size();
+  };
+  while (count() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // 800 prompt tokens: 50 chunks of 16.
+  std::vector<int> long_prompt(800);
+  for (size_t i = 0; i < long_prompt.size(); ++i) long_prompt[i] = static_cast<int>(1 + (i * 7919) % 5000);
+  Reply r;
+  {
+    auto c = server.client();
+    json req = greedy_ids_request(long_prompt, 1);
+    req.erase("model");
+    r = post(*c, "/v1/completions", req);
+  }
+  hang_up = true;
+  stream.join();
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(server.stop(), 0) << server.log();
+  const std::vector<json> lines = read_log(log);
+  const json* long_req = nullptr;
+  for (const json& l : lines)
+    if (l["prompt_tokens"] == 800) long_req = &l;
+  ASSERT_NE(long_req, nullptr);
+  const double from = (*long_req)["admitted_at"].get<double>(), to = (*long_req)["first_token_at"].get<double>();
+  size_t during = 0;
+  for (double t : arrivals) during += t > from && t < to;
+  // One decode step per prefill chunk: about 50 tokens; a prefill that blocked decoding
+  // would let none through.
+  EXPECT_GE(during, 10u) << "prefill took " << (to - from) << " s; stream tokens " << arrivals.size();
+  fs::remove(log);
+}
+
+// tools/ninfer-soak/ninfer_soak.py against the real server, briefly and small: a soak with
+// two clients (no failures, tokens counted as the server counted them) and the inter-token
+// latency benchmark (the stream keeps decoding during the long prefill).
+TEST(NinferServe, SoakToolRunsAgainstTheServer) {
+  if (run_process("python3 --version").status != 0) GTEST_SKIP() << "no python3";
+  ServerProcess server({"--checkpoint", demo_checkpoint().string(), "--device", "cpu", "--max-concurrency", "2",
+                        "--prefill-chunk", "16"});
+  const std::string tool = shell_quote((source_dir() / "tools/ninfer-soak/ninfer_soak.py").string());
+  const std::string url = " --url http://127.0.0.1:" + std::to_string(server.port());
+  const ProcessOutput soak = run_process("python3 " + tool + url +
+                                         " --json --clients 2 --duration 2 --prompt-lengths 8,100 --max-tokens 6");
+  ASSERT_EQ(soak.status, 0) << soak.out << soak.err;
+  const json s = json::parse(soak.out);
+  EXPECT_GE(s["requests"].get<int>(), 2);
+  EXPECT_EQ(s["failures"], 0);
+  EXPECT_EQ(s["generated_tokens"], 6 * s["requests"].get<int>());
+  EXPECT_GT(s["tok_s"].get<double>(), 0.0);
+  EXPECT_GT(s["ttft_s"]["p99"].get<double>(), 0.0);
+  EXPECT_GE(s["ttft_s"]["p99"].get<double>(), s["ttft_s"]["p50"].get<double>());
+  const bool smi = run_process("command -v nvidia-smi").status == 0;
+  EXPECT_EQ(s["gpu_memory_start"]["source"], smi ? "nvidia-smi" : "metrics");
+  EXPECT_EQ(s["gpu_memory_end"]["source"], smi ? "nvidia-smi" : "metrics");
+  // The server counted the same tokens (it records a request just after its reply).
+  const std::string want = "ninfer_generation_tokens_total " + std::to_string(s["generated_tokens"].get<int>()) + "\n";
+  std::string metrics;
+  for (int i = 0; i < 200 && metrics.find(want) == std::string::npos; ++i) {
+    const auto m = server.client()->Get("/metrics");
+    metrics = m ? m->body : "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(metrics.find(want), std::string::npos) << metrics;
+
+  const ProcessOutput itl = run_process("python3 " + tool + url + " --json --mode itl --long-prompt 480 --stream-tokens 60");
+  ASSERT_EQ(itl.status, 0) << itl.out << itl.err;
+  const json b = json::parse(itl.out);
+  EXPECT_EQ(b["failures"], 0);
+  EXPECT_EQ(b["alone"]["tokens"], 60);
+  EXPECT_EQ(b["with_prefill"]["tokens"], 60);
+  EXPECT_GT(b["stream_tokens_during_prefill"].get<int>(), 0);
   EXPECT_EQ(server.stop(), 0) << server.log();
 }

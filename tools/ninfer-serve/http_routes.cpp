@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <memory>
 
 #include "api_error.hpp"
+#include "client_socket.hpp"
 #include "openai_request.hpp"
 #include "openai_response.hpp"
 
@@ -21,9 +23,9 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(dump(e.body()), "application/json");
 }
 
-std::shared_ptr<serving::RequestHandle> submit(serving::Engine& engine, Endpoint ep, GenerationRequest r) {
+std::shared_ptr<serving::RequestHandle> submit(serving::Engine& engine, Endpoint ep, ParsedRequest& p) {
   try {
-    return engine.submit(std::move(r));
+    return engine.submit(std::move(p.generation), p.options);
   } catch (const serving::PromptTooLong& e) {
     throw ApiError(413, e.what(), "invalid_request_error", ep == Endpoint::Chat ? "messages" : "prompt",
                    "context_length_exceeded");
@@ -51,6 +53,7 @@ struct StreamState {
   bool token_ids; // return_token_ids: a chunk per token, with its id
   std::shared_ptr<void> in_flight; // released when the response is gone
   bool started = false;
+  int64_t text_offset = 0; // completions logprobs: where the next token's text starts
 };
 
 bool write_event(httplib::DataSink& sink, const std::string& data) {
@@ -75,10 +78,17 @@ void stream_response(httplib::Response& res, std::shared_ptr<StreamState> st) {
           return true;
         }
         if (auto piece = st->handle->next_piece()) {
-          if (piece->text.empty() && !(st->token_ids && piece->token >= 0)) return true;
-          json chunk = text_chunk(st->meta, piece->text, false);
+          // With token ids or logprobs every token gets a chunk, even one that adds no text yet.
+          const bool per_token = (st->token_ids || st->meta.logprobs) && piece->token >= 0;
+          if (piece->text.empty() && !per_token) return true;
+          json chunk = text_chunk(st->meta, piece->text, false, piece->reasoning);
           if (st->token_ids)
             chunk["choices"][0]["token_ids"] = piece->token >= 0 ? json::array({piece->token}) : json::array();
+          if (st->meta.logprobs && piece->token >= 0)
+            chunk["choices"][0]["logprobs"] =
+                logprobs_json(st->meta, std::span<const int32_t>(&piece->token, 1),
+                              std::span<const float>(&piece->logprob, 1),
+                              std::span<const std::vector<TokenLogprob>>(&piece->top_logprobs, 1), st->text_offset);
           if (!write_event(sink, dump(chunk))) {
             st->handle->cancel();
             return false;
@@ -108,13 +118,28 @@ httplib::Server::Handler generation_handler(const LoadedModel& model, serving::E
       std::shared_ptr<void> in_flight = drain.enter();
       if (!in_flight) throw ApiError(503, "the server is shutting down", "server_error");
       ParsedRequest p = parse_request(ep, req.body, model);
-      auto handle = submit(engine, ep, std::move(p.generation));
+      auto handle = submit(engine, ep, p);
       ResponseMeta meta = new_response_meta(ep, model.name);
+      meta.logprobs = p.logprobs;
+      meta.reasoning = p.options.reasoning.has_value();
+      meta.tokenizer = model.tok();
       if (p.stream) {
         stream_response(res, std::make_shared<StreamState>(StreamState{handle, meta, p.include_usage, p.return_token_ids, in_flight}));
         return;
       }
-      const serving::ServeResult r = handle->wait();
+      // Not streamed: nothing is written until the end, so watch the connection instead; a
+      // client that hung up cancels its request, which frees its slot (or queue place).
+      const int fd = client_socket(req);
+      std::optional<serving::ServeResult> done;
+      while (!(done = handle->wait_for(std::chrono::milliseconds(50)))) {
+        if (fd >= 0 && peer_closed(fd)) {
+          handle->cancel();
+          spdlog::debug("{} {}: the client closed the connection; request cancelled", req.method, req.path);
+          handle->wait();
+          return; // nobody to answer
+        }
+      }
+      const serving::ServeResult& r = *done;
       if (auto err = failure(r)) throw *err;
       res.set_content(dump(completion_json(meta, r, p.return_token_ids)), "application/json");
     } catch (const ApiError& e) {

@@ -59,7 +59,8 @@ std::string content_text(const json& content, const std::string& param) {
   return text;
 }
 
-std::vector<int32_t> chat_prompt(const json& body, const LoadedModel& model, GenerationRequest& r) {
+std::vector<int32_t> chat_prompt(const json& body, const LoadedModel& model, GenerationRequest& r,
+                                 serving::RequestOptions& options) {
   if (!model.tokenizer) throw ApiError(400, "this model has no tokenizer: use /v1/completions with token-id prompts");
   if (model.manifest.chat_template == ChatTemplate::None)
     throw ApiError(400, "this model's manifest sets chat_template: none: use /v1/completions");
@@ -88,9 +89,12 @@ std::vector<int32_t> chat_prompt(const json& body, const LoadedModel& model, Gen
   bool thinking = true;
   if (const json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) throw bad_param("chat_template_kwargs", "expected an object");
-    thinking = boolean(*kw, "enable_thinking") || !kw->contains("enable_thinking");
+    if (field(*kw, "enable_thinking")) thinking = boolean(*kw, "enable_thinking");
   }
   if (auto id = model.tokenizer->token_id("<|im_end|>")) r.stop.token_ids.insert(*id);
+  // With thinking on, the reply's <think>...</think> block becomes reasoning_content.
+  const auto open = model.tokenizer->token_id("<think>"), close = model.tokenizer->token_id("</think>");
+  if (thinking && open && close) options.reasoning = serving::ReasoningMarkers{*open, *close};
   return model.tokenizer->encode(format_chat(messages, ChatOptions{true, thinking}));
 }
 
@@ -157,11 +161,21 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text, const Lo
   GenerationRequest& r = out.generation;
   r.sampling = model.manifest.sampling;
   for (int64_t id : model.lm->config().eos_token_ids) r.stop.token_ids.insert(static_cast<int32_t>(id));
-  r.prompt_ids = endpoint == Endpoint::Chat ? chat_prompt(body, model, r) : completion_prompt(body, model);
+  r.prompt_ids = endpoint == Endpoint::Chat ? chat_prompt(body, model, r, out.options) : completion_prompt(body, model);
 
   if (auto n = integer(body, "n", 1, INT64_MAX); n && *n != 1) throw bad_param("n", "only n=1 is supported");
-  if (boolean(body, "logprobs") || field(body, "top_logprobs"))
-    throw bad_param("logprobs", "logprobs are not supported by ninfer-serve yet");
+  if (endpoint == Endpoint::Chat) {
+    // Chat: `logprobs: true`, and `top_logprobs: K` alternatives per token (needs logprobs).
+    out.logprobs = boolean(body, "logprobs");
+    const auto top = integer(body, "top_logprobs", 0, kMaxTopLogprobs);
+    if (top && *top > 0 && !out.logprobs) throw bad_param("top_logprobs", "needs \"logprobs\": true");
+    r.sampling.top_logprobs = top.value_or(0);
+  } else if (const json* lp = field(body, "logprobs")) {
+    // Legacy completions: `logprobs: K` (0..20) alternatives per token; the chosen one's always.
+    if (lp->is_boolean()) throw bad_param("logprobs", "expected an integer (0..20) on /v1/completions");
+    out.logprobs = true;
+    r.sampling.top_logprobs = *integer(body, "logprobs", 0, kMaxTopLogprobs);
+  }
   if (auto v = number(body, "temperature", 0, 2)) r.sampling.temperature = *v;
   if (auto v = number(body, "top_p", 0, 1)) r.sampling.top_p = *v;
   if (auto v = integer(body, "top_k", -1, INT32_MAX)) r.sampling.top_k = *v < 0 ? 0 : *v;

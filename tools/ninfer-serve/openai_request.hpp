@@ -8,13 +8,19 @@
 
 #include "loaded_model.hpp"
 #include "ninfer/generation/generate.hpp"
+#include "ninfer/serving/engine.hpp"
 
 namespace ninfer::tools {
 
 enum class Endpoint { Chat, Completions };
 
+// The most alternatives `top_logprobs` (chat) or `logprobs` (completions) may ask for per token.
+inline constexpr int64_t kMaxTopLogprobs = 20;
+
 struct ParsedRequest {
-  GenerationRequest generation;
+  GenerationRequest generation; // generation.sampling.top_logprobs: alternatives per token
+  serving::RequestOptions options; // reasoning split: chat with thinking on
+  bool logprobs = false;          // chat `logprobs: true`, or completions `logprobs: K`
   bool stream = false;
   bool include_usage = false;   // stream_options.include_usage
   bool return_token_ids = false; // extension: choices[].token_ids (streamed: one chunk per token)

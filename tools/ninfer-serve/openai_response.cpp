@@ -14,6 +14,29 @@ const char* object_name(Endpoint e, bool chunk) {
   return "text_completion";
 }
 
+// What a token stands for: its bytes (possibly part of a UTF-8 character; JSON output makes
+// such a string valid with U+FFFD, `bytes` keeps them exact), or "token_id:N" without a
+// tokenizer (as vLLM's return_tokens_as_token_ids).
+std::string token_text(const ResponseMeta& m, int32_t id) {
+  if (!m.tokenizer) return "token_id:" + std::to_string(id);
+  try {
+    return m.tokenizer->token_bytes(id);
+  } catch (const std::exception&) {
+    return {}; // an id without a token (padded vocabulary)
+  }
+}
+
+json token_bytes(const std::string& t) {
+  json b = json::array();
+  for (unsigned char c : t) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+json chat_entry(const ResponseMeta& m, int32_t id, float logprob) {
+  const std::string t = token_text(m, id);
+  return json{{"token", t}, {"logprob", logprob}, {"bytes", token_bytes(t)}};
+}
+
 json chunk_base(const ResponseMeta& m) {
   return json{{"id", m.id}, {"object", object_name(m.endpoint, true)}, {"created", m.created}, {"model", m.model}};
 }
@@ -28,6 +51,39 @@ ResponseMeta new_response_meta(Endpoint endpoint, const std::string& model) {
   return {endpoint, prefix + std::to_string(created) + "-" + std::to_string(counter++), model, created};
 }
 
+json logprobs_json(const ResponseMeta& m, std::span<const int32_t> ids, std::span<const float> logprobs,
+                   std::span<const std::vector<TokenLogprob>> top, int64_t& text_offset) {
+  if (m.endpoint == Endpoint::Chat) {
+    json content = json::array();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      json e = chat_entry(m, ids[i], logprobs[i]);
+      json alts = json::array();
+      for (const TokenLogprob& a : top[i]) alts.push_back(chat_entry(m, a.id, a.logprob));
+      e["top_logprobs"] = alts;
+      content.push_back(e);
+    }
+    return json{{"content", content}};
+  }
+  // Legacy: top_logprobs maps token text to logprob, the chosen token always among them (so
+  // up to K+1 entries, as OpenAI documents); text_offset counts bytes of the token texts.
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string t = token_text(m, ids[i]);
+    tokens.push_back(t);
+    lps.push_back(logprobs[i]);
+    json alts = json::object();
+    for (const TokenLogprob& a : top[i]) {
+      const std::string at = token_text(m, a.id);
+      if (!alts.contains(at)) alts[at] = a.logprob;
+    }
+    if (!alts.contains(t)) alts[t] = logprobs[i];
+    tops.push_back(alts);
+    offsets.push_back(text_offset);
+    text_offset += static_cast<int64_t>(t.size());
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 json usage_json(const serving::ServeResult& r) {
   const int64_t completion = static_cast<int64_t>(r.generated_ids.size());
   return json{{"prompt_tokens", r.prompt_tokens},
@@ -37,20 +93,26 @@ json usage_json(const serving::ServeResult& r) {
 
 json completion_json(const ResponseMeta& m, const serving::ServeResult& r, bool token_ids) {
   json choice{{"index", 0}, {"finish_reason", r.finish_reason}, {"logprobs", nullptr}};
-  if (m.endpoint == Endpoint::Chat)
+  if (m.endpoint == Endpoint::Chat) {
     choice["message"] = json{{"role", "assistant"}, {"content", r.text}};
-  else
+    if (m.reasoning) choice["message"]["reasoning_content"] = r.reasoning.empty() ? json(nullptr) : json(r.reasoning);
+  } else {
     choice["text"] = r.text;
+  }
+  if (m.logprobs) {
+    int64_t offset = 0;
+    choice["logprobs"] = logprobs_json(m, r.generated_ids, r.logprobs, r.top_logprobs, offset);
+  }
   if (token_ids) choice["token_ids"] = r.generated_ids;
   return json{{"id", m.id},       {"object", object_name(m.endpoint, false)},
               {"created", m.created}, {"model", m.model},
               {"choices", json::array({choice})}, {"usage", usage_json(r)}};
 }
 
-json text_chunk(const ResponseMeta& m, const std::string& text, bool first) {
+json text_chunk(const ResponseMeta& m, const std::string& text, bool first, bool reasoning) {
   json choice{{"index", 0}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
   if (m.endpoint == Endpoint::Chat) {
-    json delta{{"content", text}};
+    json delta{{reasoning ? "reasoning_content" : "content", text}};
     if (first) delta["role"] = "assistant";
     choice["delta"] = delta;
   } else {

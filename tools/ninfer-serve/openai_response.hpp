@@ -4,9 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <span>
 #include <string>
+#include <vector>
 
 #include "ninfer/serving/request_handle.hpp"
+#include "ninfer/tokenizer/tokenizer.hpp"
 #include "openai_request.hpp"
 
 namespace ninfer::tools {
@@ -16,15 +19,26 @@ struct ResponseMeta {
   std::string id;    // "chatcmpl-..." / "cmpl-..."
   std::string model;
   int64_t created;   // unix seconds
+  bool logprobs = false;  // the request asked for logprobs
+  bool reasoning = false; // chat with thinking: the message has reasoning_content
+  const Tokenizer* tokenizer = nullptr; // token text in logprobs (null: "token_id:N")
 };
+
+// Logprobs of `ids` in the endpoint's shape: chat {"content": [{token, logprob, bytes,
+// top_logprobs}]}, completions {tokens, token_logprobs, top_logprobs, text_offset}.
+// `text_offset` is where the first token's text starts in the completion; it is advanced past
+// the tokens (streams carry it from chunk to chunk).
+nlohmann::json logprobs_json(const ResponseMeta& m, std::span<const int32_t> ids, std::span<const float> logprobs,
+                             std::span<const std::vector<TokenLogprob>> top, int64_t& text_offset);
 
 ResponseMeta new_response_meta(Endpoint endpoint, const std::string& model);
 
 nlohmann::json usage_json(const serving::ServeResult& r);
 nlohmann::json completion_json(const ResponseMeta& m, const serving::ServeResult& r, bool token_ids);
 
-// One streamed chunk carrying `text`; the first chat chunk also says the role.
-nlohmann::json text_chunk(const ResponseMeta& m, const std::string& text, bool first);
+// One streamed chunk carrying `text` (chat: as delta.reasoning_content when `reasoning`);
+// the first chat chunk also says the role.
+nlohmann::json text_chunk(const ResponseMeta& m, const std::string& text, bool first, bool reasoning = false);
 // The chunk that carries finish_reason (empty delta / text).
 nlohmann::json finish_chunk(const ResponseMeta& m, const std::string& finish_reason);
 // The last chunk with stream_options.include_usage: no choices, the usage.

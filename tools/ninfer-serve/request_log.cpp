@@ -33,7 +33,11 @@ void RequestLog::write(const serving::ServeResult& r) {
       {"decode_tokens", r.generated_ids.size()},
       {"decode_s", t.decode_s},
       // The first token comes from the prefill; decode speed counts the ones after it.
-      {"decode_tok_s", rate(n > 1 ? n - 1 : 0, t.decode_s)}};
+      {"decode_tok_s", rate(n > 1 ? n - 1 : 0, t.decode_s)},
+      // The same moments on the wall clock, to line requests up with each other.
+      {"submitted_at", t.submitted_at},
+      {"admitted_at", t.admitted_at > 0 ? nlohmann::json(t.admitted_at) : nlohmann::json(nullptr)},
+      {"first_token_at", t.first_token_at > 0 ? nlohmann::json(t.first_token_at) : nlohmann::json(nullptr)}};
   std::lock_guard lock(mu_);
   out_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   out_.flush();

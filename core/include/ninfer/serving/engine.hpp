@@ -18,11 +18,13 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "ninfer/error.hpp"
 #include "ninfer/generation/generate.hpp"
+#include "ninfer/serving/reply_text.hpp"
 #include "ninfer/serving/request_handle.hpp"
 
 namespace ninfer {
@@ -52,6 +54,13 @@ struct EngineLoad {
   int64_t slots = 0;   // max_sequences
 };
 
+// How one request's output is presented (what it generates does not change).
+struct RequestOptions {
+  // Set: the reasoning goes to ServeResult::reasoning and to pieces marked `reasoning`, the
+  // answer to `text` (ninfer/serving/reply_text.hpp says how they are split).
+  std::optional<ReasoningMarkers> reasoning;
+};
+
 struct EngineOptions {
   // Requests that may wait for a slot when all slots are busy; more are refused with
   // QueueFull. 0: no queue, a request is taken only if a slot is free.
@@ -76,7 +85,7 @@ class Engine {
   // Validates and queues a request. Throws PromptTooLong, QueueFull, or Error (bad request:
   // empty prompt, id outside the vocabulary, bad sampling parameters, max_new_tokens < 1).
   // max_new_tokens is capped by the context: generation ends with "length" when it is full.
-  std::shared_ptr<RequestHandle> submit(GenerationRequest request);
+  std::shared_ptr<RequestHandle> submit(GenerationRequest request, RequestOptions options = {});
 
   // Refuses new requests, cancels the queued ones, lets running ones finish (or cancels them
   // too when `cancel_running`), and joins the scheduler. Idempotent.
@@ -88,13 +97,15 @@ class Engine {
  private:
   struct Pending {
     GenerationRequest request;
+    RequestOptions options;
     std::shared_ptr<RequestHandle> handle;
     std::chrono::steady_clock::time_point submitted;
   };
   // Finishes a request that never got a slot, and reports it.
   void drop(Pending& p, const std::string& reason);
   void run();
-  // Ends queued requests that have waited longer than pending_timeout (mutex_ held).
+  // Ends queued requests that were cancelled or have waited longer than pending_timeout
+  // (mutex_ held).
   void expire_pending();
   // Frees a finished sequence's slot, then completes its request (mutex_ held): a client that
   // sees its request finished can submit the next one into that slot at once.

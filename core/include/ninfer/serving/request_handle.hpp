@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -11,6 +12,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "ninfer/sampling/logits_processing.hpp"
 
 namespace ninfer::serving {
 
@@ -20,11 +23,20 @@ struct ServeTimings {
   double prefill_s = 0;     // given a slot -> prompt read and the first token sampled
   double first_token_s = 0; // submitted -> first token sampled (time to first token)
   double decode_s = 0;      // first token -> last token
+  // The same moments as unix times (system clock, seconds), so a request log can be lined up
+  // with other requests and with a client's clock: submitted, given a slot, first token
+  // (0 when none was sampled).
+  double submitted_at = 0, admitted_at = 0, first_token_at = 0;
 };
 
 struct ServeResult {
   std::vector<int32_t> generated_ids; // the stop token, if any, is not included
-  std::string text;                   // stop string removed
+  std::string text;                   // stop string removed; without the reasoning when it is split off
+  std::string reasoning;              // the text between <think> and </think> (RequestOptions::reasoning)
+  // Per generated id (same length as generated_ids): log_softmax of the raw logits at the
+  // chosen id, and the sampling.top_logprobs most likely (id, logprob), best first.
+  std::vector<float> logprobs;
+  std::vector<std::vector<TokenLogprob>> top_logprobs;
   std::string finish_reason;          // "stop", "length", "cancelled" or "error"
   std::string error;                  // finish_reason "error": what went wrong
   int64_t prompt_tokens = 0;
@@ -35,8 +47,11 @@ struct ServeResult {
 // empty: a character split over tokens, text held back as a possible stop string, or a model
 // without a tokenizer).
 struct StreamPiece {
-  int32_t token = -1;
+  int32_t token = -1;     // -1: text only (the tail released when generation ends)
   std::string text;
+  bool reasoning = false; // `text` belongs to the reasoning, not the answer
+  float logprob = 0;      // of `token`
+  std::vector<TokenLogprob> top_logprobs;
 };
 
 class RequestHandle {
@@ -49,6 +64,8 @@ class RequestHandle {
   // every piece was taken.
   std::optional<StreamPiece> next_piece();
   ServeResult wait();
+  // wait() for at most `timeout`: nullopt if the request is still running.
+  std::optional<ServeResult> wait_for(std::chrono::milliseconds timeout);
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
 

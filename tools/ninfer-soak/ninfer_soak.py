@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""Load a running ninfer-serve and report what its clients saw. Python 3 standard library only.
+
+Two modes (docs/serving.md, "Soak and latency benchmark"):
+
+  soak  N concurrent streaming clients for D seconds, each sending /v1/completions requests one
+        after another with prompts of mixed lengths (token ids, so lengths are exact; some can
+        be 16k+ tokens). Reports requests, failures, aggregate generated tok/s, p50/p99 time to
+        first token and inter-token latency, and GPU memory at start and end (nvidia-smi if
+        present, else the server's /metrics).
+
+  itl   The inter-token latency of one decoding stream alone, then while another request's
+        long prompt is prefilled (chunked prefill should keep the stream going).
+
+    ninfer_soak.py --url http://127.0.0.1:8000 --clients 4 --duration 600 \\
+        --prompt-lengths 128,1024,4096,16384 --max-tokens 256
+    ninfer_soak.py --url http://127.0.0.1:8000 --mode itl --long-prompt 32000
+
+The exit status is 1 when any request failed, else 0. --json prints one JSON object (the
+report) on stdout instead of text.
+"""
+
+import argparse
+import http.client
+import json
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+
+def percentile(values, p):
+    """The p-th percentile (0..100) by linear interpolation; None for no values."""
+    if not values:
+        return None
+    s = sorted(values)
+    k = (len(s) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+class Server:
+    def __init__(self, url, api_key, timeout):
+        u = urllib.parse.urlparse(url)
+        if u.scheme != "http":
+            raise SystemExit(f"--url {url}: only http:// is supported")
+        self.host, self.port = u.hostname, u.port or 80
+        self.prefix = u.path.rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout
+
+    def headers(self):
+        h = {"Content-Type": "application/json"}
+        if self.api_key:
+            h["Authorization"] = "Bearer " + self.api_key
+        return h
+
+    def get(self, path):
+        c = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        try:
+            c.request("GET", self.prefix + path, headers=self.headers())
+            r = c.getresponse()
+            return r.status, r.read().decode("utf-8", "replace")
+        finally:
+            c.close()
+
+    def model(self):
+        status, body = self.get("/v1/models")
+        if status != 200:
+            raise SystemExit(f"GET /v1/models answered {status}: {body}")
+        m = json.loads(body)["data"][0]
+        return m["id"], int(m.get("max_model_len") or 0)
+
+    def stream(self, body, on_token=None):
+        """POSTs a streaming /v1/completions request; returns a dict of what the client saw:
+        ok, error, sent, ttft (s), token times (s after sent), tokens."""
+        out = {"ok": False, "error": None, "sent": time.monotonic(), "times": [], "tokens": 0}
+        c = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        try:
+            c.request("POST", self.prefix + "/v1/completions", body=json.dumps(body), headers=self.headers())
+            r = c.getresponse()
+            if r.status != 200:
+                out["error"] = f"HTTP {r.status}: {r.read()[:300].decode('utf-8', 'replace')}"
+                return out
+            done = False
+            while True:
+                line = r.readline()
+                if not line:
+                    break
+                line = line.strip()
+                if not line.startswith(b"data: "):
+                    continue
+                data = line[6:]
+                if data == b"[DONE]":
+                    done = True
+                    break
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    out["error"] = "error event: " + json.dumps(chunk["error"])[:300]
+                    return out
+                for choice in chunk.get("choices", []):
+                    n = len(choice.get("token_ids") or [])
+                    if n:
+                        now = time.monotonic() - out["sent"]
+                        out["times"].extend([now] * n)
+                        out["tokens"] += n
+                        if on_token:
+                            on_token(out["tokens"])
+                if chunk.get("usage"):
+                    out["usage"] = chunk["usage"]
+            if not done:
+                out["error"] = "the stream ended without data: [DONE]"
+                return out
+            out["ok"] = True
+            return out
+        except Exception as e:  # a dropped connection, a timeout, bad JSON: all failures
+            out["error"] = f"{type(e).__name__}: {e}"
+            return out
+        finally:
+            c.close()
+
+
+def gpu_memory(server):
+    """GPU memory in use: per GPU from nvidia-smi (MiB), else the server's /metrics gauges."""
+    if shutil.which("nvidia-smi"):
+        try:
+            text = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                  capture_output=True, text=True, timeout=30, check=True).stdout
+            return {"source": "nvidia-smi", "used_mib": [int(x) for x in text.split()]}
+        except (subprocess.SubprocessError, ValueError) as e:
+            print(f"nvidia-smi failed ({e}); using /metrics", file=sys.stderr)
+    try:
+        status, body = server.get("/metrics")
+    except OSError as e:
+        return {"source": "none", "error": str(e)}
+    gauges = {}
+    for line in body.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("ninfer_kv_cache_bytes", "ninfer_state_bytes", "ninfer_slots_in_use", "ninfer_queue_depth"):
+            gauges[name] = float(value)
+    return {"source": "metrics", **gauges}
+
+
+def prompt_ids(rng, n, lo, hi):
+    return [rng.randrange(lo, hi) for _ in range(n)]
+
+
+def request_body(model, ids, max_tokens):
+    # ignore_eos: every request generates max_tokens, so the load is what was asked for;
+    # return_token_ids: one event per token, so inter-token latency is per token.
+    return {"model": model, "prompt": ids, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
+            "stream": True, "stream_options": {"include_usage": True}, "return_token_ids": True}
+
+
+def soak(args, server, model, max_len):
+    lengths = [int(x) for x in args.prompt_lengths.split(",")]
+    fitting = [n for n in lengths if not max_len or n + args.max_tokens <= max_len]
+    for n in sorted(set(lengths) - set(fitting)):
+        print(f"prompt length {n} + {args.max_tokens} exceeds the context ({max_len}); skipped", file=sys.stderr)
+    if not fitting:
+        raise SystemExit("no --prompt-lengths fit the server's context")
+    mem_start = gpu_memory(server)
+    results, lock = [], threading.Lock()
+    t0 = time.monotonic()
+    deadline = t0 + args.duration
+
+    def client(k):
+        rng = random.Random(args.seed * 1000 + k)
+        i = 0
+        while time.monotonic() < deadline:
+            n = fitting[(k + i) % len(fitting)]
+            i += 1
+            r = server.stream(request_body(model, prompt_ids(rng, n, args.id_min, args.id_max), args.max_tokens))
+            r["prompt_tokens"] = n
+            with lock:
+                results.append(r)
+            if not r["ok"] and not args.quiet:
+                print(f"client {k}: request failed: {r['error']}", file=sys.stderr)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(args.clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - t0
+    mem_end = gpu_memory(server)
+
+    ok = [r for r in results if r["ok"]]
+    ttft = [r["times"][0] for r in ok if r["times"]]
+    itl = [b - a for r in ok for a, b in zip(r["times"], r["times"][1:])]
+    tokens = sum(r["tokens"] for r in results)
+    by_length = {}
+    for n in fitting:
+        rs = [r for r in ok if r["prompt_tokens"] == n and r["times"]]
+        by_length[str(n)] = {"requests": len(rs), "ttft_p50_s": percentile([r["times"][0] for r in rs], 50)}
+    return {
+        "mode": "soak", "model": model, "clients": args.clients, "duration_s": round(wall, 3),
+        "prompt_lengths": fitting, "max_tokens": args.max_tokens,
+        "requests": len(results), "failures": len(results) - len(ok),
+        "errors": sorted({r["error"] for r in results if r["error"]})[:10],
+        "generated_tokens": tokens, "tok_s": tokens / wall if wall > 0 else 0.0,
+        "ttft_s": {"p50": percentile(ttft, 50), "p99": percentile(ttft, 99), "max": max(ttft, default=None)},
+        "itl_s": {"p50": percentile(itl, 50), "p99": percentile(itl, 99), "max": max(itl, default=None)},
+        "ttft_by_prompt_length": by_length,
+        "gpu_memory_start": mem_start, "gpu_memory_end": mem_end,
+    }
+
+
+def itl_stats(times):
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    return {"tokens": len(times), "p50_s": percentile(gaps, 50), "p99_s": percentile(gaps, 99),
+            "max_s": max(gaps, default=None)}
+
+
+def itl(args, server, model, max_len):
+    if max_len and args.long_prompt + 1 > max_len:
+        raise SystemExit(f"--long-prompt {args.long_prompt} does not fit the context ({max_len})")
+    rng = random.Random(args.seed)
+    stream_body = request_body(model, prompt_ids(rng, 16, args.id_min, args.id_max), args.stream_tokens)
+    alone = server.stream(stream_body)
+    if not alone["ok"]:
+        raise SystemExit(f"the decoding stream failed: {alone['error']}")
+
+    # Again, and once it is decoding, another client sends the long prompt.
+    started = threading.Event()
+    box = {}
+
+    def decoding():
+        box["stream"] = server.stream(stream_body, on_token=lambda n: n >= 4 and started.set())
+        started.set()
+
+    t = threading.Thread(target=decoding)
+    t.start()
+    started.wait()
+    long_body = request_body(model, prompt_ids(rng, args.long_prompt, args.id_min, args.id_max), 1)
+    long_req = server.stream(long_body)
+    t.join()
+    s, failures = box["stream"], int(not box["stream"]["ok"]) + int(not long_req["ok"])
+    # The long prompt's prefill, on the stream's clock: sent .. its first token.
+    start = long_req["sent"] - s["sent"]
+    end = start + (long_req["times"][0] if long_req["times"] else 0.0)
+    during = [x for x in s["times"] if start <= x <= end]
+    return {
+        "mode": "itl", "model": model, "stream_tokens": args.stream_tokens, "long_prompt": args.long_prompt,
+        "failures": failures, "errors": [e for e in (s["error"], long_req["error"]) if e],
+        "alone": itl_stats(alone["times"]),
+        "with_prefill": itl_stats(s["times"]),
+        "during_prefill": itl_stats(during),
+        "long_prompt_ttft_s": long_req["times"][0] if long_req["times"] else None,
+        "stream_tokens_during_prefill": len(during),
+    }
+
+
+def fmt_s(x):
+    return "-" if x is None else f"{x * 1000:.1f} ms"
+
+
+def print_report(rep):
+    if rep["mode"] == "soak":
+        print(f"{rep['model']}: {rep['clients']} clients for {rep['duration_s']:.1f} s, prompts {rep['prompt_lengths']}, "
+              f"{rep['max_tokens']} tokens each")
+        print(f"requests {rep['requests']}, failures {rep['failures']}, {rep['generated_tokens']} tokens, "
+              f"{rep['tok_s']:.1f} tok/s")
+        print(f"TTFT p50 {fmt_s(rep['ttft_s']['p50'])}, p99 {fmt_s(rep['ttft_s']['p99'])}; "
+              f"ITL p50 {fmt_s(rep['itl_s']['p50'])}, p99 {fmt_s(rep['itl_s']['p99'])}")
+        print(f"GPU memory start {json.dumps(rep['gpu_memory_start'])}, end {json.dumps(rep['gpu_memory_end'])}")
+    else:
+        for k in ("alone", "with_prefill", "during_prefill"):
+            v = rep[k]
+            print(f"{k:15s} {v['tokens']:5d} tokens, ITL p50 {fmt_s(v['p50_s'])}, p99 {fmt_s(v['p99_s'])}, "
+                  f"max {fmt_s(v['max_s'])}")
+        print(f"long prompt of {rep['long_prompt']} tokens: first token after {fmt_s(rep['long_prompt_ttft_s'])}; "
+              f"{rep['stream_tokens_during_prefill']} stream tokens meanwhile")
+    for e in rep["errors"]:
+        print("error:", e)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)")
+    p.add_argument("--api-key", default=None, help="sent as Authorization: Bearer KEY")
+    p.add_argument("--mode", choices=["soak", "itl"], default="soak")
+    p.add_argument("--clients", type=int, default=4, help="soak: concurrent clients (default %(default)s)")
+    p.add_argument("--duration", type=float, default=60, help="soak: seconds (default %(default)s)")
+    p.add_argument("--prompt-lengths", default="128,1024,4096,16384",
+                   help="soak: prompt lengths in tokens, used in turn by each client (default %(default)s)")
+    p.add_argument("--max-tokens", type=int, default=128, help="soak: tokens generated per request (default %(default)s)")
+    p.add_argument("--long-prompt", type=int, default=16384, help="itl: the long prompt's tokens (default %(default)s)")
+    p.add_argument("--stream-tokens", type=int, default=256, help="itl: the decoding stream's tokens (default %(default)s)")
+    p.add_argument("--id-min", type=int, default=1000, help="prompt token ids are drawn from [id-min, id-max)")
+    p.add_argument("--id-max", type=int, default=30000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=600, help="seconds one request may take (default %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("--quiet", action="store_true", help="do not print each failure as it happens")
+    args = p.parse_args()
+
+    server = Server(args.url, args.api_key, args.timeout)
+    model, max_len = server.model()
+    rep = soak(args, server, model, max_len) if args.mode == "soak" else itl(args, server, model, max_len)
+    if args.json:
+        print(json.dumps(rep))
+    else:
+        print_report(rep)
+    return 1 if rep["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
