@@ -207,7 +207,15 @@ def soak(args, server, model, max_len):
         "itl_s": {"p50": percentile(itl, 50), "p99": percentile(itl, 99), "max": max(itl, default=None)},
         "ttft_by_prompt_length": by_length,
         "gpu_memory_start": mem_start, "gpu_memory_end": mem_end,
+        "gpu_memory_growth_mib": memory_growth(mem_start, mem_end),
     }
+
+
+def memory_growth(start, end):
+    """nvidia-smi: MiB gained per GPU from start to end (should be 0 after warm-up)."""
+    if start.get("source") == "nvidia-smi" and end.get("source") == "nvidia-smi":
+        return [b - a for a, b in zip(start["used_mib"], end["used_mib"])]
+    return None
 
 
 def itl_stats(times):
@@ -267,7 +275,8 @@ def print_report(rep):
               f"{rep['tok_s']:.1f} tok/s")
         print(f"TTFT p50 {fmt_s(rep['ttft_s']['p50'])}, p99 {fmt_s(rep['ttft_s']['p99'])}; "
               f"ITL p50 {fmt_s(rep['itl_s']['p50'])}, p99 {fmt_s(rep['itl_s']['p99'])}")
-        print(f"GPU memory start {json.dumps(rep['gpu_memory_start'])}, end {json.dumps(rep['gpu_memory_end'])}")
+        print(f"GPU memory start {json.dumps(rep['gpu_memory_start'])}, end {json.dumps(rep['gpu_memory_end'])}, "
+              f"growth {rep['gpu_memory_growth_mib']} MiB")
     else:
         for k in ("alone", "with_prefill", "during_prefill"):
             v = rep[k]
