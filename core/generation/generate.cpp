@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <span>
 
 #include "ninfer/error.hpp"
@@ -77,21 +79,22 @@ GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer
   }
   res.timings.prefill_s = seconds_since(start);
 
-  // Plain greedy decoding picks tokens on the backend (only ids cross to the host); anything
-  // that needs the whole distribution on the host (penalties, filters, logprob lists) samples
-  // there. Both break ties towards the lowest id, so the choice is the same.
+  // Without penalties and logprob lists, tokens are picked on the backend (argmax, or the
+  // sample op with the sampler's draw numbers): only ids cross to the host. Anything that needs
+  // the whole distribution on the host (penalties, top logprobs) samples there. Both apply the
+  // same filters to the same random draws, so the choice is the same (docs/sampling.md).
   const SamplingParams& sp = request.sampling;
-  const bool device_greedy = sp.is_greedy() && sp.repetition_penalty == 1.0 && sp.presence_penalty == 0.0 &&
-                             sp.frequency_penalty == 0.0 && sp.top_logprobs == 0;
+  const bool device_pick = sp.repetition_penalty == 1.0 && sp.presence_penalty == 0.0 &&
+                           sp.frequency_penalty == 0.0 && sp.top_logprobs == 0;
   SampleResult next{};
   Clock::time_point decode_start;
   res.finish_reason = "length";
   for (int64_t step = 0; step < request.max_new_tokens; ++step) {
     const auto t_sample = Clock::now();
-    if (step == 0 || !device_greedy) {
+    if (step == 0 || !device_pick) {
       next = sampler.sample(logits);
     } else if (next.token < 0) {
-      throw Error("the model produced NaN logits; rerun with NINFER_SYNC_OPS=1 to find the op");
+      throw Error("the model produced NaN (or +inf) logits; rerun with NINFER_SYNC_OPS=1 to find the op");
     }
     sampler.accept(next.token);
     res.timings.sampling_s += seconds_since(t_sample);
@@ -118,9 +121,15 @@ GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer
     if (step == 0) decode_start = Clock::now();
     const int32_t ids[1] = {s.token};
     const int32_t slots[1] = {slot};
-    if (device_greedy) {
+    if (device_pick && sp.is_greedy()) {
       std::vector<float> lp;
       const std::vector<int32_t> chosen = lm.decode_greedy(slots, ids, &lp);
+      next = SampleResult{chosen[0], lp[0], {}};
+    } else if (device_pick) {
+      const RowSampling rs{sp.temperature, static_cast<int32_t>(std::min<int64_t>(sp.top_k, INT32_MAX)), sp.top_p,
+                           sp.min_p, sampler.seed(), sampler.claim_draw()};
+      std::vector<float> lp;
+      const std::vector<int32_t> chosen = lm.decode_sample(slots, ids, std::span(&rs, 1), &lp);
       next = SampleResult{chosen[0], lp[0], {}};
     } else {
       logits = lm.decode(slots, ids);

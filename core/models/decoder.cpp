@@ -31,6 +31,7 @@ Decoder::Decoder(Backend& be, DecoderParts parts, const StepLimits& limits)
   logits_ = be.allocate(sizeof(float) * logit_rows_ * vocab(), MemoryUse::Activations, "logits");
   greedy_ids_ = be.allocate(sizeof(int32_t) * logit_rows_, MemoryUse::Activations, "greedy token ids");
   greedy_logprobs_ = be.allocate(sizeof(float) * logit_rows_, MemoryUse::Activations, "greedy log-probabilities");
+  sample_params_ = be.allocate(sizeof(ninfer_sample_row) * logit_rows_, MemoryUse::Activations, "sampling parameters");
   scratch_ = {rows_of(proj_, needs_.proj), rows_of(inner_, needs_.inner), rows_of(core_, needs_.core),
               gates_.as<float>()};
   reserve_workspace();
@@ -89,6 +90,23 @@ void Decoder::greedy(int64_t first, int64_t count, std::vector<int32_t>& ids, st
   }
 }
 
+void Decoder::sample(int64_t first, std::span<const ninfer_sample_row> params, std::vector<int32_t>& ids,
+                     std::vector<float>& logprobs) {
+  const int64_t V = vocab(), count = static_cast<int64_t>(params.size());
+  ids.resize(static_cast<size_t>(count));
+  logprobs.resize(static_cast<size_t>(count));
+  for (int64_t r = 0; r < count; r += logit_rows_) {
+    const int64_t n = std::min(logit_rows_, count - r);
+    const ops::Rows src{normed_.as<float>() + (first + r) * hidden_, hidden_};
+    ops::linear(be_, n, src, lm_head(), rows_of(logits_, V));
+    be_.upload(sample_params_, 0, params.data() + r, sizeof(ninfer_sample_row) * n);
+    ops::sample(be_, n, rows_of(logits_, V), static_cast<int32_t>(V), sample_params_.as<ninfer_sample_row>(),
+                greedy_ids_.as<int32_t>(), greedy_logprobs_.as<float>());
+    be_.download(greedy_ids_, 0, ids.data() + r, sizeof(int32_t) * n);
+    be_.download(greedy_logprobs_, 0, logprobs.data() + r, sizeof(float) * n);
+  }
+}
+
 void Decoder::reset(int32_t slot) {
   for (auto& l : parts_.layers) l.mixer->reset(be_, slot);
 }
@@ -104,6 +122,7 @@ void Decoder::reserve_workspace() {
   run_layers(inputs_.shape_only(limits_.max_sequences, limits_.max_sequences, 1, ctx));
   ops::linear(be_, logit_rows_, rows_of(normed_, hidden_), lm_head(), rows_of(logits_, vocab()));
   ops::argmax(be_, logit_rows_, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr);
+  ops::sample(be_, logit_rows_, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr, nullptr);
 }
 
 } // namespace ninfer::models

@@ -10,6 +10,7 @@
 
 #include "block.hpp"
 #include "mlp_block.hpp"
+#include "ninfer/abi/ops/sample.h"
 #include "ninfer/checkpoint/model_config.hpp"
 #include "step_inputs.hpp"
 #include "weights.hpp"
@@ -49,6 +50,10 @@ class Decoder {
   // The greedy token and its log-probability for rows [first, first + count), chosen on the
   // backend: only ids and log-probabilities cross to the host.
   void greedy(int64_t first, int64_t count, std::vector<int32_t>& ids, std::vector<float>& logprobs);
+  // A token drawn for rows [first, first + count) under params[i] (sample op), chosen on the
+  // backend: only the small params go up and ids and log-probabilities come back.
+  void sample(int64_t first, std::span<const ninfer_sample_row> params, std::vector<int32_t>& ids,
+              std::vector<float>& logprobs);
 
   void reset(int32_t slot);
 
@@ -66,6 +71,7 @@ class Decoder {
   int64_t logit_rows_; // rows of the logits buffer; the LM head runs in slices of this many
   DeviceBuffer residual_, block_out_, normed_, proj_, inner_, core_, gates_, logits_;
   DeviceBuffer greedy_ids_, greedy_logprobs_; // logit_rows_ entries each
+  DeviceBuffer sample_params_;                 // logit_rows_ ninfer_sample_row
   Scratch scratch_;
 };
 

@@ -61,6 +61,12 @@ void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids,
   be.run(NINFER_OP_ARGMAX, shape(rows, vocab, 0, 0, 0), &a);
 }
 
+void sample(Backend& be, int64_t rows, Rows logits, int32_t vocab, const ninfer_sample_row* params, int32_t* ids,
+            float* logprob) {
+  ninfer_sample_args a{logits.p, logits.stride, params, ids, logprob, rows, vocab};
+  be.run(NINFER_OP_SAMPLE, shape(rows, vocab, 0, 0, 0), &a);
+}
+
 void rope(Backend& be, const Step& s, Rows x, int64_t head_stride, int32_t heads, int32_t head_dim,
           int32_t rotary_dim, double theta) {
   ninfer_rope_args a{x.p, x.stride, head_stride, s.batch.token_pos, s.tokens, heads, head_dim, rotary_dim, theta};

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "ninfer/abi/ops/kv_append.h"
+#include "ninfer/abi/ops/sample.h"
 #include "ninfer/runtime/backend.hpp"
 #include "step.hpp"
 #include "weights.hpp"
@@ -35,6 +36,10 @@ void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y);
 
 // ids[r] = argmax of logits row r (ties: lowest id), logprob[r] its log-probability.
 void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids, float* logprob);
+// ids[r] = a token drawn from logits row r under params[r] (ninfer/abi/ops/sample.h; params in
+// the backend's memory), logprob[r] its raw log-probability.
+void sample(Backend& be, int64_t rows, Rows logits, int32_t vocab, const ninfer_sample_row* params, int32_t* ids,
+            float* logprob);
 
 void rope(Backend& be, const Step& s, Rows x, int64_t head_stride, int32_t heads, int32_t head_dim,
           int32_t rotary_dim, double theta);

@@ -1,6 +1,9 @@
 #include "ninfer/sampling/sampler.hpp"
 
+#include <random>
 #include <utility>
+
+#include "ninfer/abi/ops/sample_math.h"
 
 namespace ninfer {
 namespace {
@@ -19,10 +22,10 @@ uint64_t seed_or_random(const std::optional<uint64_t>& seed) {
 } // namespace
 
 Sampler::Sampler(SamplingParams params, std::span<const TokenId> prompt)
-    : params_(validated(std::move(params))), seed_(seed_or_random(params_.seed)), rng_(seed_),
+    : params_(validated(std::move(params))), seed_(seed_or_random(params_.seed)),
       history_(prompt) {}
 
-double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+double Sampler::uniform() { return static_cast<double>(ninfer_sample_draw(seed_, claim_draw()) >> 11) * 0x1.0p-53; }
 
 SampleResult Sampler::sample(std::span<const float> logits) {
   penalised_.assign(logits.begin(), logits.end());

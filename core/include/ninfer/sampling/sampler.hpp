@@ -1,5 +1,7 @@
-// Per-sequence token sampler on host float32 logits. It owns the sequence's PRNG (so one
+// Per-sequence token sampler on host float32 logits. It owns the sequence's random stream (so one
 // sequence's draws never depend on another's) and its token history (for the penalties).
+// The stream is counter-based: draw k is ninfer_sample_draw(seed, k) (ninfer/abi/ops/sample_math.h),
+// the same numbers the sample op uses on a device, so host and device choose the same tokens.
 // It knows nothing about models or tokenizers: logits and token ids in, a token id out.
 //
 // Logprobs are those of the RAW model distribution, log_softmax(logits) before penalties,
@@ -39,16 +41,20 @@ class Sampler {
 
   const SamplingParams& params() const { return params_; }
   uint64_t seed() const { return seed_; }
+  // Random draws made so far; the next one is number draws().
+  uint64_t draws() const { return draws_; }
+  // Hands the next draw's number to a sampler elsewhere (the sample op on a device), as if
+  // this one had drawn it, and returns it.
+  uint64_t claim_draw() { return draws_++; }
   const TokenHistory& history() const { return history_; }
 
  private:
-  // Uniform in [0, 1) from the top 53 bits: the same on every standard library (the
-  // std:: distributions are implementation-defined; mt19937_64 itself is not).
+  // Uniform in [0, 1) from the top 53 bits of the next draw.
   double uniform();
 
   SamplingParams params_;
   uint64_t seed_;
-  std::mt19937_64 rng_;
+  uint64_t draws_ = 0;
   TokenHistory history_;
   std::vector<float> penalised_; // scratch: logits after penalties
 };
