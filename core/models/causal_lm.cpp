@@ -35,7 +35,8 @@ ModelOptions resolve(const ModelConfig& cfg, ModelOptions o) {
 
 std::unique_ptr<CausalLM> CausalLM::load(const Checkpoint& ck, Backend& be, const ModelOptions& options) {
   const ModelConfig& cfg = ck.config();
-  const ModelOptions o = resolve(cfg, options);
+  ModelOptions o = resolve(cfg, options);
+  o.cuda_graphs = o.cuda_graphs && be.can_record();
   require_all(ck); // every missing or misshapen tensor in one message, before allocating anything
   if (const auto extra = unrecognised_tensors(ck); !extra.empty())
     spdlog::warn("{}: {} tensor(s) that no {} layer reads (first: {}); they are ignored", ck.dir().string(),
@@ -48,6 +49,7 @@ std::unique_ptr<CausalLM> CausalLM::load(const Checkpoint& ck, Backend& be, cons
   models::DecoderParts parts = cfg.family == ModelFamily::Qwen3 ? models::build_qwen3(w, be, cfg, limits)
                                                                  : models::build_qwen3_5(w, be, cfg, limits);
   auto decoder = std::make_unique<models::Decoder>(be, std::move(parts), limits);
+  decoder->set_decode_recording(o.cuda_graphs);
   spdlog::debug("{} loaded on {}: {}", family_name(cfg.family), be.plugin().name(), be.memory().describe());
   return std::unique_ptr<CausalLM>(new CausalLM(cfg, o, be, std::move(decoder)));
 }
@@ -83,6 +85,9 @@ void CausalLM::reset(int32_t slot) {
   decoder_->reset(slot);
   positions_[static_cast<size_t>(slot)] = 0;
 }
+
+bool CausalLM::decode_graphs_active() const { return decoder_->decode_recording(); }
+size_t CausalLM::decode_graphs_recorded() const { return decoder_->decode_recordings(); }
 
 void CausalLM::assume_context(int32_t slot, int64_t tokens) {
   check_slot(slot);

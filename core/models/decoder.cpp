@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 #include "ninfer/error.hpp"
 
 namespace ninfer::models {
@@ -58,9 +60,39 @@ void Decoder::run_layers(const Step& s) {
 }
 
 Step Decoder::forward(std::span<const SequenceChunk> chunks) {
-  const Step s = inputs_.upload(chunks);
-  run_layers(s);
+  Step s = inputs_.upload(chunks);
+  if (s.max_seq_tokens == 1) {
+    s.kv_len = decode_bucket(s.kv_len);
+    run_decode_step(s);
+  } else {
+    run_layers(s);
+  }
   return s;
+}
+
+int32_t Decoder::decode_bucket(int32_t kv_len) const {
+  constexpr int32_t kMinDecodeBucket = 256;
+  int64_t b = kMinDecodeBucket;
+  while (b < kv_len) b *= 2;
+  return static_cast<int32_t>(std::min<int64_t>(b, limits_.max_context));
+}
+
+// The step's inputs live at fixed addresses (StepInputs) and every buffer is allocated once,
+// so a recording made for (sequences, bucket) stays valid for every later step of that shape.
+void Decoder::run_decode_step(const Step& s) {
+  if (!record_decode_) return run_layers(s);
+  auto& rec = recordings_[{s.tokens, s.kv_len}];
+  if (!rec) {
+    try {
+      rec = be_.record([&] { run_layers(s); });
+    } catch (const Error& e) {
+      recordings_.clear();
+      record_decode_ = false;
+      spdlog::warn("CUDA graphs off: a decode step could not be recorded ({}); launching kernels one by one", e.what());
+      return run_layers(s);
+    }
+  }
+  be_.replay(*rec);
 }
 
 void Decoder::logits(int64_t first, int64_t count, std::vector<float>& out) {

@@ -3,6 +3,7 @@
 // buffers (sized once for StepLimits) and the step inputs.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -44,7 +45,13 @@ class Decoder {
   int64_t vocab() const { return lm_head().rows; }
 
   // Uploads the step, runs every layer and the final norm; the hidden rows stay on the backend.
+  // A decode step (one token per sequence) plans attention for its context bucket and, with
+  // recording on, replays the recording of its (sequences, bucket) instead of launching op by op.
   Step forward(std::span<const SequenceChunk> chunks);
+  // Decode steps replay recordings (CUDA graphs) when `on` and the backend can record.
+  void set_decode_recording(bool on) { record_decode_ = on && be_.can_record(); }
+  bool decode_recording() const { return record_decode_; }
+  size_t decode_recordings() const { return recordings_.size(); }
   // Logits of rows [first, first + count) of the last forward pass, appended to `out`.
   void logits(int64_t first, int64_t count, std::vector<float>& out);
   // The greedy token and its log-probability for rows [first, first + count), chosen on the
@@ -61,6 +68,11 @@ class Decoder {
   const Matrix& lm_head() const { return parts_.lm_head.buf.empty() ? parts_.embedding : parts_.lm_head; }
   void run_layers(const Step& s);
   void reserve_workspace();
+  // The span a decode step's attention is planned for: the next power of two >= kv_len (at
+  // least kMinDecodeBucket, at most max_context). Eager and recorded steps use the same plans,
+  // so they compute the same bits, and one recording serves every length in its bucket.
+  int32_t decode_bucket(int32_t kv_len) const;
+  void run_decode_step(const Step& s);
 
   Backend& be_;
   DecoderParts parts_;
@@ -73,6 +85,8 @@ class Decoder {
   DeviceBuffer greedy_ids_, greedy_logprobs_; // logit_rows_ entries each
   DeviceBuffer sample_params_;                 // logit_rows_ ninfer_sample_row
   Scratch scratch_;
+  bool record_decode_ = false;
+  std::map<std::pair<int64_t, int32_t>, std::shared_ptr<const Backend::Recording>> recordings_;
 };
 
 } // namespace ninfer::models

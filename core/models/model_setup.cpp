@@ -38,6 +38,7 @@ Manifest resolve_manifest(const ModelSource& s) {
     if (*s.max_context < 2) throw Error(fmt::format("--max-context must be at least 2 (got {})", *s.max_context));
     m.runtime.max_context = *s.max_context;
   }
+  if (s.no_cuda_graph) m.runtime.cuda_graphs = false;
   return m;
 }
 
@@ -66,6 +67,7 @@ ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice
   mo.max_sequences = max_sequences;
   mo.prefill_chunk = prefill_chunk.value_or(static_cast<int32_t>(m.runtime.prefill_chunk));
   mo.weights = precision(m.dtype);
+  mo.cuda_graphs = m.runtime.cuda_graphs;
 
   ModelOnDevice out;
   out.plugins = std::make_unique<PluginHost>();

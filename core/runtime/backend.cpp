@@ -137,7 +137,7 @@ void Backend::execute_plan(const Plan& p, const void* args) {
     const char* v = std::getenv("NINFER_SYNC_OPS");
     return v && *v && std::string_view(v) != "0";
   }();
-  if (sync_ops) {
+  if (sync_ops && !recording_) {
     try {
       memory_->synchronize();
     } catch (const Error& e) {
@@ -168,6 +168,36 @@ void Backend::run_variant(std::string_view op, std::string_view variant, const n
 }
 
 void Backend::synchronize() { memory_->synchronize(); }
+
+bool Backend::can_record() const { return memory_->can_record(); }
+
+std::shared_ptr<const Backend::Recording> Backend::record(const std::function<void()>& work) {
+  if (!can_record()) throw Error(fmt::format("{} cannot record launches (plugin {})", device_.name, plugin_->name()));
+  memory_->begin_recording();
+  recording_ = true;
+  try {
+    work();
+  } catch (...) {
+    recording_ = false;
+    memory_->abort_recording();
+    throw;
+  }
+  recording_ = false;
+  return std::make_shared<Recording>(memory_->end_recording(), workspace_.data());
+}
+
+void Backend::replay(const Recording& r) {
+  if (r.workspace_ != workspace_.data())
+    throw Error("internal: a recording outlived the workspace it was recorded with; record it again");
+  memory_->replay(r.exec_.get());
+}
+
+std::vector<const Plan*> Backend::cached_plans() const {
+  std::vector<const Plan*> out;
+  out.reserve(plans_.size());
+  for (const auto& [key, plan] : plans_) out.push_back(&plan);
+  return out;
+}
 
 MemoryReport Backend::memory() const {
   MemoryReport r = report_;

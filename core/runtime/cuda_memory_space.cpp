@@ -51,6 +51,30 @@ class CudaMemorySpace final : public MemorySpace {
   }
   void* stream() const override { return stream_; }
   void synchronize() override { check(cudaStreamSynchronize(stream_), "synchronize (a kernel failed)", ordinal_); }
+  bool can_record() const override { return true; }
+  void begin_recording() override {
+    // Thread-local mode: another thread's unrelated CUDA calls (a second backend) do not
+    // invalidate this capture, while a forbidden call on this thread (a sync) still fails it.
+    check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture", ordinal_);
+  }
+  std::shared_ptr<void> end_recording() override {
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture (a launch could not be recorded)", ordinal_);
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    check(rc, "cudaGraphInstantiate", ordinal_);
+    return std::shared_ptr<void>(exec, [](void* e) { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(e)); });
+  }
+  void abort_recording() noexcept override {
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+    cudaGetLastError(); // the failed capture's error is reported by whoever aborted it
+  }
+  void replay(const void* recording) override {
+    check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(const_cast<void*>(recording)), stream_), "cudaGraphLaunch",
+          ordinal_);
+  }
   size_t free_bytes() const override {
     size_t free = 0, total = 0;
     return cudaMemGetInfo(&free, &total) == cudaSuccess ? free : 0;

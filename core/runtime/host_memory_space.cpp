@@ -31,6 +31,10 @@ class HostMemorySpace final : public MemorySpace {
 
 std::unique_ptr<MemorySpace> make_host_memory_space() { return std::make_unique<HostMemorySpace>(); }
 
+void MemorySpace::begin_recording() { throw Error(fmt::format("{} cannot record launches", name())); }
+std::shared_ptr<void> MemorySpace::end_recording() { throw Error(fmt::format("{} cannot record launches", name())); }
+void MemorySpace::replay(const void*) { throw Error(fmt::format("{} cannot replay recordings", name())); }
+
 std::unique_ptr<MemorySpace> make_memory_space(const LoadedPlugin& plugin, const ninfer_device_info& device) {
   if (device.kind == NINFER_DEVICE_CPU && (plugin.abi->capabilities & NINFER_CAP_HOST_EXECUTION))
     return make_host_memory_space();

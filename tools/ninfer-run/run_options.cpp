@@ -29,6 +29,7 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--plugin", o.plugin, "Use this plugin (it must support the device)");
   app.add_option("--dtype", o.dtype, "Weights: auto, float32, bfloat16 (overrides the manifest)");
   app.add_option("--max-context", o.max_context, "Tokens one sequence may hold (overrides the manifest)");
+  app.add_flag("--no-cuda-graph", o.no_cuda_graph, "Diagnostic: launch decode kernels one by one (no CUDA graphs)");
   app.add_flag("--json", o.json, "Print one JSON object instead of streaming text");
   app.add_option("--logprobs", o.logprobs, "With --json: K most likely [id, logprob] pairs per generated token");
   app.add_flag("--echo", o.echo, "With --json --logprobs: also the K most likely next tokens at each prompt position");

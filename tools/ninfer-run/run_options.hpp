@@ -33,6 +33,7 @@ struct RunOptions {
   std::optional<std::string> dtype;
   std::optional<int64_t> max_context;
   bool json = false;
+  bool no_cuda_graph = false;
   int64_t logprobs = 0;
   bool echo = false;
   bool verbose = false;

@@ -36,6 +36,9 @@ struct ModelOptions {
   int32_t max_sequences = 1;  // sequence slots (concurrent streams)
   int32_t prefill_chunk = 512; // most tokens of one forward pass; longer prompts go in chunks
   WeightPrecision weights = WeightPrecision::Auto;
+  // Decode steps replay CUDA graphs (one per batch size and context bucket) where the backend
+  // can record them; off: every kernel is launched one by one (a diagnostic switch).
+  bool cuda_graphs = true;
 };
 
 enum class LogitsFor { Last, All };
@@ -69,6 +72,11 @@ class CausalLM {
   const ModelConfig& config() const { return config_; }
   const ModelOptions& options() const { return options_; } // resolved (max_context filled in)
   int64_t vocab_size() const { return config_.vocab_size; }
+
+  // Whether decode steps replay CUDA graphs now (options().cuda_graphs, unless a recording
+  // failed and the model fell back to eager launches), and how many graphs it has recorded.
+  bool decode_graphs_active() const;
+  size_t decode_graphs_recorded() const;
 
   // Tokens slot `slot` holds (its next position).
   int64_t position(int32_t slot) const;

@@ -24,6 +24,7 @@ struct ModelSource {
   std::optional<std::string> dtype;   // --dtype: auto, float32, bfloat16
   std::optional<int64_t> max_context; // --max-context
   std::string tool;       // names the tool in messages ("ninfer-run")
+  bool no_cuda_graph = false;         // --no-cuda-graph: the manifest's runtime.cuda_graphs off
 };
 
 // Throws ninfer::Error for no source, both sources, or a bad override.

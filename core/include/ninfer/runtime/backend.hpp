@@ -15,11 +15,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "ninfer/abi/plugin_abi.h"
 #include "ninfer/planner.hpp"
@@ -77,6 +79,8 @@ class Backend {
   size_t workspace_bytes() const { return workspace_.bytes(); }
   // The plan for (op, shape), cached.
   const Plan& plan(std::string_view op, const ninfer_shape& shape);
+  // Every plan made so far (what ran: tools report variants and schedule entries), in key order.
+  std::vector<const Plan*> cached_plans() const;
   // Plans and runs `op`; `args` is the op's argument struct (ninfer/abi/ops/<op>.h). Throws
   // ninfer::Error naming op, variant and shape when planning or a launch fails.
   void run(std::string_view op, const ninfer_shape& shape, const void* args);
@@ -85,6 +89,26 @@ class Backend {
   void run_variant(std::string_view op, std::string_view variant, const ninfer_shape& shape, const void* args);
   // Waits for everything issued so far.
   void synchronize();
+
+  // --- recordings (CUDA graphs) -------------------------------------------------------------
+  // A sequence of launches recorded once and replayed as one unit: no host work per kernel.
+  class Recording {
+   public:
+    Recording(std::shared_ptr<void> exec, const void* workspace) : exec_(std::move(exec)), workspace_(workspace) {}
+
+   private:
+    friend class Backend;
+    std::shared_ptr<void> exec_;
+    const void* workspace_; // the workspace the launches were recorded with
+  };
+  // False on backends that run ops on the host.
+  bool can_record() const;
+  // Runs `work` with the backend recording: its ops are planned and their launches recorded,
+  // nothing executes. Throws ninfer::Error naming what could not be recorded (the backend is
+  // then usable as before). `work` must not copy to or from the host.
+  std::shared_ptr<const Recording> record(const std::function<void()>& work);
+  // Launches a recording. Throws if the workspace it was recorded with has since been replaced.
+  void replay(const Recording& r);
 
   // While a SizingScope lives, run() launches nothing: it reserves the workspace the op would
   // need for its shape and returns. A model sizes its workspace by running its largest steps
@@ -117,6 +141,7 @@ class Backend {
   std::map<PlanKey, Plan, std::less<>> plans_;
   DeviceBuffer workspace_;
   bool sizing_ = false;
+  bool recording_ = false;
 };
 
 } // namespace ninfer

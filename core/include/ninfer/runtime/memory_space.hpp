@@ -28,6 +28,16 @@ class MemorySpace {
   virtual void synchronize() = 0;
   // Bytes still free in the space (the device's free memory), or 0 when unknown.
   virtual size_t free_bytes() const { return 0; }
+
+  // Recording (CUDA graphs): between begin_recording() and end_recording() the stream records
+  // the work issued to it instead of running it; end_recording() returns the instantiated graph
+  // (opaque, owned by the pointer) and replay() launches it. A space that cannot record (the
+  // host space) says so with can_record() and throws from the others.
+  virtual bool can_record() const { return false; }
+  virtual void begin_recording();
+  virtual std::shared_ptr<void> end_recording();
+  virtual void abort_recording() noexcept {}
+  virtual void replay(const void* recording);
 };
 
 // Page-aligned host memory; copies are memcpy.

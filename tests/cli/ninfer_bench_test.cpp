@@ -1,0 +1,107 @@
+// ninfer-bench as a user runs it, on the CPU plugin with the small shape presets: the JSON
+// report's structure, its cost model against numbers derived here from the model shapes, and
+// clear errors for bad input. (Speed is never asserted: that is what the tool reports.)
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "process.hpp"
+#include "test_support.hpp"
+
+using namespace ninfer::test;
+using nlohmann::json;
+
+namespace {
+
+ProcessOutput bench(const std::string& args) { return run_process(std::string(NINFER_BENCH_BIN) + " " + args); }
+
+json bench_json(const std::string& args) {
+  const ProcessOutput r = bench(args + " --json --device cpu");
+  EXPECT_EQ(r.status, 0) << args << "\n" << r.err;
+  return r.status == 0 ? json::parse(r.out) : json::object();
+}
+
+constexpr double kExact = 1e-9; // relative: byte counts are integers, rates are ratios of them
+
+} // namespace
+
+// qwen3-cpu-small: 4 dense layers, hidden 256, 4 query / 2 KV heads of 64, MLP 768, vocab
+// 151936, tied embeddings. Every point measured, each fraction = tok/s over its roofline.
+TEST(NinferBench, ReportsEveryPointAgainstItsRoofline) {
+  const json j = bench_json("--preset qwen3-cpu-small --prompt-lengths 16,40 --contexts 0,50 --batches 1,3 "
+                            "--decode-steps 3 --repeats 2 --warmup 0 --prefill-chunk 32");
+  ASSERT_TRUE(j.contains("results"));
+  ASSERT_EQ(j["results"].size(), 2u + 2u * 2u);
+  for (const json& r : j["results"]) {
+    EXPECT_GT(r["tok_s"].get<double>(), 0);
+    EXPECT_LE(r["tok_s_min"].get<double>(), r["tok_s"].get<double>());
+    EXPECT_GE(r["tok_s_max"].get<double>(), r["tok_s"].get<double>());
+    EXPECT_GT(r["roofline_tok_s"].get<double>(), 0);
+    EXPECT_NEAR(r["fraction_of_roofline"].get<double>(), r["tok_s"].get<double>() / r["roofline_tok_s"].get<double>(),
+                kExact);
+  }
+  EXPECT_EQ(j["results"][0]["prompt_tokens"], 16);
+  EXPECT_EQ(j["results"][3]["context"], 0);
+  EXPECT_EQ(j["results"][3]["batch"], 3);
+  EXPECT_EQ(j["plugin"], "cpu");
+  EXPECT_EQ(j["model"]["random_weights"], true);
+
+  // The cost model, derived independently from the shape.
+  const double L = 4, H = 256, I = 768, V = 151936, q = 4 * 64, kv = 2 * 64;
+  const double layer_matrices = L * (H * (q + 2 * kv) + q * H + 3 * H * I);
+  const double vectors = L * (2 * H + 2 * 64) + H;
+  EXPECT_NEAR(j["model"]["parameters"].get<double>(), layer_matrices + V * H + vectors, kExact * 1e8);
+  EXPECT_NEAR(j["costs"]["prefill_flop_per_token"].get<double>(), 2 * layer_matrices, kExact * 1e8);
+  // float32 KV cache: K and V rows of every layer.
+  EXPECT_NEAR(j["costs"]["kv_bytes_per_token"].get<double>(), L * 2 * kv * 4, kExact);
+  // bf16 matrices (tied: the LM head reads the whole embedding) + float32 norm vectors.
+  EXPECT_NEAR(j["costs"]["weight_bytes_per_step"].get<double>(), 2 * (layer_matrices + V * H) + 4 * vectors, 1.0);
+  EXPECT_EQ(j["costs"]["state_bytes_per_sequence"].get<double>(), 0.0);
+  // The decode roofline at batch b and context c: b x bandwidth / (weights + b x c x kv bytes).
+  const double bw = j["rates"]["bandwidth_bytes_per_s"].get<double>();
+  const json& d = j["results"][5]; // context 50, batch 3
+  EXPECT_NEAR(d["roofline_tok_s"].get<double>(),
+              3 * bw / (j["costs"]["weight_bytes_per_step"].get<double>() + 3 * 50 * L * 2 * kv * 4),
+              kExact * d["roofline_tok_s"].get<double>());
+  // The variants that ran are listed, with the planner or a schedule entry as their source.
+  bool linear = false;
+  for (const json& v : j["variants"]) linear |= v["op"] == "linear" && v["shapes"].get<int>() > 0;
+  EXPECT_TRUE(linear);
+}
+
+// Qwen3.5 (hybrid): recurrent state is part of a decode step's bytes.
+TEST(NinferBench, HybridModelCountsRecurrentState) {
+  const json j = bench_json("--preset qwen3_5-cpu-small --skip-prefill --contexts 8 --batches 1 --decode-steps 2 "
+                            "--repeats 1 --warmup 0");
+  ASSERT_TRUE(j.contains("costs"));
+  // 6 Gated DeltaNet layers, 4 value heads of 64x64 float32 state, read and written.
+  const double recurrent = 6.0 * 4 * 64 * 64 * 4 * 2;
+  EXPECT_GE(j["costs"]["state_bytes_per_sequence"].get<double>(), recurrent);
+  EXPECT_LT(j["costs"]["state_bytes_per_sequence"].get<double>(), recurrent * 1.2); // + the small conv state
+  EXPECT_EQ(j["results"].size(), 1u);
+}
+
+TEST(NinferBench, RefusesBadInputClearly) {
+  struct Case {
+    const char* args;
+    const char* says;
+  } cases[] = {
+      {"--preset nope --device cpu", "presets: qwen3-0.6b"},
+      {"--device cpu", "give --preset NAME"},
+      {"--preset qwen3-cpu-small --prompt-lengths 0 --device cpu", "--prompt-lengths: 0"},
+      {"--preset qwen3-cpu-small --batches 2,-1 --device cpu", "--batches: -1"},
+      {"--preset qwen3-cpu-small --skip-prefill --skip-decode --device cpu", "leave nothing"},
+      {"--preset qwen3-cpu-small --dtype fp8 --device cpu", "--dtype fp8"},
+      {"--preset qwen3-cpu-small --device cuda:7", "cuda"},
+      {"--preset qwen3-cpu-small --prompt-lengths 40000 --device cpu --skip-decode", "max_position_embeddings = 32768"},
+  };
+  for (const Case& c : cases) {
+    const ProcessOutput r = bench(c.args);
+    EXPECT_EQ(r.status, 1) << c.args;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << c.args << "\n" << r.err;
+  }
+  const ProcessOutput list = bench("--list-presets");
+  EXPECT_EQ(list.status, 0);
+  for (const char* p : {"qwen3-0.6b", "qwen3-8b", "qwen3-32b", "qwen3_5-27b"})
+    EXPECT_NE(list.out.find(p), std::string::npos) << p;
+}

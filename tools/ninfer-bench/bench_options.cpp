@@ -1,0 +1,56 @@
+#include "bench_options.hpp"
+
+#include <fmt/format.h>
+
+#include "ninfer/error.hpp"
+
+namespace ninfer::tools {
+
+void add_bench_options(CLI::App& app, BenchOptions& o) {
+  auto* manifest = app.add_option("manifest", o.manifest, "Model manifest (real weights; instead of --preset)");
+  auto* preset = app.add_option("--preset", o.preset,
+                                "Shape preset with seeded random weights made on the device: qwen3-0.6b, qwen3-8b, "
+                                "qwen3-32b, qwen3_5-27b, ... (--list-presets)");
+  auto* ck = app.add_option("--checkpoint", o.checkpoint, "Hugging Face checkpoint folder (real weights)");
+  preset->excludes(manifest)->excludes(ck);
+  manifest->excludes(ck);
+  app.add_flag("--list-presets", o.list_presets, "List the shape presets and exit");
+  app.add_option("--device", o.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
+  app.add_option("--plugin-dir", o.plugin_dir, "Plugin directory (default: $NINFER_PLUGIN_DIR, else the install's)");
+  app.add_option("--plugin", o.plugin, "Use this plugin (it must support the device)");
+  app.add_option("--dtype", o.dtype, "Weights: bfloat16 (default for presets), float32, auto (manifests)")
+      ->each([&](const std::string&) { o.dtype_given = true; });
+  app.add_option("--seed", o.seed, "Seed of a preset's weights and of the prompts")->capture_default_str();
+  app.add_option("--prompt-lengths", o.prompt_lengths, "Prefill points (tokens)")->delimiter(',')->capture_default_str();
+  app.add_option("--contexts", o.contexts, "Decode context depths (tokens)")->delimiter(',')->capture_default_str();
+  app.add_option("--batches", o.batches, "Decode batch sizes (sequences)")->delimiter(',')->capture_default_str();
+  app.add_option("--prefill-chunk", o.prefill_chunk, "Most tokens of one forward pass")->capture_default_str();
+  app.add_option("--decode-steps", o.decode_steps, "Timed decode steps per repeat")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "Untimed runs before timing (decode: 4 steps each)")->capture_default_str();
+  app.add_option("--repeats", o.repeats, "Timed repeats (median, min and max are reported)")->capture_default_str();
+  app.add_flag("--skip-prefill", o.skip_prefill, "Measure decode only");
+  app.add_flag("--skip-decode", o.skip_decode, "Measure prefill only");
+  app.add_flag("--no-cuda-graph", o.no_cuda_graph, "Diagnostic: launch decode steps one kernel at a time");
+  app.add_flag("--json", o.json, "Print one JSON object instead of the table");
+  app.add_flag("-v,--verbose", o.verbose, "Debug logging on stderr");
+}
+
+void check_bench_options(const BenchOptions& o) {
+  auto positive = [](const std::vector<int64_t>& v, const char* flag, bool zero_ok) {
+    if (v.empty()) throw Error(fmt::format("{} needs at least one value", flag));
+    for (int64_t x : v)
+      if (x < (zero_ok ? 0 : 1)) throw Error(fmt::format("{}: {} is not a valid size", flag, x));
+  };
+  if (!o.skip_prefill) positive(o.prompt_lengths, "--prompt-lengths", false);
+  if (!o.skip_decode) {
+    positive(o.contexts, "--contexts", true);
+    positive(o.batches, "--batches", false);
+  }
+  if (o.skip_prefill && o.skip_decode) throw Error("--skip-prefill and --skip-decode leave nothing to measure");
+  if (o.prefill_chunk < 1 || o.decode_steps < 1 || o.repeats < 1 || o.warmup < 0)
+    throw Error("--prefill-chunk, --decode-steps and --repeats must be >= 1, --warmup >= 0");
+  if (o.preset.empty() && o.manifest.empty() && o.checkpoint.empty())
+    throw Error("nothing to measure: give --preset NAME (see --list-presets), a manifest or --checkpoint DIR");
+}
+
+} // namespace ninfer::tools

@@ -1,0 +1,41 @@
+// ninfer-bench's command line: what to load (a shape preset with seeded weights, a manifest or
+// a checkpoint), where, and which prefill / decode points to measure.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ninfer::tools {
+
+struct BenchOptions {
+  std::string preset;     // a shape preset (random weights drawn on the device)
+  std::string manifest;   // or a manifest
+  std::string checkpoint; // or a checkpoint folder
+  bool list_presets = false;
+  std::string device = "auto";
+  std::string plugin_dir, plugin;
+  std::string dtype = "bfloat16"; // weights of a preset; a manifest's own dtype otherwise unless given
+  bool dtype_given = false;
+  uint64_t seed = 0;
+  std::vector<int64_t> prompt_lengths{512, 2048, 8192, 32768};
+  std::vector<int64_t> contexts{0, 4096, 32768};
+  std::vector<int64_t> batches{1, 2, 4, 8};
+  int32_t prefill_chunk = 4096;
+  int32_t decode_steps = 32; // timed steps per repeat
+  int32_t warmup = 1;        // untimed runs (prefill) / untimed steps x 4 (decode) before timing
+  int32_t repeats = 3;       // timed repeats; the median is reported with min and max
+  bool skip_prefill = false, skip_decode = false;
+  bool no_cuda_graph = false;
+  bool json = false;
+  bool verbose = false;
+};
+
+void add_bench_options(CLI::App& app, BenchOptions& o);
+// Throws ninfer::Error for values that cannot be measured (empty lists, non-positive sizes).
+void check_bench_options(const BenchOptions& o);
+
+} // namespace ninfer::tools

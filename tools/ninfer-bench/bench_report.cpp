@@ -1,0 +1,104 @@
+#include "bench_report.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+namespace ninfer::tools {
+namespace {
+
+std::string percent(double got, double roof) { return roof > 0 ? fmt::format("{:.0f}%", 100.0 * got / roof) : "-"; }
+
+} // namespace
+
+std::vector<VariantUse> variants_used(const Backend& be) {
+  std::map<std::tuple<std::string, std::string, std::string>, int> count;
+  for (const Plan* p : be.cached_plans()) ++count[{p->op, p->variant, p->source}];
+  std::vector<VariantUse> out;
+  for (const auto& [k, n] : count) out.push_back({std::get<0>(k), std::get<1>(k), std::get<2>(k), n});
+  return out;
+}
+
+void print_table(const BenchSetup& s, const std::vector<BenchPoint>& points) {
+  fmt::print("ninfer-bench: {} ({}, {:.2f} B parameters, {} weights{}) on {} with plugin {}\n", s.model, s.family,
+             s.costs.parameters / 1e9, s.weights_dtype, s.random_weights ? ", random" : "", s.device, s.plugin);
+  fmt::print("load {:.1f} s; max_context {}, {} sequence slot(s); CUDA graphs {}\n", s.load_seconds, s.max_context,
+             s.max_sequences, s.cuda_graphs ? fmt::format("on ({} recorded)", s.graphs_recorded) : "off");
+  fmt::print("memory: {}\n", s.memory.describe());
+  fmt::print("bandwidth {:.1f} GB/s ({}); matmul {:.1f} TFLOP/s ({})\n", s.rates.bandwidth / 1e9,
+             s.rates.bandwidth_how, s.rates.matmul / 1e12, s.rates.matmul_how);
+  fmt::print("decode reads {:.2f} GB of weights per step, {:.1f} KB of KV per cached token, {:.2f} MB of state per "
+             "sequence; prefill costs {:.2f} GFLOP per token\n\n",
+             s.costs.weight_bytes_per_step / 1e9, s.costs.kv_bytes_per_token / 1e3, s.costs.state_bytes_per_seq / 1e6,
+             s.costs.flop_per_token / 1e9);
+  fmt::print("{:<8} {:>7} {:>8} {:>6} {:>12} {:>23} {:>14} {:>9}\n", "phase", "prompt", "context", "batch",
+             "tok/s", "spread (min-max)", "roofline tok/s", "of roof");
+  for (const BenchPoint& p : points) {
+    fmt::print("{:<8} {:>7} {:>8} {:>6} {:>12.1f} {:>23} {:>14.1f} {:>9}\n", p.prefill ? "prefill" : "decode",
+               p.prefill ? fmt::format("{}", p.tokens) : "-", p.prefill ? "-" : fmt::format("{}", p.context),
+               p.batch, p.tok_s.median, fmt::format("{:.1f}-{:.1f}", p.tok_s.min, p.tok_s.max), p.roofline_tok_s,
+               percent(p.tok_s.median, p.roofline_tok_s));
+  }
+  fmt::print("\nvariants used (op / variant / chosen by / shapes):\n");
+  for (const VariantUse& v : s.variants)
+    fmt::print("  {:<18} {:<22} {:<34} {}\n", v.op, v.variant, v.source, v.shapes);
+  std::fflush(stdout);
+}
+
+void print_json(const BenchSetup& s, const std::vector<BenchPoint>& points) {
+  using nlohmann::json;
+  json j;
+  j["model"] = {{"name", s.model},
+                {"family", s.family},
+                {"parameters", s.costs.parameters},
+                {"weights_dtype", s.weights_dtype},
+                {"random_weights", s.random_weights}};
+  j["device"] = s.device;
+  j["plugin"] = s.plugin;
+  j["cuda_graphs"] = s.cuda_graphs;
+  j["cuda_graphs_recorded"] = s.graphs_recorded;
+  j["max_context"] = s.max_context;
+  j["max_sequences"] = s.max_sequences;
+  j["load_seconds"] = s.load_seconds;
+  json mem;
+  for (size_t i = 0; i < s.memory.in_use.size(); ++i)
+    mem[memory_use_name(static_cast<MemoryUse>(i))] = s.memory.in_use[i];
+  mem["total"] = s.memory.total;
+  mem["device_free"] = s.memory.free;
+  j["memory_bytes"] = mem;
+  j["rates"] = {{"bandwidth_bytes_per_s", s.rates.bandwidth},
+                {"bandwidth_how", s.rates.bandwidth_how},
+                {"matmul_flop_per_s", s.rates.matmul},
+                {"matmul_how", s.rates.matmul_how}};
+  j["costs"] = {{"weight_bytes_per_step", s.costs.weight_bytes_per_step},
+                {"kv_bytes_per_token", s.costs.kv_bytes_per_token},
+                {"state_bytes_per_sequence", s.costs.state_bytes_per_seq},
+                {"prefill_flop_per_token", s.costs.flop_per_token}};
+  json rows = json::array();
+  for (const BenchPoint& p : points) {
+    json r = {{"phase", p.prefill ? "prefill" : "decode"},
+              {"tok_s", p.tok_s.median},
+              {"tok_s_min", p.tok_s.min},
+              {"tok_s_max", p.tok_s.max},
+              {"roofline_tok_s", p.roofline_tok_s},
+              {"fraction_of_roofline", p.roofline_tok_s > 0 ? p.tok_s.median / p.roofline_tok_s : 0.0}};
+    if (p.prefill) r["prompt_tokens"] = p.tokens;
+    else {
+      r["context"] = p.context;
+      r["batch"] = p.batch;
+    }
+    rows.push_back(r);
+  }
+  j["results"] = rows;
+  json vars = json::array();
+  for (const VariantUse& v : s.variants)
+    vars.push_back({{"op", v.op}, {"variant", v.variant}, {"source", v.source}, {"shapes", v.shapes}});
+  j["variants"] = vars;
+  fmt::print("{}\n", j.dump(2));
+  std::fflush(stdout);
+}
+
+} // namespace ninfer::tools

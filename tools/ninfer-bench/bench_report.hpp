@@ -1,0 +1,39 @@
+// What ninfer-bench prints: the setup (model, device, plugin, load time, memory, rooflines),
+// one row per measured point as a fraction of its roofline, and the variants / schedule
+// entries the planner used. A table for people, one JSON object for machines.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench_run.hpp"
+#include "ninfer/runtime/backend.hpp"
+
+namespace ninfer::tools {
+
+struct VariantUse {
+  std::string op, variant, source; // source: "planner" or the schedule entry's FILE:LINE
+  int shapes = 0;                  // distinct shapes planned this way
+};
+
+struct BenchSetup {
+  std::string model, family, weights_dtype, device, plugin;
+  bool random_weights = false;
+  bool cuda_graphs = false;
+  size_t graphs_recorded = 0;
+  int64_t max_context = 0;
+  int32_t max_sequences = 0;
+  double load_seconds = 0;
+  MemoryReport memory;
+  DeviceRates rates;
+  ModelCosts costs;
+  std::vector<VariantUse> variants;
+};
+
+// Groups the backend's cached plans by (op, variant, source).
+std::vector<VariantUse> variants_used(const Backend& be);
+
+void print_table(const BenchSetup& s, const std::vector<BenchPoint>& points);
+void print_json(const BenchSetup& s, const std::vector<BenchPoint>& points);
+
+} // namespace ninfer::tools

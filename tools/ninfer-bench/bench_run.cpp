@@ -1,0 +1,139 @@
+#include "bench_run.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "ninfer/error.hpp"
+
+namespace ninfer::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int32_t kWarmupSteps = 4; // decode steps per --warmup run
+
+Spread spread_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  const double median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return {median, v.front(), v.back()};
+}
+
+// Random ids below the tokenizer's specials: the cost of a token does not depend on its id.
+std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(std::min<int64_t>(vocab, 151643) - 1));
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& x : ids) x = id(rng);
+  return ids;
+}
+
+void progress(const BenchOptions& o, const std::string& what) {
+  if (!o.json) fmt::print(stderr, "  measuring {}\n", what);
+}
+
+BenchPoint bench_prefill(CausalLM& lm, const BenchOptions& o, int64_t tokens) {
+  progress(o, fmt::format("prefill of {} tokens", tokens));
+  const std::vector<int32_t> ids = random_ids(tokens, lm.vocab_size(), o.seed + static_cast<uint64_t>(tokens));
+  std::vector<double> rates;
+  for (int r = 0; r < o.warmup + o.repeats; ++r) {
+    lm.reset(0);
+    const auto t0 = Clock::now();
+    lm.prefill(0, ids, LogitsFor::Last); // returns after the logits reach the host
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (r >= o.warmup) rates.push_back(static_cast<double>(tokens) / s);
+  }
+  lm.reset(0);
+  BenchPoint p;
+  p.prefill = true;
+  p.tokens = tokens;
+  p.tok_s = spread_of(rates);
+  return p;
+}
+
+BenchPoint bench_decode(CausalLM& lm, const BenchOptions& o, int64_t context, int32_t batch) {
+  progress(o, fmt::format("decode of {} sequence(s) at context {}", batch, context));
+  std::vector<int32_t> slots(static_cast<size_t>(batch));
+  for (int32_t i = 0; i < batch; ++i) slots[static_cast<size_t>(i)] = i;
+  std::vector<int32_t> ids = random_ids(batch, lm.vocab_size(), o.seed + 7);
+  std::vector<double> rates;
+  for (int r = 0; r < o.warmup + o.repeats; ++r) {
+    for (int32_t s : slots) {
+      lm.reset(s);
+      lm.assume_context(s, context);
+    }
+    const bool timed = r >= o.warmup;
+    const int32_t steps = timed ? o.decode_steps : kWarmupSteps;
+    const auto t0 = Clock::now();
+    for (int32_t i = 0; i < steps; ++i) {
+      std::vector<int32_t> next = lm.decode_greedy(slots, ids); // ids reach the host each step
+      for (size_t j = 0; j < next.size(); ++j) ids[j] = next[j] >= 0 ? next[j] : 0;
+    }
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (timed) rates.push_back(static_cast<double>(batch) * steps / s);
+  }
+  for (int32_t s : slots) lm.reset(s);
+  BenchPoint p;
+  p.context = context;
+  p.batch = batch;
+  p.tok_s = spread_of(rates);
+  return p;
+}
+
+} // namespace
+
+void fit_to_model(BenchOptions& o, int64_t positions) {
+  if (positions <= 0) return;
+  auto drop = [&](std::vector<int64_t>& v, int64_t extra, const char* what) {
+    std::vector<int64_t> kept;
+    for (int64_t x : v) {
+      if (x + extra <= positions) kept.push_back(x);
+      else fmt::print(stderr, "ninfer-bench: skipping {} {}: beyond the model's max_position_embeddings = {}\n", what, x, positions);
+    }
+    v = kept;
+  };
+  if (!o.skip_prefill) drop(o.prompt_lengths, 0, "prompt length");
+  if (!o.skip_decode) drop(o.contexts, std::max<int64_t>(o.decode_steps, kWarmupSteps) + 1, "decode context");
+  if ((o.skip_prefill || o.prompt_lengths.empty()) && (o.skip_decode || o.contexts.empty()))
+    throw Error(fmt::format("no measurement fits the model's max_position_embeddings = {}; lower --prompt-lengths / "
+                            "--contexts", positions));
+  o.skip_prefill = o.skip_prefill || o.prompt_lengths.empty();
+  o.skip_decode = o.skip_decode || o.contexts.empty();
+}
+
+int64_t needed_context(const BenchOptions& o) {
+  int64_t need = 1;
+  if (!o.skip_prefill) need = std::max(need, *std::max_element(o.prompt_lengths.begin(), o.prompt_lengths.end()));
+  if (!o.skip_decode)
+    need = std::max(need, *std::max_element(o.contexts.begin(), o.contexts.end()) +
+                              std::max<int64_t>(o.decode_steps, kWarmupSteps) + 1);
+  return need;
+}
+
+int32_t needed_sequences(const BenchOptions& o) {
+  if (o.skip_decode) return 1;
+  return static_cast<int32_t>(*std::max_element(o.batches.begin(), o.batches.end()));
+}
+
+std::vector<BenchPoint> run_benchmarks(CausalLM& lm, const BenchOptions& o, const ModelCosts& costs,
+                                       const DeviceRates& rates) {
+  std::vector<BenchPoint> out;
+  if (!o.skip_prefill)
+    for (int64_t t : o.prompt_lengths) {
+      out.push_back(bench_prefill(lm, o, t));
+      out.back().roofline_tok_s = prefill_roofline(costs, rates);
+    }
+  if (!o.skip_decode)
+    for (int64_t c : o.contexts)
+      for (int64_t b : o.batches) {
+        out.push_back(bench_decode(lm, o, c, static_cast<int32_t>(b)));
+        out.back().roofline_tok_s = decode_roofline(costs, rates, static_cast<int32_t>(b), c);
+      }
+  return out;
+}
+
+} // namespace ninfer::tools

@@ -1,0 +1,119 @@
+// ninfer-bench: prefill and decode speed of a model on one device, each figure as a fraction
+// of its roofline (docs/performance.md). A shape preset needs no checkpoint: its weights are
+// drawn on the device from a seed.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "bench_options.hpp"
+#include "bench_report.hpp"
+#include "bench_run.hpp"
+#include "ninfer/checkpoint/expected_tensors.hpp"
+#include "ninfer/checkpoint/shape_presets.hpp"
+#include "ninfer/error.hpp"
+#include "ninfer/log.hpp"
+#include "ninfer/models/model_setup.hpp"
+
+namespace {
+
+using namespace ninfer;
+using tools::BenchOptions;
+
+WeightDType parse_dtype(const std::string& s) {
+  if (s == "bfloat16" || s == "bf16") return WeightDType::BFloat16;
+  if (s == "float32" || s == "f32") return WeightDType::Float32;
+  if (s == "auto") return WeightDType::Auto;
+  throw Error(fmt::format("--dtype {}: expected bfloat16, float32 or auto", s));
+}
+
+ModelFiles model_files(const BenchOptions& o) {
+  if (!o.preset.empty()) {
+    const WeightDType dt = parse_dtype(o.dtype);
+    if (dt == WeightDType::Auto) throw Error("--dtype auto needs a checkpoint; a preset's weights are bfloat16 or float32");
+    Manifest m;
+    m.name = o.preset;
+    m.dtype = dt;
+    m.runtime.max_context = tools::needed_context(o);
+    m.runtime.prefill_chunk = o.prefill_chunk;
+    m.runtime.cuda_graphs = !o.no_cuda_graph;
+    const ModelConfig cfg = shape_preset_config(o.preset);
+    return {m, std::nullopt, Checkpoint::synthetic(cfg, dt == WeightDType::Float32 ? DType::F32 : DType::BF16, o.seed)};
+  }
+  ModelSource src{o.manifest, o.checkpoint, std::nullopt, tools::needed_context(o), "ninfer-bench", o.no_cuda_graph};
+  if (o.dtype_given) src.dtype = o.dtype;
+  return open_model_files(src);
+}
+
+// Bytes of the embedding table on the device (a decode step reads one row of it).
+double embedding_bytes(const ModelFiles& f) {
+  const ModelConfig& cfg = f.checkpoint.config();
+  const ExpectedTensor emb = expected_tensors(cfg).front();
+  const bool bf16 = f.manifest.dtype == WeightDType::BFloat16 ||
+                    (f.manifest.dtype == WeightDType::Auto && f.checkpoint.tensor(emb.name).dtype == DType::BF16);
+  return static_cast<double>(cfg.vocab_size) * static_cast<double>(cfg.hidden_size) * (bf16 ? 2.0 : 4.0);
+}
+
+int run(BenchOptions o) {
+  if (o.list_presets) {
+    for (const auto& p : shape_presets()) fmt::print("{:<20} {}\n", p.name, p.description);
+    return 0;
+  }
+  tools::check_bench_options(o);
+  ModelFiles files = model_files(o);
+  tools::fit_to_model(o, files.checkpoint.config().max_position_embeddings);
+  files.manifest.runtime.max_context = tools::needed_context(o);
+  if (!o.json) fmt::print(stderr, "ninfer-bench: loading {}\n", o.preset.empty() ? files.manifest.name : o.preset);
+  const auto t0 = std::chrono::steady_clock::now();
+  ModelOnDevice m = load_on_device(files, DeviceChoice{o.device, o.plugin_dir, o.plugin}, tools::needed_sequences(o),
+                                   o.prefill_chunk);
+  m.backend->synchronize();
+  tools::BenchSetup setup;
+  setup.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const ModelConfig& cfg = m.lm->config();
+  setup.model = o.preset.empty() ? files.manifest.name : o.preset;
+  setup.family = family_name(cfg.family);
+  setup.weights_dtype = files.manifest.dtype == WeightDType::Float32 ? "float32"
+                        : files.manifest.dtype == WeightDType::BFloat16 ? "bfloat16" : "as stored";
+  setup.random_weights = !o.preset.empty() || cfg.random_weights;
+  setup.device = m.backend->device().name;
+  setup.plugin = m.backend->plugin().name();
+  setup.cuda_graphs = m.lm->options().cuda_graphs;
+  setup.max_context = m.lm->options().max_context;
+  setup.max_sequences = m.lm->options().max_sequences;
+  setup.memory = m.backend->memory();
+  setup.costs = tools::model_costs(cfg, setup.memory, setup.max_sequences, setup.max_context, embedding_bytes(files));
+  if (!o.json) fmt::print(stderr, "ninfer-bench: measuring the device's bandwidth and matmul rate\n");
+  setup.rates = tools::measure_device_rates(*m.backend);
+  const auto points = tools::run_benchmarks(*m.lm, o, setup.costs, setup.rates);
+  setup.variants = tools::variants_used(*m.backend);
+  setup.cuda_graphs = m.lm->decode_graphs_active(); // off if a recording failed during the run
+  setup.graphs_recorded = m.lm->decode_graphs_recorded();
+  if (o.json) tools::print_json(setup, points);
+  else tools::print_table(setup, points);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  BenchOptions o;
+  CLI::App app{"ninfer-bench: prefill and decode speed of a model, as fractions of the card's rooflines"};
+  app.footer("Examples:\n  ninfer-bench --preset qwen3-8b --device cuda\n"
+             "  ninfer-bench --preset qwen3_5-27b --prompt-lengths 4096 --contexts 0,4096 --batches 1 --json\n"
+             "  ninfer-bench models/qwen3-8b.yaml --skip-prefill --batches 1,8");
+  tools::add_bench_options(app, o);
+  CLI11_PARSE(app, argc, argv);
+  init_logging(o.verbose);
+  try {
+    return run(o);
+  } catch (const Error& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "ninfer-bench: error: {}\n", e.what());
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "ninfer-bench: internal error: {}\n", e.what());
+  }
+  return 1;
+}
