@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "ninfer/abi/ops/argmax.h"
 #include "ninfer/abi/ops/sample.h"
 #include "ninfer/planner.hpp"
 #include "gpu_op_env.hpp"
+#include "op_routes.hpp"
 
 using namespace ninfer;
 using namespace ninfer::test;
@@ -26,8 +28,9 @@ struct Result {
   std::vector<float> logprob;
 };
 
+// On the CPU reference (device false) or on the CUDA backend by `route` (op_routes.hpp).
 Result run_on(Backend& be, const std::vector<float>& logits, int64_t stride, const std::vector<ninfer_sample_row>& ps,
-              int32_t vocab, bool device) {
+              int32_t vocab, bool device, const std::string& route = "") {
   const int64_t rows = static_cast<int64_t>(ps.size());
   const ninfer_shape s{rows, {vocab, 0, 0, 0}, NINFER_DTYPE_F32};
   Result r{std::vector<int32_t>(rows, -7), std::vector<float>(rows, std::nanf(""))};
@@ -40,7 +43,7 @@ Result run_on(Backend& be, const std::vector<float>& logits, int64_t stride, con
                dlp = poisoned_buffer(be, rows);
   ninfer_sample_args a{dl.as<float>(), stride, dp.as<ninfer_sample_row>(), di.as<int32_t>(), dlp.as<float>(), rows,
                        vocab};
-  be.run(NINFER_OP_SAMPLE, s, &a);
+  run_route(be, NINFER_OP_SAMPLE, route, s, &a);
   r.ids = get<int32_t>(be, di, rows);
   r.logprob = get<float>(be, dlp, rows);
   return r;
@@ -69,20 +72,24 @@ void expect_same(const Result& cpu, const Result& gpu, const std::string& what) 
 
 } // namespace
 
-// Fresh random rows of Qwen3's and Qwen3.5's vocabularies at 1..64 rows, each row with its own
+// Fresh random rows of Qwen3's and Qwen3.5's vocabularies (and an odd one) at 1..64 rows, every
+// variant and the planner's route, each row with its own
 // random filter combination, seed and draw number; ties at the top and around the cuts, -inf
 // entries, a NaN row and a +inf row.
 TEST(GpuSample, SameIdsAsCpuReference) {
   NINFER_REQUIRE_CUDA_BACKEND();
   auto rng = fresh_rng("sample gpu");
-  for (int32_t vocab : {151936, 248320}) {
+  // 32003: a vocabulary that is not a multiple of 4 (the vector form's tail); odd row counts use
+  // a row stride of vocab + 1, so most rows are not 16-byte aligned (the scalar fallback).
+  for (int32_t vocab : {151936, 248320, 32003}) {
     auto cpu = make_cpu_backend();
     auto gpu = make_cuda_backend();
     for (int64_t rows : {1, 2, 7, 33, 64}) {
-      auto logits = randn(rng, rows * vocab, 3.f);
+      const int64_t stride = vocab + (rows % 2);
+      auto logits = randn(rng, rows * stride, 3.f);
       std::vector<ninfer_sample_row> ps;
       for (int64_t r = 0; r < rows; ++r) {
-        float* row = logits.data() + r * vocab;
+        float* row = logits.data() + r * stride;
         const float top = *std::max_element(row, row + vocab);
         for (int j = 0; j < 40; ++j) row[rng() % vocab] = top; // tied maxima
         for (int j = 0; j < 300; ++j) row[rng() % vocab] = top - 2.f; // ties near the cuts
@@ -91,11 +98,13 @@ TEST(GpuSample, SameIdsAsCpuReference) {
         ps.push_back(random_params(rng, vocab));
       }
       if (rows > 2) {
-        logits[1 * vocab + rng() % vocab] = std::nanf("");
-        logits[2 * vocab + rng() % vocab] = kInf;
+        logits[1 * stride + rng() % vocab] = std::nanf("");
+        logits[2 * stride + rng() % vocab] = kInf;
       }
-      const std::string what = "vocab " + std::to_string(vocab) + ", rows " + std::to_string(rows);
-      expect_same(run_on(*cpu, logits, vocab, ps, vocab, false), run_on(*gpu, logits, vocab, ps, vocab, true), what);
+      const Result want = run_on(*cpu, logits, stride, ps, vocab, false);
+      for (const std::string& route : op_routes(*gpu, NINFER_OP_SAMPLE))
+        expect_same(want, run_on(*gpu, logits, stride, ps, vocab, true, route),
+                    route_name(route) + ", vocab " + std::to_string(vocab) + ", rows " + std::to_string(rows));
     }
   }
 }
@@ -126,7 +135,9 @@ TEST(GpuSample, SameDrawsAsCpuPerSetting) {
       for (size_t i = 0; i < ps.size(); ++i) ps[i].counter = i;
       char what[160];
       std::snprintf(what, sizeof what, "row kind %d, T %g top_k %d top_p %g min_p %g", kind, s.t, s.k, s.p, s.min_p);
-      expect_same(run_on(*cpu, row, 0, ps, vocab, false), run_on(*gpu, row, 0, ps, vocab, true), what);
+      const Result want = run_on(*cpu, row, 0, ps, vocab, false);
+      for (const std::string& route : op_routes(*gpu, NINFER_OP_SAMPLE))
+        expect_same(want, run_on(*gpu, row, 0, ps, vocab, true, route), route_name(route) + ", " + what);
     }
   }
 }
@@ -160,24 +171,66 @@ TEST(GpuSample, Timing) {
       DeviceBuffer dp = put(*gpu, ps);
       ninfer_sample_args a{dl.as<float>(), vocab, dp.as<ninfer_sample_row>(), di.as<int32_t>(), dlp.as<float>(), rows,
                            vocab};
-      const Plan& plan = gpu->plan(NINFER_OP_SAMPLE, {rows, {vocab, 0, 0, 0}, NINFER_DTYPE_F32});
-      gpu->synchronize();
-      std::vector<float> ms;
-      for (int i = 0; i < 31; ++i) {
-        cudaEventRecord(start, nullptr);
-        execute(plan, &a, nullptr, nullptr);
-        cudaEventRecord(stop, nullptr);
-        cudaEventSynchronize(stop);
-        float t = 0;
-        cudaEventElapsedTime(&t, start, stop);
-        if (i > 0) ms.push_back(t); // the first call warms up
+      const ninfer_shape shape{rows, {vocab, 0, 0, 0}, NINFER_DTYPE_F32};
+      for (const ninfer_variant* var : gpu->plugin().variants_for(NINFER_OP_SAMPLE)) {
+        const Plan plan = gpu->planner().plan_variant(*var, shape);
+        gpu->synchronize();
+        std::vector<float> ms;
+        for (int i = 0; i < 31; ++i) {
+          cudaEventRecord(start, nullptr);
+          execute(plan, &a, nullptr, nullptr);
+          cudaEventRecord(stop, nullptr);
+          cudaEventSynchronize(stop);
+          float t = 0;
+          cudaEventElapsedTime(&t, start, stop);
+          if (i > 0) ms.push_back(t); // the first call warms up
+        }
+        std::sort(ms.begin(), ms.end());
+        std::printf("[sample timing] %-18s rows %lld vocab %d %-28s median %.1f us\n", var->name,
+                    static_cast<long long>(rows), vocab, s.name, 1e3 * ms[ms.size() / 2]);
+        EXPECT_EQ(cudaGetLastError(), cudaSuccess);
       }
-      std::sort(ms.begin(), ms.end());
-      std::printf("[sample timing] rows %lld vocab %d %-28s median %.1f us\n", static_cast<long long>(rows), vocab,
-                  s.name, 1e3 * ms[ms.size() / 2]);
-      EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+      {
+        // argmax on the same rows, for comparison with the greedy setting
+        ninfer_argmax_args g{dl.as<float>(), vocab, di.as<int32_t>(), dlp.as<float>(), rows, vocab};
+        if (s.t == 0) {
+          const Plan& plan = gpu->plan(NINFER_OP_ARGMAX, shape);
+          std::vector<float> ms;
+          for (int i = 0; i < 31; ++i) {
+            cudaEventRecord(start, nullptr);
+            execute(plan, &g, nullptr, nullptr);
+            cudaEventRecord(stop, nullptr);
+            cudaEventSynchronize(stop);
+            float t = 0;
+            cudaEventElapsedTime(&t, start, stop);
+            if (i > 0) ms.push_back(t);
+          }
+          std::sort(ms.begin(), ms.end());
+          std::printf("[sample timing] %-18s rows %lld vocab %d %-28s median %.1f us\n", "argmax op",
+                      static_cast<long long>(rows), vocab, "(for comparison)", 1e3 * ms[ms.size() / 2]);
+        }
+      }
     }
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+}
+
+// Small rows (vocab 4099, misaligned stride) with every setting of random_params, every route:
+// the same ids as the CPU. Small enough to run under compute-sanitizer (memcheck, racecheck).
+TEST(GpuSample, SmallRowsEveryRoute) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  auto rng = fresh_rng("sample gpu small");
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend();
+  const int32_t vocab = 4099;
+  const int64_t rows = 24, stride = vocab + 3;
+  auto logits = randn(rng, rows * stride, 2.f);
+  for (int64_t r = 0; r < rows; r += 4)
+    for (int32_t j = 0; j < vocab; ++j) logits[r * stride + j] = std::round(logits[r * stride + j]); // many ties
+  std::vector<ninfer_sample_row> ps;
+  for (int64_t r = 0; r < rows; ++r) ps.push_back(random_params(rng, vocab));
+  const Result want = run_on(*cpu, logits, stride, ps, vocab, false);
+  for (const std::string& route : op_routes(*gpu, NINFER_OP_SAMPLE))
+    expect_same(want, run_on(*gpu, logits, stride, ps, vocab, true, route), route_name(route) + ", vocab 4099");
 }
