@@ -76,7 +76,8 @@ TEST(CudaGraphs, ReplayIsBitIdenticalToEagerForEveryBatchSize) {
   const int32_t slots[2] = {0, 3}, ids[2] = {next[0], next[3]};
   EXPECT_EQ(eager->decode_greedy(slots, ids), graphed->decode_greedy(slots, ids));
   EXPECT_TRUE(graphed->decode_graphs_active()) << "a recording failed and the model fell back to eager launches";
-  // 4 batch sizes x at least the buckets 256, 512 and 1024 the sequences passed through.
-  EXPECT_GE(graphed->decode_graphs_recorded(), 6u);
+  // One recording per (batch size, bucket): all 4 batch sizes, and batch 1 in two buckets (slot 0
+  // alone stays in 256, slot 3 alone is past 512).
+  EXPECT_GE(graphed->decode_graphs_recorded(), 5u);
   EXPECT_EQ(eager->decode_graphs_recorded(), 0u);
 }
