@@ -129,9 +129,10 @@ void Decoder::sample(int64_t first, std::span<const ninfer_sample_row> params, s
   logprobs.resize(static_cast<size_t>(count));
   for (int64_t r = 0; r < count; r += logit_rows_) {
     const int64_t n = std::min(logit_rows_, count - r);
+    // Upload first: an upload waits for the stream, and this way it does not wait for the LM head.
+    be_.upload(sample_params_, 0, params.data() + r, sizeof(ninfer_sample_row) * n);
     const ops::Rows src{normed_.as<float>() + (first + r) * hidden_, hidden_};
     ops::linear(be_, n, src, lm_head(), rows_of(logits_, V));
-    be_.upload(sample_params_, 0, params.data() + r, sizeof(ninfer_sample_row) * n);
     ops::sample(be_, n, rows_of(logits_, V), static_cast<int32_t>(V), sample_params_.as<ninfer_sample_row>(),
                 greedy_ids_.as<int32_t>(), greedy_logprobs_.as<float>());
     be_.download(greedy_ids_, 0, ids.data() + r, sizeof(int32_t) * n);
