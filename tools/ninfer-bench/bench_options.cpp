@@ -15,6 +15,8 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   preset->excludes(manifest)->excludes(ck);
   manifest->excludes(ck);
   app.add_flag("--list-presets", o.list_presets, "List the shape presets and exit");
+  app.add_flag("--print-config", o.print_config,
+               "Print the --preset's config.json (Hugging Face form) and exit: other tools build the same shape");
   app.add_option("--device", o.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
   app.add_option("--plugin-dir", o.plugin_dir, "Plugin directory (default: $NINFER_PLUGIN_DIR, else the install's)");
   app.add_option("--plugin", o.plugin, "Use this plugin (it must support the device)");

@@ -16,6 +16,7 @@ struct BenchOptions {
   std::string manifest;   // or a manifest
   std::string checkpoint; // or a checkpoint folder
   bool list_presets = false;
+  bool print_config = false; // print the preset's config.json (for other tools) and exit
   std::string device = "auto";
   std::string plugin_dir, plugin;
   std::string dtype = "bfloat16"; // weights of a preset; a manifest's own dtype otherwise unless given

@@ -60,6 +60,11 @@ int run(BenchOptions o) {
     for (const auto& p : shape_presets()) fmt::print("{:<20} {}\n", p.name, p.description);
     return 0;
   }
+  if (o.print_config) {
+    if (o.preset.empty()) throw Error("--print-config needs --preset NAME");
+    fmt::print("{}\n", config_json_text(shape_preset_config(o.preset), DType::BF16));
+    return 0;
+  }
   tools::check_bench_options(o);
   ModelFiles files = model_files(o);
   tools::fit_to_model(o, files.checkpoint.config().max_position_embeddings);
