@@ -1,0 +1,71 @@
+// Run-time compilation of CUDA C++ kernels with NVRTC, cached on disk (kernel_cache.hpp), and
+// loading of the result through the CUDA driver API with the loaded function's resources in
+// the plugin ABI's form.
+//
+// Compiling needs only NVRTC (no GPU): CI compiles and caches. Loading needs a device.
+// In a build without CUDA (-DNINFER_CUDA=OFF) every function here throws ninfer::Error saying so.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ninfer/abi/plugin_abi.h"
+#include "ninfer/jit/kernel_cache.hpp"
+
+namespace ninfer::jit {
+
+struct CompileRequest {
+  std::string name;                          // kernel/variant name, quoted in errors ("linear/tile64x4")
+  std::string source;                        // CUDA C++ source text
+  std::vector<std::string> options;          // extra NVRTC options, e.g. "-DTILE=64", "-std=c++17"
+  std::vector<std::string> name_expressions; // e.g. "scale_kernel<4>": instantiated and lowered
+  int cc_major = 0;                          // target compute capability (the detected device's)
+  int cc_minor = 0;
+};
+
+struct CompiledKernel {
+  CacheEntry entry;       // image (cubin or PTX) and the lowered names
+  std::string arch;       // "sm_90" (cubin) or "compute_90" (PTX, the driver JIT-compiles it)
+  uint64_t key = 0;       // cache key
+  bool from_cache = false;
+  // The mangled name of a name expression (or the expression itself when it was not one:
+  // an extern "C" kernel).
+  std::string lowered_name(const std::string& expression) const;
+};
+
+// NVRTC's version as major * 1000 + minor * 10 (12080 for 12.8). Throws without CUDA.
+int nvrtc_version();
+// True when this NVRTC can emit machine code (cubin) for sm_<major><minor>; otherwise compile()
+// emits PTX for the newest virtual architecture it knows that is not newer than the target.
+bool nvrtc_supports_cubin(int cc_major, int cc_minor);
+
+// The cache key of a request (what compile() looks up).
+uint64_t cache_key(const CompileRequest& request);
+
+// Compiles (or loads from `cache`, when not null) the request. A compile error throws
+// ninfer::Error naming request.name, with NVRTC's log.
+CompiledKernel compile(const CompileRequest& request, const KernelCache* cache);
+
+// A module loaded into the current CUDA context (the runtime's primary context of the current
+// device is made current first). Unloaded on destruction.
+class LoadedModule {
+ public:
+  explicit LoadedModule(const CompiledKernel& kernel);
+  ~LoadedModule();
+  LoadedModule(const LoadedModule&) = delete;
+  LoadedModule& operator=(const LoadedModule&) = delete;
+
+  // The CUfunction (as void*) of a name expression or extern "C" name; throws when absent.
+  void* function(const std::string& expression) const;
+  // cuFuncGetAttribute of that function. `symbol` points into this module's storage: it stays
+  // valid while the module lives.
+  ninfer_kernel_resources resources(const std::string& expression, int32_t threads_per_block) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace ninfer::jit

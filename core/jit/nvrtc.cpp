@@ -1,0 +1,297 @@
+// NVRTC compile + driver-API load. Both libraries are opened at run time (dlopen), not linked:
+// libcuda.so.1 exists only where a driver is installed (CI has none, and the core must still
+// load there), and libnvrtc (~100 MB) comes with the CUDA toolkit of the machine rather than
+// in our bundle. A missing library is a clear ninfer::Error at first use.
+#include "ninfer/jit/nvrtc.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "ninfer/error.hpp"
+
+#ifdef NINFER_JIT_WITH_CUDA
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <nvrtc.h>
+#endif
+
+namespace ninfer::jit {
+
+std::string CompiledKernel::lowered_name(const std::string& expression) const {
+  for (const auto& [e, n] : entry.lowered)
+    if (e == expression) return n;
+  return expression;
+}
+
+#ifndef NINFER_JIT_WITH_CUDA
+
+namespace {
+[[noreturn]] void no_cuda() { throw Error("run-time kernel compilation needs a CUDA build of ninfer (-DNINFER_CUDA=ON)"); }
+} // namespace
+int nvrtc_version() { no_cuda(); }
+bool nvrtc_supports_cubin(int, int) { no_cuda(); }
+uint64_t cache_key(const CompileRequest&) { no_cuda(); }
+CompiledKernel compile(const CompileRequest&, const KernelCache*) { no_cuda(); }
+struct LoadedModule::Impl {};
+LoadedModule::LoadedModule(const CompiledKernel&) { no_cuda(); }
+LoadedModule::~LoadedModule() = default;
+void* LoadedModule::function(const std::string&) const { no_cuda(); }
+ninfer_kernel_resources LoadedModule::resources(const std::string&, int32_t) const { no_cuda(); }
+
+#else
+
+namespace {
+
+void* open_first(std::initializer_list<const char*> names, const char* what) {
+  std::string tried;
+  for (const char* n : names) {
+    if (void* h = ::dlopen(n, RTLD_NOW | RTLD_LOCAL)) return h;
+    tried += fmt::format("\n  {}: {}", n, ::dlerror());
+  }
+  throw Error(fmt::format("cannot load {} (needed for run-time kernel compilation); tried:{}", what, tried));
+}
+
+template <class F>
+F sym(void* lib, const char* name, const char* what) {
+  void* p = ::dlsym(lib, name);
+  if (!p) throw Error(fmt::format("{} has no symbol {}", what, name));
+  return reinterpret_cast<F>(p);
+}
+
+#define NINFER_NVRTC_FUNCS(X)                                                                                      \
+  X(nvrtcVersion) X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs) X(nvrtcCreateProgram)                     \
+  X(nvrtcDestroyProgram) X(nvrtcAddNameExpression) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize)                \
+  X(nvrtcGetProgramLog) X(nvrtcGetLoweredName) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcGetPTXSize)             \
+  X(nvrtcGetPTX) X(nvrtcGetErrorString)
+
+struct Nvrtc {
+#define X(f) decltype(&::f) f;
+  NINFER_NVRTC_FUNCS(X)
+#undef X
+  std::vector<int> archs; // supported sm numbers, ascending
+  int version = 0;
+};
+
+const Nvrtc& nvrtc() {
+  static std::once_flag once;
+  static Nvrtc n;
+  static std::string error;
+  std::call_once(once, [] {
+    try {
+      void* lib = open_first({"libnvrtc.so." NINFER_NVRTC_SOVERSION, NINFER_CUDA_LIBRARY_DIR "/libnvrtc.so." NINFER_NVRTC_SOVERSION,
+                              "libnvrtc.so"},
+                             "NVRTC (libnvrtc)");
+#define X(f) n.f = sym<decltype(&::f)>(lib, #f, "libnvrtc");
+      NINFER_NVRTC_FUNCS(X)
+#undef X
+      int major = 0, minor = 0, count = 0;
+      n.nvrtcVersion(&major, &minor);
+      n.version = major * 1000 + minor * 10;
+      n.nvrtcGetNumSupportedArchs(&count);
+      n.archs.resize(static_cast<size_t>(count));
+      if (count > 0) n.nvrtcGetSupportedArchs(n.archs.data());
+      std::sort(n.archs.begin(), n.archs.end());
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  if (!error.empty()) throw Error(error);
+  return n;
+}
+
+#define NINFER_DRIVER_FUNCS(X)                                                                                     \
+  X(cuInit) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuGetErrorString)
+
+struct Driver {
+#define X(f) decltype(&::f) f;
+  NINFER_DRIVER_FUNCS(X)
+#undef X
+};
+
+const Driver& driver() {
+  static std::once_flag once;
+  static Driver d;
+  static std::string error;
+  std::call_once(once, [] {
+    try {
+      void* lib = open_first({"libcuda.so.1", "libcuda.so"}, "the CUDA driver (libcuda.so.1)");
+      // None of these entry points is versioned (_v2) in cuda.h, so the plain names are right.
+#define X(f) d.f = sym<decltype(&::f)>(lib, #f, "libcuda");
+      NINFER_DRIVER_FUNCS(X)
+#undef X
+      if (CUresult rc = d.cuInit(0); rc != CUDA_SUCCESS) throw Error(fmt::format("cuInit failed ({})", int(rc)));
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  if (!error.empty()) throw Error(error);
+  return d;
+}
+
+std::string driver_error(CUresult rc) {
+  const char* s = nullptr;
+  if (driver().cuGetErrorString(rc, &s) != CUDA_SUCCESS || !s) return fmt::format("CUDA driver error {}", int(rc));
+  return s;
+}
+
+// "-arch=sm_90" when NVRTC can emit its machine code, else "-arch=compute_XY" for the newest
+// virtual architecture it knows not above the target (the driver JIT-compiles that PTX).
+std::pair<std::string, PayloadKind> target_arch(const Nvrtc& n, int cc_major, int cc_minor) {
+  const int want = cc_major * 10 + cc_minor;
+  if (std::find(n.archs.begin(), n.archs.end(), want) != n.archs.end())
+    return {fmt::format("sm_{}", want), PayloadKind::Cubin};
+  int best = 0;
+  for (int a : n.archs)
+    if (a <= want) best = a;
+  if (best == 0)
+    throw Error(fmt::format("NVRTC {}.{} cannot compile for compute {}.{} (it knows sm_{} to sm_{})", n.version / 1000,
+                            (n.version % 1000) / 10, cc_major, cc_minor, n.archs.empty() ? 0 : n.archs.front(),
+                            n.archs.empty() ? 0 : n.archs.back()));
+  return {fmt::format("compute_{}", best), PayloadKind::Ptx};
+}
+
+uint64_t key_for(const CompileRequest& r, const std::string& arch, PayloadKind kind, int version) {
+  KeyHasher h;
+  h.add("ninfer-nvrtc").add(uint64_t{KernelCache::kFormatVersion}).add(r.source);
+  h.add(uint64_t{r.options.size()});
+  for (const auto& o : r.options) h.add(o);
+  h.add(uint64_t{r.name_expressions.size()});
+  for (const auto& e : r.name_expressions) h.add(e);
+  return h.add(arch).add(static_cast<uint64_t>(version)).add(static_cast<uint64_t>(kind)).value();
+}
+
+} // namespace
+
+int nvrtc_version() { return nvrtc().version; }
+
+bool nvrtc_supports_cubin(int cc_major, int cc_minor) {
+  const auto& a = nvrtc().archs;
+  return std::find(a.begin(), a.end(), cc_major * 10 + cc_minor) != a.end();
+}
+
+uint64_t cache_key(const CompileRequest& r) {
+  const Nvrtc& n = nvrtc();
+  const auto [arch, kind] = target_arch(n, r.cc_major, r.cc_minor);
+  return key_for(r, arch, kind, n.version);
+}
+
+CompiledKernel compile(const CompileRequest& r, const KernelCache* cache) {
+  const Nvrtc& n = nvrtc();
+  const auto [arch, kind] = target_arch(n, r.cc_major, r.cc_minor);
+  CompiledKernel out;
+  out.arch = arch;
+  out.key = key_for(r, arch, kind, n.version);
+  if (cache) {
+    if (std::optional<CacheEntry> e = cache->load(out.key); e && e->kind == kind) {
+      out.entry = std::move(*e);
+      out.from_cache = true;
+      return out;
+    }
+  }
+
+  nvrtcProgram prog = nullptr;
+  auto check = [&](nvrtcResult rc, const char* what) {
+    if (rc != NVRTC_SUCCESS)
+      throw Error(fmt::format("NVRTC {} failed for kernel '{}': {}", what, r.name, n.nvrtcGetErrorString(rc)));
+  };
+  check(n.nvrtcCreateProgram(&prog, r.source.c_str(), (r.name + ".cu").c_str(), 0, nullptr, nullptr), "create");
+  struct Guard {
+    const Nvrtc& n;
+    nvrtcProgram* p;
+    ~Guard() { n.nvrtcDestroyProgram(p); }
+  } guard{n, &prog};
+  for (const auto& e : r.name_expressions) check(n.nvrtcAddNameExpression(prog, e.c_str()), "name expression");
+  std::vector<std::string> opts = {"-arch=" + arch, "-std=c++17"};
+  opts.insert(opts.end(), r.options.begin(), r.options.end());
+  std::vector<const char*> argv;
+  for (const auto& o : opts) argv.push_back(o.c_str());
+  const nvrtcResult rc = n.nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
+  size_t log_size = 0;
+  n.nvrtcGetProgramLogSize(prog, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size > 0) n.nvrtcGetProgramLog(prog, log.data());
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  if (rc != NVRTC_SUCCESS)
+    throw Error(fmt::format("NVRTC could not compile kernel '{}' for {} ({}); its log:\n{}", r.name, arch,
+                            n.nvrtcGetErrorString(rc), log));
+  if (!log.empty()) spdlog::debug("NVRTC log for kernel '{}':\n{}", r.name, log);
+  for (const auto& e : r.name_expressions) {
+    const char* lowered = nullptr;
+    check(n.nvrtcGetLoweredName(prog, e.c_str(), &lowered), "lowered name");
+    out.entry.lowered.emplace_back(e, lowered);
+  }
+  out.entry.kind = kind;
+  size_t size = 0;
+  if (kind == PayloadKind::Cubin) {
+    check(n.nvrtcGetCUBINSize(prog, &size), "cubin size");
+    out.entry.image.resize(size);
+    check(n.nvrtcGetCUBIN(prog, out.entry.image.data()), "cubin");
+  } else {
+    check(n.nvrtcGetPTXSize(prog, &size), "PTX size");
+    out.entry.image.resize(size);
+    check(n.nvrtcGetPTX(prog, out.entry.image.data()), "PTX");
+  }
+  if (cache) cache->store(out.key, out.entry);
+  return out;
+}
+
+struct LoadedModule::Impl {
+  CUmodule module = nullptr;
+  CompiledKernel kernel;
+  std::vector<std::unique_ptr<std::string>> symbols; // stable storage for resources().symbol
+};
+
+LoadedModule::LoadedModule(const CompiledKernel& k) : impl_(std::make_unique<Impl>()) {
+  const Driver& d = driver();
+  // The runtime's primary context of the current device, so modules and runtime launches share it.
+  if (cudaError_t rc = cudaFree(nullptr); rc != cudaSuccess)
+    throw Error(fmt::format("no CUDA context for kernel {}: {}", k.arch, cudaGetErrorString(rc)));
+  impl_->kernel = k;
+  char log[4096] = {0};
+  CUjit_option opt[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* val[] = {log, reinterpret_cast<void*>(sizeof log)};
+  // PTX must be NUL-terminated: std::string's buffer is.
+  if (CUresult rc = d.cuModuleLoadDataEx(&impl_->module, impl_->kernel.entry.image.c_str(), 2, opt, val);
+      rc != CUDA_SUCCESS)
+    throw Error(fmt::format("cannot load the {} image ({} bytes): {} {}", k.arch, k.entry.image.size(),
+                            driver_error(rc), log));
+}
+
+LoadedModule::~LoadedModule() {
+  if (impl_ && impl_->module) driver().cuModuleUnload(impl_->module);
+}
+
+void* LoadedModule::function(const std::string& expression) const {
+  const std::string name = impl_->kernel.lowered_name(expression);
+  CUfunction f = nullptr;
+  if (CUresult rc = driver().cuModuleGetFunction(&f, impl_->module, name.c_str()); rc != CUDA_SUCCESS)
+    throw Error(fmt::format("kernel {} ({}) is not in the module: {}", expression, name, driver_error(rc)));
+  return f;
+}
+
+ninfer_kernel_resources LoadedModule::resources(const std::string& expression, int32_t threads_per_block) const {
+  auto f = static_cast<CUfunction>(function(expression));
+  auto attr = [&](CUfunction_attribute a) {
+    int v = 0;
+    if (CUresult rc = driver().cuFuncGetAttribute(&v, a, f); rc != CUDA_SUCCESS)
+      throw Error(fmt::format("cuFuncGetAttribute({}) for {}: {}", int(a), expression, driver_error(rc)));
+    return v;
+  };
+  impl_->symbols.push_back(std::make_unique<std::string>(impl_->kernel.lowered_name(expression)));
+  ninfer_kernel_resources r{};
+  r.symbol = impl_->symbols.back()->c_str();
+  r.threads_per_block = threads_per_block;
+  r.registers_per_thread = attr(CU_FUNC_ATTRIBUTE_NUM_REGS);
+  r.static_smem_bytes = attr(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+  r.local_bytes_per_thread = attr(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+  r.max_threads_per_block = attr(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  return r;
+}
+
+#endif
+
+} // namespace ninfer::jit
