@@ -41,7 +41,9 @@ Backend::Backend(const PluginHost& plugins, const ninfer_device_info& device, Ba
 Backend::Backend(const LoadedPlugin& plugin, const ninfer_device_info& device, BackendOptions options)
     : plugin_(&plugin), device_(device), options_(std::move(options)),
       builtin_table_(options_.schedule ? nullptr
-                                       : std::make_unique<ScheduleTable>(builtin_schedule_table(plugin, device))),
+                                       : std::make_unique<ScheduleTable>(options_.tuned_schedule
+                                                                          ? default_schedule_table(plugin, device)
+                                                                          : builtin_schedule_table(plugin, device))),
       planner_(plugin, device, options_.schedule ? options_.schedule : builtin_table_.get()), memory_(make_memory_space(plugin, device)) {
   report_.limit = options_.memory_limit;
 }

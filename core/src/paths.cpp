@@ -24,4 +24,11 @@ std::filesystem::path data_dir() {
   return core_library_dir().parent_path() / "share" / "ninfer";
 }
 
+std::filesystem::path cache_root() {
+  if (const char* env = std::getenv("NINFER_CACHE_DIR"); env && *env) return env;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::filesystem::path(xdg) / "ninfer";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::filesystem::path(home) / ".cache" / "ninfer";
+  return std::filesystem::temp_directory_path() / "ninfer-cache";
+}
+
 } // namespace ninfer

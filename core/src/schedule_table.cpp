@@ -24,6 +24,15 @@ ScheduleTable load_schedule_table(const std::filesystem::path& file,
   ScheduleTable t;
   t.source = file.filename().string();
   t.arch = root["arch"].as<std::string>();
+  if (const YAML::Node d = root["device"]) {
+    ScheduleDevice sd;
+    sd.name = d["name"].as<std::string>();
+    sd.sm_count = d["sm_count"].as<int32_t>();
+    if (d["driver_version"]) sd.driver_version = d["driver_version"].as<int32_t>();
+    if (d["plugin"]) sd.plugin = d["plugin"].as<std::string>();
+    if (d["plugin_version"]) sd.plugin_version = d["plugin_version"].as<std::string>();
+    t.device = sd;
+  }
   if (root["entries"]) {
     for (const auto& n : root["entries"]) {
       ScheduleEntry e;

@@ -13,5 +13,8 @@ std::filesystem::path core_library_dir();
 std::filesystem::path default_plugin_dir();
 // $NINFER_DATA_DIR, else <core lib dir>/../share/ninfer (holds arch/ and schemas/).
 std::filesystem::path data_dir();
+// Where ninfer keeps what it measures or builds on this machine (tuned schedule tables, compiled
+// kernels): $NINFER_CACHE_DIR, else $XDG_CACHE_HOME/ninfer, else $HOME/.cache/ninfer. Not created.
+std::filesystem::path cache_root();
 
 } // namespace ninfer

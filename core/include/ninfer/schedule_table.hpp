@@ -28,9 +28,21 @@ struct ScheduleEntry {
   std::string where;               // "FILE:LINE", for messages
 };
 
+// The card, driver and plugin a tuned table was measured with; a table is used only where all
+// of them match (measurements do not carry over to another card, driver or plugin build).
+struct ScheduleDevice {
+  std::string name;
+  int32_t sm_count = 0;
+  int32_t driver_version = 0;
+  std::string plugin, plugin_version;
+  bool operator==(const ScheduleDevice&) const = default;
+  std::string describe() const; // "NVIDIA H200 (132 SMs), driver 13000, plugin cuda-sm90 0.1.0"
+};
+
 struct ScheduleTable {
   std::string source; // file name, or "(none)"
   std::string arch;
+  std::optional<ScheduleDevice> device; // tuned tables only
   std::vector<ScheduleEntry> entries;
   std::vector<std::string> warnings; // entries dropped by check_against()
 
@@ -48,5 +60,18 @@ void check_against(ScheduleTable& table, const LoadedPlugin& plugin, const ninfe
 // The built-in table for a plugin's architecture, checked against `device`; an empty table
 // when the architecture ships none.
 ScheduleTable builtin_schedule_table(const LoadedPlugin& plugin, const ninfer_device_info& device);
+
+// --- tuned tables (ninfer-tune) ------------------------------------------------------------
+// What a tuned table for `plugin` on this live `device` must say it was measured on.
+ScheduleDevice schedule_device(const LoadedPlugin& plugin, const ninfer_device_info& device);
+// <cache_root()>/schedules/<plugin>-<device name>-<SMs>sm.yaml
+std::filesystem::path tuned_table_path(const LoadedPlugin& plugin, const ninfer_device_info& device);
+// Writes `table` (device block included) as YAML, atomically: a temporary file in the same
+// folder, flushed, then renamed over `file`, so no reader ever sees half a table.
+void save_schedule_table(const ScheduleTable& table, const std::filesystem::path& file);
+// The table a backend uses unless told otherwise: the tuned table for this device when one
+// exists and was measured on this very card, driver and plugin build (it is logged), else the
+// built-in one. A tuned table for anything else is refused with a warning that says what differs.
+ScheduleTable default_schedule_table(const LoadedPlugin& plugin, const ninfer_device_info& device);
 
 } // namespace ninfer

@@ -36,7 +36,10 @@ struct ScheduleTable;
 struct BackendOptions {
   std::string plugin;             // force this plugin (by name); empty: the best-scoring one
   size_t memory_limit = 0;        // bytes the backend may allocate in all; 0: no limit
-  const ScheduleTable* schedule = nullptr; // must outlive the backend; null: the plugin's built-in table
+  const ScheduleTable* schedule = nullptr; // must outlive the backend; null: the default table below
+  // With no `schedule`: a tuned table for this very device (ninfer-tune) when there is one,
+  // else the plugin's built-in table; false: always the built-in table.
+  bool tuned_schedule = true;
 };
 
 struct MemoryReport {
@@ -134,7 +137,7 @@ class Backend {
   const LoadedPlugin* plugin_;
   ninfer_device_info device_;
   BackendOptions options_;
-  std::unique_ptr<ScheduleTable> builtin_table_; // when options_.schedule is null
+  std::unique_ptr<ScheduleTable> builtin_table_; // when options_.schedule is null: tuned or built-in
   Planner planner_;
   std::unique_ptr<MemorySpace> memory_;
   MemoryReport report_;

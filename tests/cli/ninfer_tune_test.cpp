@@ -1,0 +1,142 @@
+// ninfer-tune as a user runs it, on the CPU plugin (the machinery is the same on every plugin:
+// measure, check against the reference, write a table atomically, the engine picks it up and
+// refuses one made elsewhere). Which variant wins on a GPU is the H200 evidence in
+// docs/performance.md, not a test.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "demo_checkpoint.hpp"
+#include "ninfer/device.hpp"
+#include "ninfer/schedule_table.hpp"
+#include "process.hpp"
+#include "test_support.hpp"
+
+namespace fs = std::filesystem;
+using namespace ninfer;
+using namespace ninfer::test;
+using nlohmann::json;
+
+namespace {
+
+struct TuneTest : testing::Test {
+  fs::path cache = fs::temp_directory_path() / ("ninfer-tune-test-" + std::to_string(::getpid()));
+  void TearDown() override { fs::remove_all(cache); }
+
+  ProcessOutput tune(const std::string& args) {
+    return run_process("NINFER_CACHE_DIR=" + shell_quote(cache.string()) + " " + NINFER_TUNE_BIN + " " + args);
+  }
+  ProcessOutput run_model() {
+    const fs::path& ck = demo_checkpoint(NINFER_MAKE_CHECKPOINT_BIN);
+    return run_process("NINFER_CACHE_DIR=" + shell_quote(cache.string()) + " " + NINFER_RUN_BIN + " --checkpoint " +
+                       shell_quote(ck.string()) + " --prompt-ids 1,2,3 --max-new 2 --device cpu");
+  }
+  fs::path only_table() {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(cache / "schedules")) files.push_back(e.path());
+    EXPECT_EQ(files.size(), 1u) << "exactly the table, no temporary file left";
+    return files.empty() ? fs::path() : files.front();
+  }
+  static std::string read(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+};
+
+const char* kSmall = "--preset qwen3-cpu-small --device cpu --prefill-chunk 16 --repeats 1";
+
+} // namespace
+
+TEST_F(TuneTest, WritesATableTheEngineUses) {
+  const ProcessOutput r = tune(std::string(kSmall) + " --buckets 1,4,16 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["buckets"].size(), 3u);
+  for (const json& b : j["buckets"]) {
+    EXPECT_EQ(b["op"], "linear");
+    EXPECT_FALSE(b["default_variant"].get<std::string>().empty());
+    EXPECT_GT(b["tuned_us"].get<double>(), 0);
+    EXPECT_LE(b["tuned_us"].get<double>(), b["default_us"].get<double>()) << "the tuned choice is the fastest measured";
+    EXPECT_NEAR(b["speedup"].get<double>(), b["default_us"].get<double>() / b["tuned_us"].get<double>(), 1e-9);
+    // Every variant that ran was checked against the reference; none may be reported wrong here.
+    for (const json& x : b["excluded"]) EXPECT_EQ(x.get<std::string>().find("WRONG"), std::string::npos) << x;
+  }
+  const fs::path table = only_table();
+  EXPECT_EQ(j["written_to"], table.string());
+  // The file is a valid schedule table for this very host and plugin.
+  const ScheduleTable t = load_schedule_table(table, data_dir() / "schemas");
+  ASSERT_TRUE(t.device.has_value());
+  EXPECT_EQ(t.device->name, std::string(host_device().name));
+  EXPECT_EQ(t.device->plugin, "cpu");
+  EXPECT_EQ(t.arch, "cpu");
+  ASSERT_FALSE(t.entries.empty());
+  EXPECT_EQ(t.entries.front().op, "linear");
+  EXPECT_EQ(t.entries.front().tokens_min, 1);
+  const ProcessOutput run = run_model();
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("using the tuned schedule table " + table.string()), std::string::npos) << run.err;
+}
+
+TEST_F(TuneTest, TablesFromElsewhereOrWithUnknownEntriesAreRefused) {
+  ASSERT_EQ(tune(std::string(kSmall) + " --buckets 1").status, 0);
+  const fs::path table = only_table();
+  const std::string good = read(table);
+  // Another card: the SM count differs.
+  std::ofstream(table) << std::regex_replace(good, std::regex("sm_count: [0-9]+"), "sm_count: 999");
+  ProcessOutput run = run_model();
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("refused: it was measured on"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("999 SMs"), std::string::npos) << run.err;
+  // Another plugin build.
+  std::ofstream(table) << std::regex_replace(good, std::regex("plugin_version: [^\\n]+"), "plugin_version: 0.0.0-other");
+  run = run_model();
+  EXPECT_NE(run.err.find("refused"), std::string::npos) << run.err;
+  // An entry for an op or variant that does not exist is dropped, by name.
+  std::ofstream(table) << good << "  - {op: no_such_op, tokens: [1, 8], variant: fast}\n"
+                       << "  - {op: linear, tokens: [1, 8], variant: no_such_variant}\n";
+  run = run_model();
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("no_such_op tokens [1, 8] -> fast rejected: unknown op"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("has no variant 'no_such_variant'"), std::string::npos) << run.err;
+  // Not a table at all: refused, the run goes on with the built-in one.
+  std::ofstream(table) << "format: [";
+  run = run_model();
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("refused"), std::string::npos) << run.err;
+}
+
+// SIGINT midway: exit 130, and no table (nor a temporary file) is left behind.
+TEST_F(TuneTest, AnInterruptedRunWritesNothing) {
+  const ProcessOutput r = run_process("NINFER_CACHE_DIR=" + shell_quote(cache.string()) +
+                                      " timeout --preserve-status -s INT 3 " + NINFER_TUNE_BIN +
+                                      " --preset qwen3-cpu-small --device cpu --prefill-chunk 256 --repeats 5");
+  EXPECT_EQ(r.status, 130) << r.err;
+  EXPECT_NE(r.err.find("interrupted; no table written"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(cache / "schedules") && !fs::is_empty(cache / "schedules"));
+}
+
+TEST_F(TuneTest, RefusesBadInputClearly) {
+  struct Case {
+    std::string args, says;
+  } cases[] = {
+      {"--device cpu", "no model"},
+      {std::string(kSmall) + " --buckets 0", "--buckets: 0 is outside"},
+      {std::string(kSmall) + " --buckets 17", "--buckets: 17 is outside"},
+      {std::string(kSmall) + " --ops attention", "cannot be tuned"},
+      {"--preset nope --device cpu", "unknown shape preset"},
+      {"--preset qwen3-cpu-small --device cpu --repeats 0", "--repeats must be >= 1"},
+  };
+  for (const Case& c : cases) {
+    const ProcessOutput r = tune(c.args);
+    EXPECT_EQ(r.status, 1) << c.args;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
+  }
+  EXPECT_FALSE(fs::exists(cache / "schedules"));
+}

@@ -1,0 +1,132 @@
+// ninfer-tune: measures every legal variant of the tunable ops at a model's shapes on this
+// device and writes the fastest correct choice per token bucket to a schedule table the engine
+// then uses on this card (docs/tuning.md).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+#include "ninfer/checkpoint/shape_presets.hpp"
+#include "ninfer/device.hpp"
+#include "ninfer/error.hpp"
+#include "ninfer/log.hpp"
+#include "ninfer/models/causal_lm.hpp"
+#include "ninfer/models/model_setup.hpp"
+#include "ninfer/paths.hpp"
+#include "ninfer/plugin_host.hpp"
+#include "ninfer/runtime/backend.hpp"
+#include "ninfer/schedule_table.hpp"
+#include "tune_options.hpp"
+#include "tune_report.hpp"
+#include "tuner.hpp"
+
+namespace {
+
+using namespace ninfer;
+using tools::TuneOptions;
+
+extern "C" void on_signal(int) { tools::g_tune_interrupted = true; }
+
+Checkpoint model_checkpoint(const TuneOptions& o) {
+  if (!o.preset.empty()) return Checkpoint::synthetic(shape_preset_config(o.preset), DType::BF16, 0);
+  ModelFiles f = open_model_files({o.manifest, o.checkpoint, std::nullopt, std::nullopt, "ninfer-tune"});
+  return std::move(f.checkpoint);
+}
+
+// Loads the model once so the backend plans its largest prefill and decode steps; those plans
+// name every (op, shape) a forward pass runs. The model is then dropped: only shapes are kept.
+std::vector<tools::ShapeToTune> model_shapes(Backend& be, const Checkpoint& ck, const TuneOptions& o) {
+  ModelOptions mo;
+  mo.max_context = o.prefill_chunk + 1;
+  mo.max_sequences = 8;
+  mo.prefill_chunk = o.prefill_chunk;
+  mo.weights = WeightPrecision::BF16;
+  mo.cuda_graphs = false;
+  { auto lm = CausalLM::load(ck, be, mo); }
+  std::map<std::tuple<std::string, int64_t, int64_t, int32_t>, int64_t> widest;
+  for (const Plan* p : be.cached_plans())
+    for (const std::string& op : o.ops)
+      if (p->op == op) {
+        int64_t& t = widest[{op, p->shape.dims[0], p->shape.dims[1], p->shape.dtype}];
+        t = std::max(t, p->shape.tokens);
+      }
+  std::vector<tools::ShapeToTune> out;
+  for (const auto& [k, t] : widest) {
+    ninfer_shape s{};
+    s.tokens = t;
+    s.dims[0] = std::get<1>(k);
+    s.dims[1] = std::get<2>(k);
+    s.dtype = std::get<3>(k);
+    out.push_back({std::get<0>(k), s});
+  }
+  return out;
+}
+
+int run(TuneOptions& o) {
+  tools::check_tune_options(o);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  PluginHost plugins;
+  plugins.load_directory(o.plugin_dir.empty() ? default_plugin_dir() : std::filesystem::path(o.plugin_dir));
+  const auto devices = devices_for(parse_device_spec(o.device), discover_devices());
+  if (devices.empty()) throw Error(fmt::format("--device {}: no such device here", o.device));
+  const ninfer_device_info dev = devices.front();
+  // The built-in table is the baseline every measurement is compared with.
+  Backend be(plugins, dev, BackendOptions{o.plugin, 0, nullptr, false});
+  const LoadedPlugin* cpu_plugin = plugins.find("cpu");
+  if (!cpu_plugin) throw Error("the cpu plugin (the reference every variant is checked against) is missing");
+  Backend cpu(*cpu_plugin, host_device());
+
+  const Checkpoint ck = model_checkpoint(o);
+  if (!o.json) fmt::print(stderr, "ninfer-tune: {} on {} with plugin {}\n", o.preset.empty() ? ck.dir().string() : o.preset,
+                          dev.name, be.plugin().name());
+  const auto shapes = model_shapes(be, ck, o);
+  if (!o.json)
+    for (const auto& s : shapes)
+      fmt::print(stderr, "  shape: {} {}x{} up to {} tokens\n", s.op, s.shape.dims[0], s.shape.dims[1], s.shape.tokens);
+  const tools::TuneRun result = tools::run_tuning(be, cpu, shapes, o);
+
+  const ScheduleTable table = tools::tuned_table(result, builtin_schedule_table(be.plugin(), dev),
+                                                 schedule_device(be.plugin(), dev));
+  std::string written;
+  if (!o.dry_run) {
+    const std::filesystem::path file = o.out.empty() ? tuned_table_path(be.plugin(), dev) : std::filesystem::path(o.out);
+    save_schedule_table(table, file);
+    written = file.string();
+  }
+  if (o.json) tools::print_summary_json(result, table, written);
+  else {
+    tools::print_summary(result);
+    if (!written.empty()) fmt::print("wrote {}\n", written);
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  TuneOptions o;
+  CLI::App app{"ninfer-tune: measure every variant on this card and write the fastest to a schedule table"};
+  app.footer("Examples:\n  ninfer-tune --preset qwen3-8b\n  ninfer-tune models/qwen3.5-27b.yaml --ops linear --budget-seconds 300\n"
+             "  ninfer-tune --preset qwen3-8b --buckets 1,8,64 --dry-run --json");
+  tools::add_tune_options(app, o);
+  CLI11_PARSE(app, argc, argv);
+  init_logging(o.verbose);
+  try {
+    return run(o);
+  } catch (const Error& e) {
+    std::fflush(stdout);
+    if (tools::g_tune_interrupted) {
+      fmt::print(stderr, "ninfer-tune: interrupted; no table written\n");
+      return 130;
+    }
+    fmt::print(stderr, "ninfer-tune: error: {}\n", e.what());
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "ninfer-tune: internal error: {}\n", e.what());
+  }
+  return 1;
+}

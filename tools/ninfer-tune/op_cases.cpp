@@ -1,0 +1,169 @@
+#include "op_cases.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ninfer/abi/ops/fill_random.h"
+#include "ninfer/abi/ops/gdn_gating.h"
+#include "ninfer/abi/ops/linear.h"
+
+namespace ninfer::tools {
+namespace {
+
+size_t elem_size(int32_t dtype) { return dtype == NINFER_DTYPE_BF16 ? 2 : 4; }
+
+DeviceBuffer random_buffer(Backend& be, int64_t count, int32_t dtype, float scale, float offset, uint64_t seed,
+                           const char* what) {
+  DeviceBuffer b = be.allocate(static_cast<size_t>(count) * elem_size(dtype), MemoryUse::Workspace, what);
+  ninfer_fill_random_args a{b.data(), count, seed, scale, offset, dtype};
+  ninfer_shape s{};
+  s.tokens = (count + NINFER_FILL_RANDOM_ROW - 1) / NINFER_FILL_RANDOM_ROW;
+  s.dtype = dtype;
+  be.run(NINFER_OP_FILL_RANDOM, s, &a);
+  return b;
+}
+
+std::vector<char> download(Backend& be, const DeviceBuffer& b, size_t offset, size_t bytes) {
+  std::vector<char> h(bytes);
+  be.synchronize();
+  be.download(b, offset, h.data(), bytes);
+  return h;
+}
+
+DeviceBuffer upload(Backend& be, const std::vector<char>& h, const char* what) {
+  DeviceBuffer b = be.allocate(h.size(), MemoryUse::Workspace, what);
+  be.upload(b, 0, h.data(), h.size());
+  return b;
+}
+
+double rel_l2(const float* got, const float* want, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+std::vector<int64_t> check_rows(int64_t tokens) {
+  std::vector<int64_t> r{0, tokens / 2, tokens - 1};
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  return r;
+}
+
+int copies_for(int64_t weight_bytes, int64_t l2_bytes) {
+  return static_cast<int>(std::clamp<int64_t>((3 * l2_bytes + weight_bytes - 1) / std::max<int64_t>(weight_bytes, 1), 1, 32));
+}
+
+class LinearCase final : public OpCase {
+ public:
+  LinearCase(Backend& be, const ninfer_shape& s, int64_t max_tokens, int64_t l2, uint64_t seed)
+      : be_(be), K_(s.dims[0]), N_(s.dims[1]), dtype_(s.dtype) {
+    copies_ = copies_for(N_ * K_ * static_cast<int64_t>(elem_size(dtype_)), l2);
+    x_ = random_buffer(be, max_tokens * K_, NINFER_DTYPE_F32, 1.f, 0.f, seed, "tune linear x");
+    for (int c = 0; c < copies_; ++c)
+      w_.push_back(random_buffer(be, N_ * K_, dtype_, 0.0346f, 0.f, seed + 1, "tune linear w"));
+    y_ = be.allocate(static_cast<size_t>(max_tokens * N_) * 4, MemoryUse::Workspace, "tune linear y");
+  }
+  std::string op() const override { return NINFER_OP_LINEAR; }
+  ninfer_shape shape(int64_t t) const override { return {t, {K_, N_, 0, 0}, dtype_}; }
+  const void* args(int64_t t, int copy) override {
+    a_ = {x_.as<float>(), K_, w_[static_cast<size_t>(copy)].data(), y_.as<float>(), N_, t, static_cast<int32_t>(K_),
+          static_cast<int32_t>(N_), dtype_};
+    return &a_;
+  }
+  double error_vs_reference(Backend& cpu, int64_t t) override {
+    const auto rows = check_rows(t);
+    if (cw_.empty()) cw_ = upload(cpu, download(be_, w_[0], 0, static_cast<size_t>(N_ * K_) * elem_size(dtype_)), "w");
+    std::vector<char> x;
+    for (int64_t r : rows) {
+      const auto row = download(be_, x_, static_cast<size_t>(r * K_) * 4, static_cast<size_t>(K_) * 4);
+      x.insert(x.end(), row.begin(), row.end());
+    }
+    const int64_t n = static_cast<int64_t>(rows.size());
+    DeviceBuffer cx = upload(cpu, x, "x");
+    DeviceBuffer cy = cpu.allocate(static_cast<size_t>(n * N_) * 4, MemoryUse::Workspace, "y");
+    const ninfer_linear_args a{cx.as<float>(), K_, cw_.data(), cy.as<float>(), N_, n, static_cast<int32_t>(K_),
+                               static_cast<int32_t>(N_), dtype_};
+    cpu.run(NINFER_OP_LINEAR, {n, {K_, N_, 0, 0}, dtype_}, &a);
+    double worst = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto got = download(be_, y_, static_cast<size_t>(rows[i] * N_) * 4, static_cast<size_t>(N_) * 4);
+      worst = std::max(worst, rel_l2(reinterpret_cast<const float*>(got.data()), cy.as<float>() + i * N_, N_));
+    }
+    return worst;
+  }
+
+ private:
+  Backend& be_;
+  int64_t K_, N_;
+  int32_t dtype_;
+  DeviceBuffer x_, y_;
+  std::vector<DeviceBuffer> w_;
+  DeviceBuffer cw_; // weight copy 0 on the CPU backend, made at the first check
+  ninfer_linear_args a_{};
+};
+
+class GdnGatingCase final : public OpCase {
+ public:
+  GdnGatingCase(Backend& be, const ninfer_shape& s, int64_t max_tokens, int64_t l2, uint64_t seed)
+      : be_(be), H_(s.dims[0]), heads_(s.dims[1]), dtype_(s.dtype) {
+    copies_ = copies_for(2 * heads_ * H_ * static_cast<int64_t>(elem_size(dtype_)), l2);
+    x_ = random_buffer(be, max_tokens * H_, dtype_, 1.f, 0.f, seed, "tune gating x");
+    for (int c = 0; c < copies_; ++c) {
+      wa_.push_back(random_buffer(be, heads_ * H_, dtype_, 0.0346f, 0.f, seed + 1, "tune gating w_a"));
+      wb_.push_back(random_buffer(be, heads_ * H_, dtype_, 0.0346f, 0.f, seed + 2, "tune gating w_b"));
+    }
+    a_log_ = random_buffer(be, heads_, NINFER_DTYPE_F32, 1.f, 1.f, seed + 3, "tune gating a_log");
+    dt_bias_ = random_buffer(be, heads_, NINFER_DTYPE_F32, 1.f, -2.f, seed + 4, "tune gating dt_bias");
+    g_ = be.allocate(static_cast<size_t>(max_tokens * heads_) * 4, MemoryUse::Workspace, "tune gating g");
+    beta_ = be.allocate(static_cast<size_t>(max_tokens * heads_) * 4, MemoryUse::Workspace, "tune gating beta");
+  }
+  std::string op() const override { return NINFER_OP_GDN_GATING; }
+  ninfer_shape shape(int64_t t) const override { return {t, {H_, heads_, 0, 0}, dtype_}; }
+  const void* args(int64_t t, int copy) override {
+    a_ = {x_.data(), H_, wa_[static_cast<size_t>(copy)].data(), wb_[static_cast<size_t>(copy)].data(),
+          a_log_.as<float>(), dt_bias_.as<float>(), g_.as<float>(), beta_.as<float>(), t,
+          static_cast<int32_t>(H_), static_cast<int32_t>(heads_), dtype_};
+    return &a_;
+  }
+  double error_vs_reference(Backend& cpu, int64_t t) override {
+    // The whole call on the CPU (gating is small: T x hidden x 2 heads' worth).
+    const size_t e = elem_size(dtype_);
+    DeviceBuffer cx = upload(cpu, download(be_, x_, 0, static_cast<size_t>(t * H_) * e), "x");
+    DeviceBuffer ca = upload(cpu, download(be_, wa_[0], 0, static_cast<size_t>(heads_ * H_) * e), "w_a");
+    DeviceBuffer cb = upload(cpu, download(be_, wb_[0], 0, static_cast<size_t>(heads_ * H_) * e), "w_b");
+    DeviceBuffer cl = upload(cpu, download(be_, a_log_, 0, static_cast<size_t>(heads_) * 4), "a_log");
+    DeviceBuffer cd = upload(cpu, download(be_, dt_bias_, 0, static_cast<size_t>(heads_) * 4), "dt_bias");
+    DeviceBuffer cg = cpu.allocate(static_cast<size_t>(t * heads_) * 4, MemoryUse::Workspace, "g");
+    DeviceBuffer cbeta = cpu.allocate(static_cast<size_t>(t * heads_) * 4, MemoryUse::Workspace, "beta");
+    const ninfer_gdn_gating_args a{cx.data(), H_, ca.data(), cb.data(), cl.as<float>(), cd.as<float>(),
+                                   cg.as<float>(), cbeta.as<float>(), t, static_cast<int32_t>(H_),
+                                   static_cast<int32_t>(heads_), dtype_};
+    cpu.run(NINFER_OP_GDN_GATING, shape(t), &a);
+    const auto g = download(be_, g_, 0, static_cast<size_t>(t * heads_) * 4);
+    const auto b = download(be_, beta_, 0, static_cast<size_t>(t * heads_) * 4);
+    return std::max(rel_l2(reinterpret_cast<const float*>(g.data()), cg.as<float>(), t * heads_),
+                    rel_l2(reinterpret_cast<const float*>(b.data()), cbeta.as<float>(), t * heads_));
+  }
+
+ private:
+  Backend& be_;
+  int64_t H_, heads_;
+  int32_t dtype_;
+  DeviceBuffer x_, a_log_, dt_bias_, g_, beta_;
+  std::vector<DeviceBuffer> wa_, wb_;
+  ninfer_gdn_gating_args a_{};
+};
+
+} // namespace
+
+std::unique_ptr<OpCase> make_op_case(Backend& be, const ninfer_shape& shape, const std::string& op,
+                                     int64_t max_tokens, int64_t l2_bytes, uint64_t seed) {
+  if (op == NINFER_OP_LINEAR) return std::make_unique<LinearCase>(be, shape, max_tokens, l2_bytes, seed);
+  if (op == NINFER_OP_GDN_GATING) return std::make_unique<GdnGatingCase>(be, shape, max_tokens, l2_bytes, seed);
+  return nullptr;
+}
+
+} // namespace ninfer::tools

@@ -1,0 +1,49 @@
+#include "tune_options.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ninfer/error.hpp"
+
+namespace ninfer::tools {
+
+void add_tune_options(CLI::App& app, TuneOptions& o) {
+  auto* manifest = app.add_option("manifest", o.manifest, "Model manifest whose shapes are tuned");
+  auto* preset = app.add_option("--preset", o.preset, "Shape preset (see ninfer-bench --list-presets)");
+  auto* ck = app.add_option("--checkpoint", o.checkpoint, "Hugging Face checkpoint folder whose shapes are tuned");
+  preset->excludes(manifest)->excludes(ck);
+  manifest->excludes(ck);
+  app.add_option("--device", o.device, "cuda, cuda:N or cpu")->capture_default_str();
+  app.add_option("--plugin-dir", o.plugin_dir, "Plugin directory (default: $NINFER_PLUGIN_DIR, else the install's)");
+  app.add_option("--plugin", o.plugin, "Tune this plugin (default: the best-scoring one)");
+  app.add_option("--ops", o.ops, "Ops to tune")->delimiter(',')->capture_default_str();
+  app.add_option("--buckets", o.buckets, "Token counts to measure (default: 1, 2, 4 ... --prefill-chunk)")
+      ->delimiter(',');
+  app.add_option("--prefill-chunk", o.prefill_chunk, "Largest token count of a forward pass")->capture_default_str();
+  app.add_option("--repeats", o.repeats, "Timed repeats per variant (median)")->capture_default_str();
+  app.add_option("--budget-seconds", o.budget_seconds,
+                 "Stop measuring after this long; unmeasured buckets keep the built-in choice")
+      ->capture_default_str();
+  app.add_option("--out", o.out, "Write the table here (default: the cache path the engine reads, docs/tuning.md)");
+  app.add_flag("--dry-run", o.dry_run, "Measure and report, write nothing");
+  app.add_flag("--json", o.json, "Print one JSON object instead of the table");
+  app.add_flag("-v,--verbose", o.verbose, "Debug logging on stderr");
+}
+
+void check_tune_options(TuneOptions& o) {
+  if (o.preset.empty() && o.manifest.empty() && o.checkpoint.empty())
+    throw Error("no model: give --preset NAME, a manifest or --checkpoint DIR (its shapes are tuned)");
+  if (o.prefill_chunk < 1 || o.repeats < 1 || o.budget_seconds <= 0)
+    throw Error("--prefill-chunk and --repeats must be >= 1, --budget-seconds > 0");
+  if (o.ops.empty()) throw Error("--ops needs at least one op");
+  if (o.buckets.empty())
+    for (int64_t b = 1; b <= o.prefill_chunk; b *= 2) o.buckets.push_back(b);
+  for (int64_t b : o.buckets)
+    if (b < 1 || b > o.prefill_chunk)
+      throw Error(fmt::format("--buckets: {} is outside [1, --prefill-chunk = {}]", b, o.prefill_chunk));
+  std::sort(o.buckets.begin(), o.buckets.end());
+  o.buckets.erase(std::unique(o.buckets.begin(), o.buckets.end()), o.buckets.end());
+}
+
+} // namespace ninfer::tools

@@ -1,0 +1,32 @@
+// ninfer-tune's command line: the model whose shapes are tuned, the device, which ops and
+// token-count buckets, and how long to spend.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ninfer::tools {
+
+struct TuneOptions {
+  std::string preset, manifest, checkpoint; // the model (shapes only; weights are drawn)
+  std::string device = "cuda";
+  std::string plugin_dir, plugin;
+  std::vector<std::string> ops{"linear", "gdn_gating"};
+  std::vector<int64_t> buckets; // empty: 1, 2, 4 ... up to --prefill-chunk
+  int32_t prefill_chunk = 4096;
+  int32_t repeats = 5;
+  double budget_seconds = 900;
+  std::string out; // empty: the tuned-table path for this device (docs/tuning.md)
+  bool dry_run = false;
+  bool json = false;
+  bool verbose = false;
+};
+
+void add_tune_options(CLI::App& app, TuneOptions& o);
+// Throws ninfer::Error for unusable values; fills the default buckets.
+void check_tune_options(TuneOptions& o);
+
+} // namespace ninfer::tools

@@ -1,0 +1,144 @@
+#include "tuner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <set>
+
+#include "ninfer/error.hpp"
+#include "ninfer/plugin_host.hpp"
+#include "op_cases.hpp"
+
+namespace ninfer::tools {
+
+std::atomic<bool> g_tune_interrupted{false};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kBurstSeconds = 2e-3; // each timed replay lasts about this long
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void check_interrupt() {
+  if (g_tune_interrupted) throw Error("interrupted");
+}
+
+// Per-launch microseconds of `variant`: a burst of n launches (rotating the weight copies) is
+// recorded once and replayed; the median of the repeats, divided by n.
+double time_variant(Backend& be, OpCase& c, const std::string& variant, int64_t t, int repeats) {
+  const ninfer_shape s = c.shape(t);
+  auto launch = [&](int i) { be.run_variant(c.op(), variant, s, c.args(t, i % c.copies())); };
+  auto t0 = Clock::now();
+  launch(0);
+  be.synchronize();
+  const double one = std::max(since(t0), 1e-6);
+  const int n = static_cast<int>(std::clamp(kBurstSeconds / one, 1.0, 64.0));
+  std::shared_ptr<const Backend::Recording> rec;
+  if (be.can_record()) rec = be.record([&] {
+      for (int i = 0; i < n; ++i) launch(i);
+    });
+  auto burst = [&] {
+    const auto b0 = Clock::now();
+    if (rec) be.replay(*rec);
+    else
+      for (int i = 0; i < n; ++i) launch(i);
+    be.synchronize();
+    return since(b0) / n * 1e6;
+  };
+  burst(); // warm-up
+  std::vector<double> us;
+  for (int r = 0; r < repeats; ++r) us.push_back(burst());
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+struct ShapeTimes {
+  std::string default_variant;
+  std::map<std::string, double> us; // correct, legal variants
+};
+
+} // namespace
+
+TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& shapes, const TuneOptions& o) {
+  TuneRun run;
+  const auto start = Clock::now();
+  const int64_t l2 = be.device().l2_bytes > 0 ? be.device().l2_bytes : (64 << 20);
+  for (const std::string& op : o.ops) {
+    std::vector<const ShapeToTune*> mine;
+    for (const auto& s : shapes)
+      if (s.op == op) mine.push_back(&s);
+    if (mine.empty()) continue;
+    // Inputs per shape, sized for the largest bucket that shape runs at.
+    std::vector<std::unique_ptr<OpCase>> cases;
+    for (const ShapeToTune* s : mine) {
+      const int64_t max_t = std::min<int64_t>(s->shape.tokens, o.buckets.back());
+      cases.push_back(make_op_case(be, s->shape, op, max_t, l2, 1234));
+      if (!cases.back()) throw Error(fmt::format("op '{}' cannot be tuned (supported: linear, gdn_gating)", op));
+    }
+    for (int64_t t : o.buckets) {
+      check_interrupt();
+      if (since(start) > o.budget_seconds) {
+        run.budget_exhausted = true;
+        break;
+      }
+      BucketResult b;
+      b.op = op;
+      b.tokens = t;
+      std::set<std::string> defaults;
+      std::map<std::string, int> shapes_ok;
+      int shapes_here = 0;
+      for (size_t i = 0; i < mine.size(); ++i) {
+        if (t > mine[i]->shape.tokens) continue; // the model never runs this shape this wide
+        ++shapes_here;
+        OpCase& c = *cases[i];
+        const std::string dflt = be.planner().plan(op, c.shape(t)).variant;
+        defaults.insert(dflt);
+        for (const ninfer_variant* v : be.plugin().variants_for(op)) {
+          check_interrupt();
+          const std::string name = v->name;
+          try {
+            (void)be.planner().plan_variant(*v, c.shape(t));
+          } catch (const Error& e) {
+            b.excluded.push_back(fmt::format("{} ({}x{}): not legal here: {}", name, c.shape(t).dims[0],
+                                             c.shape(t).dims[1], e.what()));
+            continue;
+          }
+          be.run_variant(op, name, c.shape(t), c.args(t, 0));
+          const double err = c.error_vs_reference(cpu, t);
+          if (!(err <= OpCase::kTolerance)) {
+            b.excluded.push_back(fmt::format("{} ({}x{}): WRONG, relative L2 {:.3g} from the CPU reference", name,
+                                             c.shape(t).dims[0], c.shape(t).dims[1], err));
+            continue;
+          }
+          const double us = time_variant(be, c, name, t, o.repeats);
+          b.all_us[name] += us;
+          ++shapes_ok[name];
+          if (name == dflt) b.default_us += us;
+        }
+      }
+      if (shapes_here == 0) continue;
+      for (auto it = b.all_us.begin(); it != b.all_us.end();)
+        it = shapes_ok[it->first] == shapes_here ? std::next(it) : b.all_us.erase(it);
+      for (const auto& d : defaults) b.default_variant += (b.default_variant.empty() ? "" : "/") + d;
+      for (const auto& [name, us] : b.all_us)
+        if (b.tuned_variant.empty() || us < b.tuned_us) {
+          b.tuned_variant = name;
+          b.tuned_us = us;
+        }
+      if (!o.json)
+        fmt::print(stderr, "  {} tokens {:>5}: default {} {:.1f} us, best {} {:.1f} us\n", op, t, b.default_variant,
+                   b.default_us, b.tuned_variant.empty() ? "-" : b.tuned_variant, b.tuned_us);
+      run.buckets.push_back(std::move(b));
+    }
+    if (run.budget_exhausted) break;
+  }
+  run.seconds = since(start);
+  return run;
+}
+
+} // namespace ninfer::tools

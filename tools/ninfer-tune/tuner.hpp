@@ -1,0 +1,45 @@
+// The measurement loop of ninfer-tune: for each op, shape and token bucket, every variant the
+// planner accepts on this device is checked against the CPU reference (a fast wrong variant is
+// excluded) and timed (median of repeats of a recorded burst of launches that stream their
+// weights from memory), then each bucket's fastest variant over all the model's shapes is chosen.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ninfer/runtime/backend.hpp"
+#include "tune_options.hpp"
+
+namespace ninfer::tools {
+
+// Set by SIGINT / SIGTERM; the tuner stops at the next measurement and nothing is written.
+extern std::atomic<bool> g_tune_interrupted;
+
+struct ShapeToTune {
+  std::string op;
+  ninfer_shape shape{}; // tokens: the most the model runs it with
+};
+
+struct BucketResult {
+  std::string op;
+  int64_t tokens = 0;
+  std::string default_variant;           // the built-in choice ("a/b" when shapes differ)
+  double default_us = 0;                 // summed over the op's shapes at this bucket
+  std::string tuned_variant;             // fastest correct variant legal for every shape
+  double tuned_us = 0;
+  std::map<std::string, double> all_us;  // every variant measured on every shape
+  std::vector<std::string> excluded;     // "variant: why" (illegal here, or wrong)
+};
+
+struct TuneRun {
+  std::vector<BucketResult> buckets; // measured ones, in op then token order
+  bool budget_exhausted = false;
+  double seconds = 0;
+};
+
+TuneRun run_tuning(Backend& device, Backend& cpu, const std::vector<ShapeToTune>& shapes, const TuneOptions& o);
+
+} // namespace ninfer::tools
