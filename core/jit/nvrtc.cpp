@@ -41,6 +41,7 @@ LoadedModule::LoadedModule(const CompiledKernel&) { no_cuda(); }
 LoadedModule::~LoadedModule() = default;
 void* LoadedModule::function(const std::string&) const { no_cuda(); }
 ninfer_kernel_resources LoadedModule::resources(const std::string&, int32_t) const { no_cuda(); }
+void LoadedModule::launch(const std::string&, unsigned, unsigned, unsigned, void*, void**) const { no_cuda(); }
 
 #else
 
@@ -104,7 +105,7 @@ const Nvrtc& nvrtc() {
 }
 
 #define NINFER_DRIVER_FUNCS(X)                                                                                     \
-  X(cuInit) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuGetErrorString)
+  X(cuInit) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuGetErrorString) X(cuLaunchKernel)
 
 struct Driver {
 #define X(f) decltype(&::f) f;
@@ -290,6 +291,15 @@ ninfer_kernel_resources LoadedModule::resources(const std::string& expression, i
   r.local_bytes_per_thread = attr(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
   r.max_threads_per_block = attr(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
   return r;
+}
+
+void LoadedModule::launch(const std::string& expression, unsigned grid_x, unsigned block_x, unsigned dynamic_smem,
+                          void* stream, void** params) const {
+  auto f = static_cast<CUfunction>(function(expression));
+  if (CUresult rc = driver().cuLaunchKernel(f, grid_x, 1, 1, block_x, 1, 1, dynamic_smem, static_cast<CUstream>(stream),
+                                            params, nullptr);
+      rc != CUDA_SUCCESS)
+    throw Error(fmt::format("launch of {} (grid {}, block {}): {}", expression, grid_x, block_x, driver_error(rc)));
 }
 
 #endif

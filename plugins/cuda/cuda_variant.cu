@@ -7,11 +7,16 @@
 
 namespace ninfer::cuda_plugin {
 
+#if !NINFER_RUNTIME_RESOURCES
+// Exact-architecture plugins: the table ptxas wrote at build time. (cuda-generic, which has no
+// machine code at build time, reads its kernels' resources on the device instead:
+// plugins/cuda-generic/runtime_resources.cpp.)
 const BuildResource* find_build_resource(const char* symbol) {
   for (std::size_t i = 0; i < kBuildResourceCount; ++i)
     if (std::strcmp(kBuildResources[i].symbol, symbol) == 0) return &kBuildResources[i];
   return nullptr;
 }
+#endif
 
 ninfer_kernel_resources make_resources(const BuildResource& r, int32_t threads_per_block) {
   ninfer_kernel_resources out{};

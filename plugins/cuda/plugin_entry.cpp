@@ -5,6 +5,9 @@
 
 #include "cuda_variant.hpp"
 #include "ninfer/abi/plugin_abi.h"
+#if NINFER_RUNTIME_RESOURCES
+#include "generic_plugin.hpp"
+#endif
 
 #ifndef NINFER_PLUGIN_NAME
 #error "NINFER_PLUGIN_NAME must be defined by the build"
@@ -13,6 +16,9 @@
 namespace {
 
 int32_t score(const ninfer_device_info* d, char* why, size_t why_len) {
+#if NINFER_RUNTIME_RESOURCES
+  return ninfer::cuda_plugin::generic_score(d, why, why_len); // cuda-generic's own rule
+#endif
   // Exact compute capability only. Machine code for sm_X.Y may run on a later minor of the
   // same major, and `a` targets run on exactly one; either way a kernel tuned or built for
   // another chip is never what we want to run, so there is no family fallback.
@@ -34,6 +40,11 @@ int32_t score(const ninfer_device_info* d, char* why, size_t why_len) {
 int32_t register_variants(const ninfer_registrar* r) {
   using namespace ninfer::cuda_plugin;
   using Register = int32_t (*)(const ninfer_registrar*, char*, size_t);
+#if NINFER_RUNTIME_RESOURCES
+  // cuda-generic has resources only for a live GPU: without one it registers nothing (and
+  // scores 0 with the reason) rather than failing to load.
+  if (!generic_device_ready()) return NINFER_OK;
+#endif
   for (Register fn : {register_gdn_gating, register_pointwise_ops, register_linear, register_attention,
                       register_gated_deltanet, register_argmax, register_sample, register_fill_random}) {
     char err[256] = {0};

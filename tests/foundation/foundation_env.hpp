@@ -17,11 +17,15 @@ inline const ArchCatalog& catalog() {
   return *cat;
 }
 
-// The CUDA plugins of this build (empty in a build without CUDA).
+// cuda-generic and its kind: built for a virtual architecture ("compute_80"), resources read on
+// the live GPU, so they describe no card of the catalog and have their own tests.
+inline bool is_generic_plugin(const LoadedPlugin& p) { return p.arch().rfind("compute_", 0) == 0; }
+
+// The exact-architecture CUDA plugins of this build (empty in a build without CUDA).
 inline std::vector<const LoadedPlugin*> cuda_plugins() {
   std::vector<const LoadedPlugin*> out;
   for (const auto& p : build_plugins().plugins())
-    if (p->arch() != "cpu") out.push_back(p.get());
+    if (p->arch() != "cpu" && !is_generic_plugin(*p)) out.push_back(p.get());
   return out;
 }
 

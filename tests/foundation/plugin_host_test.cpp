@@ -101,6 +101,12 @@ TEST(PluginScore, ExactArchitectureOnlyOnEveryKnownCard) {
         EXPECT_EQ(s.score, 0) << card.name << ": the CPU plugin claimed a GPU";
         continue;
       }
+      if (is_generic_plugin(*s.plugin)) {
+        // It reads its resources on the GPU it runs on, so it never plans for a described card.
+        EXPECT_EQ(s.score, 0) << card.name << ": " << s.reason;
+        EXPECT_NE(s.reason.find("described card"), std::string::npos) << s.reason;
+        continue;
+      }
       const ArchLimits* a = catalog().find_arch(arch);
       ASSERT_NE(a, nullptr) << arch;
       const bool exact = a->cc_major == dev.cc_major && a->cc_minor == dev.cc_minor;
@@ -138,4 +144,37 @@ TEST(PluginScore, HostIsServedByTheCpuPlugin) {
   const PluginChoice c = build_plugins().choose(host_device());
   ASSERT_NE(c.chosen, nullptr);
   EXPECT_EQ(c.chosen->name(), "cpu");
+}
+
+// cuda-generic: below every exact plugin, above zero only on the live GPU it registered for
+// (compute 8.0 or newer); never on the CPU or a described card. With no GPU it loads cleanly,
+// registers nothing and says why.
+TEST(PluginScore, GenericPluginOnlyForTheLiveGpuItLoadedOn) {
+  const LoadedPlugin* g = build_plugins().find("cuda-generic");
+  if (!g) GTEST_SKIP() << "this build has no cuda-generic plugin";
+  EXPECT_TRUE(is_generic_plugin(*g));
+  char why[256] = {0};
+  const ninfer_device_info host = host_device();
+  EXPECT_EQ(g->abi->score(&host, why, sizeof why), 0);
+  EXPECT_NE(std::string(why).find("CUDA devices only"), std::string::npos) << why;
+  // A described H200 (the card cuda-sm90 was built for): refused, with the reason.
+  const ninfer_device_info h200 = catalog().describe(catalog().require_device("H200"));
+  EXPECT_EQ(g->abi->score(&h200, why, sizeof why), 0);
+  EXPECT_NE(std::string(why).find("described card"), std::string::npos) << why;
+  // The same card as if it were live but not the one the plugin loaded on (or with no GPU here).
+  ninfer_device_info live = h200;
+  live.described = 0;
+  live.ordinal = 7;
+  EXPECT_EQ(g->abi->score(&live, why, sizeof why), 0);
+  EXPECT_FALSE(std::string(why).empty());
+  // Pre-Ampere: refused whatever else holds.
+  live.cc_major = 7;
+  live.cc_minor = 5;
+  EXPECT_EQ(g->abi->score(&live, why, sizeof why), 0);
+  EXPECT_NE(std::string(why).find("8.0 or newer"), std::string::npos) << why;
+  const Discovery d = discover_devices();
+  if (d.cuda.empty()) {
+    EXPECT_TRUE(g->variants.empty()) << "without a GPU the generic plugin has no resources to register";
+    EXPECT_EQ(g->abi->score(&h200, why, sizeof why), 0);
+  }
 }

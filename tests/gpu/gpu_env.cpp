@@ -16,9 +16,10 @@ const GpuEnv& gpu() {
       return e;
     }
     e->device = d.cuda.front();
-    e->plugin = build_plugins().choose(e->device).chosen;
+    e->plugin = build_plugins().choose(e->device, forced_test_plugin()).chosen;
     if (!e->plugin) {
       e->why_not = std::string("no plugin of this build scores above zero on ") + e->device.name;
+      if (!forced_test_plugin().empty()) e->why_not += " (forced: " + forced_test_plugin() + ")";
       return e;
     }
     e->available = true;

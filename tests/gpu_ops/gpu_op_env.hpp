@@ -27,7 +27,7 @@ inline const PluginHost& gpu_op_plugins() { return build_plugins(); }
 inline std::string cuda_unavailable() {
   const Discovery d = discover_devices();
   if (d.cuda.empty()) return "no CUDA device (" + d.note + ")";
-  if (!gpu_op_plugins().choose(d.cuda.front()).chosen)
+  if (!gpu_op_plugins().choose(d.cuda.front(), forced_test_plugin()).chosen)
     return std::string("no plugin of this build runs on ") + d.cuda.front().name;
   return "";
 }
@@ -40,7 +40,9 @@ inline std::string cuda_unavailable() {
 
 // Fresh backends per test, so plan caches and workspaces never leak between tests.
 inline std::unique_ptr<Backend> make_cuda_backend() {
-  return std::make_unique<Backend>(gpu_op_plugins(), discover_devices().cuda.front());
+  BackendOptions o;
+  o.plugin = forced_test_plugin(); // $NINFER_TEST_PLUGIN, e.g. cuda-generic
+  return std::make_unique<Backend>(gpu_op_plugins(), discover_devices().cuda.front(), o);
 }
 inline std::unique_ptr<Backend> make_cpu_backend() {
   return std::make_unique<Backend>(*gpu_op_plugins().find("cpu"), host_device());

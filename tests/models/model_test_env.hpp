@@ -45,7 +45,9 @@ inline std::unique_ptr<Backend> fixture_backend(std::string* why_not = nullptr) 
     if (why_not) *why_not = "no CUDA device (" + d.note + ")";
     return nullptr;
   }
-  return std::make_unique<Backend>(model_test_plugins(), d.cuda.front());
+  BackendOptions o;
+  o.plugin = forced_test_plugin(); // $NINFER_TEST_PLUGIN, e.g. cuda-generic
+  return std::make_unique<Backend>(model_test_plugins(), d.cuda.front(), o);
 #else
   (void)why_not;
   const LoadedPlugin* cpu = model_test_plugins().find("cpu");

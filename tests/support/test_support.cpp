@@ -27,6 +27,10 @@ std::filesystem::path source_dir() { return env_or("NINFER_SOURCE_DIR", NINFER_S
 std::filesystem::path build_dir() { return env_or("NINFER_BUILD_DIR", NINFER_BUILD_DIR); }
 std::filesystem::path plugin_dir() { return ninfer::default_plugin_dir(); }
 std::filesystem::path data_dir() { return ninfer::data_dir(); }
+std::string forced_test_plugin() {
+  const char* v = std::getenv("NINFER_TEST_PLUGIN");
+  return v ? v : "";
+}
 
 const PluginHost& build_plugins() {
   static PluginHost* host = [] {

@@ -22,6 +22,9 @@ std::filesystem::path source_dir();   // the repository ($NINFER_SOURCE_DIR over
 std::filesystem::path build_dir();    // the build tree ($NINFER_BUILD_DIR overrides)
 std::filesystem::path plugin_dir();   // ninfer::default_plugin_dir(): the build's plugins
 std::filesystem::path data_dir();     // ninfer::data_dir(): the build's share/ninfer
+// $NINFER_TEST_PLUGIN: the plugin the GPU tests force (e.g. cuda-generic), empty for the
+// best-scoring one. Lets the same GPU test binaries check another plugin on the same card.
+std::string forced_test_plugin();
 
 // A generator seeded from the clock (printed, so a failure can be replayed by setting
 // NINFER_TEST_SEED): every run draws fresh inputs.

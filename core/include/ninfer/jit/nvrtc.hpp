@@ -62,6 +62,10 @@ class LoadedModule {
   // cuFuncGetAttribute of that function. `symbol` points into this module's storage: it stays
   // valid while the module lives.
   ninfer_kernel_resources resources(const std::string& expression, int32_t threads_per_block) const;
+  // cuLaunchKernel of that function on `stream` (a cudaStream_t; null: the default stream).
+  // `params` as cuLaunchKernel takes them: one pointer per kernel argument.
+  void launch(const std::string& expression, unsigned grid_x, unsigned block_x, unsigned dynamic_smem, void* stream,
+              void** params) const;
 
  private:
   struct Impl;
