@@ -92,6 +92,11 @@ Plan Planner::plan_variant(const ninfer_variant& v, const ninfer_shape& shape, i
       p.launches.push_back({b, e, static_cast<int32_t>(ceil_div(e - b, v.tokens_per_cta)), v.split_k,
                             block, smem, workspace(v, shape, e - b)});
     }
+  } else if (v.geometry == NINFER_GEOMETRY_LIBRARY) {
+    // One call over the whole range; the launch function sizes its own grids. Residency above
+    // is the helper kernel's, kept to prove it can run here.
+    p.library = true;
+    p.launches.push_back({0, T, 1, v.split_k, block, smem, workspace(v, shape, T)});
   } else {
     int64_t grid = tiles_total;
     if (v.geometry == NINFER_GEOMETRY_TOKEN_TILED_GRID_STRIDE && tiles_total > occ.residency) {
@@ -108,8 +113,9 @@ Plan Planner::plan_variant(const ninfer_variant& v, const ninfer_shape& shape, i
     ctas += l.ctas();
     p.workspace_bytes = std::max(p.workspace_bytes, l.workspace_bytes);
   }
-  p.wave_efficiency = p.cooperative ? static_cast<double>(ctas) / (p.launches.size() * occ.residency)
-                                    : wave_efficiency(ctas, occ.residency);
+  p.wave_efficiency = p.library       ? 0.0 // not ours to know
+                      : p.cooperative ? static_cast<double>(ctas) / (p.launches.size() * occ.residency)
+                                      : wave_efficiency(ctas, occ.residency);
   return p;
 }
 
@@ -176,9 +182,12 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
       }
     }
   }
+  // A library variant has no grid the planner could size; it runs when a schedule table names
+  // it, or as the last resort below.
+  auto library = [](const Candidate& c) { return c.v->geometry == NINFER_GEOMETRY_LIBRARY; };
   if (!best) {
     for (const auto& c : cands) {
-      if (c.v->cooperative) continue;
+      if (c.v->cooperative || library(c)) continue;
       if (!best || c.occ.residency * c.v->tokens_per_cta > best->occ.residency * best->v->tokens_per_cta) {
         best = &c;
         reason = fmt::format("{} tokens exceed every split variant's single-launch capacity; ordinary "
@@ -188,11 +197,16 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
   }
   if (!best) {
     for (const auto& c : cands) {
+      if (!c.v->cooperative) continue;
       if (!best || single_launch_tokens(*c.v, c.occ.residency) > single_launch_tokens(*best->v, best->occ.residency)) {
         best = &c;
         reason = "only cooperative variants: the one needing the fewest slices";
       }
     }
+  }
+  if (!best) {
+    best = &cands.front(); // only library variants are left
+    reason = "the only variant that can run: a library call";
   }
   Plan p = plan_variant(*best->v, shape);
   p.reason = reason;

@@ -49,6 +49,10 @@ int32_t add_variant(void* ctx, const ninfer_variant* v) {
   if (!v || !v->op || !v->name) return refuse("missing op or name");
   if (!v->launch) return refuse("no launch function");
   if (v->tokens_per_cta < 1 || v->split_k < 1) return refuse("tokens_per_cta and split_k must be >= 1");
+  if (v->geometry < NINFER_GEOMETRY_TOKEN_TILED || v->geometry > NINFER_GEOMETRY_LIBRARY)
+    return refuse(fmt::format("unknown geometry {}", v->geometry));
+  if (v->geometry == NINFER_GEOMETRY_LIBRARY && v->cooperative)
+    return refuse("a library variant cannot be cooperative");
   if (v->exec == NINFER_EXEC_CUDA) {
     const auto& r = v->resources;
     if (!r.symbol || r.threads_per_block < 1 || r.registers_per_thread < 1)

@@ -4,6 +4,7 @@
 
 #include "foundation_env.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
+#include "ninfer/abi/ops/linear.h"
 #include "ninfer/device.hpp"
 #include "ninfer/error.hpp"
 #include "ninfer/op_catalog.hpp"
@@ -256,4 +257,41 @@ TEST(Planner, EveryRegisteredOpPlansLegallyOnEveryCardOfItsArchitecture) {
   // The op's real-model shape must be plannable for some token count: otherwise this test
   // would check nothing for it.
   for (const auto& [op, n] : plans) EXPECT_GT(n, 0) << op << ": no token count was plannable";
+}
+
+// linear with each architecture's built-in schedule table on every described card: whatever
+// bucket picks a library variant (cuBLASLt), the plan is one launch over the whole token range
+// with the workspace the variant asked for; every other plan is legal as above. Without a
+// table the planner never picks a library variant (it cannot size one).
+TEST(Planner, LibraryVariantsAreOneLaunchOverTheWholeRange) {
+  const auto cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "build has no CUDA plugins";
+  const OpInfo& op = require_op(NINFER_OP_LINEAR);
+  int64_t library_plans = 0;
+  for (const auto& c : cards) {
+    ScheduleTable table = builtin_schedule_table(*c.plugin, c.dev);
+    EXPECT_TRUE(table.warnings.empty()) << c.dev.name;
+    Planner with_table(*c.plugin, c.dev, &table), own(*c.plugin, c.dev);
+    for (int32_t dtype : {NINFER_DTYPE_BF16, NINFER_DTYPE_F32})
+      for (int64_t T = 1; T <= 8192; T = T < 64 ? T + 1 : T * 3 / 2) {
+        const ninfer_shape s{T, {op.default_dims[0], op.default_dims[1], 0, 0}, dtype};
+        const Plan p = with_table.plan(NINFER_OP_LINEAR, s);
+        expect_legal(p, c.dev);
+        if (HasFatalFailure()) return;
+        EXPECT_TRUE(p.warnings.empty()) << c.dev.name << " T=" << T << ": " << p.warnings.front();
+        EXPECT_EQ(p.library, p.v->geometry == NINFER_GEOMETRY_LIBRARY);
+        if (p.library) {
+          ++library_plans;
+          ASSERT_EQ(p.launches.size(), 1u);
+          EXPECT_EQ(p.launches[0].token_begin, 0);
+          EXPECT_EQ(p.launches[0].token_end, T);
+          EXPECT_EQ(p.workspace_bytes, p.v->workspace_bytes ? p.v->workspace_bytes(&s, T) : 0u);
+          EXPECT_NE(p.source, "planner") << "only a schedule table picks a library variant";
+        }
+        EXPECT_FALSE(own.plan(NINFER_OP_LINEAR, s).library) << c.dev.name << " T=" << T;
+      }
+  }
+#ifdef NINFER_TEST_HAVE_CUDA
+  EXPECT_GT(library_plans, 0) << "no card's table routes linear to a library variant";
+#endif
 }

@@ -39,6 +39,7 @@ nlohmann::json plan_to_json(const Plan& p) {
       {"route", p.variant},
       {"variant", p.variant},
       {"cooperative", p.cooperative},
+      {"library", p.library},
       {"threads_per_block", p.host ? 0 : p.v->resources.threads_per_block},
       {"registers_per_thread", p.host ? 0 : p.v->resources.registers_per_thread},
       {"blocks_per_sm", p.blocks_per_sm},
@@ -60,7 +61,13 @@ std::string plan_to_text(const Plan& p) {
                    p.device.arch, p.device.sm_count, p.plugin);
   s += fmt::format("  route        {}{}\n", p.variant, p.cooperative ? " (cooperative)" : "");
   s += fmt::format("  why          {} [{}]\n", p.reason, p.source);
-  if (!p.host) {
+  if (p.library) {
+    // One library call (e.g. cuBLASLt) that sizes its own grids: only its helper kernel is ours.
+    s += fmt::format("  kernel       library call over the whole token range (grids chosen by the library)\n");
+    s += fmt::format("  helper       {} ({} threads x {} registers): {} blocks/SM x {} SMs = {} CTAs\n",
+                     p.v->resources.symbol, p.v->resources.threads_per_block, p.v->resources.registers_per_thread,
+                     p.blocks_per_sm, p.device.sm_count, p.residency);
+  } else if (!p.host) {
     s += fmt::format("  kernel       {} threads x {} registers, {} B dynamic shared memory\n",
                      p.v->resources.threads_per_block, p.v->resources.registers_per_thread,
                      p.launches.front().dynamic_smem);
@@ -69,10 +76,15 @@ std::string plan_to_text(const Plan& p) {
     s += fmt::format("  waves        {:.0f}% of SM slots used\n", p.wave_efficiency * 100);
   }
   s += fmt::format("  launches     {}\n", p.launches.size());
-  for (const auto& l : p.launches)
-    s += fmt::format("    tokens [{}, {})  grid {}x{} = {} CTAs{}\n", l.token_begin, l.token_end, l.grid_x,
-                     l.grid_y, l.ctas(),
-                     p.cooperative ? fmt::format("  (<= {} resident: legal)", p.residency) : "");
+  for (const auto& l : p.launches) {
+    if (p.library)
+      s += fmt::format("    tokens [{}, {})  one library call, {} B workspace\n", l.token_begin, l.token_end,
+                       l.workspace_bytes);
+    else
+      s += fmt::format("    tokens [{}, {})  grid {}x{} = {} CTAs{}\n", l.token_begin, l.token_end, l.grid_x,
+                       l.grid_y, l.ctas(),
+                       p.cooperative ? fmt::format("  (<= {} resident: legal)", p.residency) : "");
+  }
   for (const auto& w : p.warnings) s += fmt::format("  warning      {}\n", w);
   return s;
 }

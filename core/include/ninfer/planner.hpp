@@ -42,6 +42,7 @@ struct Plan {
   ninfer_device_info device{};
   bool cooperative = false;
   bool host = false;        // host variant: no grid, no residency
+  bool library = false;     // NINFER_GEOMETRY_LIBRARY: one call sizes its own grids
   int blocks_per_sm = 0;
   int64_t residency = 0;
   std::string limiter;

@@ -1,8 +1,12 @@
 // CUDA variants of linear (y = x . W^T, contract: ninfer/abi/ops/linear.h):
 //   gemv1, gemv2, gemv4, gemv8   decode-sized: stream W once per tile of 1/2/4/8 tokens
-//                                (linear_gemv.cu); what decode speed rests on
+//                                (linear_gemv.cu, bf16 on the tensor cores:
+//                                linear_gemv_bf16.cuh); what decode speed rests on
 //   tiled64, tiled128            prefill-sized: shared-memory tiles of x and W, register
 //                                blocking (linear_tiled.cu)
+//   cublaslt                     prefill-sized: cuBLASLt (bf16 tensor cores for bf16 W, x
+//                                rounded to bf16; plain float32 for f32 W), a library call
+//                                the planner does not size (linear_cublaslt.cu)
 // Which one runs for a token count is the schedule table's choice (arch/schedules/sm_*.yaml),
 // else the planner's; model code only names the op.
 #include "../cuda_variant.hpp"
@@ -12,7 +16,8 @@ namespace ninfer::cuda_plugin {
 
 int32_t register_linear(const ninfer_registrar* r, char* err, size_t err_len) {
   if (int32_t rc = register_linear_gemv(r, err, err_len); rc != NINFER_OK) return rc;
-  return register_linear_tiled(r, err, err_len);
+  if (int32_t rc = register_linear_tiled(r, err, err_len); rc != NINFER_OK) return rc;
+  return register_linear_cublaslt(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

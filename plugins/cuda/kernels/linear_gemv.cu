@@ -1,8 +1,12 @@
 // linear, decode-sized: GEMV-style kernels that stream the weight matrix once per tile of TPC
-// tokens (contract: ninfer/abi/ops/linear.h).
+// tokens (contract: ninfer/abi/ops/linear.h). Each variant gemv<TPC> has two kernels:
 //
-// Decode is memory-bound: every weight byte is read once per step, so these kernels are built
-// to read W at as much of the memory bandwidth as possible:
+// bf16 weights with 16-byte rows (every model shape): linear_gemv_bf16.cuh, tensor-core MMAs
+// on W as loaded, x split into bf16 hi + lo so the result keeps float32 accuracy, split-K
+// across the CTA's warps. What decode speed rests on.
+//
+// float32 weights, and bf16 rows that are not 16-byte vectors (in_features % 8 != 0), take the
+// CUDA-core kernel below:
 //   - a CTA of kWarps warps owns kWarps * R consecutive weight rows (grid.x covers out_features,
 //     a number that follows from the shape alone) and one tile of TPC tokens (grid.y strides
 //     over the planner's token tiles);
@@ -20,6 +24,7 @@
 #include <cstdint>
 
 #include "../cuda_variant.hpp"
+#include "linear_gemv_bf16.cuh"
 #include "linear_variants.hpp"
 #include "ninfer/abi/ops/linear.h"
 #include "pointwise_math.cuh"
@@ -204,10 +209,35 @@ NINFER_GEMV(2, 1, 4)
 NINFER_GEMV(4, 2, 2)
 NINFER_GEMV(8, 4, 1)
 
+// The bf16 tensor-core kernels (linear_gemv_bf16.cuh): MR = 2 row tiles of 16 per warp, U = 4
+// k steps in flight, 16 sixteen-byte loads per lane (8 KiB per warp, ~128 KiB per SM at two
+// CTAs per SM), at most 128 registers. Measured on the H200 against the alternatives
+// (docs/results/2026-11-30-h200-linear-bench-*.txt): one row tile with 4 steps in flight
+// (77 registers, 3 CTAs/SM) reached 55-88% of the copy bandwidth at T = 1, one row tile with 8
+// steps 45-79%, this one 55-98%; two row tiles also halve the x reads per byte of W.
+#define NINFER_GEMV_MMA(TPC, MR, U)                                                                           \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_bf16::kThreads, 2)                   \
+      ninfer_linear_gemv##TPC##_bf16_mma(ninfer_linear_args a, int64_t b, int64_t e) {                        \
+    ninfer::cuda_plugin::gemv_bf16::gemv<TPC, MR, U>(a, b, e);                                                \
+  }                                                                                                           \
+  namespace ninfer::cuda_plugin {                                                                             \
+  inline constexpr int kGemv##TPC##MmaRows = MR;                                                              \
+  }
+
+NINFER_GEMV_MMA(1, 2, 4)
+NINFER_GEMV_MMA(2, 2, 4)
+NINFER_GEMV_MMA(4, 2, 4)
+NINFER_GEMV_MMA(8, 2, 4)
+
 namespace ninfer::cuda_plugin {
 namespace {
 
-template <int TPC, int R>
+// The tensor-core kernel runs when W is bf16 with 16-byte rows; the CUDA-core kernel otherwise.
+inline bool uses_mma(int32_t w_dtype, int64_t in_features) {
+  return w_dtype == NINFER_DTYPE_BF16 && in_features % 8 == 0;
+}
+
+template <int TPC, int R, int MR>
 struct GemvDefBase : TokenDefDefaults {
   using Args = ninfer_linear_args;
   static constexpr const char* op = NINFER_OP_LINEAR;
@@ -215,25 +245,41 @@ struct GemvDefBase : TokenDefDefaults {
   static constexpr int tokens_per_cta = TPC;
   static constexpr int32_t geometry = NINFER_GEOMETRY_TOKEN_TILED;
   static constexpr uint32_t dtype_mask = kF32OrBf16Mask;
+  static_assert(kGemvThreads == gemv_bf16::kThreads, "both kernels launch with the variant's block size");
   static int32_t dtype(const Args& a) { return a.w_dtype; }
   static int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+  // The CUDA-core kernel stages x in dynamic shared memory; the tensor-core one needs none.
   static size_t dynamic_smem(const ninfer_shape* s) {
+    if (uses_mma(s->dtype, s->dims[0])) return 0;
     return static_cast<size_t>(TPC) * x_chunk(static_cast<int>(s->dims[0]), TPC) * sizeof(float);
   }
-  static const char* invalid(const Args& a, const ninfer_launch& l) { return linear_args_invalid(a, l, dynamic_smem); }
-  // grid.x: blocks of kWarps * R weight rows; grid.y: the planner's token tiles (the kernel
-  // strides over them when there are more than a grid dimension holds).
+  static const char* invalid(const Args& a, const ninfer_launch& l) {
+    if (const char* why = linear_args_invalid(a, l, dynamic_smem)) return why;
+    if (uses_mma(a.w_dtype, a.in_features) && reinterpret_cast<uintptr_t>(a.w) % 16 != 0)
+      return "bf16 weights must be 16-byte aligned";
+    return nullptr;
+  }
+  // grid.x: blocks of weight rows (a number from the shape alone); grid.y: the planner's token
+  // tiles (the kernels stride over them when there are more than a grid dimension holds).
   static dim3 grid(const Args& a, const ninfer_launch& l) {
+    if (uses_mma(a.w_dtype, a.in_features))
+      return linear_grid(a.out_features, gemv_bf16::rows_per_cta(a.out_features, a.in_features, MR), l.grid_x);
     return linear_grid(a.out_features, kWarps * R, l.grid_x);
   }
 };
 
 #define NINFER_GEMV_DEF(TPC, R)                                                                            \
-  struct Gemv##TPC##Def : GemvDefBase<TPC, R> {                                                            \
+  struct Gemv##TPC##Def : GemvDefBase<TPC, R, kGemv##TPC##MmaRows> {                                       \
     static constexpr const char* name = "gemv" #TPC;                                                       \
     static KernelPair kernels() {                                                                          \
       return {"ninfer_linear_gemv" #TPC "_f32", reinterpret_cast<const void*>(ninfer_linear_gemv##TPC##_f32), \
-              "ninfer_linear_gemv" #TPC "_bf16", reinterpret_cast<const void*>(ninfer_linear_gemv##TPC##_bf16)}; \
+              "ninfer_linear_gemv" #TPC "_bf16_mma",                                                       \
+              reinterpret_cast<const void*>(ninfer_linear_gemv##TPC##_bf16_mma)};                          \
+    }                                                                                                      \
+    static TokenKernel kernel(const Args& a) {                                                             \
+      if (a.w_dtype == NINFER_DTYPE_BF16 && !uses_mma(a.w_dtype, a.in_features))                          \
+        return reinterpret_cast<const void*>(ninfer_linear_gemv##TPC##_bf16);                             \
+      return nullptr; /* the pair's kernel for the dtype */                                                \
     }                                                                                                      \
   };
 NINFER_GEMV_DEF(1, 1)

@@ -11,7 +11,8 @@
 //     static int32_t supports(const ninfer_shape*);
 //     // and, where the defaults do not fit: tokens_per_cta, split_k, geometry, dtype_mask,
 //     // dynamic_smem(const ninfer_shape*), dtype(const Args&), grid(const Args&, const ninfer_launch&),
-//     // invalid(const Args&, const ninfer_launch&) (a message when the arguments break the contract, else nullptr)
+//     // invalid(const Args&, const ninfer_launch&) (a message when the arguments break the contract, else nullptr),
+//     // kernel(const Args&) (a kernel other than the pair's for these arguments, else nullptr)
 //   };
 //
 // Kernels take (Args, int64_t token_begin, int64_t token_end). None is cooperative.
@@ -58,6 +59,10 @@ struct TokenDefDefaults {
   static dim3 grid(const Args&, const ninfer_launch& l) { return planned_grid(l); }
   template <class Args>
   static const char* invalid(const Args&, const ninfer_launch&) { return nullptr; }
+  // A kernel other than the pair's for these arguments (e.g. a fallback for shapes the fast
+  // kernel cannot take), or nullptr for the pair's kernel of the dtype.
+  template <class Args>
+  static TokenKernel kernel(const Args&) { return nullptr; }
 };
 
 template <class D>
@@ -78,7 +83,8 @@ struct TokenVariant {
       return NINFER_ERR_INVALID_ARGUMENT;
     }
     int64_t b = l->token_begin, e = l->token_end;
-    const TokenKernel k = kernel_for(D::dtype(a));
+    const TokenKernel special = D::kernel(a);
+    const TokenKernel k = special ? special : kernel_for(D::dtype(a));
     const dim3 grid = D::grid(a, *l);
     cudaError_t rc = cudaSuccess;
     // Raise the kernel's dynamic shared memory limit to what this launch uses: the limit is

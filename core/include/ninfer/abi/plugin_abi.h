@@ -53,10 +53,18 @@ typedef enum ninfer_exec_kind {
 /* How a variant's grid follows from the problem. Token-tiled: grid.x covers the launch's
  * token range in tiles of `tokens_per_cta`, grid.y = split_k slices of the reduction. A
  * grid-stride variant may be launched with fewer CTAs than tiles; the planner then sizes the
- * grid for wave efficiency. */
+ * grid for wave efficiency. Library: the variant's launch function covers its whole token
+ * range in one call that sizes its own grids (a vendor library call such as cuBLASLt, plus
+ * helper kernels); the planner makes exactly one launch over [0, T) with grid 1 x split_k and
+ * no residency plan beyond checking that the helper kernel in `resources` can run. Such a
+ * variant must not be cooperative and is chosen only when a schedule table names it (or when
+ * it is the only variant of its op). Added without a version bump: the struct layout is
+ * unchanged, and an older core plans such a variant as one ordinary launch over [0, T) whose
+ * grid the launch function ignores, which is still correct. */
 typedef enum ninfer_geometry {
   NINFER_GEOMETRY_TOKEN_TILED = 0,
   NINFER_GEOMETRY_TOKEN_TILED_GRID_STRIDE = 1,
+  NINFER_GEOMETRY_LIBRARY = 2,
 } ninfer_geometry;
 
 /* Resources of one compiled kernel, captured at build time from the cubin so plans can be
