@@ -62,17 +62,19 @@ std::vector<Call> calls() {
   return out;
 }
 
-// The same cache on both backends.
+// The same cache on both backends; slot s holds keys for positions [0, filled[s]), NaN after.
 struct Cache {
-  int32_t head_dim;
+  int32_t head_dim, slots;
   DeviceBuffer cpu_k, cpu_v, gpu_k, gpu_v;
 
-  Cache(Backend& cpu, Backend& gpu, int32_t hd, std::mt19937_64& rng) : head_dim(hd) {
+  Cache(Backend& cpu, Backend& gpu, int32_t hd, std::mt19937_64& rng,
+        const std::vector<int32_t>& filled = {std::begin(kFilled), std::end(kFilled)})
+      : head_dim(hd), slots(static_cast<int32_t>(filled.size())) {
     const size_t row = size_t{kKvHeads} * hd, per_slot = size_t{kCapacity} * row;
-    std::vector<float> k(kSlots * per_slot, std::numeric_limits<float>::quiet_NaN()), v = k;
+    std::vector<float> k(slots * per_slot, std::numeric_limits<float>::quiet_NaN()), v = k;
     std::normal_distribution<float> nd(0.f, 1.f);
-    for (int32_t s = 0; s < kSlots; ++s)
-      for (size_t i = 0; i < size_t(kFilled[s]) * row; ++i) {
+    for (int32_t s = 0; s < slots; ++s)
+      for (size_t i = 0; i < size_t(filled[s]) * row; ++i) {
         k[s * per_slot + i] = nd(rng);
         v[s * per_slot + i] = nd(rng);
       }
@@ -82,7 +84,7 @@ struct Cache {
     gpu_v = put(gpu, v, "V cache");
   }
   ninfer_kv_cache on(bool gpu) const {
-    return {(gpu ? gpu_k : cpu_k).as<float>(), (gpu ? gpu_v : cpu_v).as<float>(), kSlots, kCapacity, kKvHeads,
+    return {(gpu ? gpu_k : cpu_k).as<float>(), (gpu ? gpu_v : cpu_v).as<float>(), slots, kCapacity, kKvHeads,
             head_dim, NINFER_DTYPE_F32};
   }
 };
@@ -164,6 +166,54 @@ Rows rows_of(const std::vector<float>& buf, int64_t T, const Layout& l) {
   return r;
 }
 
+// The tensor-core prefill (`prefill_mma_*`) rounds q, K, V and the softmax weights to bf16
+// (unit roundoff u = 2^-9) and accumulates in float32, so it is held to its own tolerance, per
+// output row. On these inputs (N(0,1) queries and cache, scale 1/sqrt(head_dim): scores of
+// unit spread) each score is off by about sqrt(2) u, each weight relatively by that, each value
+// and weight element by about u / sqrt(3): about 3e-3 of the row's norm, whatever the span
+// (the errors of different keys and dims are independent, like the terms of the row). 1e-2
+// leaves a 3x margin; what a kernel bug costs (a lost or repeated tile, a wrong mask, a stale
+// or foreign row) is O(1), and NaN never passes.
+struct RowTolerance {
+  const char* name;
+  double rel_l2;
+};
+constexpr RowTolerance kBf16AttentionRows{"bf16-attention-row-rel-l2", 1e-2};
+
+bool bf16_variant(const std::string& name) { return name.rfind("prefill_mma", 0) == 0; }
+
+// The worst relative L2 error over the head_dim-long rows of `got`; infinite at any element
+// that is not finite.
+struct RowError {
+  double worst = 0;
+  int64_t row = -1;
+  std::string describe(int64_t heads) const {
+    return "worst row relative L2 " + std::to_string(worst) + " at token " + std::to_string(row / heads) +
+           ", head " + std::to_string(row % heads) + " (tolerance " + kBf16AttentionRows.name + " " +
+           std::to_string(kBf16AttentionRows.rel_l2) + ")";
+  }
+};
+
+RowError worst_row_error(const std::vector<float>& got, const std::vector<double>& want, int64_t head_dim) {
+  RowError e;
+  for (size_t r = 0; r * head_dim < got.size(); ++r) {
+    double num = 0, den = 0;
+    bool finite = true;
+    for (int64_t d = 0; d < head_dim; ++d) {
+      const size_t i = r * head_dim + d;
+      finite = finite && std::isfinite(got[i]);
+      num += (got[i] - want[i]) * (got[i] - want[i]);
+      den += want[i] * want[i];
+    }
+    const double rel = finite ? std::sqrt(num / std::max(den, 1e-30)) : INFINITY;
+    if (rel > e.worst || e.row < 0) {
+      e.worst = rel;
+      e.row = static_cast<int64_t>(r);
+    }
+  }
+  return e;
+}
+
 class GpuAttentionVsCpu : public ::testing::TestWithParam<int32_t> {};
 
 // Failures recorded so far in the running test.
@@ -204,10 +254,15 @@ TEST_P(GpuAttentionVsCpu, EveryVariantAndThePlannersChoiceMatchTheCpuReference) 
 
       Inputs gin = upload(*gpu, b, q, l);
       const ninfer_attention_args ga = args(gin, b, l, cache.on(true));
-      auto check = [&](const std::string& what) {
+      auto check = [&](const std::string& what, const std::string& variant) {
         const Rows got = rows_of(get<float>(*gpu, gin.out, l.out_elems(T)), T, l);
-        const Mismatch m = compare(got.values, want, kGpuVsCpuF32);
-        EXPECT_TRUE(m.ok) << what << ": " << m.describe();
+        if (bf16_variant(variant)) {
+          const RowError e = worst_row_error(got.values, want, head_dim);
+          EXPECT_LE(e.worst, kBf16AttentionRows.rel_l2) << what << ": " << e.describe(l.heads);
+        } else {
+          const Mismatch m = compare(got.values, want, kGpuVsCpuF32);
+          EXPECT_TRUE(m.ok) << what << ": " << m.describe();
+        }
         EXPECT_EQ(got.padding_written, 0) << what << " wrote into the row padding";
         gpu->upload(gin.out, 0, std::vector<float>(l.out_elems(T), std::numeric_limits<float>::quiet_NaN()).data(),
                     sizeof(float) * l.out_elems(T)); // poison again for the next run
@@ -222,7 +277,7 @@ TEST_P(GpuAttentionVsCpu, EveryVariantAndThePlannersChoiceMatchTheCpuReference) 
           ADD_FAILURE() << "variant " << v->name << " failed: " << e.what();
           continue;
         }
-        check(std::string("variant ") + v->name);
+        check(std::string("variant ") + v->name, v->name);
         ++ran;
         decode_ran += v->cooperative;
       }
@@ -232,7 +287,7 @@ TEST_P(GpuAttentionVsCpu, EveryVariantAndThePlannersChoiceMatchTheCpuReference) 
       gpu->reserve_workspace(NINFER_OP_ATTENTION, shape);
       gpu->run(NINFER_OP_ATTENTION, shape, &ga);
       const Plan& plan = gpu->plan(NINFER_OP_ATTENTION, shape);
-      check("planner's choice " + plan.variant);
+      check("planner's choice " + plan.variant, plan.variant);
       if (T > 64) EXPECT_FALSE(plan.cooperative) << "a call of " << T << " tokens should run the prefill kernel";
       if (T == 1 && b.longest >= 1000)
         EXPECT_GT(plan.v->split_k, kKvHeads) << plan.variant << ": a long decode span should be cut into chunks";
@@ -245,6 +300,87 @@ TEST_P(GpuAttentionVsCpu, EveryVariantAndThePlannersChoiceMatchTheCpuReference) 
 // 128 and 256 are the Qwen head dims; 16 and 32 the fixtures'; 18 has rows that are not float4
 // aligned; 64 and 96 other classes and a padded one.
 INSTANTIATE_TEST_SUITE_P(GpuAttention, GpuAttentionVsCpu, ::testing::Values(128, 256, 16, 18, 32, 64, 96),
+                         [](const testing::TestParamInfo<int32_t>& i) { return "hd" + std::to_string(i.param); });
+
+// The tensor-core prefill on its own: prompts on both sides of its 64-token tile and long ones,
+// a chunk that starts mid-sequence, several sequences in one call, GQA ratios 1, 4 and 8, the
+// Qwen head dims and a padded one whose rows are not float4-aligned (130: the scalar path of
+// the hd256 class). Every prefill_mma variant that serves the call and the planner's choice
+// against the CPU plugin, within kBf16AttentionRows per row; past the decode's 64 tokens the
+// planner must choose a tensor-core variant.
+constexpr int32_t kMmaFilled[] = {1, 63, 64, 65, 1000, 4096, 1300, 200, 3000};
+
+std::vector<Call> mma_calls() {
+  std::vector<Call> out;
+  for (int32_t s = 0; s < 6; ++s)
+    out.push_back({"prompt of " + std::to_string(kMmaFilled[s]) + " tokens", {{s, 0, kMmaFilled[s]}}});
+  out.push_back({"chunk of 300 tokens at position 1000", {{6, 1000, 300}}});
+  out.push_back({"five sequences in one call (1566 tokens)", {{3, 0, 65}, {6, 1000, 300}, {0, 0, 1}, {7, 0, 200},
+                                                             {4, 0, 1000}}});
+  out.push_back({"decode tokens among prompts (130 tokens)", {{8, 2999, 1}, {1, 0, 63}, {0, 0, 1}, {3, 0, 65}}});
+  return out;
+}
+
+class GpuAttentionMmaVsCpu : public ::testing::TestWithParam<int32_t> {};
+
+TEST_P(GpuAttentionMmaVsCpu, TensorCorePrefillMatchesTheCpuReferenceWithinBf16Rounding) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  const int32_t head_dim = GetParam();
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend();
+  auto rng = fresh_rng("gpu attention mma");
+  const Cache cache(*cpu, *gpu, head_dim, rng, {std::begin(kMmaFilled), std::end(kMmaFilled)});
+  int ran_total = 0;
+  for (int32_t ratio : {1, 4, 8}) {
+    const Layout l = layout(head_dim, ratio);
+    for (const Call& call : mma_calls()) {
+      SCOPED_TRACE(testing::Message() << "head_dim " << head_dim << ", " << l.heads << " heads / " << kKvHeads
+                                      << " kv heads, " << call.name);
+      const Batch b(call.seqs);
+      const int64_t T = b.tokens();
+      const std::vector<float> q = randn(rng, T * l.q_token_stride);
+      const ninfer_shape shape{T, {head_dim, l.heads, kKvHeads, b.longest}, NINFER_DTYPE_F32};
+
+      Inputs cin = upload(*cpu, b, q, l);
+      const ninfer_attention_args ca = args(cin, b, l, cache.on(false));
+      cpu->run(NINFER_OP_ATTENTION, shape, &ca);
+      const std::vector<double> want = widen(rows_of(get<float>(*cpu, cin.out, l.out_elems(T)), T, l).values);
+      ASSERT_TRUE(std::none_of(want.begin(), want.end(), [](double x) { return std::isnan(x); }))
+          << "the CPU reference produced NaN: the test's cache or batch is wrong";
+
+      Inputs gin = upload(*gpu, b, q, l);
+      const ninfer_attention_args ga = args(gin, b, l, cache.on(true));
+      auto check = [&](const std::string& what) {
+        const Rows got = rows_of(get<float>(*gpu, gin.out, l.out_elems(T)), T, l);
+        const RowError e = worst_row_error(got.values, want, head_dim);
+        EXPECT_LE(e.worst, kBf16AttentionRows.rel_l2) << what << ": " << e.describe(l.heads);
+        EXPECT_EQ(got.padding_written, 0) << what << " wrote into the row padding";
+        gpu->upload(gin.out, 0, std::vector<float>(l.out_elems(T), std::numeric_limits<float>::quiet_NaN()).data(),
+                    sizeof(float) * l.out_elems(T));
+        return e.worst <= kBf16AttentionRows.rel_l2;
+      };
+      int ran = 0;
+      for (const ninfer_variant* v : gpu->plugin().variants_for(NINFER_OP_ATTENTION)) {
+        if (!bf16_variant(v->name) || !v->supports(&shape)) continue;
+        gpu->run_variant(NINFER_OP_ATTENTION, v->name, shape, &ga);
+        if (!check(std::string("variant ") + v->name)) return; // the other calls would mostly repeat it
+        ++ran;
+      }
+      EXPECT_EQ(ran, 1) << "exactly one tensor-core variant should serve head_dim " << head_dim;
+      ran_total += ran;
+      gpu->reserve_workspace(NINFER_OP_ATTENTION, shape);
+      gpu->run(NINFER_OP_ATTENTION, shape, &ga);
+      const Plan& plan = gpu->plan(NINFER_OP_ATTENTION, shape);
+      if (T > 64)
+        EXPECT_TRUE(bf16_variant(plan.variant)) << "a prefill of " << T << " tokens got " << plan.variant << " ("
+                                                << plan.reason << ")";
+      if (!check("planner's choice " + plan.variant)) return; // float32 variants pass it too
+    }
+  }
+  EXPECT_GT(ran_total, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuAttention, GpuAttentionMmaVsCpu, ::testing::Values(128, 256, 130),
                          [](const testing::TestParamInfo<int32_t>& i) { return "hd" + std::to_string(i.param); });
 
 // A token whose slot or position lies outside the cache cannot be caught on the host (the

@@ -1,6 +1,9 @@
 // CUDA variants of: attention (contract: ninfer/abi/ops/attention.h).
 //
-//   prefill_hd{64,128,256}              flash-attention style, any call (attention_prefill.cu)
+//   prefill_hd{64,128,256}              flash-attention style, float32, any call (attention_prefill.cu)
+//   prefill_mma_hd{128,256}             the same on bf16 tensor cores (mma.sync), float32
+//                                       accumulation; the planner's prefill choice
+//                                       (attention_prefill_mma.cu)
 //   decode_split{2..512}_hd{64,128,256} split-KV decode for calls of up to 64 tokens; the
 //                                       planner picks the split count from residency
 //                                       (attention_decode.cu)
@@ -14,6 +17,7 @@ namespace ninfer::cuda_plugin {
 
 int32_t register_attention(const ninfer_registrar* r, char* err, size_t err_len) {
   if (int32_t rc = attention::register_attention_prefill(r, err, err_len); rc != NINFER_OK) return rc;
+  if (int32_t rc = attention::register_attention_prefill_mma(r, err, err_len); rc != NINFER_OK) return rc;
   return attention::register_attention_decode(r, err, err_len);
 }
 

@@ -62,8 +62,9 @@ inline int32_t launch_kernel(Kernel k, dim3 grid, int threads, const ninfer_atte
   return NINFER_OK;
 }
 
-// The two variant families (attention_prefill.cu, attention_decode.cu).
+// The variant families (attention_prefill.cu, attention_prefill_mma.cu, attention_decode.cu).
 int32_t register_attention_prefill(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_attention_prefill_mma(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_attention_decode(const ninfer_registrar* r, char* err, size_t err_len);
 
 } // namespace ninfer::cuda_plugin::attention

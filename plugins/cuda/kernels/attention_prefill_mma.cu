@@ -1,0 +1,397 @@
+// attention, prefill form on tensor cores (contract: ninfer/abi/ops/attention.h): flash
+// attention 2 style with bf16 mma.sync.
+//
+// One CTA (4 warps) takes 64 consecutive tokens (the planner's token tile) of one query head
+// (grid.z); each warp owns 16 query rows. The CTA walks the keys of their sequence in tiles of
+// 64 keys (32 for head dims above 128, whose output rows take twice the registers), and for
+// each tile every warp computes S = Q K^T (m16n8k16 MMAs), updates its rows' online softmax in
+// registers, and adds P V (MMAs again, P taken straight from the S accumulators). No score
+// matrix exists anywhere; shared memory holds the q tile and one K and one V tile.
+//
+// Precision: the contract's q and cache are float32. They are rounded to bf16 while they are
+// staged into shared memory (q already multiplied by scale * log2(e), so the softmax runs on
+// exp2), P is rounded to bf16 before P V, and the running sum adds the rounded weights so the
+// output stays a convex combination of (bf16) value rows. Both products accumulate in float32,
+// the softmax (max, exp2, sums) is float32, the output is float32. Expected error: a relative
+// L2 of a few 1e-3 per output row (docs/cuda-attention.md).
+//
+// Causality and batches work as in the float32 prefill (attention_prefill.cu): the key loop of
+// a tile stops at its last token's position, a key tile is masked only where it crosses some
+// row's position, a warp whose rows all end before a tile skips it, tiles run latest tokens
+// first, and a tile whose tokens belong to several sequences is processed one sequence at a
+// time (tokens of other sequences are inactive rows). GQA: head h reads kv head
+// h / (heads / kv_heads); the heads of one kv head share its tiles through L2.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "../cuda_variant.hpp"
+#include "attention_host.hpp"
+#include "attention_mma.cuh"
+#include "attention_tile.cuh"
+
+namespace ninfer::cuda_plugin::attention {
+namespace {
+
+constexpr int kMmaWarps = 4;
+constexpr int kMmaThreads = kMmaWarps * 32;
+constexpr int kMmaRows = kMmaWarps * 16; // tokens per CTA: one m16 row block per warp
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Keys per tile: 64, or 32 for the hd256 class (its 16 x 256 output block is 128 float
+// registers per thread; a 64-key score block on top would spill).
+__host__ __device__ constexpr int mma_key_tile(int hd) { return hd > 128 ? 32 : 64; }
+// bf16 elements per shared-memory row: head dims plus 8, so the 8 rows one ldmatrix reads fall
+// in distinct banks (row pitch 16 bytes past a multiple of 128).
+__host__ __device__ constexpr int mma_pitch(int hd) { return hd + 8; }
+// q tile, K tile, V tile.
+constexpr size_t mma_smem_bytes(int hd) {
+  return sizeof(__nv_bfloat16) * static_cast<size_t>(kMmaRows + 2 * mma_key_tile(hd)) * mma_pitch(hd);
+}
+
+using bf16 = __nv_bfloat16;
+
+// Stages keys [key0, key0 + nkeys) of K and V as bf16, zero rows after them (the cache holds
+// NaN or garbage there, and 0 * NaN would poison P V) and zero dims past head_dim.
+template <int HD, int BC>
+__device__ void stage_kv(bf16* ks, bf16* vs, const KvRows& kv, int key0, int nkeys) {
+  constexpr int P = mma_pitch(HD);
+  if (kv.vec4) {
+    constexpr int kVecPerRow = HD / 4;
+    constexpr int kIters = BC * kVecPerRow / kMmaThreads;
+    constexpr int kBatch = 4;
+    static_assert(BC * kVecPerRow % kMmaThreads == 0 && kIters % kBatch == 0, "tile must split evenly");
+#pragma unroll 1
+    for (int it0 = 0; it0 < kIters; it0 += kBatch) {
+      float4 kr[kBatch], vr[kBatch];
+#pragma unroll
+      for (int it = 0; it < kBatch; ++it) { // all loads of the batch in flight before any store
+        const int i = threadIdx.x + (it0 + it) * kMmaThreads, j = i / kVecPerRow, d = (i % kVecPerRow) * 4;
+        kr[it] = vr[it] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (j < nkeys && d < kv.head_dim) {
+          const int64_t off = static_cast<int64_t>(key0 + j) * kv.pos_stride + d;
+          kr[it] = __ldg(reinterpret_cast<const float4*>(kv.k + off));
+          vr[it] = __ldg(reinterpret_cast<const float4*>(kv.v + off));
+        }
+      }
+#pragma unroll
+      for (int it = 0; it < kBatch; ++it) {
+        const int i = threadIdx.x + (it0 + it) * kMmaThreads, j = i / kVecPerRow, d = (i % kVecPerRow) * 4;
+        mma::store_bf16x4(ks + j * P + d, kr[it]);
+        mma::store_bf16x4(vs + j * P + d, vr[it]);
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < BC * HD; i += kMmaThreads) {
+      const int j = i / HD, d = i % HD;
+      float kx = 0.f, vx = 0.f;
+      if (j < nkeys && d < kv.head_dim) {
+        const int64_t off = static_cast<int64_t>(key0 + j) * kv.pos_stride + d;
+        kx = __ldg(kv.k + off);
+        vx = __ldg(kv.v + off);
+      }
+      ks[j * P + d] = __float2bfloat16_rn(kx);
+      vs[j * P + d] = __float2bfloat16_rn(vx);
+    }
+  }
+}
+
+// Online-softmax state of one thread: rows g and g + 8 of its warp's 16, output dims
+// 8 n + 2c, 8 n + 2c + 1 of each (the C fragment layout).
+template <int HD>
+struct MmaRows {
+  float o[HD / 8][4]; // unnormalised output
+  float m[2];         // running max (log2 domain), -inf before any visible key
+  float l[2];         // this thread's share of the running sum of weights
+
+  __device__ void reset() {
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] = 0.f;
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+  }
+};
+
+// One key tile (keys key0 ...) against the warp's 16 rows, whose q tile rows start at `qw`.
+// Row g may see keys at positions <= last[0], row g + 8 <= last[1] (-1: none); `mask` says
+// whether any key of the tile lies past some row's position.
+template <int HD, int BC>
+__device__ void attend_tile_mma(MmaRows<HD>& st, const bf16* qw, const bf16* ks, const bf16* vs, int key0,
+                                const int (&last)[2], bool mask, int lane) {
+  constexpr int P = mma_pitch(HD), NT = BC / 8;
+  const int r = lane & 7, mi = lane >> 3, c = lane & 3;
+
+  // S = Q K^T: A from the q tile (ldmatrix), B from the K tile, whose key rows are the
+  // columns of K^T (ldmatrix without transpose gives b0/b1 of two 8-key tiles).
+  float s[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[n][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    uint32_t a[4];
+    mma::ldsm_x4(a, qw + ((mi & 1) * 8 + r) * P + kk * 16 + (mi >> 1) * 8);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+      uint32_t b[4];
+      mma::ldsm_x4(b, ks + (n * 8 + (mi >> 1) * 8 + r) * P + kk * 16 + (mi & 1) * 8);
+      mma::mma_bf16(s[n], a, b[0], b[1]);
+      mma::mma_bf16(s[n + 1], a, b[2], b[3]);
+    }
+  }
+
+  if (mask) {
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (key0 + n * 8 + 2 * c + (e & 1) > last[e >> 1]) s[n][e] = -INFINITY;
+  }
+
+  // Online softmax per row: the row's 4 threads (same g) share max and, at the end, sum.
+  float mu[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+    const float m_new = fmaxf(st.m[i], mx);
+    mu[i] = m_new == -INFINITY ? 0.f : m_new; // nothing visible yet: exp2(-inf - 0) = 0 below
+    const float alpha = exp2f(st.m[i] - mu[i]);  // 0 on the row's first visible tile
+    st.m[i] = m_new;
+    st.l[i] *= alpha;
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n) {
+      st.o[n][2 * i] *= alpha;
+      st.o[n][2 * i + 1] *= alpha;
+    }
+  }
+
+  // P V, 16 keys per step: the C fragments of score tiles 2j and 2j+1 form the A fragment.
+  // The sums add the bf16-rounded weights the MMA multiplies.
+#pragma unroll
+  for (int j = 0; j < BC / 16; ++j) {
+    uint32_t a[4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uint32_t p = mma::pack_bf16(exp2f(s[2 * j + h][2 * i] - mu[i]), exp2f(s[2 * j + h][2 * i + 1] - mu[i]));
+        st.l[i] += mma::bf16_lo(p) + mma::bf16_hi(p);
+        a[2 * h + i] = p;
+      }
+#pragma unroll
+    for (int n = 0; n < HD / 8; n += 2) {
+      uint32_t b[4];
+      mma::ldsm_x4_trans(b, vs + (j * 16 + (mi & 1) * 8 + r) * P + n * 8 + (mi >> 1) * 8);
+      mma::mma_bf16(st.o[n], a, b[0], b[1]);
+      mma::mma_bf16(st.o[n + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+template <int HD>
+__device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, int64_t te) {
+  constexpr int BC = mma_key_tile(HD), P = mma_pitch(HD);
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* const qs = reinterpret_cast<bf16*>(smem);
+  bf16* const ks = qs + kMmaRows * P;
+  bf16* const vs = ks + BC * P;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  bf16* const qw = qs + warp * 16 * P; // this warp's 16 q rows
+  const ninfer_kv_cache& cache = a.cache;
+  const int h = blockIdx.z, group = a.heads / cache.kv_heads, hd = cache.head_dim;
+  const float qscale = a.scale * kLog2e;
+  const ninfer_token_batch& b = a.batch;
+  const int64_t ntiles = (te - tb + kMmaRows - 1) / kMmaRows;
+  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const int64_t t0 = tb + (ntiles - 1 - tile) * kMmaRows; // latest tokens (the most keys) first
+    const int64_t t1 = t0 + kMmaRows < te ? t0 + kMmaRows : te;
+    for (int64_t s0 = t0; s0 < t1;) {
+      // The tile's tokens of one sequence: [s0, s1), at consecutive positions.
+      const int seq = b.token_seq[s0];
+      const int64_t seq_end = b.seq_start[seq + 1];
+      const int64_t s1 = seq_end < t1 && seq_end > s0 ? seq_end : t1;
+      const int slot = b.seq_slot[seq];
+      const int last_pos = b.token_pos[s1 - 1];
+      const bool ok = in_cache(cache, slot, b.token_pos[s0]) && in_cache(cache, slot, last_pos);
+
+      // Rows g and g + 8 of this warp: their tokens and the last key position each may see.
+      int last[2];
+      bool active[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int64_t t = t0 + warp * 16 + g + 8 * i;
+        active[i] = t >= s0 && t < s1;
+        last[i] = active[i] && ok ? b.token_pos[t] : -1;
+      }
+      const int warp_last = __reduce_max_sync(kFullMask, max(last[0], last[1]));
+      const int warp_first_last = __reduce_min_sync(kFullMask, min(last[0], last[1]));
+
+      // This warp's q rows, times scale * log2(e), as bf16; zero in rows of other sequences.
+      __syncwarp(); // the warp's lanes are done reading the previous segment's q rows
+      for (int rr = 0; rr < 16; ++rr) {
+        const int64_t t = t0 + warp * 16 + rr;
+        const bool on = t >= s0 && t < s1;
+        const float* src = on ? a.q + t * a.q_token_stride + static_cast<int64_t>(h) * a.q_head_stride : nullptr;
+        for (int d = lane; d < HD; d += 32)
+          qw[rr * P + d] = __float2bfloat16_rn(src && d < hd ? __ldg(src + d) * qscale : 0.f);
+      }
+      __syncwarp();
+
+      MmaRows<HD> st;
+      st.reset();
+      const int kmax = ok ? last_pos : -1;
+      const KvRows kv = kv_rows(cache, ok ? slot : 0, h / group);
+      for (int key0 = 0; key0 <= kmax; key0 += BC) {
+        const int nkeys = kmax + 1 - key0 < BC ? kmax + 1 - key0 : BC;
+        __syncthreads(); // every warp is done with the previous K/V tile
+        stage_kv<HD, BC>(ks, vs, kv, key0, nkeys);
+        __syncthreads();
+        if (warp_last >= key0)
+          attend_tile_mma<HD, BC>(st, qw, ks, vs, key0, last, key0 + BC - 1 > warp_first_last, lane);
+      }
+
+      // Normalise and store: row sums from the row's 4 threads; NaN for a row that saw no key
+      // (only a token whose slot or position lies outside the cache).
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        float l = st.l[i];
+        l += __shfl_xor_sync(kFullMask, l, 1);
+        l += __shfl_xor_sync(kFullMask, l, 2);
+        if (!active[i]) continue;
+        const float inv = l > 0.f ? 1.f / l : __int_as_float(0x7fc00000);
+        float* dst = a.out + (t0 + warp * 16 + g + 8 * i) * a.out_token_stride + static_cast<int64_t>(h) * hd;
+#pragma unroll
+        for (int n = 0; n < HD / 8; ++n) {
+          const int d = n * 8 + 2 * c;
+          if (d < hd) dst[d] = st.o[n][2 * i] * inv;
+          if (d + 1 < hd) dst[d + 1] = st.o[n][2 * i + 1] * inv;
+        }
+      }
+      s0 = s1;
+    }
+  }
+}
+
+} // namespace
+} // namespace ninfer::cuda_plugin::attention
+
+// Kernel entry points: extern "C" so their cubin names are the symbols of the build-time
+// resource table. hd128 asks for 4 resident CTAs (128 registers) so that one CTA's K/V staging
+// overlaps the others' MMAs.
+#define NINFER_ATTENTION_PREFILL_MMA(HD, MIN_BLOCKS)                                                          \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kMmaThreads, MIN_BLOCKS)        \
+      ninfer_attention_prefill_mma_hd##HD(ninfer_attention_args a, int64_t b, int64_t e, float*) {             \
+    ninfer::cuda_plugin::attention::prefill_mma_tiles<HD>(a, b, e);                                           \
+  }
+NINFER_ATTENTION_PREFILL_MMA(128, 3)
+NINFER_ATTENTION_PREFILL_MMA(256, 2)
+
+namespace ninfer::cuda_plugin::attention {
+namespace {
+
+// Only the Qwen head-dim classes: the hd64 class (the fixtures' 16 and 32) stays on the
+// float32 kernel, whose results the fixtures' float32 golden logits are held to.
+constexpr int kMmaClasses = 2;
+
+struct MmaDef {
+  int hd;
+  const char* name;
+  const char* symbol;
+  Kernel kernel;
+};
+
+const MmaDef kMma[kMmaClasses] = {
+    {128, "prefill_mma_hd128", "ninfer_attention_prefill_mma_hd128", ninfer_attention_prefill_mma_hd128},
+    {256, "prefill_mma_hd256", "ninfer_attention_prefill_mma_hd256", ninfer_attention_prefill_mma_hd256},
+};
+
+template <int V>
+size_t dyn_smem(const ninfer_shape*) {
+  return mma_smem_bytes(kMma[V].hd);
+}
+
+template <int V>
+size_t workspace(const ninfer_shape* s, int64_t) {
+  return workspace_bytes(*s);
+}
+
+template <int V>
+int32_t supports(const ninfer_shape* s) {
+  return basic_shape_ok(*s, kMma[V].hd);
+}
+
+template <int V>
+int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+  const MmaDef& d = kMma[V];
+  const auto& a = *static_cast<const ninfer_attention_args*>(args);
+  if (int32_t rc = check_args(a, *l, d.hd, d.name, err, err_len); rc != NINFER_OK) return rc;
+  if (l->grid_x < 1 || l->grid_y != 1 || a.heads > 65535) {
+    std::snprintf(err, err_len, "attention/%s: grid (%d,%d) x %d heads is not a prefill grid (grid.y must be 1, "
+                  "heads at most 65535)", d.name, l->grid_x, l->grid_y, a.heads);
+    return NINFER_ERR_INVALID_ARGUMENT;
+  }
+  return launch_kernel(d.kernel, dim3(l->grid_x, 1, a.heads), kMmaThreads, a, *l, false, stream, d.name, err,
+                       err_len);
+}
+
+template <int V>
+int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
+  return query_kernel_attributes(reinterpret_cast<const void*>(kMma[V].kernel), kMma[V].symbol, kMmaThreads, out,
+                                 err, err_len);
+}
+
+template <int V>
+int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
+  return query_driver_blocks(reinterpret_cast<const void*>(kMma[V].kernel), kMmaThreads, dyn, blocks, err, err_len);
+}
+
+template <int V>
+void fill(ninfer_variant& v) {
+  v.op = NINFER_OP_ATTENTION;
+  v.name = kMma[V].name;
+  v.exec = NINFER_EXEC_CUDA;
+  v.geometry = NINFER_GEOMETRY_TOKEN_TILED;
+  v.cooperative = 0;
+  v.split_k = 1;
+  v.tokens_per_cta = kMmaRows;
+  v.dtype_mask = 1u << NINFER_DTYPE_F32;
+  v.dynamic_smem_bytes = dyn_smem<V>;
+  v.workspace_bytes = workspace<V>;
+  v.supports = supports<V>;
+  v.launch = launch<V>;
+  v.query_loaded_resources = query<V>;
+  v.query_driver_blocks_per_sm = driver_blocks<V>;
+}
+
+template <int... V>
+void fill_all(ninfer_variant* out, std::integer_sequence<int, V...>) {
+  (fill<V>(out[V]), ...);
+}
+
+} // namespace
+
+int32_t register_attention_prefill_mma(const ninfer_registrar* r, char* err, size_t err_len) {
+  static ninfer_variant variants[kMmaClasses];
+  fill_all(variants, std::make_integer_sequence<int, kMmaClasses>{});
+  for (int i = 0; i < kMmaClasses; ++i) {
+    const BuildResource* res = find_build_resource(kMma[i].symbol);
+    if (!res) {
+      std::snprintf(err, err_len, "attention/%s: kernel %s missing from the build resource table", kMma[i].name,
+                    kMma[i].symbol);
+      return NINFER_ERR_UNSUPPORTED;
+    }
+    variants[i].resources = make_resources(*res, kMmaThreads);
+    if (int32_t rc = r->add_variant(r->ctx, &variants[i]); rc != NINFER_OK) return rc;
+  }
+  return NINFER_OK;
+}
+
+} // namespace ninfer::cuda_plugin::attention
