@@ -40,12 +40,12 @@ PY
 done
 for p in cuda-sm90 cuda-generic; do
   step "ninfer-bench --plugin $p"
-  timeout 100 "$n/ninfer/bin/ninfer-bench" --preset qwen3-8b --device cuda --plugin $p --prompt-lengths 512 \
+  timeout 75 "$n/ninfer/bin/ninfer-bench" --preset qwen3-8b --device cuda --plugin $p --prompt-lengths 512 \
     --contexts 0 --batches 1 --repeats 1 > "$out/bench-$p.txt" 2>&1; echo "exit $?"; cat "$out/bench-$p.txt" | tail -25
 done
 export NINFER_TEST_PLUGIN=cuda-generic
 for t in gpu_tests gpu_model_tests gpu_op_tests; do
   step "$t with NINFER_TEST_PLUGIN=cuda-generic"
-  timeout 120 "$n/tests/$t" > "$out/generic-$t.log" 2>&1; echo "exit $?"
+  timeout "${GENERIC_TEST_TIMEOUT:-90}" "$n/tests/$t" > "$out/generic-$t.log" 2>&1; echo "exit $?"
   grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests ran|SKIPPED \] [0-9]" "$out/generic-$t.log"
 done
