@@ -75,6 +75,8 @@ TEST(PluginHost, RefusesBrokenPluginsByNameAndKeepsTheRest) {
   EXPECT_TRUE(mentions(pr, "libbad_no_entry.so", "no 'ninfer_plugin_entry' symbol"));
   EXPECT_TRUE(mentions(pr, "libnot_elf.so", "cannot be loaded"));
   EXPECT_TRUE(mentions(pr, "libbad_bad_variant.so", "variant gdn_gating/liar refused: CUDA variant without kernel resources"));
+  EXPECT_TRUE(mentions(pr, "libbad_cooperative_library.so",
+                       "variant gdn_gating/cooperative_library refused: a library variant cannot be cooperative"));
   // The CPU plugin still works after its neighbours failed.
   EXPECT_NE(host.choose(host_device()).chosen, nullptr);
   fs::remove_all(dir);
