@@ -47,6 +47,28 @@ TEST(NinferInfo, PlanJsonForADescribedCard) {
   EXPECT_EQ(next, 1665);
 }
 
+// A library variant (linear/cublaslt on the H200's table) prints as one library call over the
+// whole token range, with its helper kernel, in text and JSON.
+TEST(NinferInfo, LibraryPlanIsOneCallOverAllTokens) {
+  if (cuda_plugins().empty()) GTEST_SKIP() << "build has no CUDA plugins";
+  if (!plugin_for_arch("sm_90")) GTEST_SKIP() << "build has no sm_90 plugin";
+  const ProcessOutput t = run_info("--plan linear --tokens 5000 --dtype bf16 --device-model H200");
+  ASSERT_EQ(t.status, 0) << t.out;
+  EXPECT_NE(t.out.find("route        cublaslt"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("library call over the whole token range"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("helper       ninfer_linear_cast_bf16"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("tokens [0, 5000)  one library call"), std::string::npos) << t.out;
+  const ProcessOutput r = run_info("--plan linear --tokens 5000 --dtype bf16 --device-model H200 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["variant"], "cublaslt");
+  EXPECT_EQ(j["library"], true);
+  ASSERT_EQ(j["launches"].size(), 1u);
+  EXPECT_EQ(j["launches"][0]["tokens"][0], 0);
+  EXPECT_EQ(j["launches"][0]["tokens"][1], 5000);
+  EXPECT_GT(j["launches"][0]["workspace_bytes"].get<int64_t>(), 0);
+}
+
 TEST(NinferInfo, DefaultRunListsPluginsAndChoosesForTheHost) {
   const ProcessOutput r = run_info("");
   ASSERT_EQ(r.status, 0) << r.out;
