@@ -10,23 +10,25 @@ rm -rf "$n" && mkdir -p "$n" && tar -C "$n" -xzf "${CARRY:-.carry-gen}/bundle.ta
 export LD_LIBRARY_PATH="$n/ninfer/lib" NINFER_TEST_FIXTURES="$PWD/tests/fixtures" NINFER_SOURCE_DIR="$n"
 export NINFER_CACHE_DIR=/tmp/ninfer-kernel-cache
 step() { echo; echo "=== $*"; }
+# secs OUT ERR CMD...: runs CMD with stdout to OUT and stderr to ERR, prints its wall time.
 secs() {
-  local t0=$EPOCHREALTIME; "$@"; local rc=$? t1=$EPOCHREALTIME
+  local o="$1" e="$2"; shift 2
+  local t0=$EPOCHREALTIME; "$@" > "$o" 2> "$e"; local rc=$? t1=$EPOCHREALTIME
   python3 -c 'import sys; print("(%.2f s, exit %s)" % (float(sys.argv[2]) - float(sys.argv[1]), sys.argv[3]))' "$t0" "$t1" "$rc"
 }
 
 step device; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 step "ninfer-info: first start on this machine (the driver JIT-compiles cuda-generic's PTX), then a second"
-secs "$n/ninfer/bin/ninfer-info" > "$out/info1.txt" 2>&1; grep -A8 "H200" "$out/info1.txt" | head -12
-secs "$n/ninfer/bin/ninfer-info" > "$out/info2.txt" 2>&1
+secs "$out/info1.txt" "$out/info1.err" "$n/ninfer/bin/ninfer-info"; grep -A8 "H200" "$out/info1.txt" | head -12
+secs "$out/info2.txt" "$out/info2.err" "$n/ninfer/bin/ninfer-info"
 step "gpu_generic_tests"
 timeout 60 "$n/tests/gpu_generic_tests" > "$out/gpu_generic_tests.log" 2>&1; echo "exit $?"
 grep -E "^\[  (PASSED|FAILED) |FAILED  \]|jit-|score" "$out/gpu_generic_tests.log"
 prompt="$(python3 -c "import json;print(','.join(map(str,json.load(open('tests/fixtures/tiny-qwen3_5-long/reference.json'))['cases'][0]['prompt_ids'])))")"
 for p in cuda-generic cuda-sm90; do
   step "ninfer-run --plugin $p (fixture, greedy, vs transformers ids)"
-  secs "$n/ninfer/bin/ninfer-run" --checkpoint tests/fixtures/tiny-qwen3_5-long --device cuda --plugin $p --greedy \
-    --max-new 24 --ignore-eos --prompt-ids "$prompt" --json > "$out/run-$p.json" 2> "$out/run-$p.err"; tail -2 "$out/run-$p.err"
+  secs "$out/run-$p.json" "$out/run-$p.err" "$n/ninfer/bin/ninfer-run" --checkpoint tests/fixtures/tiny-qwen3_5-long \
+    --device cuda --plugin $p --greedy --max-new 24 --ignore-eos --prompt-ids "$prompt" --json; tail -2 "$out/run-$p.err"
   python3 - "$out/run-$p.json" <<'PY'
 import json, sys
 got = json.load(open(sys.argv[1]))["generated_ids"]
