@@ -1,4 +1,5 @@
 #include "ninfer/jit/kernel_cache.hpp"
+#include "ninfer/paths.hpp"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
@@ -61,11 +62,6 @@ struct Reader {
   }
 };
 
-const char* env_nonempty(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
-
 std::string read_all(const fs::path& p, bool* exists) {
   std::ifstream f(p, std::ios::binary);
   *exists = static_cast<bool>(f);
@@ -98,12 +94,7 @@ KeyHasher& KeyHasher::add(uint64_t value) {
   return *this;
 }
 
-fs::path default_kernel_cache_dir() {
-  if (const char* d = env_nonempty("NINFER_CACHE_DIR")) return d;
-  if (const char* x = env_nonempty("XDG_CACHE_HOME")) return fs::path(x) / "ninfer" / "kernels";
-  if (const char* h = env_nonempty("HOME")) return fs::path(h) / ".cache" / "ninfer" / "kernels";
-  return fs::temp_directory_path() / "ninfer-kernels";
-}
+fs::path default_kernel_cache_dir() { return cache_root() / "kernels"; }
 
 KernelCache::KernelCache(fs::path dir) : dir_(std::move(dir)) {}
 

@@ -139,7 +139,7 @@ TEST(JitCacheDir, EnvironmentOrder) {
   ::setenv("NINFER_CACHE_DIR", "/a/b", 1);
   ::setenv("XDG_CACHE_HOME", "/x", 1);
   ::setenv("HOME", "/home/u", 1);
-  EXPECT_EQ(default_kernel_cache_dir(), fs::path("/a/b"));
+  EXPECT_EQ(default_kernel_cache_dir(), fs::path("/a/b/kernels")); // beside schedules/ (ninfer::cache_root)
   ::setenv("NINFER_CACHE_DIR", "", 1);
   EXPECT_EQ(default_kernel_cache_dir(), fs::path("/x/ninfer/kernels"));
   ::unsetenv("XDG_CACHE_HOME");
