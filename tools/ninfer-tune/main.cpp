@@ -19,6 +19,7 @@
 #include "ninfer/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
 #include "ninfer/schedule_table.hpp"
+#include "confirm.hpp"
 #include "tune_options.hpp"
 #include "tune_report.hpp"
 #include "tuner.hpp"
@@ -87,10 +88,11 @@ int run(TuneOptions& o) {
   if (!o.json)
     for (const auto& s : shapes)
       fmt::print(stderr, "  shape: {} {}x{} up to {} tokens\n", s.op, s.shape.dims[0], s.shape.dims[1], s.shape.tokens);
-  const tools::TuneRun result = tools::run_tuning(be, cpu, shapes, o);
-
-  const ScheduleTable table = tools::tuned_table(result, builtin_schedule_table(be.plugin(), dev),
-                                                 schedule_device(be.plugin(), dev));
+  tools::TuneRun result = tools::run_tuning(be, cpu, shapes, o);
+  const ScheduleTable builtin = builtin_schedule_table(be.plugin(), dev);
+  const ScheduleDevice key = schedule_device(be.plugin(), dev);
+  if (!o.no_confirm) tools::confirm_end_to_end(result, plugins, dev, be.plugin().name(), ck, builtin, key, o);
+  const ScheduleTable table = tools::tuned_table(result, builtin, key);
   std::string written;
   if (!o.dry_run) {
     const std::filesystem::path file = o.out.empty() ? tuned_table_path(be.plugin(), dev) : std::filesystem::path(o.out);

@@ -27,6 +27,8 @@ void add_tune_options(CLI::App& app, TuneOptions& o) {
       ->capture_default_str();
   app.add_option("--out", o.out, "Write the table here (default: the cache path the engine reads, docs/tuning.md)");
   app.add_flag("--dry-run", o.dry_run, "Measure and report, write nothing");
+  app.add_flag("--no-confirm", o.no_confirm,
+               "Skip the end-to-end check (a forward pass per changed bucket under both tables)");
   app.add_flag("--json", o.json, "Print one JSON object instead of the table");
   app.add_flag("-v,--verbose", o.verbose, "Debug logging on stderr");
 }

@@ -21,6 +21,7 @@ struct TuneOptions {
   double budget_seconds = 900;
   std::string out; // empty: the tuned-table path for this device (docs/tuning.md)
   bool dry_run = false;
+  bool no_confirm = false; // skip the end-to-end check of the tuned choices
   bool json = false;
   bool verbose = false;
 };

@@ -35,12 +35,14 @@ ScheduleTable tuned_table(const TuneRun& run, const ScheduleTable& builtin, cons
 }
 
 void print_summary(const TuneRun& run) {
-  fmt::print("{:<12} {:>7} {:>24} {:>11} {:>24} {:>11} {:>9}\n", "op", "tokens", "built-in choice", "us",
-             "tuned choice", "us", "speed-up");
-  for (const BucketResult& b : run.buckets)
-    fmt::print("{:<12} {:>7} {:>24} {:>11.1f} {:>24} {:>11.1f} {:>8.2f}x\n", b.op, b.tokens, b.default_variant,
-               b.default_us, b.tuned_variant.empty() ? "-" : b.tuned_variant, b.tuned_us,
-               b.tuned_us > 0 ? b.default_us / b.tuned_us : 0.0);
+  fmt::print("{:<12} {:>7} {:>22} {:>10} {:>22} {:>10} {:>8} {:>22}\n", "op", "tokens", "built-in choice", "us",
+             "tuned choice", "us", "speed-up", "pass us built-in/tuned");
+  for (const BucketResult& b : run.buckets) {
+    const std::string pass = b.builtin_pass_us > 0 ? fmt::format("{:.0f}/{:.0f}", b.builtin_pass_us, b.tuned_pass_us) : "-";
+    const std::string tuned = b.reverted ? "(built-in kept)" : b.tuned_variant.empty() ? "-" : b.tuned_variant;
+    fmt::print("{:<12} {:>7} {:>22} {:>10.1f} {:>22} {:>10.1f} {:>7.2f}x {:>22}\n", b.op, b.tokens, b.default_variant,
+               b.default_us, tuned, b.tuned_us, b.tuned_us > 0 ? b.default_us / b.tuned_us : 0.0, pass);
+  }
   bool any = false;
   for (const BucketResult& b : run.buckets)
     for (const std::string& x : b.excluded) {
@@ -67,6 +69,9 @@ void print_summary_json(const TuneRun& run, const ScheduleTable& table, const st
                     {"tuned_us", b.tuned_us},
                     {"speedup", b.tuned_us > 0 ? b.default_us / b.tuned_us : 0.0},
                     {"variants_us", all},
+                    {"builtin_pass_us", b.builtin_pass_us},
+                    {"tuned_pass_us", b.tuned_pass_us},
+                    {"reverted", b.reverted},
                     {"excluded", b.excluded}});
   }
   json entries = json::array();

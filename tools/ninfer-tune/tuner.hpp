@@ -32,6 +32,9 @@ struct BucketResult {
   double tuned_us = 0;
   std::map<std::string, double> all_us;  // every variant measured on every shape
   std::vector<std::string> excluded;     // "variant: why" (illegal here, or wrong)
+  // End to end (confirm_end_to_end): a forward pass of `tokens` tokens under each table.
+  double builtin_pass_us = 0, tuned_pass_us = 0;
+  bool reverted = false;                 // the tuned choice lost end to end: built-in kept
 };
 
 struct TuneRun {
