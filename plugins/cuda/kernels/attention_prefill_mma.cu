@@ -1,19 +1,19 @@
 // attention, prefill form on tensor cores (contract: ninfer/abi/ops/attention.h): flash
 // attention 2 style with bf16 mma.sync.
 //
-// One CTA (4 warps) takes 64 consecutive tokens (the planner's token tile) of one query head
-// (grid.z); each warp owns 16 query rows. The CTA walks the keys of their sequence in tiles of
-// 64 keys (32 for head dims above 128, whose output rows take twice the registers), and for
-// each tile every warp computes S = Q K^T (m16n8k16 MMAs), updates its rows' online softmax in
-// registers, and adds P V (MMAs again, P taken straight from the S accumulators). No score
-// matrix exists anywhere; shared memory holds the q tile and one K and one V tile.
+// One CTA takes consecutive tokens (the planner's token tile: 128 for hd128 with 8 warps, 64
+// for hd256 with 4) of one query head (grid.z); each warp owns 16 query rows. The CTA walks the
+// keys of their sequence in tiles of 32 keys, and for each tile every warp computes S = Q K^T
+// (m16n8k16 MMAs), updates its rows' online softmax in registers, and adds P V (MMAs again, P
+// taken straight from the S accumulators). No score matrix exists anywhere; shared memory
+// holds the q tile and one K and one V tile.
 //
 // Precision: the contract's q and cache are float32. They are rounded to bf16 while they are
 // staged into shared memory (q already multiplied by scale * log2(e), so the softmax runs on
 // exp2), P is rounded to bf16 before P V, and the running sum adds the rounded weights so the
 // output stays a convex combination of (bf16) value rows. Both products accumulate in float32,
 // the softmax (max, exp2, sums) is float32, the output is float32. Expected error: a relative
-// L2 of a few 1e-3 per output row (docs/cuda-attention.md).
+// L2 of about 4e-3 per output row, 1e-2 at worst (docs/cuda-attention.md).
 //
 // Causality and batches work as in the float32 prefill (attention_prefill.cu): the key loop of
 // a tile stops at its last token's position, a key tile is masked only where it crosses some
@@ -34,40 +34,36 @@
 namespace ninfer::cuda_plugin::attention {
 namespace {
 
-constexpr int kMmaWarps = 4;
-constexpr int kMmaThreads = kMmaWarps * 32;
-constexpr int kMmaRows = kMmaWarps * 16; // tokens per CTA: one m16 row block per warp
 constexpr float kLog2e = 1.4426950408889634f;
 
-// Keys per tile: 64, or 32 for the hd256 class (its 16 x 256 output block is 128 float
-// registers per thread; a 64-key score block on top would spill).
-__host__ __device__ constexpr int mma_key_tile(int hd) { return hd > 128 ? 32 : 64; }
 // bf16 elements per shared-memory row: head dims plus 8, so the 8 rows one ldmatrix reads fall
 // in distinct banks (row pitch 16 bytes past a multiple of 128).
 __host__ __device__ constexpr int mma_pitch(int hd) { return hd + 8; }
-// q tile, K tile, V tile.
-constexpr size_t mma_smem_bytes(int hd) {
-  return sizeof(__nv_bfloat16) * static_cast<size_t>(kMmaRows + 2 * mma_key_tile(hd)) * mma_pitch(hd);
+// q tile (16 rows per warp), K tile, V tile.
+constexpr size_t mma_smem_bytes(int hd, int warps, int key_tile) {
+  return sizeof(__nv_bfloat16) * static_cast<size_t>(16 * warps + 2 * key_tile) * mma_pitch(hd);
 }
 
 using bf16 = __nv_bfloat16;
 
 // Stages keys [key0, key0 + nkeys) of K and V as bf16, zero rows after them (the cache holds
 // NaN or garbage there, and 0 * NaN would poison P V) and zero dims past head_dim.
-template <int HD, int BC>
+template <int HD, int BC, int THREADS>
 __device__ void stage_kv(bf16* ks, bf16* vs, const KvRows& kv, int key0, int nkeys) {
   constexpr int P = mma_pitch(HD);
   if (kv.vec4) {
     constexpr int kVecPerRow = HD / 4;
-    constexpr int kIters = BC * kVecPerRow / kMmaThreads;
-    constexpr int kBatch = 4;
-    static_assert(BC * kVecPerRow % kMmaThreads == 0 && kIters % kBatch == 0, "tile must split evenly");
+    constexpr int kIters = BC * kVecPerRow / THREADS;
+    // Loads in flight per thread; 8-warp CTAs (2 per SM at 128 registers, the output block
+    // live meanwhile) take fewer at a time, having twice the threads issuing them.
+    constexpr int kBatch = THREADS >= 256 ? 2 : 4;
+    static_assert(BC * kVecPerRow % THREADS == 0 && kIters % kBatch == 0, "tile must split evenly");
 #pragma unroll 1
     for (int it0 = 0; it0 < kIters; it0 += kBatch) {
       float4 kr[kBatch], vr[kBatch];
 #pragma unroll
       for (int it = 0; it < kBatch; ++it) { // all loads of the batch in flight before any store
-        const int i = threadIdx.x + (it0 + it) * kMmaThreads, j = i / kVecPerRow, d = (i % kVecPerRow) * 4;
+        const int i = threadIdx.x + (it0 + it) * THREADS, j = i / kVecPerRow, d = (i % kVecPerRow) * 4;
         kr[it] = vr[it] = make_float4(0.f, 0.f, 0.f, 0.f);
         if (j < nkeys && d < kv.head_dim) {
           const int64_t off = static_cast<int64_t>(key0 + j) * kv.pos_stride + d;
@@ -77,13 +73,13 @@ __device__ void stage_kv(bf16* ks, bf16* vs, const KvRows& kv, int key0, int nke
       }
 #pragma unroll
       for (int it = 0; it < kBatch; ++it) {
-        const int i = threadIdx.x + (it0 + it) * kMmaThreads, j = i / kVecPerRow, d = (i % kVecPerRow) * 4;
+        const int i = threadIdx.x + (it0 + it) * THREADS, j = i / kVecPerRow, d = (i % kVecPerRow) * 4;
         mma::store_bf16x4(ks + j * P + d, kr[it]);
         mma::store_bf16x4(vs + j * P + d, vr[it]);
       }
     }
   } else {
-    for (int i = threadIdx.x; i < BC * HD; i += kMmaThreads) {
+    for (int i = threadIdx.x; i < BC * HD; i += THREADS) {
       const int j = i / HD, d = i % HD;
       float kx = 0.f, vx = 0.f;
       if (j < nkeys && d < kv.head_dim) {
@@ -115,14 +111,32 @@ struct MmaRows {
   }
 };
 
-// One key tile (keys key0 ...) against the warp's 16 rows, whose q tile rows start at `qw`.
-// Row g may see keys at positions <= last[0], row g + 8 <= last[1] (-1: none); `mask` says
-// whether any key of the tile lies past some row's position.
+// This lane's ldmatrix row addresses in the q tile (the warp's rows), K tile and V tile; the
+// loops below add constant offsets.
+struct LaneAddrs {
+  uint32_t q, k, v;
+};
+
+template <int HD>
+__device__ LaneAddrs lane_addrs(const bf16* qw, const bf16* ks, const bf16* vs, int lane) {
+  constexpr int P = mma_pitch(HD);
+  const int r = lane & 7, mi = lane >> 3;
+  // q: A fragment, matrices (rows 0-7 | 8-15) x (dims 0-7 | 8-15), row half first.
+  // K: B fragments of two 8-key tiles, matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15), dim half first.
+  // V: B fragments (transposed) of two 8-dim tiles, matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15), key half first.
+  return {mma::smem_addr(qw + ((mi & 1) * 8 + r) * P + (mi >> 1) * 8),
+          mma::smem_addr(ks + ((mi >> 1) * 8 + r) * P + (mi & 1) * 8),
+          mma::smem_addr(vs + ((mi & 1) * 8 + r) * P + (mi >> 1) * 8)};
+}
+
+// One key tile (keys key0 ...) against the warp's 16 rows. Row g may see keys at positions
+// <= last[0], row g + 8 <= last[1] (-1: none); `mask` says whether any key of the tile lies
+// past some row's position.
 template <int HD, int BC>
-__device__ void attend_tile_mma(MmaRows<HD>& st, const bf16* qw, const bf16* ks, const bf16* vs, int key0,
-                                const int (&last)[2], bool mask, int lane) {
-  constexpr int P = mma_pitch(HD), NT = BC / 8;
-  const int r = lane & 7, mi = lane >> 3, c = lane & 3;
+__device__ void attend_tile_mma(MmaRows<HD>& st, const LaneAddrs& ad, int key0, const int (&last)[2], bool mask,
+                                int lane) {
+  constexpr int NT = BC / 8, kRowBytes = mma_pitch(HD) * 2;
+  const int c = lane & 3;
 
   // S = Q K^T: A from the q tile (ldmatrix), B from the K tile, whose key rows are the
   // columns of K^T (ldmatrix without transpose gives b0/b1 of two 8-key tiles).
@@ -134,11 +148,11 @@ __device__ void attend_tile_mma(MmaRows<HD>& st, const bf16* qw, const bf16* ks,
 #pragma unroll
   for (int kk = 0; kk < HD / 16; ++kk) {
     uint32_t a[4];
-    mma::ldsm_x4(a, qw + ((mi & 1) * 8 + r) * P + kk * 16 + (mi >> 1) * 8);
+    mma::ldsm_x4(a, ad.q + kk * 32);
 #pragma unroll
     for (int n = 0; n < NT; n += 2) {
       uint32_t b[4];
-      mma::ldsm_x4(b, ks + (n * 8 + (mi >> 1) * 8 + r) * P + kk * 16 + (mi & 1) * 8);
+      mma::ldsm_x4(b, ad.k + n * 8 * kRowBytes + kk * 32);
       mma::mma_bf16(s[n], a, b[0], b[1]);
       mma::mma_bf16(s[n + 1], a, b[2], b[3]);
     }
@@ -189,30 +203,31 @@ __device__ void attend_tile_mma(MmaRows<HD>& st, const bf16* qw, const bf16* ks,
 #pragma unroll
     for (int n = 0; n < HD / 8; n += 2) {
       uint32_t b[4];
-      mma::ldsm_x4_trans(b, vs + (j * 16 + (mi & 1) * 8 + r) * P + n * 8 + (mi >> 1) * 8);
+      mma::ldsm_x4_trans(b, ad.v + j * 16 * kRowBytes + n * 16);
       mma::mma_bf16(st.o[n], a, b[0], b[1]);
       mma::mma_bf16(st.o[n + 1], a, b[2], b[3]);
     }
   }
 }
 
-template <int HD>
+template <int HD, int WARPS, int BC>
 __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, int64_t te) {
-  constexpr int BC = mma_key_tile(HD), P = mma_pitch(HD);
+  constexpr int P = mma_pitch(HD), kRowsPerCta = 16 * WARPS;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* const qs = reinterpret_cast<bf16*>(smem);
-  bf16* const ks = qs + kMmaRows * P;
+  bf16* const ks = qs + kRowsPerCta * P;
   bf16* const vs = ks + BC * P;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   bf16* const qw = qs + warp * 16 * P; // this warp's 16 q rows
+  const LaneAddrs ad = lane_addrs<HD>(qw, ks, vs, lane);
   const ninfer_kv_cache& cache = a.cache;
   const int h = blockIdx.z, group = a.heads / cache.kv_heads, hd = cache.head_dim;
   const float qscale = a.scale * kLog2e;
   const ninfer_token_batch& b = a.batch;
-  const int64_t ntiles = (te - tb + kMmaRows - 1) / kMmaRows;
+  const int64_t ntiles = (te - tb + kRowsPerCta - 1) / kRowsPerCta;
   for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-    const int64_t t0 = tb + (ntiles - 1 - tile) * kMmaRows; // latest tokens (the most keys) first
-    const int64_t t1 = t0 + kMmaRows < te ? t0 + kMmaRows : te;
+    const int64_t t0 = tb + (ntiles - 1 - tile) * kRowsPerCta; // latest tokens (the most keys) first
+    const int64_t t1 = t0 + kRowsPerCta < te ? t0 + kRowsPerCta : te;
     for (int64_t s0 = t0; s0 < t1;) {
       // The tile's tokens of one sequence: [s0, s1), at consecutive positions.
       const int seq = b.token_seq[s0];
@@ -252,10 +267,10 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
       for (int key0 = 0; key0 <= kmax; key0 += BC) {
         const int nkeys = kmax + 1 - key0 < BC ? kmax + 1 - key0 : BC;
         __syncthreads(); // every warp is done with the previous K/V tile
-        stage_kv<HD, BC>(ks, vs, kv, key0, nkeys);
+        stage_kv<HD, BC, WARPS * 32>(ks, vs, kv, key0, nkeys);
         __syncthreads();
         if (warp_last >= key0)
-          attend_tile_mma<HD, BC>(st, qw, ks, vs, key0, last, key0 + BC - 1 > warp_first_last, lane);
+          attend_tile_mma<HD, BC>(st, ad, key0, last, key0 + BC - 1 > warp_first_last, lane);
       }
 
       // Normalise and store: row sums from the row's 4 threads; NaN for a row that saw no key
@@ -284,38 +299,44 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
 } // namespace ninfer::cuda_plugin::attention
 
 // Kernel entry points: extern "C" so their cubin names are the symbols of the build-time
-// resource table. hd128 asks for 4 resident CTAs (128 registers) so that one CTA's K/V staging
-// overlaps the others' MMAs.
-#define NINFER_ATTENTION_PREFILL_MMA(HD, MIN_BLOCKS)                                                          \
-  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kMmaThreads, MIN_BLOCKS)        \
-      ninfer_attention_prefill_mma_hd##HD(ninfer_attention_args a, int64_t b, int64_t e, float*) {             \
-    ninfer::cuda_plugin::attention::prefill_mma_tiles<HD>(a, b, e);                                           \
+// resource table. (head dim class, warps, keys per tile, resident CTAs asked of ptxas):
+//   hd128  8 warps (128 tokens), 32 keys, 2 CTAs/SM: 128 registers (sm_90: a 4-byte spill).
+//          Measured on the H200 against 4 warps x 64 keys at 3 CTAs/SM (166 registers): 151 vs
+//          146 TFLOP/s at 4096 tokens, 183 vs 172 at 8192 (docs/cuda-attention.md): a CTA of
+//          128 rows reads each K/V tile from L2 for twice the rows.
+//   hd256  4 warps ( 64 tokens), 32 keys, 2 CTAs/SM: 240 registers (a 16 x 256 output block is
+//          128 float registers per thread; 8 warps would leave one CTA per SM).
+#define NINFER_ATTENTION_PREFILL_MMA(NAME, HD, WARPS, KEYS, MIN_BLOCKS)                                       \
+  extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)                                        \
+      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float*) {                        \
+    ninfer::cuda_plugin::attention::prefill_mma_tiles<HD, WARPS, KEYS>(a, b, e);                              \
   }
-NINFER_ATTENTION_PREFILL_MMA(128, 3)
-NINFER_ATTENTION_PREFILL_MMA(256, 2)
+NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd128, 128, 8, 32, 2)
+NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd256, 256, 4, 32, 2)
 
 namespace ninfer::cuda_plugin::attention {
 namespace {
 
 // Only the Qwen head-dim classes: the hd64 class (the fixtures' 16 and 32) stays on the
 // float32 kernel, whose results the fixtures' float32 golden logits are held to.
-constexpr int kMmaClasses = 2;
+constexpr int kMmaVariants = 2;
 
 struct MmaDef {
-  int hd;
+  int hd, warps, key_tile;
   const char* name;
   const char* symbol;
   Kernel kernel;
+  int threads() const { return warps * 32; }
 };
 
-const MmaDef kMma[kMmaClasses] = {
-    {128, "prefill_mma_hd128", "ninfer_attention_prefill_mma_hd128", ninfer_attention_prefill_mma_hd128},
-    {256, "prefill_mma_hd256", "ninfer_attention_prefill_mma_hd256", ninfer_attention_prefill_mma_hd256},
+const MmaDef kMma[kMmaVariants] = {
+    {128, 8, 32, "prefill_mma_hd128", "ninfer_attention_prefill_mma_hd128", ninfer_attention_prefill_mma_hd128},
+    {256, 4, 32, "prefill_mma_hd256", "ninfer_attention_prefill_mma_hd256", ninfer_attention_prefill_mma_hd256},
 };
 
 template <int V>
 size_t dyn_smem(const ninfer_shape*) {
-  return mma_smem_bytes(kMma[V].hd);
+  return mma_smem_bytes(kMma[V].hd, kMma[V].warps, kMma[V].key_tile);
 }
 
 template <int V>
@@ -338,19 +359,20 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
                   "heads at most 65535)", d.name, l->grid_x, l->grid_y, a.heads);
     return NINFER_ERR_INVALID_ARGUMENT;
   }
-  return launch_kernel(d.kernel, dim3(l->grid_x, 1, a.heads), kMmaThreads, a, *l, false, stream, d.name, err,
+  return launch_kernel(d.kernel, dim3(l->grid_x, 1, a.heads), d.threads(), a, *l, false, stream, d.name, err,
                        err_len);
 }
 
 template <int V>
 int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
-  return query_kernel_attributes(reinterpret_cast<const void*>(kMma[V].kernel), kMma[V].symbol, kMmaThreads, out,
-                                 err, err_len);
+  return query_kernel_attributes(reinterpret_cast<const void*>(kMma[V].kernel), kMma[V].symbol, kMma[V].threads(),
+                                 out, err, err_len);
 }
 
 template <int V>
 int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
-  return query_driver_blocks(reinterpret_cast<const void*>(kMma[V].kernel), kMmaThreads, dyn, blocks, err, err_len);
+  return query_driver_blocks(reinterpret_cast<const void*>(kMma[V].kernel), kMma[V].threads(), dyn, blocks, err,
+                             err_len);
 }
 
 template <int V>
@@ -361,7 +383,7 @@ void fill(ninfer_variant& v) {
   v.geometry = NINFER_GEOMETRY_TOKEN_TILED;
   v.cooperative = 0;
   v.split_k = 1;
-  v.tokens_per_cta = kMmaRows;
+  v.tokens_per_cta = 16 * kMma[V].warps;
   v.dtype_mask = 1u << NINFER_DTYPE_F32;
   v.dynamic_smem_bytes = dyn_smem<V>;
   v.workspace_bytes = workspace<V>;
@@ -379,16 +401,16 @@ void fill_all(ninfer_variant* out, std::integer_sequence<int, V...>) {
 } // namespace
 
 int32_t register_attention_prefill_mma(const ninfer_registrar* r, char* err, size_t err_len) {
-  static ninfer_variant variants[kMmaClasses];
-  fill_all(variants, std::make_integer_sequence<int, kMmaClasses>{});
-  for (int i = 0; i < kMmaClasses; ++i) {
+  static ninfer_variant variants[kMmaVariants];
+  fill_all(variants, std::make_integer_sequence<int, kMmaVariants>{});
+  for (int i = 0; i < kMmaVariants; ++i) {
     const BuildResource* res = find_build_resource(kMma[i].symbol);
     if (!res) {
       std::snprintf(err, err_len, "attention/%s: kernel %s missing from the build resource table", kMma[i].name,
                     kMma[i].symbol);
       return NINFER_ERR_UNSUPPORTED;
     }
-    variants[i].resources = make_resources(*res, kMmaThreads);
+    variants[i].resources = make_resources(*res, kMma[i].threads());
     if (int32_t rc = r->add_variant(r->ctx, &variants[i]); rc != NINFER_OK) return rc;
   }
   return NINFER_OK;
