@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
 #include "model_test_env.hpp"
 #include "ninfer/checkpoint/random_checkpoint.hpp"
+#include "ninfer/schedule_table.hpp"
 
 namespace fs = std::filesystem;
 using namespace ninfer;
@@ -19,6 +21,9 @@ using namespace ninfer::test;
 namespace {
 
 constexpr double kRowRelL2 = 1e-2; // issue 4: bf16, CPU vs GPU, per logits row
+// bf16 weights with float32 activations on both sides: only accumulation order differs
+// (measured 1.3e-5 / 3.9e-5 before the bf16-activation routes existed).
+constexpr double kRowRelL2F32Activations = 1e-3;
 constexpr int64_t kPrompt = 2000, kDecode = 200;
 
 ModelConfig large_config(ModelFamily family) {
@@ -80,6 +85,14 @@ TEST_P(LargeModel, CpuAndGpuLogitsAgreeOverLongPromptAndDecode) {
   auto cpu_be = std::make_unique<Backend>(*model_test_plugins().find("cpu"), host_device());
   auto cpu = CausalLM::load(ck, *cpu_be, mo);
   auto cuda = CausalLM::load(ck, *gpu, mo);
+  // The same GPU with float32 activations everywhere: prompt-sized linears on the tiled kernels
+  // and prefill attention on the float32 kernel (the fast routes round activations to bf16).
+  ScheduleTable f32_routes;
+  f32_routes.arch = gpu->plugin().arch();
+  f32_routes.entries = {{"linear", 9, 1 << 30, "tiled128", std::nullopt, "test"},
+                        {"attention", 65, 1 << 30, "prefill_hd128", std::nullopt, "test"}};
+  Backend gpu_f32(model_test_plugins(), gpu->device(), BackendOptions{gpu->plugin().name(), 0, &f32_routes, false});
+  auto cuda_f32 = CausalLM::load(ck, gpu_f32, mo);
   const int64_t V = ck.config().vocab_size;
 
   auto rng = fresh_rng("large model prompt");
@@ -87,22 +100,33 @@ TEST_P(LargeModel, CpuAndGpuLogitsAgreeOverLongPromptAndDecode) {
   std::vector<int32_t> prompt(kPrompt);
   for (auto& t : prompt) t = id(rng);
   const auto a = cpu->prefill(0, prompt, LogitsFor::All), b = cuda->prefill(0, prompt, LogitsFor::All);
-  double worst = 0;
+  const auto c = cuda_f32->prefill(0, prompt, LogitsFor::All);
+  // Every row's error first, then the verdict: a failure shows the whole distribution.
+  std::vector<double> prompt_err, decode_err;
+  std::vector<double> f32_err;
   for (int64_t r = 0; r < kPrompt; ++r) {
-    const double e = rel_l2(b.data() + r * V, a.data() + r * V, V);
-    worst = std::max(worst, e);
-    ASSERT_LE(e, kRowRelL2) << "prompt row " << r;
+    prompt_err.push_back(rel_l2(b.data() + r * V, a.data() + r * V, V));
+    f32_err.push_back(rel_l2(c.data() + r * V, a.data() + r * V, V));
   }
   int32_t next = argmax(row(a, kPrompt - 1, V));
   for (int64_t s = 0; s < kDecode; ++s) {
     const int32_t slot[1] = {0}, tok[1] = {next};
     const auto x = cpu->decode(slot, tok), y = cuda->decode(slot, tok);
-    const double e = rel_l2(y.data(), x.data(), V);
-    worst = std::max(worst, e);
-    ASSERT_LE(e, kRowRelL2) << "decode step " << s;
+    decode_err.push_back(rel_l2(y.data(), x.data(), V));
     next = argmax(x); // both continue from the reference's greedy choice
   }
-  std::cerr << "[large model] worst per-row relative L2, CPU vs GPU: " << worst << "\n";
+  auto summary = [](std::vector<double> e) {
+    const size_t worst_at = static_cast<size_t>(std::max_element(e.begin(), e.end()) - e.begin());
+    std::sort(e.begin(), e.end());
+    return fmt::format("median {:.3g}, p99 {:.3g}, worst {:.3g} (row {})", e[e.size() / 2], e[e.size() * 99 / 100],
+                       e.back(), worst_at);
+  };
+  std::cerr << "[large model] per-row relative L2, CPU vs GPU: prompt " << summary(prompt_err) << "; decode "
+            << summary(decode_err) << "; prompt with float32 activations " << summary(f32_err) << "\n";
+  EXPECT_LE(*std::max_element(f32_err.begin(), f32_err.end()), kRowRelL2F32Activations);
+  const double worst = std::max(*std::max_element(prompt_err.begin(), prompt_err.end()),
+                                *std::max_element(decode_err.begin(), decode_err.end()));
+  EXPECT_LE(worst, kRowRelL2);
   fs::remove_all(dir);
 }
 
