@@ -81,7 +81,11 @@ int32_t Decoder::decode_bucket(int32_t kv_len) const {
 // so a recording made for (sequences, bucket) stays valid for every later step of that shape.
 void Decoder::run_decode_step(const Step& s) {
   if (!record_decode_) return run_layers(s);
-  auto& rec = recordings_[{s.tokens, s.kv_len}];
+  // The first step of a shape runs eagerly: whatever a variant sets up on first use (a library
+  // handle, an algorithm choice) happens outside a capture; the recording is made the next time.
+  const auto key = std::make_pair(s.tokens, s.kv_len);
+  if (warmed_.insert(key).second) return run_layers(s);
+  auto& rec = recordings_[key];
   if (!rec) {
     try {
       rec = be_.record([&] { run_layers(s); });

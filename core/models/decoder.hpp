@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <span>
 #include <string>
@@ -87,6 +88,7 @@ class Decoder {
   Scratch scratch_;
   bool record_decode_ = false;
   std::map<std::pair<int64_t, int32_t>, std::shared_ptr<const Backend::Recording>> recordings_;
+  std::set<std::pair<int64_t, int32_t>> warmed_; // shapes that ran once eagerly
 };
 
 } // namespace ninfer::models
