@@ -56,9 +56,12 @@ void print_choice(const ninfer_device_info& d, const PluginChoice& c) {
   fmt::print("  {}\n", summary(d));
   for (const auto& s : c.scores)
     fmt::print("    {:<12} score {:>3}  {}\n", s.plugin->name(), s.score, s.reason);
-  if (c.chosen)
+  if (c.chosen) {
     fmt::print("    -> chosen: {}\n", c.chosen->name());
-  else
+    // What the engine plans with here: a tuned table for this device (ninfer-tune), else the built-in one.
+    const ScheduleTable t = default_schedule_table(*c.chosen, d);
+    fmt::print("       schedule table: {} ({} entries)\n", t.source, t.entries.size());
+  } else
     fmt::print("    -> no plugin may run here: build one for {} (docs/plugins.md) or use the CPU\n", d.arch);
 }
 
@@ -83,7 +86,7 @@ Plan make_plan(const Options& o, const PluginHost& host, const ninfer_device_inf
     for (size_t i = 0; i < o.dims.size(); ++i) shape.dims[i] = o.dims[i];
   }
   shape.dtype = o.dtype.empty() ? op.default_dtype : parse_dtype(o.dtype);
-  table_out = builtin_schedule_table(*c.chosen, dev);
+  table_out = default_schedule_table(*c.chosen, dev); // as the engine would: tuned when one matches
   Planner planner(*c.chosen, dev, &table_out);
   return planner.plan(op.name, shape);
 }
