@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "ninfer/checkpoint/random_checkpoint.hpp"
+#include "ninfer/hash.hpp"
 
 namespace ninfer {
 namespace {
@@ -19,19 +20,10 @@ uint64_t splitmix64(uint64_t& s) {
   return z ^ (z >> 31);
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 } // namespace
 
 TensorInit::TensorInit(const ExpectedTensor& e, uint64_t seed) : role_(e.role) {
-  uint64_t mix = seed ^ (fnv1a(e.name) * 0x9e3779b97f4a7c15ull);
+  uint64_t mix = seed ^ (fnv1a64(e.name) * 0x9e3779b97f4a7c15ull);
   state_ = splitmix64(mix);
   if (role_ == TensorRole::Conv1dWeight) conv_bound_ = 1.0 / std::sqrt(static_cast<double>(e.shape.back()));
 }

@@ -73,14 +73,6 @@ std::string read_all(const fs::path& p, bool* exists) {
 
 } // namespace
 
-uint64_t fnv1a64(std::string_view data, uint64_t h) {
-  for (unsigned char c : data) {
-    h ^= c;
-    h *= kFnvPrime;
-  }
-  return h;
-}
-
 KeyHasher& KeyHasher::add(std::string_view field) {
   add(static_cast<uint64_t>(field.size()));
   h_ = fnv1a64(field, h_);

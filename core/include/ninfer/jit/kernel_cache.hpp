@@ -22,13 +22,14 @@
 #include <utility>
 #include <vector>
 
+#include "ninfer/hash.hpp"
+
 namespace ninfer::jit {
 
-inline constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
-inline constexpr uint64_t kFnvPrime = 0x100000001b3ull;
-
-// 64-bit FNV-1a of `data`, continuing from `h` (chain calls to hash several fields).
-uint64_t fnv1a64(std::string_view data, uint64_t h = kFnvOffset);
+// The core's FNV-1a (ninfer/hash.hpp), for the cache keys and payload checksums.
+using ninfer::fnv1a64;
+using ninfer::kFnvOffset;
+using ninfer::kFnvPrime;
 
 // Incremental key builder: each field is length-prefixed, so ("ab","c") and ("a","bc") differ.
 class KeyHasher {
