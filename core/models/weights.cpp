@@ -6,21 +6,15 @@
 
 #include "ninfer/abi/ops/fill_random.h"
 #include "ninfer/abi/plugin_abi.h"
-#include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/checkpoint/random_checkpoint.hpp"
 #include "ninfer/error.hpp"
+#include "ninfer/hash.hpp"
 
 namespace ninfer::models {
 namespace {
 
 // transformers' initializer_range for Qwen models, as a uniform half-width with that deviation.
 constexpr float kMatrixHalfWidth = 0.02f * 1.7320508f;
-
-uint64_t name_hash(const std::string& s) { // FNV-1a: stable across standard libraries
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 } // namespace
 
@@ -105,7 +99,7 @@ void WeightLoader::fill_synthetic(const Matrix& m, size_t offset_bytes, const Te
   ninfer_fill_random_args a{};
   a.out = m.buf.as<char>() + offset_bytes;
   a.count = count;
-  a.seed = *ck_.synthetic_seed() ^ name_hash(t.name);
+  a.seed = *ck_.synthetic_seed() ^ fnv1a64(t.name);
   a.scale = kMatrixHalfWidth;
   a.offset = 0.0f;
   a.dtype = m.dtype;
@@ -118,9 +112,11 @@ void WeightLoader::fill_synthetic(const Matrix& m, size_t offset_bytes, const Te
 // Small tensors (norm weights, conv weights, A_log, dt_bias) with the initialisation of
 // ninfer-make-checkpoint, made on the host: their distributions matter for sane activations.
 std::vector<float> WeightLoader::synthetic_values(const TensorView& t) {
-  for (const ExpectedTensor& e : expected_tensors(ck_.config()))
-    if (e.name == t.name) return random_tensor_values(e, *ck_.synthetic_seed());
-  throw Error(fmt::format("synthetic checkpoint: no initialisation for tensor {}", t.name));
+  if (synthetic_specs_.empty())
+    for (const ExpectedTensor& e : expected_tensors(ck_.config())) synthetic_specs_.emplace(e.name, e);
+  const auto it = synthetic_specs_.find(t.name);
+  if (it == synthetic_specs_.end()) throw Error(fmt::format("synthetic checkpoint: no initialisation for tensor {}", t.name));
+  return random_tensor_values(it->second, *ck_.synthetic_seed());
 }
 
 } // namespace ninfer::models

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ninfer/checkpoint/checkpoint.hpp"
+#include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/models/causal_lm.hpp"
 #include "ninfer/runtime/backend.hpp"
 
@@ -48,6 +50,7 @@ class WeightLoader {
   // Synthetic checkpoints (Checkpoint::synthetic): values drawn from the seed instead of read.
   void fill_synthetic(const Matrix& m, size_t offset_bytes, const TensorView& t);
   std::vector<float> synthetic_values(const TensorView& t);
+  std::unordered_map<std::string, ExpectedTensor> synthetic_specs_; // by name, made at first use
 
   const Checkpoint& ck_;
   Backend& backend_;
