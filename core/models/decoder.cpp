@@ -70,6 +70,12 @@ Step Decoder::forward(std::span<const SequenceChunk> chunks) {
   return s;
 }
 
+size_t Decoder::decode_recordings() const {
+  size_t n = 0;
+  for (const auto& [shape, rec] : recordings_) n += rec != nullptr;
+  return n;
+}
+
 int32_t Decoder::decode_bucket(int32_t kv_len) const {
   constexpr int32_t kMinDecodeBucket = 256;
   int64_t b = kMinDecodeBucket;
@@ -83,9 +89,10 @@ void Decoder::run_decode_step(const Step& s) {
   if (!record_decode_) return run_layers(s);
   // The first step of a shape runs eagerly: whatever a variant sets up on first use (a library
   // handle, an algorithm choice) happens outside a capture; the recording is made the next time.
-  const auto key = std::make_pair(s.tokens, s.kv_len);
-  if (warmed_.insert(key).second) return run_layers(s);
-  auto& rec = recordings_[key];
+  // (A shape's entry exists from its first step; it holds a recording from its second.)
+  const auto [it, first_step] = recordings_.try_emplace({s.tokens, s.kv_len});
+  if (first_step) return run_layers(s);
+  auto& rec = it->second;
   if (!rec) {
     try {
       rec = be_.record([&] { run_layers(s); });

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <map>
-#include <set>
 #include <memory>
 #include <span>
 #include <string>
@@ -52,7 +51,7 @@ class Decoder {
   // Decode steps replay recordings (CUDA graphs) when `on` and the backend can record.
   void set_decode_recording(bool on) { record_decode_ = on && be_.can_record(); }
   bool decode_recording() const { return record_decode_; }
-  size_t decode_recordings() const { return recordings_.size(); }
+  size_t decode_recordings() const;
   // Logits of rows [first, first + count) of the last forward pass, appended to `out`.
   void logits(int64_t first, int64_t count, std::vector<float>& out);
   // The greedy token and its log-probability for rows [first, first + count), chosen on the
@@ -87,8 +86,8 @@ class Decoder {
   DeviceBuffer sample_params_;                 // logit_rows_ ninfer_sample_row
   Scratch scratch_;
   bool record_decode_ = false;
+  // Decode shapes seen: null until the shape's second step records it.
   std::map<std::pair<int64_t, int32_t>, std::shared_ptr<const Backend::Recording>> recordings_;
-  std::set<std::pair<int64_t, int32_t>> warmed_; // shapes that ran once eagerly
 };
 
 } // namespace ninfer::models
