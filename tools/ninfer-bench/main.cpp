@@ -35,13 +35,12 @@ ModelFiles model_files(const BenchOptions& o) {
     Manifest m;
     m.name = o.preset;
     m.dtype = dt;
-    m.runtime.max_context = tools::needed_context(o);
     m.runtime.prefill_chunk = o.prefill_chunk;
     m.runtime.cuda_graphs = !o.no_cuda_graph;
     const ModelConfig cfg = shape_preset_config(o.preset);
     return {m, std::nullopt, Checkpoint::synthetic(cfg, dt == WeightDType::Float32 ? DType::F32 : DType::BF16, o.seed)};
   }
-  ModelSource src{o.manifest, o.checkpoint, std::nullopt, tools::needed_context(o), "ninfer-bench", o.no_cuda_graph};
+  ModelSource src{o.manifest, o.checkpoint, std::nullopt, std::nullopt, "ninfer-bench", o.no_cuda_graph};
   if (o.dtype_given) src.dtype = o.dtype;
   return open_model_files(src);
 }
@@ -84,7 +83,6 @@ int run(BenchOptions o) {
   setup.random_weights = !o.preset.empty() || cfg.random_weights;
   setup.device = m.backend->device().name;
   setup.plugin = m.backend->plugin().name();
-  setup.cuda_graphs = m.lm->options().cuda_graphs;
   setup.max_context = m.lm->options().max_context;
   setup.max_sequences = m.lm->options().max_sequences;
   setup.memory = m.backend->memory();
