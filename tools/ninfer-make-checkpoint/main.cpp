@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "ninfer/checkpoint/random_checkpoint.hpp"
+#include "ninfer/checkpoint/shape_presets.hpp"
 #include "ninfer/error.hpp"
 #include "ninfer/log.hpp"
 
@@ -14,9 +15,11 @@ namespace {
 
 using namespace ninfer;
 
+// Every shape preset of ninfer-bench, so the shapes it measures can also be served or run from
+// a real safetensors file (the full-size ones are large: qwen3-8b in bf16 is 16.4 GB).
 std::string preset_help() {
   std::string s = "preset to write:";
-  for (const auto& p : random_checkpoint_presets()) s += fmt::format("\n  {}: {}", p.name, p.description);
+  for (const auto& p : shape_presets()) s += fmt::format("\n  {}: {}", p.name, p.description);
   return s;
 }
 
@@ -40,7 +43,7 @@ int run(int argc, char** argv) {
   init_logging(verbose);
 
   if (list) {
-    for (const auto& p : random_checkpoint_presets()) fmt::print("{:<20} {}\n", p.name, p.description);
+    for (const auto& p : shape_presets()) fmt::print("{:<20} {}\n", p.name, p.description);
     return 0;
   }
   if (opt.preset.empty() || opt.out.empty() || opt.tokenizer.empty()) {
@@ -48,6 +51,7 @@ int run(int argc, char** argv) {
     return 2;
   }
   opt.dtype = dtype == "bf16" ? DType::BF16 : DType::F32;
+  opt.config = shape_preset_config(opt.preset); // throws, listing the presets, for an unknown name
 
   const RandomCheckpointSummary s = write_random_checkpoint(opt);
   const ModelConfig& c = s.config;
