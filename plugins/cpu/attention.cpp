@@ -7,6 +7,7 @@
 
 #include "cpu_ops.hpp"
 #include "host_variant.hpp"
+#include "numerics.hpp"
 #include "ninfer/abi/ops/attention.h"
 #include "parallel.hpp"
 
@@ -52,6 +53,59 @@ void attend_row(const ninfer_attention_args& a, int64_t t, int32_t h) {
   for (int32_t d = 0; d < hd; ++d) out[d] = static_cast<float>(acc[d] / sum);
 }
 
+// `emulate_mma_f16`: the numerics of the CUDA tensor-core prefill `prefill_mma_f16_*` on the CPU,
+// for tests that separate what a kernel gets wrong from what its 16-bit inputs cost. The same
+// rounding points in the same order: q * (scale * log2 e) in float32, then q, K and V rounded
+// to fp16; keys in tiles of kMmaKeyTile from key 0 with a running max per tile; each weight
+// exp2(s - running max) rounded to fp16 before it scales its value row and joins the sum.
+// Products and sums in double (the GPU's float32 accumulation differs only in order).
+constexpr int32_t kMmaKeyTile = 32; // the key tile of plugins/cuda/kernels/attention_prefill_mma.cu
+
+void attend_row_emulate_f16(const ninfer_attention_args& a, int64_t t, int32_t h) {
+  const auto& c = a.cache;
+  const int32_t hd = c.head_dim;
+  const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]];
+  const int32_t pos = a.batch.token_pos[t];
+  const int32_t g = h / (a.heads / c.kv_heads);
+  const float* q = a.q + t * a.q_token_stride + h * a.q_head_stride;
+  const int64_t pos_stride = static_cast<int64_t>(c.kv_heads) * hd;
+  const float* k0 = c.k + static_cast<int64_t>(slot) * c.capacity * pos_stride + static_cast<int64_t>(g) * hd;
+  const float* v0 = c.v + static_cast<int64_t>(slot) * c.capacity * pos_stride + static_cast<int64_t>(g) * hd;
+
+  const float qscale = a.scale * 1.4426950408889634f;
+  float qr[kMaxHeadDim];
+  for (int32_t d = 0; d < hd; ++d) qr[d] = round_to_f16(q[d] * qscale);
+  double acc[kMaxHeadDim], s[kMmaKeyTile];
+  std::fill(acc, acc + hd, 0.0);
+  double m = -std::numeric_limits<double>::infinity(), sum = 0;
+  for (int32_t key0 = 0; key0 <= pos; key0 += kMmaKeyTile) {
+    const int32_t n = std::min(kMmaKeyTile, pos + 1 - key0);
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int32_t j = 0; j < n; ++j) {
+      const float* k = k0 + (key0 + j) * pos_stride;
+      double dot = 0;
+      for (int32_t d = 0; d < hd; ++d) dot += static_cast<double>(qr[d]) * round_to_f16(k[d]);
+      s[j] = dot;
+      mx = std::max(mx, dot);
+    }
+    const double m_new = std::max(m, mx), alpha = std::exp2(m - m_new); // 0 on the first tile
+    sum *= alpha;
+    for (int32_t d = 0; d < hd; ++d) acc[d] *= alpha;
+    m = m_new;
+    for (int32_t j = 0; j < n; ++j) {
+      const double w = round_to_f16(static_cast<float>(std::exp2(s[j] - m)));
+      const float* v = v0 + (key0 + j) * pos_stride;
+      sum += w;
+      for (int32_t d = 0; d < hd; ++d) acc[d] += w * round_to_f16(v[d]);
+    }
+  }
+  float* out = a.out + t * a.out_token_stride + static_cast<int64_t>(h) * hd;
+  for (int32_t d = 0; d < hd; ++d) out[d] = static_cast<float>(acc[d] / sum);
+}
+
+using RowFn = void (*)(const ninfer_attention_args&, int64_t, int32_t);
+
+template <RowFn Row>
 int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_attention_args*>(args);
   const auto& c = a.cache;
@@ -68,16 +122,22 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_
   }
   const int64_t t0 = l->token_begin, rows = (l->token_end - t0) * a.heads;
   parallel_for(rows, 4, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) attend_row(a, t0 + r / a.heads, static_cast<int32_t>(r % a.heads));
+    for (int64_t r = b; r < e; ++r) Row(a, t0 + r / a.heads, static_cast<int32_t>(r % a.heads));
   });
   return NINFER_OK;
 }
 
 } // namespace
 
+// `reference` first: the planner keeps the first of equally good variants, so the emulation
+// runs only where a schedule table names it.
 int32_t register_attention(const ninfer_registrar* r) {
-  static const ninfer_variant v = host_variant(NINFER_OP_ATTENTION, "reference", kF32Only, supports, launch);
-  return r->add_variant(r->ctx, &v);
+  static const ninfer_variant reference =
+      host_variant(NINFER_OP_ATTENTION, "reference", kF32Only, supports, launch<attend_row>);
+  static const ninfer_variant emulate =
+      host_variant(NINFER_OP_ATTENTION, "emulate_mma_f16", kF32Only, supports, launch<attend_row_emulate_f16>);
+  if (int32_t rc = r->add_variant(r->ctx, &reference); rc != NINFER_OK) return rc;
+  return r->add_variant(r->ctx, &emulate);
 }
 
 } // namespace ninfer::cpu_plugin

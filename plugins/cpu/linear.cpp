@@ -4,6 +4,7 @@
 
 #include "cpu_ops.hpp"
 #include "host_variant.hpp"
+#include "numerics.hpp"
 #include "ninfer/abi/ops/linear.h"
 #include "parallel.hpp"
 
@@ -27,8 +28,8 @@ Kernel best_kernel() {
 
 int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char*, size_t) {
-  const auto& a = *static_cast<const ninfer_linear_args*>(args);
+// y rows [t0, t1) of `a`, blocks of weight rows spread over the pool.
+void run_blocked(const ninfer_linear_args& a, int64_t t0, int64_t t1) {
   static const Kernel kernel = best_kernel();
   // Weight rows per block: about 128 KiB of weights, so a block stays in L2 while every token
   // of the launch streams past it.
@@ -40,18 +41,58 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char*, size_t) {
   parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t n0 = b * block, n1 = std::min<int64_t>(a.out_features, n0 + block);
-      for (int64_t t = l->token_begin; t < l->token_end; t += kTokenChunk)
-        kernel(a, t, std::min(l->token_end, t + kTokenChunk), n0, n1);
+      for (int64_t t = t0; t < t1; t += kTokenChunk) kernel(a, t, std::min(t1, t + kTokenChunk), n0, n1);
     }
   });
+}
+
+int32_t launch(const void* args, const ninfer_launch* l, void*, char*, size_t) {
+  run_blocked(*static_cast<const ninfer_linear_args*>(args), l->token_begin, l->token_end);
+  return NINFER_OK;
+}
+
+// `emulate_bf16_x`: the numerics of the CUDA `cublaslt` variant on the CPU, for tests that
+// separate what a kernel gets wrong from what bf16 costs. With bf16 weights, x is rounded to
+// bf16 (nearest even) before the product, which then runs exactly as `blocked`; float32
+// weights keep x as it is (cublaslt multiplies them in float32 too). Never chosen by the
+// planner's own route (`blocked` comes first); a schedule table names it.
+size_t emulate_workspace(const ninfer_shape* s, int64_t tokens) {
+  return static_cast<size_t>(tokens) * static_cast<size_t>(s->dims[0]) * sizeof(float);
+}
+
+int32_t launch_emulate_bf16_x(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+  ninfer_linear_args a = *static_cast<const ninfer_linear_args*>(args);
+  if (a.w_dtype == NINFER_DTYPE_F32) {
+    run_blocked(a, l->token_begin, l->token_end);
+    return NINFER_OK;
+  }
+  const int64_t t0 = l->token_begin, rows = l->token_end - t0, k = a.in_features;
+  const size_t need = static_cast<size_t>(rows * k) * sizeof(float);
+  if (!l->workspace || l->workspace_bytes < need)
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "linear/emulate_bf16_x: workspace of %zu bytes, %zu needed",
+                l->workspace_bytes, need);
+  auto* xr = static_cast<float*>(l->workspace);
+  parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t i = 0; i < k; ++i) xr[r * k + i] = round_to_bf16(a.x[(t0 + r) * a.x_row_stride + i]);
+  });
+  // The rounded rows stand in for x: token t0 + r of the call is row r of the workspace and of
+  // the shifted y.
+  a.x = xr;
+  a.x_row_stride = k;
+  a.y += t0 * a.y_row_stride;
+  run_blocked(a, 0, rows);
   return NINFER_OK;
 }
 
 } // namespace
 
 int32_t register_linear(const ninfer_registrar* r) {
-  static const ninfer_variant v = host_variant(NINFER_OP_LINEAR, "blocked", kF32OrBf16, supports, launch);
-  return r->add_variant(r->ctx, &v);
+  static const ninfer_variant blocked = host_variant(NINFER_OP_LINEAR, "blocked", kF32OrBf16, supports, launch);
+  static const ninfer_variant emulate = host_variant(NINFER_OP_LINEAR, "emulate_bf16_x", kF32OrBf16, supports,
+                                                     launch_emulate_bf16_x, emulate_workspace);
+  if (int32_t rc = r->add_variant(r->ctx, &blocked); rc != NINFER_OK) return rc;
+  return r->add_variant(r->ctx, &emulate);
 }
 
 } // namespace ninfer::cpu_plugin

@@ -3,6 +3,7 @@
 // below the tolerances tests use.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -23,6 +24,31 @@ inline float bf16_to_f32(uint16_t b) {
 inline float load_weight(const void* base, int64_t i, int32_t dtype) {
   if (dtype == NINFER_DTYPE_F32) return static_cast<const float*>(base)[i];
   return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+}
+
+// x rounded to the nearest bfloat16 (ties to even), as a float: what a GPU variant that feeds
+// bf16 tensor cores does to its float32 inputs (emulation variants, docs/models.md).
+inline float round_to_bf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return x; // NaN stays NaN
+  bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+  float r;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
+}
+
+// x rounded to the nearest IEEE half (ties to even), as a float; beyond the largest half
+// (65504, rounding up past 65520) it is infinite, below 2^-14 it keeps the subnormal quantum
+// 2^-24. Computed in double, where every step is exact.
+inline float round_to_f16(float x) {
+  if (!std::isfinite(x) || x == 0.f) return x;
+  int e;
+  std::frexp(static_cast<double>(x), &e);             // |x| in [2^(e-1), 2^e)
+  const double quantum = std::ldexp(1.0, std::max(e - 11, -24)); // 11 significant bits, subnormals below 2^-14
+  const double r = std::nearbyint(static_cast<double>(x) / quantum) * quantum;
+  if (std::fabs(r) > 65504.0) return x > 0 ? INFINITY : -INFINITY;
+  return static_cast<float>(r);
 }
 
 inline double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }

@@ -1,7 +1,14 @@
 // A larger random-weight model of each family (24 layers, hidden 2048, bf16 weights) on the CPU
-// reference plugin and on the CUDA plugin: per-position logits of a 2,000-token prompt and of
-// 200 decoded tokens agree within a relative L2 of 1e-2 per row (issue 4's evidence). Both run
-// the same bf16 weights with float32 activations, so only accumulation order differs.
+// reference plugin and on the CUDA plugin, per-position logits of a 2,000-token prompt and of
+// 200 decoded tokens (issue 4's evidence), three ways:
+//  - the GPU's fast routes (bf16 activations into cuBLASLt, fp16 tensor-core attention) against
+//    the CPU running the same rounding points (the plugin's emulate_* variants, named by a
+//    schedule table): within 1e-2 per row. This is the check that the kernels are right at
+//    their precision; only accumulation order differs.
+//  - the GPU with float32 activations everywhere (tiled linear, float32 attention) against the
+//    CPU's float32 reference: within 1e-3 per row.
+//  - the fast routes against the float32 reference, and the CPU emulation against it: reported
+//    (the cost of bf16 activations on this model, docs/models.md), not asserted.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -20,7 +27,7 @@ using namespace ninfer::test;
 
 namespace {
 
-constexpr double kRowRelL2 = 1e-2; // issue 4: bf16, CPU vs GPU, per logits row
+constexpr double kRowRelL2 = 1e-2; // issue 4: bf16, CPU vs GPU at the same precision, per logits row
 // bf16 weights with float32 activations on both sides: only accumulation order differs
 // (measured 1.3e-5 / 3.9e-5 before the bf16-activation routes existed).
 constexpr double kRowRelL2F32Activations = 1e-3;
@@ -85,6 +92,14 @@ TEST_P(LargeModel, CpuAndGpuLogitsAgreeOverLongPromptAndDecode) {
   auto cpu_be = std::make_unique<Backend>(*model_test_plugins().find("cpu"), host_device());
   auto cpu = CausalLM::load(ck, *cpu_be, mo);
   auto cuda = CausalLM::load(ck, *gpu, mo);
+  // The CPU with the GPU's rounding points: the routes the GPU's table takes with bf16 inputs
+  // (linear from 9 tokens: cublaslt; attention past 64 tokens: prefill_mma_f16_*).
+  ScheduleTable emulated_routes;
+  emulated_routes.arch = cpu_be->plugin().arch();
+  emulated_routes.entries = {{"linear", 9, 1 << 30, "emulate_bf16_x", std::nullopt, "test"},
+                             {"attention", 65, 1 << 30, "emulate_mma_f16", std::nullopt, "test"}};
+  Backend cpu_emulated(model_test_plugins(), host_device(), BackendOptions{"cpu", 0, &emulated_routes, false});
+  auto emul = CausalLM::load(ck, cpu_emulated, mo);
   // The same GPU with float32 activations everywhere: prompt-sized linears on the tiled kernels
   // and prefill attention on the float32 kernel (the fast routes round activations to bf16).
   ScheduleTable f32_routes;
@@ -101,19 +116,26 @@ TEST_P(LargeModel, CpuAndGpuLogitsAgreeOverLongPromptAndDecode) {
   for (auto& t : prompt) t = id(rng);
   const auto a = cpu->prefill(0, prompt, LogitsFor::All), b = cuda->prefill(0, prompt, LogitsFor::All);
   const auto c = cuda_f32->prefill(0, prompt, LogitsFor::All);
+  const auto e = emul->prefill(0, prompt, LogitsFor::All);
   // Every row's error first, then the verdict: a failure shows the whole distribution.
-  std::vector<double> prompt_err, decode_err;
-  std::vector<double> f32_err;
+  // vs_emul: fast GPU vs CPU emulation; vs_f32: fast GPU vs float32 reference; emul_f32: the
+  // emulation vs the float32 reference; f32_err: float32 GPU routes vs the float32 reference.
+  std::vector<double> vs_emul, vs_f32, emul_f32, f32_err;
+  std::vector<double> decode_vs_emul, decode_vs_f32, decode_emul_f32;
   for (int64_t r = 0; r < kPrompt; ++r) {
-    prompt_err.push_back(rel_l2(b.data() + r * V, a.data() + r * V, V));
+    vs_emul.push_back(rel_l2(b.data() + r * V, e.data() + r * V, V));
+    vs_f32.push_back(rel_l2(b.data() + r * V, a.data() + r * V, V));
+    emul_f32.push_back(rel_l2(e.data() + r * V, a.data() + r * V, V));
     f32_err.push_back(rel_l2(c.data() + r * V, a.data() + r * V, V));
   }
   int32_t next = argmax(row(a, kPrompt - 1, V));
   for (int64_t s = 0; s < kDecode; ++s) {
     const int32_t slot[1] = {0}, tok[1] = {next};
-    const auto x = cpu->decode(slot, tok), y = cuda->decode(slot, tok);
-    decode_err.push_back(rel_l2(y.data(), x.data(), V));
-    next = argmax(x); // both continue from the reference's greedy choice
+    const auto x = cpu->decode(slot, tok), y = cuda->decode(slot, tok), z = emul->decode(slot, tok);
+    decode_vs_emul.push_back(rel_l2(y.data(), z.data(), V));
+    decode_vs_f32.push_back(rel_l2(y.data(), x.data(), V));
+    decode_emul_f32.push_back(rel_l2(z.data(), x.data(), V));
+    next = argmax(x); // all continue from the reference's greedy choice
   }
   auto summary = [](std::vector<double> e) {
     const size_t worst_at = static_cast<size_t>(std::max_element(e.begin(), e.end()) - e.begin());
@@ -121,11 +143,15 @@ TEST_P(LargeModel, CpuAndGpuLogitsAgreeOverLongPromptAndDecode) {
     return fmt::format("median {:.3g}, p99 {:.3g}, worst {:.3g} (row {})", e[e.size() / 2], e[e.size() * 99 / 100],
                        e.back(), worst_at);
   };
-  std::cerr << "[large model] per-row relative L2, CPU vs GPU: prompt " << summary(prompt_err) << "; decode "
-            << summary(decode_err) << "; prompt with float32 activations " << summary(f32_err) << "\n";
+  std::cerr << "[large model] per-row relative L2\n  fast GPU vs CPU emulating its rounding: prompt "
+            << summary(vs_emul) << "; decode " << summary(decode_vs_emul)
+            << "\n  fast GPU vs CPU float32: prompt " << summary(vs_f32) << "; decode " << summary(decode_vs_f32)
+            << "\n  CPU emulation vs CPU float32 (the format's own cost): prompt " << summary(emul_f32) << "; decode "
+            << summary(decode_emul_f32) << "\n  float32 GPU routes vs CPU float32: prompt " << summary(f32_err)
+            << "\n";
   EXPECT_LE(*std::max_element(f32_err.begin(), f32_err.end()), kRowRelL2F32Activations);
-  const double worst = std::max(*std::max_element(prompt_err.begin(), prompt_err.end()),
-                                *std::max_element(decode_err.begin(), decode_err.end()));
+  const double worst = std::max(*std::max_element(vs_emul.begin(), vs_emul.end()),
+                                *std::max_element(decode_vs_emul.begin(), decode_vs_emul.end()));
   EXPECT_LE(worst, kRowRelL2);
   fs::remove_all(dir);
 }

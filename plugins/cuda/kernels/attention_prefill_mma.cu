@@ -1,5 +1,5 @@
 // attention, prefill form on tensor cores (contract: ninfer/abi/ops/attention.h): flash
-// attention 2 style with bf16 mma.sync.
+// attention 2 style with mma.sync on fp16 or bf16 inputs (one template, two variant families).
 //
 // One CTA takes consecutive tokens (the planner's token tile: 128 for hd128 with 8 warps, 64
 // for hd256 with 4) of one query head (grid.z); each warp owns 16 query rows. The CTA walks the
@@ -8,12 +8,13 @@
 // taken straight from the S accumulators). No score matrix exists anywhere; shared memory
 // holds the q tile and one K and one V tile.
 //
-// Precision: the contract's q and cache are float32. They are rounded to bf16 while they are
-// staged into shared memory (q already multiplied by scale * log2(e), so the softmax runs on
-// exp2), P is rounded to bf16 before P V, and the running sum adds the rounded weights so the
-// output stays a convex combination of (bf16) value rows. Both products accumulate in float32,
-// the softmax (max, exp2, sums) is float32, the output is float32. Expected error: a relative
-// L2 of about 4e-3 per output row, 1e-2 at worst (docs/cuda-attention.md).
+// Precision: the contract's q and cache are float32. They are rounded to the input format (In:
+// fp16 or bf16) while they are staged into shared memory (q already multiplied by scale *
+// log2(e), so the softmax runs on exp2), P is rounded before P V, and the running sum adds the
+// rounded weights so the output stays a convex combination of (rounded) value rows. Both
+// products accumulate in float32, the softmax (max, exp2, sums) is float32, the output is
+// float32. Expected error per output row (relative L2): about 4e-3 with bf16, 5e-4 with fp16,
+// whose range (65504) bounds q * scale, K and V (docs/cuda-attention.md).
 //
 // Causality and batches work as in the float32 prefill (attention_prefill.cu): the key loop of
 // a tile stops at its last token's position, a key tile is masked only where it crosses some
@@ -36,7 +37,7 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-// bf16 elements per shared-memory row: head dims plus 8, so the 8 rows one ldmatrix reads fall
+// 16-bit elements per shared-memory row: head dims plus 8, so the 8 rows one ldmatrix reads fall
 // in distinct banks (row pitch 16 bytes past a multiple of 128).
 __host__ __device__ constexpr int mma_pitch(int hd) { return hd + 8; }
 // q tile (16 rows per warp), K tile, V tile.
@@ -44,12 +45,10 @@ constexpr size_t mma_smem_bytes(int hd, int warps, int key_tile) {
   return sizeof(__nv_bfloat16) * static_cast<size_t>(16 * warps + 2 * key_tile) * mma_pitch(hd);
 }
 
-using bf16 = __nv_bfloat16;
-
-// Stages keys [key0, key0 + nkeys) of K and V as bf16, zero rows after them (the cache holds
+// Stages keys [key0, key0 + nkeys) of K and V in the input format, zero rows after them (the cache holds
 // NaN or garbage there, and 0 * NaN would poison P V) and zero dims past head_dim.
-template <int HD, int BC, int THREADS>
-__device__ void stage_kv(bf16* ks, bf16* vs, const KvRows& kv, int key0, int nkeys) {
+template <class In, int HD, int BC, int THREADS>
+__device__ void stage_kv(typename In::T* ks, typename In::T* vs, const KvRows& kv, int key0, int nkeys) {
   constexpr int P = mma_pitch(HD);
   if (kv.vec4) {
     constexpr int kVecPerRow = HD / 4;
@@ -74,8 +73,8 @@ __device__ void stage_kv(bf16* ks, bf16* vs, const KvRows& kv, int key0, int nke
 #pragma unroll
       for (int it = 0; it < kBatch; ++it) {
         const int i = threadIdx.x + (it0 + it) * THREADS, j = i / kVecPerRow, d = (i % kVecPerRow) * 4;
-        mma::store_bf16x4(ks + j * P + d, kr[it]);
-        mma::store_bf16x4(vs + j * P + d, vr[it]);
+        mma::store_x4<In>(ks + j * P + d, kr[it]);
+        mma::store_x4<In>(vs + j * P + d, vr[it]);
       }
     }
   } else {
@@ -87,8 +86,8 @@ __device__ void stage_kv(bf16* ks, bf16* vs, const KvRows& kv, int key0, int nke
         kx = __ldg(kv.k + off);
         vx = __ldg(kv.v + off);
       }
-      ks[j * P + d] = __float2bfloat16_rn(kx);
-      vs[j * P + d] = __float2bfloat16_rn(vx);
+      ks[j * P + d] = In::from(kx);
+      vs[j * P + d] = In::from(vx);
     }
   }
 }
@@ -117,8 +116,8 @@ struct LaneAddrs {
   uint32_t q, k, v;
 };
 
-template <int HD>
-__device__ LaneAddrs lane_addrs(const bf16* qw, const bf16* ks, const bf16* vs, int lane) {
+template <int HD, class T>
+__device__ LaneAddrs lane_addrs(const T* qw, const T* ks, const T* vs, int lane) {
   constexpr int P = mma_pitch(HD);
   const int r = lane & 7, mi = lane >> 3;
   // q: A fragment, matrices (rows 0-7 | 8-15) x (dims 0-7 | 8-15), row half first.
@@ -132,7 +131,7 @@ __device__ LaneAddrs lane_addrs(const bf16* qw, const bf16* ks, const bf16* vs, 
 // One key tile (keys key0 ...) against the warp's 16 rows. Row g may see keys at positions
 // <= last[0], row g + 8 <= last[1] (-1: none); `mask` says whether any key of the tile lies
 // past some row's position.
-template <int HD, int BC>
+template <class In, int HD, int BC>
 __device__ void attend_tile_mma(MmaRows<HD>& st, const LaneAddrs& ad, int key0, const int (&last)[2], bool mask,
                                 int lane) {
   constexpr int NT = BC / 8, kRowBytes = mma_pitch(HD) * 2;
@@ -153,8 +152,8 @@ __device__ void attend_tile_mma(MmaRows<HD>& st, const LaneAddrs& ad, int key0, 
     for (int n = 0; n < NT; n += 2) {
       uint32_t b[4];
       mma::ldsm_x4(b, ad.k + n * 8 * kRowBytes + kk * 32);
-      mma::mma_bf16(s[n], a, b[0], b[1]);
-      mma::mma_bf16(s[n + 1], a, b[2], b[3]);
+      In::mma(s[n], a, b[0], b[1]);
+      In::mma(s[n + 1], a, b[2], b[3]);
     }
   }
 
@@ -188,7 +187,7 @@ __device__ void attend_tile_mma(MmaRows<HD>& st, const LaneAddrs& ad, int key0, 
   }
 
   // P V, 16 keys per step: the C fragments of score tiles 2j and 2j+1 form the A fragment.
-  // The sums add the bf16-rounded weights the MMA multiplies.
+  // The sums add the rounded weights the MMA multiplies.
 #pragma unroll
   for (int j = 0; j < BC / 16; ++j) {
     uint32_t a[4];
@@ -196,29 +195,30 @@ __device__ void attend_tile_mma(MmaRows<HD>& st, const LaneAddrs& ad, int key0, 
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const uint32_t p = mma::pack_bf16(exp2f(s[2 * j + h][2 * i] - mu[i]), exp2f(s[2 * j + h][2 * i + 1] - mu[i]));
-        st.l[i] += mma::bf16_lo(p) + mma::bf16_hi(p);
+        const uint32_t p = In::pack(exp2f(s[2 * j + h][2 * i] - mu[i]), exp2f(s[2 * j + h][2 * i + 1] - mu[i]));
+        st.l[i] += In::low(p) + In::high(p);
         a[2 * h + i] = p;
       }
 #pragma unroll
     for (int n = 0; n < HD / 8; n += 2) {
       uint32_t b[4];
       mma::ldsm_x4_trans(b, ad.v + j * 16 * kRowBytes + n * 16);
-      mma::mma_bf16(st.o[n], a, b[0], b[1]);
-      mma::mma_bf16(st.o[n + 1], a, b[2], b[3]);
+      In::mma(st.o[n], a, b[0], b[1]);
+      In::mma(st.o[n + 1], a, b[2], b[3]);
     }
   }
 }
 
-template <int HD, int WARPS, int BC>
+template <class In, int HD, int WARPS, int BC>
 __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, int64_t te) {
+  using T = typename In::T;
   constexpr int P = mma_pitch(HD), kRowsPerCta = 16 * WARPS;
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* const qs = reinterpret_cast<bf16*>(smem);
-  bf16* const ks = qs + kRowsPerCta * P;
-  bf16* const vs = ks + BC * P;
+  T* const qs = reinterpret_cast<T*>(smem);
+  T* const ks = qs + kRowsPerCta * P;
+  T* const vs = ks + BC * P;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-  bf16* const qw = qs + warp * 16 * P; // this warp's 16 q rows
+  T* const qw = qs + warp * 16 * P; // this warp's 16 q rows
   const LaneAddrs ad = lane_addrs<HD>(qw, ks, vs, lane);
   const ninfer_kv_cache& cache = a.cache;
   const int h = blockIdx.z, group = a.heads / cache.kv_heads, hd = cache.head_dim;
@@ -249,14 +249,14 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
       const int warp_last = __reduce_max_sync(kFullMask, max(last[0], last[1]));
       const int warp_first_last = __reduce_min_sync(kFullMask, min(last[0], last[1]));
 
-      // This warp's q rows, times scale * log2(e), as bf16; zero in rows of other sequences.
+      // This warp's q rows, times scale * log2(e), rounded to In; zero in rows of other sequences.
       __syncwarp(); // the warp's lanes are done reading the previous segment's q rows
       for (int rr = 0; rr < 16; ++rr) {
         const int64_t t = t0 + warp * 16 + rr;
         const bool on = t >= s0 && t < s1;
         const float* src = on ? a.q + t * a.q_token_stride + static_cast<int64_t>(h) * a.q_head_stride : nullptr;
         for (int d = lane; d < HD; d += 32)
-          qw[rr * P + d] = __float2bfloat16_rn(src && d < hd ? __ldg(src + d) * qscale : 0.f);
+          qw[rr * P + d] = In::from(src && d < hd ? __ldg(src + d) * qscale : 0.f);
       }
       __syncwarp();
 
@@ -267,10 +267,10 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
       for (int key0 = 0; key0 <= kmax; key0 += BC) {
         const int nkeys = kmax + 1 - key0 < BC ? kmax + 1 - key0 : BC;
         __syncthreads(); // every warp is done with the previous K/V tile
-        stage_kv<HD, BC, WARPS * 32>(ks, vs, kv, key0, nkeys);
+        stage_kv<In, HD, BC, WARPS * 32>(ks, vs, kv, key0, nkeys);
         __syncthreads();
         if (warp_last >= key0)
-          attend_tile_mma<HD, BC>(st, ad, key0, last, key0 + BC - 1 > warp_first_last, lane);
+          attend_tile_mma<In, HD, BC>(st, ad, key0, last, key0 + BC - 1 > warp_first_last, lane);
       }
 
       // Normalise and store: row sums from the row's 4 threads; NaN for a row that saw no key
@@ -299,27 +299,34 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
 } // namespace ninfer::cuda_plugin::attention
 
 // Kernel entry points: extern "C" so their cubin names are the symbols of the build-time
-// resource table. (head dim class, warps, keys per tile, resident CTAs asked of ptxas):
+// resource table. (input format, head dim class, warps, keys per tile, resident CTAs asked of
+// ptxas; the two formats have the same tiles and registers):
 //   hd128  8 warps (128 tokens), 32 keys, 2 CTAs/SM: 128 registers (sm_90: a 4-byte spill).
 //          Measured on the H200 against 4 warps x 64 keys at 3 CTAs/SM (166 registers): 151 vs
 //          146 TFLOP/s at 4096 tokens, 183 vs 172 at 8192 (docs/cuda-attention.md): a CTA of
 //          128 rows reads each K/V tile from L2 for twice the rows.
 //   hd256  4 warps ( 64 tokens), 32 keys, 2 CTAs/SM: 240 registers (a 16 x 256 output block is
 //          128 float registers per thread; 8 warps would leave one CTA per SM).
-#define NINFER_ATTENTION_PREFILL_MMA(NAME, HD, WARPS, KEYS, MIN_BLOCKS)                                       \
+#define NINFER_ATTENTION_PREFILL_MMA(NAME, IN, HD, WARPS, KEYS, MIN_BLOCKS)                                   \
   extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)                                        \
       ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float*) {                        \
-    ninfer::cuda_plugin::attention::prefill_mma_tiles<HD, WARPS, KEYS>(a, b, e);                              \
+    ninfer::cuda_plugin::attention::prefill_mma_tiles<ninfer::cuda_plugin::attention::mma::IN, HD, WARPS,     \
+                                                      KEYS>(a, b, e);                                         \
   }
-NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd128, 128, 8, 32, 2)
-NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd256, 256, 4, 32, 2)
+NINFER_ATTENTION_PREFILL_MMA(prefill_mma_f16_hd128, F16Inputs, 128, 8, 32, 2)
+NINFER_ATTENTION_PREFILL_MMA(prefill_mma_f16_hd256, F16Inputs, 256, 4, 32, 2)
+NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd128, Bf16Inputs, 128, 8, 32, 2)
+NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd256, Bf16Inputs, 256, 4, 32, 2)
 
 namespace ninfer::cuda_plugin::attention {
 namespace {
 
 // Only the Qwen head-dim classes: the hd64 class (the fixtures' 16 and 32) stays on the
 // float32 kernel, whose results the fixtures' float32 golden logits are held to.
-constexpr int kMmaVariants = 2;
+// fp16 first: the two formats plan identically and the planner keeps the first of equally
+// good variants, so fp16 (8x finer rounding) is the default and the bf16 pair is what a
+// schedule table names for a model whose q * scale, K or V exceed fp16's range.
+constexpr int kMmaVariants = 4;
 
 struct MmaDef {
   int hd, warps, key_tile;
@@ -330,6 +337,10 @@ struct MmaDef {
 };
 
 const MmaDef kMma[kMmaVariants] = {
+    {128, 8, 32, "prefill_mma_f16_hd128", "ninfer_attention_prefill_mma_f16_hd128",
+     ninfer_attention_prefill_mma_f16_hd128},
+    {256, 4, 32, "prefill_mma_f16_hd256", "ninfer_attention_prefill_mma_f16_hd256",
+     ninfer_attention_prefill_mma_f16_hd256},
     {128, 8, 32, "prefill_mma_hd128", "ninfer_attention_prefill_mma_hd128", ninfer_attention_prefill_mma_hd128},
     {256, 4, 32, "prefill_mma_hd256", "ninfer_attention_prefill_mma_hd256", ninfer_attention_prefill_mma_hd256},
 };

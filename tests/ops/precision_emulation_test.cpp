@@ -1,0 +1,161 @@
+// The CPU plugin's emulation variants: `linear/emulate_bf16_x` (the numerics of the CUDA
+// `cublaslt` route) and `attention/emulate_mma_f16` (the numerics of the CUDA tensor-core
+// prefill). They are the reference that separates what a GPU kernel gets wrong from what its
+// 16-bit inputs cost (tests/gpu_models/large_model_test.cpp), so each is checked here against
+// an oracle written independently: rounding by the compiler's own _Float16 conversion and the
+// test's bf16 helper, the tile-wise softmax in closed form rather than as a running loop.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "ninfer/abi/ops/attention.h"
+#include "ninfer/abi/ops/linear.h"
+#include "op_test_env.hpp"
+
+using namespace ninfer;
+using namespace ninfer::test;
+
+namespace {
+
+double row_rel_l2(const float* got, const double* want, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / den);
+}
+
+float f16(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+
+} // namespace
+
+// x rounded to bf16 (nearest even) for bf16 weights, x as it is for float32 weights; then the
+// product to float32 accuracy.
+TEST(PrecisionEmulation, LinearRoundsTheActivationToBf16ForBf16Weights) {
+  Backend be = cpu_backend();
+  auto rng = fresh_rng("linear emulation");
+  for (int32_t dtype : {NINFER_DTYPE_BF16, NINFER_DTYPE_F32})
+    for (auto [T, K, N] : {std::tuple<int64_t, int32_t, int32_t>{1, 64, 33}, {9, 129, 70}, {70, 96, 5}}) {
+      const int64_t xs = K + 3, ys = N + 2;
+      auto x = randn(rng, T * xs);
+      auto w = randn(rng, static_cast<size_t>(N) * K, 1.f / std::sqrt(float(K)));
+      std::vector<uint16_t> wb(w.size());
+      for (size_t i = 0; i < w.size(); ++i) {
+        wb[i] = to_bf16(w[i]);
+        if (dtype == NINFER_DTYPE_BF16) w[i] = from_bf16(wb[i]);
+      }
+      std::vector<double> want, unrounded;
+      for (int64_t t = 0; t < T; ++t)
+        for (int32_t n = 0; n < N; ++n) {
+          double s = 0, u = 0;
+          for (int32_t k = 0; k < K; ++k) {
+            const float xv = x[t * xs + k];
+            const float xr = dtype == NINFER_DTYPE_BF16 ? from_bf16(to_bf16(xv)) : xv;
+            s += double(xr) * w[static_cast<size_t>(n) * K + k];
+            u += double(xv) * w[static_cast<size_t>(n) * K + k];
+          }
+          want.push_back(s);
+          unrounded.push_back(u);
+        }
+      auto y = poisoned(T * ys);
+      ninfer_linear_args a{x.data(), xs, dtype == NINFER_DTYPE_F32 ? static_cast<const void*>(w.data()) : wb.data(),
+                           y.data(), ys, T, K, N, dtype};
+      be.run_variant(NINFER_OP_LINEAR, "emulate_bf16_x", {T, {K, N, 0, 0}, dtype}, &a);
+      std::vector<float> got;
+      for (int64_t t = 0; t < T; ++t)
+        for (int32_t n = 0; n < N; ++n) got.push_back(y[t * ys + n]);
+      const Mismatch m = compare(got, want, kFloat32Exact);
+      EXPECT_TRUE(m.ok) << "dtype " << dtype << " T=" << T << " K=" << K << " N=" << N << ": " << m.describe();
+      if (dtype == NINFER_DTYPE_BF16) // the rounding is really applied: the unrounded product is further off
+        EXPECT_FALSE(compare(got, unrounded, kFloat32Exact).ok) << "T=" << T << ": x was not rounded";
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = N; n < ys; ++n) ASSERT_TRUE(std::isnan(y[t * ys + n])) << "wrote past the row";
+    }
+}
+
+// Two sequences (100 prompt tokens from position 0: three full key tiles of 32 and a partial
+// one; 40 tokens continuing at position 60), GQA 4 over 2, head dim 64. The oracle: q * (scale
+// log2 e) then q, K, V to fp16; tile b's weights exp2(s - M_b) rounded to fp16, where M_b is
+// the largest score of tiles 0..b (the running max when tile b is taken); the output is
+// sum_j w_j 2^(M_b(j) - M) v_j / sum_j w_j 2^(M_b(j) - M).
+TEST(PrecisionEmulation, AttentionRoundsLikeTheTensorCorePrefill) {
+  Backend be = cpu_backend();
+  auto rng = fresh_rng("attention emulation");
+  constexpr int32_t kSlots = 2, kCap = 128, kKv = 2, kHd = 64, kHeads = 4, kTile = 32;
+  const int64_t kv_row = int64_t{kKv} * kHd;
+  auto kc = randn(rng, size_t(kSlots) * kCap * kv_row), vc = randn(rng, size_t(kSlots) * kCap * kv_row);
+  ninfer_kv_cache cache{kc.data(), vc.data(), kSlots, kCap, kKv, kHd, NINFER_DTYPE_F32};
+  TokenBatch tb;
+  tb.add(0, 0, 100);
+  tb.add(1, 60, 40);
+  const int64_t T = tb.tokens(), q_stride = int64_t{kHeads} * kHd + 3, out_stride = int64_t{kHeads} * kHd + 1;
+  auto q = randn(rng, T * q_stride, 2.f); // scores of spread ~2 after scaling: real softmax peaks
+  auto out = poisoned(T * out_stride);
+  const float scale = 1.f / std::sqrt(float(kHd));
+  const ninfer_token_batch batch = tb.batch();
+  ninfer_attention_args a{q.data(), q_stride, kHd, cache, batch, out.data(), out_stride, T, kHeads, scale};
+  be.run_variant(NINFER_OP_ATTENTION, "emulate_mma_f16", {T, {kHd, kHeads, kKv, 100}, NINFER_DTYPE_F32}, &a);
+
+  double worst_vs_oracle = 0, worst_vs_exact = 0, least_vs_exact = INFINITY;
+  const float qscale = scale * 1.4426950408889634f;
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t slot = tb.seq_slot[tb.token_seq[t]], pos = tb.token_pos[t];
+    for (int32_t h = 0; h < kHeads; ++h) {
+      const int32_t g = h / (kHeads / kKv);
+      const float* qr = q.data() + t * q_stride + int64_t{h} * kHd;
+      auto key = [&](const std::vector<float>& c, int32_t j, int32_t d) {
+        return c[(size_t(slot) * kCap + j) * kv_row + size_t(g) * kHd + d];
+      };
+      std::vector<double> s(pos + 1), exact_s(pos + 1);
+      for (int32_t j = 0; j <= pos; ++j) {
+        double dot = 0, ex = 0;
+        for (int32_t d = 0; d < kHd; ++d) {
+          dot += double(f16(qr[d] * qscale)) * f16(key(kc, j, d));
+          ex += double(qr[d]) * key(kc, j, d);
+        }
+        s[j] = dot;
+        exact_s[j] = ex * scale;
+      }
+      std::vector<double> run_max(pos + 1); // M_b of key j's tile
+      double m = -INFINITY;
+      for (int32_t j0 = 0; j0 <= pos; j0 += kTile) {
+        for (int32_t j = j0; j <= std::min(pos, j0 + kTile - 1); ++j) m = std::max(m, s[j]);
+        for (int32_t j = j0; j <= std::min(pos, j0 + kTile - 1); ++j) run_max[j] = m;
+      }
+      const double ex_max = *std::max_element(exact_s.begin(), exact_s.end());
+      std::vector<double> want(kHd, 0.0), exact(kHd, 0.0);
+      double sum = 0, ex_sum = 0;
+      for (int32_t j = 0; j <= pos; ++j) {
+        const double w = double(f16(static_cast<float>(std::exp2(s[j] - run_max[j])))) * std::exp2(run_max[j] - m);
+        const double e = std::exp(exact_s[j] - ex_max);
+        sum += w;
+        ex_sum += e;
+        for (int32_t d = 0; d < kHd; ++d) {
+          want[d] += w * f16(key(vc, j, d));
+          exact[d] += e * key(vc, j, d);
+        }
+      }
+      for (int32_t d = 0; d < kHd; ++d) {
+        want[d] /= sum;
+        exact[d] /= ex_sum;
+      }
+      const float* got = out.data() + t * out_stride + int64_t{h} * kHd;
+      worst_vs_oracle = std::max(worst_vs_oracle, row_rel_l2(got, want.data(), kHd));
+      const double e = row_rel_l2(got, exact.data(), kHd);
+      worst_vs_exact = std::max(worst_vs_exact, e);
+      least_vs_exact = std::min(least_vs_exact, e);
+    }
+  }
+  // Only summation order (double against double) and the float32 output differ from the oracle.
+  EXPECT_LE(worst_vs_oracle, 1e-6);
+  // fp16 inputs (unit roundoff 2^-11) move a row by a few 1e-4 of itself: visible, and far
+  // below what a wrong key or tile would cost (docs/cuda-attention.md).
+  EXPECT_LE(worst_vs_exact, 5e-3);
+  EXPECT_GE(least_vs_exact, 1e-6) << "no row moved: the inputs were not rounded";
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = int64_t{kHeads} * kHd; i < out_stride; ++i)
+      ASSERT_TRUE(std::isnan(out[t * out_stride + i])) << "wrote past the row";
+}
