@@ -37,11 +37,13 @@ bool nvrtc_supports_cubin(int, int) { no_cuda(); }
 uint64_t cache_key(const CompileRequest&) { no_cuda(); }
 CompiledKernel compile(const CompileRequest&, const KernelCache*) { no_cuda(); }
 struct LoadedModule::Impl {};
-LoadedModule::LoadedModule(const CompiledKernel&) { no_cuda(); }
+LoadedModule::LoadedModule(const CompiledKernel&, int) { no_cuda(); }
 LoadedModule::~LoadedModule() = default;
 void* LoadedModule::function(const std::string&) const { no_cuda(); }
 ninfer_kernel_resources LoadedModule::resources(const std::string&, int32_t) const { no_cuda(); }
 void LoadedModule::launch(const std::string&, unsigned, unsigned, unsigned, void*, void**) const { no_cuda(); }
+void LoadedModule::launch_function(void*, unsigned, unsigned, unsigned, unsigned, void*, void**) { no_cuda(); }
+int LoadedModule::max_active_blocks_per_sm(void*, int, size_t) { no_cuda(); }
 
 #else
 
@@ -105,7 +107,8 @@ const Nvrtc& nvrtc() {
 }
 
 #define NINFER_DRIVER_FUNCS(X)                                                                                     \
-  X(cuInit) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuGetErrorString) X(cuLaunchKernel)
+  X(cuInit) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuGetErrorString) \
+  X(cuLaunchKernel) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 struct Driver {
 #define X(f) decltype(&::f) f;
@@ -246,8 +249,21 @@ struct LoadedModule::Impl {
   std::vector<std::unique_ptr<std::string>> symbols; // stable storage for resources().symbol
 };
 
-LoadedModule::LoadedModule(const CompiledKernel& k) : impl_(std::make_unique<Impl>()) {
+LoadedModule::LoadedModule(const CompiledKernel& k, int device_ordinal) : impl_(std::make_unique<Impl>()) {
   const Driver& d = driver();
+  int previous = -1;
+  if (device_ordinal >= 0) {
+    if (cudaError_t rc = cudaGetDevice(&previous); rc != cudaSuccess) previous = -1;
+    if (cudaError_t rc = cudaSetDevice(device_ordinal); rc != cudaSuccess)
+      throw Error(fmt::format("cannot select CUDA device {} for kernel {}: {}", device_ordinal, k.arch,
+                              cudaGetErrorString(rc)));
+  }
+  struct Restore {
+    int device;
+    ~Restore() {
+      if (device >= 0) cudaSetDevice(device);
+    }
+  } restore{device_ordinal >= 0 ? previous : -1};
   // The runtime's primary context of the current device, so modules and runtime launches share it.
   if (cudaError_t rc = cudaFree(nullptr); rc != cudaSuccess)
     throw Error(fmt::format("no CUDA context for kernel {}: {}", k.arch, cudaGetErrorString(rc)));
@@ -291,6 +307,23 @@ ninfer_kernel_resources LoadedModule::resources(const std::string& expression, i
   r.local_bytes_per_thread = attr(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
   r.max_threads_per_block = attr(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
   return r;
+}
+
+void LoadedModule::launch_function(void* function, unsigned grid_x, unsigned grid_y, unsigned block_x,
+                                   unsigned dynamic_smem, void* stream, void** params) {
+  if (CUresult rc = driver().cuLaunchKernel(static_cast<CUfunction>(function), grid_x, grid_y, 1, block_x, 1, 1,
+                                            dynamic_smem, static_cast<CUstream>(stream), params, nullptr);
+      rc != CUDA_SUCCESS)
+    throw Error(fmt::format("grid ({}, {}), block {}: {}", grid_x, grid_y, block_x, driver_error(rc)));
+}
+
+int LoadedModule::max_active_blocks_per_sm(void* function, int block, size_t dynamic_smem) {
+  int n = 0;
+  if (CUresult rc = driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, static_cast<CUfunction>(function), block,
+                                                                         dynamic_smem);
+      rc != CUDA_SUCCESS)
+    throw Error(fmt::format("cuOccupancyMaxActiveBlocksPerMultiprocessor: {}", driver_error(rc)));
+  return n;
 }
 
 void LoadedModule::launch(const std::string& expression, unsigned grid_x, unsigned block_x, unsigned dynamic_smem,

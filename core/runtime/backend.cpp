@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "ninfer/error.hpp"
+#include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/plugin_host.hpp"
 #include "ninfer/schedule_table.hpp"
 
@@ -159,7 +160,7 @@ void Backend::run(std::string_view op, const ninfer_shape& shape, const void* ar
 
 void Backend::run_variant(std::string_view op, std::string_view variant, const ninfer_shape& shape,
                           const void* args) {
-  const ninfer_variant* v = plugin_->find_variant(op, variant);
+  const ninfer_variant* v = jit::resolve_variant(*plugin_, device_, op, variant); // jit_ names are built here
   if (!v) throw Error(fmt::format("plugin {} has no variant '{}' of op '{}'", plugin_->name(), variant, op));
   const Plan p = planner_.plan_variant(*v, shape);
   if (p.workspace_bytes > workspace_.bytes()) { // tests and tools only: models reserve up front

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "ninfer/error.hpp"
+#include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/occupancy.hpp"
 #include "ninfer/plugin_host.hpp"
 #include "ninfer/schedule_table.hpp"
@@ -124,8 +125,10 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
   // 1. A schedule-table entry for this bucket, if its variant can run this shape here.
   if (table_) {
     if (const ScheduleEntry* e = table_->lookup(op, shape.tokens)) {
-      const ninfer_variant* v = plugin_.find_variant(op, e->variant);
       try {
+        // A run-time compiled (jit_) variant is built at its first use when the table was not
+        // checked against the device (check_against builds it otherwise).
+        const ninfer_variant* v = jit::resolve_variant(plugin_, device_, op, e->variant);
         if (!v) throw Error(fmt::format("plugin {} has no variant '{}'", plugin_.name(), e->variant));
         Plan p = plan_variant(*v, shape, e->max_ctas.value_or(0));
         p.source = e->where;

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "ninfer/error.hpp"
+#include "ninfer/jit/jit_variants.hpp"
 
 namespace ninfer {
 namespace {
@@ -58,6 +59,8 @@ int32_t add_variant(void* ctx, const ninfer_variant* v) {
     if (!r.symbol || r.threads_per_block < 1 || r.registers_per_thread < 1)
       return refuse("CUDA variant without kernel resources");
   }
+  if (jit::is_jit_variant_name(v->name))
+    return refuse("the 'jit_' prefix is reserved for run-time compiled variants (ninfer/jit/jit_variants.hpp)");
   if (rc->plugin->find_variant(v->op, v->name)) return refuse("registered twice");
   rc->plugin->variants.push_back(v);
   return NINFER_OK;

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ninfer/error.hpp"
+#include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/occupancy.hpp"
 #include "ninfer/op_catalog.hpp"
 #include "ninfer/paths.hpp"
@@ -70,7 +71,14 @@ void check_against(ScheduleTable& table, const LoadedPlugin& plugin, const ninfe
       drop(e, "unknown op");
       continue;
     }
-    const ninfer_variant* v = plugin.find_variant(e.op, e.variant);
+    // A jit_ name is built here (NVRTC or the kernel cache), before any launch is recorded.
+    const ninfer_variant* v = nullptr;
+    try {
+      v = jit::resolve_variant(plugin, device, e.op, e.variant);
+    } catch (const Error& err) {
+      drop(e, err.what());
+      continue;
+    }
     if (!v) {
       drop(e, fmt::format("plugin {} has no variant '{}'", plugin.name(), e.variant));
       continue;

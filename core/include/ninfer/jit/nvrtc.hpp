@@ -49,10 +49,11 @@ uint64_t cache_key(const CompileRequest& request);
 CompiledKernel compile(const CompileRequest& request, const KernelCache* cache);
 
 // A module loaded into the current CUDA context (the runtime's primary context of the current
-// device is made current first). Unloaded on destruction.
+// device, or of `device_ordinal` when >= 0, is made current first; the calling thread's current
+// device is left as it was). Unloaded on destruction.
 class LoadedModule {
  public:
-  explicit LoadedModule(const CompiledKernel& kernel);
+  explicit LoadedModule(const CompiledKernel& kernel, int device_ordinal = -1);
   ~LoadedModule();
   LoadedModule(const LoadedModule&) = delete;
   LoadedModule& operator=(const LoadedModule&) = delete;
@@ -66,6 +67,13 @@ class LoadedModule {
   // `params` as cuLaunchKernel takes them: one pointer per kernel argument.
   void launch(const std::string& expression, unsigned grid_x, unsigned block_x, unsigned dynamic_smem, void* stream,
               void** params) const;
+
+  // cuLaunchKernel of a function() handle with a 2-D grid (no name lookup: for hot paths).
+  static void launch_function(void* function, unsigned grid_x, unsigned grid_y, unsigned block_x,
+                              unsigned dynamic_smem, void* stream, void** params);
+  // The driver's residency figure for a function() handle
+  // (cuOccupancyMaxActiveBlocksPerMultiprocessor): CTAs of `block` threads per SM.
+  static int max_active_blocks_per_sm(void* function, int block, size_t dynamic_smem);
 
  private:
   struct Impl;

@@ -1,0 +1,49 @@
+// The run-time compiled `linear` family for decode-sized token counts (core/jit/kernels/linear_gemv.cu):
+// its parameters, the variant names that spell them, the sweep ninfer-tune times, and the NVRTC
+// request that compiles one parameter set. No device is needed for anything here.
+//
+// Names: jit_gemv_t<threads>_r<rows>_v<vec>_m<tokens>, e.g. jit_gemv_t128_r4_v8_m1:
+//   t  threads per CTA: 64, 128, 256, 512 (whole warps)
+//   r  rows of W (outputs) per warp: 1, 2, 4 or 8
+//   v  weight elements per load per lane: 2, 4 or 8 (bf16: 4, 8 or 16 bytes)
+//   m  tokens per CTA (the M of the GEMM): 1 to 8
+// Every value is decimal without leading zeros, so each parameter set has exactly one name.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ninfer/jit/nvrtc.hpp"
+
+namespace ninfer::jit {
+
+struct GemvParams {
+  int threads = 128;
+  int rows = 4;
+  int vec = 8;
+  int tokens = 1;
+  bool operator==(const GemvParams&) const = default;
+};
+
+inline constexpr std::string_view kGemvPrefix = "jit_gemv_";
+inline constexpr int kGemvMaxTokens = 8; // the family is for decode: 1..8 tokens per CTA
+
+std::string gemv_name(const GemvParams& p);
+// The parameters a name spells; nullopt, and why in `why`, when it is not a valid name.
+std::optional<GemvParams> parse_gemv_name(std::string_view name, std::string* why);
+
+// ninfer-tune's sweep for a bucket of `tokens` tokens (1..kGemvMaxTokens): 12 parameter sets
+// (threads 128/256 x rows 1/2/4 x vec 4/8), each with m = `tokens` rounded up to a power of two,
+// so one CTA covers the bucket and W is streamed once. Empty for larger buckets.
+std::vector<GemvParams> gemv_sweep(int64_t tokens);
+
+// The kernel source (embedded at build time) and the NVRTC request for one parameter set: the
+// two name expressions of gemv_expression(p, BF16 / F32), compiled for compute cc_major.cc_minor.
+const std::string& gemv_source();
+std::string gemv_expression(const GemvParams& p, int32_t w_dtype);
+CompileRequest gemv_request(const GemvParams& p, int cc_major, int cc_minor);
+
+} // namespace ninfer::jit
