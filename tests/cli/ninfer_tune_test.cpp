@@ -132,6 +132,7 @@ TEST_F(TuneTest, RefusesBadInputClearly) {
       {std::string(kSmall) + " --ops attention", "cannot be tuned"},
       {"--preset nope --device cpu", "unknown shape preset"},
       {"--preset qwen3-cpu-small --device cpu --repeats 0", "--repeats must be >= 1"},
+      {std::string(kSmall) + " --jit-sweep", "--jit-sweep needs a CUDA device"},
   };
   for (const Case& c : cases) {
     const ProcessOutput r = tune(c.args);

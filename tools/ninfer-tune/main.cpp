@@ -12,6 +12,7 @@
 #include "ninfer/checkpoint/shape_presets.hpp"
 #include "ninfer/device.hpp"
 #include "ninfer/error.hpp"
+#include "ninfer/jit/nvrtc.hpp"
 #include "ninfer/log.hpp"
 #include "ninfer/models/causal_lm.hpp"
 #include "ninfer/models/model_setup.hpp"
@@ -75,6 +76,15 @@ int run(TuneOptions& o) {
   const auto devices = devices_for(parse_device_spec(o.device), discover_devices());
   if (devices.empty()) throw Error(fmt::format("--device {}: no such device here", o.device));
   const ninfer_device_info dev = devices.front();
+  if (o.jit_sweep) {
+    // Said once here, rather than as one exclusion per variant and bucket.
+    if (dev.kind != NINFER_DEVICE_CUDA) throw Error("--jit-sweep needs a CUDA device (run-time compiled kernels are CUDA)");
+    try {
+      (void)jit::nvrtc_version();
+    } catch (const Error& e) {
+      throw Error(fmt::format("--jit-sweep needs NVRTC: {}", e.what()));
+    }
+  }
   // The built-in table is the baseline every measurement is compared with.
   Backend be(plugins, dev, BackendOptions{o.plugin, 0, nullptr, false});
   const LoadedPlugin* cpu_plugin = plugins.find("cpu");

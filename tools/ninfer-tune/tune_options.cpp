@@ -29,6 +29,9 @@ void add_tune_options(CLI::App& app, TuneOptions& o) {
   app.add_flag("--dry-run", o.dry_run, "Measure and report, write nothing");
   app.add_flag("--no-confirm", o.no_confirm,
                "Skip the end-to-end check (a forward pass per changed bucket under both tables)");
+  app.add_flag("--jit-sweep", o.jit_sweep,
+               "Also time run-time compiled linear variants (NVRTC: jit_gemv_*, 12 per bucket of <= 8 tokens); "
+               "a winner is written by name and compiled (or taken from the kernel cache) when an engine starts");
   app.add_flag("--json", o.json, "Print one JSON object instead of the table");
   app.add_flag("-v,--verbose", o.verbose, "Debug logging on stderr");
 }

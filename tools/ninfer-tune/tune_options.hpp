@@ -22,6 +22,9 @@ struct TuneOptions {
   std::string out; // empty: the tuned-table path for this device (docs/tuning.md)
   bool dry_run = false;
   bool no_confirm = false; // skip the end-to-end check of the tuned choices
+  // Also time run-time compiled linear variants (jit_gemv_*, NVRTC) at decode buckets (<= 8
+  // tokens). Off by default: it needs NVRTC here and wherever the table is used (docs/tuning.md).
+  bool jit_sweep = false;
   bool json = false;
   bool verbose = false;
 };

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "ninfer/error.hpp"
+#include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/plugin_host.hpp"
 #include "op_cases.hpp"
 
@@ -98,9 +99,22 @@ TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& sh
         OpCase& c = *cases[i];
         const std::string dflt = be.planner().plan(op, c.shape(t)).variant;
         defaults.insert(dflt);
-        for (const ninfer_variant* v : be.plugin().variants_for(op)) {
+        // The plugin's variants, then (--jit-sweep) run-time compiled ones, built at first use
+        // (NVRTC or the kernel cache) and from then on treated exactly alike.
+        std::vector<std::string> names;
+        for (const ninfer_variant* v : be.plugin().variants_for(op)) names.push_back(v->name);
+        if (o.jit_sweep)
+          for (std::string& n : jit::jit_sweep_names(op, t)) names.push_back(std::move(n));
+        for (const std::string& name : names) {
           check_interrupt();
-          const std::string name = v->name;
+          const ninfer_variant* v = nullptr;
+          try {
+            v = jit::resolve_variant(be.plugin(), be.device(), op, name);
+          } catch (const Error& e) {
+            const std::string why = fmt::format("{}: cannot be built: {}", name, e.what());
+            if (std::find(b.excluded.begin(), b.excluded.end(), why) == b.excluded.end()) b.excluded.push_back(why);
+            continue;
+          }
           try {
             (void)be.planner().plan_variant(*v, c.shape(t));
           } catch (const Error& e) {
