@@ -108,7 +108,7 @@ const Nvrtc& nvrtc() {
 
 #define NINFER_DRIVER_FUNCS(X)                                                                                     \
   X(cuInit) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuGetErrorString) \
-  X(cuLaunchKernel) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+  X(cuLaunchKernel) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuCtxGetCurrent)
 
 struct Driver {
 #define X(f) decltype(&::f) f;
@@ -311,6 +311,10 @@ ninfer_kernel_resources LoadedModule::resources(const std::string& expression, i
 
 void LoadedModule::launch_function(void* function, unsigned grid_x, unsigned grid_y, unsigned block_x,
                                    unsigned dynamic_smem, void* stream, void** params) {
+  // A driver launch needs a current context; a runtime launch would bind the primary context to a
+  // thread making its first CUDA call, so do the same (never the case in a thread that captures).
+  CUcontext ctx = nullptr;
+  if (driver().cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && !ctx) (void)cudaFree(nullptr);
   if (CUresult rc = driver().cuLaunchKernel(static_cast<CUfunction>(function), grid_x, grid_y, 1, block_x, 1, 1,
                                             dynamic_smem, static_cast<CUstream>(stream), params, nullptr);
       rc != CUDA_SUCCESS)
