@@ -67,6 +67,9 @@ TEST_F(TuneTest, WritesATableTheEngineUses) {
     EXPECT_NEAR(b["speedup"].get<double>(), b["default_us"].get<double>() / b["tuned_us"].get<double>(), 1e-9);
     // Every variant that ran was checked against the reference; none may be reported wrong here.
     for (const json& x : b["excluded"]) EXPECT_EQ(x.get<std::string>().find("WRONG"), std::string::npos) << x;
+    // The CPU plugin's precision emulations are test tools, never candidates (docs/plugins.md).
+    ASSERT_TRUE(b["variants_us"].contains("blocked")) << b["variants_us"].dump();
+    for (const auto& [name, us] : b["variants_us"].items()) EXPECT_NE(name.rfind("emulate_", 0), 0u) << name;
   }
   const fs::path table = only_table();
   EXPECT_EQ(j["written_to"], table.string());

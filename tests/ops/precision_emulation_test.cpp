@@ -2,8 +2,8 @@
 // `cublaslt` route) and `attention/emulate_mma_f16` (the numerics of the CUDA tensor-core
 // prefill). They are the reference that separates what a GPU kernel gets wrong from what its
 // 16-bit inputs cost (tests/gpu_models/large_model_test.cpp), so each is checked here against
-// an oracle written independently: rounding by the compiler's own _Float16 conversion and the
-// test's bf16 helper, the tile-wise softmax in closed form rather than as a running loop.
+// an oracle written independently: fp16 rounding from its definition and the test's bf16
+// helper, the tile-wise softmax in closed form rather than as a running loop.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,7 +28,18 @@ double row_rel_l2(const float* got, const double* want, int64_t n) {
   return std::sqrt(num / den);
 }
 
-float f16(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+// x rounded to the nearest IEEE half (ties to even) from its definition, in double where every
+// step is exact: 11 significant bits, the subnormal quantum 2^-24 below 2^-14, infinite past
+// 65504. (The plugin uses the compiler's _Float16 conversion.)
+float f16(float x) {
+  if (!std::isfinite(x) || x == 0.f) return x;
+  int e;
+  std::frexp(static_cast<double>(x), &e); // |x| in [2^(e-1), 2^e)
+  const double quantum = std::ldexp(1.0, std::max(e - 11, -24));
+  const double r = std::nearbyint(static_cast<double>(x) / quantum) * quantum;
+  if (std::fabs(r) > 65504.0) return x > 0 ? INFINITY : -INFINITY;
+  return static_cast<float>(r);
+}
 
 } // namespace
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 #include <set>
+#include <string_view>
 
 #include "ninfer/error.hpp"
 #include "ninfer/jit/jit_variants.hpp"
@@ -102,7 +103,10 @@ TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& sh
         // The plugin's variants, then (--jit-sweep) run-time compiled ones, built at first use
         // (NVRTC or the kernel cache) and from then on treated exactly alike.
         std::vector<std::string> names;
-        for (const ninfer_variant* v : be.plugin().variants_for(op)) names.push_back(v->name);
+        // `emulate_*` variants reproduce another plugin's rounding for tests (docs/plugins.md):
+        // never a route, so never a candidate, however fast.
+        for (const ninfer_variant* v : be.plugin().variants_for(op))
+          if (std::string_view(v->name).rfind("emulate_", 0) != 0) names.push_back(v->name);
         if (o.jit_sweep)
           for (std::string& n : jit::jit_sweep_names(op, t)) names.push_back(std::move(n));
         for (const std::string& name : names) {
