@@ -10,7 +10,7 @@ n=/tmp/ninfer-carry
 export LD_LIBRARY_PATH="$n/ninfer/lib" NINFER_TEST_FIXTURES="$PWD/tests/fixtures" NINFER_SOURCE_DIR="$n"
 echo; echo "=== gpu_graph_tests"; "$n/tests/gpu_graph_tests" 2>&1 | tail -1
 echo; echo "=== large model (Qwen3.5), CPU vs GPU"
-timeout "${LARGE_TIMEOUT:-200}" "$n/tests/gpu_large_model_tests" --gtest_filter='*Qwen3_5*' > "$out/large.log" 2>&1
+timeout "${LARGE_TIMEOUT:-300}" "$n/tests/gpu_large_model_tests" --gtest_filter='*Qwen3_5*' > "$out/large.log" 2>&1
 echo "exit $?"; grep -E "large model|OK|FAILED|Failure" "$out/large.log" | head
 export NINFER_CACHE_DIR=/tmp/final-builtin
 SKIP_TESTS=1 OUT="$out" bash scripts/device-run-bench.sh qwen3-8b,qwen3_5-27b --prompt-lengths 512,4096,8192 \

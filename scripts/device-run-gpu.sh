@@ -39,5 +39,8 @@ step "demo checkpoint on the GPU"
 step "compute-sanitizer memcheck / racecheck (small shapes)"
 compute-sanitizer --tool memcheck --error-exitcode 9 "$n/tests/gpu_op_tests" --gtest_filter='GpuArgmax*:*Conv*' > "$out/memcheck.log" 2>&1; echo "memcheck exit $?"; tail -3 "$out/memcheck.log"
 compute-sanitizer --tool racecheck --error-exitcode 9 "$n/tests/gpu_tests" --gtest_filter='GpuKernels*' > "$out/racecheck.log" 2>&1; echo "racecheck exit $?"; tail -3 "$out/racecheck.log"
-step "large random model, CPU vs GPU"
-timeout 420 "$n/tests/gpu_large_model_tests" > "$out/large.log" 2>&1; echo "exit $?"; grep -E "large model|OK|FAILED|Failure" "$out/large.log" | head
+# One family per call fits the device's 10-minute limit (H200, 16 cores: Qwen3 ~390 s, Qwen3.5 ~250 s;
+# most of it the CPU float32 reference and the CPU emulation of the GPU's rounding).
+step "large random model, CPU vs GPU (${LARGE_FILTER:=*Qwen3_5*})"
+timeout "${LARGE_TIMEOUT:-420}" "$n/tests/gpu_large_model_tests" --gtest_filter="$LARGE_FILTER" > "$out/large.log" 2>&1
+echo "exit $?"; grep -E "large model|  fast|  CPU|  float32|OK \]|FAILED|Failure" "$out/large.log" | head -12
