@@ -68,6 +68,12 @@ ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice
   mo.prefill_chunk = prefill_chunk.value_or(static_cast<int32_t>(m.runtime.prefill_chunk));
   mo.weights = precision(m.dtype);
   mo.cuda_graphs = m.runtime.cuda_graphs;
+  // Every plugin's KV cache is float32 in this version (the attention contract's cache dtype);
+  // a manifest asking for bfloat16 gets float32, twice the KV memory the budget line shows, and
+  // is told so rather than left to find out.
+  if (m.runtime.kv_dtype == KvDType::BFloat16)
+    spdlog::warn("runtime.kv_dtype: bfloat16 is not implemented yet; the KV cache is float32 (twice the memory; "
+                 "lower max_context or max_concurrency if it does not fit)");
 
   ModelOnDevice out;
   out.plugins = std::make_unique<PluginHost>();
