@@ -21,16 +21,33 @@ int32_t supports(const ninfer_shape* s) {
   return s->tokens > 0 && head_dim > 0 && head_dim <= kMaxHeadDim && kv_heads > 0 && heads % kv_heads == 0;
 }
 
+// One (token, head) row's operands: its query, the first key and value row of its kv head in
+// its slot (key j at k + j * pos_stride), its position, and where its output goes.
+struct Row {
+  const float *q, *k, *v;
+  float* out;
+  int64_t pos_stride;
+  int32_t pos, hd;
+
+  Row(const ninfer_attention_args& a, int64_t t, int32_t h) {
+    const auto& c = a.cache;
+    hd = c.head_dim;
+    pos = a.batch.token_pos[t];
+    pos_stride = static_cast<int64_t>(c.kv_heads) * hd;
+    const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]], g = h / (a.heads / c.kv_heads);
+    const int64_t kv0 = static_cast<int64_t>(slot) * c.capacity * pos_stride + static_cast<int64_t>(g) * hd;
+    q = a.q + t * a.q_token_stride + h * a.q_head_stride;
+    k = c.k + kv0;
+    v = c.v + kv0;
+    out = a.out + t * a.out_token_stride + static_cast<int64_t>(h) * hd;
+  }
+};
+
 void attend_row(const ninfer_attention_args& a, int64_t t, int32_t h) {
-  const auto& c = a.cache;
-  const int32_t hd = c.head_dim;
-  const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]];
-  const int32_t pos = a.batch.token_pos[t];
-  const int32_t g = h / (a.heads / c.kv_heads);
-  const float* q = a.q + t * a.q_token_stride + h * a.q_head_stride;
-  const int64_t pos_stride = static_cast<int64_t>(c.kv_heads) * hd;
-  const float* k = c.k + static_cast<int64_t>(slot) * c.capacity * pos_stride + static_cast<int64_t>(g) * hd;
-  const float* v = c.v + static_cast<int64_t>(slot) * c.capacity * pos_stride + static_cast<int64_t>(g) * hd;
+  const Row r(a, t, h);
+  const int32_t hd = r.hd, pos = r.pos;
+  const int64_t pos_stride = r.pos_stride;
+  const float *q = r.q, *k = r.k, *v = r.v;
 
   double acc[kMaxHeadDim];
   std::fill(acc, acc + hd, 0.0);
@@ -49,8 +66,7 @@ void attend_row(const ninfer_attention_args& a, int64_t t, int32_t h) {
     sum += w;
     for (int32_t d = 0; d < hd; ++d) acc[d] += w * v[d];
   }
-  float* out = a.out + t * a.out_token_stride + static_cast<int64_t>(h) * hd;
-  for (int32_t d = 0; d < hd; ++d) out[d] = static_cast<float>(acc[d] / sum);
+  for (int32_t d = 0; d < hd; ++d) r.out[d] = static_cast<float>(acc[d] / sum);
 }
 
 // `emulate_mma_f16`: the numerics of the CUDA tensor-core prefill `prefill_mma_f16_*` on the CPU,
@@ -62,15 +78,10 @@ void attend_row(const ninfer_attention_args& a, int64_t t, int32_t h) {
 constexpr int32_t kMmaKeyTile = 32; // the key tile of plugins/cuda/kernels/attention_prefill_mma.cu
 
 void attend_row_emulate_f16(const ninfer_attention_args& a, int64_t t, int32_t h) {
-  const auto& c = a.cache;
-  const int32_t hd = c.head_dim;
-  const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]];
-  const int32_t pos = a.batch.token_pos[t];
-  const int32_t g = h / (a.heads / c.kv_heads);
-  const float* q = a.q + t * a.q_token_stride + h * a.q_head_stride;
-  const int64_t pos_stride = static_cast<int64_t>(c.kv_heads) * hd;
-  const float* k0 = c.k + static_cast<int64_t>(slot) * c.capacity * pos_stride + static_cast<int64_t>(g) * hd;
-  const float* v0 = c.v + static_cast<int64_t>(slot) * c.capacity * pos_stride + static_cast<int64_t>(g) * hd;
+  const Row r(a, t, h);
+  const int32_t hd = r.hd, pos = r.pos;
+  const int64_t pos_stride = r.pos_stride;
+  const float *q = r.q, *k0 = r.k, *v0 = r.v;
 
   const float qscale = a.scale * 1.4426950408889634f;
   float qr[kMaxHeadDim];
@@ -99,8 +110,7 @@ void attend_row_emulate_f16(const ninfer_attention_args& a, int64_t t, int32_t h
       for (int32_t d = 0; d < hd; ++d) acc[d] += w * round_to_f16(v[d]);
     }
   }
-  float* out = a.out + t * a.out_token_stride + static_cast<int64_t>(h) * hd;
-  for (int32_t d = 0; d < hd; ++d) out[d] = static_cast<float>(acc[d] / sum);
+  for (int32_t d = 0; d < hd; ++d) r.out[d] = static_cast<float>(acc[d] / sum);
 }
 
 using RowFn = void (*)(const ninfer_attention_args&, int64_t, int32_t);

@@ -15,6 +15,7 @@
 #include "ninfer/error.hpp"
 #include "ninfer/jit/kernel_cache.hpp"
 #include "ninfer/jit/nvrtc.hpp"
+#include "nvrtc_test_env.hpp"
 
 namespace fs = std::filesystem;
 using namespace ninfer;
@@ -48,22 +49,6 @@ CacheEntry random_entry(std::mt19937_64& rng, size_t image_bytes) {
     e.lowered.emplace_back("k<" + std::to_string(rng() % 100) + ">", "_Z1kILi" + std::to_string(rng()) + "EEvv");
   return e;
 }
-
-bool have_nvrtc(std::string* why) {
-  try {
-    nvrtc_version();
-    return true;
-  } catch (const Error& e) {
-    *why = e.what();
-    return false;
-  }
-}
-
-#define NINFER_REQUIRE_NVRTC()                    \
-  do {                                            \
-    std::string why_;                             \
-    if (!have_nvrtc(&why_)) GTEST_SKIP() << why_; \
-  } while (0)
 
 // A templated kernel: the template parameter by name expression, a tile size by -D.
 const char* kScaleSource = R"(

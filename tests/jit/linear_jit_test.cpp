@@ -13,6 +13,7 @@
 #include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/jit/linear_gemv.hpp"
 #include "ninfer/jit/nvrtc.hpp"
+#include "nvrtc_test_env.hpp"
 #include "ninfer/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
 #include "ninfer/schedule_table.hpp"
@@ -22,22 +23,6 @@ using namespace ninfer;
 using namespace ninfer::jit;
 
 namespace {
-
-bool have_nvrtc(std::string* why) {
-  try {
-    nvrtc_version();
-    return true;
-  } catch (const Error& e) {
-    *why = e.what();
-    return false;
-  }
-}
-
-#define REQUIRE_NVRTC()                          \
-  do {                                           \
-    std::string why_;                            \
-    if (!have_nvrtc(&why_)) GTEST_SKIP() << why_; \
-  } while (0)
 
 const LoadedPlugin& cpu_plugin() {
   const LoadedPlugin* p = test::build_plugins().find("cpu");
@@ -131,7 +116,7 @@ TEST(JitGemvSweep, TwelvePointsPerDecodeBucketWithOneTileCoveringIt) {
 // Every point ninfer-tune can time compiles to machine code for the H200 (sm_90) and the oldest
 // architecture the family is for (sm_80), and holds both dtype kernels under their lowered names.
 TEST(JitGemvCompile, EverySweepPointCompilesForSm80AndSm90) {
-  REQUIRE_NVRTC();
+  NINFER_REQUIRE_NVRTC();
   std::set<std::string> done;
   for (int64_t t = 1; t <= kGemvMaxTokens; ++t)
     for (const GemvParams& p : gemv_sweep(t)) {
@@ -154,14 +139,14 @@ TEST(JitGemvCompile, EverySweepPointCompilesForSm80AndSm90) {
 }
 
 TEST(JitGemvCompile, ACardNewerThanNvrtcKnowsGetsPtx) {
-  REQUIRE_NVRTC();
+  NINFER_REQUIRE_NVRTC();
   const CompiledKernel k = compile(gemv_request({128, 4, 8, 1}, 99, 0), nullptr);
   EXPECT_EQ(k.entry.kind, PayloadKind::Ptx);
   EXPECT_TRUE(contains(k.entry.image, ".entry " + k.lowered_name(gemv_expression({128, 4, 8, 1}, NINFER_DTYPE_BF16))));
 }
 
 TEST(JitGemvCompile, ACompileErrorNamesTheVariantAndShowsNvrtcsLog) {
-  REQUIRE_NVRTC();
+  NINFER_REQUIRE_NVRTC();
   CompileRequest r = gemv_request({256, 2, 4, 2}, 9, 0);
   r.source += "\nstatic_assert(sizeof(ninfer_jit::u32) == 3, \"jit_test_broken_marker\");\n";
   try {
