@@ -22,7 +22,7 @@ step "ninfer-info: first start on this machine (the driver JIT-compiles cuda-gen
 secs "$out/info1.txt" "$out/info1.err" "$n/ninfer/bin/ninfer-info"; grep -A8 "H200" "$out/info1.txt" | head -12
 secs "$out/info2.txt" "$out/info2.err" "$n/ninfer/bin/ninfer-info"
 step "gpu_generic_tests"
-timeout 60 "$n/tests/gpu_generic_tests" > "$out/gpu_generic_tests.log" 2>&1; echo "exit $?"
+timeout 120 "$n/tests/gpu_generic_tests" > "$out/gpu_generic_tests.log" 2>&1; echo "exit $?"
 grep -E "^\[  (PASSED|FAILED) |FAILED  \]|jit-|score" "$out/gpu_generic_tests.log"
 prompt="$(python3 -c "import json;print(','.join(map(str,json.load(open('tests/fixtures/tiny-qwen3_5-long/reference.json'))['cases'][0]['prompt_ids'])))")"
 for p in cuda-generic cuda-sm90; do
