@@ -6,8 +6,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "json_fields.hpp"
 #include "ninfer/checkpoint/progress.hpp"
@@ -146,6 +150,37 @@ std::string readme_text(const RandomCheckpointOptions& opt, const ModelConfig& c
       family_name(c.family), opt.preset, opt.seed, family_name(c.family));
 }
 
+// One tensor's bytes, drawn in chunks by every hardware thread (TensorInit::seek makes each
+// chunk independent, so the bytes do not depend on the thread count). A Qwen3-8B-shaped
+// checkpoint is 8 billion draws: single-threaded that took 4 minutes on the H200 machine.
+void fill_tensor(const ExpectedTensor& e, uint64_t seed, DType dtype, std::span<std::byte> dst) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  const size_t n = dst.size() / dtype_size(dtype), chunks = (n + kChunk - 1) / kChunk;
+  std::atomic<size_t> next_chunk{0};
+  auto work = [&] {
+    std::vector<float> buf(kChunk);
+    for (size_t c; (c = next_chunk.fetch_add(1)) < chunks;) {
+      const size_t at = c * kChunk, m = std::min(kChunk, n - at);
+      TensorInit init(e, seed);
+      init.seek(at);
+      init.next(buf.data(), m);
+      if (dtype == DType::F32) {
+        std::memcpy(dst.data() + at * 4, buf.data(), m * 4);
+      } else {
+        for (size_t k = 0; k < m; ++k) {
+          const uint16_t b = f32_to_bf16(buf[k]);
+          std::memcpy(dst.data() + (at + k) * 2, &b, 2);
+        }
+      }
+    }
+  };
+  const size_t threads = std::min<size_t>(chunks, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+}
+
 // model.safetensors: every expected tensor, initialised by TensorInit, in expected order.
 size_t write_weights(const fs::path& file, const ModelConfig& cfg, uint64_t seed, DType dtype) {
   const auto expected = expected_tensors(cfg);
@@ -158,22 +193,7 @@ size_t write_weights(const fs::path& file, const ModelConfig& cfg, uint64_t seed
   ProgressLine progress("writing random weights", static_cast<int64_t>(specs.size()));
   write_safetensors(file, specs, [&](size_t i, std::span<std::byte> dst) {
     progress.update(static_cast<int64_t>(i), expected[i].name);
-    TensorInit init(expected[i], seed);
-    constexpr size_t kChunk = 1 << 16;
-    std::vector<float> buf(kChunk);
-    const size_t n = dst.size() / dtype_size(dtype);
-    for (size_t at = 0; at < n; at += kChunk) {
-      const size_t m = std::min(kChunk, n - at);
-      init.next(buf.data(), m);
-      if (dtype == DType::F32) {
-        std::memcpy(dst.data() + at * 4, buf.data(), m * 4);
-      } else {
-        for (size_t k = 0; k < m; ++k) {
-          const uint16_t b = f32_to_bf16(buf[k]);
-          std::memcpy(dst.data() + (at + k) * 2, &b, 2);
-        }
-      }
-    }
+    fill_tensor(expected[i], seed, dtype, dst);
   });
   return total;
 }

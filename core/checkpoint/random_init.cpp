@@ -13,8 +13,10 @@ namespace {
 
 constexpr double kMatrixStd = 0.02; // transformers' initializer_range for Qwen models
 
+constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ull; // splitmix64's increment
+
 uint64_t splitmix64(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  uint64_t z = (s += kGamma);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
@@ -24,7 +26,7 @@ uint64_t splitmix64(uint64_t& s) {
 
 TensorInit::TensorInit(const ExpectedTensor& e, uint64_t seed) : role_(e.role) {
   uint64_t mix = seed ^ (fnv1a64(e.name) * 0x9e3779b97f4a7c15ull);
-  state_ = splitmix64(mix);
+  state_ = start_ = splitmix64(mix);
   if (role_ == TensorRole::Conv1dWeight) conv_bound_ = 1.0 / std::sqrt(static_cast<double>(e.shape.back()));
 }
 
@@ -63,6 +65,21 @@ void TensorInit::next(float* out, size_t n) {
     }
     out[i] = static_cast<float>(v);
   }
+}
+
+// splitmix64 is a counter (after k draws the state is start + k * gamma), so seeking is O(1).
+// Roles drawn from normal() spend two uniforms per pair of elements (cos for the even one, the
+// spare sin for the odd one); the others one uniform per element.
+void TensorInit::seek(uint64_t index) {
+  const bool normal_pairs = role_ == TensorRole::Embedding || role_ == TensorRole::Linear ||
+                            role_ == TensorRole::RmsNormWeight || role_ == TensorRole::RmsNormOffsetWeight;
+  have_spare_ = false;
+  if (!normal_pairs) {
+    state_ = start_ + index * kGamma;
+    return;
+  }
+  state_ = start_ + (index & ~uint64_t{1}) * kGamma;
+  if (index & 1) (void)normal(); // the pair's even element; its odd one is now the spare
 }
 
 std::vector<float> random_tensor_values(const ExpectedTensor& e, uint64_t seed) {

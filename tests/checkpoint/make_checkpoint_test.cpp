@@ -225,6 +225,17 @@ TEST(CheckpointRandomInit, DeterministicBySeedAndName) {
     init.next(pieces.data(), std::min(half, a.size()));
     if (half < a.size()) init.next(pieces.data() + half, a.size() - half);
     EXPECT_EQ(pieces, a);
+    // A stream positioned anywhere (even and odd elements: normals come in pairs) continues the
+    // sequence from there: what the parallel writer relies on.
+    for (size_t at : {size_t{0}, size_t{1}, a.size() / 3, a.size() / 3 + 1, a.size() - 1}) {
+      if (at >= a.size()) continue;
+      TensorInit from(e, 7);
+      from.seek(at);
+      std::vector<float> rest(a.size() - at);
+      from.next(rest.data(), rest.size());
+      EXPECT_TRUE(std::equal(rest.begin(), rest.end(), a.begin() + static_cast<std::ptrdiff_t>(at)))
+          << "seek(" << at << ")";
+    }
   }
 }
 

@@ -40,13 +40,16 @@ class TensorInit {
  public:
   TensorInit(const ExpectedTensor& e, uint64_t seed);
   void next(float* out, size_t n); // the next n values of the flattened tensor
+  // Positions the stream at element `index`: next() then gives what a fresh stream gives from
+  // there, so a tensor can be filled in pieces by several threads.
+  void seek(uint64_t index);
 
  private:
   double uniform();  // (0, 1)
   double normal();
   TensorRole role_;
   double conv_bound_ = 0;
-  uint64_t state_;
+  uint64_t state_, start_; // splitmix64 counter now / at element 0
   bool have_spare_ = false;
   double spare_ = 0;
 };
