@@ -17,6 +17,7 @@
 
 #include "../cuda_variant.hpp"
 #include "attention_host.hpp"
+#include "attention_prefill_family.hpp"
 #include "attention_tile.cuh"
 
 namespace ninfer::cuda_plugin::attention {
@@ -99,99 +100,23 @@ NINFER_ATTENTION_PREFILL(256)
 namespace ninfer::cuda_plugin::attention {
 namespace {
 
-struct PrefillDef {
-  int hd;
-  const char* name;
-  const char* symbol;
-  Kernel kernel;
-};
-
-const PrefillDef kPrefill[kHeadDimClassCount] = {
-    {64, "prefill_hd64", "ninfer_attention_prefill_hd64", ninfer_attention_prefill_hd64},
-    {128, "prefill_hd128", "ninfer_attention_prefill_hd128", ninfer_attention_prefill_hd128},
-    {256, "prefill_hd256", "ninfer_attention_prefill_hd256", ninfer_attention_prefill_hd256},
-};
-
-template <int V>
-size_t dyn_smem(const ninfer_shape*) {
-  return smem_bytes(kPrefill[V].hd, kRows);
-}
-
-template <int V>
-size_t workspace(const ninfer_shape* s, int64_t) {
-  return workspace_bytes(*s);
-}
-
-template <int V>
-int32_t supports(const ninfer_shape* s) {
-  return basic_shape_ok(*s, kPrefill[V].hd);
-}
-
-template <int V>
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
-  const PrefillDef& d = kPrefill[V];
-  const auto& a = *static_cast<const ninfer_attention_args*>(args);
-  if (int32_t rc = check_args(a, *l, d.hd, d.name, err, err_len); rc != NINFER_OK) return rc;
-  if (l->grid_x < 1 || l->grid_y != 1 || a.heads > 65535) {
-    std::snprintf(err, err_len, "attention/%s: grid (%d,%d) x %d heads is not a prefill grid (grid.y must be 1, "
-                  "heads at most 65535)", d.name, l->grid_x, l->grid_y, a.heads);
-    return NINFER_ERR_INVALID_ARGUMENT;
-  }
-  return launch_kernel(d.kernel, dim3(l->grid_x, 1, a.heads), kPrefillThreads, a, *l, false, stream, d.name, err,
-                       err_len);
-}
-
-template <int V>
-int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
-  return query_kernel_attributes(reinterpret_cast<const void*>(kPrefill[V].kernel), kPrefill[V].symbol,
-                                 kPrefillThreads, out, err, err_len);
-}
-
-template <int V>
-int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
-  return query_driver_blocks(reinterpret_cast<const void*>(kPrefill[V].kernel), kPrefillThreads, dyn, blocks, err,
-                             err_len);
-}
-
-template <int V>
-void fill(ninfer_variant& v) {
-  v.op = NINFER_OP_ATTENTION;
-  v.name = kPrefill[V].name;
-  v.exec = NINFER_EXEC_CUDA;
-  v.geometry = NINFER_GEOMETRY_TOKEN_TILED;
-  v.cooperative = 0;
-  v.split_k = 1;
-  v.tokens_per_cta = kRows;
-  v.dtype_mask = 1u << NINFER_DTYPE_F32;
-  v.dynamic_smem_bytes = dyn_smem<V>;
-  v.workspace_bytes = workspace<V>;
-  v.supports = supports<V>;
-  v.launch = launch<V>;
-  v.query_loaded_resources = query<V>;
-  v.query_driver_blocks_per_sm = driver_blocks<V>;
-}
-
-template <int... V>
-void fill_all(ninfer_variant* out, std::integer_sequence<int, V...>) {
-  (fill<V>(out[V]), ...);
+const PrefillKernel* prefill_kernels() {
+  static const PrefillKernel k[kHeadDimClassCount] = {
+      {64, kPrefillThreads, kRows, smem_bytes(64, kRows), "prefill_hd64", "ninfer_attention_prefill_hd64",
+       ninfer_attention_prefill_hd64},
+      {128, kPrefillThreads, kRows, smem_bytes(128, kRows), "prefill_hd128", "ninfer_attention_prefill_hd128",
+       ninfer_attention_prefill_hd128},
+      {256, kPrefillThreads, kRows, smem_bytes(256, kRows), "prefill_hd256", "ninfer_attention_prefill_hd256",
+       ninfer_attention_prefill_hd256},
+  };
+  return k;
 }
 
 } // namespace
 
 int32_t register_attention_prefill(const ninfer_registrar* r, char* err, size_t err_len) {
-  static ninfer_variant variants[kHeadDimClassCount];
-  fill_all(variants, std::make_integer_sequence<int, kHeadDimClassCount>{});
-  for (int i = 0; i < kHeadDimClassCount; ++i) {
-    const BuildResource* res = find_build_resource(kPrefill[i].symbol);
-    if (!res) {
-      std::snprintf(err, err_len, "attention/%s: kernel %s missing from the build resource table", kPrefill[i].name,
-                    kPrefill[i].symbol);
-      return NINFER_ERR_UNSUPPORTED;
-    }
-    variants[i].resources = make_resources(*res, kPrefillThreads);
-    if (int32_t rc = r->add_variant(r->ctx, &variants[i]); rc != NINFER_OK) return rc;
-  }
-  return NINFER_OK;
+  return register_prefill_kernels<prefill_kernels>(r, err, err_len,
+                                                   std::make_integer_sequence<int, kHeadDimClassCount>{});
 }
 
 } // namespace ninfer::cuda_plugin::attention

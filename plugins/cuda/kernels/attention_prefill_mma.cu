@@ -30,12 +30,15 @@
 #include "../cuda_variant.hpp"
 #include "attention_host.hpp"
 #include "attention_mma.cuh"
+#include "attention_prefill_family.hpp"
 #include "attention_tile.cuh"
 
 namespace ninfer::cuda_plugin::attention {
 namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
+// Tiles of the two head-dim classes, shared by the kernel entry points and their variants.
+constexpr int kMmaKeyTile = 32, kHd128Warps = 8, kHd256Warps = 4;
 
 // 16-bit elements per shared-memory row: head dims plus 8, so the 8 rows one ldmatrix reads fall
 // in distinct banks (row pitch 16 bytes past a multiple of 128).
@@ -300,23 +303,23 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
 
 // Kernel entry points: extern "C" so their cubin names are the symbols of the build-time
 // resource table. (input format, head dim class, warps, keys per tile, resident CTAs asked of
-// ptxas; the two formats have the same tiles and registers):
+// ptxas; the two formats have the same tiles and residency, registers within 4):
 //   hd128  8 warps (128 tokens), 32 keys, 2 CTAs/SM: 128 registers (sm_90: a 4-byte spill).
 //          Measured on the H200 against 4 warps x 64 keys at 3 CTAs/SM (166 registers): 151 vs
 //          146 TFLOP/s at 4096 tokens, 183 vs 172 at 8192 (docs/cuda-attention.md): a CTA of
 //          128 rows reads each K/V tile from L2 for twice the rows.
 //   hd256  4 warps ( 64 tokens), 32 keys, 2 CTAs/SM: 240 registers (a 16 x 256 output block is
 //          128 float registers per thread; 8 warps would leave one CTA per SM).
-#define NINFER_ATTENTION_PREFILL_MMA(NAME, IN, HD, WARPS, KEYS, MIN_BLOCKS)                                   \
-  extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)                                        \
+#define NINFER_ATTENTION_PREFILL_MMA(NAME, IN, HD, WARPS, MIN_BLOCKS)                                        \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::WARPS * 32, MIN_BLOCKS)       \
       ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float*) {                        \
-    ninfer::cuda_plugin::attention::prefill_mma_tiles<ninfer::cuda_plugin::attention::mma::IN, HD, WARPS,     \
-                                                      KEYS>(a, b, e);                                         \
+    using namespace ninfer::cuda_plugin::attention;                                                           \
+    prefill_mma_tiles<mma::IN, HD, WARPS, kMmaKeyTile>(a, b, e);                                              \
   }
-NINFER_ATTENTION_PREFILL_MMA(prefill_mma_f16_hd128, F16Inputs, 128, 8, 32, 2)
-NINFER_ATTENTION_PREFILL_MMA(prefill_mma_f16_hd256, F16Inputs, 256, 4, 32, 2)
-NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd128, Bf16Inputs, 128, 8, 32, 2)
-NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd256, Bf16Inputs, 256, 4, 32, 2)
+NINFER_ATTENTION_PREFILL_MMA(prefill_mma_f16_hd128, F16Inputs, 128, kHd128Warps, 2)
+NINFER_ATTENTION_PREFILL_MMA(prefill_mma_f16_hd256, F16Inputs, 256, kHd256Warps, 2)
+NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd128, Bf16Inputs, 128, kHd128Warps, 2)
+NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd256, Bf16Inputs, 256, kHd256Warps, 2)
 
 namespace ninfer::cuda_plugin::attention {
 namespace {
@@ -328,103 +331,30 @@ namespace {
 // schedule table names for a model whose q * scale, K or V exceed fp16's range.
 constexpr int kMmaVariants = 4;
 
-struct MmaDef {
-  int hd, warps, key_tile;
-  const char* name;
-  const char* symbol;
-  Kernel kernel;
-  int threads() const { return warps * 32; }
-};
-
-const MmaDef kMma[kMmaVariants] = {
-    {128, 8, 32, "prefill_mma_f16_hd128", "ninfer_attention_prefill_mma_f16_hd128",
-     ninfer_attention_prefill_mma_f16_hd128},
-    {256, 4, 32, "prefill_mma_f16_hd256", "ninfer_attention_prefill_mma_f16_hd256",
-     ninfer_attention_prefill_mma_f16_hd256},
-    {128, 8, 32, "prefill_mma_hd128", "ninfer_attention_prefill_mma_hd128", ninfer_attention_prefill_mma_hd128},
-    {256, 4, 32, "prefill_mma_hd256", "ninfer_attention_prefill_mma_hd256", ninfer_attention_prefill_mma_hd256},
-};
-
-template <int V>
-size_t dyn_smem(const ninfer_shape*) {
-  return mma_smem_bytes(kMma[V].hd, kMma[V].warps, kMma[V].key_tile);
+// In the order of the kernel entry points above; threads, tokens and shared memory follow
+// from each class's warps.
+constexpr PrefillKernel mma_kernel(int hd, int warps, const char* name, const char* symbol, Kernel kernel) {
+  return {hd, warps * 32, 16 * warps, mma_smem_bytes(hd, warps, kMmaKeyTile), name, symbol, kernel};
 }
 
-template <int V>
-size_t workspace(const ninfer_shape* s, int64_t) {
-  return workspace_bytes(*s);
-}
-
-template <int V>
-int32_t supports(const ninfer_shape* s) {
-  return basic_shape_ok(*s, kMma[V].hd);
-}
-
-template <int V>
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
-  const MmaDef& d = kMma[V];
-  const auto& a = *static_cast<const ninfer_attention_args*>(args);
-  if (int32_t rc = check_args(a, *l, d.hd, d.name, err, err_len); rc != NINFER_OK) return rc;
-  if (l->grid_x < 1 || l->grid_y != 1 || a.heads > 65535) {
-    std::snprintf(err, err_len, "attention/%s: grid (%d,%d) x %d heads is not a prefill grid (grid.y must be 1, "
-                  "heads at most 65535)", d.name, l->grid_x, l->grid_y, a.heads);
-    return NINFER_ERR_INVALID_ARGUMENT;
-  }
-  return launch_kernel(d.kernel, dim3(l->grid_x, 1, a.heads), d.threads(), a, *l, false, stream, d.name, err,
-                       err_len);
-}
-
-template <int V>
-int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
-  return query_kernel_attributes(reinterpret_cast<const void*>(kMma[V].kernel), kMma[V].symbol, kMma[V].threads(),
-                                 out, err, err_len);
-}
-
-template <int V>
-int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
-  return query_driver_blocks(reinterpret_cast<const void*>(kMma[V].kernel), kMma[V].threads(), dyn, blocks, err,
-                             err_len);
-}
-
-template <int V>
-void fill(ninfer_variant& v) {
-  v.op = NINFER_OP_ATTENTION;
-  v.name = kMma[V].name;
-  v.exec = NINFER_EXEC_CUDA;
-  v.geometry = NINFER_GEOMETRY_TOKEN_TILED;
-  v.cooperative = 0;
-  v.split_k = 1;
-  v.tokens_per_cta = 16 * kMma[V].warps;
-  v.dtype_mask = 1u << NINFER_DTYPE_F32;
-  v.dynamic_smem_bytes = dyn_smem<V>;
-  v.workspace_bytes = workspace<V>;
-  v.supports = supports<V>;
-  v.launch = launch<V>;
-  v.query_loaded_resources = query<V>;
-  v.query_driver_blocks_per_sm = driver_blocks<V>;
-}
-
-template <int... V>
-void fill_all(ninfer_variant* out, std::integer_sequence<int, V...>) {
-  (fill<V>(out[V]), ...);
+const PrefillKernel* mma_kernels() {
+  static const PrefillKernel k[kMmaVariants] = {
+      mma_kernel(128, kHd128Warps, "prefill_mma_f16_hd128", "ninfer_attention_prefill_mma_f16_hd128",
+                 ninfer_attention_prefill_mma_f16_hd128),
+      mma_kernel(256, kHd256Warps, "prefill_mma_f16_hd256", "ninfer_attention_prefill_mma_f16_hd256",
+                 ninfer_attention_prefill_mma_f16_hd256),
+      mma_kernel(128, kHd128Warps, "prefill_mma_hd128", "ninfer_attention_prefill_mma_hd128",
+                 ninfer_attention_prefill_mma_hd128),
+      mma_kernel(256, kHd256Warps, "prefill_mma_hd256", "ninfer_attention_prefill_mma_hd256",
+                 ninfer_attention_prefill_mma_hd256),
+  };
+  return k;
 }
 
 } // namespace
 
 int32_t register_attention_prefill_mma(const ninfer_registrar* r, char* err, size_t err_len) {
-  static ninfer_variant variants[kMmaVariants];
-  fill_all(variants, std::make_integer_sequence<int, kMmaVariants>{});
-  for (int i = 0; i < kMmaVariants; ++i) {
-    const BuildResource* res = find_build_resource(kMma[i].symbol);
-    if (!res) {
-      std::snprintf(err, err_len, "attention/%s: kernel %s missing from the build resource table", kMma[i].name,
-                    kMma[i].symbol);
-      return NINFER_ERR_UNSUPPORTED;
-    }
-    variants[i].resources = make_resources(*res, kMma[i].threads());
-    if (int32_t rc = r->add_variant(r->ctx, &variants[i]); rc != NINFER_OK) return rc;
-  }
-  return NINFER_OK;
+  return register_prefill_kernels<mma_kernels>(r, err, err_len, std::make_integer_sequence<int, kMmaVariants>{});
 }
 
 } // namespace ninfer::cuda_plugin::attention
