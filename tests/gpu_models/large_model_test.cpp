@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <span>
 #include <tuple>
 
 #include "model_test_env.hpp"
@@ -69,16 +70,6 @@ ModelConfig large_config(ModelFamily family) {
     c.linear_value_head_dim = 128;
   }
   return c;
-}
-
-double rel_l2(const float* got, const float* want, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
 }
 
 class LargeModel : public testing::TestWithParam<ModelFamily> {};
@@ -137,19 +128,20 @@ TEST_P(LargeModel, CpuAndGpuLogitsAgreeOverLongPromptAndDecode) {
   // emulation vs the float32 reference; f32_err: float32 GPU routes vs the float32 reference.
   std::vector<double> vs_emul, vs_f32, emul_f32, f32_err;
   std::vector<double> decode_vs_emul, decode_vs_f32, decode_emul_f32;
+  auto at = [V](const std::vector<float>& logits, int64_t r) { return std::span<const float>(logits).subspan(r * V, V); };
   for (int64_t r = 0; r < kPrompt; ++r) {
-    vs_emul.push_back(rel_l2(b.data() + r * V, e.data() + r * V, V));
-    vs_f32.push_back(rel_l2(b.data() + r * V, a.data() + r * V, V));
-    emul_f32.push_back(rel_l2(e.data() + r * V, a.data() + r * V, V));
-    f32_err.push_back(rel_l2(c.data() + r * V, a.data() + r * V, V));
+    vs_emul.push_back(rel_l2(at(b, r), at(e, r)));
+    vs_f32.push_back(rel_l2(at(b, r), at(a, r)));
+    emul_f32.push_back(rel_l2(at(e, r), at(a, r)));
+    f32_err.push_back(rel_l2(at(c, r), at(a, r)));
   }
   int32_t next = argmax(row(a, kPrompt - 1, V));
   for (int64_t s = 0; s < kDecode; ++s) {
     const int32_t slot[1] = {0}, tok[1] = {next};
     const auto x = cpu->decode(slot, tok), y = cuda->decode(slot, tok), z = emul->decode(slot, tok);
-    decode_vs_emul.push_back(rel_l2(y.data(), z.data(), V));
-    decode_vs_f32.push_back(rel_l2(y.data(), x.data(), V));
-    decode_emul_f32.push_back(rel_l2(z.data(), x.data(), V));
+    decode_vs_emul.push_back(rel_l2(y, z));
+    decode_vs_f32.push_back(rel_l2(y, x));
+    decode_emul_f32.push_back(rel_l2(z, x));
     next = argmax(x); // all continue from the reference's greedy choice
   }
   auto summary = [](std::vector<double> e) {

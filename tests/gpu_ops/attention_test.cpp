@@ -226,6 +226,22 @@ RowError worst_row_error(const std::vector<float>& got, const std::vector<double
   return e;
 }
 
+// A tensor-core variant's rows against the float32 reference, within its input format's
+// tolerance; returns the worst row.
+RowError expect_mma_rows(const std::vector<float>& got, const std::vector<double>& want, int64_t head_dim,
+                         int64_t heads, const std::string& variant, const std::string& what) {
+  const RowError e = worst_row_error(got, want, head_dim);
+  const RowTolerance& tol = mma_tolerance(variant);
+  EXPECT_LE(e.worst, tol.rel_l2) << what << ": " << e.describe(heads, tol);
+  return e;
+}
+
+// NaN into the GPU output again, so the next run must write every row it owns.
+void poison_output(Backend& gpu, const Inputs& in, const Layout& l, int64_t T) {
+  gpu.upload(in.out, 0, std::vector<float>(l.out_elems(T), std::numeric_limits<float>::quiet_NaN()).data(),
+             sizeof(float) * l.out_elems(T));
+}
+
 class GpuAttentionVsCpu : public ::testing::TestWithParam<int32_t> {};
 
 // Failures recorded so far in the running test.
@@ -269,16 +285,13 @@ TEST_P(GpuAttentionVsCpu, EveryVariantAndThePlannersChoiceMatchTheCpuReference) 
       auto check = [&](const std::string& what, const std::string& variant) {
         const Rows got = rows_of(get<float>(*gpu, gin.out, l.out_elems(T)), T, l);
         if (mma_variant(variant)) {
-          const RowError e = worst_row_error(got.values, want, head_dim);
-          const RowTolerance& tol = mma_tolerance(variant);
-          EXPECT_LE(e.worst, tol.rel_l2) << what << ": " << e.describe(l.heads, tol);
+          expect_mma_rows(got.values, want, head_dim, l.heads, variant, what);
         } else {
           const Mismatch m = compare(got.values, want, kGpuVsCpuF32);
           EXPECT_TRUE(m.ok) << what << ": " << m.describe();
         }
         EXPECT_EQ(got.padding_written, 0) << what << " wrote into the row padding";
-        gpu->upload(gin.out, 0, std::vector<float>(l.out_elems(T), std::numeric_limits<float>::quiet_NaN()).data(),
-                    sizeof(float) * l.out_elems(T)); // poison again for the next run
+        poison_output(*gpu, gin, l, T);
       };
 
       int ran = 0, decode_ran = 0;
@@ -366,15 +379,12 @@ TEST_P(GpuAttentionMmaVsCpu, TensorCorePrefillMatchesTheCpuReferenceWithinBf16Ro
       const ninfer_attention_args ga = args(gin, b, l, cache.on(true));
       auto check = [&](const std::string& what, const std::string& variant) {
         const Rows got = rows_of(get<float>(*gpu, gin.out, l.out_elems(T)), T, l);
-        const RowError e = worst_row_error(got.values, want, head_dim);
-        const RowTolerance& tol = mma_tolerance(variant);
-        EXPECT_LE(e.worst, tol.rel_l2) << what << ": " << e.describe(l.heads, tol);
+        const RowError e = expect_mma_rows(got.values, want, head_dim, l.heads, variant, what);
         EXPECT_EQ(got.padding_written, 0) << what << " wrote into the row padding";
         double& worst = f16_variant(variant) ? worst_f16 : worst_bf16;
         worst = std::max(worst, e.worst);
-        gpu->upload(gin.out, 0, std::vector<float>(l.out_elems(T), std::numeric_limits<float>::quiet_NaN()).data(),
-                    sizeof(float) * l.out_elems(T));
-        return e.worst <= tol.rel_l2;
+        poison_output(*gpu, gin, l, T);
+        return e.worst <= mma_tolerance(variant).rel_l2;
       };
       int ran = 0;
       for (const ninfer_variant* v : gpu->plugin().variants_for(NINFER_OP_ATTENTION)) {

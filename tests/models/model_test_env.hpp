@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -110,7 +111,9 @@ inline double max_abs_diff(const std::vector<float>& got, const std::vector<floa
   return m;
 }
 
-inline double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
+// Relative L2 distance of two rows (vectors or slices of a logits matrix); infinite at any
+// element of `got` that is not finite.
+inline double rel_l2(std::span<const float> got, std::span<const float> want) {
   double num = 0, den = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     if (!std::isfinite(got[i])) return INFINITY;
