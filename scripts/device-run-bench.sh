@@ -8,10 +8,8 @@ out="${OUT:-$PWD/bench-logs}"
 mkdir -p "$out"
 presets="${1:-qwen3-8b,qwen3_5-27b}"
 shift || true
-n=/tmp/ninfer-carry
-rm -rf "$n" && mkdir -p "$n" && tar -C "$n" -xzf "${CARRY:-.carry}/bundle.tar.gz"
-export LD_LIBRARY_PATH="$n/ninfer/lib" NINFER_SOURCE_DIR="$n"
-step() { echo; echo "=== $*"; }
+source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
+unpack_bundle
 
 step device; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader
 if [[ -z "${SKIP_TESTS:-}" ]]; then

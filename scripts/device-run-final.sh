@@ -6,8 +6,7 @@ set -uo pipefail
 out="${OUT:-$PWD/final-logs}"
 mkdir -p "$out"
 OUT="$out" bash scripts/device-run-gpu.sh quick 2>&1 | tail -40
-n=/tmp/ninfer-carry
-export LD_LIBRARY_PATH="$n/ninfer/lib" NINFER_TEST_FIXTURES="$PWD/tests/fixtures" NINFER_SOURCE_DIR="$n"
+source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 echo; echo "=== gpu_graph_tests"; "$n/tests/gpu_graph_tests" 2>&1 | tail -1
 echo; echo "=== large model (Qwen3.5), CPU vs GPU"
 timeout "${LARGE_TIMEOUT:-300}" "$n/tests/gpu_large_model_tests" --gtest_filter='*Qwen3_5*' > "$out/large.log" 2>&1

@@ -5,11 +5,9 @@
 set -uo pipefail
 out="${OUT:-$PWD/gpu-logs}"
 mkdir -p "$out"
-n=/tmp/n
-rm -rf "$n" && mkdir -p "$n" && tar -C "$n" -xzf "${CARRY:-.carry-gen}/bundle.tar.gz"
-export LD_LIBRARY_PATH="$n/ninfer/lib" NINFER_TEST_FIXTURES="$PWD/tests/fixtures" NINFER_SOURCE_DIR="$n"
+source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
+unpack_bundle .carry-gen
 export NINFER_CACHE_DIR=/tmp/ninfer-kernel-cache
-step() { echo; echo "=== $*"; }
 # secs OUT ERR CMD...: runs CMD with stdout to OUT and stderr to ERR, prints its wall time.
 secs() {
   local o="$1" e="$2"; shift 2

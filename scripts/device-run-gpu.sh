@@ -5,10 +5,8 @@
 set -uo pipefail
 out="${OUT:-$PWD/gpu-logs}"
 mkdir -p "$out"
-n=/tmp/ninfer-carry
-rm -rf "$n" && mkdir -p "$n" && tar -C "$n" -xzf "${CARRY:-.carry}/bundle.tar.gz"
-export LD_LIBRARY_PATH="$n/ninfer/lib" NINFER_TEST_FIXTURES="$PWD/tests/fixtures" NINFER_SOURCE_DIR="$n"
-step() { echo; echo "=== $*"; }
+source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
+unpack_bundle
 
 step device; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
 step "relocated install: unresolved libraries (none expected)"

@@ -6,10 +6,8 @@
 set -uo pipefail
 out="${OUT:-$PWD/precision-logs}"
 mkdir -p "$out"
-n=/tmp/ninfer-carry
-rm -rf "$n" && mkdir -p "$n" && tar -C "$n" -xzf "${CARRY:-.carry}/bundle.tar.gz"
-export LD_LIBRARY_PATH="$n/ninfer/lib" NINFER_TEST_FIXTURES="$PWD/tests/fixtures" NINFER_SOURCE_DIR="$n"
-step() { echo; echo "=== $*"; }
+source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
+unpack_bundle
 summary() { grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests ran|Failure|worst row" "$1" | head -"${2:-12}"; }
 
 step device; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader

@@ -9,16 +9,15 @@
 # Work files live in /tmp/soak (the device machine's $OUT is emptied between calls).
 set -uo pipefail
 w=/tmp/soak
-n=/tmp/ninfer-carry
 port=8411
 url="http://127.0.0.1:$port"
-export LD_LIBRARY_PATH="$n/ninfer/lib"
+source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 
 health() { python3 -c "import urllib.request,sys;urllib.request.urlopen('$url/health',timeout=2);" 2>/dev/null; }
 
 case "${1:-}" in
 start)
-  rm -rf "$w" "$n" && mkdir -p "$w" "$n" && tar -C "$n" -xzf "${CARRY:-.carry}/bundle.tar.gz"
+  rm -rf "$w" && mkdir -p "$w" && unpack_bundle
   nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv | tee "$w/gpu-before.csv"
   t0=$(date +%s)
   "$n/ninfer/bin/ninfer-make-checkpoint" --preset "${SOAK_PRESET:-qwen3-8b}" --dtype bf16 --out "$w/model" \

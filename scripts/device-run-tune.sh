@@ -8,11 +8,9 @@ out="${OUT:-$PWD/tune-logs}"
 mkdir -p "$out"
 preset="${1:-qwen3-8b}"
 budget="${2:-60}"
-n=/tmp/ninfer-carry
-rm -rf "$n" && mkdir -p "$n" && tar -C "$n" -xzf "${CARRY:-.carry}/bundle.tar.gz"
-export LD_LIBRARY_PATH="$n/ninfer/lib" NINFER_SOURCE_DIR="$n"
+source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
+unpack_bundle
 bench="$n/ninfer/bin/ninfer-bench"
-step() { echo; echo "=== $*"; }
 
 step "ncu: kernel times of decode steps ($preset, batch 1, eager)"
 ncu --metrics gpu__time_duration.sum --print-summary per-kernel "$bench" --preset "$preset" --device cuda \
