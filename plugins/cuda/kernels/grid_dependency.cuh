@@ -1,0 +1,39 @@
+// Programmatic dependent launch (Hopper and newer): how consecutive kernels of a step overlap.
+//
+// A decode step is ~450 dependent launches, most of them tiny (norms, RoPE, KV append). Without
+// help, each one starts only after the previous grid has fully drained and its completion has
+// travelled back to the front end: a few microseconds per launch, a third of a step. With
+// programmatic stream serialization, the next grid is launched as soon as every CTA of the
+// previous one has *started* (griddepcontrol.launch_dependents), its CTAs are placed on free SM
+// slots, and they block in griddepcontrol.wait until the previous grid has completed and its
+// memory is visible. The launch latency and the CTA ramp-up hide behind the previous kernel.
+//
+// The rule that keeps this correct: every kernel launched with the attribute calls
+// grid_dependency_prologue() as its FIRST statement, before any global memory access and before
+// any early return. Then "grid N completed" implies "grid N-1 completed" (N waited for it), so
+// dependencies stay transitive across the whole stream. Kernels that do not follow the rule
+// (library kernels: cuBLASLt) are launched without the attribute, which is always safe.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace ninfer::cuda_plugin {
+
+__device__ __forceinline__ void grid_dependency_prologue() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Launches `kernel` on `stream`, with programmatic stream serialization when this plugin's
+// kernels were compiled with the prologue above (machine code for compute capability 9.0 or
+// newer) and NINFER_PDL is not 0. cuda-generic (compute_80 PTX) never uses it: its kernels have
+// no griddepcontrol instructions even when the driver compiles them for a Hopper card.
+cudaError_t launch_kernel(const void* kernel, dim3 grid, dim3 block, void** params, size_t dynamic_smem,
+                          cudaStream_t stream);
+
+// Whether launch_kernel adds the attribute (for ninfer-bench's report and the tests).
+bool programmatic_launch_enabled();
+
+} // namespace ninfer::cuda_plugin
