@@ -9,6 +9,7 @@
 
 #include "../cuda_variant.hpp"
 #include "ninfer/abi/ops/argmax.h"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -66,6 +67,7 @@ constexpr int kLanes = 4;
 
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
     ninfer_argmax_rows(ninfer_argmax_args a, int64_t first) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   const int64_t r = first + blockIdx.x;
   const float* row = a.logits + r * a.row_stride;
   Best acc[kLanes];
@@ -111,7 +113,7 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
   ninfer_argmax_args a = *static_cast<const ninfer_argmax_args*>(args);
   int64_t first = l->token_begin;
   void* params[] = {&a, &first};
-  const cudaError_t rc = cudaLaunchKernel(reinterpret_cast<const void*>(ninfer_argmax_rows),
+  const cudaError_t rc = launch_kernel(reinterpret_cast<const void*>(ninfer_argmax_rows),
                                           dim3(static_cast<unsigned>(l->token_end - l->token_begin)), dim3(l->block),
                                           params, 0, static_cast<cudaStream_t>(stream));
   if (rc != cudaSuccess) {

@@ -23,6 +23,7 @@
 #include "../cuda_variant.hpp"
 #include "attention_host.hpp"
 #include "attention_tile.cuh"
+#include "grid_dependency.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -165,6 +166,7 @@ __device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t
 #define NINFER_ATTENTION_DECODE(HD)                                                                          \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads)               \
       ninfer_attention_decode_hd##HD(ninfer_attention_args a, int64_t b, int64_t e, float* ws) {             \
+    ninfer::cuda_plugin::grid_dependency_prologue(); \
     ninfer::cuda_plugin::attention::decode_split<HD>(a, b, e, ws);                                           \
   }
 NINFER_ATTENTION_DECODE(64)

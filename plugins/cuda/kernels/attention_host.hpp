@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "attention_shapes.hpp"
+#include "grid_dependency.cuh"
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/plugin_abi.h"
 
@@ -47,10 +48,8 @@ inline int32_t launch_kernel(Kernel k, dim3 grid, int threads, const ninfer_atte
   if (rc == cudaSuccess) {
     void* params[] = {&a, &b, &e, &ws};
     auto s = static_cast<cudaStream_t>(stream);
-    rc = cooperative ? cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k), grid, dim3(threads), params,
-                                                   l.dynamic_smem_bytes, s)
-                     : cudaLaunchKernel(reinterpret_cast<const void*>(k), grid, dim3(threads), params,
-                                        l.dynamic_smem_bytes, s);
+    rc = ninfer::cuda_plugin::launch_kernel(reinterpret_cast<const void*>(k), grid, dim3(threads), params,
+                                            l.dynamic_smem_bytes, s, cooperative);
   }
   if (rc != cudaSuccess) {
     std::snprintf(err, err_len, "attention/%s: launch grid (%u,%u,%u) block %d smem %zu tokens [%lld,%lld): %s",

@@ -19,6 +19,7 @@
 #include "attention_host.hpp"
 #include "attention_prefill_family.hpp"
 #include "attention_tile.cuh"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin::attention {
 namespace {
@@ -91,6 +92,7 @@ __device__ void prefill_tiles(const ninfer_attention_args& a, int64_t tb, int64_
 #define NINFER_ATTENTION_PREFILL(HD)                                                                         \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kPrefillThreads)              \
       ninfer_attention_prefill_hd##HD(ninfer_attention_args a, int64_t b, int64_t e, float*) {               \
+    ninfer::cuda_plugin::grid_dependency_prologue(); \
     ninfer::cuda_plugin::attention::prefill_tiles<HD>(a, b, e);                                              \
   }
 NINFER_ATTENTION_PREFILL(64)

@@ -32,6 +32,7 @@
 #include "attention_mma.cuh"
 #include "attention_prefill_family.hpp"
 #include "attention_tile.cuh"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin::attention {
 namespace {
@@ -313,6 +314,7 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
 #define NINFER_ATTENTION_PREFILL_MMA(NAME, IN, HD, WARPS, MIN_BLOCKS)                                        \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::WARPS * 32, MIN_BLOCKS)       \
       ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float*) {                        \
+    ninfer::cuda_plugin::grid_dependency_prologue(); \
     using namespace ninfer::cuda_plugin::attention;                                                           \
     prefill_mma_tiles<mma::IN, HD, WARPS, kMmaKeyTile>(a, b, e);                                              \
   }

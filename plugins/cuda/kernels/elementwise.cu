@@ -13,6 +13,7 @@
 #include "pointwise_families.hpp"
 #include "pointwise_math.cuh"
 #include "token_variant.cuh"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -81,10 +82,12 @@ __device__ void sigmoid_gate_rows(const ninfer_sigmoid_gate_args& a, int64_t beg
 
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
     ninfer_silu_mul_f32(ninfer_silu_mul_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   ninfer::cuda_plugin::silu_mul_rows(a, b, e);
 }
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
     ninfer_sigmoid_gate_f32(ninfer_sigmoid_gate_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   ninfer::cuda_plugin::sigmoid_gate_rows(a, b, e);
 }
 

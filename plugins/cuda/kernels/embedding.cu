@@ -12,6 +12,7 @@
 #include "ninfer/abi/ops/embedding.h"
 #include "pointwise_families.hpp"
 #include "token_variant.cuh"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -45,10 +46,12 @@ __device__ void gather_rows(const ninfer_embedding_args& a, int64_t begin, int64
 
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
     ninfer_embedding_f32(ninfer_embedding_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   ninfer::cuda_plugin::gather_rows<float>(a, b, e);
 }
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
     ninfer_embedding_bf16(ninfer_embedding_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   ninfer::cuda_plugin::gather_rows<__nv_bfloat16>(a, b, e);
 }
 

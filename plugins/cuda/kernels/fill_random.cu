@@ -6,6 +6,7 @@
 
 #include "ninfer/abi/ops/fill_random.h"
 #include "token_variant.cuh"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -45,6 +46,7 @@ __device__ void fill_rows(const ninfer_fill_random_args& a, int64_t begin, int64
 
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
     ninfer_fill_random(ninfer_fill_random_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   ninfer::cuda_plugin::fill_rows(a, b, e);
 }
 

@@ -14,6 +14,7 @@
 #include <initializer_list>
 
 #include "gated_deltanet_common.cuh"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace gdn {
@@ -33,8 +34,8 @@ int32_t launch_kernel(const KernelInfo& k, dim3 grid, const ninfer_launch* l, vo
   cudaError_t rc = cudaFuncSetAttribute(k.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(l->dynamic_smem_bytes));
   if (rc == cudaSuccess)
-    rc = cudaLaunchKernel(k.kernel, grid, dim3(l->block), params, l->dynamic_smem_bytes,
-                          static_cast<cudaStream_t>(stream));
+    rc = ninfer::cuda_plugin::launch_kernel(k.kernel, grid, dim3(l->block), params, l->dynamic_smem_bytes,
+                                            static_cast<cudaStream_t>(stream));
   if (rc == cudaSuccess) return NINFER_OK;
   return fail(NINFER_ERR_LAUNCH, err, err_len, "%s/%s: launch grid (%u,%u,%u) block %d smem %zu tokens [%lld,%lld): %s",
               k.op, k.variant, grid.x, grid.y, grid.z, l->block, l->dynamic_smem_bytes,

@@ -18,6 +18,7 @@
 
 #include "gated_deltanet_common.cuh"
 #include "ninfer/abi/ops/causal_conv1d.h"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin::gdn {
 namespace {
@@ -111,6 +112,7 @@ __device__ void conv_tiles(const ninfer_causal_conv1d_args& a, int64_t begin, in
 
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gdn::kThreads)
     ninfer_causal_conv1d_tiled(ninfer_causal_conv1d_args a, int64_t token_begin, int64_t token_end) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   ninfer::cuda_plugin::gdn::conv_tiles(a, token_begin, token_end);
 }
 

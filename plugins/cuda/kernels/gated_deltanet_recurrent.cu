@@ -18,6 +18,7 @@
 
 #include "gated_deltanet_common.cuh"
 #include "ninfer/abi/ops/gated_delta_rule.h"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin::gdn {
 namespace {
@@ -95,6 +96,7 @@ __device__ void recurrent(const ninfer_gated_delta_rule_args& a, int64_t begin, 
 
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gdn::kThreads)
     ninfer_gated_delta_rule_recurrent(ninfer_gated_delta_rule_args a, int64_t token_begin, int64_t token_end) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   ninfer::cuda_plugin::gdn::recurrent(a, token_begin, token_end);
 }
 

@@ -17,6 +17,7 @@
 #include "../build_resources.hpp"
 #include "../cuda_variant.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
+#include "grid_dependency.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -147,11 +148,13 @@ using ninfer::cuda_plugin::gating_unsplit;
 #define NINFER_GATING_UNSPLIT(NAME, T, THREADS, TPC)                                            \
   extern "C" __global__ void __launch_bounds__(THREADS)                                          \
       NAME(ninfer_gdn_gating_args a, int64_t b, int64_t e, float*) {                             \
+    ninfer::cuda_plugin::grid_dependency_prologue(); \
     gating_unsplit<T, TPC>(a, b, e);                                                             \
   }
 #define NINFER_GATING_SPLIT(NAME, T, THREADS, SPLIT, TPC)                                       \
   extern "C" __global__ void __launch_bounds__(THREADS)                                          \
       NAME(ninfer_gdn_gating_args a, int64_t b, int64_t e, float* ws) {                          \
+    ninfer::cuda_plugin::grid_dependency_prologue(); \
     gating_split<T, SPLIT, TPC>(a, b, e, ws);                                                    \
   }
 
@@ -229,11 +232,8 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
     void* params[] = {&a, &b, &e, &ws};
     dim3 grid(l->grid_x, l->grid_y), block(l->block);
     auto s = static_cast<cudaStream_t>(stream);
-    rc = l->cooperative
-             ? cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k), grid, block, params,
-                                           l->dynamic_smem_bytes, s)
-             : cudaLaunchKernel(reinterpret_cast<const void*>(k), grid, block, params,
-                                l->dynamic_smem_bytes, s);
+    rc = launch_kernel(reinterpret_cast<const void*>(k), grid, block, params, l->dynamic_smem_bytes, s,
+                       l->cooperative != 0);
   }
   if (rc != cudaSuccess) {
     std::snprintf(err, err_len, "gdn_gating/%s: launch grid (%d,%d) block %d smem %zu tokens [%lld,%lld): %s",

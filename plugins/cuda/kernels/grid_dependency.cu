@@ -29,14 +29,19 @@ bool programmatic_launch_enabled() {
 }
 
 cudaError_t launch_kernel(const void* kernel, dim3 grid, dim3 block, void** params, size_t dynamic_smem,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, bool cooperative) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = dynamic_smem;
   config.stream = stream;
   cudaLaunchAttribute attribute[1];
-  if (programmatic_launch_enabled()) {
+  if (cooperative) {
+    attribute[0].id = cudaLaunchAttributeCooperative;
+    attribute[0].val.cooperative = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+  } else if (programmatic_launch_enabled()) {
     attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute[0].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attribute;

@@ -30,8 +30,11 @@ __device__ __forceinline__ void grid_dependency_prologue() {
 // kernels were compiled with the prologue above (machine code for compute capability 9.0 or
 // newer) and NINFER_PDL is not 0. cuda-generic (compute_80 PTX) never uses it: its kernels have
 // no griddepcontrol instructions even when the driver compiles them for a Hopper card.
+// `cooperative` (a grid barrier inside the kernel) launches with co-residency guaranteed and
+// without the early start: all its CTAs must be resident at once, and CTAs parked behind the
+// previous grid would only delay that.
 cudaError_t launch_kernel(const void* kernel, dim3 grid, dim3 block, void** params, size_t dynamic_smem,
-                          cudaStream_t stream);
+                          cudaStream_t stream, bool cooperative = false);
 
 // Whether launch_kernel adds the attribute (for ninfer-bench's report and the tests).
 bool programmatic_launch_enabled();

@@ -11,6 +11,7 @@
 #include "ninfer/abi/ops/kv_append.h"
 #include "pointwise_families.hpp"
 #include "token_variant.cuh"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -39,6 +40,7 @@ __device__ void append_rows(const ninfer_kv_append_args& a, int64_t begin, int64
 
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
     ninfer_kv_append_f32(ninfer_kv_append_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   ninfer::cuda_plugin::append_rows(a, b, e);
 }
 

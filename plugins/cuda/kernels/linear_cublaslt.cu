@@ -37,6 +37,7 @@
 #include "linear_variants.hpp"
 #include "ninfer/abi/ops/linear.h"
 #include "token_variant.cuh"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -56,6 +57,7 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kCastThreads)
     ninfer_linear_cast_bf16(const float* x, int64_t stride, int64_t rows, int32_t K, __nv_bfloat16* out,
                             __nv_bfloat16* lo) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   const int64_t per_row = K / 8; // K % 8 == 0 (the variant supports only such shapes)
   const int64_t n = rows * per_row;
   const bool vec = stride % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
@@ -273,9 +275,15 @@ int32_t launch_impl(const void* args, const ninfer_launch* l, void* stream_ptr, 
     const int64_t work = rows * (K / 8);
     const int64_t blocks = (work + kCastThreads - 1) / kCastThreads;
     const unsigned grid = static_cast<unsigned>(blocks < 65535 ? blocks : 65535); // grid-stride beyond
-    ninfer_linear_cast_bf16<<<grid, kCastThreads, 0, stream>>>(a.x + b * a.x_row_stride, a.x_row_stride, rows, K,
-                                                                 xb, xlo);
-    if (cudaError_t rc = cudaGetLastError(); rc != cudaSuccess) {
+    const float* x = a.x + b * a.x_row_stride;
+    int64_t stride = a.x_row_stride;
+    int32_t k = K;
+    int64_t n = rows;
+    void* params[] = {&x, &stride, &n, &k, &xb, &xlo};
+    if (cudaError_t rc = launch_kernel(reinterpret_cast<const void*>(ninfer_linear_cast_bf16), dim3(grid),
+                                       dim3(kCastThreads), params, 0, stream);
+        rc != cudaSuccess) {
+      cudaGetLastError();
       std::snprintf(err, err_len, "linear/cublaslt: cast of tokens [%lld, %lld): %s", static_cast<long long>(b),
                     static_cast<long long>(b + rows), cudaGetErrorString(rc));
       return NINFER_ERR_LAUNCH;

@@ -29,6 +29,7 @@
 #include "ninfer/abi/ops/linear.h"
 #include "pointwise_math.cuh"
 #include "token_variant.cuh"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -197,10 +198,12 @@ __device__ void linear_gemv(const ninfer_linear_args& a, int64_t begin, int64_t 
 #define NINFER_GEMV(TPC, R, U)                                                                                  \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kGemvThreads)                              \
       ninfer_linear_gemv##TPC##_f32(ninfer_linear_args a, int64_t b, int64_t e) {                               \
+    ninfer::cuda_plugin::grid_dependency_prologue(); \
     ninfer::cuda_plugin::linear_gemv<float, TPC, R, U>(a, b, e);                                                \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kGemvThreads)                              \
       ninfer_linear_gemv##TPC##_bf16(ninfer_linear_args a, int64_t b, int64_t e) {                              \
+    ninfer::cuda_plugin::grid_dependency_prologue(); \
     ninfer::cuda_plugin::linear_gemv<__nv_bfloat16, TPC, R, U>(a, b, e);                                        \
   }
 
@@ -218,6 +221,7 @@ NINFER_GEMV(8, 4, 1)
 #define NINFER_GEMV_MMA(TPC, MR, U)                                                                           \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_bf16::kThreads, 2)                   \
       ninfer_linear_gemv##TPC##_bf16_mma(ninfer_linear_args a, int64_t b, int64_t e) {                        \
+    ninfer::cuda_plugin::grid_dependency_prologue(); \
     ninfer::cuda_plugin::gemv_bf16::gemv<TPC, MR, U>(a, b, e);                                                \
   }                                                                                                           \
   namespace ninfer::cuda_plugin {                                                                             \

@@ -18,6 +18,7 @@
 #include "ninfer/abi/ops/linear.h"
 #include "pointwise_math.cuh"
 #include "token_variant.cuh"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -172,10 +173,12 @@ __device__ void linear_tiled(const ninfer_linear_args& a, int64_t begin, int64_t
 #define NINFER_TILED(NAME, TM, TN, MIN_CTAS)                                                                     \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kTiledThreads, MIN_CTAS)                    \
       ninfer_linear_##NAME##_f32(ninfer_linear_args a, int64_t b, int64_t e) {                                   \
+    ninfer::cuda_plugin::grid_dependency_prologue(); \
     ninfer::cuda_plugin::linear_tiled<float, TM, TN>(a, b, e);                                                   \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kTiledThreads, MIN_CTAS)                    \
       ninfer_linear_##NAME##_bf16(ninfer_linear_args a, int64_t b, int64_t e) {                                  \
+    ninfer::cuda_plugin::grid_dependency_prologue(); \
     ninfer::cuda_plugin::linear_tiled<__nv_bfloat16, TM, TN>(a, b, e);                                           \
   }
 

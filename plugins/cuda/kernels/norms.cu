@@ -16,6 +16,7 @@
 #include "pointwise_families.hpp"
 #include "pointwise_math.cuh"
 #include "token_variant.cuh"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -137,14 +138,17 @@ __device__ void l2_norm_rows(const ninfer_l2_norm_args& a, int64_t begin, int64_
 
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kNormThreads)
     ninfer_rms_norm_f32(ninfer_rms_norm_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   ninfer::cuda_plugin::rms_norm_rows(a, b, e);
 }
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kNormThreads)
     ninfer_gated_rms_norm_f32(ninfer_gated_rms_norm_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   ninfer::cuda_plugin::gated_rms_norm_rows(a, b, e);
 }
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kNormThreads)
     ninfer_l2_norm_f32(ninfer_l2_norm_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   ninfer::cuda_plugin::l2_norm_rows(a, b, e);
 }
 

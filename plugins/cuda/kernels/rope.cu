@@ -13,6 +13,7 @@
 #include "ninfer/abi/ops/rope.h"
 #include "pointwise_families.hpp"
 #include "token_variant.cuh"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -55,6 +56,7 @@ __device__ void rope_rows(const ninfer_rope_args& a, int64_t begin, int64_t end)
 
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
     ninfer_rope_f32(ninfer_rope_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   ninfer::cuda_plugin::rope_rows(a, b, e);
 }
 

@@ -16,6 +16,7 @@
 #include "../cuda_variant.hpp"
 #include "ninfer/abi/ops/sample.h"
 #include "ninfer/abi/ops/sample_math.h"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -501,10 +502,12 @@ using namespace ninfer::cuda_plugin;
 // form (float4 reads, the top-k mass from the first top-p pass, the tiled draw): two variants
 // of one algorithm, both exactly the contract.
 extern "C" __global__ void __launch_bounds__(512) ninfer_sample_rows(ninfer_sample_args a, int64_t first) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   sample_row<false>(a, first);
 }
 
 extern "C" __global__ void __launch_bounds__(512) ninfer_sample_rows_vec(ninfer_sample_args a, int64_t first) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
   sample_row<true>(a, first);
 }
 
@@ -529,7 +532,7 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
   ninfer_sample_args a = *static_cast<const ninfer_sample_args*>(args);
   int64_t first = l->token_begin;
   void* params[] = {&a, &first};
-  const cudaError_t rc = cudaLaunchKernel(kForms[F].kernel, dim3(static_cast<unsigned>(l->token_end - l->token_begin)),
+  const cudaError_t rc = launch_kernel(kForms[F].kernel, dim3(static_cast<unsigned>(l->token_end - l->token_begin)),
                                           dim3(l->block), params, 0, static_cast<cudaStream_t>(stream));
   if (rc != cudaSuccess) {
     std::snprintf(err, err_len, "sample (%s): %lld rows of %d: %s", kForms[F].name,

@@ -24,6 +24,7 @@
 #include <cstdio>
 
 #include "../cuda_variant.hpp"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 
@@ -94,7 +95,7 @@ struct TokenVariant {
                                 static_cast<int>(l->dynamic_smem_bytes));
     if (rc == cudaSuccess) {
       void* params[] = {&a, &b, &e};
-      rc = cudaLaunchKernel(k, grid, dim3(l->block), params, l->dynamic_smem_bytes,
+      rc = launch_kernel(k, grid, dim3(l->block), params, l->dynamic_smem_bytes,
                             static_cast<cudaStream_t>(stream));
     }
     if (rc != cudaSuccess) {
