@@ -12,7 +12,7 @@ step device; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm -
 step "relocated install: unresolved libraries (none expected)"
 (env -u LD_LIBRARY_PATH ldd "$n/ninfer/bin/ninfer-run"; env -u LD_LIBRARY_PATH ldd "$n"/ninfer/lib/ninfer/plugins/*.so) | grep "not found"
 env -u LD_LIBRARY_PATH "$n/ninfer/bin/ninfer-info" > "$out/ninfer-info.txt" 2>&1; head -40 "$out/ninfer-info.txt"
-for t in gpu_tests gpu_op_tests gpu_model_tests; do
+for t in gpu_tests gpu_op_tests gpu_model_tests gpu_graph_tests; do
   step "$t"; "$n/tests/$t" > "$out/$t.log" 2>&1; echo "exit $?"; grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests ran" "$out/$t.log"
 done
 step "ninfer-run --device cuda (fixture, greedy, vs transformers ids)"
