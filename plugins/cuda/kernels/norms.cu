@@ -4,9 +4,12 @@
 // One CTA normalises all rows of a token (grid-stride over the launch's tokens). The rows of a
 // token are dealt to "teams" of threads, as many rows at once as the CTA has warps (rounded to
 // a power of two): a single hidden-size row is reduced by the whole CTA, per-head rows by one
-// warp each. A row is read twice: once for its sum of squares, once to scale it; the second
-// read hits L1. Each thread touches the same elements in both passes, so in-place calls (y = x)
-// and the residual write-back are safe without further synchronisation.
+// warp each. Rows of up to kRegs elements per team thread (8192 for a 512-thread CTA) are read
+// once into registers, every load of the row (and of its weights) in flight together: at one
+// token per step these kernels are pure latency, and one memory round trip instead of three
+// halves them. Longer rows are read twice (sum of squares, then scale; the second read hits L1).
+// Each thread touches the same elements in every pass, so in-place calls (y = x) and the
+// residual write-back are safe without further synchronisation.
 #include <cuda_runtime.h>
 
 #include "../cuda_variant.hpp"
@@ -54,6 +57,26 @@ __device__ float team_sum(float v, const Teams& tm, float* red) {
   return s;
 }
 
+// Elements a thread keeps in registers on the one-read path.
+constexpr int kRegs = 16;
+
+// f(u, i) for the thread's register slots u and row elements i = rank + u * team size < dim.
+template <class F>
+__device__ __forceinline__ void for_each_reg(bool active, int dim, const Teams& tm, F f) {
+#pragma unroll
+  for (int u = 0; u < kRegs; ++u) {
+    const int i = tm.rank + u * tm.size;
+    if (active && i < dim) f(u, i);
+  }
+}
+
+__device__ __forceinline__ float sum_squares(const float (&v)[kRegs]) {
+  float ss = 0.f;
+#pragma unroll
+  for (int u = 0; u < kRegs; ++u) ss += v[u] * v[u];
+  return ss;
+}
+
 // Sum of squares of row[0, dim) over the team; `load(i)` yields element i (and may write back).
 template <class Load>
 __device__ float team_sum_squares(bool active, int dim, const Teams& tm, Load load) {
@@ -84,6 +107,17 @@ __device__ void rms_norm_rows(const ninfer_rms_norm_args& a, int64_t begin, int6
       const float* x = a.x + t * a.x_token_stride + j * a.x_group_stride;
       float* y = a.y + t * a.y_token_stride + j * a.y_group_stride;
       float* res = a.residual ? a.residual + t * a.residual_token_stride + j * a.residual_group_stride : nullptr;
+      if (a.dim <= tm.size * kRegs) {
+        float v[kRegs] = {}, w[kRegs] = {};
+        for_each_reg(active, a.dim, tm, [&](int u, int i) {
+          v[u] = res ? x[i] + res[i] : x[i];
+          w[u] = offset + a.weight[i];
+        });
+        if (res) for_each_reg(active, a.dim, tm, [&](int u, int i) { res[i] = v[u]; });
+        const float inv = rsqrtf(team_sum(sum_squares(v), tm, red) / a.dim + a.eps);
+        for_each_reg(active, a.dim, tm, [&](int u, int i) { y[i] = v[u] * inv * w[u]; });
+        continue;
+      }
       const float ss = team_sum_squares(active, a.dim, tm, [&](int i) {
         if (!res) return x[i];
         const float s = x[i] + res[i];
@@ -109,6 +143,17 @@ __device__ void gated_rms_norm_rows(const ninfer_gated_rms_norm_args& a, int64_t
       const float* x = a.x + t * a.x_token_stride + row;
       const float* z = a.z + t * a.z_token_stride + row;
       float* y = a.y + t * a.y_token_stride + row;
+      if (a.dim <= tm.size * kRegs) {
+        float v[kRegs] = {}, w[kRegs] = {}, g[kRegs] = {};
+        for_each_reg(active, a.dim, tm, [&](int u, int i) {
+          v[u] = x[i];
+          w[u] = a.weight[i];
+          g[u] = z[i];
+        });
+        const float inv = rsqrtf(team_sum(sum_squares(v), tm, red) / a.dim + a.eps);
+        for_each_reg(active, a.dim, tm, [&](int u, int i) { y[i] = v[u] * inv * w[u] * silu(g[u]); });
+        continue;
+      }
       const float ss = team_sum_squares(active, a.dim, tm, [&](int i) { return x[i]; });
       const float inv = rsqrtf(team_sum(ss, tm, red) / a.dim + a.eps);
       if (!active) continue;
@@ -125,6 +170,13 @@ __device__ void l2_norm_rows(const ninfer_l2_norm_args& a, int64_t begin, int64_
       const int h = h0 + tm.index;
       const bool active = h < a.heads;
       float* x = a.x + t * a.token_stride + h * a.head_stride;
+      if (a.dim <= tm.size * kRegs) {
+        float v[kRegs] = {};
+        for_each_reg(active, a.dim, tm, [&](int u, int i) { v[u] = x[i]; });
+        const float inv = rsqrtf(team_sum(sum_squares(v), tm, red) + a.eps);
+        for_each_reg(active, a.dim, tm, [&](int u, int i) { x[i] = v[u] * inv; });
+        continue;
+      }
       const float ss = team_sum_squares(active, a.dim, tm, [&](int i) { return x[i]; });
       const float inv = rsqrtf(team_sum(ss, tm, red) + a.eps);
       if (!active) continue;
