@@ -35,17 +35,33 @@ struct Teams {
   int rank;  // this thread's place in its team
 };
 
-__device__ Teams make_teams(int rows) {
-  const int warps = static_cast<int>(blockDim.x) / 32;
-  int n = 1;
-  while (n * 2 <= warps && n * 2 <= rows) n *= 2;
-  const int size = static_cast<int>(blockDim.x) / n;
-  return {n, size, static_cast<int>(threadIdx.x) / size, static_cast<int>(threadIdx.x) % size};
+// Elements a thread keeps in registers on the one-read path.
+constexpr int kRegs = 16;
+// Smallest team: 8 threads reduce with three shuffles.
+constexpr int kMinTeam = 8;
+
+// Teams as large as possible while every row of the token is processed in the fewest rounds:
+// each round costs a memory latency, so Qwen3.5-27B's 48 gated-norm heads of 128 take one
+// round of 64 teams of 8 threads (16 elements each) rather than three rounds of 16 warps. A
+// smaller team is taken only when its rows still fit its registers (kRegs per thread).
+__device__ Teams make_teams(int rows, int dim) {
+  const int threads = static_cast<int>(blockDim.x);
+  int size = threads, rounds = rows;
+  for (int s = threads / 2; s >= kMinTeam && dim <= s * kRegs; s /= 2) {
+    const int r = (rows + threads / s - 1) / (threads / s);
+    if (r < rounds) size = s, rounds = r;
+  }
+  return {threads / size, size, static_cast<int>(threadIdx.x) / size, static_cast<int>(threadIdx.x) % size};
 }
 
 // The sum of v over each team, in a fixed order (deterministic). Every thread of the CTA must
-// call it: it synchronises the CTA.
+// call it: teams of a warp or more meet in shared memory (it synchronises the CTA), smaller
+// ones reduce within their lanes.
 __device__ float team_sum(float v, const Teams& tm, float* red) {
+  if (tm.size < 32) {
+    for (int off = tm.size / 2; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+  }
   v = warp_sum(v);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (lane == 0) red[warp] = v;
@@ -56,9 +72,6 @@ __device__ float team_sum(float v, const Teams& tm, float* red) {
   __syncthreads(); // red is reused by the next row
   return s;
 }
-
-// Elements a thread keeps in registers on the one-read path.
-constexpr int kRegs = 16;
 
 // f(u, i) for the thread's register slots u and row elements i = rank + u * team size < dim.
 template <class F>
@@ -98,7 +111,7 @@ __device__ float team_sum_squares(bool active, int dim, const Teams& tm, Load lo
 
 __device__ void rms_norm_rows(const ninfer_rms_norm_args& a, int64_t begin, int64_t end) {
   __shared__ float red[32];
-  const Teams tm = make_teams(a.groups);
+  const Teams tm = make_teams(a.groups, a.dim);
   const float offset = a.weight_offset ? 1.f : 0.f;
   for (int64_t t = begin + blockIdx.x; t < end; t += gridDim.x) {
     for (int j0 = 0; j0 < a.groups; j0 += tm.count) {
@@ -134,7 +147,7 @@ __device__ void rms_norm_rows(const ninfer_rms_norm_args& a, int64_t begin, int6
 
 __device__ void gated_rms_norm_rows(const ninfer_gated_rms_norm_args& a, int64_t begin, int64_t end) {
   __shared__ float red[32];
-  const Teams tm = make_teams(a.heads);
+  const Teams tm = make_teams(a.heads, a.dim);
   for (int64_t t = begin + blockIdx.x; t < end; t += gridDim.x) {
     for (int h0 = 0; h0 < a.heads; h0 += tm.count) {
       const int h = h0 + tm.index;
@@ -164,7 +177,7 @@ __device__ void gated_rms_norm_rows(const ninfer_gated_rms_norm_args& a, int64_t
 
 __device__ void l2_norm_rows(const ninfer_l2_norm_args& a, int64_t begin, int64_t end) {
   __shared__ float red[32];
-  const Teams tm = make_teams(a.heads);
+  const Teams tm = make_teams(a.heads, a.dim);
   for (int64_t t = begin + blockIdx.x; t < end; t += gridDim.x) {
     for (int h0 = 0; h0 < a.heads; h0 += tm.count) {
       const int h = h0 + tm.index;
