@@ -39,7 +39,7 @@ TEST(PluginHost, LoadsEveryBuiltPluginWithItsVariants) {
     const LoadedPlugin* p = host.find(name);
     ASSERT_NE(p, nullptr) << name;
     EXPECT_EQ(p->arch(), arch);
-    for (const char* v : {"unsplit", "split2", "split4", "split8", "split64"})
+    for (const char* v : {"unsplit", "split2", "split4", "split8", "per_head"})
       EXPECT_NE(p->find_variant("gdn_gating", v), nullptr) << name << " " << v;
   }
 #endif
@@ -49,7 +49,7 @@ TEST(PluginHost, SplitVariantsReallyDifferInResources) {
   for (const LoadedPlugin* p : cuda_plugins()) {
     const ninfer_variant* unsplit = p->find_variant("gdn_gating", "unsplit");
     ASSERT_NE(unsplit, nullptr);
-    for (const char* name : {"split2", "split4", "split8", "split64"}) {
+    for (const char* name : {"split2", "split4", "split8"}) {
       const ninfer_variant* v = p->find_variant("gdn_gating", name);
       ASSERT_NE(v, nullptr);
       EXPECT_TRUE(v->cooperative) << p->name() << " " << name;

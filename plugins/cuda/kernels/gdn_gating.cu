@@ -6,7 +6,10 @@
 // kernel, so any grid size is legal. Split-K variants cut the hidden dimension into SPLIT
 // slices (grid.y), park partial sums in the caller's workspace and meet at a grid-wide
 // barrier before the epilogue: they are cooperative, so every CTA of a launch must be
-// resident at once. The planner, not this file, decides how many CTAs a launch may have.
+// resident at once. The per-head variant (decode) gives each CTA one head of a token tile:
+// both dot products over the whole hidden size, every load of the head's weights in flight at
+// once, no workspace and no barrier. The planner, not this file, decides how many CTAs a
+// launch may have; the built-in schedule tables send decode (1-8 tokens) to per_head.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -137,9 +140,61 @@ __device__ void gating_split(const ninfer_gdn_gating_args& a, int64_t tok_begin,
   }
 }
 
+constexpr int kPerHeadThreads = 256;
+
+// Per head: grid = (token tiles, head slots); a CTA takes heads blockIdx.y, + gridDim.y, ...
+// Each thread strides the hidden size; the unrolled loop keeps 8 iterations of w_a, w_b and x
+// loads in flight, so a 5,120-wide row costs about three memory latencies, not one per row
+// of a warp's share as in tile_partials (which made decode split8 take 50 us on the H200).
+template <typename T, int TPC>
+__device__ void gating_per_head(const ninfer_gdn_gating_args& a, int64_t tok_begin, int64_t tok_end) {
+  constexpr int kWarps = kPerHeadThreads / 32;
+  __shared__ float red[2 * TPC][kWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const T* x = static_cast<const T*>(a.x);
+  const int64_t tiles = (tok_end - tok_begin + TPC - 1) / TPC;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t t0 = tok_begin + tile * TPC;
+    const int nt = static_cast<int>((tok_end - t0 < TPC ? tok_end - t0 : int64_t{TPC}));
+    for (int h = blockIdx.y; h < a.heads; h += gridDim.y) {
+      const T* wa = static_cast<const T*>(a.w_a) + static_cast<int64_t>(h) * a.hidden;
+      const T* wb = static_cast<const T*>(a.w_b) + static_cast<int64_t>(h) * a.hidden;
+      float acc[2 * TPC];
+#pragma unroll
+      for (int i = 0; i < 2 * TPC; ++i) acc[i] = 0.f;
+#pragma unroll 8
+      for (int k = threadIdx.x; k < a.hidden; k += kPerHeadThreads) {
+        const float va = to_float(wa[k]), vb = to_float(wb[k]);
+#pragma unroll
+        for (int i = 0; i < TPC; ++i) {
+          const float xv = i < nt ? to_float(x[(t0 + i) * a.x_row_stride + k]) : 0.f;
+          acc[i] += va * xv;
+          acc[TPC + i] += vb * xv;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 2 * TPC; ++i) {
+        float v = acc[i];
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+        if (lane == 0) red[i][warp] = v;
+      }
+      __syncthreads();
+      if (threadIdx.x < nt) {
+        const int i = threadIdx.x;
+        float av = 0.f, bv = 0.f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) av += red[i][w], bv += red[TPC + i][w];
+        write_gates(a, t0 + i, h, av, bv);
+      }
+      __syncthreads(); // red is reused by the next head
+    }
+  }
+}
+
 } // namespace
 } // namespace ninfer::cuda_plugin
 
+using ninfer::cuda_plugin::gating_per_head;
 using ninfer::cuda_plugin::gating_split;
 using ninfer::cuda_plugin::gating_unsplit;
 
@@ -166,22 +221,29 @@ NINFER_GATING_SPLIT(ninfer_gdn_gating_split4_f32, float, 512, 4, 8)
 NINFER_GATING_SPLIT(ninfer_gdn_gating_split4_bf16, __nv_bfloat16, 512, 4, 8)
 NINFER_GATING_SPLIT(ninfer_gdn_gating_split8_f32, float, 128, 8, 2)
 NINFER_GATING_SPLIT(ninfer_gdn_gating_split8_bf16, __nv_bfloat16, 128, 8, 2)
-// Decode (a token or a few): 64 slices, so one token's 2 x heads dot products over the hidden
-// size spread over 64 SMs instead of 8 (Qwen3.5-27B: 8 CTAs each streaming 245 KB took 50 us).
-NINFER_GATING_SPLIT(ninfer_gdn_gating_split64_f32, float, 128, 64, 1)
-NINFER_GATING_SPLIT(ninfer_gdn_gating_split64_bf16, __nv_bfloat16, 128, 64, 1)
+#define NINFER_GATING_PER_HEAD(NAME, T, TPC)                                                    \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kPerHeadThreads)             \
+      NAME(ninfer_gdn_gating_args a, int64_t b, int64_t e, float*) {                             \
+    ninfer::cuda_plugin::grid_dependency_prologue();                                             \
+    gating_per_head<T, TPC>(a, b, e);                                                            \
+  }
+NINFER_GATING_PER_HEAD(ninfer_gdn_gating_per_head_f32, float, 4)
+NINFER_GATING_PER_HEAD(ninfer_gdn_gating_per_head_bf16, __nv_bfloat16, 4)
 
 namespace ninfer::cuda_plugin {
 namespace {
 
 using GatingKernel = void (*)(ninfer_gdn_gating_args, int64_t, int64_t, float*);
 
+// How a variant's kernel divides the work (and so what shared memory and workspace it needs).
+enum class Form { Unsplit, Split, PerHead };
+
 struct GatingVariantDef {
   const char* name;
-  int split;
+  int split; // grid.y: hidden slices (Split) or head slots (PerHead)
   int tpc;
   int threads;
-  bool cooperative;
+  Form form;
   const char* symbol_f32;
   const char* symbol_bf16;
   GatingKernel kernel_f32;
@@ -190,16 +252,17 @@ struct GatingVariantDef {
 
 constexpr int kVariants = 5;
 const GatingVariantDef kDefs[kVariants] = {
-    {"unsplit", 1, 4, 256, false, "ninfer_gdn_gating_unsplit_f32", "ninfer_gdn_gating_unsplit_bf16",
+    {"unsplit", 1, 4, 256, Form::Unsplit, "ninfer_gdn_gating_unsplit_f32", "ninfer_gdn_gating_unsplit_bf16",
      ninfer_gdn_gating_unsplit_f32, ninfer_gdn_gating_unsplit_bf16},
-    {"split2", 2, 8, 512, true, "ninfer_gdn_gating_split2_f32", "ninfer_gdn_gating_split2_bf16",
+    {"split2", 2, 8, 512, Form::Split, "ninfer_gdn_gating_split2_f32", "ninfer_gdn_gating_split2_bf16",
      ninfer_gdn_gating_split2_f32, ninfer_gdn_gating_split2_bf16},
-    {"split4", 4, 8, 512, true, "ninfer_gdn_gating_split4_f32", "ninfer_gdn_gating_split4_bf16",
+    {"split4", 4, 8, 512, Form::Split, "ninfer_gdn_gating_split4_f32", "ninfer_gdn_gating_split4_bf16",
      ninfer_gdn_gating_split4_f32, ninfer_gdn_gating_split4_bf16},
-    {"split8", 8, 2, 128, true, "ninfer_gdn_gating_split8_f32", "ninfer_gdn_gating_split8_bf16",
+    {"split8", 8, 2, 128, Form::Split, "ninfer_gdn_gating_split8_f32", "ninfer_gdn_gating_split8_bf16",
      ninfer_gdn_gating_split8_f32, ninfer_gdn_gating_split8_bf16},
-    {"split64", 64, 1, 128, true, "ninfer_gdn_gating_split64_f32", "ninfer_gdn_gating_split64_bf16",
-     ninfer_gdn_gating_split64_f32, ninfer_gdn_gating_split64_bf16},
+    // 64 head slots: one CTA per head for models of up to 64 value heads (Qwen3.5-27B: 48).
+    {"per_head", 64, 4, ninfer::cuda_plugin::kPerHeadThreads, Form::PerHead, "ninfer_gdn_gating_per_head_f32",
+     "ninfer_gdn_gating_per_head_bf16", ninfer_gdn_gating_per_head_f32, ninfer_gdn_gating_per_head_bf16},
 };
 
 size_t elem_size(int32_t dtype) { return dtype == NINFER_DTYPE_F32 ? 4 : 2; }
@@ -207,6 +270,7 @@ size_t elem_size(int32_t dtype) { return dtype == NINFER_DTYPE_F32 ? 4 : 2; }
 template <int V>
 size_t dyn_smem(const ninfer_shape* s) {
   const GatingVariantDef& d = kDefs[V];
+  if (d.form == Form::PerHead) return 0;
   const size_t klen = slice_len(static_cast<int>(s->dims[0]), d.split);
   size_t bytes = d.tpc * klen * elem_size(s->dtype);
   if (d.split == 1) bytes = (bytes + 15) / 16 * 16 + d.tpc * 2 * s->dims[1] * sizeof(float);
@@ -216,13 +280,18 @@ size_t dyn_smem(const ninfer_shape* s) {
 template <int V>
 size_t workspace(const ninfer_shape* s, int64_t launch_tokens) {
   const GatingVariantDef& d = kDefs[V];
-  return d.split == 1 ? 0 : d.split * launch_tokens * 2 * s->dims[1] * sizeof(float);
+  return d.form != Form::Split ? 0 : d.split * launch_tokens * 2 * s->dims[1] * sizeof(float);
 }
 
 int32_t supports(const ninfer_shape* s) {
   return (s->dtype == NINFER_DTYPE_F32 || s->dtype == NINFER_DTYPE_BF16) && s->dims[0] > 0 &&
          s->dims[1] > 0 && s->tokens > 0;
 }
+
+// per_head re-reads a head's weights for every tile of 4 tokens: right for decode, wasteful for
+// a prompt, so it declines long calls (and the planner's own route never meets it there).
+constexpr int64_t kPerHeadMaxTokens = 64;
+int32_t supports_per_head(const ninfer_shape* s) { return supports(s) && s->tokens <= kPerHeadMaxTokens; }
 
 template <int V>
 int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
@@ -273,14 +342,15 @@ void fill(ninfer_variant& v) {
   v.op = NINFER_OP_GDN_GATING;
   v.name = d.name;
   v.exec = NINFER_EXEC_CUDA;
-  v.geometry = d.cooperative ? NINFER_GEOMETRY_TOKEN_TILED : NINFER_GEOMETRY_TOKEN_TILED_GRID_STRIDE;
-  v.cooperative = d.cooperative;
+  const bool cooperative = d.form == Form::Split;
+  v.geometry = cooperative ? NINFER_GEOMETRY_TOKEN_TILED : NINFER_GEOMETRY_TOKEN_TILED_GRID_STRIDE;
+  v.cooperative = cooperative;
   v.split_k = d.split;
   v.tokens_per_cta = d.tpc;
   v.dtype_mask = (1u << NINFER_DTYPE_F32) | (1u << NINFER_DTYPE_BF16);
   v.dynamic_smem_bytes = dyn_smem<V>;
   v.workspace_bytes = workspace<V>;
-  v.supports = supports;
+  v.supports = d.form == Form::PerHead ? supports_per_head : supports;
   v.launch = launch<V>;
   v.query_loaded_resources = query<V>;
   v.query_driver_blocks_per_sm = driver_blocks<V>;
@@ -305,7 +375,7 @@ int32_t register_gdn_gating(const ninfer_registrar* r, char* err, size_t err_len
       return NINFER_ERR_UNSUPPORTED;
     }
     // Both dtypes share block size and tiling; plan with the one needing more registers so a
-    // plan is legal for either (static shared memory is zero for both: all of it is dynamic).
+    // plan is legal for either (their static shared memory is the same).
     const bool f32_worse = f32->registers >= bf16->registers;
     variants[i].resources = make_resources(f32_worse ? *f32 : *bf16, d.threads);
     g_planned_kernel[i] = f32_worse ? d.kernel_f32 : d.kernel_bf16;

@@ -4,10 +4,12 @@
 // One CTA normalises all rows of a token (grid-stride over the launch's tokens). The rows of a
 // token are dealt to "teams" of threads, as many rows at once as the CTA has warps (rounded to
 // a power of two): a single hidden-size row is reduced by the whole CTA, per-head rows by one
-// warp each. Rows of up to kRegs elements per team thread (8192 for a 512-thread CTA) are read
-// once into registers, every load of the row (and of its weights) in flight together: at one
-// token per step these kernels are pure latency, and one memory round trip instead of three
-// halves them. Longer rows are read twice (sum of squares, then scale; the second read hits L1).
+// warp each, smaller rows by teams of down to 8 threads. In the rows_in_registers kernels, rows
+// of up to kRegs elements per team thread (8192 for a 512-thread CTA) are read once into
+// registers, every load of the row (and of its weights) in flight together: at one token per
+// step these kernels are pure latency, and one memory round trip instead of three shows (H200,
+// Qwen3-8B decode +3%). Otherwise rows are read twice (sum of squares, then scale; the second
+// read hits L1), with few registers so that prompts keep several CTAs per SM.
 // Each thread touches the same elements in every pass, so in-place calls (y = x) and the
 // residual write-back are safe without further synchronisation.
 #include <cuda_runtime.h>
@@ -109,6 +111,7 @@ __device__ float team_sum_squares(bool active, int dim, const Teams& tm, Load lo
   return ss;
 }
 
+template <bool kInRegisters>
 __device__ void rms_norm_rows(const ninfer_rms_norm_args& a, int64_t begin, int64_t end) {
   __shared__ float red[32];
   const Teams tm = make_teams(a.groups, a.dim);
@@ -120,7 +123,7 @@ __device__ void rms_norm_rows(const ninfer_rms_norm_args& a, int64_t begin, int6
       const float* x = a.x + t * a.x_token_stride + j * a.x_group_stride;
       float* y = a.y + t * a.y_token_stride + j * a.y_group_stride;
       float* res = a.residual ? a.residual + t * a.residual_token_stride + j * a.residual_group_stride : nullptr;
-      if (a.dim <= tm.size * kRegs) {
+      if (kInRegisters && a.dim <= tm.size * kRegs) {
         float v[kRegs] = {}, w[kRegs] = {};
         for_each_reg(active, a.dim, tm, [&](int u, int i) {
           v[u] = res ? x[i] + res[i] : x[i];
@@ -145,6 +148,7 @@ __device__ void rms_norm_rows(const ninfer_rms_norm_args& a, int64_t begin, int6
   }
 }
 
+template <bool kInRegisters>
 __device__ void gated_rms_norm_rows(const ninfer_gated_rms_norm_args& a, int64_t begin, int64_t end) {
   __shared__ float red[32];
   const Teams tm = make_teams(a.heads, a.dim);
@@ -156,7 +160,7 @@ __device__ void gated_rms_norm_rows(const ninfer_gated_rms_norm_args& a, int64_t
       const float* x = a.x + t * a.x_token_stride + row;
       const float* z = a.z + t * a.z_token_stride + row;
       float* y = a.y + t * a.y_token_stride + row;
-      if (a.dim <= tm.size * kRegs) {
+      if (kInRegisters && a.dim <= tm.size * kRegs) {
         float v[kRegs] = {}, w[kRegs] = {}, g[kRegs] = {};
         for_each_reg(active, a.dim, tm, [&](int u, int i) {
           v[u] = x[i];
@@ -175,6 +179,7 @@ __device__ void gated_rms_norm_rows(const ninfer_gated_rms_norm_args& a, int64_t
   }
 }
 
+template <bool kInRegisters>
 __device__ void l2_norm_rows(const ninfer_l2_norm_args& a, int64_t begin, int64_t end) {
   __shared__ float red[32];
   const Teams tm = make_teams(a.heads, a.dim);
@@ -183,7 +188,7 @@ __device__ void l2_norm_rows(const ninfer_l2_norm_args& a, int64_t begin, int64_
       const int h = h0 + tm.index;
       const bool active = h < a.heads;
       float* x = a.x + t * a.token_stride + h * a.head_stride;
-      if (a.dim <= tm.size * kRegs) {
+      if (kInRegisters && a.dim <= tm.size * kRegs) {
         float v[kRegs] = {};
         for_each_reg(active, a.dim, tm, [&](int u, int i) { v[u] = x[i]; });
         const float inv = rsqrtf(team_sum(sum_squares(v), tm, red) + a.eps);
@@ -201,21 +206,24 @@ __device__ void l2_norm_rows(const ninfer_l2_norm_args& a, int64_t begin, int64_
 } // namespace
 } // namespace ninfer::cuda_plugin
 
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kNormThreads)
-    ninfer_rms_norm_f32(ninfer_rms_norm_args a, int64_t b, int64_t e) {
-  ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::rms_norm_rows(a, b, e);
-}
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kNormThreads)
-    ninfer_gated_rms_norm_f32(ninfer_gated_rms_norm_args a, int64_t b, int64_t e) {
-  ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::gated_rms_norm_rows(a, b, e);
-}
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kNormThreads)
-    ninfer_l2_norm_f32(ninfer_l2_norm_args a, int64_t b, int64_t e) {
-  ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::l2_norm_rows(a, b, e);
-}
+// Two kernels per norm: the two-pass one ("rows": few registers, several CTAs per SM, for
+// prompts, where many tokens are in flight per SM anyway) and the one-read one
+// ("rows_in_registers": ~100 registers, one CTA per SM, for decode, where one token's latency
+// is the whole cost). The built-in schedule tables route up to 64 tokens to the second.
+#define NINFER_NORM_KERNELS(OP, ARGS)                                                           \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kNormThreads)               \
+      ninfer_##OP##_f32(ARGS a, int64_t b, int64_t e) {                                         \
+    ninfer::cuda_plugin::grid_dependency_prologue();                                            \
+    ninfer::cuda_plugin::OP##_rows<false>(a, b, e);                                             \
+  }                                                                                             \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kNormThreads)               \
+      ninfer_##OP##_in_registers_f32(ARGS a, int64_t b, int64_t e) {                            \
+    ninfer::cuda_plugin::grid_dependency_prologue();                                            \
+    ninfer::cuda_plugin::OP##_rows<true>(a, b, e);                                              \
+  }
+NINFER_NORM_KERNELS(rms_norm, ninfer_rms_norm_args)
+NINFER_NORM_KERNELS(gated_rms_norm, ninfer_gated_rms_norm_args)
+NINFER_NORM_KERNELS(l2_norm, ninfer_l2_norm_args)
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -227,30 +235,48 @@ struct NormDefBase : TokenDefDefaults {
   static int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
 };
 
-struct RmsNormDef : NormDefBase {
-  using Args = ninfer_rms_norm_args;
-  static constexpr const char* op = NINFER_OP_RMS_NORM;
-  static KernelPair kernels() { return {"ninfer_rms_norm_f32", reinterpret_cast<const void*>(ninfer_rms_norm_f32)}; }
+template <bool kInRegisters>
+struct NormForm : NormDefBase {
+  static constexpr const char* name = kInRegisters ? "rows_in_registers" : "rows";
 };
 
-struct GatedRmsNormDef : NormDefBase {
-  using Args = ninfer_gated_rms_norm_args;
-  static constexpr const char* op = NINFER_OP_GATED_RMS_NORM;
+template <bool R>
+struct RmsNormDef : NormForm<R> {
+  using Args = ninfer_rms_norm_args;
+  static constexpr const char* op = NINFER_OP_RMS_NORM;
   static KernelPair kernels() {
-    return {"ninfer_gated_rms_norm_f32", reinterpret_cast<const void*>(ninfer_gated_rms_norm_f32)};
+    return R ? KernelPair{"ninfer_rms_norm_in_registers_f32", reinterpret_cast<const void*>(ninfer_rms_norm_in_registers_f32)}
+             : KernelPair{"ninfer_rms_norm_f32", reinterpret_cast<const void*>(ninfer_rms_norm_f32)};
   }
 };
 
-struct L2NormDef : NormDefBase {
+template <bool R>
+struct GatedRmsNormDef : NormForm<R> {
+  using Args = ninfer_gated_rms_norm_args;
+  static constexpr const char* op = NINFER_OP_GATED_RMS_NORM;
+  static KernelPair kernels() {
+    return R ? KernelPair{"ninfer_gated_rms_norm_in_registers_f32",
+                          reinterpret_cast<const void*>(ninfer_gated_rms_norm_in_registers_f32)}
+             : KernelPair{"ninfer_gated_rms_norm_f32", reinterpret_cast<const void*>(ninfer_gated_rms_norm_f32)};
+  }
+};
+
+template <bool R>
+struct L2NormDef : NormForm<R> {
   using Args = ninfer_l2_norm_args;
   static constexpr const char* op = NINFER_OP_L2_NORM;
-  static KernelPair kernels() { return {"ninfer_l2_norm_f32", reinterpret_cast<const void*>(ninfer_l2_norm_f32)}; }
+  static KernelPair kernels() {
+    return R ? KernelPair{"ninfer_l2_norm_in_registers_f32", reinterpret_cast<const void*>(ninfer_l2_norm_in_registers_f32)}
+             : KernelPair{"ninfer_l2_norm_f32", reinterpret_cast<const void*>(ninfer_l2_norm_f32)};
+  }
 };
 
 } // namespace
 
 int32_t register_norms(const ninfer_registrar* r, char* err, size_t err_len) {
-  return add_token_variants<RmsNormDef, GatedRmsNormDef, L2NormDef>(r, err, err_len);
+  // "rows" first: without a schedule table the planner keeps it (more CTAs per SM).
+  return add_token_variants<RmsNormDef<false>, GatedRmsNormDef<false>, L2NormDef<false>, RmsNormDef<true>,
+                            GatedRmsNormDef<true>, L2NormDef<true>>(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin
