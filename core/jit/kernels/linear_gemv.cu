@@ -3,7 +3,10 @@
 //
 // This file is embedded into libninfer_core at build time and handed to NVRTC as is: plain CUDA
 // C++17, no #include and no architecture-specific instruction, so it compiles for sm_80 and every
-// later architecture. Each run-time variant instantiates one parameter set; its name
+// later architecture. The CUDA plugins compile this file too: plugins/cuda/kernels/linear_gemv_cc.cu
+// includes it for the prebuilt linear/gemv_cc1 and gemv_cc2 (jit_gemv_t128_r2_v8_m1 / _m2), with
+// entry points of their own around gemv<> below; keep it free of includes and of anything nvcc
+// and NVRTC would read differently. Each run-time variant instantiates one parameter set; its name
 // jit_gemv_t<THREADS>_r<ROWS>_v<VEC>_m<TOKENS> spells them:
 //   THREADS  threads per CTA (a multiple of 32)
 //   ROWS     rows of W (outputs) per warp; a CTA owns THREADS / 32 * ROWS consecutive rows, so
