@@ -78,6 +78,26 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// Asks the L2 for the first `bytes` of each weight row this warp will stream (the warp's rows
+// as gemv() below assigns them). Weights are never written during a step, so a prebuilt kernel
+// may do this BEFORE waiting for the previous kernel (programmatic dependent launch): the
+// first lines of W then arrive while the previous, latency-bound kernel (a norm, attention)
+// finishes, instead of after it. A hint only: the loads that follow read current memory.
+template <class W, int THREADS, int ROWS>
+__device__ __forceinline__ void prefetch_rows(const void* w, int K, int N, int bytes) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long n0 = (static_cast<long long>(blockIdx.x) * (THREADS / 32) + warp) * ROWS;
+  const long long row_bytes = static_cast<long long>(K) * W::bytes;
+  const long long span = row_bytes < bytes ? row_bytes : bytes;
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    if (n0 + r >= N) break;
+    const char* row = static_cast<const char*>(w) + (n0 + r) * row_bytes;
+    for (long long off = lane * 128LL; off < span; off += 32 * 128LL)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
+  }
+}
+
 template <class W, int THREADS, int ROWS, int VEC, int TOKENS>
 __device__ __forceinline__ void gemv(const float* __restrict__ x, long long x_stride, const void* w_raw,
                                      float* __restrict__ y, long long y_stride, int K, int N, long long begin,
