@@ -30,8 +30,9 @@ int32_t register_gated_delta_rule(const ninfer_registrar* r) {
 int32_t register_variants(const ninfer_registrar* r) {
   using namespace ninfer::cpu_plugin;
   for (auto reg : {register_gdn_gating, register_embedding, register_norms, register_linear, register_rope,
-                   register_kv_append, register_attention, register_elementwise, register_causal_conv1d,
-                   register_gated_delta_rule, register_argmax, register_sample, register_fill_random})
+                   register_head_norm_rope, register_kv_append, register_attention, register_elementwise,
+                   register_causal_conv1d, register_gated_delta_rule, register_argmax, register_sample,
+                   register_fill_random})
     if (int32_t rc = reg(r); rc != NINFER_OK) return rc;
   return NINFER_OK;
 }
