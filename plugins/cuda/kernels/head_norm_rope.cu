@@ -8,9 +8,10 @@
 // rows, 10 CTAs, one round). Token tiles are strided over grid.x. A lane holds the rotary pairs
 // (x[j], x[j + half]) for j = lane + 32u and the unrotated elements rotary_dim + lane + 32u in
 // registers: the row is read once, its sum of squares reduced by warp shuffles, and each pair
-// normalised and rotated where it lies: one global read and one write per element. Loads are
-// all issued before the first use, and the token's cos/sin table is computed (as rope.cu does,
-// rope_sin_cos in pointwise_math.cuh) while they are in flight.
+// normalised and rotated where it lies: one global read and one write per element. A row's
+// loads are all issued before the first use: the first token's before inv_freq is evaluated,
+// each next token's before the CTA's barrier at the end of the current one. The cos/sin table
+// is computed as rope.cu does (rope_sin_cos in pointwise_math.cuh).
 //
 // Numerics are those of rms_norm's and rope's kernels: inv = rsqrtf(sum / head_dim + eps),
 // y = x * inv * scale in float32, then y1 * cos - y2 * sin with the same float32 cos and sin.
@@ -37,6 +38,28 @@ constexpr int kTailSlots = 8;
 constexpr int kMaxHalf = 32 * kPairSlots;
 constexpr int kMaxTail = 32 * kTailSlots;
 
+// One head row of one token in a lane's registers: the rotary pairs and the unrotated tail.
+struct RowRegs {
+  float x1[kPairSlots], x2[kPairSlots], xt[kTailSlots];
+  double position;
+};
+
+__device__ __forceinline__ void load_row(RowRegs& r, const float* x, const int32_t* pos, int64_t t, bool active,
+                                         int lane, int half, int rotary_dim, int head_dim) {
+  r.position = pos[t];
+#pragma unroll
+  for (int u = 0; u < kPairSlots; ++u) {
+    const int j = lane + 32 * u;
+    r.x1[u] = active && j < half ? x[j] : 0.f;
+    r.x2[u] = active && j < half ? x[j + half] : 0.f;
+  }
+#pragma unroll
+  for (int u = 0; u < kTailSlots; ++u) {
+    const int j = rotary_dim + lane + 32 * u;
+    r.xt[u] = active && j < head_dim ? x[j] : 0.f;
+  }
+}
+
 __device__ void head_norm_rope_rows(const ninfer_head_norm_rope_args& a, int64_t begin, int64_t end) {
   // Dynamic shared memory: inv_freq (double) then cos and sin (float), rotary_dim / 2 each.
   extern __shared__ __align__(16) unsigned char smem[];
@@ -44,7 +67,6 @@ __device__ void head_norm_rope_rows(const ninfer_head_norm_rope_args& a, int64_t
   double* inv_freq = reinterpret_cast<double*>(smem);
   float* cs = reinterpret_cast<float*>(inv_freq + half);
   float* sn = cs + half;
-  for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = rope_inv_freq(a.theta, i, a.rotary_dim);
 
   // This warp's head row: q rows first, then k rows.
   const int lane = threadIdx.x & 31;
@@ -56,58 +78,45 @@ __device__ void head_norm_rope_rows(const ninfer_head_norm_rope_args& a, int64_t
   const int64_t token_stride = is_q ? a.q_token_stride : a.k_token_stride;
   const float* weight = is_q ? a.q_weight : a.k_weight;
 
-  // The row's scales, in registers for every token this CTA visits.
+  // The first token's row and the row's scales (kept for every token this CTA visits) are in
+  // flight while inv_freq is evaluated: at one token per step that overlap is the kernel's
+  // latency budget.
+  int64_t t = begin + blockIdx.x;
+  RowRegs r;
+  if (t < end) load_row(r, base + t * token_stride, a.positions, t, active, lane, half, a.rotary_dim, a.head_dim);
   const float offset = a.weight_offset ? 1.f : 0.f;
-  float w1[kPairSlots] = {}, w2[kPairSlots] = {}, wt[kTailSlots] = {};
+  float w1[kPairSlots], w2[kPairSlots], wt[kTailSlots];
 #pragma unroll
   for (int u = 0; u < kPairSlots; ++u) {
     const int j = lane + 32 * u;
-    if (active && j < half) {
-      w1[u] = offset + weight[j];
-      w2[u] = offset + weight[j + half];
-    }
+    w1[u] = active && j < half ? offset + weight[j] : 0.f;
+    w2[u] = active && j < half ? offset + weight[j + half] : 0.f;
   }
 #pragma unroll
   for (int u = 0; u < kTailSlots; ++u) {
     const int j = a.rotary_dim + lane + 32 * u;
-    if (active && j < a.head_dim) wt[u] = offset + weight[j];
+    wt[u] = active && j < a.head_dim ? offset + weight[j] : 0.f;
   }
+  for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = rope_inv_freq(a.theta, i, a.rotary_dim);
   __syncthreads(); // inv_freq
 
-  for (int64_t t = begin + blockIdx.x; t < end; t += gridDim.x) {
+  for (; t < end; t += gridDim.x) {
     float* x = base + t * token_stride;
-    float x1[kPairSlots] = {}, x2[kPairSlots] = {}, xt[kTailSlots] = {};
-#pragma unroll
-    for (int u = 0; u < kPairSlots; ++u) {
-      const int j = lane + 32 * u;
-      if (active && j < half) {
-        x1[u] = x[j];
-        x2[u] = x[j + half];
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kTailSlots; ++u) {
-      const int j = a.rotary_dim + lane + 32 * u;
-      if (active && j < a.head_dim) xt[u] = x[j];
-    }
-    // The token's table while the row's loads are in flight.
-    const double p = a.positions[t];
-    for (int i = threadIdx.x; i < half; i += blockDim.x) rope_sin_cos(p, inv_freq[i], &sn[i], &cs[i]);
-
+    for (int i = threadIdx.x; i < half; i += blockDim.x) rope_sin_cos(r.position, inv_freq[i], &sn[i], &cs[i]);
     float ss = 0.f;
 #pragma unroll
-    for (int u = 0; u < kPairSlots; ++u) ss += x1[u] * x1[u] + x2[u] * x2[u];
+    for (int u = 0; u < kPairSlots; ++u) ss += r.x1[u] * r.x1[u] + r.x2[u] * r.x2[u];
 #pragma unroll
-    for (int u = 0; u < kTailSlots; ++u) ss += xt[u] * xt[u];
+    for (int u = 0; u < kTailSlots; ++u) ss += r.xt[u] * r.xt[u];
     const float inv = rsqrtf(warp_sum(ss) / a.head_dim + a.eps);
-    __syncthreads(); // the table is complete
+    __syncthreads(); // the token's cos/sin table is complete
 
     if (active) {
 #pragma unroll
       for (int u = 0; u < kPairSlots; ++u) {
         const int j = lane + 32 * u;
         if (j < half) {
-          const float y1 = x1[u] * inv * w1[u], y2 = x2[u] * inv * w2[u];
+          const float y1 = r.x1[u] * inv * w1[u], y2 = r.x2[u] * inv * w2[u];
           x[j] = y1 * cs[j] - y2 * sn[j];
           x[j + half] = y2 * cs[j] + y1 * sn[j];
         }
@@ -115,9 +124,14 @@ __device__ void head_norm_rope_rows(const ninfer_head_norm_rope_args& a, int64_t
 #pragma unroll
       for (int u = 0; u < kTailSlots; ++u) {
         const int j = a.rotary_dim + lane + 32 * u;
-        if (j < a.head_dim) x[j] = xt[u] * inv * wt[u];
+        if (j < a.head_dim) x[j] = r.xt[u] * inv * wt[u];
       }
     }
+    // The next token's row (another token's memory: no hazard with the writes above) loads
+    // while the CTA waits for every warp to finish with this token's table.
+    const int64_t next = t + gridDim.x;
+    if (next < end)
+      load_row(r, base + next * token_stride, a.positions, next, active, lane, half, a.rotary_dim, a.head_dim);
     __syncthreads(); // cs/sn are rewritten for the next token
   }
 }
