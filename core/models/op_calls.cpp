@@ -79,9 +79,9 @@ void head_norm_rope(Backend& be, const Step& s, HeadRows q, const Vector& q_w, H
   const int32_t head_dim = i32(q_w.size), offset = scale == NormScale::OnePlusW ? 1 : 0;
   const ninfer_shape sh = shape(s.tokens, head_dim, q.heads, k.heads, rotary_dim);
   if (be.has_variant(NINFER_OP_HEAD_NORM_ROPE, sh)) {
-    ninfer_head_norm_rope_args a{q.rows.p, q.rows.stride, q.head_stride, k.rows.p,  k.rows.stride, k.head_stride,
-                                 q_w.data(), k_w.data(),  s.batch.token_pos, s.tokens, q.heads, k.heads,
-                                 head_dim, rotary_dim,    eps,           offset,    theta};
+    ninfer_head_norm_rope_args a{q.rows.p,   q.rows.stride, q.head_stride,     k.rows.p, k.rows.stride, k.head_stride,
+                                 q_w.data(), k_w.data(),    s.batch.token_pos, s.tokens, q.heads,       k.heads,
+                                 head_dim,   rotary_dim,    eps,               offset,   theta};
     be.run(NINFER_OP_HEAD_NORM_ROPE, sh, &a);
     return;
   }
