@@ -63,7 +63,10 @@ int32_t describe_kernel(const KernelInfo& k, int32_t tokens_per_cta, int32_t spl
 } // namespace gdn
 
 int32_t register_gated_deltanet(const ninfer_registrar* r, char* err, size_t err_len) {
-  for (auto reg : {gdn::register_causal_conv1d, gdn::register_gated_delta_rule_chunked,
+  // chunked64_parallel before chunked64: where both reach the same residency x tokens per
+  // CTA, the planner keeps the first registered.
+  for (auto reg : {gdn::register_causal_conv1d, gdn::register_gated_delta_rule_chunked_parallel,
+                   gdn::register_gated_delta_rule_chunked,
                    gdn::register_gated_delta_rule_recurrent})
     if (int32_t rc = reg(r, err, err_len); rc != NINFER_OK) return rc;
   return NINFER_OK;
