@@ -2,7 +2,7 @@
 # Runs on the device machine after scripts/device-bundle.sh: a kernel-time profile of one
 # decode step (ncu), ninfer-tune on a preset, then ninfer-bench with the tuned table and with
 # the built-in one, and transformers side by side. Logs to $OUT (or ./tune-logs).
-#   bash scripts/device-run-tune.sh [PRESET] [TUNE_BUDGET_SECONDS]
+#   bash scripts/device-run-tune.sh [PRESET] [TUNE_BUDGET_SECONDS]      SKIP_NCU=1: no profile
 set -uo pipefail
 out="${OUT:-$PWD/tune-logs}"
 mkdir -p "$out"
@@ -12,11 +12,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 unpack_bundle
 bench="$n/ninfer/bin/ninfer-bench"
 
-step "ncu: kernel times of decode steps ($preset, batch 1, eager)"
-ncu --metrics gpu__time_duration.sum --print-summary per-kernel "$bench" --preset "$preset" --device cuda \
-  --skip-prefill --contexts 0 --batches 1 --decode-steps 2 --warmup 0 --repeats 1 --no-cuda-graph \
-  > "$out/ncu-decode.txt" 2>&1
-echo "exit $?"; grep -E "^\s+[a-z_0-9]+.*\(|gpu__time_duration|invocations" "$out/ncu-decode.txt" | head -3
+if [[ -z "${SKIP_NCU:-}" ]]; then
+  # Real clocks and warm caches: ncu's default locked clocks and cache flushes inflate small kernels.
+  step "ncu: kernel times of decode steps ($preset, batch 1, eager)"
+  ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+    "$bench" --preset "$preset" --device cuda --skip-prefill --contexts 0 --batches 1 --decode-steps 2 --warmup 0 \
+    --repeats 1 --no-cuda-graph > "$out/ncu-decode.txt" 2>&1
+  echo "exit $?"; grep -E "^\s+[a-z_0-9]+.*\(|gpu__time_duration|invocations" "$out/ncu-decode.txt" | head -3
+fi
 
 step "ninfer-tune --preset $preset (budget $budget s)"
 export NINFER_CACHE_DIR=/tmp/ninfer-cache

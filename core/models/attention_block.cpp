@@ -40,15 +40,8 @@ void AttentionBlock::forward(Backend& be, const Step& s, const Scratch& scratch,
   const int64_t q_head_stride = spec_.output_gate ? 2 * hd : hd;
   const ops::Rows q = proj, k = proj.at(q_width()), v = proj.at(q_width() + kv_width());
   ops::linear(be, T, x, qkv_, proj);
-  ops::head_rms_norm(be, T, q, q_head_stride, spec_.heads, q_norm_, spec_.qk_norm, spec_.eps);
-  ops::head_rms_norm(be, T, k, hd, spec_.kv_heads, k_norm_, spec_.qk_norm, spec_.eps);
-  if (q_head_stride == hd) {
-    // No output gate: q and k heads sit back to back with one stride, so one launch rotates both.
-    ops::rope(be, s, q, hd, spec_.heads + spec_.kv_heads, spec_.head_dim, spec_.rotary_dim, spec_.rope_theta);
-  } else {
-    ops::rope(be, s, q, q_head_stride, spec_.heads, spec_.head_dim, spec_.rotary_dim, spec_.rope_theta);
-    ops::rope(be, s, k, hd, spec_.kv_heads, spec_.head_dim, spec_.rotary_dim, spec_.rope_theta);
-  }
+  ops::head_norm_rope(be, s, {q, q_head_stride, spec_.heads}, q_norm_, {k, hd, spec_.kv_heads}, k_norm_,
+                      spec_.qk_norm, spec_.eps, spec_.rotary_dim, spec_.rope_theta);
   ops::kv_append(be, s, k, v, cache_);
   ops::attention(be, s, q, q_head_stride, spec_.heads, cache_, scratch.inner);
   if (spec_.output_gate)

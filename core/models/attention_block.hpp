@@ -1,6 +1,6 @@
 // Full (softmax) attention, the layer shared by Qwen3 and Qwen3.5:
 //   q, k, v = x Wq, x Wk, x Wv        (one stacked matrix; Qwen3.5's q_proj also yields a gate)
-//   q, k    = per-head RMSNorm, then rotary embedding (full or partial)
+//   q, k    = per-head RMSNorm, then rotary embedding (full or partial): one op, head_norm_rope
 //   cache  <- k, v;  o = causal GQA attention of q over the slot's cache
 //   o      *= sigmoid(gate)           (Qwen3.5 only)
 //   out     = o Wo

@@ -10,6 +10,7 @@
 #include "ninfer/abi/ops/gated_delta_rule.h"
 #include "ninfer/abi/ops/gated_rms_norm.h"
 #include "ninfer/abi/ops/gdn_gating.h"
+#include "ninfer/abi/ops/head_norm_rope.h"
 #include "ninfer/abi/ops/l2_norm.h"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/ops/rms_norm.h"
@@ -71,6 +72,29 @@ void rope(Backend& be, const Step& s, Rows x, int64_t head_stride, int32_t heads
           int32_t rotary_dim, double theta) {
   ninfer_rope_args a{x.p, x.stride, head_stride, s.batch.token_pos, s.tokens, heads, head_dim, rotary_dim, theta};
   be.run(NINFER_OP_ROPE, shape(s.tokens, head_dim, heads, rotary_dim), &a);
+}
+
+void head_norm_rope(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
+                    NormScale scale, float eps, int32_t rotary_dim, double theta) {
+  const int32_t head_dim = i32(q_w.size), offset = scale == NormScale::OnePlusW ? 1 : 0;
+  const ninfer_shape sh = shape(s.tokens, head_dim, q.heads, k.heads, rotary_dim);
+  if (be.has_variant(NINFER_OP_HEAD_NORM_ROPE, sh)) {
+    ninfer_head_norm_rope_args a{q.rows.p,   q.rows.stride, q.head_stride,     k.rows.p, k.rows.stride, k.head_stride,
+                                 q_w.data(), k_w.data(),    s.batch.token_pos, s.tokens, q.heads,       k.heads,
+                                 head_dim,   rotary_dim,    eps,               offset,   theta};
+    be.run(NINFER_OP_HEAD_NORM_ROPE, sh, &a);
+    return;
+  }
+  head_rms_norm(be, s.tokens, q.rows, q.head_stride, q.heads, q_w, scale, eps);
+  head_rms_norm(be, s.tokens, k.rows, k.head_stride, k.heads, k_w, scale, eps);
+  const bool k_follows_q = k.rows.stride == q.rows.stride && k.head_stride == q.head_stride &&
+                           k.rows.p == q.rows.p + q.heads * q.head_stride;
+  if (k_follows_q) { // q and k heads back to back with one stride: one launch rotates both
+    rope(be, s, q.rows, q.head_stride, q.heads + k.heads, head_dim, rotary_dim, theta);
+  } else {
+    rope(be, s, q.rows, q.head_stride, q.heads, head_dim, rotary_dim, theta);
+    rope(be, s, k.rows, k.head_stride, k.heads, head_dim, rotary_dim, theta);
+  }
 }
 
 void kv_append(Backend& be, const Step& s, Rows k, Rows v, const ninfer_kv_cache& cache) {

@@ -44,6 +44,18 @@ void sample(Backend& be, int64_t rows, Rows logits, int32_t vocab, const ninfer_
 void rope(Backend& be, const Step& s, Rows x, int64_t head_stride, int32_t heads, int32_t head_dim,
           int32_t rotary_dim, double theta);
 
+// `heads` head rows per token, head_stride apart, from the start of `rows`.
+struct HeadRows {
+  Rows rows;
+  int64_t head_stride = 0;
+  int32_t heads = 0;
+};
+// head_rms_norm of q (weights q_w) and of k (k_w), then rope of both, all in place. One launch
+// (ninfer/abi/ops/head_norm_rope.h) when the plugin has a variant for the shape; otherwise the
+// three separate ops (norm q, norm k, rope), which compute the same.
+void head_norm_rope(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
+                    NormScale scale, float eps, int32_t rotary_dim, double theta);
+
 void kv_append(Backend& be, const Step& s, Rows k, Rows v, const ninfer_kv_cache& cache);
 void attention(Backend& be, const Step& s, Rows q, int64_t q_head_stride, int32_t heads,
                const ninfer_kv_cache& cache, Rows out);

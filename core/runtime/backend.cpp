@@ -121,6 +121,12 @@ const Plan& Backend::plan(std::string_view op, const ninfer_shape& s) {
   return it->second;
 }
 
+bool Backend::has_variant(std::string_view op, const ninfer_shape& shape) const {
+  for (const ninfer_variant* v : plugin_->variants_for(op))
+    if ((v->dtype_mask & (1u << shape.dtype)) && (!v->supports || v->supports(&shape))) return true;
+  return false;
+}
+
 void Backend::reserve_workspace(std::string_view op, const ninfer_shape& shape) {
   const size_t need = plan(op, shape).workspace_bytes;
   if (need <= workspace_.bytes()) return;

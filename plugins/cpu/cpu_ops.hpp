@@ -10,6 +10,7 @@ int32_t register_embedding(const ninfer_registrar* r);
 int32_t register_norms(const ninfer_registrar* r); // rms_norm, l2_norm, gated_rms_norm
 int32_t register_linear(const ninfer_registrar* r);
 int32_t register_rope(const ninfer_registrar* r);
+int32_t register_head_norm_rope(const ninfer_registrar* r); // rms_norm + rope of q and k heads
 int32_t register_kv_append(const ninfer_registrar* r);
 int32_t register_attention(const ninfer_registrar* r);
 int32_t register_elementwise(const ninfer_registrar* r); // silu_mul, sigmoid_gate

@@ -11,6 +11,7 @@
 #include "ninfer/abi/ops/l2_norm.h"
 #include "ninfer/abi/ops/rms_norm.h"
 #include "numerics.hpp"
+#include "row_math.hpp"
 
 namespace ninfer::cpu_plugin {
 namespace {
@@ -22,6 +23,15 @@ double sum_squares(const float* r, int32_t n) {
   for (int32_t i = 0; i < n; ++i) ss += static_cast<double>(r[i]) * r[i];
   return ss;
 }
+
+} // namespace
+
+void rms_norm_row(const float* s, float* y, int32_t dim, const float* weight, double weight_offset, float eps) {
+  const double inv = 1.0 / std::sqrt(sum_squares(s, dim) / dim + eps);
+  for (int32_t i = 0; i < dim; ++i) y[i] = static_cast<float>(s[i] * inv * (weight_offset + weight[i]));
+}
+
+namespace {
 
 int32_t rms_norm(const void* args, const ninfer_launch* l, void*, char*, size_t) {
   const auto& a = *static_cast<const ninfer_rms_norm_args*>(args);
@@ -36,8 +46,7 @@ int32_t rms_norm(const void* args, const ninfer_launch* l, void*, char*, size_t)
         for (int32_t i = 0; i < a.dim; ++i) res[i] = x[i] + res[i];
         s = res;
       }
-      const double inv = 1.0 / std::sqrt(sum_squares(s, a.dim) / a.dim + a.eps);
-      for (int32_t i = 0; i < a.dim; ++i) y[i] = static_cast<float>(s[i] * inv * (offset + a.weight[i]));
+      rms_norm_row(s, y, a.dim, a.weight, offset, a.eps);
     }
   }
   return NINFER_OK;

@@ -27,19 +27,33 @@ int32_t register_gated_delta_rule(const ninfer_registrar* r) {
   return r->add_variant(r->ctx, &gated_delta_rule_recurrent_variant());
 }
 
+// The test build cpu-unfused (plugins/cpu/CMakeLists.txt) leaves out the fused ops, as a plugin
+// written before them would: model code must then run the ops they fuse.
+#ifdef NINFER_CPU_WITHOUT_FUSED_OPS
+constexpr bool kFusedOps = false;
+#else
+constexpr bool kFusedOps = true;
+#endif
+
 int32_t register_variants(const ninfer_registrar* r) {
   using namespace ninfer::cpu_plugin;
   for (auto reg : {register_gdn_gating, register_embedding, register_norms, register_linear, register_rope,
                    register_kv_append, register_attention, register_elementwise, register_causal_conv1d,
                    register_gated_delta_rule, register_argmax, register_sample, register_fill_random})
     if (int32_t rc = reg(r); rc != NINFER_OK) return rc;
+  if (kFusedOps)
+    if (int32_t rc = register_head_norm_rope(r); rc != NINFER_OK) return rc;
   return NINFER_OK;
 }
+
+#ifndef NINFER_CPU_PLUGIN_NAME
+#define NINFER_CPU_PLUGIN_NAME "cpu"
+#endif
 
 const ninfer_plugin kPlugin = {
     NINFER_PLUGIN_ABI_VERSION,
     sizeof(ninfer_plugin),
-    "cpu",
+    NINFER_CPU_PLUGIN_NAME,
     "cpu",
     NINFER_PLUGIN_VERSION,
     NINFER_CAP_HOST_EXECUTION | NINFER_CAP_BF16,

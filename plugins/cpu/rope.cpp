@@ -1,12 +1,32 @@
 // rope on the host (contract: ninfer/abi/ops/rope.h). Angles in double: at position 262,144 a
 // float32 angle would already be off by ~0.01 rad.
 #include <cmath>
+#include <vector>
 
 #include "cpu_ops.hpp"
 #include "host_variant.hpp"
 #include "ninfer/abi/ops/rope.h"
+#include "row_math.hpp"
 
 namespace ninfer::cpu_plugin {
+
+void rope_angles(int32_t position, double theta, int32_t rotary_dim, double* cos_out, double* sin_out) {
+  const double p = position;
+  for (int32_t i = 0; i < rotary_dim / 2; ++i) {
+    const double inv_freq = std::pow(theta, -2.0 * i / rotary_dim);
+    cos_out[i] = std::cos(p * inv_freq);
+    sin_out[i] = std::sin(p * inv_freq);
+  }
+}
+
+void rope_rotate_row(float* x, int32_t half, const double* cos_in, const double* sin_in) {
+  for (int32_t i = 0; i < half; ++i) {
+    const double x1 = x[i], x2 = x[i + half];
+    x[i] = static_cast<float>(x1 * cos_in[i] - x2 * sin_in[i]);
+    x[i + half] = static_cast<float>(x2 * cos_in[i] + x1 * sin_in[i]);
+  }
+}
+
 namespace {
 
 int32_t supports(const ninfer_shape* s) {
@@ -20,18 +40,11 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "rotary_dim %d must be even and in (0, head_dim=%d]",
                 a.rotary_dim, a.head_dim);
   const int32_t half = a.rotary_dim / 2;
+  std::vector<double> c(half), s(half);
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
-    const double p = a.positions[t];
-    for (int32_t i = 0; i < half; ++i) {
-      const double inv_freq = std::pow(a.theta, -2.0 * i / a.rotary_dim);
-      const double c = std::cos(p * inv_freq), s = std::sin(p * inv_freq);
-      for (int32_t h = 0; h < a.heads; ++h) {
-        float* x = a.x + t * a.token_stride + h * a.head_stride;
-        const double x1 = x[i], x2 = x[i + half];
-        x[i] = static_cast<float>(x1 * c - x2 * s);
-        x[i + half] = static_cast<float>(x2 * c + x1 * s);
-      }
-    }
+    rope_angles(a.positions[t], a.theta, a.rotary_dim, c.data(), s.data());
+    for (int32_t h = 0; h < a.heads; ++h)
+      rope_rotate_row(a.x + t * a.token_stride + h * a.head_stride, half, c.data(), s.data());
   }
   return NINFER_OK;
 }

@@ -69,6 +69,22 @@ TEST(NinferInfo, LibraryPlanIsOneCallOverAllTokens) {
   EXPECT_GT(j["launches"][0]["workspace_bytes"].get<int64_t>(), 0);
 }
 
+// One-token linear on the H200 (a decode step's projections) is the prebuilt CUDA-core GEMV of
+// arch/schedules/sm_90.yaml: one ordinary launch of 128-thread CTAs over the token.
+TEST(NinferInfo, OneTokenLinearOnTheH200IsTheCudaCoreGemv) {
+  if (!plugin_for_arch("sm_90")) GTEST_SKIP() << "build has no sm_90 plugin";
+  const ProcessOutput r = run_info("--plan linear --tokens 1 --dtype bf16 --device-model H200 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["variant"], "gemv_cc1");
+  EXPECT_EQ(j["library"], false);
+  EXPECT_EQ(j["cooperative"], false);
+  ASSERT_EQ(j["launches"].size(), 1u);
+  EXPECT_EQ(j["launches"][0]["tokens"][0], 0);
+  EXPECT_EQ(j["launches"][0]["tokens"][1], 1);
+  EXPECT_EQ(j["launches"][0]["block"], 128);
+}
+
 TEST(NinferInfo, DefaultRunListsPluginsAndChoosesForTheHost) {
   const ProcessOutput r = run_info("");
   ASSERT_EQ(r.status, 0) << r.out;

@@ -4,9 +4,13 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <map>
+#include <tuple>
+#include <vector>
 
 #include "foundation_env.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
+#include "ninfer/abi/ops/linear.h"
 #include "ninfer/error.hpp"
 #include "ninfer/occupancy.hpp"
 #include "ninfer/planner.hpp"
@@ -54,6 +58,37 @@ TEST(ScheduleTable, BuiltInTablesLoadAndAreLegalOnTheirCards) {
     EXPECT_FALSE(t.entries.empty()) << card.name;
     EXPECT_TRUE(t.warnings.empty()) << card.name << ": " << (t.warnings.empty() ? "" : t.warnings.front());
   }
+}
+
+// Every table shipped in arch/schedules passes the schema and is named after its architecture.
+// cuda-generic's (compute_80) is reached by no described card (that plugin registers only on a
+// live GPU), so it is checked here: it carries sm_90's linear routes (docs/performance.md
+// "cuda-generic": without them every linear takes the tiled kernels, 13-20x slower), and every
+// variant it names exists in the sm_90 plugin, which compiles the same kernel sources.
+TEST(ScheduleTable, EveryShippedTableLoadsAndCudaGenericCarriesTheSm90LinearRoutes) {
+  std::map<std::string, ScheduleTable> tables;
+  for (const auto& f : fs::directory_iterator(data_dir() / "arch" / "schedules")) {
+    if (f.path().extension() != ".yaml") continue;
+    ScheduleTable t = load_schedule_table(f.path(), data_dir() / "schemas"); // throws on a schema error
+    EXPECT_EQ(t.arch, f.path().stem().string()) << f.path();
+    EXPECT_FALSE(t.entries.empty()) << f.path();
+    tables.emplace(f.path().stem().string(), std::move(t));
+  }
+  for (const char* arch : {"sm_89", "sm_90", "sm_120a", "compute_80"})
+    ASSERT_TRUE(tables.count(arch)) << "arch/schedules/" << arch << ".yaml is missing";
+  using Route = std::tuple<int64_t, int64_t, std::string>;
+  auto linear_routes = [](const ScheduleTable& t) {
+    std::vector<Route> r;
+    for (const ScheduleEntry& e : t.entries)
+      if (e.op == NINFER_OP_LINEAR) r.emplace_back(e.tokens_min, e.tokens_max, e.variant);
+    return r;
+  };
+  EXPECT_FALSE(linear_routes(tables.at("sm_90")).empty());
+  EXPECT_EQ(linear_routes(tables.at("compute_80")), linear_routes(tables.at("sm_90")));
+  Sm90 s;
+  if (!s.plugin) GTEST_SKIP() << "build has no sm_90 plugin to look the compute_80 variants up in";
+  for (const ScheduleEntry& e : tables.at("compute_80").entries)
+    EXPECT_NE(s.plugin->find_variant(e.op, e.variant), nullptr) << e.where << ": no variant " << e.op << "/" << e.variant;
 }
 
 TEST(ScheduleTable, EntryBeyondResidencyIsRejectedByName) {

@@ -2,16 +2,19 @@
 // planner's choice (Backend::run) and every registered variant forced (Backend::run_variant),
 // over one scenario of calls that carries conv and recurrent state across calls: a prompt
 // prefilled in pieces (63 then 65 tokens), prompts of 64, 200 and 700 tokens, decode steps
-// and batches, prefill mixed with decode tokens of other slots, sequences in any slot order.
+// and batches, prefill mixed with decode tokens of other slots, sequences in any slot order,
+// and calls whose sequences have many different lengths (1, 2, 5, 64, 127, 129, 130).
 // Inputs are fresh and random; outputs are NaN-poisoned before every call, their row padding
 // must stay NaN, and after every call the whole state buffer (all slots) is compared too.
 //
-// The CPU plugin's forms accumulate in double; the CUDA forms in float32, the chunked one in
-// another order (64-token chunks), so both are held to the GPU-vs-CPU float32 tolerance.
+// The CPU plugin's forms accumulate in double; the CUDA forms in float32, the chunked ones in
+// another order (64-token chunks; chunked64_parallel through an explicit (I + A)^{-1} per
+// chunk), so all are held to the GPU-vs-CPU float32 tolerance.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,6 +51,8 @@ std::vector<Call> scenario() {
       {{3, 1}, {2, 1}, {1, 1}, {0, 1}},
       {{2, 1}},                         // one decode step
       {{0, 2}, {3, 1}},                 // a two-token sequence and a decode token
+      {{2, 130}, {0, 1}, {3, 64}, {1, 2}}, // lengths 130, 1, 64 and 2 in one call
+      {{1, 127}, {3, 129}, {0, 5}},     // multi-chunk sequences back to back, none a multiple of 64
   };
 }
 
@@ -313,7 +318,7 @@ TEST_P(GpuGatedDeltaRule, EveryRouteMatchesTheCpuReferenceWithStateAcrossCalls) 
   std::vector<GdrInputs> inputs;
   for (const Batch& b : batches) inputs.emplace_back(c, b.tokens(), rng);
   const std::vector<GdrResult> ref = run_gdr(*cpu, c, batches, inputs, "");
-  int forced_runs = 0;
+  std::map<std::string, int> forced_runs;
   for (const std::string& route : routes(*gpu, NINFER_OP_GATED_DELTA_RULE)) {
     const std::vector<GdrResult> got = run_gdr(*gpu, c, batches, inputs, route);
     for (size_t i = 0; i < batches.size(); ++i) {
@@ -321,9 +326,10 @@ TEST_P(GpuGatedDeltaRule, EveryRouteMatchesTheCpuReferenceWithStateAcrossCalls) 
                                       << "), call " << i << ": " << batches[i].text);
       ASSERT_FALSE(has_nan(ref[i].out) || has_nan(ref[i].state)) << "the CPU reference left NaN";
       // The planner sends decode steps (one token per sequence) to the recurrent form and
-      // calls with a longer sequence to the chunked one.
-      if (route.empty()) EXPECT_EQ(got[i].variant, batches[i].longest == 1 ? "recurrent" : "chunked64");
-      if (!route.empty() && got[i].variant == route) ++forced_runs;
+      // calls with a longer sequence to the chunk-parallel one (head dims up to 128).
+      if (route.empty())
+        EXPECT_EQ(got[i].variant, batches[i].longest == 1 ? "recurrent" : "chunked64_parallel");
+      if (!route.empty() && got[i].variant == route) ++forced_runs[route];
       const Mismatch m = compare(got[i].out, widen(ref[i].out), kGpuVsCpuF32);
       EXPECT_TRUE(m.ok) << "out: " << m.describe();
       EXPECT_EQ(got[i].padding_written, 0) << "wrote into the row padding";
@@ -331,14 +337,19 @@ TEST_P(GpuGatedDeltaRule, EveryRouteMatchesTheCpuReferenceWithStateAcrossCalls) 
       EXPECT_TRUE(ms.ok) << "state: " << ms.describe();
     }
   }
-  // The recurrent form runs every call; the chunked one every call with a multi-token sequence.
-  EXPECT_GE(forced_runs, static_cast<int>(batches.size()) + 5);
+  // The recurrent form runs every call; each chunked form every call with a multi-token sequence.
+  int multi_token_calls = 0;
+  for (const Batch& b : batches) multi_token_calls += b.longest > 1 ? 1 : 0;
+  EXPECT_EQ(forced_runs["recurrent"], static_cast<int>(batches.size()));
+  EXPECT_EQ(forced_runs["chunked64"], multi_token_calls);
+  EXPECT_EQ(forced_runs["chunked64_parallel"], multi_token_calls);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, GpuGatedDeltaRule,
     ::testing::Values(GdrConfig{"Qwen35_small_2k_4v_heads_of_64", 2, 4, 64, 64},
                       GdrConfig{"uneven_1k_3v_heads_kdim24_vdim40", 1, 3, 24, 40},
+                      GdrConfig{"padded_2k_4v_heads_kdim98_vdim72", 2, 4, 98, 72},
                       GdrConfig{"Qwen35_27B_16k_48v_heads_of_128", 16, 48, 128, 128}),
     [](const auto& info) { return std::string(info.param.name); });
 
@@ -372,9 +383,10 @@ TEST(GpuGatedDeltaRuleArgs, ValueHeadsNotAMultipleOfKeyHeadsAreRefused) {
 }
 
 // Needs no GPU: on every described card this build has a plugin for, decode steps plan to the
-// recurrent form and prefill to the chunked one whenever its tiles fit the card's shared
-// memory (always for Qwen3.5's 128-wide heads), else to the recurrent form, which fits
-// everywhere. causal_conv1d always has a plan.
+// recurrent form and prefill to the chunk-parallel one whenever it can run (head dims up to
+// 128, tiles in the card's shared memory: always for Qwen3.5's 128-wide heads), else to
+// chunked64 where its tiles fit, else to the recurrent form, which fits everywhere.
+// causal_conv1d always has a plan.
 TEST(GpuGatedDeltaNetPlan, DecodeToRecurrentPrefillToChunkedOnEveryDescribedCard) {
   const ArchCatalog cat = ArchCatalog::load(test::data_dir() / "arch", test::data_dir() / "schemas");
   int cards = 0;
@@ -387,7 +399,9 @@ TEST(GpuGatedDeltaNetPlan, DecodeToRecurrentPrefillToChunkedOnEveryDescribedCard
     const ninfer_device_info dev = cat.describe(k);
     const Planner planner(*plugin, dev);
     const ninfer_variant* chunked = plugin->find_variant(NINFER_OP_GATED_DELTA_RULE, "chunked64");
+    const ninfer_variant* parallel = plugin->find_variant(NINFER_OP_GATED_DELTA_RULE, "chunked64_parallel");
     ASSERT_NE(chunked, nullptr) << plugin->name();
+    ASSERT_NE(parallel, nullptr) << plugin->name();
     ASSERT_NE(plugin->find_variant(NINFER_OP_GATED_DELTA_RULE, "recurrent"), nullptr) << plugin->name();
     for (int64_t dim : {64, 128, 256}) {
       for (int64_t T : {1, 8, 512}) {
@@ -396,12 +410,19 @@ TEST(GpuGatedDeltaNetPlan, DecodeToRecurrentPrefillToChunkedOnEveryDescribedCard
       }
       const ninfer_shape probe{64, {64, 48, dim, dim}, NINFER_DTYPE_F32};
       const bool fits = occupancy(chunked->resources, chunked->dynamic_smem_bytes(&probe), dev).blocks_per_sm > 0;
-      if (dim <= 128) EXPECT_TRUE(fits) << k.name << ": the chunked form's tiles for head dim " << dim << " do not fit";
-      for (auto [T, longest] : {std::pair<int64_t, int64_t>{2, 2}, {64, 64}, {65, 65}, {70, 64}, {700, 700}}) {
+      const bool parallel_fits =
+          parallel->supports(&probe) &&
+          occupancy(parallel->resources, parallel->dynamic_smem_bytes(&probe), dev).blocks_per_sm > 0;
+      if (dim <= 128) {
+        EXPECT_TRUE(fits) << k.name << ": the chunked form's tiles for head dim " << dim << " do not fit";
+        EXPECT_TRUE(parallel_fits) << k.name << ": the chunk-parallel form cannot run head dim " << dim;
+      }
+      const char* want = parallel_fits ? "chunked64_parallel" : fits ? "chunked64" : "recurrent";
+      for (auto [T, longest] :
+           {std::pair<int64_t, int64_t>{2, 2}, {64, 64}, {65, 65}, {70, 64}, {700, 700}, {4096, 4096}}) {
         const Plan p = planner.plan(NINFER_OP_GATED_DELTA_RULE, {T, {longest, 48, dim, dim}, NINFER_DTYPE_F32});
-        EXPECT_EQ(p.variant, fits ? "chunked64" : "recurrent")
-            << k.name << " prefill of " << T << " tokens (longest sequence " << longest << "), head dim " << dim
-            << ": " << p.reason;
+        EXPECT_EQ(p.variant, want) << k.name << " prefill of " << T << " tokens (longest sequence " << longest
+                                   << "), head dim " << dim << ": " << p.reason;
       }
     }
     for (int64_t T : {1, 17, 8192}) {

@@ -290,6 +290,8 @@ int main(int argc, char** argv) {
       if (!quick) {
         for (int tile : {1, 2, 4, 8})
           if (tile >= T) routes.push_back("gemv" + std::to_string(tile));
+        for (int tile : {1, 2}) // the CUDA-core GEMV (jit_gemv_t128_r2_v8 prebuilt)
+          if (tile >= T) routes.push_back("gemv_cc" + std::to_string(tile));
         routes.push_back("cublaslt");
       }
       b.run_shape(sh, NINFER_DTYPE_BF16, {T}, routes);
@@ -306,5 +308,8 @@ int main(int argc, char** argv) {
   // float32 weights share the schedule table: where does cuBLASLt's exact float32 win?
   b.run_shape({"8b.o", 4096, 4096}, NINFER_DTYPE_F32, {1, 8, 16, 32, 64, 128, 256, 1024, 4096},
               {"", "gemv8", "tiled64", "tiled128", "cublaslt"});
+  // float32 weights at one token: the CUDA-core GEMV routed there (gemv_cc1) against gemv1's.
+  b.run_shape({"8b.o", 4096, 4096}, NINFER_DTYPE_F32, {1}, {"gemv1", "gemv_cc1"});
+  b.run_shape({"8b.down", 12288, 4096}, NINFER_DTYPE_F32, {1}, {"gemv1", "gemv_cc1"});
   return 0;
 }

@@ -284,3 +284,66 @@ TEST(LinearGpu, ModelShapesMatchCpu) {
       }
     }
 }
+
+// The CUDA-core GEMV variants (gemv_cc1, gemv_cc2: the run-time compiled jit_gemv kernel
+// prebuilt, linear_gemv_cc.cu) where decode runs them: one and two tokens (and three, a partial
+// second tile of gemv_cc2) on Qwen3-8B's qkv (K 4096, N 6144) and down (K 12288, N 4096)
+// projections and an odd N (the last CTA's last warp has one row), with x rows contiguous,
+// strided but 16-byte aligned (the vector path) and strided off alignment (the scalar path), y
+// rows strided with poisoned padding; against the CPU reference (`gpu-f32-vs-cpu-reference`:
+// both keep x and the sums in float32). On an sm_90 plugin the planner's one-token choice must
+// be gemv_cc1 (arch/schedules/sm_90.yaml) and is checked on the same inputs.
+TEST(LinearGpu, CudaCoreGemvMatchesCpuAtDecodeTokenCounts) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  auto rng = fresh_rng("gpu linear cuda-core gemv");
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend();
+  const std::vector<std::string> variants{"gemv_cc1", "gemv_cc2"};
+  for (const std::string& name : variants)
+    ASSERT_NE(gpu->plugin().find_variant(NINFER_OP_LINEAR, name), nullptr)
+        << gpu->plugin().name() << " registers no linear/" << name;
+  const bool sm90_table = gpu->plugin().arch() == "sm_90";
+  struct Shape {
+    int32_t K, N;
+  };
+  const int64_t Tmax = 3;
+  for (int32_t dtype : {NINFER_DTYPE_BF16, NINFER_DTYPE_F32})
+    for (Shape sh : {Shape{4096, 6144}, Shape{12288, 4096}, Shape{4096, 1027}}) {
+      const Weights w = random_weights(rng, dtype, sh.K, sh.N);
+      const auto x = fast_random(rng, static_cast<size_t>(Tmax * sh.K), 1.f); // rows of K, contiguous
+      // The CPU reference once, contiguous; rows do not depend on the stride they are read at.
+      LinearCall ref(*cpu, x, sh.K, w, dtype, Tmax, sh.K, sh.N, sh.N);
+      cpu->run(NINFER_OP_LINEAR, ref.shape, &ref.args);
+      const auto want_all = get<float>(*cpu, ref.y, ref.y_elems);
+      for (int64_t x_pad : {0, 8, 3}) {
+        const int64_t xs = sh.K + x_pad, ys = sh.N + 3;
+        std::vector<float> xpad(static_cast<size_t>(Tmax * xs), std::nanf("")); // padding never read
+        for (int64_t t = 0; t < Tmax; ++t)
+          std::copy_n(x.begin() + t * sh.K, sh.K, xpad.begin() + t * xs);
+        LinearCall call(*gpu, xpad, xs, w, dtype, Tmax, sh.K, sh.N, ys);
+        for (int64_t T = 1; T <= Tmax; ++T) {
+          ninfer_shape s = call.shape;
+          s.tokens = T;
+          ninfer_linear_args a = call.args;
+          a.tokens = T;
+          const std::vector<double> want(want_all.begin(), want_all.begin() + T * sh.N);
+          std::vector<std::string> routes = variants;
+          if (T <= 2) routes.emplace_back(""); // the planner's decode choice, on strided rows too
+          if (T == 1 && sm90_table) EXPECT_EQ(gpu->plan(NINFER_OP_LINEAR, s).variant, "gemv_cc1");
+          for (const std::string& route : routes) {
+            const std::string variant = variant_for(*gpu, route, s);
+            ASSERT_FALSE(variant.empty()) << route << " declines " << describe(dtype, T, sh.K, sh.N);
+            call.poison(*gpu);
+            if (route.empty()) gpu->reserve_workspace(NINFER_OP_LINEAR, s); // as a model does at load
+            run_route(*gpu, NINFER_OP_LINEAR, route, s, &a);
+            const auto y = get<float>(*gpu, call.y, static_cast<size_t>(T * ys));
+            const Mismatch m = check_route(variant, dtype, row_elements(y, T, sh.N, ys), want);
+            EXPECT_TRUE(m.ok) << describe(dtype, T, sh.K, sh.N) << " x stride " << xs << ", " << route_name(route)
+                              << " (" << variant << "): " << describe_check(variant, dtype, m);
+            EXPECT_TRUE(padding_still_poisoned(y, T, sh.N, ys))
+                << describe(dtype, T, sh.K, sh.N) << ", " << route_name(route) << ": wrote past a row";
+          }
+        }
+      }
+    }
+}

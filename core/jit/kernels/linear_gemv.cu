@@ -3,7 +3,10 @@
 //
 // This file is embedded into libninfer_core at build time and handed to NVRTC as is: plain CUDA
 // C++17, no #include and no architecture-specific instruction, so it compiles for sm_80 and every
-// later architecture. Each run-time variant instantiates one parameter set; its name
+// later architecture. The CUDA plugins compile this file too: plugins/cuda/kernels/linear_gemv_cc.cu
+// includes it for the prebuilt linear/gemv_cc1 and gemv_cc2 (jit_gemv_t128_r2_v8_m1 / _m2), with
+// entry points of their own around gemv<> below; keep it free of includes and of anything nvcc
+// and NVRTC would read differently. Each run-time variant instantiates one parameter set; its name
 // jit_gemv_t<THREADS>_r<ROWS>_v<VEC>_m<TOKENS> spells them:
 //   THREADS  threads per CTA (a multiple of 32)
 //   ROWS     rows of W (outputs) per warp; a CTA owns THREADS / 32 * ROWS consecutive rows, so
@@ -73,6 +76,26 @@ __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
+}
+
+// Asks the L2 for the first `bytes` of each weight row this warp will stream (the warp's rows
+// as gemv() below assigns them). Weights are never written during a step, so a prebuilt kernel
+// may do this BEFORE waiting for the previous kernel (programmatic dependent launch): the
+// first lines of W then arrive while the previous, latency-bound kernel (a norm, attention)
+// finishes, instead of after it. A hint only: the loads that follow read current memory.
+template <class W, int THREADS, int ROWS>
+__device__ __forceinline__ void prefetch_rows(const void* w, int K, int N, int bytes) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long n0 = (static_cast<long long>(blockIdx.x) * (THREADS / 32) + warp) * ROWS;
+  const long long row_bytes = static_cast<long long>(K) * W::bytes;
+  const long long span = row_bytes < bytes ? row_bytes : bytes;
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    if (n0 + r >= N) break;
+    const char* row = static_cast<const char*>(w) + (n0 + r) * row_bytes;
+    for (long long off = lane * 128LL; off < span; off += 32 * 128LL)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
+  }
 }
 
 template <class W, int THREADS, int ROWS, int VEC, int TOKENS>

@@ -1,14 +1,18 @@
-// CUDA variants of the Gated DeltaNet ops: causal_conv1d (gated_deltanet_conv.cu) and the two
-// forms of gated_delta_rule, recurrent for decode (gated_deltanet_recurrent.cu) and chunked
-// for prefill (gated_deltanet_chunked.cu). This file registers them and holds the launch and
+// CUDA variants of the Gated DeltaNet ops: causal_conv1d (gated_deltanet_conv.cu) and the
+// three forms of gated_delta_rule, recurrent for decode (gated_deltanet_recurrent.cu) and two
+// chunked ones for prefill: chunked64 (gated_deltanet_chunked.cu, one CTA walks a sequence's
+// chunks) and chunked64_parallel (gated_deltanet_chunked_parallel.cu, everything but the
+// state carry parallel over chunks). This file registers them and holds the launch and
 // description helpers they share (gated_deltanet_common.cuh).
 //
-// Routing needs no code here: the chunked form supports only calls with a sequence of two or
-// more tokens, so decode steps can only plan to the recurrent form; for prefill both can run
-// and the planner takes the ordinary variant with the larger residency x tokens_per_cta,
-// which is the chunked form (64 tokens per CTA against 1, and no card keeps 64 recurrent CTAs
-// per SM resident). A card whose shared memory cannot hold the chunked form's tiles (very
-// large head dims) falls back to the recurrent form, which supports every shape.
+// Routing needs no code here: the chunked forms support only calls with a sequence of two or
+// more tokens, so decode steps can only plan to the recurrent form; for prefill the planner
+// takes the ordinary variant with the larger residency x tokens_per_cta, a chunked form (64
+// tokens per CTA against 1, and no card keeps 64 recurrent CTAs per SM resident). Between the
+// two chunked forms the residency decides and a tie keeps the first registered,
+// chunked64_parallel (docs/cuda-gated-deltanet.md). A card whose shared memory cannot hold
+// either chunked form's tiles (very large head dims) falls back to the recurrent form, which
+// supports every shape.
 #include <cstdarg>
 #include <cstdio>
 #include <initializer_list>
@@ -63,7 +67,10 @@ int32_t describe_kernel(const KernelInfo& k, int32_t tokens_per_cta, int32_t spl
 } // namespace gdn
 
 int32_t register_gated_deltanet(const ninfer_registrar* r, char* err, size_t err_len) {
-  for (auto reg : {gdn::register_causal_conv1d, gdn::register_gated_delta_rule_chunked,
+  // chunked64_parallel before chunked64: where both reach the same residency x tokens per
+  // CTA, the planner keeps the first registered.
+  for (auto reg : {gdn::register_causal_conv1d, gdn::register_gated_delta_rule_chunked_parallel,
+                   gdn::register_gated_delta_rule_chunked,
                    gdn::register_gated_delta_rule_recurrent})
     if (int32_t rc = reg(r, err, err_len); rc != NINFER_OK) return rc;
   return NINFER_OK;

@@ -53,5 +53,6 @@ int32_t fail(int32_t status, char* err, size_t err_len, const char* fmt, ...)
 int32_t register_causal_conv1d(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_gated_delta_rule_recurrent(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_gated_delta_rule_chunked(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_gated_delta_rule_chunked_parallel(const ninfer_registrar* r, char* err, size_t err_len);
 
 } // namespace ninfer::cuda_plugin::gdn

@@ -10,7 +10,9 @@
 //
 // The rule that keeps this correct: every kernel launched with the attribute calls
 // grid_dependency_prologue() as its FIRST statement, before any global memory access and before
-// any early return. Then "grid N completed" implies "grid N-1 completed" (N waited for it), so
+// any early return. The one exception: L2 prefetch hints of memory no kernel of a step writes
+// (weights), which decode GEMVs issue first so that their weight stream starts during the
+// previous kernel (linear_gemv_cc.cu). Then "grid N completed" implies "grid N-1 completed" (N waited for it), so
 // dependencies stay transitive across the whole stream. Kernels that do not follow the rule
 // (library kernels: cuBLASLt) are launched without the attribute, which is always safe.
 #pragma once

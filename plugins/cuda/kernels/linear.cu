@@ -2,6 +2,9 @@
 //   gemv1, gemv2, gemv4, gemv8   decode-sized: stream W once per tile of 1/2/4/8 tokens
 //                                (linear_gemv.cu, bf16 on the tensor cores:
 //                                linear_gemv_bf16.cuh); what decode speed rests on
+//   gemv_cc1, gemv_cc2           one/two tokens on the CUDA cores: the run-time compiled
+//                                jit_gemv family's kernel, prebuilt with the parameters that
+//                                won ninfer-tune --jit-sweep (linear_gemv_cc.cu)
 //   tiled64, tiled128            prefill-sized: shared-memory tiles of x and W, register
 //                                blocking (linear_tiled.cu)
 //   cublaslt                     prefill-sized: cuBLASLt (bf16 tensor cores for bf16 W, x
@@ -16,6 +19,7 @@ namespace ninfer::cuda_plugin {
 
 int32_t register_linear(const ninfer_registrar* r, char* err, size_t err_len) {
   if (int32_t rc = register_linear_gemv(r, err, err_len); rc != NINFER_OK) return rc;
+  if (int32_t rc = register_linear_gemv_cc(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_tiled(r, err, err_len); rc != NINFER_OK) return rc;
   return register_linear_cublaslt(r, err, err_len);
 }

@@ -1,4 +1,4 @@
-// What the linear kernel families (linear_gemv.cu, linear_tiled.cu, linear_cublaslt.cu) share: argument checks,
+// What the linear kernel families (linear_gemv.cu, linear_gemv_cc.cu, linear_tiled.cu, linear_cublaslt.cu) share: argument checks,
 // the CUDA grid, and their registration functions (called by register_linear in linear.cu).
 #pragma once
 
@@ -37,6 +37,7 @@ inline const char* linear_args_invalid(const ninfer_linear_args& a, const ninfer
 }
 
 int32_t register_linear_gemv(const ninfer_registrar* r, char* err, size_t err_len);  // linear_gemv.cu
+int32_t register_linear_gemv_cc(const ninfer_registrar* r, char* err, size_t err_len); // linear_gemv_cc.cu
 int32_t register_linear_tiled(const ninfer_registrar* r, char* err, size_t err_len); // linear_tiled.cu
 int32_t register_linear_cublaslt(const ninfer_registrar* r, char* err, size_t err_len); // linear_cublaslt.cu
 

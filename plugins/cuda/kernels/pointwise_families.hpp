@@ -12,6 +12,7 @@ namespace ninfer::cuda_plugin {
 int32_t register_norms(const ninfer_registrar* r, char* err, size_t err_len);       // norms.cu
 int32_t register_elementwise(const ninfer_registrar* r, char* err, size_t err_len); // elementwise.cu
 int32_t register_rope(const ninfer_registrar* r, char* err, size_t err_len);        // rope.cu
+int32_t register_head_norm_rope(const ninfer_registrar* r, char* err, size_t err_len); // head_norm_rope.cu
 int32_t register_embedding(const ninfer_registrar* r, char* err, size_t err_len);   // embedding.cu
 int32_t register_kv_append(const ninfer_registrar* r, char* err, size_t err_len);   // kv_append.cu
 

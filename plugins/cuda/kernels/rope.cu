@@ -12,6 +12,7 @@
 #include "../cuda_variant.hpp"
 #include "ninfer/abi/ops/rope.h"
 #include "pointwise_families.hpp"
+#include "pointwise_math.cuh"
 #include "token_variant.cuh"
 #include "grid_dependency.cuh"
 
@@ -27,16 +28,11 @@ __device__ void rope_rows(const ninfer_rope_args& a, int64_t begin, int64_t end)
   double* inv_freq = reinterpret_cast<double*>(smem);
   float* cs = reinterpret_cast<float*>(inv_freq + half);
   float* sn = cs + half;
-  for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = pow(a.theta, -2.0 * i / a.rotary_dim);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = rope_inv_freq(a.theta, i, a.rotary_dim);
   __syncthreads();
-  constexpr double kTwoPi = 6.283185307179586476925286766559;
   for (int64_t t = begin + blockIdx.x; t < end; t += gridDim.x) {
     const double p = a.positions[t];
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-      const double angle = p * inv_freq[i];
-      const double reduced = fma(-rint(angle / kTwoPi), kTwoPi, angle);
-      sincosf(static_cast<float>(reduced), &sn[i], &cs[i]);
-    }
+    for (int i = threadIdx.x; i < half; i += blockDim.x) rope_sin_cos(p, inv_freq[i], &sn[i], &cs[i]);
     __syncthreads();
     float* row0 = a.x + t * a.token_stride;
     const int pairs = a.heads * half;

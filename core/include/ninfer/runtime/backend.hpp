@@ -84,6 +84,9 @@ class Backend {
   const Plan& plan(std::string_view op, const ninfer_shape& shape);
   // Every plan made so far (what ran: tools report variants and schedule entries), in key order.
   std::vector<const Plan*> cached_plans() const;
+  // Whether the plugin has a variant of `op` that supports `shape` (its dtype and dims): model
+  // code asks before running an op a plugin may lack (a fused op with an unfused fallback).
+  bool has_variant(std::string_view op, const ninfer_shape& shape) const;
   // Plans and runs `op`; `args` is the op's argument struct (ninfer/abi/ops/<op>.h). Throws
   // ninfer::Error naming op, variant and shape when planning or a launch fails.
   void run(std::string_view op, const ninfer_shape& shape, const void* args);

@@ -1,0 +1,18 @@
+// Row functions shared by op families: head_norm_rope is rms_norm then rope, and runs the very
+// same code as the two ops, so the fused op and the unfused pair give identical bits.
+#pragma once
+
+#include <cstdint>
+
+namespace ninfer::cpu_plugin {
+
+// y[i] = s[i] * rsqrt(mean(s^2) + eps) * (weight_offset + weight[i]), in double, rounded once
+// to float32 (norms.cpp). y may be s.
+void rms_norm_row(const float* s, float* y, int32_t dim, const float* weight, double weight_offset, float eps);
+
+// cos and sin of position * theta^(-2i / rotary_dim), i < rotary_dim / 2, in double (rope.cpp).
+void rope_angles(int32_t position, double theta, int32_t rotary_dim, double* cos_out, double* sin_out);
+// Rotates the half-split pairs (x[i], x[i + half]), i < half, by the angles' cos and sin.
+void rope_rotate_row(float* x, int32_t half, const double* cos_in, const double* sin_in);
+
+} // namespace ninfer::cpu_plugin

@@ -1,0 +1,579 @@
+// gated_delta_rule, chunk-parallel form on CUDA (contract: ninfer/abi/ops/gated_delta_rule.h),
+// variant "chunked64_parallel". Used for prefill; the same algebra as chunked64
+// (gated_deltanet_chunked.cu, whose header derives it), organised so that only the part that
+// carries the state runs chunk after chunk. For a chunk of n <= 64 tokens, G the cumulative
+// log decay from the chunk start, S the state before the chunk, q already times `scale`:
+//   A   = strictly lower, A_ij = beta_i e^{G_i - G_j} (k_i . k_j);   T = (I + A)^{-1}
+//   W   = T diag(beta e^G) K,   U0 = T diag(beta) V                 (no S: any chunk, any time)
+//   U   = U0 - W S                                                   (the chunk's delta rows)
+//   out = diag(e^G) Q S + M U,  M_ij = e^{G_i - G_j} (q_i . k_j) for j <= i
+//   S'  = e^{G_n} S + K^T diag(e^{G_n - G}) U
+// Four kernels on the caller's stream, intermediates in the caller's workspace:
+//   0. chunk table (1 CTA): the (first token, length) of every 64-token chunk of every
+//      sequence in the launch's token range, so the parallel phases index chunks directly;
+//   1. prepare, one CTA per (chunk, value head), all at once: G (kept for phases 2-3), A, T by
+//      a blocked inverse (invert_unit_lower), then W and U0 (kept);
+//   2. carry, one CTA per (sequence, value head, 16 value columns), chunk after chunk: the
+//      state slice lives in shared memory; per chunk U = U0 - W S (kept, over U0), the
+//      inter-chunk half of out (diag(e^G) Q S, written to out), then S'. Three 64 x k_dim x 16
+//      products per chunk, nothing else on the sequential path; the state is read from its
+//      slot once and written back once;
+//   3. outputs, one CTA per (chunk, value head), all at once: M from Q K^T, out += M U.
+// Everything in float32 (the contract's tests hold every CUDA form to the same tolerance
+// against the double-precision CPU reference). Tensor cores (3xTF32 or split bf16) for the
+// 64-wide products are the next step; docs/cuda-gated-deltanet.md has the numbers.
+//
+// Limits: k_dim and v_dim up to 128 (the register and shared-memory tiles are sized for it;
+// chunked64 takes larger heads). Workspace: see Workspace below, about
+// tokens x v_heads x (k_dim + v_dim + 1) floats.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "gated_deltanet_common.cuh"
+#include "gated_deltanet_parallel_tiles.cuh"
+#include "grid_dependency.cuh"
+#include "ninfer/abi/ops/gated_delta_rule.h"
+
+namespace ninfer::cuda_plugin::gdn::parallel {
+namespace {
+
+constexpr int kMaxDim = 128;
+constexpr int kThreads = 256;      // table, prepare and outputs kernels
+constexpr int kCarryThreads = 128; // carry kernel
+constexpr int kCarryCols = 16;     // value columns per carry CTA
+constexpr int kMPitch = kChunk + 4;
+
+// Shared memory of the prepare kernel, in floats. One staging tile X (k, then beta v) wide
+// enough for both head dims, rounded to whole 64-column passes of the tile products; its
+// pitch is 4 mod 32 (gram_4x4's bank pattern).
+struct PrepareLayout {
+  int pitch, fill;
+  int X, A, T, P, G, B, EG, total;
+  __host__ __device__ PrepareLayout(int K, int V) {
+    fill = round_up(K > V ? K : V, 64);
+    pitch = fill + 4;
+    X = 0;
+    A = X + kChunk * pitch;
+    T = A + kChunk * kAPitch;
+    P = T + kChunk * kTPitch;
+    G = P + kPFloats;
+    B = G + kChunk;
+    EG = B + kChunk;
+    total = EG + kChunk;
+  }
+};
+
+// Shared memory of the outputs kernel: q tile, k tile (then the U tile), M.
+struct OutputsLayout {
+  int pitch, fill;
+  int Xq, Xk, M, G, total;
+  __host__ __device__ OutputsLayout(int K, int V) {
+    fill = round_up(K > V ? K : V, 64);
+    pitch = fill + 4;
+    Xq = 0;
+    Xk = Xq + kChunk * pitch;
+    M = Xk + kChunk * pitch;
+    G = M + kChunk * kMPitch;
+    total = G + kChunk;
+  }
+};
+
+// Shared memory of the carry kernel: one tile (W, then q, then k rows of the chunk), the
+// state slice [kc][16], the chunk's U rows [64][16] and G.
+struct CarryLayout {
+  int kc, pitch;
+  int tile, S, U, G, total;
+  __host__ __device__ explicit CarryLayout(int K) {
+    kc = round_up(K, 4);
+    pitch = round_up(kc, 32) + 4; // 4 mod 32: the 8 rows a warp reads hit distinct banks
+    tile = 0;
+    S = tile + kChunk * pitch;
+    U = S + kc * kCarryCols;
+    G = U + kChunk * kCarryCols;
+    total = G + kChunk;
+  }
+};
+
+size_t prepare_smem(int K, int V) { return sizeof(float) * PrepareLayout(K, V).total; }
+size_t outputs_smem(int K, int V) { return sizeof(float) * OutputsLayout(K, V).total; }
+size_t carry_smem(int K) { return sizeof(float) * CarryLayout(K).total; }
+size_t max_smem(int K, int V) { return std::max({prepare_smem(K, V), outputs_smem(K, V), carry_smem(K)}); }
+
+// Caller's workspace, rows indexed by (token - token_begin): the chunk table, then per token
+// and value head G, W (k_dim wide) and U (v_dim wide; U0 until the carry kernel replaces it).
+struct Workspace {
+  int2* table = nullptr;
+  float *G = nullptr, *W = nullptr, *U = nullptr;
+  size_t bytes = 0;
+  Workspace(void* base, int64_t tokens, int64_t Hv, int64_t K, int64_t V) {
+    auto* p = static_cast<char*>(base);
+    auto take = [&](size_t n) {
+      const size_t at = bytes;
+      bytes = (bytes + n + 255) / 256 * 256;
+      return p ? p + at : nullptr;
+    };
+    table = reinterpret_cast<int2*>(take(sizeof(int2) * tokens));
+    G = reinterpret_cast<float*>(take(sizeof(float) * tokens * Hv));
+    W = reinterpret_cast<float*>(take(sizeof(float) * tokens * Hv * K));
+    U = reinterpret_cast<float*>(take(sizeof(float) * tokens * Hv * V));
+  }
+};
+
+// Upper bound on the chunks of a launch covering `range` tokens in `seqs` sequences: each has
+// at least one token, and sum ceil(len / 64) < range / 64 + seqs.
+int64_t chunk_bound(int64_t range, int64_t seqs) { return std::min(range, (range + kChunk - 1) / kChunk + seqs); }
+
+// Rows ri and ri + 32 of a tile times the carry kernel's state slice [kc][16]: acc[a][e] =
+// sum_d tile[ri + 32a][d] * S[d][4cg + e]. The 8 tile rows a warp reads sit in distinct
+// banks (pitch 4 mod 32); the state row is one 64-byte broadcast.
+__device__ inline void rows_times_state(const float* tile, int pitch, const float* S, int kc, int ri, int cg,
+                                        float (&acc)[2][4]) {
+#pragma unroll
+  for (int a = 0; a < 2; ++a)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[a][e] = 0.f;
+  for (int d = 0; d < kc; d += 4) {
+    const float4 x[2] = {load4(tile + ri * pitch + d), load4(tile + (ri + 32) * pitch + d)};
+    const float4 s0 = load4(S + (d + 0) * kCarryCols + 4 * cg), s1 = load4(S + (d + 1) * kCarryCols + 4 * cg);
+    const float4 s2 = load4(S + (d + 2) * kCarryCols + 4 * cg), s3 = load4(S + (d + 3) * kCarryCols + 4 * cg);
+#pragma unroll
+    for (int a = 0; a < 2; ++a) {
+      acc[a][0] = dot4(x[a], make_float4(s0.x, s1.x, s2.x, s3.x), acc[a][0]);
+      acc[a][1] = dot4(x[a], make_float4(s0.y, s1.y, s2.y, s3.y), acc[a][1]);
+      acc[a][2] = dot4(x[a], make_float4(s0.z, s1.z, s2.z, s3.z), acc[a][2]);
+      acc[a][3] = dot4(x[a], make_float4(s0.w, s1.w, s2.w, s3.w), acc[a][3]);
+    }
+  }
+}
+
+} // namespace
+} // namespace ninfer::cuda_plugin::gdn::parallel
+
+using namespace ninfer::cuda_plugin::gdn::parallel;
+
+// ---- 0. chunk table ------------------------------------------------------------------------
+// table[q] = (first token, tokens) of the launch's q-th chunk, sequences in batch order, then
+// (0, 0) up to `bound` so the parallel phases' surplus CTAs see an empty chunk.
+extern "C" __global__ void __launch_bounds__(kThreads)
+    ninfer_gdr_parallel_chunk_table(ninfer_token_batch batch, int64_t begin, int64_t end, int2* table, int bound) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
+  __shared__ int warp_sums[kThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int running = 0;
+  for (int base = 0; base < batch.num_seqs; base += kThreads) {
+    const int s = base + static_cast<int>(threadIdx.x);
+    int t0 = 0, t1 = 0, nc = 0;
+    if (s < batch.num_seqs) {
+      t0 = batch.seq_start[s];
+      t1 = batch.seq_start[s + 1];
+      if (t0 >= begin && t1 <= end && t0 < t1) nc = (t1 - t0 + kChunk - 1) / kChunk;
+    }
+    int incl = nc; // inclusive scan of the chunk counts over the block
+    for (int off = 1; off < 32; off <<= 1) {
+      const int y = __shfl_up_sync(kFullWarp, incl, off);
+      if (lane >= off) incl += y;
+    }
+    if (lane == 31) warp_sums[warp] = incl;
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < kThreads / 32; ++w) {
+      if (w < warp) before += warp_sums[w];
+      total += warp_sums[w];
+    }
+    const int first = running + before + incl - nc;
+    for (int c = 0; c < nc; ++c) {
+      const int c0 = t0 + c * kChunk;
+      if (first + c < bound) table[first + c] = make_int2(c0, min(kChunk, t1 - c0));
+    }
+    running += total;
+    __syncthreads(); // warp_sums is rewritten by the next round
+  }
+  for (int q = running + static_cast<int>(threadIdx.x); q < bound; q += kThreads) table[q] = make_int2(0, 0);
+}
+
+// ---- 1. prepare: G, A, T, W, U0 of every chunk -----------------------------------------------
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    ninfer_gdr_parallel_prepare(ninfer_gated_delta_rule_args a, int64_t begin, const int2* table, float* Gw,
+                                float* Ww, float* Uw) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
+  const int2 chunk = table[blockIdx.x];
+  const int c0 = chunk.x, n = chunk.y;
+  if (n <= 0) return; // whole CTA alike
+  const int K = a.k_dim, V = a.v_dim, Hv = a.v_heads, h = blockIdx.y;
+  const int kh = h / (Hv / a.k_heads);
+  const int kc = round_up(K, 4), vc = round_up(V, 4);
+  const PrepareLayout L(K, V);
+  float* sm = reinterpret_cast<float*>(ninfer_gdn_smem);
+  float *X = sm + L.X, *A = sm + L.A, *T = sm + L.T, *P = sm + L.P, *G = sm + L.G, *B = sm + L.B, *EG = sm + L.EG;
+  const int64_t row0 = c0 - begin; // workspace row of the chunk's first token
+
+  stage_rows(X, L.pitch, a.k + static_cast<int64_t>(c0) * a.qk_token_stride + static_cast<int64_t>(kh) * K,
+             a.qk_token_stride, n, K, L.fill);
+  scan_decay(a.g + static_cast<int64_t>(c0) * Hv + h, a.beta + static_cast<int64_t>(c0) * Hv + h, Hv, n, G, B);
+  for (int idx = threadIdx.x; idx < kChunk * kChunk; idx += kThreads) {
+    const int i = idx / kChunk, j = idx - i * kChunk;
+    T[i * kTPitch + j] = i == j ? 1.f : 0.f;
+  }
+  __syncthreads();
+  if (threadIdx.x < kChunk) {
+    const int i = threadIdx.x;
+    EG[i] = B[i] * expf(G[i]);
+    if (i < n) Gw[(row0 + i) * Hv + h] = G[i];
+  }
+
+  // A from K K^T: thread (r, c) holds rows r + 16a, columns c + 16b.
+  const int r = threadIdx.x >> 4, c = threadIdx.x & 15;
+  {
+    float kk[4][4];
+    gram_4x4(X, X, L.pitch, kc, r, c, kk);
+#pragma unroll
+    for (int ai = 0; ai < 4; ++ai) {
+      const int i = r + 16 * ai;
+#pragma unroll
+      for (int bj = 0; bj < 4; ++bj) {
+        const int j = c + 16 * bj;
+        A[i * kAPitch + j] = j < i ? B[i] * expf(G[i] - G[j]) * kk[ai][bj] : 0.f;
+      }
+    }
+  }
+  __syncthreads(); // A complete, EG visible, every read of the raw k rows done
+
+  // X rows become beta_j e^{G_j} k_j (for W); the inverse does not touch X.
+  for (int idx = threadIdx.x; idx < kChunk * kc; idx += kThreads) {
+    const int i = idx / kc, d = idx - i * kc;
+    X[i * L.pitch + d] *= EG[i];
+  }
+  invert_unit_lower(A, T, P); // ends with a barrier: T and the scaled X are complete
+
+  // W = T diag(beta e^G) K, rows 4r..4r+3 and columns d0 + 4c..+3 per thread.
+  for (int d0 = 0; d0 < kc; d0 += 64) {
+    float acc[4][4];
+    lower_times(T, kTPitch, X, L.pitch, r, d0 + 4 * c, acc);
+#pragma unroll
+    for (int ai = 0; ai < 4; ++ai) {
+      const int i = 4 * r + ai;
+      if (i >= n) continue;
+      float* dst = Ww + ((row0 + i) * Hv + h) * K;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (d0 + 4 * c + e < K) dst[d0 + 4 * c + e] = acc[ai][e];
+    }
+  }
+  __syncthreads(); // every read of X done before it takes the v rows
+
+  stage_rows(X, L.pitch, a.v + static_cast<int64_t>(c0) * a.v_token_stride + static_cast<int64_t>(h) * V,
+             a.v_token_stride, n, V, L.fill, B);
+  __syncthreads();
+
+  // U0 = T diag(beta) V.
+  for (int d0 = 0; d0 < vc; d0 += 64) {
+    float acc[4][4];
+    lower_times(T, kTPitch, X, L.pitch, r, d0 + 4 * c, acc);
+#pragma unroll
+    for (int ai = 0; ai < 4; ++ai) {
+      const int i = 4 * r + ai;
+      if (i >= n) continue;
+      float* dst = Uw + ((row0 + i) * Hv + h) * V;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (d0 + 4 * c + e < V) dst[d0 + 4 * c + e] = acc[ai][e];
+    }
+  }
+}
+
+// ---- 2. carry: the state across chunks --------------------------------------------------------
+extern "C" __global__ void __launch_bounds__(kCarryThreads, 4)
+    ninfer_gdr_parallel_carry(ninfer_gated_delta_rule_args a, int64_t begin, int64_t end, const float* Gw,
+                              const float* Ww, float* Uw) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
+  const int K = a.k_dim, V = a.v_dim, Hv = a.v_heads;
+  const CarryLayout L(K);
+  const int kc = L.kc, pitch = L.pitch;
+  float* sm = reinterpret_cast<float*>(ninfer_gdn_smem);
+  float *tile = sm + L.tile, *S = sm + L.S, *Us = sm + L.U, *G = sm + L.G;
+  const int vblocks = (V + kCarryCols - 1) / kCarryCols;
+  const int h = blockIdx.y / vblocks, v0 = (blockIdx.y % vblocks) * kCarryCols;
+  const int kh = h / (Hv / a.k_heads);
+  const int tid = threadIdx.x;
+  // Roles. Row products (U, out): rows ri and ri + 32, columns 4cg..4cg+3.
+  const int ri = tid >> 2, cg = tid & 3;
+  // State update: state rows d0 + 4dg..+3 (d0 = 0, 64, ...), columns 2sc, 2sc+1.
+  const int dg = tid >> 3, sc = tid & 7;
+
+  for (int seq = blockIdx.x; seq < a.batch.num_seqs; seq += gridDim.x) {
+    const int t0 = a.batch.seq_start[seq], t1 = a.batch.seq_start[seq + 1];
+    if (t0 < begin || t1 > end || t0 >= t1) continue; // whole CTA alike
+    float* st = a.state + (static_cast<int64_t>(a.batch.seq_slot[seq]) * Hv + h) * K * V;
+    __syncthreads(); // the previous sequence's write-back has read S
+    for (int idx = tid; idx < kc * kCarryCols; idx += kCarryThreads) {
+      const int d = idx / kCarryCols, col = idx - d * kCarryCols;
+      S[idx] = d < K && v0 + col < V ? st[static_cast<int64_t>(d) * V + v0 + col] : 0.f;
+    }
+
+    for (int c0 = t0; c0 < t1; c0 += kChunk) {
+      const int n = min(kChunk, t1 - c0);
+      const int64_t row0 = c0 - begin;
+      stage_rows(tile, pitch, Ww + (row0 * Hv + h) * K, static_cast<int64_t>(Hv) * K, n, K, kc);
+      for (int idx = tid; idx < kChunk * kCarryCols; idx += kCarryThreads) {
+        const int i = idx / kCarryCols, col = idx - i * kCarryCols;
+        Us[idx] = i < n && v0 + col < V ? Uw[((row0 + i) * Hv + h) * V + v0 + col] : 0.f;
+      }
+      if (tid < kChunk) G[tid] = Gw[(row0 + min(tid, n - 1)) * Hv + h]; // past n: G_{n-1}
+      __syncthreads();
+
+      // U = U0 - W S (each thread updates its own 8 elements of Us in place).
+      float acc[2][4];
+      rows_times_state(tile, pitch, S, kc, ri, cg, acc);
+#pragma unroll
+      for (int ai = 0; ai < 2; ++ai) {
+        const int i = ri + 32 * ai;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = 4 * cg + e;
+          const float u = Us[i * kCarryCols + col] - acc[ai][e];
+          Us[i * kCarryCols + col] = u;
+          if (i < n && v0 + col < V) Uw[((row0 + i) * Hv + h) * V + v0 + col] = u;
+        }
+      }
+      __syncthreads(); // every read of the W tile done
+
+      stage_rows(tile, pitch, a.q + static_cast<int64_t>(c0) * a.qk_token_stride + static_cast<int64_t>(kh) * K,
+                 a.qk_token_stride, n, K, kc);
+      __syncthreads();
+
+      // The inter-chunk half of out: scale e^{G_i} q_i^T S. Then U rows take the state
+      // update's factor e^{G_n - G_i} (same elements, same thread).
+      rows_times_state(tile, pitch, S, kc, ri, cg, acc);
+      const float g_last = G[kChunk - 1];
+#pragma unroll
+      for (int ai = 0; ai < 2; ++ai) {
+        const int i = ri + 32 * ai;
+        const float e_i = a.scale * expf(G[i]), back = expf(g_last - G[i]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = 4 * cg + e;
+          if (i < n && v0 + col < V)
+            a.out[static_cast<int64_t>(c0 + i) * a.out_token_stride + static_cast<int64_t>(h) * V + v0 + col] =
+                e_i * acc[ai][e];
+          Us[i * kCarryCols + col] *= back;
+        }
+      }
+      __syncthreads(); // every read of the q tile and of S done
+
+      stage_rows(tile, pitch, a.k + static_cast<int64_t>(c0) * a.qk_token_stride + static_cast<int64_t>(kh) * K,
+                 a.qk_token_stride, n, K, kc);
+      __syncthreads();
+
+      // S' = e^{G_n} S + sum_j k_j (e^{G_n - G_j} u_j)^T.
+      const float e_last = expf(g_last);
+      for (int d0 = 0; d0 < kc; d0 += 64) {
+        const int d = d0 + 4 * dg;
+        if (d >= kc) continue;
+        float s[4][2];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 x = *reinterpret_cast<const float2*>(S + (d + e) * kCarryCols + 2 * sc);
+          s[e][0] = x.x * e_last;
+          s[e][1] = x.y * e_last;
+        }
+        for (int j = 0; j < n; ++j) {
+          const float4 kv = load4(tile + j * pitch + d);
+          const float2 u = *reinterpret_cast<const float2*>(Us + j * kCarryCols + 2 * sc);
+          s[0][0] = fmaf(kv.x, u.x, s[0][0]);
+          s[0][1] = fmaf(kv.x, u.y, s[0][1]);
+          s[1][0] = fmaf(kv.y, u.x, s[1][0]);
+          s[1][1] = fmaf(kv.y, u.y, s[1][1]);
+          s[2][0] = fmaf(kv.z, u.x, s[2][0]);
+          s[2][1] = fmaf(kv.z, u.y, s[2][1]);
+          s[3][0] = fmaf(kv.w, u.x, s[3][0]);
+          s[3][1] = fmaf(kv.w, u.y, s[3][1]);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          *reinterpret_cast<float2*>(S + (d + e) * kCarryCols + 2 * sc) = make_float2(s[e][0], s[e][1]);
+      }
+      __syncthreads(); // S' complete; the tile and Us are free for the next chunk
+    }
+    for (int idx = tid; idx < kc * kCarryCols; idx += kCarryThreads) {
+      const int d = idx / kCarryCols, col = idx - d * kCarryCols;
+      if (d < K && v0 + col < V) st[static_cast<int64_t>(d) * V + v0 + col] = S[idx];
+    }
+  }
+}
+
+// ---- 3. outputs: the intra-chunk half ---------------------------------------------------------
+// The variant's described kernel (its resources are what the planner sees; it has the largest
+// shared-memory footprint of the four for Qwen3.5's 128-wide heads).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    ninfer_gated_delta_rule_chunked64_parallel(ninfer_gated_delta_rule_args a, int64_t begin, const int2* table,
+                                               const float* Gw, const float* Uw) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
+  const int2 chunk = table[blockIdx.x];
+  const int c0 = chunk.x, n = chunk.y;
+  if (n <= 0) return; // whole CTA alike
+  const int K = a.k_dim, V = a.v_dim, Hv = a.v_heads, h = blockIdx.y;
+  const int kh = h / (Hv / a.k_heads);
+  const int kc = round_up(K, 4), vc = round_up(V, 4);
+  const OutputsLayout L(K, V);
+  float* sm = reinterpret_cast<float*>(ninfer_gdn_smem);
+  float *Xq = sm + L.Xq, *Xk = sm + L.Xk, *M = sm + L.M, *G = sm + L.G;
+  const int64_t row0 = c0 - begin;
+  const int64_t qk0 = static_cast<int64_t>(c0) * a.qk_token_stride + static_cast<int64_t>(kh) * K;
+
+  stage_rows(Xq, L.pitch, a.q + qk0, a.qk_token_stride, n, K, kc);
+  stage_rows(Xk, L.pitch, a.k + qk0, a.qk_token_stride, n, K, kc);
+  if (threadIdx.x < kChunk) G[threadIdx.x] = Gw[(row0 + min(static_cast<int>(threadIdx.x), n - 1)) * Hv + h];
+  __syncthreads();
+
+  const int r = threadIdx.x >> 4, c = threadIdx.x & 15;
+  {
+    float qk[4][4];
+    gram_4x4(Xq, Xk, L.pitch, kc, r, c, qk);
+#pragma unroll
+    for (int ai = 0; ai < 4; ++ai) {
+      const int i = r + 16 * ai;
+#pragma unroll
+      for (int bj = 0; bj < 4; ++bj) {
+        const int j = c + 16 * bj;
+        M[i * kMPitch + j] = j <= i ? a.scale * expf(G[i] - G[j]) * qk[ai][bj] : 0.f;
+      }
+    }
+  }
+  __syncthreads(); // M complete, every read of the k tile done
+
+  stage_rows(Xk, L.pitch, Uw + row0 * Hv * V + static_cast<int64_t>(h) * V, static_cast<int64_t>(Hv) * V, n, V,
+             L.fill);
+  __syncthreads();
+
+  // out += M U (the carry kernel wrote the inter-chunk half of every row < n).
+  for (int d0 = 0; d0 < vc; d0 += 64) {
+    float acc[4][4];
+    lower_times(M, kMPitch, Xk, L.pitch, r, d0 + 4 * c, acc);
+#pragma unroll
+    for (int ai = 0; ai < 4; ++ai) {
+      const int i = 4 * r + ai;
+      if (i >= n) continue;
+      float* dst = a.out + static_cast<int64_t>(c0 + i) * a.out_token_stride + static_cast<int64_t>(h) * V;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (d0 + 4 * c + e < V) dst[d0 + 4 * c + e] += acc[ai][e];
+    }
+  }
+}
+
+// ---- host side --------------------------------------------------------------------------------
+namespace ninfer::cuda_plugin::gdn {
+namespace {
+
+using namespace parallel;
+
+const KernelInfo kKernel = {NINFER_OP_GATED_DELTA_RULE, "chunked64_parallel", "ninfer_gated_delta_rule_chunked64_parallel",
+                            reinterpret_cast<const void*>(ninfer_gated_delta_rule_chunked64_parallel), kThreads};
+
+// Like chunked64: only calls with a sequence of two or more tokens (decode steps plan to the
+// recurrent form), and head dims up to kMaxDim.
+int32_t supports(const ninfer_shape* s) {
+  return s->tokens > 0 && s->dims[0] >= 2 && s->dims[1] > 0 && s->dims[2] > 0 && s->dims[2] <= kMaxDim &&
+         s->dims[3] > 0 && s->dims[3] <= kMaxDim;
+}
+
+// The planner checks residency with the described kernel and this figure, the largest of the
+// four kernels' needs (each is launched with its own).
+size_t dynamic_smem(const ninfer_shape* s) {
+  return max_smem(static_cast<int>(s->dims[2]), static_cast<int>(s->dims[3]));
+}
+
+size_t workspace_bytes(const ninfer_shape* s, int64_t tokens) {
+  return Workspace(nullptr, tokens, s->dims[1], s->dims[2], s->dims[3]).bytes;
+}
+
+int32_t launch_one(const void* kernel, const char* what, dim3 grid, int threads, size_t smem, void** params,
+                   void* stream, char* err, size_t err_len) {
+  cudaError_t rc = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (rc == cudaSuccess)
+    rc = ninfer::cuda_plugin::launch_kernel(kernel, grid, dim3(threads), params, smem, static_cast<cudaStream_t>(stream));
+  if (rc == cudaSuccess) return NINFER_OK;
+  return fail(NINFER_ERR_LAUNCH, err, err_len,
+              "gated_delta_rule/chunked64_parallel: %s kernel, grid (%u,%u,%u) block %d smem %zu: %s", what, grid.x,
+              grid.y, grid.z, threads, smem, cudaGetErrorString(rc));
+}
+
+int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+  ninfer_gated_delta_rule_args a = *static_cast<const ninfer_gated_delta_rule_args*>(args);
+  constexpr const char* kName = "gated_delta_rule/chunked64_parallel";
+  if (a.k_heads <= 0 || a.v_heads <= 0 || a.v_heads % a.k_heads != 0)
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "%s: v_heads %d is not a multiple of k_heads %d", kName,
+                a.v_heads, a.k_heads);
+  if (a.k_dim <= 0 || a.k_dim > kMaxDim || a.v_dim <= 0 || a.v_dim > kMaxDim)
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "%s: head dims %d x %d, each must be 1..%d", kName,
+                a.k_dim, a.v_dim, kMaxDim);
+  if (l->dynamic_smem_bytes < max_smem(a.k_dim, a.v_dim))
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
+                "%s: planned for smaller head dims than %d x %d (%zu B shared memory, %zu needed)", kName, a.k_dim,
+                a.v_dim, l->dynamic_smem_bytes, max_smem(a.k_dim, a.v_dim));
+  const int64_t begin = l->token_begin, end = l->token_end, range = end - begin;
+  if (a.batch.num_seqs <= 0 || range <= 0) return NINFER_OK;
+  const Workspace ws(l->workspace, range, a.v_heads, a.k_dim, a.v_dim);
+  if (!l->workspace || l->workspace_bytes < ws.bytes)
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "%s: workspace of %zu bytes, %zu needed for %lld tokens",
+                kName, l->workspace_bytes, ws.bytes, static_cast<long long>(range));
+  const int64_t bound = chunk_bound(range, a.batch.num_seqs);
+  const int64_t vblocks = (a.v_dim + kCarryCols - 1) / kCarryCols;
+  if (bound > 0x7fffffff || a.v_heads > kMaxGridZ || a.v_heads * vblocks > kMaxGridZ)
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "%s: %lld chunks x %d value heads exceed the grid limits",
+                kName, static_cast<long long>(bound), a.v_heads);
+  int b32 = static_cast<int>(bound);
+  int64_t b = begin, e = end;
+
+  int2* table_out = ws.table;
+  void* table_params[] = {&a.batch, &b, &e, &table_out, &b32};
+  if (int32_t rc = launch_one(reinterpret_cast<const void*>(ninfer_gdr_parallel_chunk_table), "chunk table", dim3(1),
+                              kThreads, 0, table_params, stream, err, err_len);
+      rc != NINFER_OK)
+    return rc;
+  float *G = ws.G, *W = ws.W, *U = ws.U;
+  const int2* table = ws.table;
+  void* prepare_params[] = {&a, &b, &table, &G, &W, &U};
+  if (int32_t rc = launch_one(reinterpret_cast<const void*>(ninfer_gdr_parallel_prepare), "prepare",
+                              dim3(b32, a.v_heads), kThreads, prepare_smem(a.k_dim, a.v_dim), prepare_params, stream,
+                              err, err_len);
+      rc != NINFER_OK)
+    return rc;
+  const float *Gc = G, *Wc = W;
+  void* carry_params[] = {&a, &b, &e, &Gc, &Wc, &U};
+  if (int32_t rc = launch_one(reinterpret_cast<const void*>(ninfer_gdr_parallel_carry), "carry",
+                              dim3(a.batch.num_seqs, static_cast<unsigned>(a.v_heads * vblocks)), kCarryThreads,
+                              carry_smem(a.k_dim), carry_params, stream, err, err_len);
+      rc != NINFER_OK)
+    return rc;
+  const float* Uc = U;
+  void* outputs_params[] = {&a, &b, &table, &Gc, &Uc};
+  return launch_one(reinterpret_cast<const void*>(ninfer_gated_delta_rule_chunked64_parallel), "outputs",
+                    dim3(b32, a.v_heads), kThreads, outputs_smem(a.k_dim, a.v_dim), outputs_params, stream, err,
+                    err_len);
+}
+
+int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
+  return query_kernel_attributes(kKernel.kernel, kKernel.symbol, kKernel.threads, out, err, err_len);
+}
+
+int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
+  return query_driver_blocks(kKernel.kernel, kKernel.threads, dyn, blocks, err, err_len);
+}
+
+} // namespace
+
+int32_t register_gated_delta_rule_chunked_parallel(const ninfer_registrar* r, char* err, size_t err_len) {
+  static ninfer_variant v{};
+  if (int32_t rc = describe_kernel(kKernel, kChunk, 1, v, err, err_len); rc != NINFER_OK) return rc;
+  v.dynamic_smem_bytes = dynamic_smem;
+  v.workspace_bytes = workspace_bytes;
+  v.supports = supports;
+  v.launch = launch;
+  v.query_loaded_resources = query;
+  v.query_driver_blocks_per_sm = driver_blocks;
+  return r->add_variant(r->ctx, &v);
+}
+
+} // namespace ninfer::cuda_plugin::gdn

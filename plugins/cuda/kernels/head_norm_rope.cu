@@ -1,0 +1,193 @@
+// head_norm_rope: per-head RMSNorm of attention's q and k heads, then the rotary embedding of
+// both, in place, in one launch (contract: ninfer/abi/ops/head_norm_rope.h). It replaces the
+// q norm, k norm and rope launches of every attention layer: at one token per step those are
+// pure latency (Qwen3-8B: 3 of the ~12 launches of a layer, ~100 of a step's ~450).
+//
+// One warp per head row: the q rows of a token, then its k rows, kWarps rows per CTA, so a
+// token's rows are spread over grid.y = ceil((q_heads + k_heads) / kWarps) CTAs (Qwen3-8B: 40
+// rows, 10 CTAs, one round). Token tiles are strided over grid.x. A lane holds the rotary pairs
+// (x[j], x[j + half]) for j = lane + 32u and the unrotated elements rotary_dim + lane + 32u in
+// registers: the row is read once, its sum of squares reduced by warp shuffles, and each pair
+// normalised and rotated where it lies: one global read and one write per element. A row's
+// loads are all issued before the first use: the first token's before inv_freq is evaluated,
+// each next token's before the CTA's barrier at the end of the current one. The cos/sin table
+// is computed as rope.cu does (rope_sin_cos in pointwise_math.cuh).
+//
+// Numerics are those of rms_norm's and rope's kernels: inv = rsqrtf(sum / head_dim + eps),
+// y = x * inv * scale in float32, then y1 * cos - y2 * sin with the same float32 cos and sin.
+// Only the order of the float32 sum of squares differs from the two-op path.
+#include <cuda_runtime.h>
+
+#include "../cuda_variant.hpp"
+#include "grid_dependency.cuh"
+#include "ninfer/abi/ops/head_norm_rope.h"
+#include "pointwise_families.hpp"
+#include "pointwise_math.cuh"
+#include "token_variant.cuh"
+
+namespace ninfer::cuda_plugin {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+// Register slots per lane: rotary pairs (rotary_dim <= 256) and unrotated elements
+// (head_dim - rotary_dim <= 256). Larger heads are not supported; model code then runs the
+// three separate ops.
+constexpr int kPairSlots = 4;
+constexpr int kTailSlots = 8;
+constexpr int kMaxHalf = 32 * kPairSlots;
+constexpr int kMaxTail = 32 * kTailSlots;
+
+// One head row of one token in a lane's registers: the rotary pairs and the unrotated tail.
+struct RowRegs {
+  float x1[kPairSlots], x2[kPairSlots], xt[kTailSlots];
+  double position;
+};
+
+__device__ __forceinline__ void load_row(RowRegs& r, const float* x, const int32_t* pos, int64_t t, bool active,
+                                         int lane, int half, int rotary_dim, int head_dim) {
+  r.position = pos[t];
+#pragma unroll
+  for (int u = 0; u < kPairSlots; ++u) {
+    const int j = lane + 32 * u;
+    r.x1[u] = active && j < half ? x[j] : 0.f;
+    r.x2[u] = active && j < half ? x[j + half] : 0.f;
+  }
+#pragma unroll
+  for (int u = 0; u < kTailSlots; ++u) {
+    const int j = rotary_dim + lane + 32 * u;
+    r.xt[u] = active && j < head_dim ? x[j] : 0.f;
+  }
+}
+
+__device__ void head_norm_rope_rows(const ninfer_head_norm_rope_args& a, int64_t begin, int64_t end) {
+  // Dynamic shared memory: inv_freq (double) then cos and sin (float), rotary_dim / 2 each.
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int half = a.rotary_dim / 2;
+  double* inv_freq = reinterpret_cast<double*>(smem);
+  float* cs = reinterpret_cast<float*>(inv_freq + half);
+  float* sn = cs + half;
+
+  // This warp's head row: q rows first, then k rows.
+  const int lane = threadIdx.x & 31;
+  const int row = static_cast<int>(blockIdx.y) * kWarps + static_cast<int>(threadIdx.x >> 5);
+  const bool active = row < a.q_heads + a.k_heads;
+  const bool is_q = row < a.q_heads;
+  float* const base = is_q ? a.q + static_cast<int64_t>(row) * a.q_head_stride
+                           : a.k + static_cast<int64_t>(row - a.q_heads) * a.k_head_stride;
+  const int64_t token_stride = is_q ? a.q_token_stride : a.k_token_stride;
+  const float* weight = is_q ? a.q_weight : a.k_weight;
+
+  // The first token's row and the row's scales (kept for every token this CTA visits) are in
+  // flight while inv_freq is evaluated: at one token per step that overlap is the kernel's
+  // latency budget.
+  int64_t t = begin + blockIdx.x;
+  RowRegs r;
+  if (t < end) load_row(r, base + t * token_stride, a.positions, t, active, lane, half, a.rotary_dim, a.head_dim);
+  const float offset = a.weight_offset ? 1.f : 0.f;
+  float w1[kPairSlots], w2[kPairSlots], wt[kTailSlots];
+#pragma unroll
+  for (int u = 0; u < kPairSlots; ++u) {
+    const int j = lane + 32 * u;
+    w1[u] = active && j < half ? offset + weight[j] : 0.f;
+    w2[u] = active && j < half ? offset + weight[j + half] : 0.f;
+  }
+#pragma unroll
+  for (int u = 0; u < kTailSlots; ++u) {
+    const int j = a.rotary_dim + lane + 32 * u;
+    wt[u] = active && j < a.head_dim ? offset + weight[j] : 0.f;
+  }
+  for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = rope_inv_freq(a.theta, i, a.rotary_dim);
+  __syncthreads(); // inv_freq
+
+  for (; t < end; t += gridDim.x) {
+    float* x = base + t * token_stride;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) rope_sin_cos(r.position, inv_freq[i], &sn[i], &cs[i]);
+    float ss = 0.f;
+#pragma unroll
+    for (int u = 0; u < kPairSlots; ++u) ss += r.x1[u] * r.x1[u] + r.x2[u] * r.x2[u];
+#pragma unroll
+    for (int u = 0; u < kTailSlots; ++u) ss += r.xt[u] * r.xt[u];
+    const float inv = rsqrtf(warp_sum(ss) / a.head_dim + a.eps);
+    __syncthreads(); // the token's cos/sin table is complete
+
+    if (active) {
+#pragma unroll
+      for (int u = 0; u < kPairSlots; ++u) {
+        const int j = lane + 32 * u;
+        if (j < half) {
+          const float y1 = r.x1[u] * inv * w1[u], y2 = r.x2[u] * inv * w2[u];
+          x[j] = y1 * cs[j] - y2 * sn[j];
+          x[j + half] = y2 * cs[j] + y1 * sn[j];
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kTailSlots; ++u) {
+        const int j = a.rotary_dim + lane + 32 * u;
+        if (j < a.head_dim) x[j] = r.xt[u] * inv * wt[u];
+      }
+    }
+    // The next token's row (another token's memory: no hazard with the writes above) loads
+    // while the CTA waits for every warp to finish with this token's table.
+    const int64_t next = t + gridDim.x;
+    if (next < end)
+      load_row(r, base + next * token_stride, a.positions, next, active, lane, half, a.rotary_dim, a.head_dim);
+    __syncthreads(); // cs/sn are rewritten for the next token
+  }
+}
+
+} // namespace
+} // namespace ninfer::cuda_plugin
+
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
+    ninfer_head_norm_rope_f32(ninfer_head_norm_rope_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
+  ninfer::cuda_plugin::head_norm_rope_rows(a, b, e);
+}
+
+namespace ninfer::cuda_plugin {
+namespace {
+
+size_t table_bytes(int64_t rotary_dim) {
+  return static_cast<size_t>(rotary_dim > 0 ? rotary_dim / 2 : 0) * (sizeof(double) + 2 * sizeof(float));
+}
+
+struct HeadNormRopeDef : TokenDefDefaults {
+  using Args = ninfer_head_norm_rope_args;
+  static constexpr const char* op = NINFER_OP_HEAD_NORM_ROPE;
+  static constexpr const char* name = "warp_per_head";
+  static constexpr int threads = kThreads;
+  static KernelPair kernels() {
+    return {"ninfer_head_norm_rope_f32", reinterpret_cast<const void*>(ninfer_head_norm_rope_f32)};
+  }
+  static int32_t supports(const ninfer_shape* s) {
+    const int64_t head_dim = s->dims[0], q_heads = s->dims[1], k_heads = s->dims[2], rotary = s->dims[3];
+    return s->tokens > 0 && head_dim > 0 && q_heads >= 0 && k_heads >= 0 && q_heads + k_heads > 0 &&
+           (q_heads + k_heads + kWarps - 1) / kWarps <= 65535 && rotary > 0 && rotary % 2 == 0 &&
+           rotary <= head_dim && rotary / 2 <= kMaxHalf && head_dim - rotary <= kMaxTail;
+  }
+  static const char* invalid(const Args& a, const ninfer_launch& l) {
+    if (a.rotary_dim <= 0 || a.rotary_dim % 2 || a.rotary_dim > a.head_dim)
+      return "rotary_dim must be even and in (0, head_dim]";
+    if (a.rotary_dim / 2 > kMaxHalf || a.head_dim - a.rotary_dim > kMaxTail)
+      return "head row larger than the kernel's registers (rotary_dim <= 256, head_dim - rotary_dim <= 256)";
+    if (a.q_heads < 0 || a.k_heads < 0 || a.q_heads + a.k_heads == 0) return "no head rows";
+    if (l.dynamic_smem_bytes < table_bytes(a.rotary_dim))
+      return "rotary_dim is larger than the planned shape's dims[3]";
+    return nullptr;
+  }
+  static size_t dynamic_smem(const ninfer_shape* s) { return table_bytes(s->dims[3]); }
+  // grid.x: the planner's token tiles; grid.y: the CTAs that share one token's head rows.
+  static dim3 grid(const Args& a, const ninfer_launch& l) {
+    const int rows = a.q_heads + a.k_heads;
+    return dim3(static_cast<unsigned>(l.grid_x), static_cast<unsigned>((rows + kWarps - 1) / kWarps));
+  }
+};
+
+} // namespace
+
+int32_t register_head_norm_rope(const ninfer_registrar* r, char* err, size_t err_len) {
+  return add_token_variants<HeadNormRopeDef>(r, err, err_len);
+}
+
+} // namespace ninfer::cuda_plugin
