@@ -81,7 +81,8 @@ constexpr std::pair<const char*, WeightDType> kWeightDTypes[] = {
     {"auto", WeightDType::Auto}, {"float32", WeightDType::Float32},
     {"bfloat16", WeightDType::BFloat16}, {"float16", WeightDType::Float16}};
 constexpr std::pair<const char*, KvDType> kKvDTypes[] = {
-    {"auto", KvDType::Auto}, {"float32", KvDType::Float32}, {"bfloat16", KvDType::BFloat16}};
+    {"auto", KvDType::Auto}, {"float32", KvDType::Float32}, {"float16", KvDType::Float16},
+    {"bfloat16", KvDType::BFloat16}};
 constexpr std::pair<const char*, ChatTemplate> kChatTemplates[] = {{"qwen", ChatTemplate::Qwen},
                                                                    {"none", ChatTemplate::None}};
 

@@ -13,14 +13,15 @@ AttentionBlock::AttentionBlock(WeightLoader& w, Backend& be, const std::string& 
       q_norm_(w.vector(p + "self_attn.q_norm.weight", p + "self_attn.q_norm")),
       k_norm_(w.vector(p + "self_attn.k_norm.weight", p + "self_attn.k_norm")) {
   const size_t elems = static_cast<size_t>(limits.max_sequences) * limits.max_context * kv_width();
-  k_cache_ = be.allocate(elems * sizeof(float), MemoryUse::KvCache, p + "self_attn K cache");
-  v_cache_ = be.allocate(elems * sizeof(float), MemoryUse::KvCache, p + "self_attn V cache");
+  const size_t bytes = elems * kv_element_bytes(limits.kv_dtype);
+  k_cache_ = be.allocate(bytes, MemoryUse::KvCache, p + "self_attn K cache");
+  v_cache_ = be.allocate(bytes, MemoryUse::KvCache, p + "self_attn V cache");
   // Rows a sequence has not written are never read, but zeroed memory keeps a fault (or a
   // benchmark's assumed context, CausalLM::assume_context) free of NaN garbage.
   be.zero(k_cache_, 0, k_cache_.bytes());
   be.zero(v_cache_, 0, v_cache_.bytes());
-  cache_ = {k_cache_.as<float>(), v_cache_.as<float>(), limits.max_sequences,
-            static_cast<int32_t>(limits.max_context), spec.kv_heads, spec.head_dim, NINFER_DTYPE_F32};
+  cache_ = {k_cache_.data(), v_cache_.data(), limits.max_sequences, static_cast<int32_t>(limits.max_context),
+            spec.kv_heads, spec.head_dim, limits.kv_dtype};
 }
 
 int64_t AttentionBlock::q_width() const {

@@ -24,7 +24,7 @@ struct AttentionSpec {
 class AttentionBlock final : public Mixer {
  public:
   // Loads the layer's weights under `prefix` ("model.layers.N.") and allocates its KV cache
-  // for limits.max_sequences slots x limits.max_context positions.
+  // for limits.max_sequences slots x limits.max_context positions of limits.kv_dtype elements.
   AttentionBlock(WeightLoader& w, Backend& be, const std::string& prefix, const AttentionSpec& spec,
                  const StepLimits& limits);
 

@@ -9,6 +9,8 @@
 #include <set>
 
 #include "decoder.hpp"
+#include "ninfer/abi/ops/attention.h"
+#include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/error.hpp"
 #include "ninfer/plugin_host.hpp"
@@ -31,12 +33,50 @@ ModelOptions resolve(const ModelConfig& cfg, ModelOptions o) {
   return o;
 }
 
+int32_t to_dtype(KvCachePrecision p) {
+  return p == KvCachePrecision::F16 ? NINFER_DTYPE_F16 : p == KvCachePrecision::BF16 ? NINFER_DTYPE_BF16 : NINFER_DTYPE_F32;
+}
+
+// Whether the backend's plugin has kv_append and attention variants for a cache of `dtype`
+// (their dtype_mask: the planning shape's dtype is the cache dtype).
+bool plugin_takes_kv_dtype(const Backend& be, int32_t dtype) {
+  for (const char* op : {NINFER_OP_KV_APPEND, NINFER_OP_ATTENTION}) {
+    bool any = false;
+    for (const ninfer_variant* v : be.plugin().variants_for(op)) any = any || (v->dtype_mask & (1u << dtype));
+    if (!any) return false;
+  }
+  return true;
+}
+
+// Auto: float16 on a CUDA device whose plugin takes it, float32 elsewhere (ModelOptions).
+KvCachePrecision resolve_kv_cache(const Backend& be, KvCachePrecision want) {
+  if (want == KvCachePrecision::Auto)
+    return be.device().kind == NINFER_DEVICE_CUDA && plugin_takes_kv_dtype(be, NINFER_DTYPE_F16) ? KvCachePrecision::F16
+                                                                                                : KvCachePrecision::F32;
+  if (!plugin_takes_kv_dtype(be, to_dtype(want)))
+    throw Error(fmt::format("plugin {} has no kv_append or attention variant for a {} KV cache; use kv_dtype auto or "
+                            "float32",
+                            be.plugin().name(), to_string(want)));
+  return want;
+}
+
 } // namespace
+
+const char* to_string(KvCachePrecision p) {
+  switch (p) {
+    case KvCachePrecision::F32: return "float32";
+    case KvCachePrecision::F16: return "float16";
+    case KvCachePrecision::BF16: return "bfloat16";
+    case KvCachePrecision::Auto: break;
+  }
+  return "auto";
+}
 
 std::unique_ptr<CausalLM> CausalLM::load(const Checkpoint& ck, Backend& be, const ModelOptions& options) {
   const ModelConfig& cfg = ck.config();
   ModelOptions o = resolve(cfg, options);
   o.cuda_graphs = o.cuda_graphs && be.can_record();
+  o.kv_cache = resolve_kv_cache(be, o.kv_cache);
   require_all(ck); // every missing or misshapen tensor in one message, before allocating anything
   if (const auto extra = unrecognised_tensors(ck); !extra.empty())
     spdlog::warn("{}: {} tensor(s) that no {} layer reads (first: {}); they are ignored", ck.dir().string(),
@@ -45,12 +85,14 @@ std::unique_ptr<CausalLM> CausalLM::load(const Checkpoint& ck, Backend& be, cons
   limits.max_tokens = std::max<int64_t>(o.prefill_chunk, o.max_sequences);
   limits.max_sequences = o.max_sequences;
   limits.max_context = o.max_context;
+  limits.kv_dtype = to_dtype(o.kv_cache);
   models::WeightLoader w(ck, be, o.weights);
   models::DecoderParts parts = cfg.family == ModelFamily::Qwen3 ? models::build_qwen3(w, be, cfg, limits)
                                                                  : models::build_qwen3_5(w, be, cfg, limits);
   auto decoder = std::make_unique<models::Decoder>(be, std::move(parts), limits);
   decoder->set_decode_recording(o.cuda_graphs);
-  spdlog::debug("{} loaded on {}: {}", family_name(cfg.family), be.plugin().name(), be.memory().describe());
+  spdlog::debug("{} loaded on {} ({} KV cache): {}", family_name(cfg.family), be.plugin().name(), to_string(o.kv_cache),
+                be.memory().describe());
   return std::unique_ptr<CausalLM>(new CausalLM(cfg, o, be, std::move(decoder)));
 }
 

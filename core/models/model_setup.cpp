@@ -20,7 +20,23 @@ WeightPrecision precision(WeightDType d) {
   return WeightPrecision::Auto;
 }
 
+KvCachePrecision kv_precision(KvDType d) {
+  switch (d) {
+    case KvDType::Float32: return KvCachePrecision::F32;
+    case KvDType::Float16: return KvCachePrecision::F16;
+    case KvDType::BFloat16: return KvCachePrecision::BF16;
+    case KvDType::Auto: break;
+  }
+  return KvCachePrecision::Auto;
+}
+
 } // namespace
+
+KvDType parse_kv_dtype_option(const std::string& text) {
+  for (KvDType d : {KvDType::Auto, KvDType::Float32, KvDType::Float16, KvDType::BFloat16})
+    if (text == to_string(d)) return d;
+  throw Error(fmt::format("--kv-dtype {}: expected auto, float32, float16 or bfloat16", text));
+}
 
 Manifest resolve_manifest(const ModelSource& s) {
   if (!s.manifest.empty() && !s.checkpoint.empty())
@@ -34,6 +50,7 @@ Manifest resolve_manifest(const ModelSource& s) {
     else if (*s.dtype == "bfloat16") m.dtype = WeightDType::BFloat16;
     else throw Error(fmt::format("--dtype {}: expected auto, float32 or bfloat16", *s.dtype));
   }
+  if (s.kv_dtype) m.runtime.kv_dtype = parse_kv_dtype_option(*s.kv_dtype);
   if (s.max_context) {
     if (*s.max_context < 2) throw Error(fmt::format("--max-context must be at least 2 (got {})", *s.max_context));
     m.runtime.max_context = *s.max_context;
@@ -68,12 +85,7 @@ ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice
   mo.prefill_chunk = prefill_chunk.value_or(static_cast<int32_t>(m.runtime.prefill_chunk));
   mo.weights = precision(m.dtype);
   mo.cuda_graphs = m.runtime.cuda_graphs;
-  // Every plugin's KV cache is float32 in this version (the attention contract's cache dtype);
-  // a manifest asking for bfloat16 gets float32, twice the KV memory the budget line shows, and
-  // is told so rather than left to find out.
-  if (m.runtime.kv_dtype == KvDType::BFloat16)
-    spdlog::warn("runtime.kv_dtype: bfloat16 is not implemented yet; the KV cache is float32 (twice the memory; "
-                 "lower max_context or max_concurrency if it does not fit)");
+  mo.kv_cache = kv_precision(m.runtime.kv_dtype);
 
   ModelOnDevice out;
   out.plugins = std::make_unique<PluginHost>();
@@ -94,7 +106,8 @@ ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice
     }
   }
   if (!out.lm) throw Error("no device can run this model:" + failures);
-  spdlog::info("memory budget: {}", out.backend->memory().describe());
+  spdlog::info("KV cache: {} (kv_dtype {}); memory budget: {}", to_string(out.lm->options().kv_cache),
+               to_string(m.runtime.kv_dtype), out.backend->memory().describe());
   return out;
 }
 

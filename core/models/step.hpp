@@ -2,9 +2,11 @@
 // positions. Pointers are backend memory (StepInputs uploads them).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "ninfer/abi/ops/token_batch.h"
+#include "ninfer/abi/plugin_abi.h"
 
 namespace ninfer::models {
 
@@ -22,6 +24,10 @@ struct StepLimits {
   int64_t max_tokens = 0;    // rows of every activation buffer
   int32_t max_sequences = 0; // slots
   int64_t max_context = 0;   // positions per slot
+  int32_t kv_dtype = NINFER_DTYPE_F32; // KV cache elements (ninfer_dtype: F32, F16 or BF16)
 };
+
+// Bytes of one KV cache element of `dtype`.
+inline size_t kv_element_bytes(int32_t dtype) { return dtype == NINFER_DTYPE_F32 ? 4 : 2; }
 
 } // namespace ninfer::models

@@ -12,6 +12,8 @@ namespace ninfer::cpu_plugin {
 
 inline constexpr uint32_t kF32Only = 1u << NINFER_DTYPE_F32;
 inline constexpr uint32_t kF32OrBf16 = (1u << NINFER_DTYPE_F32) | (1u << NINFER_DTYPE_BF16);
+// The KV cache element types kv_append writes and attention reads.
+inline constexpr uint32_t kKvCacheDtypes = kF32OrBf16 | (1u << NINFER_DTYPE_F16);
 
 // A host variant: one launch covers the whole call (the planner gives host variants a single
 // launch over [0, T)), so sequential ops see whole sequences.

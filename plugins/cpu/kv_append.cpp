@@ -1,17 +1,25 @@
-// kv_append on the host (contract: ninfer/abi/ops/kv_append.h).
+// kv_append on the host (contract: ninfer/abi/ops/kv_append.h): float32 rows into a float32,
+// float16 or bfloat16 cache, rounded to nearest even on the way in.
 #include <cstring>
 
 #include "cpu_ops.hpp"
 #include "host_variant.hpp"
 #include "ninfer/abi/ops/kv_append.h"
+#include "numerics.hpp"
 
 namespace ninfer::cpu_plugin {
 namespace {
 
 int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
-  const auto& a = *static_cast<const ninfer_kv_append_args*>(args);
+template <class E>
+void store_row(void* cache, int64_t at, const float* src, int64_t n) {
+  auto* dst = static_cast<typename E::T*>(cache) + at;
+  for (int64_t i = 0; i < n; ++i) dst[i] = E::store(src[i]);
+}
+
+template <class E>
+int32_t append(const ninfer_kv_append_args& a, const ninfer_launch* l, char* err, size_t err_len) {
   const auto& c = a.cache;
   const int64_t row = static_cast<int64_t>(c.kv_heads) * c.head_dim;
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
@@ -22,16 +30,26 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_
                   "token %lld: slot %d position %d outside the cache (%d slots x %d positions)",
                   static_cast<long long>(t), slot, pos, c.slots, c.capacity);
     const int64_t at = (static_cast<int64_t>(slot) * c.capacity + pos) * row;
-    std::memcpy(c.k + at, a.k + t * a.k_token_stride, sizeof(float) * row);
-    std::memcpy(c.v + at, a.v + t * a.v_token_stride, sizeof(float) * row);
+    store_row<E>(c.k, at, a.k + t * a.k_token_stride, row);
+    store_row<E>(c.v, at, a.v + t * a.v_token_stride, row);
   }
   return NINFER_OK;
+}
+
+int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+  const auto& a = *static_cast<const ninfer_kv_append_args*>(args);
+  switch (a.cache.dtype) {
+    case NINFER_DTYPE_F32: return append<KvF32>(a, l, err, err_len);
+    case NINFER_DTYPE_F16: return append<KvF16>(a, l, err, err_len);
+    case NINFER_DTYPE_BF16: return append<KvBf16>(a, l, err, err_len);
+  }
+  return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "cache dtype %d is not F32, F16 or BF16", a.cache.dtype);
 }
 
 } // namespace
 
 int32_t register_kv_append(const ninfer_registrar* r) {
-  static const ninfer_variant v = host_variant(NINFER_OP_KV_APPEND, "reference", kF32Only, supports, launch);
+  static const ninfer_variant v = host_variant(NINFER_OP_KV_APPEND, "reference", kKvCacheDtypes, supports, launch);
   return r->add_variant(r->ctx, &v);
 }
 

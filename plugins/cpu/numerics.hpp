@@ -42,6 +42,31 @@ inline float round_to_bf16(float x) {
 // every key element once per query row, so this must be cheap.
 inline float round_to_f16(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
 
+// The element types of a KV cache (ninfer/abi/ops/kv_append.h): float, IEEE half, bfloat16.
+// store() rounds a float32 to nearest even, load() widens exactly. Attention and kv_append are
+// templates over these, so the inner loops see one concrete type.
+struct KvF32 {
+  using T = float;
+  static T store(float x) { return x; }
+  static float load(T x) { return x; }
+};
+struct KvF16 {
+  using T = _Float16;
+  static T store(float x) { return static_cast<_Float16>(x); }
+  static float load(T x) { return static_cast<float>(x); }
+};
+struct KvBf16 {
+  using T = uint16_t; // the high half of the rounded float32
+  static T store(float x) {
+    if (std::isnan(x)) return 0x7fc0; // a quiet NaN (truncating a low-payload NaN would give infinity)
+    const float r = round_to_bf16(x);
+    uint32_t bits;
+    std::memcpy(&bits, &r, sizeof bits);
+    return static_cast<uint16_t>(bits >> 16);
+  }
+  static float load(T x) { return bf16_to_f32(x); }
+};
+
 inline double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
 inline double silu(double z) { return z / (1.0 + std::exp(-z)); }
 

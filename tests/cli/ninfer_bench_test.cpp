@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <string>
+#include <tuple>
+
 #include "process.hpp"
 #include "test_support.hpp"
 
@@ -66,6 +69,23 @@ TEST(NinferBench, ReportsEveryPointAgainstItsRoofline) {
   bool linear = false;
   for (const json& v : j["variants"]) linear |= v["op"] == "linear" && v["shapes"].get<int>() > 0;
   EXPECT_TRUE(linear);
+}
+
+// --kv-dtype: the cache's element type is reported, and the cost model follows the allocated
+// bytes (2 per element for float16 and bfloat16, 4 for the CPU's default float32).
+TEST(NinferBench, KvDtypeSetsTheCacheAndItsBytesPerToken) {
+  const double L = 4, kv = 2 * 64; // qwen3-cpu-small: 4 layers, 2 KV heads of 64
+  for (const auto& [flag, dtype, bytes] : {std::tuple{"", "float32", 4.0}, std::tuple{"--kv-dtype float16", "float16", 2.0},
+                                           std::tuple{"--kv-dtype bfloat16", "bfloat16", 2.0}}) {
+    const json j = bench_json(std::string("--preset qwen3-cpu-small --skip-prefill --contexts 8 --batches 1 "
+                                          "--decode-steps 2 --repeats 1 --warmup 0 ") + flag);
+    ASSERT_TRUE(j.contains("model")) << flag;
+    EXPECT_EQ(j["model"]["kv_dtype"], dtype) << flag;
+    EXPECT_NEAR(j["costs"]["kv_bytes_per_token"].get<double>(), L * 2 * kv * bytes, kExact) << flag;
+  }
+  const ProcessOutput r = bench("--preset qwen3-cpu-small --kv-dtype int8 --device cpu");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--kv-dtype int8"), std::string::npos) << r.err;
 }
 
 // Qwen3.5 (hybrid): recurrent state is part of a decode step's bytes.

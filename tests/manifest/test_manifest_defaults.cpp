@@ -7,6 +7,8 @@
 
 #include <fstream>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "manifest_test_util.hpp"
 #include "test_support.hpp"
@@ -141,6 +143,19 @@ TEST(Manifest, EveryKeyIsRead) {
   EXPECT_EQ(m.where("runtime.max_context"), file + ":7: runtime.max_context");
   EXPECT_EQ(m.where("sampling.seed"), file + ":20: sampling.seed");
   EXPECT_EQ(m.where("checkpoint"), file + ":1: checkpoint");
+}
+
+// Every KV cache element type the schema lists reads as its own value (the engine honours each:
+// ModelOptions::kv_cache).
+TEST(Manifest, EveryKvDtypeIsRead) {
+  ScratchDir dir;
+  dir.folder("ck");
+  for (const auto& [text, want] : {std::pair{"auto", KvDType::Auto}, std::pair{"float32", KvDType::Float32},
+                                   std::pair{"float16", KvDType::Float16}, std::pair{"bfloat16", KvDType::BFloat16}}) {
+    const Manifest m = load_manifest(dir.write("m.yaml", std::string("checkpoint: ck\nruntime:\n  kv_dtype: ") + text + "\n"));
+    EXPECT_EQ(m.runtime.kv_dtype, want) << text;
+    EXPECT_STREQ(to_string(m.runtime.kv_dtype), text);
+  }
 }
 
 TEST(Manifest, WhereNamesDefaultsToo) {

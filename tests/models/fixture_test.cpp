@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include "model_test_env.hpp"
 
 using namespace ninfer;
@@ -65,6 +67,7 @@ class FixtureTest : public testing::TestWithParam<Param> {
     o.max_sequences = static_cast<int32_t>(fx_->cases.size());
     o.prefill_chunk = GetParam().prefill_chunk;
     o.weights = WeightPrecision::F32;
+    o.kv_cache = KvCachePrecision::F32; // float32 arithmetic throughout (a CUDA backend's auto is float16)
     return CausalLM::load(fx_->checkpoint, be, o);
   }
 
@@ -166,6 +169,100 @@ TEST(FixtureBf16, Qwen3Bf16WeightsStayWithinBf16Guidance) {
       EXPECT_EQ(argmax(row(logits, static_cast<int64_t>(c.prompt.size()) - 1, V)), c.greedy[0]);
     }
   }
+}
+
+// A 16-bit KV cache against the float32 cache, on the same backend, fixture and weights
+// (float32): per logits row, relative L2, over prompts fed in chunks of 37 (later chunks read
+// the earlier ones back from the cache) and batched decode steps. Rounding K and V to a format
+// with unit roundoff u moves each element by at most u of itself (about u / sqrt(3) on average),
+// each attention output row by about that relative to its norm, and the logits by a similar
+// relative amount after the remaining layers (errors of independent elements add in
+// quadrature, and the residual stream carries the unrounded part). Measured on the CPU plugin
+// (tiny-qwen3, every row of every case): float16 (u = 2^-11 = 4.9e-4) worst 4.0e-4, bfloat16
+// (u = 2^-8 = 3.9e-3) worst 2.8e-3, the 8x of their unit roundoffs. The tolerances are about
+// 3.7x those: a cache that is read wrong (wrong element type, a row misplaced, a stale key)
+// moves rows by O(1), and bf16 rounding where f16 was asked (2.8e-3) fails the f16 bound. The
+// CUDA plugin's kernels round K and V the same way, so the same bounds hold there. Only the
+// dense Qwen3 fixture: the Qwen3.5 fixtures amplify any rounding inside the model ~1000x (see
+// FixtureBf16).
+struct KvCacheTolerance {
+  const char* name;
+  KvCachePrecision kv;
+  double rel_l2;
+};
+constexpr KvCacheTolerance kKvCacheF16{"f16-kv-cache-logits-row-rel-l2", KvCachePrecision::F16, 1.5e-3};
+constexpr KvCacheTolerance kKvCacheBf16{"bf16-kv-cache-logits-row-rel-l2", KvCachePrecision::BF16, 1e-2};
+
+void PrintTo(const KvCacheTolerance& t, std::ostream* os) { *os << t.name << " " << t.rel_l2; }
+
+class FixtureKvCache : public testing::TestWithParam<KvCacheTolerance> {};
+
+TEST_P(FixtureKvCache, SixteenBitCacheStaysWithinItsRoundingOfTheFloat32Cache) {
+  const KvCacheTolerance& tol = GetParam();
+  const Fixture fx = Fixture::load("tiny-qwen3");
+  NINFER_FIXTURE_BACKEND(be);
+  ModelOptions o;
+  o.max_context = 1024;
+  o.max_sequences = static_cast<int32_t>(fx.cases.size());
+  o.prefill_chunk = 37;
+  o.weights = WeightPrecision::F32;
+  o.kv_cache = KvCachePrecision::F32;
+  const auto kv_bytes = [&] { return be->memory().in_use[static_cast<size_t>(MemoryUse::KvCache)]; };
+  auto ref = CausalLM::load(fx.checkpoint, *be, o);
+  const size_t f32_bytes = kv_bytes();
+  o.kv_cache = tol.kv;
+  auto lm = CausalLM::load(fx.checkpoint, *be, o);
+  EXPECT_EQ(lm->options().kv_cache, tol.kv);
+  EXPECT_EQ(2 * (kv_bytes() - f32_bytes), f32_bytes) << "a 16-bit cache is half the float32 one";
+
+  const int64_t V = fx.vocab;
+  double worst = 0;
+  auto check = [&](const std::vector<float>& got, const std::vector<float>& want, int64_t rows, const std::string& what) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const double e = rel_l2(row(got, r, V), row(want, r, V));
+      worst = std::max(worst, e);
+      ASSERT_LE(e, tol.rel_l2) << what << " row " << r << " (tolerance " << tol.name << ")";
+    }
+  };
+  for (size_t i = 0; i < fx.cases.size(); ++i) {
+    const auto& prompt = fx.cases[i].prompt;
+    const auto slot = static_cast<int32_t>(i);
+    check(lm->prefill(slot, prompt, LogitsFor::All), ref->prefill(slot, prompt, LogitsFor::All),
+          static_cast<int64_t>(prompt.size()), fmt::format("case {} prompt", i));
+  }
+  size_t steps = 0;
+  for (const auto& c : fx.cases) steps = std::max(steps, c.greedy.size());
+  for (size_t j = 0; j < steps; ++j) {
+    std::vector<int32_t> slots, ids;
+    for (size_t i = 0; i < fx.cases.size(); ++i)
+      if (j < fx.cases[i].greedy.size()) {
+        slots.push_back(static_cast<int32_t>(i));
+        ids.push_back(fx.cases[i].greedy[j]);
+      }
+    check(lm->decode(slots, ids), ref->decode(slots, ids), static_cast<int64_t>(slots.size()),
+          fmt::format("decode step {}", j));
+  }
+  std::printf("%s KV cache vs float32 cache: worst logits row relative L2 %.3g (tolerance %s %.3g)\n",
+              to_string(tol.kv), worst, tol.name, tol.rel_l2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Qwen3, FixtureKvCache, testing::Values(kKvCacheF16, kKvCacheBf16),
+                         [](const testing::TestParamInfo<KvCacheTolerance>& p) {
+                           return std::string(p.param.kv == KvCachePrecision::F16 ? "float16" : "bfloat16");
+                         });
+
+// kv_dtype auto: float32 on the CPU reference, float16 on CUDA (docs/manifest.md).
+TEST(FixtureKvCache, AutoIsFloat32OnTheCpuPluginAndFloat16OnCuda) {
+  const Fixture fx = Fixture::load("tiny-qwen3");
+  NINFER_FIXTURE_BACKEND(be);
+  ModelOptions o;
+  o.max_context = 64;
+  const auto lm = CausalLM::load(fx.checkpoint, *be, o);
+#ifdef NINFER_FIXTURES_ON_CUDA
+  EXPECT_EQ(lm->options().kv_cache, KvCachePrecision::F16);
+#else
+  EXPECT_EQ(lm->options().kv_cache, KvCachePrecision::F32);
+#endif
 }
 
 } // namespace

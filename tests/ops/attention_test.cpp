@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/error.hpp"
@@ -14,14 +19,69 @@ struct Dims {
   int32_t slots = 3, capacity = 40, kv_heads = 2, head_dim = 16, heads = 6;
 };
 
-// The keys and values each slot has seen so far, in double, as the oracle's cache.
+// The test's own model of a cache element type, written from the formats' definitions rather
+// than from the plugin's code: x rounded to `bits` significant bits (round half to even, the
+// default floating-point rounding mode of nearbyint), with a fixed quantum below the smallest
+// normal exponent (subnormals) and infinity past the largest finite value.
+struct CacheFormat {
+  const char* name;
+  int32_t dtype;
+  int bits, min_exponent; // significant bits incl. the leading one; exponent of the smallest normal
+  double max_finite;
+  size_t bytes;
+
+  double round(double x) const {
+    if (dtype == NINFER_DTYPE_F32) return static_cast<float>(x);
+    if (x == 0 || !std::isfinite(x)) return x;
+    int e;
+    std::frexp(x, &e); // |x| = m 2^e, m in [0.5, 1): the leading bit's exponent is e - 1
+    const double quantum = std::ldexp(1.0, std::max(e - 1, min_exponent) - bits + 1);
+    const double r = std::nearbyint(x / quantum) * quantum;
+    return std::fabs(r) > max_finite ? std::copysign(INFINITY, r) : r;
+  }
+  // The value of element i of a cache buffer, decoded from its bits.
+  double decode(const void* base, int64_t i) const {
+    if (dtype == NINFER_DTYPE_F32) return static_cast<const float*>(base)[i];
+    const uint16_t b = static_cast<const uint16_t*>(base)[i];
+    if (dtype == NINFER_DTYPE_BF16) { // the high half of a float32
+      const uint32_t w = uint32_t{b} << 16;
+      float f;
+      std::memcpy(&f, &w, sizeof f);
+      return f;
+    }
+    const int sign = b >> 15, exp = (b >> 10) & 31, frac = b & 1023; // IEEE binary16
+    const double mag = exp == 31 ? (frac ? NAN : INFINITY)
+                       : exp == 0 ? std::ldexp(frac, -24)
+                                  : std::ldexp(1024 + frac, exp - 25);
+    return sign ? -mag : mag;
+  }
+};
+
+constexpr CacheFormat kF32Cache{"float32", NINFER_DTYPE_F32, 24, -126, 3.4028234663852886e38, 4};
+constexpr CacheFormat kF16Cache{"float16", NINFER_DTYPE_F16, 11, -14, 65504.0, 2};
+constexpr CacheFormat kBf16Cache{"bfloat16", NINFER_DTYPE_BF16, 8, -126, 3.3895313892515355e38, 2};
+
+// A cache of `fmt` elements, NaN-poisoned (F16/BF16: the all-ones bit pattern is a NaN too).
+struct HostCache {
+  std::vector<uint8_t> k, v;
+  ninfer_kv_cache desc{};
+  HostCache(const Dims& d, const CacheFormat& fmt) {
+    const size_t elems = size_t(d.slots) * d.capacity * d.kv_heads * d.head_dim;
+    k.assign(elems * fmt.bytes, 0xff);
+    v = k;
+    desc = {k.data(), v.data(), d.slots, d.capacity, d.kv_heads, d.head_dim, fmt.dtype};
+  }
+};
+
+// The keys and values each slot has seen so far, rounded to the cache's format, in double, as
+// the oracle's cache.
 struct History {
   std::vector<std::vector<std::vector<double>>> k, v; // [slot][pos] -> [kv_heads * head_dim]
 };
 
 // Appends one call's tokens, then attends; checks both the cache rows and the outputs.
-void run_call(Backend& be, const Dims& d, ninfer_kv_cache& cache, History& hist, const TokenBatch& tb,
-              std::mt19937_64& rng, const char* what) {
+void run_call(Backend& be, const Dims& d, const CacheFormat& fmt, const ninfer_kv_cache& cache, History& hist,
+              const TokenBatch& tb, std::mt19937_64& rng, const char* what) {
   const int64_t T = tb.tokens();
   const int64_t kv_row = int64_t{d.kv_heads} * d.head_dim;
   const int64_t q_stride = int64_t{d.heads} * d.head_dim + 5, kv_stride = kv_row + 3;
@@ -29,7 +89,7 @@ void run_call(Backend& be, const Dims& d, ninfer_kv_cache& cache, History& hist,
   const ninfer_token_batch batch = tb.batch();
 
   ninfer_kv_append_args ap{k.data(), kv_stride, v.data(), kv_stride, cache, batch, T};
-  be.run(NINFER_OP_KV_APPEND, {T, {d.head_dim, d.kv_heads, 0, 0}, NINFER_DTYPE_F32}, &ap);
+  be.run(NINFER_OP_KV_APPEND, {T, {d.head_dim, d.kv_heads, 0, 0}, fmt.dtype}, &ap);
   int32_t longest = 0;
   for (int64_t t = 0; t < T; ++t) {
     const int32_t slot = tb.seq_slot[tb.token_seq[t]], pos = tb.token_pos[t];
@@ -37,17 +97,22 @@ void run_call(Backend& be, const Dims& d, ninfer_kv_cache& cache, History& hist,
     auto& ks = hist.k[slot];
     auto& vs = hist.v[slot];
     ASSERT_EQ(static_cast<int32_t>(ks.size()), pos) << "test batches append in order";
-    ks.emplace_back(k.begin() + t * kv_stride, k.begin() + t * kv_stride + kv_row);
-    vs.emplace_back(v.begin() + t * kv_stride, v.begin() + t * kv_stride + kv_row);
-    const float* crow = cache.k + (int64_t{slot} * d.capacity + pos) * kv_row;
-    for (int64_t i = 0; i < kv_row; ++i) ASSERT_EQ(crow[i], k[t * kv_stride + i]) << what << ": cache row";
+    ks.emplace_back();
+    vs.emplace_back();
+    const int64_t at = (int64_t{slot} * d.capacity + pos) * kv_row;
+    for (int64_t i = 0; i < kv_row; ++i) {
+      ks.back().push_back(fmt.round(k[t * kv_stride + i]));
+      vs.back().push_back(fmt.round(v[t * kv_stride + i]));
+      ASSERT_EQ(fmt.decode(cache.k, at + i), ks.back()[i]) << what << ": K cache element " << i;
+      ASSERT_EQ(fmt.decode(cache.v, at + i), vs.back()[i]) << what << ": V cache element " << i;
+    }
   }
 
   const float scale = 1.f / std::sqrt(float(d.head_dim));
   const int64_t out_stride = int64_t{d.heads} * d.head_dim + 2;
   auto out = poisoned(T * out_stride);
   ninfer_attention_args at{q.data(), q_stride, d.head_dim, cache, batch, out.data(), out_stride, T, d.heads, scale};
-  be.run(NINFER_OP_ATTENTION, {T, {d.head_dim, d.heads, d.kv_heads, longest}, NINFER_DTYPE_F32}, &at);
+  be.run(NINFER_OP_ATTENTION, {T, {d.head_dim, d.heads, d.kv_heads, longest}, fmt.dtype}, &at);
 
   std::vector<float> got;
   std::vector<double> want;
@@ -82,34 +147,69 @@ void run_call(Backend& be, const Dims& d, ninfer_kv_cache& cache, History& hist,
 } // namespace
 
 // A prefill chunk, then a mixed call (one sequence decoding, another starting its prompt),
-// then a batched decode over both. The cache starts NaN-poisoned, so reading any position a
-// token may not see (later positions, other slots) turns its output into NaN.
-TEST(AttentionOp, CausalGqaOverTheCacheAcrossPrefillAndDecode) {
+// then a batched decode over both, with a float32, float16 and bfloat16 cache. The cache starts
+// NaN-poisoned, so reading any position a token may not see (later positions, other slots)
+// turns its output into NaN. kv_append must store exactly the rounded values, and attention
+// must read them as they are: the oracle attends over K and V rounded the same way, in double.
+class AttentionOp : public testing::TestWithParam<CacheFormat> {};
+
+TEST_P(AttentionOp, CausalGqaOverTheCacheAcrossPrefillAndDecode) {
   Backend be = cpu_backend();
-  auto rng = fresh_rng("attention");
+  const CacheFormat& fmt = GetParam();
+  auto rng = fresh_rng((std::string("attention ") + fmt.name).c_str());
   Dims d;
-  const size_t cache_elems = size_t(d.slots) * d.capacity * d.kv_heads * d.head_dim;
-  std::vector<float> kc = poisoned(cache_elems), vc = poisoned(cache_elems);
-  ninfer_kv_cache cache{kc.data(), vc.data(), d.slots, d.capacity, d.kv_heads, d.head_dim, NINFER_DTYPE_F32};
+  const HostCache cache(d, fmt);
   History hist;
   hist.k.resize(d.slots);
   hist.v.resize(d.slots);
 
   TokenBatch prefill;
   prefill.add(2, 0, 12);
-  run_call(be, d, cache, hist, prefill, rng, "prefill");
+  run_call(be, d, fmt, cache.desc, hist, prefill, rng, "prefill");
 
   TokenBatch mixed;
   mixed.add(2, 12, 1);
   mixed.add(0, 0, 5);
-  run_call(be, d, cache, hist, mixed, rng, "mixed");
+  run_call(be, d, fmt, cache.desc, hist, mixed, rng, "mixed");
 
   for (int step = 0; step < 3; ++step) {
     TokenBatch decode;
     decode.add(0, 5 + step, 1);
     decode.add(2, 13 + step, 1);
-    run_call(be, d, cache, hist, decode, rng, "decode");
+    run_call(be, d, fmt, cache.desc, hist, decode, rng, "decode");
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(CacheDtypes, AttentionOp, testing::Values(kF32Cache, kF16Cache, kBf16Cache),
+                         [](const testing::TestParamInfo<CacheFormat>& p) { return std::string(p.param.name); });
+
+// The edges of the 16-bit formats: ties round to even, float16 overflows to infinity past
+// 65504 (65519 still rounds down to it), subnormals keep their quantum, NaN stays NaN.
+TEST(KvAppendOp, SixteenBitCachesRoundToNearestEvenWithTheFormatsRange) {
+  Backend be = cpu_backend();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {1.f + 1.f / 2048, 1.f + 3.f / 2048, 1.f + 1.f / 256, 1.f + 3.f / 256, 65519.f,
+                                65520.f, -1e6f, 3e-6f, 1e-8f, nan, 0.1f, -0.f, 1e38f, -3.4e38f, 7.f, 1e-40f};
+  const int32_t hd = static_cast<int32_t>(x.size());
+  for (const CacheFormat& fmt : {kF16Cache, kBf16Cache}) {
+    std::vector<uint16_t> kc(hd, 0), vc(hd, 0);
+    ninfer_kv_cache cache{kc.data(), vc.data(), 1, 1, 1, hd, fmt.dtype};
+    TokenBatch tb;
+    tb.add(0, 0, 1);
+    ninfer_kv_append_args a{x.data(), hd, x.data(), hd, cache, tb.batch(), 1};
+    be.run(NINFER_OP_KV_APPEND, {1, {hd, 1, 0, 0}, fmt.dtype}, &a);
+    for (int32_t i = 0; i < hd; ++i) {
+      const double got = fmt.decode(kc.data(), i), want = fmt.round(x[i]);
+      if (std::isnan(x[i])) EXPECT_TRUE(std::isnan(got)) << fmt.name << ": NaN became " << got;
+      else EXPECT_EQ(got, want) << fmt.name << ": " << x[i];
+    }
+  }
+  // The oracle's own edges, from the formats' definitions.
+  EXPECT_EQ(kF16Cache.round(1.0 + 1.0 / 2048), 1.0);              // a tie rounds to the even neighbour
+  EXPECT_EQ(kF16Cache.round(1.0 + 3.0 / 2048), 1.0 + 2.0 / 1024); // and up when that one is even
+  EXPECT_EQ(kF16Cache.round(65519.0), 65504.0);
+  EXPECT_TRUE(std::isinf(kF16Cache.round(65520.0)));
+  EXPECT_EQ(kBf16Cache.round(1.0 + 1.0 / 256), 1.0);
 }
 
 TEST(KvAppendOp, RejectsAPositionPastTheCapacity) {

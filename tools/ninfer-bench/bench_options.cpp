@@ -22,6 +22,9 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--plugin", o.plugin, "Use this plugin (it must support the device)");
   app.add_option("--dtype", o.dtype, "Weights: bfloat16 (default for presets), float32, auto (manifests)")
       ->each([&](const std::string&) { o.dtype_given = true; });
+  app.add_option("--kv-dtype", o.kv_dtype,
+                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (default: a preset's "
+                 "auto, a manifest's own)");
   app.add_option("--seed", o.seed, "Seed of a preset's weights and of the prompts")->capture_default_str();
   app.add_option("--prompt-lengths", o.prompt_lengths, "Prefill points (tokens)")->delimiter(',')->capture_default_str();
   app.add_option("--contexts", o.contexts, "Decode context depths (tokens)")->delimiter(',')->capture_default_str();

@@ -17,7 +17,7 @@ struct VariantUse {
 };
 
 struct BenchSetup {
-  std::string model, family, weights_dtype, device, plugin;
+  std::string model, family, weights_dtype, kv_dtype, device, plugin;
   bool random_weights = false;
   bool cuda_graphs = false;
   size_t graphs_recorded = 0;

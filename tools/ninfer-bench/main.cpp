@@ -37,11 +37,13 @@ ModelFiles model_files(const BenchOptions& o) {
     m.dtype = dt;
     m.runtime.prefill_chunk = o.prefill_chunk;
     m.runtime.cuda_graphs = !o.no_cuda_graph;
+    if (o.kv_dtype) m.runtime.kv_dtype = parse_kv_dtype_option(*o.kv_dtype);
     const ModelConfig cfg = shape_preset_config(o.preset);
     return {m, std::nullopt, Checkpoint::synthetic(cfg, dt == WeightDType::Float32 ? DType::F32 : DType::BF16, o.seed)};
   }
   ModelSource src{o.manifest, o.checkpoint, std::nullopt, std::nullopt, "ninfer-bench", o.no_cuda_graph};
   if (o.dtype_given) src.dtype = o.dtype;
+  src.kv_dtype = o.kv_dtype;
   return open_model_files(src);
 }
 
@@ -80,6 +82,7 @@ int run(BenchOptions o) {
   setup.family = family_name(cfg.family);
   setup.weights_dtype = files.manifest.dtype == WeightDType::Float32 ? "float32"
                         : files.manifest.dtype == WeightDType::BFloat16 ? "bfloat16" : "as stored";
+  setup.kv_dtype = to_string(m.lm->options().kv_cache);
   setup.random_weights = !o.preset.empty() || cfg.random_weights;
   setup.device = m.backend->device().name;
   setup.plugin = m.backend->plugin().name();

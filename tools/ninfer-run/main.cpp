@@ -27,7 +27,7 @@ using namespace ninfer;
 using tools::RunOptions;
 
 ModelSource model_source(const RunOptions& o) {
-  return {o.manifest, o.checkpoint, o.dtype, o.max_context, "ninfer-run", o.no_cuda_graph};
+  return {o.manifest, o.checkpoint, o.dtype, o.max_context, "ninfer-run", o.no_cuda_graph, o.kv_dtype};
 }
 
 std::vector<int32_t> prompt_ids(const RunOptions& o, const Manifest& m, const Tokenizer* tok) {

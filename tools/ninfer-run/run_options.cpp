@@ -28,6 +28,8 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--plugin-dir", o.plugin_dir, "Plugin directory (default: $NINFER_PLUGIN_DIR, else the install's)");
   app.add_option("--plugin", o.plugin, "Use this plugin (it must support the device)");
   app.add_option("--dtype", o.dtype, "Weights: auto, float32, bfloat16 (overrides the manifest)");
+  app.add_option("--kv-dtype", o.kv_dtype,
+                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (overrides the manifest)");
   app.add_option("--max-context", o.max_context, "Tokens one sequence may hold (overrides the manifest)");
   app.add_flag("--no-cuda-graph", o.no_cuda_graph, "Diagnostic: launch decode kernels one by one (no CUDA graphs)");
   app.add_flag("--json", o.json, "Print one JSON object instead of streaming text");

@@ -31,6 +31,7 @@ struct RunOptions {
   std::string plugin_dir;
   std::string plugin;
   std::optional<std::string> dtype;
+  std::optional<std::string> kv_dtype;
   std::optional<int64_t> max_context;
   bool json = false;
   bool no_cuda_graph = false;

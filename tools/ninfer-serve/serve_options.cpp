@@ -30,6 +30,8 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("--plugin-dir", o.plugin_dir, "Plugin directory (default: $NINFER_PLUGIN_DIR, else the install's)");
   app.add_option("--plugin", o.plugin, "Use this plugin (it must support the device)");
   app.add_option("--dtype", o.dtype, "Weights: auto, float32, bfloat16 (overrides the manifest)");
+  app.add_option("--kv-dtype", o.kv_dtype,
+                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (overrides the manifest)");
   app.add_option("--served-model-name", o.served_model_name, "Model id clients use (default: the manifest's name)");
   app.add_flag("-v,--verbose", o.verbose, "Debug logging on stderr");
 }

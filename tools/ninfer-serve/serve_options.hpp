@@ -26,6 +26,7 @@ struct ServeOptions {
   std::string plugin_dir;
   std::string plugin;
   std::optional<std::string> dtype;
+  std::optional<std::string> kv_dtype;
   std::string served_model_name;    // default: the manifest's name
   bool verbose = false;
 };

@@ -8,6 +8,9 @@
 //                                       planner picks the split count from residency
 //                                       (attention_decode.cu)
 //
+// Every variant reads a float32, float16 or bfloat16 cache (its dtype_mask; the planning shape's
+// dtype is the cache's): it has one kernel per cache dtype and launches the call's.
+//
 // Shape rules common to both (head-dim classes, which shapes the decode serves, workspace) are
 // in attention_shapes.hpp; the device building blocks in attention_tile.cuh.
 #include "../cuda_variant.hpp"

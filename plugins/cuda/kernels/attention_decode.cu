@@ -14,6 +14,16 @@
 // on the device, so the split follows the device (SM count, registers, shared memory), never
 // a constant. Which split counts may serve a shape (enough keys per chunk, a bounded
 // workspace) is decided by decode_serves() in attention_shapes.hpp.
+//
+// The cache may be float32, float16 or bfloat16 (one kernel per cache dtype, the variant
+// launches the call's). Decode at long context is bound by the cache's bytes: a 16-bit cache
+// halves them, is read in 16-byte vectors (8 elements) and widened to the same float32 tiles,
+// and its next K/V tile is fetched into registers before the CTA computes on the current one,
+// so that tile's memory latency hides behind the computation (KvTileInFlight). The float32
+// cache keeps the single-buffered loop: its tile in registers would cost twice as many (64 at
+// hd128), fewer CTAs per SM.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -76,7 +86,37 @@ __device__ void merge_row(const ninfer_attention_args& a, float* ws, int64_t tb,
   }
 }
 
-template <int HD>
+// Keys [k0, k1) of one kv head through the rows' online softmax (st), tile by tile. The caller's
+// q rows must be in the q tile, visible after the first barrier here.
+template <class E, int HD>
+__device__ void decode_keys(RowState<HD>& st, const Tiles<HD, kRows>& tiles, const KvRows<E>& kv, int k0, int k1,
+                            const int (&row)[kRowsPerWarp], const int (&last)[kRowsPerWarp], int group) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if constexpr (sizeof(E) == 2) {
+    if (kv.vec) { // pipelined: tile n + 1 is in flight while tile n is computed
+      KvTileInFlight<E, HD, kDecodeThreads> next;
+      if (k0 < k1) next.fetch(kv, k0, min(k1 - k0, kKeysPerTile));
+      for (int key0 = k0; key0 < k1; key0 += kKeysPerTile) {
+        const int nkeys = min(k1 - key0, kKeysPerTile);
+        __syncthreads(); // every warp is done with the previous tile
+        next.store(tiles);
+        __syncthreads();
+        if (key0 + kKeysPerTile < k1) next.fetch(kv, key0 + kKeysPerTile, min(k1 - key0 - kKeysPerTile, kKeysPerTile));
+        if (warp < group) attend_tile(st, tiles, row, last, key0, nkeys, lane);
+      }
+      return;
+    }
+  }
+  for (int key0 = k0; key0 < k1; key0 += kKeysPerTile) {
+    const int nkeys = min(k1 - key0, kKeysPerTile);
+    __syncthreads();
+    load_kv_tile<E, HD, kRows, kDecodeThreads>(tiles, kv, key0, nkeys);
+    __syncthreads();
+    if (warp < group) attend_tile(st, tiles, row, last, key0, nkeys, lane);
+  }
+}
+
+template <class E, int HD>
 __device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t te, float* ws) {
   extern __shared__ __align__(16) unsigned char smem[];
   const Tiles<HD, kRows> tiles(smem);
@@ -121,14 +161,7 @@ __device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t
     }
     RowState<HD> st;
     st.reset();
-    const KvRows kv = kv_rows(c, ok ? slot : 0, g);
-    for (int key0 = k0; key0 < k1; key0 += kKeysPerTile) {
-      const int nkeys = k1 - key0 < kKeysPerTile ? k1 - key0 : kKeysPerTile;
-      __syncthreads();
-      load_kv_tile<HD, kRows, kDecodeThreads>(tiles, kv, key0, nkeys);
-      __syncthreads();
-      if (warp < group) attend_tile(st, tiles, row, last, key0, nkeys, lane);
-    }
+    decode_keys<E, HD>(st, tiles, kv_rows<E>(c, ok ? slot : 0, g), k0, k1, row, last, group);
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
       if (!active[i]) continue;
@@ -163,30 +196,50 @@ __device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t
 } // namespace
 } // namespace ninfer::cuda_plugin::attention
 
-#define NINFER_ATTENTION_DECODE(HD)                                                                          \
-  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads)               \
-      ninfer_attention_decode_hd##HD(ninfer_attention_args a, int64_t b, int64_t e, float* ws) {             \
-    ninfer::cuda_plugin::grid_dependency_prologue(); \
-    ninfer::cuda_plugin::attention::decode_split<HD>(a, b, e, ws);                                           \
+// Kernel entry points, one per (head-dim class, cache dtype): float32 caches keep the original
+// names, 16-bit ones add _kvf16 / _kvbf16. MIN_BLOCKS: the hd128 16-bit kernels are held to the
+// float32 kernel's 4 CTAs per SM (128 registers; 168 unbounded, with the tile in flight), so the
+// variants' residency does not drop with the cache dtype.
+#define NINFER_ATTENTION_DECODE_BOUNDED(NAME, E, HD, MIN_BLOCKS)                                             \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, MIN_BLOCKS)   \
+      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float* ws) {                    \
+    ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
+    ninfer::cuda_plugin::attention::decode_split<E, HD>(a, b, e, ws);                                        \
   }
-NINFER_ATTENTION_DECODE(64)
-NINFER_ATTENTION_DECODE(128)
-NINFER_ATTENTION_DECODE(256)
+#define NINFER_ATTENTION_DECODE(NAME, E, HD) NINFER_ATTENTION_DECODE_BOUNDED(NAME, E, HD, 1)
+NINFER_ATTENTION_DECODE(decode_hd64, float, 64)
+NINFER_ATTENTION_DECODE(decode_hd128, float, 128)
+NINFER_ATTENTION_DECODE(decode_hd256, float, 256)
+NINFER_ATTENTION_DECODE(decode_hd64_kvf16, __half, 64)
+NINFER_ATTENTION_DECODE_BOUNDED(decode_hd128_kvf16, __half, 128, 4)
+NINFER_ATTENTION_DECODE(decode_hd256_kvf16, __half, 256)
+NINFER_ATTENTION_DECODE(decode_hd64_kvbf16, __nv_bfloat16, 64)
+NINFER_ATTENTION_DECODE_BOUNDED(decode_hd128_kvbf16, __nv_bfloat16, 128, 4)
+NINFER_ATTENTION_DECODE(decode_hd256_kvbf16, __nv_bfloat16, 256)
 
 namespace ninfer::cuda_plugin::attention {
 namespace {
 
+// The kernels of one head-dim class, by cache dtype (kv_dtype_index).
 struct DecodeKernel {
   int hd;
-  const char* symbol;
-  Kernel kernel;
+  const char* symbols[kKvDtypeCount];
+  Kernel kernels[kKvDtypeCount];
 };
 
-const DecodeKernel kKernels[kHeadDimClassCount] = {
-    {64, "ninfer_attention_decode_hd64", ninfer_attention_decode_hd64},
-    {128, "ninfer_attention_decode_hd128", ninfer_attention_decode_hd128},
-    {256, "ninfer_attention_decode_hd256", ninfer_attention_decode_hd256},
-};
+#define NINFER_DECODE_KERNELS(HD)                                                                            \
+  {HD,                                                                                                       \
+   {"ninfer_attention_decode_hd" #HD, "ninfer_attention_decode_hd" #HD "_kvf16",                             \
+    "ninfer_attention_decode_hd" #HD "_kvbf16"},                                                             \
+   {ninfer_attention_decode_hd##HD, ninfer_attention_decode_hd##HD##_kvf16, ninfer_attention_decode_hd##HD##_kvbf16}}
+const DecodeKernel kKernels[kHeadDimClassCount] = {NINFER_DECODE_KERNELS(64), NINFER_DECODE_KERNELS(128),
+                                                   NINFER_DECODE_KERNELS(256)};
+#undef NINFER_DECODE_KERNELS
+
+// Per head-dim class: the cache dtype whose kernel needs the most registers. Its resources are
+// the variants' (a plan legal for it is legal for the others: same block, same shared memory),
+// and the live-resource queries read that kernel. Set at registration.
+int g_planned[kHeadDimClassCount];
 
 // Variant V: head-dim class V / kDecodeSplitCount, split count V % kDecodeSplitCount.
 constexpr int kVariants = kHeadDimClassCount * kDecodeSplitCount;
@@ -231,20 +284,24 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
                   a.cache.kv_heads, l->workspace_bytes, need);
     return NINFER_ERR_INVALID_ARGUMENT;
   }
-  return launch_kernel(kernel_of(V).kernel, dim3(l->grid_x, l->grid_y), kDecodeThreads, a, *l, l->cooperative != 0,
-                       stream, name, err, err_len);
+  return launch_kernel(kernel_of(V).kernels[kv_dtype_index(a.cache.dtype)], dim3(l->grid_x, l->grid_y),
+                       kDecodeThreads, a, *l, l->cooperative != 0, stream, name, err, err_len);
 }
+
+constexpr int class_of(int v) { return v / kDecodeSplitCount; }
 
 template <int V>
 int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
-  return query_kernel_attributes(reinterpret_cast<const void*>(kernel_of(V).kernel), kernel_of(V).symbol,
+  const int p = g_planned[class_of(V)];
+  return query_kernel_attributes(reinterpret_cast<const void*>(kernel_of(V).kernels[p]), kernel_of(V).symbols[p],
                                  kDecodeThreads, out, err, err_len);
 }
 
 template <int V>
 int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
-  return query_driver_blocks(reinterpret_cast<const void*>(kernel_of(V).kernel), kDecodeThreads, dyn, blocks, err,
-                             err_len);
+  const int p = g_planned[class_of(V)];
+  return query_driver_blocks(reinterpret_cast<const void*>(kernel_of(V).kernels[p]), kDecodeThreads, dyn, blocks,
+                             err, err_len);
 }
 
 template <int V>
@@ -257,7 +314,7 @@ void fill(ninfer_variant& v) {
   v.cooperative = 1;
   v.split_k = split_of(V);
   v.tokens_per_cta = 1;
-  v.dtype_mask = 1u << NINFER_DTYPE_F32;
+  v.dtype_mask = kKvDtypeMask;
   v.dynamic_smem_bytes = dyn_smem<V>;
   v.workspace_bytes = workspace<V>;
   v.supports = supports<V>;
@@ -276,14 +333,22 @@ void fill_all(ninfer_variant* out, std::integer_sequence<int, V...>) {
 int32_t register_attention_decode(const ninfer_registrar* r, char* err, size_t err_len) {
   static ninfer_variant variants[kVariants];
   fill_all(variants, std::make_integer_sequence<int, kVariants>{});
-  for (int i = 0; i < kVariants; ++i) {
-    const BuildResource* res = find_build_resource(kernel_of(i).symbol);
-    if (!res) {
-      std::snprintf(err, err_len, "attention/%s: kernel %s missing from the build resource table", g_names[i],
-                    kernel_of(i).symbol);
-      return NINFER_ERR_UNSUPPORTED;
+  const BuildResource* planned[kHeadDimClassCount] = {};
+  for (int c = 0; c < kHeadDimClassCount; ++c)
+    for (int d = 0; d < kKvDtypeCount; ++d) {
+      const BuildResource* res = find_build_resource(kKernels[c].symbols[d]);
+      if (!res) {
+        std::snprintf(err, err_len, "attention/decode: kernel %s missing from the build resource table",
+                      kKernels[c].symbols[d]);
+        return NINFER_ERR_UNSUPPORTED;
+      }
+      if (!planned[c] || res->registers > planned[c]->registers) {
+        planned[c] = res;
+        g_planned[c] = d;
+      }
     }
-    variants[i].resources = make_resources(*res, kDecodeThreads);
+  for (int i = 0; i < kVariants; ++i) {
+    variants[i].resources = make_resources(*planned[class_of(i)], kDecodeThreads);
     if (int32_t rc = r->add_variant(r->ctx, &variants[i]); rc != NINFER_OK) return rc;
   }
   return NINFER_OK;

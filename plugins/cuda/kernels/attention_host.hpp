@@ -23,7 +23,7 @@ inline int32_t check_args(const ninfer_attention_args& a, const ninfer_launch& l
   if (!a.q || !a.out || !c.k || !c.v) problem = "null q, out or cache pointer";
   else if (!a.batch.seq_start || !a.batch.seq_slot || !a.batch.token_pos || !a.batch.token_seq)
     problem = "null token batch array";
-  else if (c.dtype != NINFER_DTYPE_F32) problem = "the cache must be float32";
+  else if (kv_dtype_index(c.dtype) < 0) problem = "the cache must be float32, float16 or bfloat16";
   else if (c.kv_heads <= 0 || a.heads <= 0 || a.heads % c.kv_heads != 0) problem = "heads must be a multiple of kv_heads";
   else if (!head_dim_in_class(c.head_dim, hd_class)) problem = "head_dim outside this variant's class";
   else if (l.token_begin < 0 || l.token_end > a.tokens || l.token_begin >= l.token_end) problem = "bad token range";

@@ -11,6 +11,12 @@
 // The planner sizes grid.x (token tiles) from the variant's tokens_per_cta; the heads are an
 // extra grid dimension the contract adds. The launch is ordinary (not cooperative), so its
 // legality does not depend on residency.
+//
+// The cache may be float32, float16 or bfloat16: one kernel per cache dtype, whose K/V tiles
+// are widened to float32 as they are staged (attention_tile.cuh), so the arithmetic is the same.
+// A chunk after the first reads the earlier chunks' keys from the cache in its dtype.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <utility>
@@ -26,7 +32,7 @@ namespace {
 
 constexpr int kRows = kPrefillTokensPerCta;
 
-template <int HD>
+template <class E, int HD>
 __device__ void prefill_tiles(const ninfer_attention_args& a, int64_t tb, int64_t te) {
   extern __shared__ __align__(16) unsigned char smem[];
   const Tiles<HD, kRows> tiles(smem);
@@ -68,11 +74,11 @@ __device__ void prefill_tiles(const ninfer_attention_args& a, int64_t tb, int64_
       RowState<HD> st;
       st.reset();
       const int kmax = ok ? last_pos : -1;
-      const KvRows kv = kv_rows(c, ok ? slot : 0, g);
+      const KvRows<E> kv = kv_rows<E>(c, ok ? slot : 0, g);
       for (int key0 = 0; key0 <= kmax; key0 += kKeysPerTile) {
         const int nkeys = kmax + 1 - key0 < kKeysPerTile ? kmax + 1 - key0 : kKeysPerTile;
         __syncthreads(); // every warp is done with the previous K/V tile
-        load_kv_tile<HD, kRows, kPrefillThreads>(tiles, kv, key0, nkeys);
+        load_kv_tile<E, HD, kRows, kPrefillThreads>(tiles, kv, key0, nkeys);
         __syncthreads(); // the tile (and every warp's q rows) are in place
         if (warp_last >= key0) attend_tile(st, tiles, row, last, key0, nkeys, lane);
       }
@@ -88,31 +94,42 @@ __device__ void prefill_tiles(const ninfer_attention_args& a, int64_t tb, int64_
 } // namespace ninfer::cuda_plugin::attention
 
 // Kernel entry points: extern "C" so their cubin names are the symbols of the build-time
-// resource table.
-#define NINFER_ATTENTION_PREFILL(HD)                                                                         \
+// resource table. One per (head-dim class, cache dtype); 16-bit caches add _kvf16 / _kvbf16.
+#define NINFER_ATTENTION_PREFILL(NAME, E, HD)                                                                \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kPrefillThreads)              \
-      ninfer_attention_prefill_hd##HD(ninfer_attention_args a, int64_t b, int64_t e, float*) {               \
-    ninfer::cuda_plugin::grid_dependency_prologue(); \
-    ninfer::cuda_plugin::attention::prefill_tiles<HD>(a, b, e);                                              \
+      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float*) {                       \
+    ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
+    ninfer::cuda_plugin::attention::prefill_tiles<E, HD>(a, b, e);                                           \
   }
-NINFER_ATTENTION_PREFILL(64)
-NINFER_ATTENTION_PREFILL(128)
-NINFER_ATTENTION_PREFILL(256)
+NINFER_ATTENTION_PREFILL(prefill_hd64, float, 64)
+NINFER_ATTENTION_PREFILL(prefill_hd128, float, 128)
+NINFER_ATTENTION_PREFILL(prefill_hd256, float, 256)
+NINFER_ATTENTION_PREFILL(prefill_hd64_kvf16, __half, 64)
+NINFER_ATTENTION_PREFILL(prefill_hd128_kvf16, __half, 128)
+NINFER_ATTENTION_PREFILL(prefill_hd256_kvf16, __half, 256)
+NINFER_ATTENTION_PREFILL(prefill_hd64_kvbf16, __nv_bfloat16, 64)
+NINFER_ATTENTION_PREFILL(prefill_hd128_kvbf16, __nv_bfloat16, 128)
+NINFER_ATTENTION_PREFILL(prefill_hd256_kvbf16, __nv_bfloat16, 256)
 
 namespace ninfer::cuda_plugin::attention {
 namespace {
 
+#define NINFER_PREFILL_KERNEL(HD)                                                                            \
+  {HD,                                                                                                       \
+   kPrefillThreads,                                                                                          \
+   kRows,                                                                                                    \
+   smem_bytes(HD, kRows),                                                                                    \
+   "prefill_hd" #HD,                                                                                         \
+   {"ninfer_attention_prefill_hd" #HD, "ninfer_attention_prefill_hd" #HD "_kvf16",                           \
+    "ninfer_attention_prefill_hd" #HD "_kvbf16"},                                                            \
+   {ninfer_attention_prefill_hd##HD, ninfer_attention_prefill_hd##HD##_kvf16, ninfer_attention_prefill_hd##HD##_kvbf16}}
+
 const PrefillKernel* prefill_kernels() {
-  static const PrefillKernel k[kHeadDimClassCount] = {
-      {64, kPrefillThreads, kRows, smem_bytes(64, kRows), "prefill_hd64", "ninfer_attention_prefill_hd64",
-       ninfer_attention_prefill_hd64},
-      {128, kPrefillThreads, kRows, smem_bytes(128, kRows), "prefill_hd128", "ninfer_attention_prefill_hd128",
-       ninfer_attention_prefill_hd128},
-      {256, kPrefillThreads, kRows, smem_bytes(256, kRows), "prefill_hd256", "ninfer_attention_prefill_hd256",
-       ninfer_attention_prefill_hd256},
-  };
+  static const PrefillKernel k[kHeadDimClassCount] = {NINFER_PREFILL_KERNEL(64), NINFER_PREFILL_KERNEL(128),
+                                                      NINFER_PREFILL_KERNEL(256)};
   return k;
 }
+#undef NINFER_PREFILL_KERNEL
 
 } // namespace
 

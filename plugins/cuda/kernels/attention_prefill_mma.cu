@@ -8,9 +8,11 @@
 // taken straight from the S accumulators). No score matrix exists anywhere; shared memory
 // holds the q tile and one K and one V tile.
 //
-// Precision: the contract's q and cache are float32. They are rounded to the input format (In:
-// fp16 or bf16) while they are staged into shared memory (q already multiplied by scale *
-// log2(e), so the softmax runs on exp2), P is rounded before P V, and the running sum adds the
+// Precision: the contract's q is float32, its cache float32, float16 or bfloat16 (one kernel per
+// cache dtype). They are rounded to the input format (In: fp16 or bf16) while they are staged
+// into shared memory (q already multiplied by scale * log2(e), so the softmax runs on exp2; a
+// cache already in the input format is copied as it is, so an fp16 cache gives the fp16 variants
+// exactly the K and V a float32 cache would), P is rounded before P V, and the running sum adds the
 // rounded weights so the output stays a convex combination of (rounded) value rows. Both
 // products accumulate in float32, the softmax (max, exp2, sums) is float32, the output is
 // float32. Expected error per output row (relative L2): about 4e-3 with bf16, 5e-4 with fp16,
@@ -25,6 +27,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <type_traits>
 #include <utility>
 
 #include "../cuda_variant.hpp"
@@ -49,36 +52,48 @@ constexpr size_t mma_smem_bytes(int hd, int warps, int key_tile) {
   return sizeof(__nv_bfloat16) * static_cast<size_t>(16 * warps + 2 * key_tile) * mma_pitch(hd);
 }
 
+// One 16-byte cache vector (KvElem<E>::kVec elements) as elements of the input format at p
+// (8-byte aligned for 4 elements, 16-byte for 8): copied when the cache is in the input format,
+// else widened and rounded.
+template <class In, class E>
+__device__ __forceinline__ void stage_vec(typename In::T* p, const uint4& raw) {
+  if constexpr (std::is_same_v<E, typename In::T>) {
+    *reinterpret_cast<uint4*>(p) = raw;
+  } else {
+    constexpr int kVec = KvElem<E>::kVec;
+    float f[kVec];
+    KvElem<E>::widen(raw, f);
+    if constexpr (kVec == 4) {
+      *reinterpret_cast<uint2*>(p) = make_uint2(In::pack(f[0], f[1]), In::pack(f[2], f[3]));
+    } else {
+      *reinterpret_cast<uint4*>(p) =
+          make_uint4(In::pack(f[0], f[1]), In::pack(f[2], f[3]), In::pack(f[4], f[5]), In::pack(f[6], f[7]));
+    }
+  }
+}
+
 // Stages keys [key0, key0 + nkeys) of K and V in the input format, zero rows after them (the cache holds
 // NaN or garbage there, and 0 * NaN would poison P V) and zero dims past head_dim.
-template <class In, int HD, int BC, int THREADS>
-__device__ void stage_kv(typename In::T* ks, typename In::T* vs, const KvRows& kv, int key0, int nkeys) {
+template <class In, class E, int HD, int BC, int THREADS>
+__device__ void stage_kv(typename In::T* ks, typename In::T* vs, const KvRows<E>& kv, int key0, int nkeys) {
   constexpr int P = mma_pitch(HD);
-  if (kv.vec4) {
-    constexpr int kVecPerRow = HD / 4;
-    constexpr int kIters = BC * kVecPerRow / THREADS;
+  if (kv.vec) {
+    constexpr int kIters = BC * TileVec<E, HD>::kPerRow / THREADS;
     // Loads in flight per thread; 8-warp CTAs (2 per SM at 128 registers, the output block
     // live meanwhile) take fewer at a time, having twice the threads issuing them.
-    constexpr int kBatch = THREADS >= 256 ? 2 : 4;
-    static_assert(BC * kVecPerRow % THREADS == 0 && kIters % kBatch == 0, "tile must split evenly");
+    constexpr int kBatch = THREADS >= 256 || kIters < 4 ? 2 : 4;
+    static_assert(BC * TileVec<E, HD>::kPerRow % THREADS == 0 && kIters % kBatch == 0, "tile must split evenly");
 #pragma unroll 1
     for (int it0 = 0; it0 < kIters; it0 += kBatch) {
-      float4 kr[kBatch], vr[kBatch];
+      uint4 kr[kBatch], vr[kBatch];
 #pragma unroll
-      for (int it = 0; it < kBatch; ++it) { // all loads of the batch in flight before any store
-        const int i = threadIdx.x + (it0 + it) * THREADS, j = i / kVecPerRow, d = (i % kVecPerRow) * 4;
-        kr[it] = vr[it] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (j < nkeys && d < kv.head_dim) {
-          const int64_t off = static_cast<int64_t>(key0 + j) * kv.pos_stride + d;
-          kr[it] = __ldg(reinterpret_cast<const float4*>(kv.k + off));
-          vr[it] = __ldg(reinterpret_cast<const float4*>(kv.v + off));
-        }
-      }
+      for (int it = 0; it < kBatch; ++it) // all loads of the batch in flight before any store
+        fetch_vec<E, HD>(kv, key0, nkeys, TileVec<E, HD>(threadIdx.x + (it0 + it) * THREADS), kr[it], vr[it]);
 #pragma unroll
       for (int it = 0; it < kBatch; ++it) {
-        const int i = threadIdx.x + (it0 + it) * THREADS, j = i / kVecPerRow, d = (i % kVecPerRow) * 4;
-        mma::store_x4<In>(ks + j * P + d, kr[it]);
-        mma::store_x4<In>(vs + j * P + d, vr[it]);
+        const TileVec<E, HD> at(threadIdx.x + (it0 + it) * THREADS);
+        stage_vec<In, E>(ks + at.j * P + at.d, kr[it]);
+        stage_vec<In, E>(vs + at.j * P + at.d, vr[it]);
       }
     }
   } else {
@@ -87,8 +102,8 @@ __device__ void stage_kv(typename In::T* ks, typename In::T* vs, const KvRows& k
       float kx = 0.f, vx = 0.f;
       if (j < nkeys && d < kv.head_dim) {
         const int64_t off = static_cast<int64_t>(key0 + j) * kv.pos_stride + d;
-        kx = __ldg(kv.k + off);
-        vx = __ldg(kv.v + off);
+        kx = KvElem<E>::load(kv.k + off);
+        vx = KvElem<E>::load(kv.v + off);
       }
       ks[j * P + d] = In::from(kx);
       vs[j * P + d] = In::from(vx);
@@ -213,7 +228,7 @@ __device__ void attend_tile_mma(MmaRows<HD>& st, const LaneAddrs& ad, int key0, 
   }
 }
 
-template <class In, int HD, int WARPS, int BC>
+template <class In, class E, int HD, int WARPS, int BC>
 __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, int64_t te) {
   using T = typename In::T;
   constexpr int P = mma_pitch(HD), kRowsPerCta = 16 * WARPS;
@@ -267,11 +282,11 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
       MmaRows<HD> st;
       st.reset();
       const int kmax = ok ? last_pos : -1;
-      const KvRows kv = kv_rows(cache, ok ? slot : 0, h / group);
+      const KvRows<E> kv = kv_rows<E>(cache, ok ? slot : 0, h / group);
       for (int key0 = 0; key0 <= kmax; key0 += BC) {
         const int nkeys = kmax + 1 - key0 < BC ? kmax + 1 - key0 : BC;
         __syncthreads(); // every warp is done with the previous K/V tile
-        stage_kv<In, HD, BC, WARPS * 32>(ks, vs, kv, key0, nkeys);
+        stage_kv<In, E, HD, BC, WARPS * 32>(ks, vs, kv, key0, nkeys);
         __syncthreads();
         if (warp_last >= key0)
           attend_tile_mma<In, HD, BC>(st, ad, key0, last, key0 + BC - 1 > warp_first_last, lane);
@@ -311,13 +326,18 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
 //          128 rows reads each K/V tile from L2 for twice the rows.
 //   hd256  4 warps ( 64 tokens), 32 keys, 2 CTAs/SM: 240 registers (a 16 x 256 output block is
 //          128 float registers per thread; 8 warps would leave one CTA per SM).
-#define NINFER_ATTENTION_PREFILL_MMA(NAME, IN, HD, WARPS, MIN_BLOCKS)                                        \
+// One kernel per cache dtype (E); 16-bit caches add _kvf16 / _kvbf16 to the name.
+#define NINFER_ATTENTION_PREFILL_MMA_KV(NAME, IN, E, HD, WARPS, MIN_BLOCKS)                                  \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::WARPS * 32, MIN_BLOCKS)       \
       ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float*) {                        \
-    ninfer::cuda_plugin::grid_dependency_prologue(); \
+    ninfer::cuda_plugin::grid_dependency_prologue();                                                          \
     using namespace ninfer::cuda_plugin::attention;                                                           \
-    prefill_mma_tiles<mma::IN, HD, WARPS, kMmaKeyTile>(a, b, e);                                              \
+    prefill_mma_tiles<mma::IN, E, HD, WARPS, kMmaKeyTile>(a, b, e);                                           \
   }
+#define NINFER_ATTENTION_PREFILL_MMA(NAME, IN, HD, WARPS, MIN_BLOCKS)                                        \
+  NINFER_ATTENTION_PREFILL_MMA_KV(NAME, IN, float, HD, WARPS, MIN_BLOCKS)                                    \
+  NINFER_ATTENTION_PREFILL_MMA_KV(NAME##_kvf16, IN, __half, HD, WARPS, MIN_BLOCKS)                           \
+  NINFER_ATTENTION_PREFILL_MMA_KV(NAME##_kvbf16, IN, __nv_bfloat16, HD, WARPS, MIN_BLOCKS)
 NINFER_ATTENTION_PREFILL_MMA(prefill_mma_f16_hd128, F16Inputs, 128, kHd128Warps, 2)
 NINFER_ATTENTION_PREFILL_MMA(prefill_mma_f16_hd256, F16Inputs, 256, kHd256Warps, 2)
 NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd128, Bf16Inputs, 128, kHd128Warps, 2)
@@ -334,24 +354,26 @@ namespace {
 constexpr int kMmaVariants = 4;
 
 // In the order of the kernel entry points above; threads, tokens and shared memory follow
-// from each class's warps.
-constexpr PrefillKernel mma_kernel(int hd, int warps, const char* name, const char* symbol, Kernel kernel) {
-  return {hd, warps * 32, 16 * warps, mma_smem_bytes(hd, warps, kMmaKeyTile), name, symbol, kernel};
-}
+// from each class's warps; one kernel per cache dtype.
+#define NINFER_MMA_KERNEL(NAME, HD, WARPS)                                                                   \
+  {HD,                                                                                                       \
+   WARPS * 32,                                                                                               \
+   16 * WARPS,                                                                                               \
+   mma_smem_bytes(HD, WARPS, kMmaKeyTile),                                                                   \
+   #NAME,                                                                                                    \
+   {"ninfer_attention_" #NAME, "ninfer_attention_" #NAME "_kvf16", "ninfer_attention_" #NAME "_kvbf16"},    \
+   {ninfer_attention_##NAME, ninfer_attention_##NAME##_kvf16, ninfer_attention_##NAME##_kvbf16}}
 
 const PrefillKernel* mma_kernels() {
   static const PrefillKernel k[kMmaVariants] = {
-      mma_kernel(128, kHd128Warps, "prefill_mma_f16_hd128", "ninfer_attention_prefill_mma_f16_hd128",
-                 ninfer_attention_prefill_mma_f16_hd128),
-      mma_kernel(256, kHd256Warps, "prefill_mma_f16_hd256", "ninfer_attention_prefill_mma_f16_hd256",
-                 ninfer_attention_prefill_mma_f16_hd256),
-      mma_kernel(128, kHd128Warps, "prefill_mma_hd128", "ninfer_attention_prefill_mma_hd128",
-                 ninfer_attention_prefill_mma_hd128),
-      mma_kernel(256, kHd256Warps, "prefill_mma_hd256", "ninfer_attention_prefill_mma_hd256",
-                 ninfer_attention_prefill_mma_hd256),
+      NINFER_MMA_KERNEL(prefill_mma_f16_hd128, 128, kHd128Warps),
+      NINFER_MMA_KERNEL(prefill_mma_f16_hd256, 256, kHd256Warps),
+      NINFER_MMA_KERNEL(prefill_mma_hd128, 128, kHd128Warps),
+      NINFER_MMA_KERNEL(prefill_mma_hd256, 256, kHd256Warps),
   };
   return k;
 }
+#undef NINFER_MMA_KERNEL
 
 } // namespace
 

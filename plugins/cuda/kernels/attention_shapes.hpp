@@ -47,6 +47,15 @@ constexpr int64_t kMinChunkKeys = 64;
 constexpr int kDecodeSplits[] = {2, 4, 8, 16, 32, 64, 128, 256, 512};
 constexpr int kDecodeSplitCount = sizeof(kDecodeSplits) / sizeof(kDecodeSplits[0]);
 
+// Cache element types (ninfer/abi/ops/kv_append.h). Every attention variant reads all three: it
+// has one kernel per cache dtype, at index kv_dtype_index(dtype) of its kernel table, and
+// launches the one of the call's cache.
+constexpr int kKvDtypeCount = 3;
+constexpr uint32_t kKvDtypeMask = (1u << NINFER_DTYPE_F32) | (1u << NINFER_DTYPE_F16) | (1u << NINFER_DTYPE_BF16);
+NINFER_HD_FN int kv_dtype_index(int32_t dtype) {
+  return dtype == NINFER_DTYPE_F32 ? 0 : dtype == NINFER_DTYPE_F16 ? 1 : dtype == NINFER_DTYPE_BF16 ? 2 : -1;
+}
+
 // Kernels are compiled for head-dim classes; one compiled for HD serves head_dim in
 // (HD/2, HD], the smallest class everything up to it (padding with zeros past head_dim).
 constexpr int kHeadDimClasses[] = {64, 128, 256};

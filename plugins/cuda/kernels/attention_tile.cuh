@@ -1,6 +1,8 @@
 // Device building blocks of the attention kernels: shared-memory tiles, K/V tile loads and the
-// per-warp online-softmax step over one key tile. Float32 throughout (the contract's cache and
-// activations are float32, and the float32 path must match the CPU reference tightly).
+// per-warp online-softmax step over one key tile. Float32 arithmetic throughout (activations
+// are float32, and the float32 path must match the CPU reference tightly); the cache is float32,
+// float16 or bfloat16 (KvElem), widened exactly to float32 as its tiles are staged, so the
+// tiles and the arithmetic on them are the same for every cache dtype.
 //
 // Work split inside a warp (kKeysPerTile = 32 keys per tile):
 //   scores  lane j computes the scores of key j against the warp's rows (q rows are read from
@@ -11,6 +13,8 @@
 // once at the end.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -45,53 +49,128 @@ struct Tiles {
       : q(reinterpret_cast<float*>(base)), k(q + ROWS * HD), v(k + kKeysPerTile * kStrideK) {}
 };
 
-// Where the keys of one (slot, kv head) live: row of position p at base + p * pos_stride.
-struct KvRows {
-  const float* k;
-  const float* v;
-  int64_t pos_stride;
-  int head_dim;
-  bool vec4; // head_dim % 4 == 0 and 16-byte aligned rows: float4 loads
+// A cache element type: its 16-byte vector (kVec elements, as a uint4) widened to floats, one
+// element widened, and the element type itself. Widening a half or a bfloat16 is exact.
+template <class E>
+struct KvElem;
+
+template <>
+struct KvElem<float> {
+  static constexpr int kVec = 4;
+  __device__ static float load(const float* p) { return __ldg(p); }
+  __device__ static void widen(const uint4& r, float (&f)[kVec]) {
+    f[0] = __uint_as_float(r.x);
+    f[1] = __uint_as_float(r.y);
+    f[2] = __uint_as_float(r.z);
+    f[3] = __uint_as_float(r.w);
+  }
 };
 
-__device__ inline KvRows kv_rows(const ninfer_kv_cache& c, int slot, int kv_head) {
+template <>
+struct KvElem<__half> {
+  static constexpr int kVec = 8;
+  __device__ static float load(const __half* p) { return __half2float(__ldg(p)); }
+  __device__ static void widen(const uint4& r, float (&f)[kVec]) {
+    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      f[2 * i] = p.x;
+      f[2 * i + 1] = p.y;
+    }
+  }
+};
+
+template <>
+struct KvElem<__nv_bfloat16> {
+  static constexpr int kVec = 8;
+  __device__ static float load(const __nv_bfloat16* p) { return __bfloat162float(__ldg(p)); }
+  __device__ static void widen(const uint4& r, float (&f)[kVec]) { // bfloat16: the high half of a float32
+    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  }
+};
+
+// Where the keys of one (slot, kv head) live: row of position p at base + p * pos_stride.
+template <class E>
+struct KvRows {
+  const E* k;
+  const E* v;
+  int64_t pos_stride;
+  int head_dim;
+  bool vec; // head_dim a multiple of the 16-byte vector and 16-byte aligned rows: vector loads
+};
+
+template <class E>
+__device__ inline KvRows<E> kv_rows(const ninfer_kv_cache& c, int slot, int kv_head) {
   const int64_t pos_stride = static_cast<int64_t>(c.kv_heads) * c.head_dim;
   const int64_t base = static_cast<int64_t>(slot) * c.capacity * pos_stride + static_cast<int64_t>(kv_head) * c.head_dim;
   const bool aligned = ((reinterpret_cast<uintptr_t>(c.k) | reinterpret_cast<uintptr_t>(c.v)) & 15u) == 0;
-  return {c.k + base, c.v + base, pos_stride, c.head_dim, aligned && (c.head_dim & 3) == 0};
+  return {static_cast<const E*>(c.k) + base, static_cast<const E*>(c.v) + base, pos_stride, c.head_dim,
+          aligned && c.head_dim % KvElem<E>::kVec == 0};
+}
+
+// Vector i of a K/V tile as the CTA's thread share it out: key j, first dim d.
+template <class E, int HD>
+struct TileVec {
+  static constexpr int kVec = KvElem<E>::kVec, kPerRow = HD / kVec;
+  int j, d;
+  __device__ explicit TileVec(int i) : j(i / kPerRow), d((i % kPerRow) * kVec) {}
+};
+
+// Raw 16-byte vectors of key `key0 + j`, dims [d, d + kVec) of K and V; zero past the tile's keys
+// and past head_dim (widened: +0).
+template <class E, int HD>
+__device__ __forceinline__ void fetch_vec(const KvRows<E>& kv, int key0, int nkeys, const TileVec<E, HD>& at,
+                                          uint4& kr, uint4& vr) {
+  kr = vr = make_uint4(0u, 0u, 0u, 0u);
+  if (at.j < nkeys && at.d < kv.head_dim) {
+    const int64_t off = static_cast<int64_t>(key0 + at.j) * kv.pos_stride + at.d;
+    kr = __ldg(reinterpret_cast<const uint4*>(kv.k + off));
+    vr = __ldg(reinterpret_cast<const uint4*>(kv.v + off));
+  }
+}
+
+// Widens a fetched K and V vector into the float tiles.
+template <class E, int HD, int ROWS>
+__device__ __forceinline__ void store_vec(const Tiles<HD, ROWS>& t, const TileVec<E, HD>& at, const uint4& kr,
+                                          const uint4& vr) {
+  constexpr int kVec = KvElem<E>::kVec;
+  float kf[kVec], vf[kVec];
+  KvElem<E>::widen(kr, kf);
+  KvElem<E>::widen(vr, vf);
+#pragma unroll
+  for (int q = 0; q < kVec; q += 4) {
+    *reinterpret_cast<float4*>(t.k + at.j * Tiles<HD, ROWS>::kStrideK + at.d + q) =
+        make_float4(kf[q], kf[q + 1], kf[q + 2], kf[q + 3]);
+    *reinterpret_cast<float4*>(t.v + at.j * HD + at.d + q) = make_float4(vf[q], vf[q + 1], vf[q + 2], vf[q + 3]);
+  }
 }
 
 // Loads keys [key0, key0 + nkeys) into the K and V tiles and zeroes the rest: a zero row
 // keeps the product p * v of a masked key finite even where the cache holds NaN (positions
 // never written). Every thread of the CTA takes part; a thread issues the loads of a batch
 // before storing any, so they are in flight together (batches bound the staging registers).
-template <int HD, int ROWS, int THREADS>
-__device__ void load_kv_tile(const Tiles<HD, ROWS>& t, const KvRows& kv, int key0, int nkeys) {
-  if (kv.vec4) {
-    constexpr int kVecPerRow = HD / 4;
-    constexpr int kIters = kKeysPerTile * kVecPerRow / THREADS;
+template <class E, int HD, int ROWS, int THREADS>
+__device__ void load_kv_tile(const Tiles<HD, ROWS>& t, const KvRows<E>& kv, int key0, int nkeys) {
+  if (kv.vec) {
+    constexpr int kIters = kKeysPerTile * TileVec<E, HD>::kPerRow / THREADS;
     constexpr int kBatch = kIters < 4 ? kIters : 4;
-    static_assert(kKeysPerTile * kVecPerRow % THREADS == 0 && kIters % kBatch == 0,
+    static_assert(kKeysPerTile * TileVec<E, HD>::kPerRow % THREADS == 0 && kIters % kBatch == 0,
                   "tile must split evenly over the CTA");
 #pragma unroll 1
     for (int it0 = 0; it0 < kIters; it0 += kBatch) {
-      float4 kr[kBatch], vr[kBatch];
+      uint4 kr[kBatch], vr[kBatch];
 #pragma unroll
-      for (int it = 0; it < kBatch; ++it) {
-        const int i = threadIdx.x + (it0 + it) * THREADS, j = i / kVecPerRow, d = (i % kVecPerRow) * 4;
-        kr[it] = vr[it] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (j < nkeys && d < kv.head_dim) {
-          const int64_t off = static_cast<int64_t>(key0 + j) * kv.pos_stride + d;
-          kr[it] = __ldg(reinterpret_cast<const float4*>(kv.k + off));
-          vr[it] = __ldg(reinterpret_cast<const float4*>(kv.v + off));
-        }
-      }
+      for (int it = 0; it < kBatch; ++it)
+        fetch_vec<E, HD>(kv, key0, nkeys, TileVec<E, HD>(threadIdx.x + (it0 + it) * THREADS), kr[it], vr[it]);
 #pragma unroll
-      for (int it = 0; it < kBatch; ++it) {
-        const int i = threadIdx.x + (it0 + it) * THREADS, j = i / kVecPerRow, d = (i % kVecPerRow) * 4;
-        *reinterpret_cast<float4*>(t.k + j * Tiles<HD, ROWS>::kStrideK + d) = kr[it];
-        *reinterpret_cast<float4*>(t.v + j * HD + d) = vr[it];
-      }
+      for (int it = 0; it < kBatch; ++it)
+        store_vec<E, HD, ROWS>(t, TileVec<E, HD>(threadIdx.x + (it0 + it) * THREADS), kr[it], vr[it]);
     }
   } else {
     for (int i = threadIdx.x; i < kKeysPerTile * HD; i += THREADS) {
@@ -99,14 +178,36 @@ __device__ void load_kv_tile(const Tiles<HD, ROWS>& t, const KvRows& kv, int key
       float kx = 0.f, vx = 0.f;
       if (j < nkeys && d < kv.head_dim) {
         const int64_t off = static_cast<int64_t>(key0 + j) * kv.pos_stride + d;
-        kx = __ldg(kv.k + off);
-        vx = __ldg(kv.v + off);
+        kx = KvElem<E>::load(kv.k + off);
+        vx = KvElem<E>::load(kv.v + off);
       }
       t.k[j * Tiles<HD, ROWS>::kStrideK + d] = kx;
       t.v[j * HD + d] = vx;
     }
   }
 }
+
+// A whole K/V tile held in registers between its loads and its stores, so the loads of the
+// next tile are in flight while the CTA computes on the current one (the split-KV decode with a
+// 16-bit cache, vector path only). kIters 16-byte vectors of K and of V per thread: 4 + 4 at
+// hd128 with 128 threads (32 registers), 8 + 8 at hd256.
+template <class E, int HD, int THREADS>
+struct KvTileInFlight {
+  static constexpr int kIters = kKeysPerTile * TileVec<E, HD>::kPerRow / THREADS;
+  static_assert(kKeysPerTile * TileVec<E, HD>::kPerRow % THREADS == 0, "tile must split evenly over the CTA");
+  uint4 k[kIters], v[kIters];
+
+  __device__ void fetch(const KvRows<E>& kv, int key0, int nkeys) {
+#pragma unroll
+    for (int it = 0; it < kIters; ++it)
+      fetch_vec<E, HD>(kv, key0, nkeys, TileVec<E, HD>(threadIdx.x + it * THREADS), k[it], v[it]);
+  }
+  template <int ROWS>
+  __device__ void store(const Tiles<HD, ROWS>& t) const {
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) store_vec<E, HD, ROWS>(t, TileVec<E, HD>(threadIdx.x + it * THREADS), k[it], v[it]);
+  }
+};
 
 // Copies query row `src` (head_dim floats, any alignment; null: an unused row) into the q tile
 // row `dst`, times `scale`, zero past head_dim. Called by `nthreads` threads, thread `tid`.

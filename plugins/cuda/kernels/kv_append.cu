@@ -1,26 +1,36 @@
 // kv_append: write the new K and V rows of a batch's tokens into their slots of the KV cache
-// (contract: ninfer/abi/ops/kv_append.h).
+// (contract: ninfer/abi/ops/kv_append.h). The cache is float32, float16 or bfloat16; the float32
+// rows are rounded to nearest even on the way in (one kernel per cache dtype, one variant).
 //
 // One CTA per token (grid-stride over the launch's tokens) copies the token's kv_heads x
 // head_dim K row and V row. A slot or position outside the cache cannot be reported from the
 // device; such a token is skipped rather than written out of bounds. Callers validate the
 // batch first, as the contract asks.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "../cuda_variant.hpp"
+#include "grid_dependency.cuh"
 #include "ninfer/abi/ops/kv_append.h"
 #include "pointwise_families.hpp"
 #include "token_variant.cuh"
-#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {
 
 constexpr int kThreads = 256;
 
+__device__ __forceinline__ void to_cache(float x, float& out) { out = x; }
+__device__ __forceinline__ void to_cache(float x, __half& out) { out = __float2half_rn(x); }
+__device__ __forceinline__ void to_cache(float x, __nv_bfloat16& out) { out = __float2bfloat16_rn(x); }
+
+template <class E>
 __device__ void append_rows(const ninfer_kv_append_args& a, int64_t begin, int64_t end) {
   const ninfer_kv_cache& c = a.cache;
   const int64_t row = static_cast<int64_t>(c.kv_heads) * c.head_dim;
+  E* const ck = static_cast<E*>(c.k);
+  E* const cv = static_cast<E*>(c.v);
   for (int64_t t = begin + blockIdx.x; t < end; t += gridDim.x) {
     const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]];
     const int32_t pos = a.batch.token_pos[t];
@@ -29,8 +39,8 @@ __device__ void append_rows(const ninfer_kv_append_args& a, int64_t begin, int64
     const float* k = a.k + t * a.k_token_stride;
     const float* v = a.v + t * a.v_token_stride;
     for (int64_t i = threadIdx.x; i < row; i += kThreads) {
-      c.k[at + i] = k[i];
-      c.v[at + i] = v[i];
+      to_cache(k[i], ck[at + i]);
+      to_cache(v[i], cv[at + i]);
     }
   }
 }
@@ -38,24 +48,41 @@ __device__ void append_rows(const ninfer_kv_append_args& a, int64_t begin, int64
 } // namespace
 } // namespace ninfer::cuda_plugin
 
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
-    ninfer_kv_append_f32(ninfer_kv_append_args a, int64_t b, int64_t e) {
-  ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::append_rows(a, b, e);
-}
+#define NINFER_KV_APPEND(NAME, E)                                                                            \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)                                \
+      ninfer_kv_append_##NAME(ninfer_kv_append_args a, int64_t b, int64_t e) {                               \
+    ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
+    ninfer::cuda_plugin::append_rows<E>(a, b, e);                                                            \
+  }
+NINFER_KV_APPEND(f32, float)
+NINFER_KV_APPEND(f16, __half)
+NINFER_KV_APPEND(bf16, __nv_bfloat16)
 
 namespace ninfer::cuda_plugin {
 namespace {
 
+// One variant for every cache dtype: the pair's f32 / bf16 kernels by the cache dtype (dtype()),
+// the f16 one through kernel().
 struct KvAppendDef : TokenDefDefaults {
   using Args = ninfer_kv_append_args;
   static constexpr const char* op = NINFER_OP_KV_APPEND;
   static constexpr const char* name = "rows";
   static constexpr int threads = kThreads;
-  static KernelPair kernels() { return {"ninfer_kv_append_f32", reinterpret_cast<const void*>(ninfer_kv_append_f32)}; }
+  static constexpr uint32_t dtype_mask = kF32OrBf16Mask | (1u << NINFER_DTYPE_F16);
+  static KernelPair kernels() {
+    return {"ninfer_kv_append_f32", reinterpret_cast<const void*>(ninfer_kv_append_f32), "ninfer_kv_append_bf16",
+            reinterpret_cast<const void*>(ninfer_kv_append_bf16)};
+  }
   static int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+  static int32_t dtype(const Args& a) { return a.cache.dtype; }
+  static TokenKernel kernel(const Args& a) {
+    return a.cache.dtype == NINFER_DTYPE_F16 ? reinterpret_cast<const void*>(ninfer_kv_append_f16) : nullptr;
+  }
   static const char* invalid(const Args& a, const ninfer_launch&) {
-    return a.cache.dtype == NINFER_DTYPE_F32 ? nullptr : "the KV cache must be F32 in this version";
+    const int32_t d = a.cache.dtype;
+    return d == NINFER_DTYPE_F32 || d == NINFER_DTYPE_F16 || d == NINFER_DTYPE_BF16
+               ? nullptr
+               : "the KV cache must be float32, float16 or bfloat16";
   }
 };
 

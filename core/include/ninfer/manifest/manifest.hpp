@@ -16,8 +16,9 @@ namespace ninfer {
 
 // Weight dtype in memory; auto keeps the checkpoint's own.
 enum class WeightDType { Auto, Float32, BFloat16, Float16 };
-// KV cache element type; auto lets the engine choose (the activation dtype).
-enum class KvDType { Auto, Float32, BFloat16 };
+// KV cache element type; auto lets the engine choose (float16 on CUDA, float32 on the CPU
+// plugin: ModelOptions::kv_cache).
+enum class KvDType { Auto, Float32, Float16, BFloat16 };
 // How --chat prompts and server messages are formatted.
 enum class ChatTemplate { Qwen, None };
 

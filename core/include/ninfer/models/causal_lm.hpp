@@ -31,11 +31,20 @@ class Backend;
 // A_log, dt_bias and the small GDN gating matrices are always float32.
 enum class WeightPrecision { Auto, F32, BF16 };
 
+// Element type of the KV cache (ninfer/abi/ops/kv_append.h). Auto: float16 on a CUDA device whose
+// plugin reads and writes it (the tensor-core prefill attention rounds K and V to fp16 anyway,
+// and decode attention at long context is bound by the cache's bytes), float32 elsewhere (the
+// CPU reference). F16 and BF16 halve the cache; a plugin that cannot take the asked dtype is an
+// error at load. docs/manifest.md (`kv_dtype`) says when to choose which.
+enum class KvCachePrecision { Auto, F32, F16, BF16 };
+const char* to_string(KvCachePrecision p); // "auto", "float32", "float16", "bfloat16"
+
 struct ModelOptions {
   int64_t max_context = 0;    // tokens one sequence may hold; 0: min(max_position_embeddings, 4096)
   int32_t max_sequences = 1;  // sequence slots (concurrent streams)
   int32_t prefill_chunk = 512; // most tokens of one forward pass; longer prompts go in chunks
   WeightPrecision weights = WeightPrecision::Auto;
+  KvCachePrecision kv_cache = KvCachePrecision::Auto; // resolved by load: never Auto in options()
   // Decode steps replay CUDA graphs (one per batch size and context bucket) where the backend
   // can record them; off: every kernel is launched one by one (a diagnostic switch).
   bool cuda_graphs = true;

@@ -25,10 +25,13 @@ struct ModelSource {
   std::optional<int64_t> max_context; // --max-context
   std::string tool;       // names the tool in messages ("ninfer-run")
   bool no_cuda_graph = false;         // --no-cuda-graph: the manifest's runtime.cuda_graphs off
+  std::optional<std::string> kv_dtype; // --kv-dtype: auto, float32, float16, bfloat16
 };
 
 // Throws ninfer::Error for no source, both sources, or a bad override.
 Manifest resolve_manifest(const ModelSource& source);
+// A --kv-dtype value (auto, float32, float16, bfloat16); throws ninfer::Error naming the flag.
+KvDType parse_kv_dtype_option(const std::string& text);
 
 struct ModelFiles {
   Manifest manifest;

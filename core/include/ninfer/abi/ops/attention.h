@@ -12,8 +12,12 @@
  * Shapes: q head rows are head_dim float32 at q + t*q_token_stride + h*q_head_stride; out is
  * [T, heads, head_dim] float32 with row stride out_token_stride (heads contiguous); heads is a
  * multiple of kv_heads. Softmax and both products accumulate in float32 or wider.
+ * The cache's elements (cache.dtype F32, F16 or BF16; layout in kv_append.h) are read as the
+ * float32 values they represent (widening F16 and BF16 is exact); q and out are float32 for
+ * every cache dtype.
  * Planning shape: tokens = T, dims[0] = head_dim, dims[1] = heads, dims[2] = kv_heads,
- * dims[3] = the longest attended span in this call (max p + 1), dtype = cache dtype (F32).
+ * dims[3] = the longest attended span in this call (max p + 1), dtype = cache dtype (a
+ * variant's dtype_mask says which cache dtypes it reads).
  *
  * Effects: writes out rows of the launch's tokens; reads the cache only. Workspace:
  * variant->workspace_bytes(shape, tokens), caller-owned.

@@ -1,0 +1,341 @@
+// kv_append and attention with a float16 or bfloat16 KV cache on the CUDA plugin, against the CPU
+// reference plugin reading the same 16-bit cache (docs/cuda-attention.md, "16-bit KV cache").
+//
+// kv_append: both plugins round float32 rows to nearest even, so the caches must agree bit for
+// bit. attention: the CPU reference widens the same 16-bit elements exactly and attends in
+// double, so a float32 GPU kernel (split-KV decode, float32 prefill) differs from it only in
+// summation order (kGpuVsCpuF32), and a tensor-core prefill by its q / P rounding (the row
+// tolerances of attention_test.cpp). Every variant that serves a call and the planner's choice,
+// on fresh random caches whose slots hold NaN after their filled length, with decode spans up
+// to 5,000 keys (split-KV with chunks of the span) and prompt chunks that start mid-sequence
+// (chunked prefill reading the earlier chunks from the cache).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu_op_env.hpp"
+#include "ninfer/abi/ops/attention.h"
+#include "ninfer/abi/ops/kv_append.h"
+#include "ninfer/arch_catalog.hpp"
+#include "ninfer/error.hpp"
+
+using namespace ninfer;
+using namespace ninfer::test;
+
+namespace {
+
+// A 16-bit cache format: float -> bits (round to nearest even), and its NaN.
+struct Format16 {
+  const char* name;
+  int32_t dtype;
+  uint16_t nan;
+  uint16_t (*encode)(float);
+};
+
+uint16_t encode_f16(float x) {
+  const _Float16 h = static_cast<_Float16>(x);
+  uint16_t b;
+  std::memcpy(&b, &h, sizeof b);
+  return b;
+}
+uint16_t encode_bf16(float x) { return to_bf16(x); }
+
+constexpr Format16 kF16{"float16", NINFER_DTYPE_F16, 0x7e00, encode_f16};
+constexpr Format16 kBf16{"bfloat16", NINFER_DTYPE_BF16, 0x7fc0, encode_bf16};
+constexpr Format16 kFormats[] = {kF16, kBf16};
+
+constexpr int32_t kKvHeads = 2;
+constexpr int32_t kCapacity = 5120;
+
+// Tensor-core prefill rows (per-row relative L2): the bounds of attention_test.cpp, whose
+// analysis holds unchanged here (the cache's rounding happened before both sides read it; with
+// an fp16 cache the fp16 kernel's own K/V rounding is exact, with a bf16 cache the values are
+// exactly representable in fp16 within its range).
+constexpr double kBf16MmaRowRelL2 = 2e-2;
+constexpr double kF16MmaRowRelL2 = 3e-3;
+
+bool mma_variant(const std::string& n) { return n.rfind("prefill_mma", 0) == 0; }
+double mma_row_tolerance(const std::string& n) {
+  return n.rfind("prefill_mma_f16", 0) == 0 ? kF16MmaRowRelL2 : kBf16MmaRowRelL2;
+}
+
+struct Seq {
+  int32_t slot, pos0, n;
+};
+struct Call {
+  std::string name;
+  std::vector<Seq> seqs;
+};
+
+// Slot s holds keys for positions [0, kFilled[s]); every call's sequences end at their slot's
+// filled length, so a kernel that reads one key too far gets NaN.
+constexpr int32_t kFilled[] = {1, 64, 65, 1001, 4097, 5000, 300, 13, 1200};
+
+std::vector<Call> calls() {
+  return {
+      {"decode at position 0", {{0, 0, 1}}},
+      {"decode at position 63", {{1, 63, 1}}},
+      {"decode at position 64", {{2, 64, 1}}},
+      {"decode at position 1000", {{3, 1000, 1}}},
+      {"decode at position 4096", {{4, 4096, 1}}},
+      {"decode at position 4999 (a 5000-key span)", {{5, 4999, 1}}},
+      {"decode batch of 6 slots", {{5, 4999, 1}, {0, 0, 1}, {2, 64, 1}, {3, 1000, 1}, {1, 63, 1}, {4, 4096, 1}}},
+      {"prompt of 13 tokens", {{7, 0, 13}}},
+      {"prompt of 300 tokens", {{6, 0, 300}}},
+      {"chunk of 40 tokens at position 961", {{3, 961, 40}}},
+      {"chunk of 200 tokens at position 1000", {{8, 1000, 200}}},
+      {"chunk of 904 tokens at position 4096", {{5, 4096, 904}}},
+      {"mixed call of 245 tokens", {{8, 1000, 200}, {5, 4999, 1}, {7, 0, 13}, {3, 970, 31}}},
+  };
+}
+
+// The same 16-bit cache on both backends.
+struct Cache16 {
+  int32_t head_dim, slots, dtype;
+  DeviceBuffer cpu_k, cpu_v, gpu_k, gpu_v;
+
+  Cache16(Backend& cpu, Backend& gpu, const Format16& f, int32_t hd, std::mt19937_64& rng)
+      : head_dim(hd), slots(static_cast<int32_t>(std::size(kFilled))), dtype(f.dtype) {
+    const size_t row = size_t{kKvHeads} * hd, per_slot = size_t{kCapacity} * row;
+    std::vector<uint16_t> k(slots * per_slot, f.nan), v = k;
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (int32_t s = 0; s < slots; ++s)
+      for (size_t i = 0; i < size_t(kFilled[s]) * row; ++i) {
+        k[s * per_slot + i] = f.encode(nd(rng));
+        v[s * per_slot + i] = f.encode(nd(rng));
+      }
+    cpu_k = put(cpu, k, "K cache");
+    cpu_v = put(cpu, v, "V cache");
+    gpu_k = put(gpu, k, "K cache");
+    gpu_v = put(gpu, v, "V cache");
+  }
+  ninfer_kv_cache on(bool gpu) const {
+    return {(gpu ? gpu_k : cpu_k).data(), (gpu ? gpu_v : cpu_v).data(), slots, kCapacity, kKvHeads, head_dim, dtype};
+  }
+};
+
+struct Batch {
+  std::vector<int32_t> seq_start{0}, seq_slot, token_pos, token_seq;
+  int32_t longest = 0;
+  explicit Batch(const std::vector<Seq>& seqs) {
+    for (const Seq& s : seqs) {
+      for (int32_t i = 0; i < s.n; ++i) {
+        token_pos.push_back(s.pos0 + i);
+        token_seq.push_back(static_cast<int32_t>(seq_slot.size()));
+      }
+      seq_slot.push_back(s.slot);
+      seq_start.push_back(seq_start.back() + s.n);
+      longest = std::max(longest, s.pos0 + s.n);
+    }
+  }
+  int64_t tokens() const { return static_cast<int64_t>(token_pos.size()); }
+};
+
+struct BatchOn {
+  DeviceBuffer seq_start, seq_slot, token_pos, token_seq;
+  ninfer_token_batch batch{};
+  BatchOn(Backend& be, const Batch& b)
+      : seq_start(put(be, b.seq_start)), seq_slot(put(be, b.seq_slot)), token_pos(put(be, b.token_pos)),
+        token_seq(put(be, b.token_seq)) {
+    batch = {static_cast<int32_t>(b.seq_slot.size()), seq_start.as<int32_t>(), seq_slot.as<int32_t>(),
+             token_pos.as<int32_t>(), token_seq.as<int32_t>()};
+  }
+};
+
+// Worst relative L2 over head_dim-long rows; infinite at a non-finite element.
+double worst_row_rel_l2(const std::vector<float>& got, const std::vector<float>& want, int64_t head_dim) {
+  double worst = 0;
+  for (size_t r = 0; r * head_dim < got.size(); ++r) {
+    double num = 0, den = 0;
+    for (int64_t d = 0; d < head_dim; ++d) {
+      const size_t i = r * head_dim + d;
+      if (!std::isfinite(got[i])) return INFINITY;
+      num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+      den += double(want[i]) * want[i];
+    }
+    worst = std::max(worst, std::sqrt(num / std::max(den, 1e-30)));
+  }
+  return worst;
+}
+
+struct Param {
+  Format16 format;
+  int32_t head_dim;
+};
+
+std::string param_name(const testing::TestParamInfo<Param>& p) {
+  return std::string(p.param.format.name) + "_hd" + std::to_string(p.param.head_dim);
+}
+
+class GpuAttentionKv16 : public testing::TestWithParam<Param> {};
+
+int failures() {
+  return ::testing::UnitTest::GetInstance()->current_test_info()->result()->total_part_count();
+}
+
+TEST_P(GpuAttentionKv16, EveryVariantAndThePlannersChoiceMatchTheCpuReferenceOnTheSameCache) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  const Format16& f = GetParam().format;
+  const int32_t head_dim = GetParam().head_dim;
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend();
+  auto rng = fresh_rng("gpu attention 16-bit cache");
+  const Cache16 cache(*cpu, *gpu, f, head_dim, rng);
+  int failing_calls = 0;
+  for (int32_t ratio : {1, 4, 8}) {
+    const int32_t heads = kKvHeads * ratio;
+    const int64_t q_head_stride = ratio == 8 ? 2 * head_dim : head_dim; // Qwen3.5's gated q rows
+    const int64_t q_stride = heads * q_head_stride + 3, out_stride = int64_t{heads} * head_dim;
+    const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
+    for (const Call& call : calls()) {
+      SCOPED_TRACE(testing::Message() << f.name << " cache, head_dim " << head_dim << ", " << heads << " heads / "
+                                      << kKvHeads << " kv heads, " << call.name);
+      const int failures_before = failures();
+      const Batch b(call.seqs);
+      const int64_t T = b.tokens();
+      const std::vector<float> q = randn(rng, T * q_stride);
+      const ninfer_shape shape{T, {head_dim, heads, kKvHeads, b.longest}, f.dtype};
+
+      const BatchOn cb(*cpu, b);
+      DeviceBuffer cq = put(*cpu, q), cout = poisoned_buffer(*cpu, T * out_stride);
+      const ninfer_attention_args ca{cq.as<float>(), q_stride, q_head_stride, cache.on(false), cb.batch,
+                                     cout.as<float>(), out_stride, T, heads, scale};
+      cpu->run(NINFER_OP_ATTENTION, shape, &ca);
+      const std::vector<float> want = get<float>(*cpu, cout, T * out_stride);
+      ASSERT_TRUE(std::none_of(want.begin(), want.end(), [](float x) { return std::isnan(x); }))
+          << "the CPU reference produced NaN: the test's cache or batch is wrong";
+
+      const BatchOn gb(*gpu, b);
+      DeviceBuffer gq = put(*gpu, q), gout = poisoned_buffer(*gpu, T * out_stride);
+      const ninfer_attention_args ga{gq.as<float>(), q_stride, q_head_stride, cache.on(true), gb.batch,
+                                     gout.as<float>(), out_stride, T, heads, scale};
+      auto check = [&](const std::string& what, const std::string& variant) {
+        const std::vector<float> got = get<float>(*gpu, gout, T * out_stride);
+        if (mma_variant(variant)) {
+          const double e = worst_row_rel_l2(got, want, head_dim);
+          EXPECT_LE(e, mma_row_tolerance(variant)) << what << ": worst row relative L2";
+        } else {
+          const Mismatch m = compare(got, widen(want), kGpuVsCpuF32);
+          EXPECT_TRUE(m.ok) << what << ": " << m.describe();
+        }
+        gpu->upload(gout, 0, std::vector<float>(T * out_stride, std::numeric_limits<float>::quiet_NaN()).data(),
+                    sizeof(float) * T * out_stride);
+      };
+
+      int ran = 0, decode_ran = 0;
+      for (const ninfer_variant* v : gpu->plugin().variants_for(NINFER_OP_ATTENTION)) {
+        if (!(v->dtype_mask & (1u << f.dtype)) || !v->supports(&shape)) continue;
+        try {
+          gpu->run_variant(NINFER_OP_ATTENTION, v->name, shape, &ga);
+        } catch (const Error& e) {
+          ADD_FAILURE() << "variant " << v->name << " failed: " << e.what();
+          continue;
+        }
+        check(std::string("variant ") + v->name, v->name);
+        ++ran;
+        decode_ran += v->cooperative;
+      }
+      EXPECT_GE(ran, 1) << "no variant serves this shape";
+      if (T <= 64) EXPECT_GE(decode_ran, 1) << "no split-KV decode variant serves a call of " << T << " tokens";
+
+      gpu->reserve_workspace(NINFER_OP_ATTENTION, shape);
+      gpu->run(NINFER_OP_ATTENTION, shape, &ga);
+      const Plan& plan = gpu->plan(NINFER_OP_ATTENTION, shape);
+      check("planner's choice " + plan.variant, plan.variant);
+      if (T == 1 && b.longest >= 1000)
+        EXPECT_GT(plan.v->split_k, kKvHeads) << plan.variant << ": a long decode span should be cut into chunks";
+      if (failures() > failures_before && ++failing_calls == 3) return;
+    }
+  }
+}
+
+// 128 and 256: Qwen's head dims (split-KV decode and tensor-core prefill with 16-byte vector
+// loads); 64: the smallest class; 96: a padded class; 18: rows that are not 16-byte vectors
+// (the element-wise loads).
+INSTANTIATE_TEST_SUITE_P(GpuAttention, GpuAttentionKv16,
+                         testing::Values(Param{kF16, 128}, Param{kF16, 256}, Param{kF16, 64}, Param{kF16, 96},
+                                         Param{kF16, 18}, Param{kBf16, 128}, Param{kBf16, 256}, Param{kBf16, 18}),
+                         param_name);
+
+// kv_append into a 16-bit cache: the GPU's rounding is the CPU plugin's, bit for bit, including
+// values past float16's range (infinity) and rows that are not 16-byte vectors.
+TEST(GpuKvAppend16, RoundsToTheSameBitsAsTheCpuPlugin) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend();
+  auto rng = fresh_rng("gpu kv_append 16-bit");
+  for (const Format16& f : kFormats)
+    for (int32_t head_dim : {128, 18}) {
+      SCOPED_TRACE(testing::Message() << f.name << " cache, head_dim " << head_dim);
+      const int32_t slots = 3, capacity = 40;
+      const Batch b({{2, 0, 17}, {0, 5, 3}, {1, 39, 1}});
+      const int64_t T = b.tokens(), row = int64_t{kKvHeads} * head_dim, stride = row + 3;
+      std::vector<float> k = randn(rng, T * stride, 3.f), v = randn(rng, T * stride, 3.f);
+      k[1] = 70000.f; // past float16's largest finite value: infinity there, finite in bfloat16
+      v[2] = -1e-7f;  // a float16 subnormal
+      const size_t elems = size_t(slots) * capacity * row;
+      const std::vector<uint16_t> blank(elems, 0x1234);
+      auto run = [&](Backend& be) {
+        DeviceBuffer kd = put(be, k), vd = put(be, v), kc = put(be, blank), vc = put(be, blank);
+        const BatchOn bo(be, b);
+        ninfer_kv_append_args a{kd.as<float>(), stride, vd.as<float>(), stride,
+                                {kc.data(), vc.data(), slots, capacity, kKvHeads, head_dim, f.dtype}, bo.batch, T};
+        be.run(NINFER_OP_KV_APPEND, {T, {head_dim, kKvHeads, 0, 0}, f.dtype}, &a);
+        std::vector<uint16_t> out = get<uint16_t>(be, kc, elems), vo = get<uint16_t>(be, vc, elems);
+        out.insert(out.end(), vo.begin(), vo.end());
+        return out;
+      };
+      const std::vector<uint16_t> want = run(*cpu), got = run(*gpu);
+      ASSERT_EQ(got.size(), want.size());
+      size_t differ = 0, first = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        if (got[i] != want[i] && differ++ == 0) first = i;
+      EXPECT_EQ(differ, 0u) << "first at element " << first << ": GPU 0x" << std::hex << got[first] << ", CPU 0x"
+                            << want[first];
+      // The test's own encoding of the written rows agrees too (both plugins round to nearest even).
+      EXPECT_EQ(want[(size_t{2} * capacity + 0) * row + 1], f.encode(k[1]));
+    }
+}
+
+// Needs no GPU: every CUDA attention and kv_append variant declares the three cache dtypes, the
+// planner gives a 16-bit decode the same split as a float32 one (same kernels' resources), and a
+// cache dtype no variant reads is refused when planning, naming the op.
+TEST(GpuAttentionKv16Plan, SixteenBitCachesPlanLikeFloat32AndUnknownDtypesAreRefused) {
+  const ArchCatalog cat = ArchCatalog::load(test::data_dir() / "arch", test::data_dir() / "schemas");
+  int planned = 0;
+  for (const KnownDevice& k : cat.devices())
+    for (const auto& p : gpu_op_plugins().plugins()) {
+      if (p->arch() != k.arch) continue;
+      for (const char* op : {NINFER_OP_ATTENTION, NINFER_OP_KV_APPEND})
+        for (const ninfer_variant* v : p->variants_for(op))
+          for (int32_t d : {NINFER_DTYPE_F32, NINFER_DTYPE_F16, NINFER_DTYPE_BF16})
+            EXPECT_TRUE(v->dtype_mask & (1u << d)) << p->name() << " " << op << "/" << v->name << " lacks dtype " << d;
+      const Planner planner(*p, cat.describe(k));
+      for (int64_t T : {1, 8}) {
+        const ninfer_shape f32{T, {128, 32, 8, 32768}, NINFER_DTYPE_F32};
+        ninfer_shape f16 = f32, bf16 = f32;
+        f16.dtype = NINFER_DTYPE_F16;
+        bf16.dtype = NINFER_DTYPE_BF16;
+        const Plan a = planner.plan(NINFER_OP_ATTENTION, f32), b = planner.plan(NINFER_OP_ATTENTION, f16),
+                   c = planner.plan(NINFER_OP_ATTENTION, bf16);
+        EXPECT_EQ(a.variant, b.variant) << k.name << " T=" << T;
+        EXPECT_EQ(a.variant, c.variant) << k.name << " T=" << T;
+        EXPECT_TRUE(b.cooperative) << k.name << " T=" << T << ": " << b.variant;
+        ++planned;
+      }
+      try {
+        planner.plan(NINFER_OP_ATTENTION, {1, {128, 32, 8, 4096}, 7});
+        ADD_FAILURE() << k.name << ": a cache of dtype 7 was planned";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("attention"), std::string::npos) << e.what();
+      }
+    }
+  if (planned == 0) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
+}
+
+} // namespace
