@@ -358,7 +358,8 @@ extern "C" __global__ void __launch_bounds__(kCarryThreads, 2)
   // 16-byte copies where every row start of the source is 16-byte aligned, else 4-byte ones.
   const bool vec_qk = K % 4 == 0 && a.qk_token_stride % 4 == 0 && (reinterpret_cast<uintptr_t>(a.q) & 15) == 0 &&
                       (reinterpret_cast<uintptr_t>(a.k) & 15) == 0;
-  const bool vec_ws = K % 4 == 0 && V % 4 == 0; // workspace arrays start 256-byte aligned
+  const bool vec_ws = K % 4 == 0 && V % 4 == 0 && (reinterpret_cast<uintptr_t>(Ww) & 15) == 0 &&
+                      (reinterpret_cast<uintptr_t>(Uw) & 15) == 0; // W, U: 256-byte aligned arrays
   const int64_t qk_head = static_cast<int64_t>(kh) * K;
 
   for (int seq = blockIdx.x; seq < a.batch.num_seqs; seq += gridDim.x) {
