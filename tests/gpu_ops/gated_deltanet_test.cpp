@@ -236,20 +236,23 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuCausalConv1d,
 struct GdrConfig {
   const char* name;
   int32_t k_heads, v_heads, k_dim, v_dim;
+  // Padding floats after each q | k | v row. 3 makes rows (and so q and k) not 16-byte aligned;
+  // 0 with dims that are multiples of 4 lets the kernels take their 16-byte copy paths.
+  int32_t row_pad = 3;
   float scale() const { return 1.f / std::sqrt(static_cast<float>(k_dim)); }
   size_t state_elems() const { return static_cast<size_t>(kSlots) * v_heads * k_dim * v_dim; }
   int64_t out_stride() const { return int64_t{v_heads} * v_dim + 5; }
 };
 
 // One call's inputs as Qwen3.5 lays them out: q | k | v side by side in a conv output row
-// (plus 3 padding floats), q and k L2-normalised per head as the model feeds them. g is in
+// (plus the config's padding floats), q and k L2-normalised per head as the model feeds them. g is in
 // log space: even value heads decay slowly (long memory, as trained models often have), odd
 // ones fast; beta in (0, 1).
 struct GdrInputs {
   int64_t T, row;
   std::vector<float> qkv, g, beta;
   GdrInputs(const GdrConfig& c, int64_t tokens, std::mt19937_64& rng) : T(tokens) {
-    row = 2 * int64_t{c.k_heads} * c.k_dim + int64_t{c.v_heads} * c.v_dim + 3;
+    row = 2 * int64_t{c.k_heads} * c.k_dim + int64_t{c.v_heads} * c.v_dim + c.row_pad;
     qkv = randn(rng, static_cast<size_t>(T * row));
     for (int64_t t = 0; t < T; ++t)
       for (int part = 0; part < 2; ++part)
@@ -350,7 +353,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(GdrConfig{"Qwen35_small_2k_4v_heads_of_64", 2, 4, 64, 64},
                       GdrConfig{"uneven_1k_3v_heads_kdim24_vdim40", 1, 3, 24, 40},
                       GdrConfig{"padded_2k_4v_heads_kdim98_vdim72", 2, 4, 98, 72},
-                      GdrConfig{"Qwen35_27B_16k_48v_heads_of_128", 16, 48, 128, 128}),
+                      GdrConfig{"Qwen35_27B_16k_48v_heads_of_128", 16, 48, 128, 128},
+                      GdrConfig{"aligned_rows_4v_heads_of_128", 2, 4, 128, 128, 0}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // A head mapping the contract does not allow is refused with a message, not computed.

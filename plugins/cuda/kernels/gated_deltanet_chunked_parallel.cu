@@ -13,11 +13,13 @@
 //      sequence in the launch's token range, so the parallel phases index chunks directly;
 //   1. prepare, one CTA per (chunk, value head), all at once: G (kept for phases 2-3), A, T by
 //      a blocked inverse (invert_unit_lower), then W and U0 (kept);
-//   2. carry, one CTA per (sequence, value head, 16 value columns), chunk after chunk: the
-//      state slice lives in shared memory; per chunk U = U0 - W S (kept, over U0), the
-//      inter-chunk half of out (diag(e^G) Q S, written to out), then S'. Three 64 x k_dim x 16
-//      products per chunk, nothing else on the sequential path; the state is read from its
-//      slot once and written back once;
+//   2. carry, one CTA per (sequence, value head, 32 value columns), chunk after chunk: the
+//      chunk's W, q and k tiles stream into shared memory with cp.async one step ahead (they
+//      do not depend on the state); per chunk U = U0 - W S (kept, over U0), the inter-chunk
+//      half of out (diag(e^G) Q S, written to out), then S' (in registers, copied to shared
+//      memory for the next chunk's row products). Three 64 x k_dim x 32 products per chunk,
+//      nothing else on the sequential path; the state is read from its slot once and
+//      written back once;
 //   3. outputs, one CTA per (chunk, value head), all at once: M from Q K^T, out += M U.
 // Everything in float32 (the contract's tests hold every CUDA form to the same tolerance
 // against the double-precision CPU reference). Tensor cores (3xTF32 or split bf16) for the
@@ -40,8 +42,8 @@ namespace {
 
 constexpr int kMaxDim = 128;
 constexpr int kThreads = 256;      // table, prepare and outputs kernels
-constexpr int kCarryThreads = 128; // carry kernel
-constexpr int kCarryCols = 16;     // value columns per carry CTA
+constexpr int kCarryThreads = 256; // carry kernel
+constexpr int kCarryCols = 32;     // value columns per carry CTA
 constexpr int kMPitch = kChunk + 4;
 
 // Shared memory of the prepare kernel, in floats. One staging tile X (k, then beta v) wide
@@ -79,19 +81,21 @@ struct OutputsLayout {
   }
 };
 
-// Shared memory of the carry kernel: one tile (W, then q, then k rows of the chunk), the
-// state slice [kc][16], the chunk's U rows [64][16] and G.
+// Shared memory of the carry kernel: two tile buffers (the chunks' W, q and k tiles stream
+// through them in that order, the next one loading while the current one is used), the state
+// slice [kMaxDim][32], and per chunk parity the U rows [64][32] and G. About 99 KiB for
+// 128-wide heads: two CTAs per SM.
 struct CarryLayout {
   int kc, pitch;
-  int tile, S, U, G, total;
+  int tiles, S, U, G, total;
   __host__ __device__ explicit CarryLayout(int K) {
     kc = round_up(K, 4);
-    pitch = round_up(kc, 32) + 4; // 4 mod 32: the 8 rows a warp reads hit distinct banks
-    tile = 0;
-    S = tile + kChunk * pitch;
-    U = S + kc * kCarryCols;
-    G = U + kChunk * kCarryCols;
-    total = G + kChunk;
+    pitch = round_up(kc, 32) + 4; // 4 mod 32: the rows a warp reads hit distinct banks
+    tiles = 0;
+    S = tiles + 2 * kChunk * pitch;
+    U = S + kMaxDim * kCarryCols;
+    G = U + 2 * kChunk * kCarryCols;
+    total = G + 2 * kChunk;
   }
 };
 
@@ -124,15 +128,16 @@ struct Workspace {
 // at least one token, and sum ceil(len / 64) < range / 64 + seqs.
 int64_t chunk_bound(int64_t range, int64_t seqs) { return std::min(range, (range + kChunk - 1) / kChunk + seqs); }
 
-// Rows ri and ri + 32 of a tile times the carry kernel's state slice [kc][16]: acc[a][e] =
-// sum_d tile[ri + 32a][d] * S[d][4cg + e]. The 8 tile rows a warp reads sit in distinct
-// banks (pitch 4 mod 32); the state row is one 64-byte broadcast.
+// Rows ri and ri + 32 of a tile times the carry kernel's state slice [kc][32]: acc[a][e] =
+// sum_d tile[ri + 32a][d] * S[d][4cg + e]. The 4 tile rows a warp reads sit in distinct
+// banks (pitch 4 mod 32); a state row is one 128-byte read shared by the warp's 4 rows.
 __device__ inline void rows_times_state(const float* tile, int pitch, const float* S, int kc, int ri, int cg,
                                         float (&acc)[2][4]) {
 #pragma unroll
   for (int a = 0; a < 2; ++a)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[a][e] = 0.f;
+#pragma unroll 2
   for (int d = 0; d < kc; d += 4) {
     const float4 x[2] = {load4(tile + ri * pitch + d), load4(tile + (ri + 32) * pitch + d)};
     const float4 s0 = load4(S + (d + 0) * kCarryCols + 4 * cg), s1 = load4(S + (d + 1) * kCarryCols + 4 * cg);
@@ -143,6 +148,47 @@ __device__ inline void rows_times_state(const float* tile, int pitch, const floa
       acc[a][1] = dot4(x[a], make_float4(s0.y, s1.y, s2.y, s3.y), acc[a][1]);
       acc[a][2] = dot4(x[a], make_float4(s0.z, s1.z, s2.z, s3.z), acc[a][2]);
       acc[a][3] = dot4(x[a], make_float4(s0.w, s1.w, s2.w, s3.w), acc[a][3]);
+    }
+  }
+}
+
+// Asynchronous global -> shared copies (cp.async, sm_80+). valid == false copies nothing and
+// zero-fills the destination (src must still be a mapped address).
+__device__ inline void copy_async16(float* dst, const float* src, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(__cvta_generic_to_global(src)),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ inline void copy_async4(float* dst, const float* src, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(__cvta_generic_to_global(src)),
+               "r"(valid ? 4 : 0)
+               : "memory");
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits for all but the most recently committed group of this thread.
+__device__ inline void cp_async_wait_prior() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// Like stage_rows, asynchronously: tile[i][d] = src[i * row_stride + d] for i < n, d < valid,
+// zero for the other rows i < 64 and columns d < fill (a multiple of 4). vec: 16-byte copies,
+// for src and row_stride 16-byte aligned and valid a multiple of 4. All threads take part;
+// the caller commits and waits.
+__device__ inline void stage_async(float* tile, int pitch, const float* src, int64_t row_stride, int n, int valid,
+                                   int fill, bool vec) {
+  if (vec) {
+    const int per = fill >> 2;
+    for (int idx = threadIdx.x; idx < kChunk * per; idx += blockDim.x) {
+      const int i = idx / per, d = 4 * (idx - i * per);
+      const bool ok = i < n && d < valid;
+      copy_async16(tile + i * pitch + d, ok ? src + i * row_stride + d : src, ok);
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < kChunk * fill; idx += blockDim.x) {
+      const int i = idx / fill, d = idx - i * fill;
+      const bool ok = i < n && d < valid;
+      copy_async4(tile + i * pitch + d, ok ? src + i * row_stride + d : src, ok);
     }
   }
 }
@@ -283,7 +329,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 }
 
 // ---- 2. carry: the state across chunks --------------------------------------------------------
-extern "C" __global__ void __launch_bounds__(kCarryThreads, 4)
+// One CTA of 256 threads per (sequence, value head, 32 value columns). A chunk's three tiles
+// (W, q, k rows; none depends on the state) stream through two shared buffers with cp.async:
+// tile t + 1 (and with a W tile its chunk's U0 rows and G) loads while tile t is used, so the
+// sequential path is the three products and their barriers. Thread roles, columns 4cg..4cg+3
+// throughout:
+//   W tile: U = U0 - W S (kept, over U0)                 rows ri and ri + 32
+//   q tile: out = scale e^{G_i} q_i S, then U rows times e^{G_n - G_i} (same elements)
+//   k tile: S' = e^{G_n} S + K^T U                       state rows 4ri..4ri+3
+// The thread's 16 state elements stay in registers from chunk to chunk; the shared slice is
+// their copy for the row products (written by the same thread, read after a barrier).
+extern "C" __global__ void __launch_bounds__(kCarryThreads, 2)
     ninfer_gdr_parallel_carry(ninfer_gated_delta_rule_args a, int64_t begin, int64_t end, const float* Gw,
                               const float* Ww, float* Uw) {
   ninfer::cuda_plugin::grid_dependency_prologue();
@@ -291,120 +347,144 @@ extern "C" __global__ void __launch_bounds__(kCarryThreads, 4)
   const CarryLayout L(K);
   const int kc = L.kc, pitch = L.pitch;
   float* sm = reinterpret_cast<float*>(ninfer_gdn_smem);
-  float *tile = sm + L.tile, *S = sm + L.S, *Us = sm + L.U, *G = sm + L.G;
+  float *tiles = sm + L.tiles, *S = sm + L.S, *Ubuf = sm + L.U, *Gbuf = sm + L.G;
   const int vblocks = (V + kCarryCols - 1) / kCarryCols;
   const int h = blockIdx.y / vblocks, v0 = (blockIdx.y % vblocks) * kCarryCols;
+  const int vcols = min(kCarryCols, V - v0); // value columns of this CTA that exist
   const int kh = h / (Hv / a.k_heads);
   const int tid = threadIdx.x;
-  // Roles. Row products (U, out): rows ri and ri + 32, columns 4cg..4cg+3.
-  const int ri = tid >> 2, cg = tid & 3;
-  // State update: state rows d0 + 4dg..+3 (d0 = 0, 64, ...), columns 2sc, 2sc+1.
-  const int dg = tid >> 3, sc = tid & 7;
+  const int cg = tid & 7, ri = tid >> 3;
+  const bool own_rows = 4 * ri < kc; // state rows 4ri..4ri+3 are staged columns of the k tile
+  // 16-byte copies where every row start of the source is 16-byte aligned, else 4-byte ones.
+  const bool vec_qk = K % 4 == 0 && a.qk_token_stride % 4 == 0 && (reinterpret_cast<uintptr_t>(a.q) & 15) == 0 &&
+                      (reinterpret_cast<uintptr_t>(a.k) & 15) == 0;
+  const bool vec_ws = K % 4 == 0 && V % 4 == 0 && (reinterpret_cast<uintptr_t>(Ww) & 15) == 0 &&
+                      (reinterpret_cast<uintptr_t>(Uw) & 15) == 0; // W, U: 256-byte aligned arrays
+  const int64_t qk_head = static_cast<int64_t>(kh) * K;
 
   for (int seq = blockIdx.x; seq < a.batch.num_seqs; seq += gridDim.x) {
     const int t0 = a.batch.seq_start[seq], t1 = a.batch.seq_start[seq + 1];
     if (t0 < begin || t1 > end || t0 >= t1) continue; // whole CTA alike
     float* st = a.state + (static_cast<int64_t>(a.batch.seq_slot[seq]) * Hv + h) * K * V;
-    __syncthreads(); // the previous sequence's write-back has read S
-    for (int idx = tid; idx < kc * kCarryCols; idx += kCarryThreads) {
-      const int d = idx / kCarryCols, col = idx - d * kCarryCols;
-      S[idx] = d < K && v0 + col < V ? st[static_cast<int64_t>(d) * V + v0 + col] : 0.f;
+
+    // Tile t of the sequence: chunk t / 3, its W, q or k rows; with W also U0 and G.
+    auto issue = [&](int t) {
+      const int c = t / 3, p = t - 3 * c;
+      const int c0 = t0 + c * kChunk, n = min(kChunk, t1 - c0);
+      const int64_t row0 = c0 - begin;
+      float* tile = tiles + (t & 1) * kChunk * pitch;
+      if (p == 0) {
+        stage_async(tile, pitch, Ww + (row0 * Hv + h) * K, static_cast<int64_t>(Hv) * K, n, K, kc, vec_ws);
+        stage_async(Ubuf + (c & 1) * kChunk * kCarryCols, kCarryCols, Uw + (row0 * Hv + h) * V + v0,
+                    static_cast<int64_t>(Hv) * V, n, vcols, kCarryCols, vec_ws);
+        if (tid < kChunk) copy_async4(Gbuf + (c & 1) * kChunk + tid, Gw + (row0 + min(tid, n - 1)) * Hv + h, true);
+      } else {
+        const float* src = (p == 1 ? a.q : a.k) + static_cast<int64_t>(c0) * a.qk_token_stride + qk_head;
+        stage_async(tile, pitch, src, a.qk_token_stride, n, K, kc, vec_qk);
+      }
+    };
+
+    // The state slice: registers (rows 4ri.., columns 4cg..) and their shared copy. The
+    // previous sequence's readers of S passed the loop's last barrier; writers are this thread.
+    float sreg[4][4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int d = 4 * ri + e;
+#pragma unroll
+      for (int f = 0; f < 4; ++f) {
+        const int col = 4 * cg + f;
+        sreg[e][f] = d < K && col < vcols ? st[static_cast<int64_t>(d) * V + v0 + col] : 0.f;
+      }
+      *reinterpret_cast<float4*>(S + d * kCarryCols + 4 * cg) =
+          make_float4(sreg[e][0], sreg[e][1], sreg[e][2], sreg[e][3]);
     }
 
-    for (int c0 = t0; c0 < t1; c0 += kChunk) {
-      const int n = min(kChunk, t1 - c0);
+    const int ntiles = 3 * ((t1 - t0 + kChunk - 1) / kChunk);
+    issue(0);
+    cp_async_commit();
+    for (int t = 0; t < ntiles; ++t) {
+      // Buffer (t + 1) & 1 held tile t - 1, and U/G parity of chunk (t + 1) / 3 held chunk
+      // (t + 1) / 3 - 2: all their reads ended before the previous iteration's last barrier.
+      if (t + 1 < ntiles) issue(t + 1);
+      cp_async_commit();
+      cp_async_wait_prior(); // this thread's copies of tile t (and U0, G) landed
+      __syncthreads();       // everyone's, and S' of the previous chunk is complete
+      const int c = t / 3, p = t - 3 * c;
+      const int c0 = t0 + c * kChunk, n = min(kChunk, t1 - c0);
       const int64_t row0 = c0 - begin;
-      stage_rows(tile, pitch, Ww + (row0 * Hv + h) * K, static_cast<int64_t>(Hv) * K, n, K, kc);
-      for (int idx = tid; idx < kChunk * kCarryCols; idx += kCarryThreads) {
-        const int i = idx / kCarryCols, col = idx - i * kCarryCols;
-        Us[idx] = i < n && v0 + col < V ? Uw[((row0 + i) * Hv + h) * V + v0 + col] : 0.f;
-      }
-      if (tid < kChunk) G[tid] = Gw[(row0 + min(tid, n - 1)) * Hv + h]; // past n: G_{n-1}
-      __syncthreads();
-
-      // U = U0 - W S (each thread updates its own 8 elements of Us in place).
-      float acc[2][4];
-      rows_times_state(tile, pitch, S, kc, ri, cg, acc);
+      const float* tile = tiles + (t & 1) * kChunk * pitch;
+      float* Us = Ubuf + (c & 1) * kChunk * kCarryCols;
+      const float* G = Gbuf + (c & 1) * kChunk; // past n: G_{n-1}
+      if (p < 2) {
+        float acc[2][4];
+        rows_times_state(tile, pitch, S, kc, ri, cg, acc);
 #pragma unroll
-      for (int ai = 0; ai < 2; ++ai) {
-        const int i = ri + 32 * ai;
+        for (int ai = 0; ai < 2; ++ai) {
+          const int i = ri + 32 * ai;
+          float4* up = reinterpret_cast<float4*>(Us + i * kCarryCols + 4 * cg);
+          float4 u = *up;
+          float r[4];
+          if (p == 0) { // U = U0 - W S, kept for the outputs kernel
+            u = make_float4(u.x - acc[ai][0], u.y - acc[ai][1], u.z - acc[ai][2], u.w - acc[ai][3]);
+            r[0] = u.x, r[1] = u.y, r[2] = u.z, r[3] = u.w;
+            if (i < n) {
+              float* dst = Uw + ((row0 + i) * Hv + h) * V + v0 + 4 * cg;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = 4 * cg + e;
-          const float u = Us[i * kCarryCols + col] - acc[ai][e];
-          Us[i * kCarryCols + col] = u;
-          if (i < n && v0 + col < V) Uw[((row0 + i) * Hv + h) * V + v0 + col] = u;
+              for (int f = 0; f < 4; ++f)
+                if (4 * cg + f < vcols) dst[f] = r[f];
+            }
+          } else { // the inter-chunk half of out; U rows take the update's factor
+            const float e_i = a.scale * expf(G[i]), back = expf(G[kChunk - 1] - G[i]);
+            if (i < n) {
+              float* dst = a.out + static_cast<int64_t>(c0 + i) * a.out_token_stride + static_cast<int64_t>(h) * V + v0 +
+                           4 * cg;
+#pragma unroll
+              for (int f = 0; f < 4; ++f)
+                if (4 * cg + f < vcols) dst[f] = e_i * acc[ai][f];
+            }
+            u = make_float4(u.x * back, u.y * back, u.z * back, u.w * back);
+          }
+          *up = u;
         }
-      }
-      __syncthreads(); // every read of the W tile done
-
-      stage_rows(tile, pitch, a.q + static_cast<int64_t>(c0) * a.qk_token_stride + static_cast<int64_t>(kh) * K,
-                 a.qk_token_stride, n, K, kc);
-      __syncthreads();
-
-      // The inter-chunk half of out: scale e^{G_i} q_i^T S. Then U rows take the state
-      // update's factor e^{G_n - G_i} (same elements, same thread).
-      rows_times_state(tile, pitch, S, kc, ri, cg, acc);
-      const float g_last = G[kChunk - 1];
+      } else if (own_rows) { // S' = e^{G_n} S + sum_j k_j u_j^T (u already scaled)
+        const float e_last = expf(G[kChunk - 1]);
 #pragma unroll
-      for (int ai = 0; ai < 2; ++ai) {
-        const int i = ri + 32 * ai;
-        const float e_i = a.scale * expf(G[i]), back = expf(g_last - G[i]);
+        for (int e = 0; e < 4; ++e)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = 4 * cg + e;
-          if (i < n && v0 + col < V)
-            a.out[static_cast<int64_t>(c0 + i) * a.out_token_stride + static_cast<int64_t>(h) * V + v0 + col] =
-                e_i * acc[ai][e];
-          Us[i * kCarryCols + col] *= back;
-        }
-      }
-      __syncthreads(); // every read of the q tile and of S done
-
-      stage_rows(tile, pitch, a.k + static_cast<int64_t>(c0) * a.qk_token_stride + static_cast<int64_t>(kh) * K,
-                 a.qk_token_stride, n, K, kc);
-      __syncthreads();
-
-      // S' = e^{G_n} S + sum_j k_j (e^{G_n - G_j} u_j)^T.
-      const float e_last = expf(g_last);
-      for (int d0 = 0; d0 < kc; d0 += 64) {
-        const int d = d0 + 4 * dg;
-        if (d >= kc) continue;
-        float s[4][2];
+          for (int f = 0; f < 4; ++f) sreg[e][f] *= e_last;
+#pragma unroll 8
+        for (int j = 0; j < kChunk; ++j) { // rows past n: zero k and zero U
+          const float4 kv = load4(tile + j * pitch + 4 * ri);
+          const float4 u = load4(Us + j * kCarryCols + 4 * cg);
+          const float kr[4] = {kv.x, kv.y, kv.z, kv.w}, ur[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 x = *reinterpret_cast<const float2*>(S + (d + e) * kCarryCols + 2 * sc);
-          s[e][0] = x.x * e_last;
-          s[e][1] = x.y * e_last;
-        }
-        for (int j = 0; j < n; ++j) {
-          const float4 kv = load4(tile + j * pitch + d);
-          const float2 u = *reinterpret_cast<const float2*>(Us + j * kCarryCols + 2 * sc);
-          s[0][0] = fmaf(kv.x, u.x, s[0][0]);
-          s[0][1] = fmaf(kv.x, u.y, s[0][1]);
-          s[1][0] = fmaf(kv.y, u.x, s[1][0]);
-          s[1][1] = fmaf(kv.y, u.y, s[1][1]);
-          s[2][0] = fmaf(kv.z, u.x, s[2][0]);
-          s[2][1] = fmaf(kv.z, u.y, s[2][1]);
-          s[3][0] = fmaf(kv.w, u.x, s[3][0]);
-          s[3][1] = fmaf(kv.w, u.y, s[3][1]);
+          for (int e = 0; e < 4; ++e)
+#pragma unroll
+            for (int f = 0; f < 4; ++f) sreg[e][f] = fmaf(kr[e], ur[f], sreg[e][f]);
         }
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          *reinterpret_cast<float2*>(S + (d + e) * kCarryCols + 2 * sc) = make_float2(s[e][0], s[e][1]);
+          *reinterpret_cast<float4*>(S + (4 * ri + e) * kCarryCols + 4 * cg) =
+              make_float4(sreg[e][0], sreg[e][1], sreg[e][2], sreg[e][3]);
       }
-      __syncthreads(); // S' complete; the tile and Us are free for the next chunk
+      __syncthreads(); // every read of tile t, of Us (by the k product) and of S done
     }
-    for (int idx = tid; idx < kc * kCarryCols; idx += kCarryThreads) {
-      const int d = idx / kCarryCols, col = idx - d * kCarryCols;
-      if (d < K && v0 + col < V) st[static_cast<int64_t>(d) * V + v0 + col] = S[idx];
+    cp_async_wait_all(); // only empty groups can be pending here
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int d = 4 * ri + e;
+#pragma unroll
+      for (int f = 0; f < 4; ++f) {
+        const int col = 4 * cg + f;
+        if (d < K && col < vcols) st[static_cast<int64_t>(d) * V + v0 + col] = sreg[e][f];
+      }
     }
   }
 }
 
 // ---- 3. outputs: the intra-chunk half ---------------------------------------------------------
-// The variant's described kernel (its resources are what the planner sees; it has the largest
-// shared-memory footprint of the four for Qwen3.5's 128-wide heads).
+// The variant's described kernel (its resources are what the planner sees, with the largest
+// shared-memory need of the four, the carry kernel's for Qwen3.5's 128-wide heads).
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     ninfer_gated_delta_rule_chunked64_parallel(ninfer_gated_delta_rule_args a, int64_t begin, const int2* table,
                                                const float* Gw, const float* Uw) {
