@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gpu_op_env.hpp"
+#include "op_routes.hpp"
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/arch_catalog.hpp"
@@ -227,26 +228,10 @@ TEST_P(GpuAttentionKv16, EveryVariantAndThePlannersChoiceMatchTheCpuReferenceOnT
                     sizeof(float) * T * out_stride);
       };
 
-      int ran = 0, decode_ran = 0;
-      for (const ninfer_variant* v : gpu->plugin().variants_for(NINFER_OP_ATTENTION)) {
-        if (!(v->dtype_mask & (1u << f.dtype)) || !v->supports(&shape)) continue;
-        try {
-          gpu->run_variant(NINFER_OP_ATTENTION, v->name, shape, &ga);
-        } catch (const Error& e) {
-          ADD_FAILURE() << "variant " << v->name << " failed: " << e.what();
-          continue;
-        }
-        check(std::string("variant ") + v->name, v->name);
-        ++ran;
-        decode_ran += v->cooperative;
-      }
-      EXPECT_GE(ran, 1) << "no variant serves this shape";
-      if (T <= 64) EXPECT_GE(decode_ran, 1) << "no split-KV decode variant serves a call of " << T << " tokens";
-
-      gpu->reserve_workspace(NINFER_OP_ATTENTION, shape);
-      gpu->run(NINFER_OP_ATTENTION, shape, &ga);
+      const VariantRuns runs = run_variants_then_plan(*gpu, NINFER_OP_ATTENTION, shape, &ga, check);
+      EXPECT_GE(runs.ran, 1) << "no variant serves this shape";
+      if (T <= 64) EXPECT_GE(runs.cooperative, 1) << "no split-KV decode variant serves a call of " << T << " tokens";
       const Plan& plan = gpu->plan(NINFER_OP_ATTENTION, shape);
-      check("planner's choice " + plan.variant, plan.variant);
       if (T == 1 && b.longest >= 1000)
         EXPECT_GT(plan.v->split_k, kKvHeads) << plan.variant << ": a long decode span should be cut into chunks";
       if (failures() > failures_before && ++failing_calls == 3) return;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpu_op_env.hpp"
+#include "ninfer/error.hpp"
 
 namespace ninfer::test {
 
@@ -31,6 +32,38 @@ inline void run_route(Backend& be, const char* op, const std::string& route, con
     be.run(op, s, args);
   else
     be.run_variant(op, route, s, args);
+}
+
+// How many variants run_variants_then_plan forced, and how many of them were cooperative.
+struct VariantRuns {
+  int ran = 0;
+  int cooperative = 0;
+};
+
+// Forces every variant of `op` that declares the shape's dtype and accepts the shape (one that
+// fails to launch is a test failure), calling check("variant NAME", NAME) after each; then runs
+// the planner's choice (workspace reserved first) and calls check("planner's choice NAME", NAME).
+template <class Check>
+VariantRuns run_variants_then_plan(Backend& be, const char* op, const ninfer_shape& shape, const void* args,
+                                   Check check) {
+  VariantRuns runs;
+  for (const ninfer_variant* v : be.plugin().variants_for(op)) {
+    if (!(v->dtype_mask & (1u << shape.dtype)) || (v->supports && !v->supports(&shape))) continue;
+    try {
+      be.run_variant(op, v->name, shape, args);
+    } catch (const Error& e) {
+      ADD_FAILURE() << "variant " << v->name << " failed: " << e.what();
+      continue;
+    }
+    check(std::string("variant ") + v->name, std::string(v->name));
+    ++runs.ran;
+    runs.cooperative += v->cooperative;
+  }
+  be.reserve_workspace(op, shape);
+  be.run(op, shape, args);
+  const std::string chosen = be.plan(op, shape).variant;
+  check("planner's choice " + chosen, chosen);
+  return runs;
 }
 
 // Elements [0, len) of each of `rows` rows `stride` apart.
