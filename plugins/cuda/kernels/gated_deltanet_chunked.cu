@@ -270,24 +270,14 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
                        err_len);
 }
 
-int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
-  return query_kernel_attributes(kKernel.kernel, kKernel.symbol, kKernel.threads, out, err, err_len);
-}
-
-int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
-  return query_driver_blocks(kKernel.kernel, kKernel.threads, dyn, blocks, err, err_len);
-}
-
 } // namespace
 
 int32_t register_gated_delta_rule_chunked(const ninfer_registrar* r, char* err, size_t err_len) {
   static ninfer_variant v{};
-  if (int32_t rc = describe_kernel(kKernel, kChunk, 1, v, err, err_len); rc != NINFER_OK) return rc;
+  if (int32_t rc = describe_form<kKernel>( kChunk, 1, v, err, err_len); rc != NINFER_OK) return rc;
   v.dynamic_smem_bytes = dynamic_smem;
   v.supports = supports;
   v.launch = launch;
-  v.query_loaded_resources = query;
-  v.query_driver_blocks_per_sm = driver_blocks;
   return r->add_variant(r->ctx, &v);
 }
 

@@ -46,6 +46,20 @@ int32_t launch_kernel(const KernelInfo& k, dim3 grid, const ninfer_launch* l, vo
 int32_t describe_kernel(const KernelInfo& k, int32_t tokens_per_cta, int32_t split_k, ninfer_variant& v, char* err,
                         size_t err_len);
 
+// describe_kernel, plus the variant's live resource queries on kernel K (the one the form
+// declares to the planner).
+template <const KernelInfo& K>
+int32_t describe_form(int32_t tokens_per_cta, int32_t split_k, ninfer_variant& v, char* err, size_t err_len) {
+  if (int32_t rc = describe_kernel(K, tokens_per_cta, split_k, v, err, err_len); rc != NINFER_OK) return rc;
+  v.query_loaded_resources = [](ninfer_kernel_resources* out, char* e, size_t e_len) {
+    return query_kernel_attributes(K.kernel, K.symbol, K.threads, out, e, e_len);
+  };
+  v.query_driver_blocks_per_sm = [](size_t dyn, int32_t* blocks, char* e, size_t e_len) {
+    return query_driver_blocks(K.kernel, K.threads, dyn, blocks, e, e_len);
+  };
+  return NINFER_OK;
+}
+
 // Writes a printf-style message to err and returns `status`.
 int32_t fail(int32_t status, char* err, size_t err_len, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
