@@ -293,19 +293,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   invert_unit_lower(A, T, P); // ends with a barrier: T and the scaled X are complete
 
   // W = T diag(beta e^G) K, rows 4r..4r+3 and columns d0 + 4c..+3 per thread.
-  for (int d0 = 0; d0 < kc; d0 += 64) {
-    float acc[4][4];
-    lower_times(T, kTPitch, X, L.pitch, r, d0 + 4 * c, acc);
-#pragma unroll
-    for (int ai = 0; ai < 4; ++ai) {
-      const int i = 4 * r + ai;
-      if (i >= n) continue;
-      float* dst = Ww + ((row0 + i) * Hv + h) * K;
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (d0 + 4 * c + e < K) dst[d0 + 4 * c + e] = acc[ai][e];
-    }
-  }
+  lower_times_to_rows<false>(T, kTPitch, X, L.pitch, r, c, n, kc, K,
+                            [&](int i) { return Ww + ((row0 + i) * Hv + h) * K; });
   __syncthreads(); // every read of X done before it takes the v rows
 
   stage_rows(X, L.pitch, a.v + static_cast<int64_t>(c0) * a.v_token_stride + static_cast<int64_t>(h) * V,
@@ -313,19 +302,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   __syncthreads();
 
   // U0 = T diag(beta) V.
-  for (int d0 = 0; d0 < vc; d0 += 64) {
-    float acc[4][4];
-    lower_times(T, kTPitch, X, L.pitch, r, d0 + 4 * c, acc);
-#pragma unroll
-    for (int ai = 0; ai < 4; ++ai) {
-      const int i = 4 * r + ai;
-      if (i >= n) continue;
-      float* dst = Uw + ((row0 + i) * Hv + h) * V;
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (d0 + 4 * c + e < V) dst[d0 + 4 * c + e] = acc[ai][e];
-    }
-  }
+  lower_times_to_rows<false>(T, kTPitch, X, L.pitch, r, c, n, vc, V,
+                            [&](int i) { return Uw + ((row0 + i) * Hv + h) * V; });
 }
 
 // ---- 2. carry: the state across chunks --------------------------------------------------------
@@ -527,19 +505,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   __syncthreads();
 
   // out += M U (the carry kernel wrote the inter-chunk half of every row < n).
-  for (int d0 = 0; d0 < vc; d0 += 64) {
-    float acc[4][4];
-    lower_times(M, kMPitch, Xk, L.pitch, r, d0 + 4 * c, acc);
-#pragma unroll
-    for (int ai = 0; ai < 4; ++ai) {
-      const int i = 4 * r + ai;
-      if (i >= n) continue;
-      float* dst = a.out + static_cast<int64_t>(c0 + i) * a.out_token_stride + static_cast<int64_t>(h) * V;
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (d0 + 4 * c + e < V) dst[d0 + 4 * c + e] += acc[ai][e];
-    }
-  }
+  lower_times_to_rows<true>(M, kMPitch, Xk, L.pitch, r, c, n, vc, V, [&](int i) {
+    return a.out + static_cast<int64_t>(c0 + i) * a.out_token_stride + static_cast<int64_t>(h) * V;
+  });
 }
 
 // ---- host side --------------------------------------------------------------------------------

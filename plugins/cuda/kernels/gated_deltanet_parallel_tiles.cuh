@@ -92,6 +92,33 @@ __device__ inline void lower_times(const float* L, int lpitch, const float* B, i
   }
 }
 
+// lower_times over a tile `width` columns wide (padded to `padded`, a multiple of 64), written
+// to global memory: row i < n of the product goes to row(i), columns < width, stored or, with
+// kAccumulate, added to what is there.
+template <bool kAccumulate, class Row>
+__device__ inline void lower_times_to_rows(const float* L, int lpitch, const float* B, int bpitch, int r, int c,
+                                           int n, int padded, int width, Row row) {
+  for (int d0 = 0; d0 < padded; d0 += 64) {
+    float acc[4][4];
+    lower_times(L, lpitch, B, bpitch, r, d0 + 4 * c, acc);
+#pragma unroll
+    for (int ai = 0; ai < 4; ++ai) {
+      const int i = 4 * r + ai;
+      if (i >= n) continue;
+      float* dst = row(i);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = d0 + 4 * c + e;
+        if (col >= width) continue;
+        if constexpr (kAccumulate)
+          dst[col] += acc[ai][e];
+        else
+          dst[col] = acc[ai][e];
+      }
+    }
+  }
+}
+
 // Pitches of the inverse's matrices: A is walked down its columns (odd pitch, no bank
 // conflicts), T is read as float4 rows by lower_times (multiple of 4), P is scratch.
 constexpr int kAPitch = kChunk + 1;
