@@ -91,26 +91,8 @@ __device__ void stage_chunk(const ninfer_gated_delta_rule_args& a, const Tiles& 
                                                      static_cast<int64_t>(h) * V + v0 + c]
                                                : 0.f;
   }
-  if (threadIdx.x < 32) {
-    // Inclusive scan of g over the 64 rows (two per lane); rows past n add nothing, so
-    // G there equals G_{n-1} and every decay factor stays finite.
-    const int lane = threadIdx.x;
-    float g0 = lane < n ? a.g[static_cast<int64_t>(c0 + lane) * Hv + h] : 0.f;
-    float g1 = lane + 32 < n ? a.g[static_cast<int64_t>(c0 + lane + 32) * Hv + h] : 0.f;
-    for (int off = 1; off < 32; off <<= 1) {
-      const float y0 = __shfl_up_sync(kFullWarp, g0, off);
-      const float y1 = __shfl_up_sync(kFullWarp, g1, off);
-      if (lane >= off) {
-        g0 += y0;
-        g1 += y1;
-      }
-    }
-    g1 += __shfl_sync(kFullWarp, g0, 31);
-    s.G[lane] = g0;
-    s.G[lane + 32] = g1;
-    s.beta[lane] = lane < n ? a.beta[static_cast<int64_t>(c0 + lane) * Hv + h] : 0.f;
-    s.beta[lane + 32] = lane + 32 < n ? a.beta[static_cast<int64_t>(c0 + lane + 32) * Hv + h] : 0.f;
-  }
+  const int64_t first = static_cast<int64_t>(c0) * Hv + h;
+  scan_decay(a.g + first, a.beta + first, Hv, n, s.G, s.beta);
 }
 
 __device__ void chunked(const ninfer_gated_delta_rule_args& a, int64_t begin, int64_t end) {

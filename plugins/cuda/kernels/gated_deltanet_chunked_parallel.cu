@@ -256,7 +256,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 
   stage_rows(X, L.pitch, a.k + static_cast<int64_t>(c0) * a.qk_token_stride + static_cast<int64_t>(kh) * K,
              a.qk_token_stride, n, K, L.fill);
-  scan_decay(a.g + static_cast<int64_t>(c0) * Hv + h, a.beta + static_cast<int64_t>(c0) * Hv + h, Hv, n, G, B);
+  ninfer::cuda_plugin::gdn::scan_decay(a.g + static_cast<int64_t>(c0) * Hv + h, a.beta + static_cast<int64_t>(c0) * Hv + h, Hv, n, G, B);
   for (int idx = threadIdx.x; idx < kChunk * kChunk; idx += kThreads) {
     const int i = idx / kChunk, j = idx - i * kChunk;
     T[i * kTPitch + j] = i == j ? 1.f : 0.f;

@@ -60,6 +60,29 @@ int32_t describe_form(int32_t tokens_per_cta, int32_t split_k, ninfer_variant& v
   return NINFER_OK;
 }
 
+// Cumulative log decay of one chunk: G[i] = g[0] + ... + g[i] for i < n, G[i] = G[n-1] past n
+// (so every e^{G_i - G_j} stays finite), and beta (0 past n). Warp 0 only, two rows per lane;
+// g and beta point at the chunk's first token of the head, `stride` apart. Both chunked forms.
+__device__ inline void scan_decay(const float* g, const float* beta, int64_t stride, int n, float* G, float* B) {
+  if (threadIdx.x >= 32) return;
+  const int lane = threadIdx.x;
+  float g0 = lane < n ? g[lane * stride] : 0.f;
+  float g1 = lane + 32 < n ? g[(lane + 32) * stride] : 0.f;
+  for (int off = 1; off < 32; off <<= 1) {
+    const float y0 = __shfl_up_sync(0xffffffffu, g0, off);
+    const float y1 = __shfl_up_sync(0xffffffffu, g1, off);
+    if (lane >= off) {
+      g0 += y0;
+      g1 += y1;
+    }
+  }
+  g1 += __shfl_sync(0xffffffffu, g0, 31);
+  G[lane] = g0;
+  G[lane + 32] = g1;
+  B[lane] = lane < n ? beta[lane * stride] : 0.f;
+  B[lane + 32] = lane + 32 < n ? beta[(lane + 32) * stride] : 0.f;
+}
+
 // Writes a printf-style message to err and returns `status`.
 int32_t fail(int32_t status, char* err, size_t err_len, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));

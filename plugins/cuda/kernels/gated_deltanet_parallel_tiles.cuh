@@ -170,26 +170,4 @@ __device__ inline void invert_unit_lower(const float* A, float* T, float* P) {
   }
 }
 
-// Cumulative log decay of one chunk: G[i] = g[0] + ... + g[i] for i < n, G[i] = G[n-1] past n
-// (so every e^{G_i - G_j} stays finite), and beta (0 past n). Warp 0 only, two rows per lane.
-__device__ inline void scan_decay(const float* g, const float* beta, int64_t stride, int n, float* G, float* B) {
-  if (threadIdx.x >= 32) return;
-  const int lane = threadIdx.x;
-  float g0 = lane < n ? g[lane * stride] : 0.f;
-  float g1 = lane + 32 < n ? g[(lane + 32) * stride] : 0.f;
-  for (int off = 1; off < 32; off <<= 1) {
-    const float y0 = __shfl_up_sync(kFullWarp, g0, off);
-    const float y1 = __shfl_up_sync(kFullWarp, g1, off);
-    if (lane >= off) {
-      g0 += y0;
-      g1 += y1;
-    }
-  }
-  g1 += __shfl_sync(kFullWarp, g0, 31);
-  G[lane] = g0;
-  G[lane + 32] = g1;
-  B[lane] = lane < n ? beta[lane * stride] : 0.f;
-  B[lane + 32] = lane + 32 < n ? beta[(lane + 32) * stride] : 0.f;
-}
-
 } // namespace ninfer::cuda_plugin::gdn::parallel
