@@ -19,12 +19,8 @@ TEST(LinearOp, MatchesDoubleOracleForF32AndBf16Weights) {
                            {67, 129, 70}, {1, 300, 257}}) {
       const int64_t xs = K + 3, ys = N + 2;
       auto x = randn(rng, T * xs);
-      auto w = randn(rng, static_cast<size_t>(N) * K, 1.f / std::sqrt(float(K)));
-      std::vector<uint16_t> wb(w.size());
-      for (size_t i = 0; i < w.size(); ++i) {
-        wb[i] = to_bf16(w[i]);
-        if (dtype == NINFER_DTYPE_BF16) w[i] = from_bf16(wb[i]);
-      }
+      const LinearWeights lw = random_linear_weights(rng, N, K, dtype);
+      const std::vector<float>& w = lw.f;
       std::vector<double> want;
       for (int64_t t = 0; t < T; ++t)
         for (int32_t n = 0; n < N; ++n) {
@@ -33,9 +29,7 @@ TEST(LinearOp, MatchesDoubleOracleForF32AndBf16Weights) {
           want.push_back(s);
         }
       auto y = poisoned(T * ys);
-      ninfer_linear_args a{x.data(), xs,
-                           dtype == NINFER_DTYPE_F32 ? static_cast<const void*>(w.data()) : wb.data(),
-                           y.data(), ys, T, K, N, dtype};
+      ninfer_linear_args a{x.data(), xs, lw.data(), y.data(), ys, T, K, N, dtype};
       be.run(NINFER_OP_LINEAR, {T, {K, N, 0, 0}, dtype}, &a);
       std::vector<float> got;
       for (int64_t t = 0; t < T; ++t)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ninfer/abi/ops/token_batch.h"
+#include "ninfer/abi/plugin_abi.h"
 #include "ninfer/device.hpp"
 #include "ninfer/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
@@ -37,6 +38,26 @@ inline std::vector<float> randn(std::mt19937_64& rng, size_t n, float scale = 1.
 }
 
 inline std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// Random `linear` weights [N, K] (scale 1/sqrt(K)) in the two forms a test needs: `f`, the
+// values the op computes with (rounded to bf16 when dtype is BF16), and `bf16`, their stored bits.
+struct LinearWeights {
+  std::vector<float> f;
+  std::vector<uint16_t> bf16;
+  int32_t dtype;
+  // What ninfer_linear_args.w takes for `dtype`.
+  const void* data() const { return dtype == NINFER_DTYPE_F32 ? static_cast<const void*>(f.data()) : bf16.data(); }
+};
+
+inline LinearWeights random_linear_weights(std::mt19937_64& rng, int32_t N, int32_t K, int32_t dtype) {
+  LinearWeights w{randn(rng, static_cast<size_t>(N) * K, 1.f / std::sqrt(float(K))), {}, dtype};
+  w.bf16.resize(w.f.size());
+  for (size_t i = 0; i < w.f.size(); ++i) {
+    w.bf16[i] = to_bf16(w.f[i]);
+    if (dtype == NINFER_DTYPE_BF16) w.f[i] = from_bf16(w.bf16[i]);
+  }
+  return w;
+}
 
 // Host arrays of a token batch; batch() points into them.
 struct TokenBatch {

@@ -52,12 +52,8 @@ TEST(PrecisionEmulation, LinearRoundsTheActivationToBf16ForBf16Weights) {
     for (auto [T, K, N] : {std::tuple<int64_t, int32_t, int32_t>{1, 64, 33}, {9, 129, 70}, {70, 96, 5}}) {
       const int64_t xs = K + 3, ys = N + 2;
       auto x = randn(rng, T * xs);
-      auto w = randn(rng, static_cast<size_t>(N) * K, 1.f / std::sqrt(float(K)));
-      std::vector<uint16_t> wb(w.size());
-      for (size_t i = 0; i < w.size(); ++i) {
-        wb[i] = to_bf16(w[i]);
-        if (dtype == NINFER_DTYPE_BF16) w[i] = from_bf16(wb[i]);
-      }
+      const LinearWeights lw = random_linear_weights(rng, N, K, dtype);
+      const std::vector<float>& w = lw.f;
       std::vector<double> want, unrounded;
       for (int64_t t = 0; t < T; ++t)
         for (int32_t n = 0; n < N; ++n) {
@@ -72,8 +68,7 @@ TEST(PrecisionEmulation, LinearRoundsTheActivationToBf16ForBf16Weights) {
           unrounded.push_back(u);
         }
       auto y = poisoned(T * ys);
-      ninfer_linear_args a{x.data(), xs, dtype == NINFER_DTYPE_F32 ? static_cast<const void*>(w.data()) : wb.data(),
-                           y.data(), ys, T, K, N, dtype};
+      ninfer_linear_args a{x.data(), xs, lw.data(), y.data(), ys, T, K, N, dtype};
       be.run_variant(NINFER_OP_LINEAR, "emulate_bf16_x", {T, {K, N, 0, 0}, dtype}, &a);
       std::vector<float> got;
       for (int64_t t = 0; t < T; ++t)
