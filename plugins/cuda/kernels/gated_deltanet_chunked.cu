@@ -256,7 +256,7 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
 
 int32_t register_gated_delta_rule_chunked(const ninfer_registrar* r, char* err, size_t err_len) {
   static ninfer_variant v{};
-  if (int32_t rc = describe_form<kKernel>( kChunk, 1, v, err, err_len); rc != NINFER_OK) return rc;
+  if (int32_t rc = describe_form<kKernel>(kChunk, 1, v, err, err_len); rc != NINFER_OK) return rc;
   v.dynamic_smem_bytes = dynamic_smem;
   v.supports = supports;
   v.launch = launch;

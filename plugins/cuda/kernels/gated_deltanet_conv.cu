@@ -150,7 +150,7 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
 
 int32_t register_causal_conv1d(const ninfer_registrar* r, char* err, size_t err_len) {
   static ninfer_variant v{};
-  if (int32_t rc = describe_form<kKernel>( kTokensPerCta, kChannelSlices, v, err, err_len); rc != NINFER_OK)
+  if (int32_t rc = describe_form<kKernel>(kTokensPerCta, kChannelSlices, v, err, err_len); rc != NINFER_OK)
     return rc;
   v.dynamic_smem_bytes = dynamic_smem;
   v.supports = supports;
