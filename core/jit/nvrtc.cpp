@@ -8,6 +8,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <mutex>
 
 #include "ninfer/error.hpp"
@@ -35,6 +37,7 @@ namespace {
 int nvrtc_version() { no_cuda(); }
 bool nvrtc_supports_cubin(int, int) { no_cuda(); }
 uint64_t cache_key(const CompileRequest&) { no_cuda(); }
+std::vector<std::string> cuda_include_dirs() { return {}; }
 CompiledKernel compile(const CompileRequest&, const KernelCache*) { no_cuda(); }
 struct LoadedModule::Impl {};
 LoadedModule::LoadedModule(const CompiledKernel&, int) { no_cuda(); }
@@ -165,12 +168,37 @@ uint64_t key_for(const CompileRequest& r, const std::string& arch, PayloadKind k
   for (const auto& o : r.options) h.add(o);
   h.add(uint64_t{r.name_expressions.size()});
   for (const auto& e : r.name_expressions) h.add(e);
+  h.add(uint64_t{r.headers.size()});
+  for (const auto& [name, text] : r.headers) h.add(name).add(text);
   return h.add(arch).add(static_cast<uint64_t>(version)).add(static_cast<uint64_t>(kind)).value();
 }
 
 } // namespace
 
 int nvrtc_version() { return nvrtc().version; }
+
+std::vector<std::string> cuda_include_dirs() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("NINFER_CUDA_INCLUDE"); env && *env) candidates.emplace_back(env);
+  // The toolkit NVRTC came from: <toolkit>/lib64/libnvrtc.so.N -> <toolkit>/include.
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(nvrtc().nvrtcVersion), &info) && info.dli_fname) {
+    std::error_code ec;
+    const fs::path lib = fs::canonical(info.dli_fname, ec);
+    if (!ec) candidates.push_back(lib.parent_path().parent_path() / "include");
+  }
+  candidates.emplace_back(NINFER_CUDA_INCLUDE_DIR);
+  for (const auto& c : candidates) {
+    std::error_code ec;
+    if (!fs::exists(c / "cuda_bf16.h", ec)) continue;
+    std::vector<std::string> dirs{c.string()};
+    // CUDA 13 keeps libcu++ (<cuda/std/...>) under include/cccl.
+    if (fs::exists(c / "cccl" / "cuda" / "std", ec)) dirs.push_back((c / "cccl").string());
+    return dirs;
+  }
+  return {};
+}
 
 bool nvrtc_supports_cubin(int cc_major, int cc_minor) {
   const auto& a = nvrtc().archs;
@@ -202,7 +230,15 @@ CompiledKernel compile(const CompileRequest& r, const KernelCache* cache) {
     if (rc != NVRTC_SUCCESS)
       throw Error(fmt::format("NVRTC {} failed for kernel '{}': {}", what, r.name, n.nvrtcGetErrorString(rc)));
   };
-  check(n.nvrtcCreateProgram(&prog, r.source.c_str(), (r.name + ".cu").c_str(), 0, nullptr, nullptr), "create");
+  std::vector<const char*> header_text, header_names;
+  for (const auto& [name, text] : r.headers) {
+    header_names.push_back(name.c_str());
+    header_text.push_back(text.c_str());
+  }
+  const std::string file = r.name.ends_with(".cu") ? r.name : r.name + ".cu";
+  check(n.nvrtcCreateProgram(&prog, r.source.c_str(), file.c_str(), static_cast<int>(r.headers.size()),
+                             header_text.data(), header_names.data()),
+        "create");
   struct Guard {
     const Nvrtc& n;
     nvrtcProgram* p;

@@ -12,6 +12,7 @@
 
 #include "ninfer/error.hpp"
 #include "ninfer/jit/jit_variants.hpp"
+#include "ninfer/jit/plugin_compiler.hpp"
 
 namespace ninfer {
 namespace {
@@ -64,6 +65,12 @@ int32_t add_variant(void* ctx, const ninfer_variant* v) {
   if (rc->plugin->find_variant(v->op, v->name)) return refuse("registered twice");
   rc->plugin->variants.push_back(v);
   return NINFER_OK;
+}
+
+// Run-time compilation for plugins without machine code for the card (cuda-generic).
+int32_t compile_cuda(void*, const ninfer_cuda_program* programs, int32_t count, int32_t cc_major, int32_t cc_minor,
+                     ninfer_cuda_image* images, char* err, size_t err_len) {
+  return jit::compile_for_plugin(programs, count, cc_major, cc_minor, images, err, err_len);
 }
 
 } // namespace
@@ -125,7 +132,7 @@ bool PluginHost::load_file(const std::filesystem::path& file) {
   plugin->file = file;
   plugin->abi = abi;
   RegistrationContext ctx{plugin.get(), {}};
-  ninfer_registrar reg{&ctx, add_variant};
+  ninfer_registrar reg{&ctx, add_variant, compile_cuda};
   const int32_t rc = abi->register_variants(&reg);
   for (const auto& p : ctx.problems) problem(p);
   if (rc != NINFER_OK) return problem(fmt::format("registration failed (status {})", rc));

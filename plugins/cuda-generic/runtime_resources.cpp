@@ -19,14 +19,10 @@
 
 #include "build_resources.hpp"
 #include "generic_plugin.hpp"
+#include "kernels/grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {
-
-struct KernelHandle {
-  const char* symbol; // the mangled device name: a string literal of the generated code
-  const void* host;   // what cudaLaunchKernel / cudaFuncGetAttributes take
-};
 
 std::vector<KernelHandle>& kernels() {
   static auto* k = new std::vector<KernelHandle>; // never destroyed: used from static init
@@ -48,6 +44,8 @@ Ready& ready() {
 
 } // namespace
 
+const std::vector<KernelHandle>& registered_kernels() { return kernels(); }
+
 const BuildResource* find_build_resource(const char* symbol) {
   static std::deque<BuildResource> found; // stable addresses: variants keep pointers into it
   for (const auto& r : found)
@@ -55,9 +53,9 @@ const BuildResource* find_build_resource(const char* symbol) {
   for (const auto& k : kernels()) {
     if (std::strcmp(k.symbol, symbol) != 0) continue;
     cudaFuncAttributes a{};
-    // Loads the kernel's module: the driver JIT-compiles its PTX for this device (or takes it
-    // from its compute cache, ~/.nv/ComputeCache).
-    if (cudaError_t rc = cudaFuncGetAttributes(&a, k.host); rc != cudaSuccess) {
+    // The NVRTC-compiled kernel's, or (PTX fallback) loading the kernel's module makes the driver
+    // JIT-compile its PTX for this device (or take it from ~/.nv/ComputeCache).
+    if (cudaError_t rc = cudaFuncGetAttributes(&a, device_entry(k.host)); rc != cudaSuccess) {
       std::fprintf(stderr, "cuda-generic: cudaFuncGetAttributes(%s): %s\n", symbol, cudaGetErrorString(rc));
       cudaGetLastError();
       return nullptr;
@@ -69,7 +67,7 @@ const BuildResource* find_build_resource(const char* symbol) {
   return nullptr;
 }
 
-int32_t generic_device_ready() {
+int32_t generic_device_ready(const ninfer_registrar* reg) {
   Ready& r = ready();
   if (r.checked) return r.ok;
   r.checked = true;
@@ -102,6 +100,9 @@ int32_t generic_device_ready() {
     std::snprintf(r.why, sizeof r.why, "no kernels were registered with the CUDA runtime (start-up hook missing)");
     return 0;
   }
+  std::string why;
+  if (!load_nvrtc_kernels(reg, p.major, p.minor, &why))
+    std::fprintf(stderr, "cuda-generic: running the driver-compiled compute_80 PTX: %s\n", why.c_str());
   r.ok = true;
   return 1;
 }
@@ -134,9 +135,7 @@ int32_t generic_score(const ninfer_device_info* d, char* why, size_t why_len) {
     return 0;
   }
   // Below every exact-architecture plugin (100), above nothing.
-  std::snprintf(why, why_len,
-                "generic: compute_80 PTX JIT-compiled by the driver for compute %d.%d (no architecture-specific code)",
-                d->cc_major, d->cc_minor);
+  std::snprintf(why, why_len, "generic: %s", generic_kernels_origin().c_str());
   return 10;
 }
 

@@ -1,4 +1,5 @@
 #include "cuda_variant.hpp"
+#include "kernels/grid_dependency.cuh"
 
 #include <cuda_runtime.h>
 
@@ -32,7 +33,7 @@ ninfer_kernel_resources make_resources(const BuildResource& r, int32_t threads_p
 int32_t query_kernel_attributes(const void* kernel, const char* symbol, int32_t threads_per_block,
                                 ninfer_kernel_resources* out, char* err, size_t err_len) {
   cudaFuncAttributes attr{};
-  if (cudaError_t rc = cudaFuncGetAttributes(&attr, kernel); rc != cudaSuccess) {
+  if (cudaError_t rc = cudaFuncGetAttributes(&attr, device_entry(kernel)); rc != cudaSuccess) {
     std::snprintf(err, err_len, "cudaFuncGetAttributes(%s): %s", symbol, cudaGetErrorString(rc));
     return NINFER_ERR_LAUNCH;
   }
@@ -48,10 +49,10 @@ int32_t query_kernel_attributes(const void* kernel, const char* symbol, int32_t 
 
 int32_t query_driver_blocks(const void* kernel, int32_t threads_per_block, size_t dynamic_smem, int32_t* blocks,
                             char* err, size_t err_len) {
-  cudaError_t rc = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(dynamic_smem));
+  cudaError_t rc = set_max_dynamic_smem(kernel, dynamic_smem);
   int n = 0;
-  if (rc == cudaSuccess) rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads_per_block, dynamic_smem);
+  if (rc == cudaSuccess)
+    rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, device_entry(kernel), threads_per_block, dynamic_smem);
   if (rc != cudaSuccess) {
     std::snprintf(err, err_len, "occupancy query (%d threads, %zu B dynamic smem): %s", threads_per_block,
                   dynamic_smem, cudaGetErrorString(rc));

@@ -43,7 +43,7 @@ int32_t register_variants(const ninfer_registrar* r) {
 #if NINFER_RUNTIME_RESOURCES
   // cuda-generic has resources only for a live GPU: without one it registers nothing (and
   // scores 0 with the reason) rather than failing to load.
-  if (!generic_device_ready()) return NINFER_OK;
+  if (!generic_device_ready(r)) return NINFER_OK;
 #endif
   for (Register fn : {register_gdn_gating, register_pointwise_ops, register_linear, register_attention,
                       register_gated_deltanet, register_argmax, register_sample, register_fill_random}) {

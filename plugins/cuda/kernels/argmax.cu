@@ -5,9 +5,11 @@
 
 #include <cfloat>
 #include <cmath>
+#ifndef __CUDACC_RTC__
 #include <cstdio>
 
 #include "../cuda_variant.hpp"
+#endif
 #include "ninfer/abi/ops/argmax.h"
 #include "grid_dependency.cuh"
 
@@ -104,6 +106,7 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
   }
 }
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
@@ -158,3 +161,4 @@ int32_t register_argmax(const ninfer_registrar* r, char* err, size_t err_len) {
 }
 
 } // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__

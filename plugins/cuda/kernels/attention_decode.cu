@@ -27,11 +27,13 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#ifndef __CUDACC_RTC__
 #include <cstdio>
 #include <utility>
 
 #include "../cuda_variant.hpp"
 #include "attention_host.hpp"
+#endif
 #include "attention_tile.cuh"
 #include "grid_dependency.cuh"
 
@@ -217,6 +219,7 @@ NINFER_ATTENTION_DECODE(decode_hd64_kvbf16, __nv_bfloat16, 64)
 NINFER_ATTENTION_DECODE_BOUNDED(decode_hd128_kvbf16, __nv_bfloat16, 128, 4)
 NINFER_ATTENTION_DECODE(decode_hd256_kvbf16, __nv_bfloat16, 256)
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::attention {
 namespace {
 
@@ -355,3 +358,4 @@ int32_t register_attention_decode(const ninfer_registrar* r, char* err, size_t e
 }
 
 } // namespace ninfer::cuda_plugin::attention
+#endif // __CUDACC_RTC__

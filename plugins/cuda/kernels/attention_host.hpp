@@ -43,8 +43,7 @@ inline int32_t launch_kernel(Kernel k, dim3 grid, int threads, const ninfer_atte
   ninfer_attention_args a = args;
   int64_t b = l.token_begin, e = l.token_end;
   float* ws = static_cast<float*>(l.workspace);
-  cudaError_t rc = cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(l.dynamic_smem_bytes));
+  cudaError_t rc = set_max_dynamic_smem(reinterpret_cast<const void*>(k), l.dynamic_smem_bytes);
   if (rc == cudaSuccess) {
     void* params[] = {&a, &b, &e, &ws};
     auto s = static_cast<cudaStream_t>(stream);

@@ -19,11 +19,13 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#ifndef __CUDACC_RTC__
 #include <utility>
 
 #include "../cuda_variant.hpp"
 #include "attention_host.hpp"
 #include "attention_prefill_family.hpp"
+#endif
 #include "attention_tile.cuh"
 #include "grid_dependency.cuh"
 
@@ -111,6 +113,7 @@ NINFER_ATTENTION_PREFILL(prefill_hd64_kvbf16, __nv_bfloat16, 64)
 NINFER_ATTENTION_PREFILL(prefill_hd128_kvbf16, __nv_bfloat16, 128)
 NINFER_ATTENTION_PREFILL(prefill_hd256_kvbf16, __nv_bfloat16, 256)
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::attention {
 namespace {
 
@@ -139,3 +142,4 @@ int32_t register_attention_prefill(const ninfer_registrar* r, char* err, size_t 
 }
 
 } // namespace ninfer::cuda_plugin::attention
+#endif // __CUDACC_RTC__

@@ -28,12 +28,16 @@
 #include <cuda_runtime.h>
 
 #include <type_traits>
+#ifndef __CUDACC_RTC__
 #include <utility>
 
 #include "../cuda_variant.hpp"
 #include "attention_host.hpp"
+#endif
 #include "attention_mma.cuh"
+#ifndef __CUDACC_RTC__
 #include "attention_prefill_family.hpp"
+#endif
 #include "attention_tile.cuh"
 #include "grid_dependency.cuh"
 
@@ -47,10 +51,12 @@ constexpr int kMmaKeyTile = 32, kHd128Warps = 8, kHd256Warps = 4;
 // 16-bit elements per shared-memory row: head dims plus 8, so the 8 rows one ldmatrix reads fall
 // in distinct banks (row pitch 16 bytes past a multiple of 128).
 __host__ __device__ constexpr int mma_pitch(int hd) { return hd + 8; }
+#ifndef __CUDACC_RTC__ // host side
 // q tile (16 rows per warp), K tile, V tile.
 constexpr size_t mma_smem_bytes(int hd, int warps, int key_tile) {
   return sizeof(__nv_bfloat16) * static_cast<size_t>(16 * warps + 2 * key_tile) * mma_pitch(hd);
 }
+#endif
 
 // One 16-byte cache vector (KvElem<E>::kVec elements) as elements of the input format at p
 // (8-byte aligned for 4 elements, 16-byte for 8): copied when the cache is in the input format,
@@ -343,6 +349,7 @@ NINFER_ATTENTION_PREFILL_MMA(prefill_mma_f16_hd256, F16Inputs, 256, kHd256Warps,
 NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd128, Bf16Inputs, 128, kHd128Warps, 2)
 NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd256, Bf16Inputs, 256, kHd256Warps, 2)
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::attention {
 namespace {
 
@@ -382,3 +389,4 @@ int32_t register_attention_prefill_mma(const ninfer_registrar* r, char* err, siz
 }
 
 } // namespace ninfer::cuda_plugin::attention
+#endif // __CUDACC_RTC__

@@ -61,10 +61,12 @@ NINFER_HD_FN int kv_dtype_index(int32_t dtype) {
 constexpr int kHeadDimClasses[] = {64, 128, 256};
 constexpr int kHeadDimClassCount = 3;
 
+#ifndef __CUDACC_RTC__ // host side
 inline bool head_dim_in_class(int64_t head_dim, int hd_class) {
   const int64_t low = hd_class == kHeadDimClasses[0] ? 0 : hd_class / 2;
   return head_dim > low && head_dim <= hd_class;
 }
+#endif
 
 // Key chunks per kv head when a token's keys are spread over `splits` CTAs: splits below the
 // kv head count split heads only (each CTA takes whole heads).
@@ -73,6 +75,7 @@ NINFER_HD_FN int chunks_per_head(int splits, int kv_heads) { return splits >= kv
 // Floats of one partial result (running max, sum, unnormalised output row).
 NINFER_HD_FN int64_t partial_floats(int64_t head_dim) { return head_dim + 2; }
 
+#ifndef __CUDACC_RTC__ // host side
 // Shapes every variant needs: a head-dim class, whole GQA groups, a token count.
 inline bool basic_shape_ok(const ninfer_shape& s, int hd_class) {
   const int64_t head_dim = s.dims[0], heads = s.dims[1], kv_heads = s.dims[2];
@@ -107,5 +110,7 @@ NINFER_HD_FN constexpr size_t smem_bytes(int hd_class, int rows) {
   return sizeof(float) * (static_cast<size_t>(rows) * hd_class + static_cast<size_t>(kKeysPerTile) * (hd_class + 4) +
                           static_cast<size_t>(kKeysPerTile) * hd_class);
 }
+
+#endif
 
 } // namespace ninfer::cuda_plugin::attention

@@ -7,12 +7,18 @@
 // in-place forms the contracts allow are safe.
 #include <cuda_runtime.h>
 
+#ifndef __CUDACC_RTC__
 #include "../cuda_variant.hpp"
+#endif
 #include "ninfer/abi/ops/sigmoid_gate.h"
 #include "ninfer/abi/ops/silu_mul.h"
+#ifndef __CUDACC_RTC__
 #include "pointwise_families.hpp"
+#endif
 #include "pointwise_math.cuh"
+#ifndef __CUDACC_RTC__
 #include "token_variant.cuh"
+#endif
 #include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
@@ -91,6 +97,7 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
   ninfer::cuda_plugin::sigmoid_gate_rows(a, b, e);
 }
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
@@ -124,3 +131,4 @@ int32_t register_elementwise(const ninfer_registrar* r, char* err, size_t err_le
 }
 
 } // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__

@@ -8,10 +8,14 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#ifndef __CUDACC_RTC__
 #include "../cuda_variant.hpp"
+#endif
 #include "ninfer/abi/ops/embedding.h"
+#ifndef __CUDACC_RTC__
 #include "pointwise_families.hpp"
 #include "token_variant.cuh"
+#endif
 #include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
@@ -55,6 +59,7 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
   ninfer::cuda_plugin::gather_rows<__nv_bfloat16>(a, b, e);
 }
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
@@ -83,3 +88,4 @@ int32_t register_embedding(const ninfer_registrar* r, char* err, size_t err_len)
 }
 
 } // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__

@@ -5,7 +5,10 @@
 #include <cuda_runtime.h>
 
 #include "ninfer/abi/ops/fill_random.h"
+#include "ninfer/abi/plugin_abi.h"
+#ifndef __CUDACC_RTC__
 #include "token_variant.cuh"
+#endif
 #include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
@@ -50,6 +53,7 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
   ninfer::cuda_plugin::fill_rows(a, b, e);
 }
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
@@ -74,3 +78,4 @@ int32_t register_fill_random(const ninfer_registrar* r, char* err, size_t err_le
 }
 
 } // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__

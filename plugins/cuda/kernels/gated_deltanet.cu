@@ -35,8 +35,7 @@ int32_t fail(int32_t status, char* err, size_t err_len, const char* fmt, ...) {
 
 int32_t launch_kernel(const KernelInfo& k, dim3 grid, const ninfer_launch* l, void** params, void* stream,
                       char* err, size_t err_len) {
-  cudaError_t rc = cudaFuncSetAttribute(k.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(l->dynamic_smem_bytes));
+  cudaError_t rc = set_max_dynamic_smem(k.kernel, l->dynamic_smem_bytes);
   if (rc == cudaSuccess)
     rc = ninfer::cuda_plugin::launch_kernel(k.kernel, grid, dim3(l->block), params, l->dynamic_smem_bytes,
                                             static_cast<cudaStream_t>(stream));

@@ -62,7 +62,9 @@ struct Layout {
   }
 };
 
+#ifndef __CUDACC_RTC__ // host side
 size_t smem_bytes(int64_t k_dim) { return sizeof(float) * static_cast<size_t>(Layout(k_dim).total); }
+#endif
 
 struct Tiles {
   float *S, *Kc, *Qc, *U, *M, *G, *beta, *wlast;
@@ -217,6 +219,7 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gdn::kThreads)
   ninfer::cuda_plugin::gdn::chunked(a, token_begin, token_end);
 }
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::gdn {
 namespace {
 
@@ -264,3 +267,4 @@ int32_t register_gated_delta_rule_chunked(const ninfer_registrar* r, char* err, 
 }
 
 } // namespace ninfer::cuda_plugin::gdn
+#endif // __CUDACC_RTC__

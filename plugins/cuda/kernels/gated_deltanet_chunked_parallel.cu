@@ -30,7 +30,9 @@
 // tokens x v_heads x (k_dim + v_dim + 1) floats.
 #include <cuda_runtime.h>
 
+#ifndef __CUDACC_RTC__
 #include <algorithm>
+#endif
 
 #include "gated_deltanet_common.cuh"
 #include "gated_deltanet_parallel_tiles.cuh"
@@ -99,11 +101,14 @@ struct CarryLayout {
   }
 };
 
+#ifndef __CUDACC_RTC__ // host side
 size_t prepare_smem(int K, int V) { return sizeof(float) * PrepareLayout(K, V).total; }
 size_t outputs_smem(int K, int V) { return sizeof(float) * OutputsLayout(K, V).total; }
 size_t carry_smem(int K) { return sizeof(float) * CarryLayout(K).total; }
 size_t max_smem(int K, int V) { return std::max({prepare_smem(K, V), outputs_smem(K, V), carry_smem(K)}); }
+#endif
 
+#ifndef __CUDACC_RTC__ // host side
 // Caller's workspace, rows indexed by (token - token_begin): the chunk table, then per token
 // and value head G, W (k_dim wide) and U (v_dim wide; U0 until the carry kernel replaces it).
 struct Workspace {
@@ -127,6 +132,7 @@ struct Workspace {
 // Upper bound on the chunks of a launch covering `range` tokens in `seqs` sequences: each has
 // at least one token, and sum ceil(len / 64) < range / 64 + seqs.
 int64_t chunk_bound(int64_t range, int64_t seqs) { return std::min(range, (range + kChunk - 1) / kChunk + seqs); }
+#endif
 
 // Rows ri and ri + 32 of a tile times the carry kernel's state slice [kc][32]: acc[a][e] =
 // sum_d tile[ri + 32a][d] * S[d][4cg + e]. The 4 tile rows a warp reads sit in distinct
@@ -510,6 +516,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   });
 }
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 // ---- host side --------------------------------------------------------------------------------
 namespace ninfer::cuda_plugin::gdn {
 namespace {
@@ -538,7 +545,7 @@ size_t workspace_bytes(const ninfer_shape* s, int64_t tokens) {
 
 int32_t launch_one(const void* kernel, const char* what, dim3 grid, int threads, size_t smem, void** params,
                    void* stream, char* err, size_t err_len) {
-  cudaError_t rc = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  cudaError_t rc = set_max_dynamic_smem(kernel, smem);
   if (rc == cudaSuccess)
     rc = ninfer::cuda_plugin::launch_kernel(kernel, grid, dim3(threads), params, smem, static_cast<cudaStream_t>(stream));
   if (rc == cudaSuccess) return NINFER_OK;
@@ -615,3 +622,4 @@ int32_t register_gated_delta_rule_chunked_parallel(const ninfer_registrar* r, ch
 }
 
 } // namespace ninfer::cuda_plugin::gdn
+#endif // __CUDACC_RTC__

@@ -14,7 +14,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#ifndef __CUDACC_RTC__ // host side; NVRTC compiles device code only (cuda-generic, docs/plugins.md)
 #include "../cuda_variant.hpp"
+#endif
 
 // Every byte of shared memory these kernels use is dynamic (sized per shape by the variant),
 // so the build-time table's static figure is zero and the planner sees the real total.
@@ -25,6 +27,7 @@ namespace ninfer::cuda_plugin::gdn {
 // CUDA's limit on grid.z, where the gated delta rule puts its (value head, column block) problems.
 constexpr int32_t kMaxGridZ = 65535;
 
+#ifndef __CUDACC_RTC__
 // One compiled kernel of the family.
 struct KernelInfo {
   const char* op;
@@ -59,6 +62,7 @@ int32_t describe_form(int32_t tokens_per_cta, int32_t split_k, ninfer_variant& v
   };
   return NINFER_OK;
 }
+#endif
 
 // Cumulative log decay of one chunk: G[i] = g[0] + ... + g[i] for i < n, G[i] = G[n-1] past n
 // (so every e^{G_i - G_j} stays finite), and beta (0 past n). Warp 0 only, two rows per lane;
@@ -83,6 +87,7 @@ __device__ inline void scan_decay(const float* g, const float* beta, int64_t str
   B[lane + 32] = lane + 32 < n ? beta[(lane + 32) * stride] : 0.f;
 }
 
+#ifndef __CUDACC_RTC__
 // Writes a printf-style message to err and returns `status`.
 int32_t fail(int32_t status, char* err, size_t err_len, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -91,5 +96,6 @@ int32_t register_causal_conv1d(const ninfer_registrar* r, char* err, size_t err_
 int32_t register_gated_delta_rule_recurrent(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_gated_delta_rule_chunked(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_gated_delta_rule_chunked_parallel(const ninfer_registrar* r, char* err, size_t err_len);
+#endif
 
 } // namespace ninfer::cuda_plugin::gdn

@@ -42,7 +42,9 @@ struct TokenInfo {
 // Tokens a tile looks at: its own plus up to kernel-2 that spill past its end.
 __host__ __device__ constexpr int tile_span(int kernel) { return kTokensPerCta + (kernel > 2 ? kernel - 2 : 0); }
 
+#ifndef __CUDACC_RTC__ // host side
 size_t smem_bytes(int kernel) { return sizeof(TokenInfo) * static_cast<size_t>(tile_span(kernel)); }
+#endif
 
 // Element `idx` of the sequence's window for channel c: the kernel-1 state entries, then its inputs.
 __device__ __forceinline__ float window(const ninfer_causal_conv1d_args& a, const float* st, int32_t first, int idx,
@@ -119,6 +121,7 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gdn::kThreads)
   ninfer::cuda_plugin::gdn::conv_tiles(a, token_begin, token_end);
 }
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::gdn {
 namespace {
 
@@ -159,3 +162,4 @@ int32_t register_causal_conv1d(const ninfer_registrar* r, char* err, size_t err_
 }
 
 } // namespace ninfer::cuda_plugin::gdn
+#endif // __CUDACC_RTC__

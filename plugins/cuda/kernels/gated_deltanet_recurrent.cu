@@ -29,7 +29,9 @@ constexpr int kCols = 32; // value columns per CTA: one per lane
 
 // Shared memory in floats: state slice [k_dim][kCols], k and scale*q of the token [2][k_dim],
 // the two reductions' partial sums [2][kWarps][kCols].
+#ifndef __CUDACC_RTC__ // host side
 size_t smem_floats(int64_t k_dim) { return k_dim * kCols + 2 * k_dim + 2 * kWarps * kCols; }
+#endif
 
 __device__ void recurrent(const ninfer_gated_delta_rule_args& a, int64_t begin, int64_t end) {
   const int K = a.k_dim, V = a.v_dim, Hv = a.v_heads;
@@ -100,6 +102,7 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gdn::kThreads)
   ninfer::cuda_plugin::gdn::recurrent(a, token_begin, token_end);
 }
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::gdn {
 namespace {
 
@@ -144,3 +147,4 @@ int32_t register_gated_delta_rule_recurrent(const ninfer_registrar* r, char* err
 }
 
 } // namespace ninfer::cuda_plugin::gdn
+#endif // __CUDACC_RTC__

@@ -14,11 +14,13 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#ifndef __CUDACC_RTC__
 #include <cstdio>
 #include <utility>
 
 #include "../build_resources.hpp"
 #include "../cuda_variant.hpp"
+#endif
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "grid_dependency.cuh"
 
@@ -230,6 +232,7 @@ NINFER_GATING_SPLIT(ninfer_gdn_gating_split8_bf16, __nv_bfloat16, 128, 8, 2)
 NINFER_GATING_PER_HEAD(ninfer_gdn_gating_per_head_f32, float, 4)
 NINFER_GATING_PER_HEAD(ninfer_gdn_gating_per_head_bf16, __nv_bfloat16, 4)
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
@@ -300,9 +303,7 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
   GatingKernel k = a.dtype == NINFER_DTYPE_F32 ? d.kernel_f32 : d.kernel_bf16;
   int64_t b = l->token_begin, e = l->token_end;
   float* ws = static_cast<float*>(l->workspace);
-  cudaError_t rc = cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(l->dynamic_smem_bytes));
+  cudaError_t rc = set_max_dynamic_smem(reinterpret_cast<const void*>(k), l->dynamic_smem_bytes);
   if (rc == cudaSuccess) {
     void* params[] = {&a, &b, &e, &ws};
     dim3 grid(l->grid_x, l->grid_y), block(l->block);
@@ -385,3 +386,4 @@ int32_t register_gdn_gating(const ninfer_registrar* r, char* err, size_t err_len
 }
 
 } // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__

@@ -28,6 +28,7 @@ __device__ __forceinline__ void grid_dependency_prologue() {
 #endif
 }
 
+#ifndef __CUDACC_RTC__ // host side; NVRTC compiles device code only (cuda-generic, docs/plugins.md)
 // Launches `kernel` on `stream`, with programmatic stream serialization when this plugin's
 // kernels were compiled with the prologue above (machine code for compute capability 9.0 or
 // newer) and NINFER_PDL is not 0. cuda-generic (compute_80 PTX) never uses it: its kernels have
@@ -40,5 +41,14 @@ cudaError_t launch_kernel(const void* kernel, dim3 grid, dim3 block, void** para
 
 // Whether launch_kernel adds the attribute (for ninfer-bench's report and the tests).
 bool programmatic_launch_enabled();
+
+// The handle the CUDA runtime is given for `kernel` (a kernel's host stub): the stub itself, or
+// in cuda-generic the NVRTC-compiled twin of that kernel (a cudaKernel_t) when it runs those.
+// Every runtime call on a kernel (launch, attributes, occupancy) goes through it.
+const void* device_entry(const void* kernel);
+
+// cudaFuncSetAttribute(MaxDynamicSharedMemorySize) on the device entry of `kernel`.
+cudaError_t set_max_dynamic_smem(const void* kernel, size_t bytes);
+#endif
 
 } // namespace ninfer::cuda_plugin

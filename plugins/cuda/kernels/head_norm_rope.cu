@@ -18,12 +18,18 @@
 // Only the order of the float32 sum of squares differs from the two-op path.
 #include <cuda_runtime.h>
 
+#ifndef __CUDACC_RTC__
 #include "../cuda_variant.hpp"
+#endif
 #include "grid_dependency.cuh"
 #include "ninfer/abi/ops/head_norm_rope.h"
+#ifndef __CUDACC_RTC__
 #include "pointwise_families.hpp"
+#endif
 #include "pointwise_math.cuh"
+#ifndef __CUDACC_RTC__
 #include "token_variant.cuh"
+#endif
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -145,6 +151,7 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
   ninfer::cuda_plugin::head_norm_rope_rows(a, b, e);
 }
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
@@ -191,3 +198,4 @@ int32_t register_head_norm_rope(const ninfer_registrar* r, char* err, size_t err
 }
 
 } // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__

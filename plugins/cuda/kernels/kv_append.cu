@@ -10,11 +10,15 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#ifndef __CUDACC_RTC__
 #include "../cuda_variant.hpp"
+#endif
 #include "grid_dependency.cuh"
 #include "ninfer/abi/ops/kv_append.h"
+#ifndef __CUDACC_RTC__
 #include "pointwise_families.hpp"
 #include "token_variant.cuh"
+#endif
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -58,6 +62,7 @@ NINFER_KV_APPEND(f32, float)
 NINFER_KV_APPEND(f16, __half)
 NINFER_KV_APPEND(bf16, __nv_bfloat16)
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
@@ -93,3 +98,4 @@ int32_t register_kv_append(const ninfer_registrar* r, char* err, size_t err_len)
 }
 
 } // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__

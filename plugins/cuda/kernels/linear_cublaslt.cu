@@ -23,11 +23,14 @@
 // for the life of the process (plugins are never unloaded); creating it inside a CUDA-graph
 // capture is refused, since handle creation may allocate and synchronise. Heuristic results
 // are cached per (device, dtype, shape, strides, alignments).
+#ifndef __CUDACC_RTC__
 #include <cublasLt.h>
+#endif
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#ifndef __CUDACC_RTC__
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -35,8 +38,11 @@
 
 #include "../cuda_variant.hpp"
 #include "linear_variants.hpp"
+#endif
 #include "ninfer/abi/ops/linear.h"
+#ifndef __CUDACC_RTC__
 #include "token_variant.cuh"
+#endif
 #include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
@@ -47,7 +53,9 @@ constexpr int64_t kChunkTokens = 4096;          // rows per product: bounds the 
 constexpr size_t kLtWorkspaceBytes = 32u << 20; // cuBLASLt's own workspace (Hopper wants 32 MiB)
 constexpr size_t kAlign = 256;
 
+#ifndef __CUDACC_RTC__ // host side
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+#endif
 
 } // namespace
 } // namespace ninfer::cuda_plugin
@@ -88,6 +96,7 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kCastThreads)
   }
 }
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
@@ -355,3 +364,4 @@ int32_t register_linear_cublaslt(const ninfer_registrar* r, char* err, size_t er
 }
 
 } // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__

@@ -23,12 +23,18 @@
 
 #include <cstdint>
 
+#ifndef __CUDACC_RTC__
 #include "../cuda_variant.hpp"
+#endif
 #include "linear_gemv_bf16.cuh"
+#ifndef __CUDACC_RTC__
 #include "linear_variants.hpp"
+#endif
 #include "ninfer/abi/ops/linear.h"
 #include "pointwise_math.cuh"
+#ifndef __CUDACC_RTC__
 #include "token_variant.cuh"
+#endif
 #include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
@@ -233,6 +239,7 @@ NINFER_GEMV_MMA(2, 2, 4)
 NINFER_GEMV_MMA(4, 2, 4)
 NINFER_GEMV_MMA(8, 2, 4)
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
@@ -298,3 +305,4 @@ int32_t register_linear_gemv(const ninfer_registrar* r, char* err, size_t err_le
 }
 
 } // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__

@@ -23,11 +23,17 @@
 
 #include <cstdint>
 
+#ifndef __CUDACC_RTC__
 #include "../cuda_variant.hpp"
+#endif
 #include "grid_dependency.cuh"
+#ifndef __CUDACC_RTC__
 #include "linear_variants.hpp"
+#endif
 #include "ninfer/abi/ops/linear.h"
+#ifndef __CUDACC_RTC__
 #include "token_variant.cuh"
+#endif
 
 // Plain CUDA C++ in namespace ninfer_jit, no includes of its own (it is NVRTC's input as is).
 #include "../../../core/jit/kernels/linear_gemv.cu"
@@ -78,6 +84,7 @@ __device__ __forceinline__ void prefetch_weights(const ninfer_linear_args& a) {
 NINFER_GEMV_CC(1)
 NINFER_GEMV_CC(2)
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
@@ -122,3 +129,4 @@ int32_t register_linear_gemv_cc(const ninfer_registrar* r, char* err, size_t err
 }
 
 } // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__

@@ -13,11 +13,15 @@
 
 #include <cstdint>
 
+#ifndef __CUDACC_RTC__
 #include "../cuda_variant.hpp"
 #include "linear_variants.hpp"
+#endif
 #include "ninfer/abi/ops/linear.h"
 #include "pointwise_math.cuh"
+#ifndef __CUDACC_RTC__
 #include "token_variant.cuh"
+#endif
 #include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
@@ -185,6 +189,7 @@ __device__ void linear_tiled(const ninfer_linear_args& a, int64_t begin, int64_t
 NINFER_TILED(tiled64, 4, 4, 3)
 NINFER_TILED(tiled128, 8, 8, 2)
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
@@ -227,3 +232,4 @@ int32_t register_linear_tiled(const ninfer_registrar* r, char* err, size_t err_l
 }
 
 } // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__

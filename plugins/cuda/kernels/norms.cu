@@ -14,13 +14,19 @@
 // residual write-back are safe without further synchronisation.
 #include <cuda_runtime.h>
 
+#ifndef __CUDACC_RTC__
 #include "../cuda_variant.hpp"
+#endif
 #include "ninfer/abi/ops/gated_rms_norm.h"
 #include "ninfer/abi/ops/l2_norm.h"
 #include "ninfer/abi/ops/rms_norm.h"
+#ifndef __CUDACC_RTC__
 #include "pointwise_families.hpp"
+#endif
 #include "pointwise_math.cuh"
+#ifndef __CUDACC_RTC__
 #include "token_variant.cuh"
+#endif
 #include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
@@ -225,6 +231,7 @@ NINFER_NORM_KERNELS(rms_norm, ninfer_rms_norm_args)
 NINFER_NORM_KERNELS(gated_rms_norm, ninfer_gated_rms_norm_args)
 NINFER_NORM_KERNELS(l2_norm, ninfer_l2_norm_args)
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
@@ -280,3 +287,4 @@ int32_t register_norms(const ninfer_registrar* r, char* err, size_t err_len) {
 }
 
 } // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__

@@ -9,11 +9,17 @@
 // with slow float64 pay for rotary_dim / 2 of them per token, not per element.
 #include <cuda_runtime.h>
 
+#ifndef __CUDACC_RTC__
 #include "../cuda_variant.hpp"
+#endif
 #include "ninfer/abi/ops/rope.h"
+#ifndef __CUDACC_RTC__
 #include "pointwise_families.hpp"
+#endif
 #include "pointwise_math.cuh"
+#ifndef __CUDACC_RTC__
 #include "token_variant.cuh"
+#endif
 #include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
@@ -56,6 +62,7 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
   ninfer::cuda_plugin::rope_rows(a, b, e);
 }
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
@@ -89,3 +96,4 @@ int32_t register_rope(const ninfer_registrar* r, char* err, size_t err_len) {
 }
 
 } // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__

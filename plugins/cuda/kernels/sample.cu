@@ -11,9 +11,11 @@
 
 #include <cmath>
 #include <cstdint>
+#ifndef __CUDACC_RTC__
 #include <cstdio>
 
 #include "../cuda_variant.hpp"
+#endif
 #include "ninfer/abi/ops/sample.h"
 #include "ninfer/abi/ops/sample_math.h"
 #include "grid_dependency.cuh"
@@ -511,6 +513,7 @@ extern "C" __global__ void __launch_bounds__(512) ninfer_sample_rows_vec(ninfer_
   sample_row<true>(a, first);
 }
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
@@ -585,3 +588,4 @@ int32_t register_sample(const ninfer_registrar* r, char* err, size_t err_len) {
 }
 
 } // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__

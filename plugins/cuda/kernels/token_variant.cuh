@@ -91,8 +91,7 @@ struct TokenVariant {
     // Raise the kernel's dynamic shared memory limit to what this launch uses: the limit is
     // per kernel, and a residency query may have left it lower.
     if (l->dynamic_smem_bytes > 0)
-      rc = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                static_cast<int>(l->dynamic_smem_bytes));
+      rc = set_max_dynamic_smem(k, l->dynamic_smem_bytes);
     if (rc == cudaSuccess) {
       void* params[] = {&a, &b, &e};
       rc = launch_kernel(k, grid, dim3(l->block), params, l->dynamic_smem_bytes,

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define NINFER_PLUGIN_ABI_VERSION 1u
+#define NINFER_PLUGIN_ABI_VERSION 2u /* 2: the registrar offers run-time compilation */
 #define NINFER_PLUGIN_ENTRY_SYMBOL "ninfer_plugin_entry"
 
 /* Capability bits a plugin advertises in its descriptor. */
@@ -127,10 +127,40 @@ typedef struct ninfer_variant {
   int32_t (*query_driver_blocks_per_sm)(size_t dynamic_smem_bytes, int32_t* blocks, char* err, size_t err_len);
 } ninfer_variant;
 
+/* One CUDA C++ translation unit for the core's run-time compiler (NVRTC, with its on-disk
+ * kernel cache): the source, the headers it may #include (by the name it includes them with),
+ * extra NVRTC options. The core adds the target architecture and the CUDA toolkit's include
+ * directories. Strings only need to live for the call. */
+typedef struct ninfer_cuda_program {
+  const char* name; /* named in errors and logs: "cuda-generic/norms.cu" */
+  const char* source;
+  int32_t header_count;
+  const char* const* header_names;
+  const char* const* header_sources;
+  int32_t option_count;
+  const char* const* options;
+} ninfer_cuda_program;
+
+/* What came out: a cubin (or PTX, when NVRTC cannot emit machine code for the target), owned by
+ * the core and valid for the life of the process. */
+typedef struct ninfer_cuda_image {
+  const void* data;
+  size_t size;
+  int32_t is_ptx;
+  int32_t from_cache; /* 1 when the kernel cache had it */
+} ninfer_cuda_image;
+
 typedef struct ninfer_registrar {
   void* ctx;
   /* The variant struct must stay valid for the life of the process. */
   int32_t (*add_variant)(void* ctx, const ninfer_variant* variant);
+  /* Compiles `count` programs for compute capability cc_major.cc_minor (in parallel, through
+   * the kernel cache) into images[count]. NINFER_OK, or NINFER_ERR_UNSUPPORTED with the reason
+   * in err (no NVRTC or CUDA headers on this machine, a build without CUDA), or
+   * NINFER_ERR_INVALID_ARGUMENT with the failing program's name and NVRTC's log in err. Null
+   * where the core offers no compiler. */
+  int32_t (*compile_cuda)(void* ctx, const ninfer_cuda_program* programs, int32_t count, int32_t cc_major,
+                          int32_t cc_minor, ninfer_cuda_image* images, char* err, size_t err_len);
 } ninfer_registrar;
 
 typedef struct ninfer_plugin {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ninfer/abi/plugin_abi.h"
@@ -21,6 +22,9 @@ struct CompileRequest {
   std::string source;                        // CUDA C++ source text
   std::vector<std::string> options;          // extra NVRTC options, e.g. "-DTILE=64", "-std=c++17"
   std::vector<std::string> name_expressions; // e.g. "scale_kernel<4>": instantiated and lowered
+  // Headers the source may #include, as (name it is included by, text): NVRTC reads no files
+  // for these. Part of the cache key.
+  std::vector<std::pair<std::string, std::string>> headers;
   int cc_major = 0;                          // target compute capability (the detected device's)
   int cc_minor = 0;
 };
@@ -40,6 +44,11 @@ int nvrtc_version();
 // True when this NVRTC can emit machine code (cubin) for sm_<major><minor>; otherwise compile()
 // emits PTX for the newest virtual architecture it knows that is not newer than the target.
 bool nvrtc_supports_cubin(int cc_major, int cc_minor);
+
+// The CUDA toolkit's include directories NVRTC needs for <cuda_bf16.h>, <cooperative_groups.h>
+// and libcu++ (<cuda/std/...>): $NINFER_CUDA_INCLUDE (a directory), else the include/ folder
+// next to the loaded libnvrtc, else the build's toolkit. Empty when none holds cuda_bf16.h.
+std::vector<std::string> cuda_include_dirs();
 
 // The cache key of a request (what compile() looks up).
 uint64_t cache_key(const CompileRequest& request);

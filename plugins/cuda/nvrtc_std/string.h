@@ -1,0 +1,2 @@
+// <string.h> for NVRTC: memcpy is a device built-in.
+#pragma once
