@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# Runs on the device machine after `BUILD=build-gen CARRY=.carry-gen EXTRA_TESTS=gpu_generic_tests
-# bash scripts/device-bundle.sh`: the cuda-generic plugin and the NVRTC kernel cache checks of
+# Runs on the device machine after `EXTRA_TESTS=gpu_generic_tests bash scripts/device-bundle.sh`: the cuda-generic plugin and the NVRTC kernel cache checks of
 # docs/validation.md, and ninfer-bench on cuda-generic vs cuda-sm90. Logs go to $OUT.
 set -uo pipefail
 out="${OUT:-$PWD/gpu-logs}"
 mkdir -p "$out"
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
-unpack_bundle .carry-gen
+unpack_bundle
 export NINFER_CACHE_DIR=/tmp/ninfer-kernel-cache
 # secs OUT ERR CMD...: runs CMD with stdout to OUT and stderr to ERR, prints its wall time.
 secs() {
@@ -16,7 +15,7 @@ secs() {
 }
 
 step device; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-step "ninfer-info: first start on this machine (the driver JIT-compiles cuda-generic's PTX), then a second"
+step "ninfer-info: first start (cuda-generic compiles its kernels with NVRTC), then a second (kernel cache)"
 secs "$out/info1.txt" "$out/info1.err" "$n/ninfer/bin/ninfer-info"; grep -A8 "H200" "$out/info1.txt" | head -12
 secs "$out/info2.txt" "$out/info2.err" "$n/ninfer/bin/ninfer-info"
 step "gpu_generic_tests"
@@ -46,6 +45,6 @@ done
 export NINFER_TEST_PLUGIN=cuda-generic
 for t in gpu_tests gpu_model_tests gpu_op_tests; do
   step "$t with NINFER_TEST_PLUGIN=cuda-generic"
-  timeout "${GENERIC_TEST_TIMEOUT:-90}" "$n/tests/$t" > "$out/generic-$t.log" 2>&1; echo "exit $?"
+  timeout "${GENERIC_TEST_TIMEOUT:-250}" "$n/tests/$t" > "$out/generic-$t.log" 2>&1; echo "exit $?"
   grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests ran|SKIPPED \] [0-9]" "$out/generic-$t.log"
 done
