@@ -24,8 +24,8 @@
 // State, as in "tiled": the thread owning a channel in the tile that holds a sequence's first
 // token is the only one to touch that sequence's state for the channel. It computes the
 // sequence's first kernel-1 tokens (the ones that read the old state), also when they spill
-// past its tile (other tiles skip them), and afterwards writes the new state, reading every
-// entry of it before writing any. No grid-wide ordering, no workspace.
+// past its tile (other tiles skip them), and afterwards writes the new state, never
+// overwriting an old entry it has still to read. No grid-wide ordering, no workspace.
 #include <cuda_runtime.h>
 
 #include <cstdint>
