@@ -331,3 +331,32 @@ TEST(Planner, OneTokenLinearOnTheH200RunsTheCudaCoreGemv) {
       EXPECT_EQ(planner.plan(NINFER_OP_LINEAR, s).variant, "gemv2") << "K=" << sh.K << " N=" << sh.N;
     }
 }
+
+// causal_conv1d with each architecture's built-in table on every described card: decode sizes
+// (up to 64 tokens) plan to "tiled", prompts to "rows" (arch/schedules/*.yaml,
+// docs/cuda-gated-deltanet.md), each from its table entry and legal, for Qwen3.5-27B's conv
+// (10,240 channels, kernel 4). A 4096-token 27B prompt is one launch of one CTA per 32-token
+// tile and 512-channel block: 128 x 20.
+TEST(Planner, CausalConv1dPromptsRunRowsAndDecodeStaysOnTiled) {
+  const auto cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "build has no CUDA plugins";
+  for (const auto& c : cards) {
+    ScheduleTable table = builtin_schedule_table(*c.plugin, c.dev);
+    ASSERT_TRUE(table.warnings.empty()) << c.dev.name << ": " << table.warnings.front();
+    Planner planner(*c.plugin, c.dev, &table);
+    for (int64_t T : {1, 2, 8, 64, 65, 100, 512, 4096, 65536}) {
+      const Plan p = planner.plan("causal_conv1d", {T, {10240, 4, 0, 0}, NINFER_DTYPE_F32});
+      EXPECT_EQ(p.variant, T <= 64 ? "tiled" : "rows") << c.dev.name << " T=" << T;
+      EXPECT_NE(p.source.find(c.plugin->arch() + ".yaml:"), std::string::npos) << c.dev.name << " T=" << T << ": "
+                                                                               << p.source;
+      EXPECT_TRUE(p.warnings.empty()) << c.dev.name << " T=" << T << ": " << p.warnings.front();
+      expect_legal(p, c.dev);
+      if (HasFatalFailure()) return;
+      if (T == 4096) {
+        ASSERT_EQ(p.launches.size(), 1u);
+        EXPECT_EQ(p.launches[0].grid_x, 128) << c.dev.name;
+        EXPECT_EQ(p.launches[0].grid_y, 20) << c.dev.name;
+      }
+    }
+  }
+}

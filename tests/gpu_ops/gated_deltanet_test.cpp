@@ -148,24 +148,47 @@ bool has_nan(const std::vector<float>& v) {
 
 // ---- causal_conv1d ------------------------------------------------------------------------
 
+// Row layout: x rows are channels + x_pad floats apart and start x_offset floats into their
+// buffer, out rows channels + out_pad apart. The default (7, 3, 0) makes every row start off a
+// 16-byte boundary, so "rows" takes its 4-byte path throughout; pads that make both strides a
+// multiple of 4 with x_offset 0 give it 16-byte rows (its float4 path, and with channels % 4 != 0
+// the 4-byte path for the last channels only); x_offset 1 with such strides leaves the pointer
+// unaligned, which must send it back to the 4-byte path.
 struct ConvConfig {
   const char* name;
   int32_t channels, kernel;
+  int32_t x_pad = 7, out_pad = 3, x_offset = 0;
 };
 
-// The inputs of every call, drawn once; rows strided (x by channels + 7, out by channels + 3).
+// The inputs of every call, drawn once.
 struct ConvCase {
   ConvConfig c;
   int64_t x_stride, out_stride;
   std::vector<float> weight;
-  std::vector<std::vector<float>> x; // per call
+  std::vector<std::vector<float>> x; // per call, x_offset floats of padding first
   ConvCase(const ConvConfig& cfg, const std::vector<Batch>& batches, std::mt19937_64& rng)
-      : c(cfg), x_stride(cfg.channels + 7), out_stride(cfg.channels + 3) {
+      : c(cfg), x_stride(cfg.channels + cfg.x_pad), out_stride(cfg.channels + cfg.out_pad) {
     weight = randn(rng, static_cast<size_t>(c.channels) * c.kernel, 0.7f);
-    for (const Batch& b : batches) x.push_back(randn(rng, static_cast<size_t>(b.tokens() * x_stride), 2.f));
+    for (const Batch& b : batches)
+      x.push_back(randn(rng, static_cast<size_t>(c.x_offset + b.tokens() * x_stride), 2.f));
   }
   size_t state_elems() const { return static_cast<size_t>(kSlots) * c.channels * (c.kernel - 1); }
 };
+
+// The shared scenario and two calls of its own: a prompt of 1,500 tokens (47 of "rows"' 32-token
+// tiles, 94 of "tiled"'s 16) with a decode token and a 37-token prompt behind it; then sequences
+// of 31, 2, 33 and 3 tokens, so that a two-token sequence starts on a tile's last token (its
+// first tokens, which read the old state, spill into the next tile), and a longer one ends a
+// few tokens into the next tile.
+std::vector<Batch> conv_scenario_batches() {
+  std::vector<Call> calls = scenario();
+  calls.push_back({{2, 1500}, {1, 1}, {3, 37}});
+  calls.push_back({{0, 31}, {1, 2}, {2, 33}, {3, 3}});
+  std::vector<Batch> out;
+  std::vector<int32_t> next_pos(kSlots, 0);
+  for (const Call& c : calls) out.emplace_back(c, next_pos);
+  return out;
+}
 
 struct ConvResult {
   std::vector<float> out, state;
@@ -185,7 +208,7 @@ std::vector<ConvResult> run_conv(Backend& be, const ConvCase& cc, const std::vec
     const BatchOn tb(be, b);
     const DeviceBuffer x = put(be, cc.x[i], "conv x");
     const DeviceBuffer out = poisoned_buffer(be, static_cast<size_t>(T * cc.out_stride), "conv out");
-    const ninfer_causal_conv1d_args a{x.as<float>(), cc.x_stride, w.as<float>(), state.as<float>(),
+    const ninfer_causal_conv1d_args a{x.as<float>() + cc.c.x_offset, cc.x_stride, w.as<float>(), state.as<float>(),
                                       out.as<float>(), cc.out_stride, tb.tb, T, cc.c.channels, cc.c.kernel};
     const ninfer_shape s{T, {cc.c.channels, cc.c.kernel, 0, 0}, NINFER_DTYPE_F32};
     ConvResult r;
@@ -207,7 +230,7 @@ TEST_P(GpuCausalConv1d, EveryRouteMatchesTheCpuReferenceWithStateAcrossCalls) {
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
   auto rng = fresh_rng("gpu causal_conv1d");
-  const std::vector<Batch> batches = scenario_batches();
+  const std::vector<Batch> batches = conv_scenario_batches();
   const ConvCase cc(GetParam(), batches, rng);
   const std::vector<ConvResult> ref = run_conv(*cpu, cc, batches, "");
   for (const std::string& route : routes(*gpu, NINFER_OP_CAUSAL_CONV1D)) {
@@ -225,11 +248,20 @@ TEST_P(GpuCausalConv1d, EveryRouteMatchesTheCpuReferenceWithStateAcrossCalls) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, GpuCausalConv1d,
-                         ::testing::Values(ConvConfig{"Qwen35_27B_10240ch_k4", 10240, 4},
-                                           ConvConfig{"odd_1003ch_k3", 1003, 3}, ConvConfig{"odd_333ch_k2", 333, 2},
-                                           ConvConfig{"k5_130ch", 130, 5}, ConvConfig{"k1_96ch", 96, 1}),
-                         [](const auto& info) { return std::string(info.param.name); });
+// Unaligned rows (the default pads) and 16-byte rows ("aligned": both strides multiples of 4).
+// "rows" has a register window for kernels 1..4 and a re-reading path above (5, 6, 16); 12290
+// channels are 25 of its 512-channel blocks, more than its 20 channel slices, so CTAs take
+// several items; 1003 and 12290 end in a partial group of 4 channels.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, GpuCausalConv1d,
+    ::testing::Values(ConvConfig{"Qwen35_27B_10240ch_k4", 10240, 4}, ConvConfig{"odd_1003ch_k3", 1003, 3},
+                      ConvConfig{"odd_333ch_k2", 333, 2}, ConvConfig{"k5_130ch", 130, 5}, ConvConfig{"k1_96ch", 96, 1},
+                      ConvConfig{"Qwen35_27B_10240ch_k4_aligned", 10240, 4, 4, 4},
+                      ConvConfig{"aligned_1003ch_k3", 1003, 3, 5, 9}, ConvConfig{"aligned_12290ch_k4", 12290, 4, 2, 6},
+                      ConvConfig{"aligned_68ch_k2", 68, 2, 0, 4}, ConvConfig{"aligned_96ch_k1", 96, 1, 4, 4},
+                      ConvConfig{"aligned_136ch_k6", 136, 6, 4, 4}, ConvConfig{"aligned_40ch_k16", 40, 16, 4, 4},
+                      ConvConfig{"x_pointer_off_16B_512ch_k4", 512, 4, 4, 4, 1}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 // ---- gated_delta_rule -----------------------------------------------------------------------
 

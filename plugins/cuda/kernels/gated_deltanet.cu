@@ -1,4 +1,6 @@
-// CUDA variants of the Gated DeltaNet ops: causal_conv1d (gated_deltanet_conv.cu) and the
+// CUDA variants of the Gated DeltaNet ops: causal_conv1d (gated_deltanet_conv.cu, "tiled",
+// for decode; gated_deltanet_conv_rows.cu, "rows", for prompts: the schedule tables route by
+// token count) and the
 // three forms of gated_delta_rule, recurrent for decode (gated_deltanet_recurrent.cu) and two
 // chunked ones for prefill: chunked64 (gated_deltanet_chunked.cu, one CTA walks a sequence's
 // chunks) and chunked64_parallel (gated_deltanet_chunked_parallel.cu, everything but the
@@ -68,7 +70,8 @@ int32_t describe_kernel(const KernelInfo& k, int32_t tokens_per_cta, int32_t spl
 int32_t register_gated_deltanet(const ninfer_registrar* r, char* err, size_t err_len) {
   // chunked64_parallel before chunked64: where both reach the same residency x tokens per
   // CTA, the planner keeps the first registered.
-  for (auto reg : {gdn::register_causal_conv1d, gdn::register_gated_delta_rule_chunked_parallel,
+  for (auto reg : {gdn::register_causal_conv1d, gdn::register_causal_conv1d_rows,
+                   gdn::register_gated_delta_rule_chunked_parallel,
                    gdn::register_gated_delta_rule_chunked,
                    gdn::register_gated_delta_rule_recurrent})
     if (int32_t rc = reg(r, err, err_len); rc != NINFER_OK) return rc;

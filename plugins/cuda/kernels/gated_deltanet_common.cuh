@@ -93,6 +93,7 @@ int32_t fail(int32_t status, char* err, size_t err_len, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 int32_t register_causal_conv1d(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_causal_conv1d_rows(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_gated_delta_rule_recurrent(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_gated_delta_rule_chunked(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_gated_delta_rule_chunked_parallel(const ninfer_registrar* r, char* err, size_t err_len);
