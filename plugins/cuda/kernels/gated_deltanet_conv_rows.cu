@@ -60,7 +60,9 @@ struct SeqInfo {
   int32_t slot;
 };
 
+#ifndef __CUDACC_RTC__ // host side
 size_t smem_bytes() { return sizeof(SeqInfo) * kTokensPerItem; }
+#endif
 
 __device__ __forceinline__ float4 zero4() { return make_float4(0.f, 0.f, 0.f, 0.f); }
 
@@ -293,6 +295,7 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gdn::conv_rows
   ninfer::cuda_plugin::gdn::conv_rows::conv_rows(a, static_cast<int>(token_begin), static_cast<int>(token_end));
 }
 
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::gdn {
 namespace conv_rows {
 namespace {
@@ -341,3 +344,4 @@ int32_t register_causal_conv1d_rows(const ninfer_registrar* r, char* err, size_t
 }
 
 } // namespace ninfer::cuda_plugin::gdn
+#endif // __CUDACC_RTC__
