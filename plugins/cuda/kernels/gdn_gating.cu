@@ -9,7 +9,9 @@
 // resident at once. The per-head variant (decode) gives each CTA one head of a token tile:
 // both dot products over the whole hidden size, every load of the head's weights in flight at
 // once, no workspace and no barrier. The planner, not this file, decides how many CTAs a
-// launch may have; the built-in schedule tables send decode (1-8 tokens) to per_head.
+// launch may have; the built-in schedule tables send decode (1-8 tokens) to per_head and
+// prompts (65+ tokens) to the tensor-core variant `mma` (gdn_gating_mma.cu, registered at the
+// end of register_gdn_gating). The gating epilogue all of them share is gdn_gating_common.cuh.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -21,27 +23,14 @@
 #include "../build_resources.hpp"
 #include "../cuda_variant.hpp"
 #endif
-#include "ninfer/abi/ops/gdn_gating.h"
+#include "gdn_gating_common.cuh"
 #include "grid_dependency.cuh"
+#include "ninfer/abi/ops/gdn_gating.h"
 
 namespace cg = cooperative_groups;
 
 namespace ninfer::cuda_plugin {
 namespace {
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-__device__ __forceinline__ float softplus(float z) {
-  // Matches torch.nn.functional.softplus (beta 1, threshold 20).
-  return z > 20.f ? z : log1pf(expf(z));
-}
-
-__device__ __forceinline__ void write_gates(const ninfer_gdn_gating_args& a, int64_t t, int h,
-                                            float av, float bv) {
-  a.g[t * a.heads + h] = -expf(a.a_log[h]) * softplus(av + a.dt_bias[h]);
-  a.beta[t * a.heads + h] = 1.f / (1.f + expf(-bv));
-}
 
 __host__ __device__ constexpr int slice_len(int hidden, int split) {
   // Slices are multiples of 8 elements so a later vectorised load stays aligned.
@@ -382,7 +371,7 @@ int32_t register_gdn_gating(const ninfer_registrar* r, char* err, size_t err_len
     g_planned_kernel[i] = f32_worse ? d.kernel_f32 : d.kernel_bf16;
     if (int32_t rc = r->add_variant(r->ctx, &variants[i]); rc != NINFER_OK) return rc;
   }
-  return NINFER_OK;
+  return register_gdn_gating_mma(r, err, err_len); // the tensor-core variant, for prompts
 }
 
 } // namespace ninfer::cuda_plugin
