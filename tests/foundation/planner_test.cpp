@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
 
 #include "foundation_env.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
@@ -130,7 +131,8 @@ TEST(Planner, Rtx4080SuperPromptsThatCrashedTheOriginalEngineAreLegal) {
 
 TEST(Planner, RouteBoundariesFollowResidencyOnEachCard) {
   // The planner's route: the cooperative variant with the most splits whose whole token range
-  // fits one launch; past every such capacity, the ordinary (unsplit) variant.
+  // fits one launch; past every such capacity, the ordinary variant (unsplit, or mma for the
+  // prompts it accepts) with the most resident CTAs x tokens per CTA.
   const auto cards = cards_with_plugins();
   if (cards.empty()) GTEST_SKIP() << "build has no CUDA plugins";
   for (const auto& c : cards) {
@@ -140,17 +142,33 @@ TEST(Planner, RouteBoundariesFollowResidencyOnEachCard) {
       if (v->cooperative)
         capacity[v->split_k] =
             oracle_residency(*v, gating_shape(1, NINFER_DTYPE_BF16), c.dev) / v->split_k * v->tokens_per_cta;
-    auto expected_split = [&](int64_t T) {
-      int best = 1;
+    auto expected_split = [&](int64_t T) { // 0: no cooperative launch fits
+      int best = 0;
       for (auto [split, cap] : capacity)
         if (cap >= T && split > best) best = split;
       return best;
     };
+    auto expected_ordinary = [&](const ninfer_shape& s) {
+      const ninfer_variant* best = nullptr;
+      int64_t best_tokens = 0;
+      for (const ninfer_variant* v : c.plugin->variants_for(NINFER_OP_GDN_GATING)) {
+        if (v->cooperative || (v->supports && !v->supports(&s))) continue;
+        const int64_t tokens = oracle_residency(*v, s, c.dev) * v->tokens_per_cta;
+        if (tokens > best_tokens) best = v, best_tokens = tokens;
+      }
+      return best ? std::string(best->name) : std::string("(none)");
+    };
     for (auto [split, cap] : capacity) {
       for (int64_t T : {cap - 1, cap, cap + 1}) {
         if (T < 1) continue;
-        const Plan p = planner.plan(NINFER_OP_GDN_GATING, gating_shape(T, NINFER_DTYPE_BF16));
-        EXPECT_EQ(p.v->split_k, expected_split(T)) << c.dev.name << " T=" << T << " boundary of split" << split;
+        const ninfer_shape s = gating_shape(T, NINFER_DTYPE_BF16);
+        const Plan p = planner.plan(NINFER_OP_GDN_GATING, s);
+        if (const int want = expected_split(T)) {
+          EXPECT_TRUE(p.cooperative) << c.dev.name << " T=" << T << " boundary of split" << split;
+          EXPECT_EQ(p.v->split_k, want) << c.dev.name << " T=" << T << " boundary of split" << split;
+        } else {
+          EXPECT_EQ(p.variant, expected_ordinary(s)) << c.dev.name << " T=" << T << " boundary of split" << split;
+        }
         EXPECT_EQ(p.launches.size(), 1u) << c.dev.name << " T=" << T;
       }
     }

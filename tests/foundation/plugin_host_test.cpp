@@ -39,7 +39,7 @@ TEST(PluginHost, LoadsEveryBuiltPluginWithItsVariants) {
     const LoadedPlugin* p = host.find(name);
     ASSERT_NE(p, nullptr) << name;
     EXPECT_EQ(p->arch(), arch);
-    for (const char* v : {"unsplit", "split2", "split4", "split8", "per_head"})
+    for (const char* v : {"unsplit", "split2", "split4", "split8", "per_head", "mma"})
       EXPECT_NE(p->find_variant("gdn_gating", v), nullptr) << name << " " << v;
   }
 #endif
