@@ -37,7 +37,8 @@
 // registers that are then added to float32 totals with ordinary (round-to-nearest) adds.
 //
 // Plain mma.sync/ldmatrix/cp.async (sm_80+), no wgmma or TMA: one source for sm_89, sm_90,
-// sm_120a and the compute_80 PTX of cuda-generic.
+// sm_120a and cuda-generic (NVRTC for the card present, or its compute_80 PTX); the host side is
+// left out under __CUDACC_RTC__.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
