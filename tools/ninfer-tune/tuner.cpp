@@ -122,7 +122,7 @@ TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& sh
           try {
             (void)be.planner().plan_variant(*v, c.shape(t));
           } catch (const Error& e) {
-            b.excluded.push_back(fmt::format("{} ({}x{}): not legal here: {}", name, c.shape(t).dims[0],
+            b.excluded.push_back(fmt::format("{} ({}x{}): not planned for this shape: {}", name, c.shape(t).dims[0],
                                              c.shape(t).dims[1], e.what()));
             continue;
           }
