@@ -5,13 +5,15 @@
 
 #include <cfloat>
 #include <cmath>
-#ifndef __CUDACC_RTC__
+
+#include "ninfer/abi/ops/argmax.h"
+#include "grid_dependency.cuh"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include <cstdio>
 
 #include "../cuda_variant.hpp"
 #endif
-#include "ninfer/abi/ops/argmax.h"
-#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {

@@ -27,15 +27,16 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
-#ifndef __CUDACC_RTC__
+#include "attention_tile.cuh"
+#include "grid_dependency.cuh"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include <cstdio>
 #include <utility>
 
 #include "../cuda_variant.hpp"
 #include "attention_host.hpp"
 #endif
-#include "attention_tile.cuh"
-#include "grid_dependency.cuh"
 
 namespace cg = cooperative_groups;
 

@@ -28,18 +28,18 @@
 #include <cuda_runtime.h>
 
 #include <type_traits>
-#ifndef __CUDACC_RTC__
+
+#include "attention_mma.cuh"
+#include "attention_tile.cuh"
+#include "grid_dependency.cuh"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include <utility>
 
 #include "../cuda_variant.hpp"
 #include "attention_host.hpp"
-#endif
-#include "attention_mma.cuh"
-#ifndef __CUDACC_RTC__
 #include "attention_prefill_family.hpp"
 #endif
-#include "attention_tile.cuh"
-#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin::attention {
 namespace {

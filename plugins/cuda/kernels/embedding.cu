@@ -8,15 +8,14 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#ifndef __CUDACC_RTC__
-#include "../cuda_variant.hpp"
-#endif
 #include "ninfer/abi/ops/embedding.h"
-#ifndef __CUDACC_RTC__
+#include "grid_dependency.cuh"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
+#include "../cuda_variant.hpp"
 #include "pointwise_families.hpp"
 #include "token_variant.cuh"
 #endif
-#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {

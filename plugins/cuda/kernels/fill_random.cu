@@ -6,10 +6,11 @@
 
 #include "ninfer/abi/ops/fill_random.h"
 #include "ninfer/abi/plugin_abi.h"
-#ifndef __CUDACC_RTC__
+#include "grid_dependency.cuh"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include "token_variant.cuh"
 #endif
-#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {

@@ -30,14 +30,14 @@
 // tokens x v_heads x (k_dim + v_dim + 1) floats.
 #include <cuda_runtime.h>
 
-#ifndef __CUDACC_RTC__
-#include <algorithm>
-#endif
-
 #include "gated_deltanet_common.cuh"
 #include "gated_deltanet_parallel_tiles.cuh"
 #include "grid_dependency.cuh"
 #include "ninfer/abi/ops/gated_delta_rule.h"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
+#include <algorithm>
+#endif
 
 namespace ninfer::cuda_plugin::gdn::parallel {
 namespace {

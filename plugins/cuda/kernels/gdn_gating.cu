@@ -16,16 +16,17 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#ifndef __CUDACC_RTC__
+#include "gdn_gating_common.cuh"
+#include "grid_dependency.cuh"
+#include "ninfer/abi/ops/gdn_gating.h"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include <cstdio>
 #include <utility>
 
 #include "../build_resources.hpp"
 #include "../cuda_variant.hpp"
 #endif
-#include "gdn_gating_common.cuh"
-#include "grid_dependency.cuh"
-#include "ninfer/abi/ops/gdn_gating.h"
 
 namespace cg = cooperative_groups;
 

@@ -44,16 +44,18 @@
 
 #include <cstdint>
 #include <type_traits>
-#ifndef __CUDACC_RTC__
+
+#include "attention_mma.cuh"
+#include "gdn_gating_common.cuh"
+#include "grid_dependency.cuh"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include <algorithm>
 #include <cstdio>
 
 #include "../build_resources.hpp"
 #include "../cuda_variant.hpp"
 #endif
-#include "attention_mma.cuh"
-#include "gdn_gating_common.cuh"
-#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin::gating_mma {
 

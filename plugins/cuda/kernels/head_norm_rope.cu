@@ -18,16 +18,13 @@
 // Only the order of the float32 sum of squares differs from the two-op path.
 #include <cuda_runtime.h>
 
-#ifndef __CUDACC_RTC__
-#include "../cuda_variant.hpp"
-#endif
 #include "grid_dependency.cuh"
 #include "ninfer/abi/ops/head_norm_rope.h"
-#ifndef __CUDACC_RTC__
-#include "pointwise_families.hpp"
-#endif
 #include "pointwise_math.cuh"
-#ifndef __CUDACC_RTC__
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
+#include "../cuda_variant.hpp"
+#include "pointwise_families.hpp"
 #include "token_variant.cuh"
 #endif
 

@@ -10,12 +10,11 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#ifndef __CUDACC_RTC__
-#include "../cuda_variant.hpp"
-#endif
 #include "grid_dependency.cuh"
 #include "ninfer/abi/ops/kv_append.h"
-#ifndef __CUDACC_RTC__
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
+#include "../cuda_variant.hpp"
 #include "pointwise_families.hpp"
 #include "token_variant.cuh"
 #endif

@@ -23,14 +23,17 @@
 // for the life of the process (plugins are never unloaded); creating it inside a CUDA-graph
 // capture is refused, since handle creation may allocate and synchronise. Heuristic results
 // are cached per (device, dtype, shape, strides, alignments).
-#ifndef __CUDACC_RTC__
-#include <cublasLt.h>
-#endif
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#ifndef __CUDACC_RTC__
+
+#include "ninfer/abi/ops/linear.h"
+#include "grid_dependency.cuh"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
+#include <cublasLt.h>
+
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -38,12 +41,8 @@
 
 #include "../cuda_variant.hpp"
 #include "linear_variants.hpp"
-#endif
-#include "ninfer/abi/ops/linear.h"
-#ifndef __CUDACC_RTC__
 #include "token_variant.cuh"
 #endif
-#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {

@@ -23,20 +23,16 @@
 
 #include <cstdint>
 
-#ifndef __CUDACC_RTC__
-#include "../cuda_variant.hpp"
-#endif
 #include "grid_dependency.cuh"
-#ifndef __CUDACC_RTC__
-#include "linear_variants.hpp"
-#endif
 #include "ninfer/abi/ops/linear.h"
-#ifndef __CUDACC_RTC__
-#include "token_variant.cuh"
-#endif
-
 // Plain CUDA C++ in namespace ninfer_jit, no includes of its own (it is NVRTC's input as is).
 #include "../../../core/jit/kernels/linear_gemv.cu"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
+#include "../cuda_variant.hpp"
+#include "linear_variants.hpp"
+#include "token_variant.cuh"
+#endif
 
 namespace ninfer::cuda_plugin {
 namespace {

@@ -13,16 +13,15 @@
 
 #include <cstdint>
 
-#ifndef __CUDACC_RTC__
-#include "../cuda_variant.hpp"
-#include "linear_variants.hpp"
-#endif
 #include "ninfer/abi/ops/linear.h"
 #include "pointwise_math.cuh"
-#ifndef __CUDACC_RTC__
+#include "grid_dependency.cuh"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
+#include "../cuda_variant.hpp"
+#include "linear_variants.hpp"
 #include "token_variant.cuh"
 #endif
-#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {

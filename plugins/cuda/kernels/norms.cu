@@ -14,20 +14,17 @@
 // residual write-back are safe without further synchronisation.
 #include <cuda_runtime.h>
 
-#ifndef __CUDACC_RTC__
-#include "../cuda_variant.hpp"
-#endif
 #include "ninfer/abi/ops/gated_rms_norm.h"
 #include "ninfer/abi/ops/l2_norm.h"
 #include "ninfer/abi/ops/rms_norm.h"
-#ifndef __CUDACC_RTC__
-#include "pointwise_families.hpp"
-#endif
 #include "pointwise_math.cuh"
-#ifndef __CUDACC_RTC__
+#include "grid_dependency.cuh"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
+#include "../cuda_variant.hpp"
+#include "pointwise_families.hpp"
 #include "token_variant.cuh"
 #endif
-#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {

@@ -9,18 +9,15 @@
 // with slow float64 pay for rotary_dim / 2 of them per token, not per element.
 #include <cuda_runtime.h>
 
-#ifndef __CUDACC_RTC__
-#include "../cuda_variant.hpp"
-#endif
 #include "ninfer/abi/ops/rope.h"
-#ifndef __CUDACC_RTC__
-#include "pointwise_families.hpp"
-#endif
 #include "pointwise_math.cuh"
-#ifndef __CUDACC_RTC__
+#include "grid_dependency.cuh"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
+#include "../cuda_variant.hpp"
+#include "pointwise_families.hpp"
 #include "token_variant.cuh"
 #endif
-#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {

@@ -11,14 +11,16 @@
 
 #include <cmath>
 #include <cstdint>
-#ifndef __CUDACC_RTC__
+
+#include "ninfer/abi/ops/sample.h"
+#include "ninfer/abi/ops/sample_math.h"
+#include "grid_dependency.cuh"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include <cstdio>
 
 #include "../cuda_variant.hpp"
 #endif
-#include "ninfer/abi/ops/sample.h"
-#include "ninfer/abi/ops/sample_math.h"
-#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {
