@@ -87,17 +87,32 @@ bool load_nvrtc_kernels(const ninfer_registrar* r, int cc_major, int cc_minor, s
     cached += images[i].from_cache;
     ptx = ptx || images[i].is_ptx;
   }
+  // Every kernel of every library by name: enumerated, so that no lookup fails (a failing
+  // runtime call is harmless but shows up as an error under compute-sanitizer).
+  std::unordered_map<std::string, cudaKernel_t> by_name;
+  for (size_t i = 0; i < libraries.size(); ++i) {
+    unsigned count = 0;
+    std::vector<cudaKernel_t> found;
+    cudaError_t rc = cudaLibraryGetKernelCount(&count, libraries[i]);
+    if (rc == cudaSuccess) {
+      found.resize(count);
+      rc = cudaLibraryEnumerateKernels(found.data(), count, libraries[i]);
+    }
+    for (cudaKernel_t k : found) {
+      const char* name = nullptr;
+      if (rc == cudaSuccess) rc = cudaFuncGetName(&name, reinterpret_cast<const void*>(k));
+      if (rc == cudaSuccess && name) by_name.emplace(name, k);
+    }
+    if (rc != cudaSuccess) {
+      cudaGetLastError();
+      return fail(why, names[i] + ": listing its kernels: " + cudaGetErrorString(rc));
+    }
+  }
   std::unordered_map<const void*, const void*> entry;
   for (const KernelHandle& k : registered_kernels()) {
-    for (cudaLibrary_t lib : libraries) {
-      cudaKernel_t kernel = nullptr;
-      if (cudaLibraryGetKernel(&kernel, lib, k.symbol) == cudaSuccess) {
-        entry[k.host] = reinterpret_cast<const void*>(kernel);
-        break;
-      }
-      cudaGetLastError(); // not in this library: clear the non-sticky lookup error
-    }
-    if (!entry.count(k.host)) return fail(why, std::string("kernel ") + k.symbol + " is in none of the NVRTC programs");
+    auto it = by_name.find(k.symbol);
+    if (it == by_name.end()) return fail(why, std::string("kernel ") + k.symbol + " is in none of the NVRTC programs");
+    entry[k.host] = reinterpret_cast<const void*>(it->second);
   }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   char origin[256];
