@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "ninfer/error.hpp"
@@ -134,7 +135,23 @@ void Backend::reserve_workspace(std::string_view op, const ninfer_shape& shape) 
   workspace_ = allocate(need, MemoryUse::Workspace, "op workspace");
 }
 
+namespace {
+// Timing diagnostics only (docs/performance.md, "what each op costs in the graph"): the ops
+// named in NINFER_TIMING_SKIP_OPS (comma-separated) are planned but never launched, so a
+// benchmark measures the step without them. Results are wrong while it is set; it says so.
+bool skipped_for_timing(std::string_view op) {
+  static const std::string skip = [] {
+    const char* v = std::getenv("NINFER_TIMING_SKIP_OPS");
+    std::string s = v ? v : "";
+    if (!s.empty()) spdlog::warn("NINFER_TIMING_SKIP_OPS={}: these ops are not launched, so every result is wrong", s);
+    return "," + s + ",";
+  }();
+  return skip.size() > 2 && skip.find(fmt::format(",{},", op)) != std::string::npos;
+}
+} // namespace
+
 void Backend::execute_plan(const Plan& p, const void* args) {
+  if (skipped_for_timing(p.op)) return;
   if (p.workspace_bytes > workspace_.bytes())
     throw Error(fmt::format("op '{}' ({}) needs {} bytes of workspace for {}, but only {} were reserved; the "
                             "model must call reserve_workspace for its largest shapes at load time",
