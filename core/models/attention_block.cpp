@@ -32,21 +32,22 @@ ScratchNeeds AttentionBlock::needs() const {
   return {q_width() + 2 * kv_width(), int64_t{spec_.heads} * spec_.head_dim, 0, 0};
 }
 
-void AttentionBlock::forward(Backend& be, const Step& s, const Scratch& scratch, ops::Rows x, ops::Rows out) {
+void AttentionBlock::forward(Backend& be, const Step& s, const Scratch& scratch, const ops::NormedInput& in,
+                             ops::Rows resid) {
   const int64_t T = s.tokens, hd = spec_.head_dim;
   // Projection row: [q_0 (gate_0) q_1 (gate_1) ... | k | v]; with the gate, head h's query is
   // at 2*h*hd and its gate right after it.
   const ops::Rows proj = scratch.proj;
   const int64_t q_head_stride = spec_.output_gate ? 2 * hd : hd;
   const ops::Rows q = proj, k = proj.at(q_width()), v = proj.at(q_width() + kv_width());
-  ops::linear(be, T, x, qkv_, proj);
+  ops::norm_linear(be, T, in, qkv_, /*gated=*/false, proj, {}, /*keep_normed=*/false);
   ops::head_norm_rope(be, s, {q, q_head_stride, spec_.heads}, q_norm_, {k, hd, spec_.kv_heads}, k_norm_,
                       spec_.qk_norm, spec_.eps, spec_.rotary_dim, spec_.rope_theta);
   ops::kv_append(be, s, k, v, cache_);
   ops::attention(be, s, q, q_head_stride, spec_.heads, cache_, scratch.inner);
   if (spec_.output_gate)
     ops::sigmoid_gate(be, T, scratch.inner, proj.at(hd), q_head_stride, spec_.heads, spec_.head_dim);
-  ops::linear(be, T, scratch.inner, o_, out);
+  ops::linear(be, T, scratch.inner, o_, resid, /*accumulate=*/true);
 }
 
 } // namespace ninfer::models

@@ -29,7 +29,8 @@ class AttentionBlock final : public Mixer {
                  const StepLimits& limits);
 
   ScratchNeeds needs() const override;
-  void forward(Backend& be, const Step& s, const Scratch& scratch, ops::Rows x, ops::Rows out) override;
+  void forward(Backend& be, const Step& s, const Scratch& scratch, const ops::NormedInput& in,
+               ops::Rows resid) override;
   void reset(Backend&, int32_t) override {} // positions gate what is read; nothing to clear
 
  private:

@@ -29,13 +29,15 @@ struct Scratch {
   float* gates = nullptr; // [tokens, gates-per-token], contiguous
 };
 
-// A layer's token mixer: reads the normed hidden rows, writes its output rows (before the
-// residual add), keeps whatever per-slot state it needs.
+// A layer's token mixer: reads the residual stream through its input norm (`in`, normed by its
+// first projection), adds its output to the residual stream `resid` (its last projection
+// accumulates), keeps whatever per-slot state it needs.
 class Mixer {
  public:
   virtual ~Mixer() = default;
   virtual ScratchNeeds needs() const = 0;
-  virtual void forward(Backend& be, const Step& s, const Scratch& scratch, ops::Rows x, ops::Rows out) = 0;
+  virtual void forward(Backend& be, const Step& s, const Scratch& scratch, const ops::NormedInput& in,
+                       ops::Rows resid) = 0;
   // The slot starts a new sequence.
   virtual void reset(Backend& be, int32_t slot) = 0;
 };

@@ -21,7 +21,6 @@ Decoder::Decoder(Backend& be, DecoderParts parts, const StepLimits& limits)
     return be.allocate(sizeof(float) * std::max<int64_t>(1, T * per_token), MemoryUse::Activations, what);
   };
   residual_ = act(hidden_, "residual stream");
-  block_out_ = act(hidden_, "block output");
   normed_ = act(hidden_, "normed hidden");
   proj_ = act(needs_.proj, "projections");
   inner_ = act(needs_.inner, "inner activations");
@@ -41,22 +40,17 @@ Decoder::Decoder(Backend& be, DecoderParts parts, const StepLimits& limits)
 
 void Decoder::run_layers(const Step& s) {
   const int64_t T = s.tokens;
-  ops::Rows resid = rows_of(residual_, hidden_), out = rows_of(block_out_, hidden_), normed = rows_of(normed_, hidden_);
+  const ops::Rows resid = rows_of(residual_, hidden_), normed = rows_of(normed_, hidden_);
   const auto scale = parts_.norm_scale;
   const float eps = parts_.eps;
   ops::embedding(be_, s, parts_.embedding, resid);
-  for (size_t i = 0; i < parts_.layers.size(); ++i) {
-    Layer& l = parts_.layers[i];
-    // The residual stream lives in `resid`; each norm first adds the previous block's output.
-    if (i == 0)
-      ops::rms_norm(be_, T, resid, nullptr, l.input_norm, scale, eps, normed);
-    else
-      ops::rms_norm(be_, T, out, &resid, l.input_norm, scale, eps, normed);
-    l.mixer->forward(be_, s, scratch_, normed, out);
-    ops::rms_norm(be_, T, out, &resid, l.post_norm, scale, eps, normed);
-    l.mlp->forward(be_, s, scratch_, normed, out);
+  // The residual stream lives in `resid`: each block reads it through its norm (folded into its
+  // first projection in decode) and its last projection adds the block's output to it.
+  for (Layer& l : parts_.layers) {
+    l.mixer->forward(be_, s, scratch_, {resid, &l.input_norm, scale, eps, normed}, resid);
+    l.mlp->forward(be_, s, scratch_, {resid, &l.post_norm, scale, eps, normed}, resid);
   }
-  ops::rms_norm(be_, T, out, &resid, parts_.final_norm, scale, eps, normed);
+  ops::rms_norm(be_, T, resid, nullptr, parts_.final_norm, scale, eps, normed);
 }
 
 Step Decoder::forward(std::span<const SequenceChunk> chunks) {

@@ -1,5 +1,6 @@
 // The forward pass shared by every family: embedding, decoder layers (norm, token mixer, norm,
-// MLP, with the residual adds fused into the norms), final norm, LM head. Owns the activation
+// MLP; each block's norm is folded into its first projection and its last projection adds to
+// the residual stream), final norm, LM head. Owns the activation
 // buffers (sized once for StepLimits) and the step inputs.
 #pragma once
 
@@ -81,7 +82,7 @@ class Decoder {
   ScratchNeeds needs_;
   int64_t hidden_;
   int64_t logit_rows_; // rows of the logits buffer; the LM head runs in slices of this many
-  DeviceBuffer residual_, block_out_, normed_, proj_, inner_, core_, gates_, logits_;
+  DeviceBuffer residual_, normed_, proj_, inner_, core_, gates_, logits_;
   DeviceBuffer greedy_ids_, greedy_logprobs_; // logit_rows_ entries each
   DeviceBuffer sample_params_;                 // logit_rows_ ninfer_sample_row
   Scratch scratch_;

@@ -39,23 +39,25 @@ void GatedDeltaNetBlock::reset(Backend& be, int32_t slot) {
   be.zero(recurrent_state_, slot * recurrent_state_bytes(), recurrent_state_bytes());
 }
 
-void GatedDeltaNetBlock::forward(Backend& be, const Step& s, const Scratch& scratch, ops::Rows x, ops::Rows out) {
+void GatedDeltaNetBlock::forward(Backend& be, const Step& s, const Scratch& scratch, const ops::NormedInput& in,
+                                 ops::Rows resid) {
   const int64_t T = s.tokens;
   const int32_t C = static_cast<int32_t>(conv_channels());
   float* g = scratch.gates;
   float* beta = scratch.gates + T * spec_.v_heads;
   const ops::Rows proj = scratch.proj, conv = scratch.inner, core = scratch.core;
 
-  ops::linear(be, T, x, qkvz_, proj); // [qkv (C) | z (value width)]
-  ops::gdn_gating(be, T, x, w_a_, w_b_, a_log_, dt_bias_, g, beta);
+  // [qkv (C) | z (value width)]; the normed rows stay for the gating's own projections.
+  ops::norm_linear(be, T, in, qkvz_, /*gated=*/false, proj, {}, /*keep_normed=*/true);
+  ops::gdn_gating(be, T, in.normed, w_a_, w_b_, a_log_, dt_bias_, g, beta);
   ops::causal_conv1d(be, s, proj, conv_w_, C, spec_.conv_kernel, conv_state_.as<float>(), conv);
   const ops::Rows q = conv, k = conv.at(key_width()), v = conv.at(2 * key_width());
-  ops::l2_norm(be, T, q, spec_.k_heads, spec_.k_dim, kQkL2Eps);
-  ops::l2_norm(be, T, k, spec_.k_heads, spec_.k_dim, kQkL2Eps);
+  // q's heads and then k's, back to back in the conv row: one launch normalises both.
+  ops::l2_norm(be, T, q, 2 * spec_.k_heads, spec_.k_dim, kQkL2Eps);
   ops::gated_delta_rule(be, s, q, k, v, g, beta, {spec_.k_heads, spec_.v_heads, spec_.k_dim, spec_.v_dim},
                         1.0f / std::sqrt(static_cast<float>(spec_.k_dim)), recurrent_state_.as<float>(), core);
   ops::gated_rms_norm(be, T, core, proj.at(C), norm_w_, spec_.v_heads, spec_.eps, core);
-  ops::linear(be, T, core, out_, out);
+  ops::linear(be, T, core, out_, resid, /*accumulate=*/true);
 }
 
 } // namespace ninfer::models

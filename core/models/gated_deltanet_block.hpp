@@ -28,7 +28,8 @@ class GatedDeltaNetBlock final : public Mixer {
                      const StepLimits& limits);
 
   ScratchNeeds needs() const override;
-  void forward(Backend& be, const Step& s, const Scratch& scratch, ops::Rows x, ops::Rows out) override;
+  void forward(Backend& be, const Step& s, const Scratch& scratch, const ops::NormedInput& in,
+               ops::Rows resid) override;
   void reset(Backend& be, int32_t slot) override;
 
  private:

@@ -14,7 +14,7 @@ class MlpBlock {
   // `prefix` is the layer's "model.layers.N." (with the checkpoint's weight prefix).
   MlpBlock(WeightLoader& w, const std::string& prefix, int64_t intermediate);
   ScratchNeeds needs() const { return {2 * intermediate_, intermediate_, 0, 0}; }
-  void forward(Backend& be, const Step& s, const Scratch& scratch, ops::Rows x, ops::Rows out);
+  void forward(Backend& be, const Step& s, const Scratch& scratch, const ops::NormedInput& in, ops::Rows resid);
 
  private:
   int64_t intermediate_;

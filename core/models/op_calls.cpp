@@ -13,6 +13,7 @@
 #include "ninfer/abi/ops/head_norm_rope.h"
 #include "ninfer/abi/ops/l2_norm.h"
 #include "ninfer/abi/ops/linear.h"
+#include "ninfer/abi/ops/norm_linear.h"
 #include "ninfer/abi/ops/rms_norm.h"
 #include "ninfer/abi/ops/rope.h"
 #include "ninfer/abi/ops/sigmoid_gate.h"
@@ -55,6 +56,36 @@ void head_rms_norm(Backend& be, int64_t tokens, Rows x, int64_t head_stride, int
 void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y) {
   ninfer_linear_args a{x.p, x.stride, w.buf.data(), y.p, y.stride, tokens, i32(w.cols), i32(w.rows), w.dtype};
   be.run(NINFER_OP_LINEAR, shape(tokens, w.cols, w.rows, 0, 0, w.dtype), &a);
+}
+
+void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Matrix& w, bool gated, Rows y, Rows proj,
+                 bool keep_normed) {
+  const ninfer_shape sh = shape(tokens, w.cols, w.rows, gated ? 1 : 0, 0, w.dtype);
+  if (be.has_variant(NINFER_OP_NORM_LINEAR, sh)) {
+    ninfer_norm_linear_args a{};
+    a.x = in.x.p;
+    a.x_row_stride = in.x.stride;
+    a.norm_w = in.w->data();
+    a.eps = in.eps;
+    a.norm_offset = in.scale == NormScale::OnePlusW ? 1 : 0;
+    a.w = w.buf.data();
+    a.w_dtype = w.dtype;
+    a.y = y.p;
+    a.y_row_stride = y.stride;
+    a.normed = keep_normed ? in.normed.p : nullptr;
+    a.normed_row_stride = in.normed.stride;
+    a.tokens = tokens;
+    a.in_features = i32(w.cols);
+    a.out_features = i32(w.rows);
+    a.gated = gated ? 1 : 0;
+    be.run(NINFER_OP_NORM_LINEAR, sh, &a);
+    return;
+  }
+  rms_norm(be, tokens, in.x, nullptr, *in.w, in.scale, in.eps, in.normed);
+  if (!gated) return linear(be, tokens, in.normed, w, y);
+  linear(be, tokens, in.normed, w, proj);
+  const int64_t half = w.rows / 2;
+  silu_mul(be, tokens, proj, proj.at(half), i32(half), y);
 }
 
 void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids, float* logprob) {

@@ -31,6 +31,22 @@ void rms_norm(Backend& be, int64_t tokens, Rows x, Rows* residual, const Vector&
 void head_rms_norm(Backend& be, int64_t tokens, Rows x, int64_t head_stride, int32_t heads, const Vector& w,
                    NormScale scale, float eps);
 
+// A block's input: the residual stream x through rms_norm with weights w. `normed` is a buffer
+// for the normed rows (written when the fused op is missing, or when the block asks for them).
+struct NormedInput {
+  Rows x;
+  const Vector* w = nullptr;
+  NormScale scale = NormScale::W;
+  float eps = 1e-6f;
+  Rows normed;
+};
+// y = rms_norm(in) . W^T, or gated: y = silu_mul of its two halves (W = [gate; up]). One op
+// (ninfer/abi/ops/norm_linear.h) where the plugin has a variant for the shape; otherwise
+// rms_norm into in.normed, linear (gated: into `proj`, 2x the width of y) and silu_mul, which
+// compute the same. With keep_normed, in.normed holds the normed rows afterwards either way.
+void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Matrix& w, bool gated, Rows y, Rows proj,
+                 bool keep_normed);
+
 // y[:, 0:w.rows] = x[:, 0:w.cols] . W^T
 void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y);
 

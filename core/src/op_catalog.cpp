@@ -14,6 +14,7 @@
 #include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/abi/ops/l2_norm.h"
 #include "ninfer/abi/ops/linear.h"
+#include "ninfer/abi/ops/norm_linear.h"
 #include "ninfer/abi/ops/rms_norm.h"
 #include "ninfer/abi/ops/rope.h"
 #include "ninfer/abi/ops/sample.h"
@@ -40,6 +41,8 @@ const std::vector<OpInfo>& op_catalog() {
        {5120, 1, 0, 0}, NINFER_DTYPE_F32},
       {NINFER_OP_LINEAR, "dense layer y = x.W^T (W [out, in])", {"in_features", "out_features"},
        {5120, 17408, 0, 0}, NINFER_DTYPE_BF16},
+      {NINFER_OP_NORM_LINEAR, "rms_norm of x, then y = xn.W^T, optionally SwiGLU of its two halves",
+       {"in_features", "out_features", "gated"}, {5120, 34816, 1, 0}, NINFER_DTYPE_BF16},
       {NINFER_OP_ROPE, "rotary embedding, half-split layout, full or partial, in place",
        {"head_dim", "heads", "rotary_dim"}, {256, 24, 64, 0}, NINFER_DTYPE_F32},
       {NINFER_OP_HEAD_NORM_ROPE, "per-head RMSNorm of q and k heads, then rotary embedding of both, in place",

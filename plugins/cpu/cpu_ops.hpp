@@ -1,6 +1,7 @@
 // Registration functions of the CPU reference plugin's op families.
 #pragma once
 
+#include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/plugin_abi.h"
 
 namespace ninfer::cpu_plugin {
@@ -11,6 +12,7 @@ int32_t register_norms(const ninfer_registrar* r); // rms_norm, l2_norm, gated_r
 int32_t register_linear(const ninfer_registrar* r);
 int32_t register_rope(const ninfer_registrar* r);
 int32_t register_head_norm_rope(const ninfer_registrar* r); // rms_norm + rope of q and k heads
+int32_t register_norm_linear(const ninfer_registrar* r);    // rms_norm + linear (+ silu_mul)
 int32_t register_kv_append(const ninfer_registrar* r);
 int32_t register_attention(const ninfer_registrar* r);
 int32_t register_elementwise(const ninfer_registrar* r); // silu_mul, sigmoid_gate
@@ -18,6 +20,9 @@ int32_t register_causal_conv1d(const ninfer_registrar* r);
 int32_t register_argmax(const ninfer_registrar* r);
 int32_t register_sample(const ninfer_registrar* r);
 int32_t register_fill_random(const ninfer_registrar* r);
+
+// linear (the blocked kernel) for rows [t0, t1) of `a`: what norm_linear runs after its norm.
+void linear_rows(const ninfer_linear_args& a, int64_t t0, int64_t t1);
 
 // gated_delta_rule has two host forms; plugin.cpp registers them in planning order.
 const ninfer_variant& gated_delta_rule_chunked_variant();

@@ -87,6 +87,8 @@ int32_t launch_emulate_bf16_x(const void* args, const ninfer_launch* l, void*, c
 
 } // namespace
 
+void linear_rows(const ninfer_linear_args& a, int64_t t0, int64_t t1) { run_blocked(a, t0, t1); }
+
 int32_t register_linear(const ninfer_registrar* r) {
   static const ninfer_variant blocked = host_variant(NINFER_OP_LINEAR, "blocked", kF32OrBf16, supports, launch);
   static const ninfer_variant emulate = host_variant(NINFER_OP_LINEAR, "emulate_bf16_x", kF32OrBf16, supports,

@@ -1,6 +1,7 @@
-// Model code runs head_norm_rope (q/k norm + rotary embedding in one op) only where the plugin
-// has a variant for it; on a plugin without one (one written before the op: here the CPU plugin
-// built without it, cpu-unfused) attention layers run the three ops it fuses. On the CPU
+// Model code runs head_norm_rope (q/k norm + rotary embedding in one op) and norm_linear (a
+// block's norm + first projection (+ SwiGLU)) only where the plugin has a variant for them; on a
+// plugin without them (one written before the ops: here the CPU plugin built without them,
+// cpu-unfused) the layers run the ops they fuse. On the CPU
 // plugin both paths run the same row functions, so the logits must be the same bits, for Qwen3
 // (q and k rows back to back: one rope call) and Qwen3.5 (gated q rows: a rope call each).
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 
 #include "model_test_env.hpp"
 #include "ninfer/abi/ops/head_norm_rope.h"
+#include "ninfer/abi/ops/norm_linear.h"
 
 using namespace ninfer;
 using namespace ninfer::test;
@@ -48,7 +50,8 @@ TEST(UnfusedFallback, PluginWithoutHeadNormRopeGivesTheSameLogits) {
   PluginHost unfused_host;
   ASSERT_TRUE(unfused_host.load_file(NINFER_UNFUSED_PLUGIN_FILE)) << NINFER_UNFUSED_PLUGIN_FILE;
   const LoadedPlugin& unfused = *unfused_host.plugins().front();
-  ASSERT_TRUE(unfused.variants_for(NINFER_OP_HEAD_NORM_ROPE).empty()) << "cpu-unfused must lack the fused op";
+  ASSERT_TRUE(unfused.variants_for(NINFER_OP_HEAD_NORM_ROPE).empty()) << "cpu-unfused must lack the fused ops";
+  ASSERT_TRUE(unfused.variants_for(NINFER_OP_NORM_LINEAR).empty()) << "cpu-unfused must lack the fused ops";
   for (const char* name : {"tiny-qwen3", "tiny-qwen3_5"}) {
     const Fixture fx = Fixture::load(name);
     Backend fused_be = cpu_model_backend();
@@ -56,6 +59,9 @@ TEST(UnfusedFallback, PluginWithoutHeadNormRopeGivesTheSameLogits) {
     const ninfer_shape s{1, {128, 4, 2, 64}, NINFER_DTYPE_F32};
     ASSERT_TRUE(fused_be.has_variant(NINFER_OP_HEAD_NORM_ROPE, s));
     ASSERT_FALSE(unfused_be.has_variant(NINFER_OP_HEAD_NORM_ROPE, s));
+    const ninfer_shape nl{1, {64, 128, 1, 0}, NINFER_DTYPE_F32};
+    ASSERT_TRUE(fused_be.has_variant(NINFER_OP_NORM_LINEAR, nl));
+    ASSERT_FALSE(unfused_be.has_variant(NINFER_OP_NORM_LINEAR, nl));
     const auto fused = all_logits(fx, fused_be), unfused_logits = all_logits(fx, unfused_be);
     ASSERT_EQ(fused.size(), unfused_logits.size()) << name;
     size_t differ = 0;
@@ -66,5 +72,13 @@ TEST(UnfusedFallback, PluginWithoutHeadNormRopeGivesTheSameLogits) {
     for (const Plan* p : unfused_be.cached_plans()) planned_rope |= p->op == "rope";
     EXPECT_TRUE(planned_rope) << name;
     for (const Plan* p : fused_be.cached_plans()) EXPECT_NE(p->op, "rope") << name << ": the fused path ran rope";
+    // Likewise norm_linear: the fused path never needs silu_mul, the unfused one never plans it.
+    bool planned_norm_linear = false;
+    for (const Plan* p : fused_be.cached_plans()) {
+      planned_norm_linear |= p->op == "norm_linear";
+      EXPECT_NE(p->op, "silu_mul") << name << ": the fused path ran silu_mul";
+    }
+    EXPECT_TRUE(planned_norm_linear) << name;
+    for (const Plan* p : unfused_be.cached_plans()) EXPECT_NE(p->op, "norm_linear") << name;
   }
 }

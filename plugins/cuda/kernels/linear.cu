@@ -10,6 +10,8 @@
 //   cublaslt                     prefill-sized: cuBLASLt (bf16 tensor cores for bf16 W, x
 //                                rounded to bf16; plain float32 for f32 W), a library call
 //                                the planner does not size (linear_cublaslt.cu)
+// and norm_linear's gemv_cc1 (norm_linear.cu): one token's rms_norm + linear (+ SwiGLU) in one
+// kernel, the decode form of a block's first projection.
 // Which one runs for a token count is the schedule table's choice (arch/schedules/sm_*.yaml),
 // else the planner's; model code only names the op.
 #include "../cuda_variant.hpp"
@@ -21,7 +23,8 @@ int32_t register_linear(const ninfer_registrar* r, char* err, size_t err_len) {
   if (int32_t rc = register_linear_gemv(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_gemv_cc(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_tiled(r, err, err_len); rc != NINFER_OK) return rc;
-  return register_linear_cublaslt(r, err, err_len);
+  if (int32_t rc = register_linear_cublaslt(r, err, err_len); rc != NINFER_OK) return rc;
+  return register_norm_linear(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

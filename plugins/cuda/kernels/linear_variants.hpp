@@ -40,5 +40,6 @@ int32_t register_linear_gemv(const ninfer_registrar* r, char* err, size_t err_le
 int32_t register_linear_gemv_cc(const ninfer_registrar* r, char* err, size_t err_len); // linear_gemv_cc.cu
 int32_t register_linear_tiled(const ninfer_registrar* r, char* err, size_t err_len); // linear_tiled.cu
 int32_t register_linear_cublaslt(const ninfer_registrar* r, char* err, size_t err_len); // linear_cublaslt.cu
+int32_t register_norm_linear(const ninfer_registrar* r, char* err, size_t err_len); // norm_linear.cu (op norm_linear)
 
 } // namespace ninfer::cuda_plugin

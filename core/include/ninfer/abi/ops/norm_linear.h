@@ -1,0 +1,58 @@
+/* Op contract: norm_linear — a bias-free dense layer on RMS-normalised rows, optionally followed
+ * by SwiGLU: what a transformer block's first projection computes from the residual stream, in
+ * one op, so decode does not pay a separate norm (and activation) launch per block.
+ *
+ * Math, for every token t in [0, T), with K = in_features:
+ *   r        = 1 / sqrt(sum_k x[t, k]^2 / K + eps)
+ *   xn[k]    = x[t, k] * r * s[k],      s[k] = norm_w[k] (norm_offset 0) or 1 + norm_w[k] (1)
+ *   p[n]     = sum_k xn[k] * w[n, k],   n in [0, out_features)
+ *   gated 0: y[t, n] = p[n]                                   for n < out_features
+ *   gated 1: y[t, n] = silu(p[n]) * p[n + out_features / 2]   for n < out_features / 2
+ *            (w holds the gate rows, then the up rows), silu(z) = z / (1 + exp(-z))
+ *   normed != NULL: normed[t, k] = xn[k] (for a second consumer of the normed rows)
+ * It equals rms_norm (no residual) into a buffer, linear on it, and (gated) silu_mul on the two
+ * halves; the model runs exactly those ops where a plugin has no variant for the shape.
+ *
+ * Shapes: x [T, K] float32, row stride x_row_stride; norm_w [K] float32; w [out_features, K]
+ * contiguous in w_dtype (F32 or BF16); y [T, out_features (gated: / 2)] float32, row stride
+ * y_row_stride; normed [T, K] float32, row stride normed_row_stride, or NULL. Accumulation is
+ * float32 or wider. Planning shape: tokens = T, dims[0] = K, dims[1] = out_features,
+ * dims[2] = gated, dtype = w_dtype.
+ *
+ * Effects: writes y (and normed) rows of the launch's tokens; y and normed must not overlap x,
+ * w, norm_w or each other. Workspace: variant-defined.
+ */
+#ifndef NINFER_ABI_OPS_NORM_LINEAR_H
+#define NINFER_ABI_OPS_NORM_LINEAR_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NINFER_OP_NORM_LINEAR "norm_linear"
+
+typedef struct ninfer_norm_linear_args {
+  const float* x;
+  int64_t x_row_stride;
+  const float* norm_w;
+  float eps;
+  int32_t norm_offset; /* 0: scale by norm_w; 1: by 1 + norm_w */
+  const void* w;
+  int32_t w_dtype; /* ninfer_dtype */
+  float* y;
+  int64_t y_row_stride;
+  float* normed; /* may be NULL */
+  int64_t normed_row_stride;
+  int64_t tokens;
+  int32_t in_features;
+  int32_t out_features;
+  int32_t gated;
+} ninfer_norm_linear_args;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

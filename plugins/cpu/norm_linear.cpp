@@ -1,0 +1,73 @@
+// norm_linear on the host (contract: ninfer/abi/ops/norm_linear.h): the row norm, the blocked
+// linear kernel and SiLU-multiply run one after another on the same row functions as the ops
+// they fuse, so a model computes the same bits with or without this op (the model tests check
+// that against cpu-unfused, tests/models/unfused_fallback_test.cpp).
+#include "cpu_ops.hpp"
+#include "host_variant.hpp"
+#include "ninfer/abi/ops/linear.h"
+#include "ninfer/abi/ops/norm_linear.h"
+#include "numerics.hpp"
+
+namespace ninfer::cpu_plugin {
+
+void rms_norm_row(const float* s, float* y, int32_t dim, const float* weight, double weight_offset, float eps);
+
+namespace {
+
+int32_t supports(const ninfer_shape* s) {
+  const bool gated = s->dims[2] != 0;
+  return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 && (!gated || s->dims[1] % 2 == 0);
+}
+
+// The normed rows (unless the caller keeps them) and, gated, the projection before SwiGLU.
+size_t workspace(const ninfer_shape* s, int64_t tokens) {
+  return static_cast<size_t>(tokens) * static_cast<size_t>(s->dims[0] + (s->dims[2] ? s->dims[1] : 0)) *
+         sizeof(float);
+}
+
+int32_t launch(const void* args, const ninfer_launch* l, void* ws, char* err, size_t err_len) {
+  const auto& a = *static_cast<const ninfer_norm_linear_args*>(args);
+  const int64_t t0 = l->token_begin, rows = l->token_end - t0, K = a.in_features, N = a.out_features;
+  const ninfer_shape s{rows, {K, N, a.gated, 0}, a.w_dtype};
+  if (!ws || l->workspace_bytes < workspace(&s, rows))
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "norm_linear/reference: workspace of %zu bytes, %zu needed",
+                l->workspace_bytes, workspace(&s, rows));
+  float* scratch = static_cast<float*>(ws);
+  // Normed rows: the caller's buffer when it wants them, else the workspace.
+  float* xn = a.normed ? a.normed + t0 * a.normed_row_stride : scratch;
+  const int64_t xn_stride = a.normed ? a.normed_row_stride : K;
+  for (int64_t r = 0; r < rows; ++r)
+    rms_norm_row(a.x + (t0 + r) * a.x_row_stride, xn + r * xn_stride, a.in_features, a.norm_w,
+                 a.norm_offset ? 1.0 : 0.0, a.eps);
+  float* proj = scratch + rows * K;
+  ninfer_linear_args la{};
+  la.x = xn;
+  la.x_row_stride = xn_stride;
+  la.w = a.w;
+  la.y = a.gated ? proj : a.y + t0 * a.y_row_stride;
+  la.y_row_stride = a.gated ? N : a.y_row_stride;
+  la.tokens = rows;
+  la.in_features = a.in_features;
+  la.out_features = a.out_features;
+  la.w_dtype = a.w_dtype;
+  linear_rows(la, 0, rows);
+  if (a.gated) {
+    const int64_t half = N / 2;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* g = proj + r * N;
+      float* o = a.y + (t0 + r) * a.y_row_stride;
+      for (int64_t i = 0; i < half; ++i) o[i] = static_cast<float>(silu(g[i]) * g[half + i]); // as silu_mul
+    }
+  }
+  return NINFER_OK;
+}
+
+} // namespace
+
+int32_t register_norm_linear(const ninfer_registrar* r) {
+  static const ninfer_variant v =
+      host_variant(NINFER_OP_NORM_LINEAR, "reference", kF32OrBf16, supports, launch, workspace);
+  return r->add_variant(r->ctx, &v);
+}
+
+} // namespace ninfer::cpu_plugin
