@@ -31,8 +31,9 @@ void rms_norm(Backend& be, int64_t tokens, Rows x, Rows* residual, const Vector&
 void head_rms_norm(Backend& be, int64_t tokens, Rows x, int64_t head_stride, int32_t heads, const Vector& w,
                    NormScale scale, float eps);
 
-// y[:, 0:w.rows] = x[:, 0:w.cols] . W^T
-void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y);
+// y[:, 0:w.rows] = x[:, 0:w.cols] . W^T; with `accumulate`, y[:, 0:w.rows] += that (y updated in
+// place: a residual stream takes o_proj / down_proj without a separate add).
+void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool accumulate = false);
 
 // ids[r] = argmax of logits row r (ties: lowest id), logprob[r] its log-probability.
 void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids, float* logprob);
