@@ -57,8 +57,8 @@ struct JitGemv {
     long long xs = a.x_row_stride, ys = a.y_row_stride, begin = l->token_begin, end = l->token_end;
     const void* w = a.w;
     float* y = a.y;
-    int K = a.in_features, N = a.out_features;
-    void* params[] = {&x, &xs, &w, &y, &ys, &K, &N, &begin, &end};
+    int K = a.in_features, N = a.out_features, accumulate = a.accumulate != 0;
+    void* params[] = {&x, &xs, &w, &y, &ys, &K, &N, &begin, &end, &accumulate}; // gemv_bf16 / gemv_f32's order
     try {
       LoadedModule::launch_function(a.w_dtype == NINFER_DTYPE_BF16 ? fn_bf16 : fn_f32, gx, gy,
                                     static_cast<unsigned>(p.threads), 0, stream, params);

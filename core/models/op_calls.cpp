@@ -53,8 +53,9 @@ void head_rms_norm(Backend& be, int64_t tokens, Rows x, int64_t head_stride, int
   be.run(NINFER_OP_RMS_NORM, shape(tokens, w.size, heads), &a);
 }
 
-void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y) {
-  ninfer_linear_args a{x.p, x.stride, w.buf.data(), y.p, y.stride, tokens, i32(w.cols), i32(w.rows), w.dtype};
+void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool accumulate) {
+  ninfer_linear_args a{x.p, x.stride, w.buf.data(), y.p, y.stride, tokens, i32(w.cols), i32(w.rows), w.dtype,
+                       accumulate ? 1 : 0};
   be.run(NINFER_OP_LINEAR, shape(tokens, w.cols, w.rows, 0, 0, w.dtype), &a);
 }
 

@@ -47,8 +47,9 @@ struct NormedInput {
 void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Matrix& w, bool gated, Rows y, Rows proj,
                  bool keep_normed);
 
-// y[:, 0:w.rows] = x[:, 0:w.cols] . W^T
-void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y);
+// y[:, 0:w.rows] = x[:, 0:w.cols] . W^T; with `accumulate`, y[:, 0:w.rows] += that (y updated in
+// place: a residual stream takes o_proj / down_proj without a separate add).
+void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool accumulate = false);
 
 // ids[r] = argmax of logits row r (ties: lowest id), logprob[r] its log-probability.
 void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids, float* logprob);

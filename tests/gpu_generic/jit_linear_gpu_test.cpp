@@ -64,13 +64,15 @@ const Live& live() {
     if (!live().dev) GTEST_SKIP() << live().why;      \
   } while (0)
 
-// One linear problem on the host, its device copies, and the float64 oracle of y = x . W^T.
+// One linear problem on the host, its device copies, and the float64 oracle of y = x . W^T (or,
+// after start_from_y0, of y = y0 + x . W^T: the accumulate flag).
 struct Problem {
   int64_t K, N, x_stride, y_stride, T;
   int32_t dtype;
   std::vector<float> x;          // T x x_stride
   std::vector<uint16_t> w_bf16;  // N x K
   std::vector<float> w_f32;      // N x K
+  std::vector<float> y0;         // (T + 1) x y_stride, y before an accumulating launch; empty: none
   DeviceBuffer dx, dw, dy;
 
   Problem(Backend& be, std::mt19937_64& rng, int64_t K_, int64_t N_, int32_t dtype_, int64_t T_, int64_t pad)
@@ -93,13 +95,23 @@ struct Problem {
   }
 
   ninfer_shape shape() const { return {T, {K, N, 0, 0}, dtype}; }
-  ninfer_linear_args args() const {
+  ninfer_linear_args args(int32_t accumulate = 0) const {
     return {dx.as<float>(), x_stride, dw.data(), dy.as<float>(), y_stride, T, static_cast<int32_t>(K),
-            static_cast<int32_t>(N), dtype};
+            static_cast<int32_t>(N), dtype, accumulate};
   }
-  void poison(Backend& be) const { // NaN everywhere: an output the kernel skips fails the check
+  void poison(Backend& be) { // NaN everywhere: an output the kernel skips fails the check
+    y0.clear();
     const std::vector<uint8_t> ff(dy.bytes(), 0xFF);
     be.upload(dy, 0, ff.data(), ff.size());
+  }
+  // Random y0 in y[0..T) x [0..N), NaN elsewhere (so stray writes still show), for a launch with
+  // accumulate = 1; check() then expects y0 + x . W^T.
+  void start_from_y0(Backend& be, std::mt19937_64& rng) {
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    y0.assign(static_cast<size_t>((T + 1) * y_stride), std::nanf(""));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t n = 0; n < N; ++n) y0[static_cast<size_t>(t * y_stride + n)] = u(rng);
+    be.upload(dy, 0, y0.data(), y0.size() * 4);
   }
   // The worst |got - want| / (sum_k |x w| + tiny) over the T rows, and whether anything outside
   // y[0..T) x [0..N) was written (padding columns and the row after the last stay NaN).
@@ -117,6 +129,10 @@ struct Problem {
           continue;
         }
         double want = 0, mag = 0;
+        if (!y0.empty()) {
+          want = y0[static_cast<size_t>(t * y_stride + n)];
+          mag = std::abs(want);
+        }
         for (int64_t k = 0; k < K; ++k) {
           const double p = double(x[static_cast<size_t>(t * x_stride + k)]) * w_f32[static_cast<size_t>(n * K + k)];
           want += p;
@@ -179,6 +195,47 @@ TEST(GpuJitLinear, EverySweepPointMatchesAFloat64OracleAtOneToEightTokens) {
     }
   }
   EXPECT_EQ(runs, 48 * 8);
+}
+
+// accumulate = 1 (y += x . W^T, the residual-stream update): every sweep point at a full, a
+// partial and a single-token tile, y starting from random y0 (NaN in the padding and the row
+// after, which must stay NaN); then accumulate = 0 on all-NaN y, which a kernel that read y
+// would fail. The same shapes as above, both dtypes, vector and scalar paths.
+TEST(GpuJitLinear, AccumulateAddsToYAtEverySweepPoint) {
+  REQUIRE_LIVE_GPU();
+  auto rng = test::fresh_rng("GpuJitLinearAccumulate");
+  Backend be = backend();
+  struct Shape {
+    int64_t K, N, pad;
+    int32_t dtype;
+  };
+  const Shape shapes[] = {{1024, 333, 0, NINFER_DTYPE_BF16},
+                          {776, 130, 4, NINFER_DTYPE_F32},
+                          {517, 97, 0, NINFER_DTYPE_BF16},
+                          {640, 257, 1, NINFER_DTYPE_F32}};
+  int runs = 0;
+  for (const GemvParams& p : all_points()) {
+    const std::string name = gemv_name(p);
+    for (int64_t T : {int64_t{1}, int64_t{3}, int64_t{8}})
+      for (const Shape& s : shapes) {
+        Problem pr(be, rng, s.K, s.N, s.dtype, T, s.pad);
+        for (int32_t accumulate : {1, 0}) {
+          if (accumulate)
+            pr.start_from_y0(be, rng);
+          else
+            pr.poison(be);
+          const ninfer_linear_args a = pr.args(accumulate);
+          ASSERT_NO_THROW(be.run_variant(NINFER_OP_LINEAR, name, pr.shape(), &a)) << name;
+          const auto [err, stray] = pr.check(be);
+          EXPECT_LE(err, kTol) << name << " T=" << T << " K=" << s.K << " N=" << s.N << " dtype " << s.dtype
+                               << " accumulate=" << accumulate;
+          EXPECT_FALSE(stray) << name << " T=" << T << " accumulate=" << accumulate
+                              << " wrote outside y[0..T) x [0..N)";
+          ++runs;
+        }
+      }
+  }
+  EXPECT_EQ(runs, 48 * 3 * 4 * 2);
 }
 
 TEST(GpuJitLinear, ResourcesAreTheLoadedFunctionsAndResidencyTheDrivers) {

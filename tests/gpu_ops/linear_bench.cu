@@ -181,14 +181,14 @@ struct Bench {
     }
     const double once = median_seconds(
         [&] {
-          ninfer_linear_args a{x, K, w[0], y, N, T, K, N, dtype};
+          ninfer_linear_args a{x, K, w[0], y, N, T, K, N, dtype, /*accumulate=*/0};
           ninfer::execute(plan, &a, ws, stream);
         },
         1);
     const int reps = static_cast<int>(std::max<size_t>(w.size(), std::min<size_t>(200, size_t(3e-3 / once) + 1)));
     auto batch = [&] {
       for (int i = 0; i < reps; ++i) {
-        ninfer_linear_args a{x, K, w[i % w.size()], y, N, T, K, N, dtype};
+        ninfer_linear_args a{x, K, w[i % w.size()], y, N, T, K, N, dtype, /*accumulate=*/0};
         ninfer::execute(plan, &a, ws, stream);
       }
     };

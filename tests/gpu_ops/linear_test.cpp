@@ -74,7 +74,7 @@ struct LinearCall {
       : x(put(be, xh)),
         w(dtype == NINFER_DTYPE_F32 ? put(be, wh.f32, "weights") : put(be, wh.bf16, "weights")),
         y(poisoned_buffer(be, static_cast<size_t>(T * y_stride))),
-        args{x.as<float>(), x_stride, w.data(), y.as<float>(), y_stride, T, K, N, dtype},
+        args{x.as<float>(), x_stride, w.data(), y.as<float>(), y_stride, T, K, N, dtype, /*accumulate=*/0},
         shape{T, {K, N, 0, 0}, dtype},
         y_elems(T * y_stride) {}
 
@@ -342,6 +342,86 @@ TEST(LinearGpu, CudaCoreGemvMatchesCpuAtDecodeTokenCounts) {
                               << " (" << variant << "): " << describe_check(variant, dtype, m);
             EXPECT_TRUE(padding_still_poisoned(y, T, sh.N, ys))
                 << describe(dtype, T, sh.K, sh.N) << ", " << route_name(route) << ": wrote past a row";
+          }
+        }
+      }
+    }
+}
+
+// accumulate = 1: y += x.W^T on y's previous contents (the residual-stream update), for the
+// planner's choice and every variant (gemv1/2/4/8, gemv_cc1/2, tiled64/128, cublaslt,
+// cublaslt_x2 and whatever else the plugin registers), f32 and bf16 weights, decode and prefill
+// token counts, a vector-path shape, a scalar-path one (K % 8 != 0, odd N) and a wide one. y
+// starts as random y0 in its rows and NaN in the padding past each row (which must stay NaN);
+// accumulate = 0 on the same inputs starts from all-NaN y, so a kernel that read y would fail.
+// Oracle: float64 dot products, plus y0 when accumulating. For cublaslt with bf16 weights the
+// `bf16-activation-rounding` bound applies to the product alone, so y0 is taken off its output
+// first (a variant that dropped y0 is then off by |y0| ~ |x.W^T|, far past the 2^-8 bound).
+TEST(LinearGpu, AccumulateAddsToYAndZeroIgnoresItInEveryVariant) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  auto rng = fresh_rng("gpu linear accumulate");
+  auto gpu = make_cuda_backend();
+  const auto routes = op_routes(*gpu, NINFER_OP_LINEAR);
+  for (const char* name : {"gemv1", "gemv2", "gemv4", "gemv8", "gemv_cc1", "gemv_cc2", "tiled64", "tiled128",
+                           "cublaslt"})
+    EXPECT_NE(gpu->plugin().find_variant(NINFER_OP_LINEAR, name), nullptr)
+        << gpu->plugin().name() << " registers no linear/" << name;
+  struct Shape {
+    int32_t K, N;
+    int64_t x_pad;
+  };
+  const std::vector<int64_t> tokens{1, 2, 5, 8, 64, 300};
+  const int64_t Tmax = tokens.back();
+  for (int32_t dtype : {NINFER_DTYPE_F32, NINFER_DTYPE_BF16})
+    for (Shape sh : {Shape{512, 392, 4}, Shape{300, 257, 1}, Shape{2048, 1030, 0}}) {
+      const int64_t xs = sh.K + sh.x_pad, ys = sh.N + 2;
+      const auto x = randn(rng, static_cast<size_t>(Tmax * xs));
+      const Weights w = random_weights(rng, dtype, sh.K, sh.N);
+      std::vector<float> y0 = randn(rng, static_cast<size_t>(Tmax * ys));
+      for (int64_t t = 0; t < Tmax; ++t) // the padding past each row: never read, never written
+        for (int64_t n = sh.N; n < ys; ++n) y0[static_cast<size_t>(t * ys + n)] = std::nanf("");
+      std::vector<double> dot(static_cast<size_t>(Tmax * sh.N)); // float64 x.W^T, all rows once
+      for (int64_t t = 0; t < Tmax; ++t)
+        for (int32_t n = 0; n < sh.N; ++n) {
+          double acc = 0;
+          for (int32_t k = 0; k < sh.K; ++k)
+            acc += static_cast<double>(x[static_cast<size_t>(t * xs + k)]) * w.f32[static_cast<size_t>(n) * sh.K + k];
+          dot[static_cast<size_t>(t * sh.N + n)] = acc;
+        }
+      const std::vector<float> y0_rows = row_elements(y0, Tmax, sh.N, ys);
+      LinearCall call(*gpu, x, xs, w, dtype, Tmax, sh.K, sh.N, ys);
+      for (int64_t T : tokens) {
+        ninfer_shape s = call.shape;
+        s.tokens = T;
+        for (const std::string& route : routes) {
+          const std::string variant = variant_for(*gpu, route, s);
+          if (variant.empty()) continue; // e.g. cublaslt needs 16-byte rows
+          if (route.empty()) gpu->reserve_workspace(NINFER_OP_LINEAR, s); // as a model does at load
+          for (int32_t accumulate : {1, 0}) {
+            ninfer_linear_args a = call.args;
+            a.tokens = T;
+            a.accumulate = accumulate;
+            if (accumulate)
+              gpu->upload(call.y, 0, y0.data(), static_cast<size_t>(T * ys) * sizeof(float));
+            else
+              call.poison(*gpu);
+            run_route(*gpu, NINFER_OP_LINEAR, route, s, &a);
+            const auto y = get<float>(*gpu, call.y, static_cast<size_t>(T * ys));
+            std::vector<float> got = row_elements(y, T, sh.N, ys);
+            std::vector<double> want(dot.begin(), dot.begin() + T * sh.N);
+            if (accumulate)
+              for (size_t i = 0; i < got.size(); ++i) {
+                if (rounds_x_to_bf16(variant, dtype))
+                  got[i] -= y0_rows[i];
+                else
+                  want[i] += y0_rows[i];
+              }
+            const Mismatch m = check_route(variant, dtype, got, want);
+            EXPECT_TRUE(m.ok) << describe(dtype, T, sh.K, sh.N) << " accumulate=" << accumulate << ", "
+                              << route_name(route) << " (" << variant << "): " << describe_check(variant, dtype, m);
+            EXPECT_TRUE(padding_still_poisoned(y, T, sh.N, ys))
+                << describe(dtype, T, sh.K, sh.N) << " accumulate=" << accumulate << ", " << route_name(route)
+                << ": wrote past a row";
           }
         }
       }

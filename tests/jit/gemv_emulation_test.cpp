@@ -145,9 +145,11 @@ struct Case {
 
 // Runs the grid the variant would launch (grid.x from the rows, grid.y = the planner's token
 // tiles) warp by warp; returns the worst error relative to sum |x w| and whether anything outside
-// y[0..T) x [0..N) was written. An exception in a lane (a misaligned load) is rethrown.
+// y[0..T) x [0..N) was written. With `accumulate`, y[0..T) x [0..N) starts random and the
+// oracle adds it; without, it starts NaN, so reading it would fail. An exception in a lane (a
+// misaligned load) is rethrown.
 template <int TH, int R, int V, int M>
-std::pair<double, bool> run(const Case& c, std::mt19937& rng) {
+std::pair<double, bool> run(const Case& c, int accumulate, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   const int xs = c.K + c.x_pad, ys = c.N + c.y_pad;
   std::vector<float> x(static_cast<size_t>(c.T) * xs), wf(static_cast<size_t>(c.N) * c.K);
@@ -158,6 +160,10 @@ std::pair<double, bool> run(const Case& c, std::mt19937& rng) {
     wf[i] = c.bf16 ? __uint_as_float(static_cast<unsigned>(wb[i]) << 16) : u(rng);
   }
   std::vector<float> y(static_cast<size_t>(c.T + 1) * ys, NAN);
+  if (accumulate)
+    for (int t = 0; t < c.T; ++t)
+      for (int n = 0; n < c.N; ++n) y[static_cast<size_t>(t) * ys + n] = u(rng);
+  const std::vector<float> y0 = y;
   const void* w = c.bf16 ? static_cast<const void*>(wb.data()) : wf.data();
   const int rows_per_cta = TH / 32 * R;
   gridDim = {static_cast<unsigned>((c.N + rows_per_cta - 1) / rows_per_cta), static_cast<unsigned>((c.T + M - 1) / M), 1};
@@ -166,8 +172,8 @@ std::pair<double, bool> run(const Case& c, std::mt19937& rng) {
       for (int warp = 0; warp < TH / 32; ++warp) {
         if ((static_cast<int64_t>(bx) * (TH / 32) + warp) * R >= c.N) continue; // a warp without rows returns at once
         run_warp(warp, bx, by, [&](int) {
-          if (c.bf16) ninfer_jit::gemv_bf16<TH, R, V, M>(x.data(), xs, w, y.data(), ys, c.K, c.N, 0, c.T);
-          else ninfer_jit::gemv_f32<TH, R, V, M>(x.data(), xs, w, y.data(), ys, c.K, c.N, 0, c.T);
+          if (c.bf16) ninfer_jit::gemv_bf16<TH, R, V, M>(x.data(), xs, w, y.data(), ys, c.K, c.N, 0, c.T, accumulate);
+          else ninfer_jit::gemv_f32<TH, R, V, M>(x.data(), xs, w, y.data(), ys, c.K, c.N, 0, c.T, accumulate);
         });
       }
   double worst = 0;
@@ -180,6 +186,10 @@ std::pair<double, bool> run(const Case& c, std::mt19937& rng) {
         continue;
       }
       double want = 0, mag = 0;
+      if (accumulate) {
+        want = y0[static_cast<size_t>(t) * ys + n];
+        mag = std::abs(want);
+      }
       for (int k = 0; k < c.K; ++k) {
         const double p = double(x[static_cast<size_t>(t) * xs + k]) * wf[static_cast<size_t>(n) * c.K + k];
         want += p;
@@ -203,13 +213,14 @@ void check_point(std::set<std::string>& seen, std::mt19937& rng) {
   for (Case c : kCases) {
     c.N = TH / 32 * R + 3 + i;
     c.T = std::max(1, M - 1 + (i++ % 3)); // M - 1, M, M + 1 tokens: an underfilled, full and second tile
-    try {
-      const auto [err, stray] = run<TH, R, V, M>(c, rng);
-      EXPECT_LE(err, 1e-5) << name << " K=" << c.K << " N=" << c.N << " T=" << c.T << " bf16=" << c.bf16;
-      EXPECT_FALSE(stray) << name << " wrote outside y[0..T) x [0..N)";
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << name << " K=" << c.K << " T=" << c.T << ": " << e.what();
-    }
+    for (int accumulate : {0, 1}) try {
+        const auto [err, stray] = run<TH, R, V, M>(c, accumulate, rng);
+        EXPECT_LE(err, 1e-5) << name << " K=" << c.K << " N=" << c.N << " T=" << c.T << " bf16=" << c.bf16
+                             << " accumulate=" << accumulate;
+        EXPECT_FALSE(stray) << name << " wrote outside y[0..T) x [0..N)";
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << name << " K=" << c.K << " T=" << c.T << " accumulate=" << accumulate << ": " << e.what();
+      }
   }
 }
 

@@ -68,7 +68,7 @@ TEST(PrecisionEmulation, LinearRoundsTheActivationToBf16ForBf16Weights) {
           unrounded.push_back(u);
         }
       auto y = poisoned(T * ys);
-      ninfer_linear_args a{x.data(), xs, lw.data(), y.data(), ys, T, K, N, dtype};
+      ninfer_linear_args a{x.data(), xs, lw.data(), y.data(), ys, T, K, N, dtype, /*accumulate=*/0};
       be.run_variant(NINFER_OP_LINEAR, "emulate_bf16_x", {T, {K, N, 0, 0}, dtype}, &a);
       std::vector<float> got;
       for (int64_t t = 0; t < T; ++t)

@@ -49,7 +49,7 @@ DeviceRates host_rates(Backend& be) {
   be.zero(x, 0, x.bytes());
   be.zero(w, 0, w.bytes());
   const ninfer_linear_args args{x.as<float>(), K, w.data(), y.as<float>(), N, T, static_cast<int32_t>(K),
-                                static_cast<int32_t>(N), NINFER_DTYPE_F32};
+                                static_cast<int32_t>(N), NINFER_DTYPE_F32, /*accumulate=*/0};
   const ninfer_shape shape{T, {K, N, 0, 0}, NINFER_DTYPE_F32};
   be.run(NINFER_OP_LINEAR, shape, &args);
   be.synchronize();

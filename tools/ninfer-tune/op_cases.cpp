@@ -71,7 +71,7 @@ class LinearCase final : public OpCase {
   ninfer_shape shape(int64_t t) const override { return {t, {K_, N_, 0, 0}, dtype_}; }
   const void* args(int64_t t, int copy) override {
     a_ = {x_.as<float>(), K_, w_[static_cast<size_t>(copy)].data(), y_.as<float>(), N_, t, static_cast<int32_t>(K_),
-          static_cast<int32_t>(N_), dtype_};
+          static_cast<int32_t>(N_), dtype_, /*accumulate=*/0};
     return &a_;
   }
   double error_vs_reference(Backend& cpu, int64_t t) override {
@@ -101,7 +101,7 @@ class LinearCase final : public OpCase {
     DeviceBuffer cx = upload(cpu, x, "x");
     DeviceBuffer cy = cpu.allocate(static_cast<size_t>(n * N_) * 4, MemoryUse::Workspace, "y");
     const ninfer_linear_args a{cx.as<float>(), K_, cw_.data(), cy.as<float>(), N_, n, static_cast<int32_t>(K_),
-                               static_cast<int32_t>(N_), dtype_};
+                               static_cast<int32_t>(N_), dtype_, /*accumulate=*/0};
     cpu.run(NINFER_OP_LINEAR, {n, {K_, N_, 0, 0}, dtype_}, &a);
     cpu.synchronize();
     return reference_[t] = std::vector<float>(cy.as<float>(), cy.as<float>() + n * N_);

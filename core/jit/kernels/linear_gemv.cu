@@ -1,5 +1,6 @@
 // linear for decode-sized token counts, compiled at run time by NVRTC (core/jit/linear_gemv.cpp)
-// for the GPU at hand: y[t, n] = sum_k x[t, k] * w[n, k] (contract: ninfer/abi/ops/linear.h).
+// for the GPU at hand: y[t, n] = sum_k x[t, k] * w[n, k], or y[t, n] += that when `accumulate`
+// is nonzero (contract: ninfer/abi/ops/linear.h).
 //
 // This file is embedded into libninfer_core at build time and handed to NVRTC as is: plain CUDA
 // C++17, no #include and no architecture-specific instruction, so it compiles for sm_80 and every
@@ -15,7 +16,8 @@
 //            f32: 4 = 16 bytes, 8 = two 16-byte loads)
 //   TOKENS   tokens per CTA (one token tile); grid.y strides over the planner's token tiles
 // Each lane accumulates ROWS x TOKENS float32 sums over its strided slice of the reduction; the
-// warp adds them up at the end (shuffles, no shared memory, no barrier). W is streamed once per
+// warp adds them up at the end (shuffles, no shared memory, no barrier) and lane 0 stores each
+// sum (adding y's previous value when accumulating: one lane per element, so in place is safe). W is streamed once per
 // token tile; x is read through the read-only cache (every warp of a CTA reads the same rows).
 // A row of W or x that is not aligned for vector loads (in_features % VEC != 0, odd strides)
 // takes the scalar path: correct for any shape, fast for the shapes models have.
@@ -101,7 +103,7 @@ __device__ __forceinline__ void prefetch_rows(const void* w, int K, int N, int b
 template <class W, int THREADS, int ROWS, int VEC, int TOKENS>
 __device__ __forceinline__ void gemv(const float* __restrict__ x, long long x_stride, const void* w_raw,
                                      float* __restrict__ y, long long y_stride, int K, int N, long long begin,
-                                     long long end) {
+                                     long long end, int accumulate) {
   static_assert(THREADS % 32 == 0, "whole warps");
   static_assert(VEC * W::bytes % 4 == 0, "a weight load is whole 32-bit words");
   constexpr int kWarps = THREADS / 32;
@@ -189,7 +191,10 @@ __device__ __forceinline__ void gemv(const float* __restrict__ x, long long x_st
 #pragma unroll
       for (int t = 0; t < TOKENS; ++t) {
         const float v = warp_sum(acc[r][t]);
-        if (lane == 0 && n0 + r < N && t < nt) y[(t0 + t) * y_stride + n0 + r] = v;
+        if (lane == 0 && n0 + r < N && t < nt) {
+          float* yp = y + (t0 + t) * y_stride + n0 + r;
+          *yp = accumulate ? *yp + v : v;
+        }
       }
   }
 }
@@ -199,15 +204,15 @@ __device__ __forceinline__ void gemv(const float* __restrict__ x, long long x_st
 template <int THREADS, int ROWS, int VEC, int TOKENS>
 __global__ void __launch_bounds__(THREADS)
     gemv_bf16(const float* x, long long x_stride, const void* w, float* y, long long y_stride, int K, int N,
-              long long begin, long long end) {
-  gemv<Bf16, THREADS, ROWS, VEC, TOKENS>(x, x_stride, w, y, y_stride, K, N, begin, end);
+              long long begin, long long end, int accumulate) {
+  gemv<Bf16, THREADS, ROWS, VEC, TOKENS>(x, x_stride, w, y, y_stride, K, N, begin, end, accumulate);
 }
 
 template <int THREADS, int ROWS, int VEC, int TOKENS>
 __global__ void __launch_bounds__(THREADS)
     gemv_f32(const float* x, long long x_stride, const void* w, float* y, long long y_stride, int K, int N,
-             long long begin, long long end) {
-  gemv<F32, THREADS, ROWS, VEC, TOKENS>(x, x_stride, w, y, y_stride, K, N, begin, end);
+             long long begin, long long end, int accumulate) {
+  gemv<F32, THREADS, ROWS, VEC, TOKENS>(x, x_stride, w, y, y_stride, K, N, begin, end, accumulate);
 }
 
 } // namespace ninfer_jit

@@ -19,6 +19,11 @@
 // launch below chunks it (kChunkTokens rows per product, bounding the cast buffer) and lets
 // cuBLASLt choose its grids. Row strides of x and y are honoured (ldb / ldc).
 //
+// a.accumulate: the first product of each chunk runs with beta = 1 and C = D = y (one layout
+// for both, y's row stride included), so y += x.W^T in the library's epilogue; cublaslt_x2's
+// second product always has beta = 1. cuBLASLt supports C == D in place when the two layouts
+// are the same, which they are here.
+//
 // The cuBLASLt handle is one per device, created at the first launch on that device and kept
 // for the life of the process (plugins are never unloaded); creating it inside a CUDA-graph
 // capture is refused, since handle creation may allocate and synchronise. Heuristic results
@@ -154,8 +159,9 @@ struct LtProduct {
   }
 };
 
-// y[rows, N] (ld ldy) = B[rows, K] (ld ldb) . W[N, K]^T, in cuBLASLt's column-major terms
-// D (N x rows) = op(A)^T B with A = W as a K x N matrix (ld K) and B as K x rows.
+// y[rows, N] (ld ldy) = B[rows, K] (ld ldb) . W[N, K]^T + beta y, in cuBLASLt's column-major
+// terms D (N x rows) = op(A)^T B + beta C with A = W as a K x N matrix (ld K), B as K x rows and
+// C = D = y under one layout (N x rows, ld ldy).
 int32_t lt_matmul(cublasLtHandle_t h, cudaStream_t stream, cudaDataType_t in_type, const void* w, const void* bmat,
                   int64_t ldb, float* y, int64_t ldy, int64_t rows, int32_t K, int32_t N, void* ws, size_t ws_bytes,
                   char* err, size_t err_len, float beta = 0.f) {
@@ -272,9 +278,12 @@ int32_t launch_impl(const void* args, const ninfer_launch* l, void* stream_ptr, 
   void* lt_ws = ws + cast;
   const int K = a.in_features, N = a.out_features;
 
+  const float beta = a.accumulate ? 1.f : 0.f; // of each chunk's (first) product
+
   if (a.w_dtype == NINFER_DTYPE_F32)
     return lt_matmul(h, stream, CUDA_R_32F, a.w, a.x + b0 * a.x_row_stride, a.x_row_stride,
-                     a.y + b0 * a.y_row_stride, a.y_row_stride, e0 - b0, K, N, lt_ws, kLtWorkspaceBytes, err, err_len);
+                     a.y + b0 * a.y_row_stride, a.y_row_stride, e0 - b0, K, N, lt_ws, kLtWorkspaceBytes, err, err_len,
+                     beta);
 
   auto* xb = reinterpret_cast<__nv_bfloat16*>(ws);
   auto* xlo = split ? reinterpret_cast<__nv_bfloat16*>(ws + one_cast) : nullptr;
@@ -297,7 +306,7 @@ int32_t launch_impl(const void* args, const ninfer_launch* l, void* stream_ptr, 
       return NINFER_ERR_LAUNCH;
     }
     if (int32_t rc = lt_matmul(h, stream, CUDA_R_16BF, a.w, xb, K, a.y + b * a.y_row_stride, a.y_row_stride, rows, K,
-                               N, lt_ws, kLtWorkspaceBytes, err, err_len);
+                               N, lt_ws, kLtWorkspaceBytes, err, err_len, beta);
         rc != NINFER_OK)
       return rc;
     if (split) {

@@ -13,7 +13,8 @@
 //   - the tile's x rows are staged in shared memory (in chunks of the reduction when they do
 //     not fit) and reused by every warp, so W is the only stream from DRAM;
 //   - each lane issues R * U independent 16-byte loads of W before using any of them;
-//   - accumulation is float32, per (row, token), reduced across the warp at the end.
+//   - accumulation is float32, per (row, token), reduced across the warp at the end; with
+//     a.accumulate lane 0 then adds y's previous value in the store.
 // bf16 lanes read their two 16-byte halves of x in an order that alternates every four lanes,
 // which keeps the shared-memory reads free of bank conflicts.
 // A row of W that is not 16-byte aligned (in_features not a multiple of 8 bf16 / 4 f32) takes
@@ -187,7 +188,10 @@ __device__ void linear_gemv(const ninfer_linear_args& a, int64_t begin, int64_t 
 #pragma unroll
       for (int t = 0; t < TPC; ++t) {
         const float v = warp_sum(acc[r][t]);
-        if (lane == 0 && warp_has_rows && n0 + r < N && t < nt) a.y[(t0 + t) * a.y_row_stride + n0 + r] = v;
+        if (lane == 0 && warp_has_rows && n0 + r < N && t < nt) {
+          float* y = a.y + (t0 + t) * a.y_row_stride + n0 + r; // read and written by this lane only
+          *y = a.accumulate ? *y + v : v;
+        }
       }
   }
 }

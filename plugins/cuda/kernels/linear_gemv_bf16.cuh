@@ -17,7 +17,8 @@
 //     (L1/L2 resident: a few KiB per token), never staged, so no barrier precedes the W stream;
 //   - the CTA's 8 warps split the reduction S ways (S from the shape alone: enough warps for
 //     the memory system on small out_features, 1 for the lm_head); their partial sums meet in
-//     shared memory and are added in a fixed order, so results are deterministic.
+//     shared memory and are added in a fixed order, so results are deterministic; the thread
+//     that adds them stores the element (adding y's previous value when a.accumulate is set).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -180,7 +181,8 @@ __device__ void gemv(const ninfer_linear_args& a, int64_t begin, int64_t end) {
       if (token >= nt || row >= N) continue;
       float v = 0.f;
       for (int s = 0; s < S; ++s) v += partial[grp * S + s][m][i][ln]; // fixed order: deterministic
-      a.y[(t0 + token) * a.y_row_stride + row] = v;
+      float* y = a.y + (t0 + token) * a.y_row_stride + row; // one thread per element: in place is safe
+      *y = a.accumulate ? *y + v : v;
     }
     __syncthreads(); // partial[] is reused by the next tile
   }

@@ -46,7 +46,8 @@ constexpr int kCcRowsPerCta = kCcThreads / 32 * kCcRowsPerWarp;
 template <class W, int TOKENS>
 __device__ __forceinline__ void gemv_cc(const ninfer_linear_args& a, int64_t begin, int64_t end) {
   ninfer_jit::gemv<W, kCcThreads, kCcRowsPerWarp, kCcVec, TOKENS>(a.x, a.x_row_stride, a.w, a.y, a.y_row_stride,
-                                                                   a.in_features, a.out_features, begin, end);
+                                                                   a.in_features, a.out_features, begin, end,
+                                                                   a.accumulate);
 }
 
 // Requested before the prologue's wait (ninfer_jit::prefetch_rows): the first 4 KB of each

@@ -7,7 +7,8 @@
 // a TM x TN block of accumulators, made of 4 x 4 sub-blocks 64 apart so its shared-memory reads
 // are float4-wide and conflict-free. Accumulation is float32 (plain FMA, no tensor cores: x is
 // float32 and must stay so). grid.x covers out_features in tiles of BN (a number from the shape),
-// grid.y the planner's token tiles of BM.
+// grid.y the planner's token tiles of BM. Each element of y is stored by the one thread that
+// holds its accumulator (which adds y's previous value first when a.accumulate is set).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -162,7 +163,7 @@ __device__ void linear_tiled(const ninfer_linear_args& a, int64_t begin, int64_t
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
         const int64_t n = n_base + j / 4 * 64 + tx * 4 + j % 4;
-        if (n < N) y[n] = acc[i][j];
+        if (n < N) y[n] = a.accumulate ? y[n] + acc[i][j] : acc[i][j];
       }
     }
   }

@@ -22,7 +22,8 @@
 extern "C" {
 #endif
 
-#define NINFER_PLUGIN_ABI_VERSION 2u /* 2: the registrar offers run-time compilation */
+#define NINFER_PLUGIN_ABI_VERSION 3u /* 2: the registrar offers run-time compilation;
+                                          3: ninfer_linear_args.accumulate */
 #define NINFER_PLUGIN_ENTRY_SYMBOL "ninfer_plugin_entry"
 
 /* Capability bits a plugin advertises in its descriptor. */

@@ -1,14 +1,22 @@
-/* Op contract: linear — a bias-free dense layer, y = x . W^T.
+/* Op contract: linear — a bias-free dense layer, y = x . W^T (or y += x . W^T).
  *
  * Math, for every token t in [0, T) and output n in [0, out_features):
- *   y[t, n] = sum_k x[t, k] * w[n, k]
+ *   accumulate == 0:  y[t, n]  = sum_k x[t, k] * w[n, k]   (y's previous contents are ignored)
+ *   accumulate != 0:  y[t, n] += sum_k x[t, k] * w[n, k]   (y's previous value is added, in float32,
+ *                     after the dot product; a transformer's o_proj / down_proj update the residual
+ *                     stream in place this way, with no separate add kernel)
  *
  * Shapes: x [T, in_features] float32 with row stride x_row_stride; w [out_features,
  * in_features] contiguous (PyTorch nn.Linear layout) in w_dtype (F32 or BF16); y [T,
  * out_features] float32 with row stride y_row_stride. Accumulation is float32 or wider.
  * Planning shape: tokens = T, dims[0] = in_features, dims[1] = out_features, dtype = w_dtype.
  *
- * Effects: writes y rows of the launch's tokens; y must not overlap x or w. Workspace: none.
+ * Effects: writes y rows of the launch's tokens; y must not overlap x or w. With accumulate, y
+ * is read and then written, each element by the same thread (or library call) that writes it, so
+ * updating y in place is safe; nothing else may write y during the launch. Workspace: none.
+ *
+ * `accumulate` is the last member (plugin ABI 3): aggregate initializers that leave it out
+ * value-initialise it to 0, today's plain y = x . W^T.
  */
 #ifndef NINFER_ABI_OPS_LINEAR_H
 #define NINFER_ABI_OPS_LINEAR_H
@@ -30,7 +38,8 @@ typedef struct ninfer_linear_args {
   int64_t tokens;
   int32_t in_features;
   int32_t out_features;
-  int32_t w_dtype; /* ninfer_dtype */
+  int32_t w_dtype;    /* ninfer_dtype */
+  int32_t accumulate; /* nonzero: y += x . W^T; 0: y = x . W^T */
 } ninfer_linear_args;
 
 #ifdef __cplusplus
