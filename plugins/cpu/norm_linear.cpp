@@ -25,14 +25,14 @@ size_t workspace(const ninfer_shape* s, int64_t tokens) {
          sizeof(float);
 }
 
-int32_t launch(const void* args, const ninfer_launch* l, void* ws, char* err, size_t err_len) {
+int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_norm_linear_args*>(args);
   const int64_t t0 = l->token_begin, rows = l->token_end - t0, K = a.in_features, N = a.out_features;
   const ninfer_shape s{rows, {K, N, a.gated, 0}, a.w_dtype};
-  if (!ws || l->workspace_bytes < workspace(&s, rows))
+  if (!l->workspace || l->workspace_bytes < workspace(&s, rows))
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "norm_linear/reference: workspace of %zu bytes, %zu needed",
                 l->workspace_bytes, workspace(&s, rows));
-  float* scratch = static_cast<float*>(ws);
+  float* scratch = static_cast<float*>(l->workspace);
   // Normed rows: the caller's buffer when it wants them, else the workspace.
   float* xn = a.normed ? a.normed + t0 * a.normed_row_stride : scratch;
   const int64_t xn_stride = a.normed ? a.normed_row_stride : K;

@@ -44,6 +44,7 @@ Outputs run(Backend& be, const std::string& route, const NormLinearCase& c) {
   a.in_features = c.shape.K;
   a.out_features = c.shape.N;
   a.gated = c.shape.gated ? 1 : 0;
+  be.reserve_workspace(NINFER_OP_NORM_LINEAR, c.planning_shape()); // the CPU reference needs one
   run_route(be, NINFER_OP_NORM_LINEAR, route, c.planning_shape(), &a);
   return {get<float>(be, y, ny), get<float>(be, normed, nn)};
 }

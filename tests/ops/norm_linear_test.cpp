@@ -42,6 +42,7 @@ TEST(NormLinear, MatchesTheFloat64Contract) {
             a.in_features = s.K;
             a.out_features = s.N;
             a.gated = s.gated ? 1 : 0;
+            be.reserve_workspace(NINFER_OP_NORM_LINEAR, c.planning_shape());
             be.run(NINFER_OP_NORM_LINEAR, c.planning_shape(), &a);
 
             std::vector<double> want_y, want_normed;
