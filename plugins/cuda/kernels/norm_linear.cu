@@ -11,9 +11,13 @@
 //   - gated, a warp's two rows are gate row n and up row n + N/2, so it writes silu(gate) * up
 //     itself and the 2N-wide projection never goes to memory;
 //   - the weight stream is the linear gemv_cc1 kernel's (128 threads, two rows per warp, 16-byte
-//     loads, two steps in flight, an L2 prefetch of each row's first 4 KB before waiting for the
-//     previous kernel), which reached 86-91% of the copy rate on the H200.
+//     loads through the read-only cache, two steps in flight, an L2 prefetch of each row's first
+//     4 KB before waiting for the previous kernel), which reached 86-91% of the copy rate on the H200.
 // x and the norm weight are read through L1 by every warp (K floats each); they are L2-resident.
+// Measured on the H200 (scripts/device-run-norm-ab.sh, docs/performance.md "Sixth session"):
+// W through ld.global.nc.L1::no_allocate.L2::256B (the tensor-core GEMV's load) decoded the
+// Qwen3-8B at 179.6 tok/s, through __ldg at 184.5; a form that stages x * s in shared memory per
+// CTA first (two barriers per CTA, the main loop then as light as gemv_cc1's) at 176.3.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -116,7 +120,7 @@ __device__ void run(const ninfer_norm_linear_args& a, int64_t begin, int64_t end
       for (int u = 0; u < kSteps; ++u)
 #pragma unroll
         for (int r = 0; r < 2; ++r)
-          wv[u][r] = s0 + 32 * u < steps ? gemv_bf16::load_stream(rows[r] + s0 + 32 * u) : make_uint4(0, 0, 0, 0);
+          wv[u][r] = s0 + 32 * u < steps ? __ldg(rows[r] + s0 + 32 * u) : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int u = 0; u < kSteps; ++u) {
         const int s = s0 + 32 * u;
@@ -203,7 +207,7 @@ struct NormLinearDef : TokenDefDefaults {
     if (a.in_features < 8 || a.in_features % 8 != 0) return "in_features must be a positive multiple of 8";
     if (a.out_features < 1 || (a.gated && a.out_features % 2 != 0)) return "out_features must be >= 1 (gated: even)";
     const auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
-    if (misaligned(a.x) || a.x_row_stride % 4 != 0 || misaligned(a.norm_w) || misaligned(a.w))
+    if (misaligned(a.x) || (a.tokens > 1 && a.x_row_stride % 4 != 0) || misaligned(a.norm_w) || misaligned(a.w))
       return "x rows, norm_w and w must be 16-byte aligned";
     return nullptr;
   }
