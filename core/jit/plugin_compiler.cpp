@@ -1,7 +1,6 @@
 // Compiles a plugin's CUDA programs with NVRTC for one device (see plugin_compiler.hpp).
 #include "ninfer/jit/plugin_compiler.hpp"
 
-#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>

@@ -288,8 +288,12 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
                   a.cache.kv_heads, l->workspace_bytes, need);
     return NINFER_ERR_INVALID_ARGUMENT;
   }
+  // Only split keys meet at the grid barrier. Without one (short contexts: each CTA owns whole kv
+  // heads) the launch is an ordinary one, so it starts early behind the previous kernel
+  // (programmatic dependent launch) like every other decode kernel; a cooperative launch cannot.
+  const bool barrier = chunks > 1;
   return launch_kernel(kernel_of(V).kernels[kv_dtype_index(a.cache.dtype)], dim3(l->grid_x, l->grid_y),
-                       kDecodeThreads, a, *l, l->cooperative != 0, stream, name, err, err_len);
+                       kDecodeThreads, a, *l, l->cooperative != 0 && barrier, stream, name, err, err_len);
 }
 
 constexpr int class_of(int v) { return v / kDecodeSplitCount; }
