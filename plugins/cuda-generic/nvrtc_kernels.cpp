@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "generic_plugin.hpp"
-#include "nvrtc_sources.hpp"
+#include "nvrtc_programs.hpp"
 
 namespace ninfer::cuda_plugin {
 namespace {
@@ -49,23 +49,9 @@ bool load_nvrtc_kernels(const ninfer_registrar* r, int cc_major, int cc_minor, s
   if (!r->compile_cuda) return fail(why, "the core offers no run-time compiler");
   const auto t0 = std::chrono::steady_clock::now();
 
-  using nvrtc_sources::kHeaderCount;
-  using nvrtc_sources::kHeaders;
-  using nvrtc_sources::kProgramCount;
-  using nvrtc_sources::kPrograms;
-  std::vector<const char*> header_names, header_text;
-  for (size_t i = 0; i < kHeaderCount; ++i) {
-    header_names.push_back(kHeaders[i].name);
-    header_text.push_back(kHeaders[i].text);
-  }
-  std::vector<std::string> names;
-  std::vector<ninfer_cuda_program> programs;
-  names.reserve(kProgramCount);
-  for (size_t i = 0; i < kProgramCount; ++i) {
-    names.push_back(std::string("cuda-generic/") + kPrograms[i].name);
-    programs.push_back(ninfer_cuda_program{names.back().c_str(), kPrograms[i].text, static_cast<int32_t>(kHeaderCount),
-                                           header_names.data(), header_text.data(), 0, nullptr});
-  }
+  const nvrtc_sources::ProgramList list;
+  const std::vector<ninfer_cuda_program>& programs = list.programs;
+  const std::vector<std::string>& names = list.names;
   std::vector<ninfer_cuda_image> images(programs.size());
   char err[4096] = {0};
   if (int32_t rc = r->compile_cuda(r->ctx, programs.data(), static_cast<int32_t>(programs.size()), cc_major, cc_minor,
@@ -73,7 +59,17 @@ bool load_nvrtc_kernels(const ninfer_registrar* r, int cc_major, int cc_minor, s
       rc != NINFER_OK)
     return fail(why, std::string("NVRTC: ") + err);
 
-  std::vector<cudaLibrary_t> libraries;
+  // Unloaded again unless every kernel is found: the plugin then falls back to its PTX and
+  // never uses them.
+  struct Libraries {
+    std::vector<cudaLibrary_t> loaded;
+    bool keep = false;
+    ~Libraries() {
+      if (keep) return;
+      for (cudaLibrary_t lib : loaded) cudaLibraryUnload(lib);
+    }
+  } libs;
+  std::vector<cudaLibrary_t>& libraries = libs.loaded;
   int cached = 0;
   bool ptx = false;
   for (size_t i = 0; i < images.size(); ++i) {
@@ -119,6 +115,7 @@ bool load_nvrtc_kernels(const ninfer_registrar* r, int cc_major, int cc_minor, s
   std::snprintf(origin, sizeof origin,
                 "kernels compiled by NVRTC for %s_%d%d (%zu programs, %d from the kernel cache, %.0f ms)",
                 ptx ? "compute" : "sm", cc_major, cc_minor, programs.size(), cached, ms);
+  libs.keep = true; // the kernels' code lives as long as the plugin
   s.origin = origin;
   s.entry = std::move(entry);
   s.cc_major = cc_major;

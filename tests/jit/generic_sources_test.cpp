@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ninfer/jit/plugin_compiler.hpp"
+#include "nvrtc_programs.hpp"
 #include "nvrtc_sources.hpp"
 #include "nvrtc_test_env.hpp"
 #include <unistd.h>
@@ -28,22 +29,11 @@ namespace {
 
 namespace src = cuda_plugin::nvrtc_sources;
 
+// The plugin's own program list, as it hands it to the core.
 struct Programs {
-  std::vector<const char*> header_names, header_text;
-  std::vector<std::string> names;
-  std::vector<ninfer_cuda_program> list;
-  Programs() {
-    for (size_t i = 0; i < src::kHeaderCount; ++i) {
-      header_names.push_back(src::kHeaders[i].name);
-      header_text.push_back(src::kHeaders[i].text);
-    }
-    names.reserve(src::kProgramCount);
-    for (size_t i = 0; i < src::kProgramCount; ++i) {
-      names.push_back(std::string("cuda-generic/") + src::kPrograms[i].name);
-      list.push_back({names.back().c_str(), src::kPrograms[i].text, static_cast<int32_t>(header_names.size()),
-                      header_names.data(), header_text.data(), 0, nullptr});
-    }
-  }
+  cuda_plugin::nvrtc_sources::ProgramList source;
+  std::vector<ninfer_cuda_program>& list = source.programs;
+  std::vector<std::string>& names = source.names;
 };
 
 // Kernel names in a cubin: its ELF section names ".text.<kernel>".
