@@ -7,8 +7,14 @@
 #include "ninfer/abi/ops/sigmoid_gate.h"
 #include "ninfer/abi/ops/silu_mul.h"
 #include "numerics.hpp"
+#include "row_math.hpp"
 
 namespace ninfer::cpu_plugin {
+
+void silu_mul_row(const float* gate, const float* up, float* o, int64_t width) {
+  for (int64_t i = 0; i < width; ++i) o[i] = static_cast<float>(silu(gate[i]) * up[i]);
+}
+
 namespace {
 
 int32_t supports_width(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0; }
@@ -19,8 +25,7 @@ int32_t silu_mul(const void* args, const ninfer_launch* l, void*, char*, size_t)
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
     const float* g = a.gate + t * a.gate_row_stride;
     const float* u = a.up + t * a.up_row_stride;
-    float* o = a.out + t * a.out_row_stride;
-    for (int32_t i = 0; i < a.width; ++i) o[i] = static_cast<float>(silu(g[i]) * u[i]);
+    silu_mul_row(g, u, a.out + t * a.out_row_stride, a.width);
   }
   return NINFER_OK;
 }

@@ -6,12 +6,9 @@
 #include "host_variant.hpp"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/ops/norm_linear.h"
-#include "numerics.hpp"
+#include "row_math.hpp"
 
 namespace ninfer::cpu_plugin {
-
-void rms_norm_row(const float* s, float* y, int32_t dim, const float* weight, double weight_offset, float eps);
-
 namespace {
 
 int32_t supports(const ninfer_shape* s) {
@@ -53,11 +50,8 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_
   linear_rows(la, 0, rows);
   if (a.gated) {
     const int64_t half = N / 2;
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* g = proj + r * N;
-      float* o = a.y + (t0 + r) * a.y_row_stride;
-      for (int64_t i = 0; i < half; ++i) o[i] = static_cast<float>(silu(g[i]) * g[half + i]); // as silu_mul
-    }
+    for (int64_t r = 0; r < rows; ++r)
+      silu_mul_row(proj + r * N, proj + r * N + half, a.y + (t0 + r) * a.y_row_stride, half);
   }
   return NINFER_OK;
 }

@@ -1,5 +1,6 @@
-// Row functions shared by op families: head_norm_rope is rms_norm then rope, and runs the very
-// same code as the two ops, so the fused op and the unfused pair give identical bits.
+// Row functions shared by op families: head_norm_rope is rms_norm then rope, norm_linear is
+// rms_norm, linear and silu_mul, and each runs the very same code as the ops it fuses, so the
+// fused op and the unfused ones give identical bits.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,9 @@ namespace ninfer::cpu_plugin {
 // y[i] = s[i] * rsqrt(mean(s^2) + eps) * (weight_offset + weight[i]), in double, rounded once
 // to float32 (norms.cpp). y may be s.
 void rms_norm_row(const float* s, float* y, int32_t dim, const float* weight, double weight_offset, float eps);
+
+// o[i] = silu(gate[i]) * up[i] for i < width, in double, rounded once to float32 (elementwise.cpp).
+void silu_mul_row(const float* gate, const float* up, float* o, int64_t width);
 
 // cos and sin of position * theta^(-2i / rotary_dim), i < rotary_dim / 2, in double (rope.cpp).
 void rope_angles(int32_t position, double theta, int32_t rotary_dim, double* cos_out, double* sin_out);
