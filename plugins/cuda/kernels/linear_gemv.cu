@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "linear_gemv_bf16.cuh"
+#include "weight_vec.cuh"
 #include "ninfer/abi/ops/linear.h"
 #include "pointwise_math.cuh"
 #include "grid_dependency.cuh"
@@ -50,34 +51,6 @@ __host__ __device__ constexpr int x_chunk(int in_features, int tpc) {
   const int need = (in_features + kWarpStep - 1) / kWarpStep * kWarpStep;
   return need < cap ? need : cap;
 }
-
-// 16 bytes of W: 8 bf16 or 4 f32 elements.
-template <class W>
-struct WVec;
-template <>
-struct WVec<__nv_bfloat16> {
-  static constexpr int n = 8;
-  using raw = uint4;
-  __device__ static void widen(const uint4& v, float (&f)[8]) {
-    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      f[2 * i] = __uint_as_float(u[i] << 16);
-      f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-    }
-  }
-};
-template <>
-struct WVec<float> {
-  static constexpr int n = 4;
-  using raw = float4;
-  __device__ static void widen(const float4& v, float (&f)[4]) {
-    f[0] = v.x;
-    f[1] = v.y;
-    f[2] = v.z;
-    f[3] = v.w;
-  }
-};
 
 // x[t][s*n .. s*n+n) from the staged chunk (row pitch kc floats).
 template <class W>

@@ -14,7 +14,7 @@
 //     loads through the read-only cache, two steps in flight, an L2 prefetch of each row's first
 //     4 KB before waiting for the previous kernel), which reached 86-91% of the copy rate on the H200.
 // x and the norm weight are read through L1 by every warp (K floats each); they are L2-resident.
-// Measured on the H200 (scripts/device-run-norm-ab.sh, docs/performance.md "Sixth session"):
+// Measured on the H200 (scripts/device-run-variant-ab.sh, docs/performance.md "Sixth session"):
 // W through ld.global.nc.L1::no_allocate.L2::256B (the tensor-core GEMV's load) decoded the
 // Qwen3-8B at 179.6 tok/s, through __ldg at 184.5; a form that stages x * s in shared memory per
 // CTA first (two barriers per CTA, the main loop then as light as gemv_cc1's) at 176.3.
@@ -24,9 +24,9 @@
 #include <cstdint>
 
 #include "grid_dependency.cuh"
-#include "linear_gemv_bf16.cuh"
 #include "ninfer/abi/ops/norm_linear.h"
 #include "pointwise_math.cuh"
+#include "weight_vec.cuh"
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include "../cuda_variant.hpp"
@@ -45,25 +45,6 @@ constexpr int kPrefetchBytes = 4096;    // of each row, before the dependency wa
 // Outputs (y columns) one warp / one CTA writes.
 __host__ __device__ constexpr int outputs_per_warp(bool gated) { return gated ? 1 : 2; }
 __host__ __device__ constexpr int outputs_per_cta(bool gated) { return kWarps * outputs_per_warp(gated); }
-
-template <class W>
-struct Vec; // one 16-byte load of W as floats
-template <>
-struct Vec<__nv_bfloat16> {
-  static constexpr int n = 8;
-  __device__ static void widen(const uint4& v, float (&f)[8]) {
-    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) f[2 * i] = gemv_bf16::bf16_lo(u[i]), f[2 * i + 1] = gemv_bf16::bf16_hi(u[i]);
-  }
-};
-template <>
-struct Vec<float> {
-  static constexpr int n = 4;
-  __device__ static void widen(const uint4& v, float (&f)[4]) {
-    f[0] = __uint_as_float(v.x), f[1] = __uint_as_float(v.y), f[2] = __uint_as_float(v.z), f[3] = __uint_as_float(v.w);
-  }
-};
 
 // The two weight rows warp `warp` of this CTA streams, and the first output it writes.
 struct WarpRows {
@@ -100,27 +81,28 @@ __device__ __forceinline__ void prefetch(const ninfer_norm_linear_args& a) {
 // The launch guarantees in_features % 8 == 0 and 16-byte aligned x rows, norm_w and w.
 template <class W>
 __device__ void run(const ninfer_norm_linear_args& a, int64_t begin, int64_t end) {
-  constexpr int V = Vec<W>::n;
+  constexpr int V = WVec<W>::n;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const WarpRows wr = warp_rows(a, warp);
   const bool writes_normed = a.normed && blockIdx.x == 0 && warp == 0;
   if (!wr.any && !writes_normed) return; // no barrier below
   const int K = a.in_features, steps = K / V;
   const float offset = a.norm_offset ? 1.f : 0.f;
-  const uint4* rows[2];
+  using Raw = typename WVec<W>::raw; // 16 bytes of W
+  const Raw* rows[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r)
-    rows[r] = reinterpret_cast<const uint4*>(static_cast<const W*>(a.w) + wr.row[r] * static_cast<int64_t>(K));
+    rows[r] = reinterpret_cast<const Raw*>(static_cast<const W*>(a.w) + wr.row[r] * static_cast<int64_t>(K));
   for (int64_t t = begin + blockIdx.y; t < end; t += gridDim.y) {
     const float* x = a.x + t * a.x_row_stride;
     float acc[2] = {0.f, 0.f}, ss = 0.f;
     for (int s0 = lane; s0 < steps; s0 += 32 * kSteps) {
-      uint4 wv[kSteps][2];
+      Raw wv[kSteps][2];
 #pragma unroll
       for (int u = 0; u < kSteps; ++u)
 #pragma unroll
         for (int r = 0; r < 2; ++r)
-          wv[u][r] = s0 + 32 * u < steps ? __ldg(rows[r] + s0 + 32 * u) : make_uint4(0, 0, 0, 0);
+          wv[u][r] = s0 + 32 * u < steps ? __ldg(rows[r] + s0 + 32 * u) : Raw{};
 #pragma unroll
       for (int u = 0; u < kSteps; ++u) {
         const int s = s0 + 32 * u;
@@ -133,8 +115,8 @@ __device__ void run(const ninfer_norm_linear_args& a, int64_t begin, int64_t end
           xv[i] = xq.x, xv[i + 1] = xq.y, xv[i + 2] = xq.z, xv[i + 3] = xq.w;
           gv[i] = gq.x, gv[i + 1] = gq.y, gv[i + 2] = gq.z, gv[i + 3] = gq.w;
         }
-        Vec<W>::widen(wv[u][0], w0);
-        Vec<W>::widen(wv[u][1], w1);
+        WVec<W>::widen(wv[u][0], w0);
+        WVec<W>::widen(wv[u][1], w1);
 #pragma unroll
         for (int i = 0; i < V; ++i) {
           ss = fmaf(xv[i], xv[i], ss);
