@@ -28,22 +28,7 @@ Outputs run(Backend& be, const std::string& route, const NormLinearCase& c) {
   DeviceBuffer w = c.dtype == NINFER_DTYPE_F32 ? put(be, c.w) : put(be, c.w_bf16);
   const size_t ny = static_cast<size_t>(c.T * c.y_stride()), nn = static_cast<size_t>(c.T * c.normed_stride());
   DeviceBuffer y = poisoned_buffer(be, ny), normed = poisoned_buffer(be, nn);
-  ninfer_norm_linear_args a{};
-  a.x = x.as<float>();
-  a.x_row_stride = c.x_stride();
-  a.norm_w = nw.as<float>();
-  a.eps = c.eps;
-  a.norm_offset = c.offset;
-  a.w = w.data();
-  a.w_dtype = c.dtype;
-  a.y = y.as<float>();
-  a.y_row_stride = c.y_stride();
-  a.normed = normed.as<float>();
-  a.normed_row_stride = c.normed_stride();
-  a.tokens = c.T;
-  a.in_features = c.shape.K;
-  a.out_features = c.shape.N;
-  a.gated = c.shape.gated ? 1 : 0;
+  const ninfer_norm_linear_args a = c.args(x.as<float>(), nw.as<float>(), w.data(), y.as<float>(), normed.as<float>());
   be.reserve_workspace(NINFER_OP_NORM_LINEAR, c.planning_shape()); // the CPU reference needs one
   run_route(be, NINFER_OP_NORM_LINEAR, route, c.planning_shape(), &a);
   return {get<float>(be, y, ny), get<float>(be, normed, nn)};

@@ -26,22 +26,8 @@ TEST(NormLinear, MatchesTheFloat64Contract) {
             const NormLinearCase c = NormLinearCase::random(rng, s, T, dtype, offset);
             std::vector<float> y = poisoned(static_cast<size_t>(T * c.y_stride()));
             std::vector<float> normed = poisoned(static_cast<size_t>(T * c.normed_stride()));
-            ninfer_norm_linear_args a{};
-            a.x = c.x.data();
-            a.x_row_stride = c.x_stride();
-            a.norm_w = c.norm_w.data();
-            a.eps = c.eps;
-            a.norm_offset = offset;
-            a.w = c.w_data();
-            a.w_dtype = dtype;
-            a.y = y.data();
-            a.y_row_stride = c.y_stride();
-            a.normed = keep_normed ? normed.data() : nullptr;
-            a.normed_row_stride = c.normed_stride();
-            a.tokens = T;
-            a.in_features = s.K;
-            a.out_features = s.N;
-            a.gated = s.gated ? 1 : 0;
+            const ninfer_norm_linear_args a =
+                c.args(c.x.data(), c.norm_w.data(), c.w_data(), y.data(), keep_normed ? normed.data() : nullptr);
             be.reserve_workspace(NINFER_OP_NORM_LINEAR, c.planning_shape());
             be.run(NINFER_OP_NORM_LINEAR, c.planning_shape(), &a);
 

@@ -54,6 +54,28 @@ struct NormLinearCase {
     }
     return c;
   }
+  // The call's arguments on buffers holding x, norm_w and w (in the case's layout), writing y and
+  // (unless null) the normed rows.
+  ninfer_norm_linear_args args(const float* x_buf, const float* norm_w_buf, const void* w_buf, float* y,
+                               float* normed) const {
+    ninfer_norm_linear_args a{};
+    a.x = x_buf;
+    a.x_row_stride = x_stride();
+    a.norm_w = norm_w_buf;
+    a.eps = eps;
+    a.norm_offset = offset;
+    a.w = w_buf;
+    a.w_dtype = dtype;
+    a.y = y;
+    a.y_row_stride = y_stride();
+    a.normed = normed;
+    a.normed_row_stride = normed_stride();
+    a.tokens = T;
+    a.in_features = shape.K;
+    a.out_features = shape.N;
+    a.gated = shape.gated ? 1 : 0;
+    return a;
+  }
   const void* w_data() const { return dtype == NINFER_DTYPE_F32 ? static_cast<const void*>(w.data()) : w_bf16.data(); }
   ninfer_shape planning_shape() const { return {T, {shape.K, shape.N, shape.gated ? 1 : 0, 0}, dtype}; }
   std::string describe() const {
