@@ -5,9 +5,11 @@
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/argmax.h"
 #include "ninfer/abi/ops/causal_conv1d.h"
+#include "ninfer/abi/ops/conv_l2_norm.h"
 #include "ninfer/abi/ops/embedding.h"
 #include "ninfer/abi/ops/fill_random.h"
 #include "ninfer/abi/ops/gated_delta_rule.h"
+#include "ninfer/abi/ops/gated_delta_step.h"
 #include "ninfer/abi/ops/gated_rms_norm.h"
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/abi/ops/head_norm_rope.h"
@@ -57,10 +59,15 @@ const std::vector<OpInfo>& op_catalog() {
        NINFER_DTYPE_F32},
       {NINFER_OP_CAUSAL_CONV1D, "GDN depthwise causal conv1d + SiLU with per-slot state",
        {"channels", "kernel"}, {10240, 4, 0, 0}, NINFER_DTYPE_F32},
+      {NINFER_OP_CONV_L2_NORM, "causal_conv1d, then L2 norm of its first heads (GDN q, k) in one op",
+       {"channels", "kernel", "max_seq_tokens", "norm_dim"}, {10240, 4, 1, 128}, NINFER_DTYPE_F32},
       {NINFER_OP_L2_NORM, "L2-normalise head rows in place (GDN q, k)", {"dim", "heads"}, {128, 16, 0, 0},
        NINFER_DTYPE_F32},
       {NINFER_OP_GATED_DELTA_RULE, "gated delta rule recurrence with per-slot float32 state",
        {"max_seq_tokens", "v_heads", "k_dim", "v_dim"}, {4096, 48, 128, 128}, NINFER_DTYPE_F32},
+      {NINFER_OP_GATED_DELTA_STEP,
+       "GDN decode step: gating from the raw projections, one delta-rule update, gated output norm",
+       {"v_heads", "k_dim", "v_dim", "k_heads"}, {48, 128, 128, 16}, NINFER_DTYPE_F32},
       {NINFER_OP_GATED_RMS_NORM, "GDN output norm: rmsnorm(x) * w * silu(z) per head", {"dim", "heads"},
        {128, 48, 0, 0}, NINFER_DTYPE_F32},
       {NINFER_OP_ARGMAX, "greedy token of each logits row (+ its log-probability) on the device", {"vocab"},
