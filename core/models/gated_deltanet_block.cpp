@@ -12,9 +12,12 @@ constexpr float kQkL2Eps = 1e-6f;
 GatedDeltaNetBlock::GatedDeltaNetBlock(WeightLoader& w, Backend& be, const std::string& p,
                                        const GatedDeltaNetSpec& spec, const StepLimits& limits)
     : spec_(spec),
-      qkvz_(w.matrix({p + "linear_attn.in_proj_qkv.weight", p + "linear_attn.in_proj_z.weight"},
-                     p + "linear_attn qkv|z")),
-      // gdn_gating takes its weights in the activations' dtype (float32 here); they are small.
+      // a and b ride along as the last 2 x v_heads rows: a decode step's gating then needs no
+      // projection of its own (gated_delta_step takes the raw a, b).
+      in_proj_(w.matrix({p + "linear_attn.in_proj_qkv.weight", p + "linear_attn.in_proj_z.weight",
+                         p + "linear_attn.in_proj_a.weight", p + "linear_attn.in_proj_b.weight"},
+                        p + "linear_attn qkv|z|a|b")),
+      // Prompts: gdn_gating takes its weights in the activations' dtype (float32 here); they are small.
       w_a_(w.matrix_f32({p + "linear_attn.in_proj_a.weight"}, p + "linear_attn.in_proj_a")),
       w_b_(w.matrix_f32({p + "linear_attn.in_proj_b.weight"}, p + "linear_attn.in_proj_b")),
       out_(w.matrix({p + "linear_attn.out_proj.weight"}, p + "linear_attn.out_proj")),
@@ -31,7 +34,8 @@ GatedDeltaNetBlock::GatedDeltaNetBlock(WeightLoader& w, Backend& be, const std::
 }
 
 ScratchNeeds GatedDeltaNetBlock::needs() const {
-  return {conv_channels() + value_width(), conv_channels(), value_width(), 2 * int64_t{spec_.v_heads}};
+  return {conv_channels() + value_width() + 2 * int64_t{spec_.v_heads}, conv_channels(), value_width(),
+          2 * int64_t{spec_.v_heads}};
 }
 
 void GatedDeltaNetBlock::reset(Backend& be, int32_t slot) {
@@ -43,20 +47,30 @@ void GatedDeltaNetBlock::forward(Backend& be, const Step& s, const Scratch& scra
                                  ops::Rows resid) {
   const int64_t T = s.tokens;
   const int32_t C = static_cast<int32_t>(conv_channels());
+  const ops::Rows proj = scratch.proj, conv = scratch.inner, core = scratch.core;
+  const ops::GdnDims dims{spec_.k_heads, spec_.v_heads, spec_.k_dim, spec_.v_dim};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(spec_.k_dim));
+  // A decode step on a plugin with gated_delta_step: 4 launches (projection, conv + l2 norm,
+  // step, out_proj). Otherwise the unfused chain, whose gating projects the normed rows itself.
+  const bool fused_step = ops::has_gated_delta_step(be, s, dims);
+
+  // [qkv (C) | z (value width) | a | b (v_heads each)]
+  ops::norm_linear(be, T, in, in_proj_, /*gated=*/false, proj, {}, /*keep_normed=*/!fused_step);
   float* g = scratch.gates;
   float* beta = scratch.gates + T * spec_.v_heads;
-  const ops::Rows proj = scratch.proj, conv = scratch.inner, core = scratch.core;
-
-  // [qkv (C) | z (value width)]; the normed rows stay for the gating's own projections.
-  ops::norm_linear(be, T, in, qkvz_, /*gated=*/false, proj, {}, /*keep_normed=*/true);
-  ops::gdn_gating(be, T, in.normed, w_a_, w_b_, a_log_, dt_bias_, g, beta);
-  ops::causal_conv1d(be, s, proj, conv_w_, C, spec_.conv_kernel, conv_state_.as<float>(), conv);
-  const ops::Rows q = conv, k = conv.at(key_width()), v = conv.at(2 * key_width());
-  // q's heads and then k's, back to back in the conv row: one launch normalises both.
-  ops::l2_norm(be, T, q, 2 * spec_.k_heads, spec_.k_dim, kQkL2Eps);
-  ops::gated_delta_rule(be, s, q, k, v, g, beta, {spec_.k_heads, spec_.v_heads, spec_.k_dim, spec_.v_dim},
-                        1.0f / std::sqrt(static_cast<float>(spec_.k_dim)), recurrent_state_.as<float>(), core);
-  ops::gated_rms_norm(be, T, core, proj.at(C), norm_w_, spec_.v_heads, spec_.eps, core);
+  if (!fused_step) ops::gdn_gating(be, T, in.normed, w_a_, w_b_, a_log_, dt_bias_, g, beta);
+  // q's heads and then k's lead the conv row: both are l2-normalised with it.
+  ops::conv_l2_norm(be, s, proj, conv_w_, C, spec_.conv_kernel, conv_state_.as<float>(), conv, 2 * spec_.k_heads,
+                    spec_.k_dim, kQkL2Eps);
+  const ops::Rows q = conv, k = conv.at(key_width()), v = conv.at(2 * key_width()), z = proj.at(C);
+  if (fused_step) {
+    const ops::Rows a = proj.at(C + value_width()), b = a.at(spec_.v_heads);
+    ops::gated_delta_step(be, s, {q, k, v, z, a, b, &a_log_, &dt_bias_, &norm_w_, spec_.eps, scale}, dims,
+                          recurrent_state_.as<float>(), core);
+  } else {
+    ops::gated_delta_rule(be, s, q, k, v, g, beta, dims, scale, recurrent_state_.as<float>(), core);
+    ops::gated_rms_norm(be, T, core, z, norm_w_, spec_.v_heads, spec_.eps, core);
+  }
   ops::linear(be, T, core, out_, resid, /*accumulate=*/true);
 }
 

@@ -1,6 +1,7 @@
 // Gated DeltaNet, Qwen3.5's linear-attention layer:
-//   qkv | z  = x W_qkv | x W_z                 (one stacked matrix)
-//   g, beta  = gdn_gating(x)                    (decay and write strength per value head)
+//   qkv|z|a|b = x W_qkv | x W_z | x W_a | x W_b  (one stacked matrix)
+//   g, beta  = gating of a, b                   (decay and write strength per value head;
+//                                                prompts: gdn_gating's own projection of x)
 //   qkv      = silu(causal depthwise conv1d(qkv))   with per-slot conv state
 //   q, k     = L2-normalised per key head (eps 1e-6)
 //   o        = gated delta rule(q / sqrt(k_dim), k, v, g, beta)  with per-slot float32 state
@@ -42,7 +43,7 @@ class GatedDeltaNetBlock final : public Mixer {
   }
 
   GatedDeltaNetSpec spec_;
-  Matrix qkvz_, w_a_, w_b_, out_;
+  Matrix in_proj_, w_a_, w_b_, out_;
   Vector a_log_, dt_bias_, conv_w_, norm_w_;
   DeviceBuffer conv_state_, recurrent_state_;
 };

@@ -6,8 +6,10 @@
 
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/causal_conv1d.h"
+#include "ninfer/abi/ops/conv_l2_norm.h"
 #include "ninfer/abi/ops/embedding.h"
 #include "ninfer/abi/ops/gated_delta_rule.h"
+#include "ninfer/abi/ops/gated_delta_step.h"
 #include "ninfer/abi/ops/gated_rms_norm.h"
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/abi/ops/head_norm_rope.h"
@@ -169,6 +171,60 @@ void causal_conv1d(Backend& be, const Step& s, Rows x, const Vector& weight, int
 void l2_norm(Backend& be, int64_t tokens, Rows x, int32_t heads, int32_t dim, float eps) {
   ninfer_l2_norm_args a{x.p, x.stride, dim, tokens, heads, dim, eps};
   be.run(NINFER_OP_L2_NORM, shape(tokens, dim, heads), &a);
+}
+
+void conv_l2_norm(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
+                  float* state, Rows out, int32_t norm_heads, int32_t norm_dim, float eps) {
+  const ninfer_shape sh = shape(s.tokens, channels, kernel, s.max_seq_tokens, norm_dim);
+  if (!be.has_variant(NINFER_OP_CONV_L2_NORM, sh)) {
+    causal_conv1d(be, s, x, weight, channels, kernel, state, out);
+    return l2_norm(be, s.tokens, out, norm_heads, norm_dim, eps);
+  }
+  ninfer_conv_l2_norm_args a{};
+  a.conv = {x.p, x.stride, weight.data(), state, out.p, out.stride, s.batch, s.tokens, channels, kernel};
+  a.norm_heads = norm_heads;
+  a.norm_dim = norm_dim;
+  a.eps = eps;
+  be.run(NINFER_OP_CONV_L2_NORM, sh, &a);
+}
+
+namespace {
+ninfer_shape step_shape(const Step& s, const GdnDims& d) {
+  return shape(s.tokens, d.v_heads, d.k_dim, d.v_dim, d.k_heads);
+}
+} // namespace
+
+bool has_gated_delta_step(Backend& be, const Step& s, const GdnDims& d) {
+  return s.max_seq_tokens == 1 && be.has_variant(NINFER_OP_GATED_DELTA_STEP, step_shape(s, d));
+}
+
+void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const GdnDims& d, float* state, Rows out) {
+  ninfer_gated_delta_step_args a{};
+  a.q = in.q.p;
+  a.k = in.k.p;
+  a.qk_token_stride = in.q.stride;
+  a.v = in.v.p;
+  a.v_token_stride = in.v.stride;
+  a.a = in.a.p;
+  a.b = in.b.p;
+  a.ab_token_stride = in.a.stride;
+  a.a_log = in.a_log->data();
+  a.dt_bias = in.dt_bias->data();
+  a.z = in.z.p;
+  a.z_token_stride = in.z.stride;
+  a.norm_w = in.norm_w->data();
+  a.eps = in.eps;
+  a.scale = in.scale;
+  a.state = state;
+  a.out = out.p;
+  a.out_token_stride = out.stride;
+  a.batch = s.batch;
+  a.tokens = s.tokens;
+  a.k_heads = d.k_heads;
+  a.v_heads = d.v_heads;
+  a.k_dim = d.k_dim;
+  a.v_dim = d.v_dim;
+  be.run(NINFER_OP_GATED_DELTA_STEP, step_shape(s, d), &a);
 }
 
 void gated_delta_rule(Backend& be, const Step& s, Rows q, Rows k, Rows v, const float* g, const float* beta,

@@ -86,11 +86,32 @@ void gdn_gating(Backend& be, int64_t tokens, Rows x, const Matrix& w_a, const Ma
 void causal_conv1d(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
                    float* state, Rows out);
 void l2_norm(Backend& be, int64_t tokens, Rows x, int32_t heads, int32_t dim, float eps);
+// causal_conv1d, then l2_norm of the output's first norm_heads heads of norm_dim channels. One
+// op (ninfer/abi/ops/conv_l2_norm.h) where the plugin has a variant for the step; otherwise the two.
+void conv_l2_norm(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
+                  float* state, Rows out, int32_t norm_heads, int32_t norm_dim, float eps);
 struct GdnDims {
   int32_t k_heads, v_heads, k_dim, v_dim;
 };
 void gated_delta_rule(Backend& be, const Step& s, Rows q, Rows k, Rows v, const float* g, const float* beta,
                       const GdnDims& d, float scale, float* state, Rows out);
+
+// gated_delta_step (ninfer/abi/ops/gated_delta_step.h): gating from the raw projections a and b
+// (a at ab.p + t*ab.stride + h, b at ab_b.p + ...), one update of the rule, gated output norm.
+// No unfused fallback: the gating projections come from a different place (the caller's
+// projection instead of gdn_gating), so the caller asks has_gated_delta_step() and plans the
+// unfused chain itself when it is false.
+struct GdnStepInputs {
+  Rows q, k, v, z;
+  Rows a, b; // raw gating projections, one float per value head
+  const Vector* a_log = nullptr;
+  const Vector* dt_bias = nullptr;
+  const Vector* norm_w = nullptr;
+  float eps = 1e-6f;
+  float scale = 1.f;
+};
+bool has_gated_delta_step(Backend& be, const Step& s, const GdnDims& d);
+void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const GdnDims& d, float* state, Rows out);
 void gated_rms_norm(Backend& be, int64_t tokens, Rows x, Rows z, const Vector& w, int32_t heads, float eps, Rows y);
 
 } // namespace ninfer::models::ops

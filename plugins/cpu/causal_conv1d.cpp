@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "cpu_ops.hpp"
+#include "gdn_math.hpp"
 #include "host_variant.hpp"
 #include "ninfer/abi/ops/causal_conv1d.h"
 #include "numerics.hpp"
@@ -36,7 +37,12 @@ void channel(const ninfer_causal_conv1d_args& a, int32_t seq, int32_t c) {
 }
 
 int32_t launch(const void* args, const ninfer_launch*, void*, char* err, size_t err_len) {
-  const auto& a = *static_cast<const ninfer_causal_conv1d_args*>(args);
+  return causal_conv1d_call(*static_cast<const ninfer_causal_conv1d_args*>(args), err, err_len);
+}
+
+} // namespace
+
+int32_t causal_conv1d_call(const ninfer_causal_conv1d_args& a, char* err, size_t err_len) {
   if (a.kernel < 1 || a.kernel > kMaxKernel)
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "kernel %d outside [1, %d]", a.kernel, kMaxKernel);
   const int64_t work = static_cast<int64_t>(a.batch.num_seqs) * a.channels;
@@ -46,8 +52,6 @@ int32_t launch(const void* args, const ninfer_launch*, void*, char* err, size_t 
   });
   return NINFER_OK;
 }
-
-} // namespace
 
 int32_t register_causal_conv1d(const ninfer_registrar* r) {
   static const ninfer_variant v = host_variant(NINFER_OP_CAUSAL_CONV1D, "reference", kF32Only, supports, launch);

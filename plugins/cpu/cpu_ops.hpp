@@ -17,6 +17,7 @@ int32_t register_kv_append(const ninfer_registrar* r);
 int32_t register_attention(const ninfer_registrar* r);
 int32_t register_elementwise(const ninfer_registrar* r); // silu_mul, sigmoid_gate
 int32_t register_causal_conv1d(const ninfer_registrar* r);
+int32_t register_gdn_decode(const ninfer_registrar* r); // conv_l2_norm, gated_delta_step
 int32_t register_argmax(const ninfer_registrar* r);
 int32_t register_sample(const ninfer_registrar* r);
 int32_t register_fill_random(const ninfer_registrar* r);

@@ -20,7 +20,9 @@ size_t workspace_bytes(const ninfer_shape* s, int64_t) {
   return sizeof(double) * per_worker_doubles(s) * static_cast<size_t>(thread_count());
 }
 
-void run_head(const gdr::Head& hd, double* S, double* u) {
+} // namespace
+
+void gdr::run_recurrent_head(const gdr::Head& hd, double* S, double* u) {
   const auto& a = hd.a;
   const int32_t K = a.k_dim, V = a.v_dim;
   hd.load_state(S);
@@ -49,6 +51,8 @@ void run_head(const gdr::Head& hd, double* S, double* u) {
   hd.store_state(S);
 }
 
+namespace {
+
 int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_gated_delta_rule_args*>(args);
   if (!gdr::heads_ok(a))
@@ -63,7 +67,7 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_
   parallel_for_workers(static_cast<int64_t>(a.batch.num_seqs) * a.v_heads, 1, [&](int64_t b, int64_t e, int w) {
     double* S = ws + slice * w;
     for (int64_t i = b; i < e; ++i)
-      run_head(gdr::Head(a, static_cast<int32_t>(i / a.v_heads), static_cast<int32_t>(i % a.v_heads)), S,
+      gdr::run_recurrent_head(gdr::Head(a, static_cast<int32_t>(i / a.v_heads), static_cast<int32_t>(i % a.v_heads)), S,
                S + static_cast<int64_t>(a.k_dim) * a.v_dim);
   });
   return NINFER_OK;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "cpu_ops.hpp"
+#include "gdn_math.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
 
 namespace ninfer::cpu_plugin {
@@ -36,15 +37,20 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char*, size_t) {
         av += x * load(a.w_a, static_cast<int64_t>(h) * a.hidden + k, a.dtype);
         bv += x * load(a.w_b, static_cast<int64_t>(h) * a.hidden + k, a.dtype);
       }
-      a.g[t * a.heads + h] =
-          static_cast<float>(-std::exp(static_cast<double>(a.a_log[h])) * softplus(av + a.dt_bias[h]));
-      a.beta[t * a.heads + h] = static_cast<float>(1.0 / (1.0 + std::exp(-bv)));
+      a.g[t * a.heads + h] = gdn_log_decay(av, a.a_log[h], a.dt_bias[h]);
+      a.beta[t * a.heads + h] = gdn_beta(bv);
     }
   }
   return NINFER_OK;
 }
 
 } // namespace
+
+float gdn_log_decay(double a, float a_log, float dt_bias) {
+  return static_cast<float>(-std::exp(static_cast<double>(a_log)) * softplus(a + dt_bias));
+}
+
+float gdn_beta(double b) { return static_cast<float>(1.0 / (1.0 + std::exp(-b))); }
 
 int32_t register_gdn_gating(const ninfer_registrar* r) {
   static ninfer_variant v = [] {

@@ -31,6 +31,16 @@ void rms_norm_row(const float* s, float* y, int32_t dim, const float* weight, do
   for (int32_t i = 0; i < dim; ++i) y[i] = static_cast<float>(s[i] * inv * (weight_offset + weight[i]));
 }
 
+void l2_norm_row(float* x, int32_t dim, float eps) {
+  const double inv = 1.0 / std::sqrt(sum_squares(x, dim) + eps);
+  for (int32_t i = 0; i < dim; ++i) x[i] = static_cast<float>(x[i] * inv);
+}
+
+void gated_rms_norm_row(const float* x, const float* z, float* y, int32_t dim, const float* weight, float eps) {
+  const double inv = 1.0 / std::sqrt(sum_squares(x, dim) / dim + eps);
+  for (int32_t i = 0; i < dim; ++i) y[i] = static_cast<float>(x[i] * inv * weight[i] * silu(z[i]));
+}
+
 namespace {
 
 int32_t rms_norm(const void* args, const ninfer_launch* l, void*, char*, size_t) {
@@ -55,11 +65,7 @@ int32_t rms_norm(const void* args, const ninfer_launch* l, void*, char*, size_t)
 int32_t l2_norm(const void* args, const ninfer_launch* l, void*, char*, size_t) {
   const auto& a = *static_cast<const ninfer_l2_norm_args*>(args);
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
-    for (int32_t h = 0; h < a.heads; ++h) {
-      float* x = a.x + t * a.token_stride + h * a.head_stride;
-      const double inv = 1.0 / std::sqrt(sum_squares(x, a.dim) + a.eps);
-      for (int32_t i = 0; i < a.dim; ++i) x[i] = static_cast<float>(x[i] * inv);
-    }
+    for (int32_t h = 0; h < a.heads; ++h) l2_norm_row(a.x + t * a.token_stride + h * a.head_stride, a.dim, a.eps);
   }
   return NINFER_OK;
 }
@@ -70,10 +76,7 @@ int32_t gated_rms_norm(const void* args, const ninfer_launch* l, void*, char*, s
     for (int32_t h = 0; h < a.heads; ++h) {
       const float* x = a.x + t * a.x_token_stride + static_cast<int64_t>(h) * a.dim;
       const float* z = a.z + t * a.z_token_stride + static_cast<int64_t>(h) * a.dim;
-      float* y = a.y + t * a.y_token_stride + static_cast<int64_t>(h) * a.dim;
-      const double inv = 1.0 / std::sqrt(sum_squares(x, a.dim) / a.dim + a.eps);
-      for (int32_t i = 0; i < a.dim; ++i)
-        y[i] = static_cast<float>(x[i] * inv * a.weight[i] * silu(z[i]));
+      gated_rms_norm_row(x, z, a.y + t * a.y_token_stride + static_cast<int64_t>(h) * a.dim, a.dim, a.weight, a.eps);
     }
   }
   return NINFER_OK;

@@ -1,6 +1,7 @@
 // Row functions shared by op families: head_norm_rope is rms_norm then rope, norm_linear is
-// rms_norm, linear and silu_mul, and each runs the very same code as the ops it fuses, so the
-// fused op and the unfused ones give identical bits.
+// rms_norm, linear and silu_mul, conv_l2_norm is causal_conv1d then l2_norm, gated_delta_step
+// ends in gated_rms_norm, and each runs the very same code as the ops it fuses, so the fused op
+// and the unfused ones give identical bits.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,13 @@ namespace ninfer::cpu_plugin {
 // y[i] = s[i] * rsqrt(mean(s^2) + eps) * (weight_offset + weight[i]), in double, rounded once
 // to float32 (norms.cpp). y may be s.
 void rms_norm_row(const float* s, float* y, int32_t dim, const float* weight, double weight_offset, float eps);
+
+// x[i] *= rsqrt(sum(x^2) + eps), in double, rounded once to float32 (norms.cpp).
+void l2_norm_row(float* x, int32_t dim, float eps);
+
+// y[i] = x[i] * rsqrt(mean(x^2) + eps) * weight[i] * silu(z[i]), in double, rounded once to
+// float32 (norms.cpp). y may be x.
+void gated_rms_norm_row(const float* x, const float* z, float* y, int32_t dim, const float* weight, float eps);
 
 // o[i] = silu(gate[i]) * up[i] for i < width, in double, rounded once to float32 (elementwise.cpp).
 void silu_mul_row(const float* gate, const float* up, float* o, int64_t width);
