@@ -9,7 +9,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 [[ -d "$n/ninfer" ]] || unpack_bundle
 bench="$n/ninfer/bin/ninfer-bench"
 small_dense="rms_norm,silu_mul,head_norm_rope,kv_append,attention,embedding,argmax,sample,rope"
-small_gdn="gdn_gating,causal_conv1d,l2_norm,gated_delta_rule,gated_rms_norm,sigmoid_gate"
+small_gdn="gdn_gating,causal_conv1d,l2_norm,gated_delta_rule,gated_rms_norm,sigmoid_gate,conv_l2_norm,gated_delta_step"
 for p in ${@:-qwen3-8b qwen3_5-27b}; do
   step "$p decode, batch 1, context 0: tok/s with these ops skipped"
   for skip in "" rms_norm silu_mul head_norm_rope,kv_append attention "$small_dense" "$small_dense,$small_gdn" \

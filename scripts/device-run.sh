@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs on the device: any list of GPU checks and measurements, one argument each, in order, so a
+# session's device call is one command line instead of another per-session script.
+#   test=BINARY[:FILTER]          a GPU test binary of the bundle (cuda-sm90), e.g. test=gpu_op_tests:'GdnDecode*'
+#   generic-test=BINARY[:FILTER]  the same on cuda-generic (NVRTC)
+#   memcheck=BINARY:FILTER        compute-sanitizer memcheck of those tests
+#   bench=PRESET                  ninfer-bench, the issue's points (prompt 4096; contexts 0, 4096; batches 1, 8)
+#   ablation                      scripts/device-run-ablation.sh
+#   ab=OP:TOKENS:"VARIANTS"[:PRESETS]  scripts/device-run-variant-ab.sh
+# Logs go to $OUT (or ./gpu-logs); the console gets the summaries.
+set -uo pipefail
+out="${OUT:-$PWD/gpu-logs}"
+mkdir -p "$out"
+here="$(dirname "${BASH_SOURCE[0]}")"
+source "$here/device-env.sh"
+[[ -d "$n/ninfer" ]] || unpack_bundle
+export NINFER_CACHE_DIR=/tmp/ninfer-kernel-cache
+
+run_test() { # plugin binary [filter]
+  local log="$out/$2${1:+-$1}.log"
+  step "$2 ${3:-} ${1:+($1)}"
+  NINFER_TEST_PLUGIN="$1" timeout 400 "$n/tests/$2" ${3:+--gtest_filter="$3"} > "$log" 2>&1
+  echo "exit $?"
+  grep -E "^\[  (PASSED|FAILED) |FAILED  \]|Failure|Expected|Which is|actual|tolerance" "$log" | head -40
+}
+
+for arg in "$@"; do
+  kind="${arg%%=*}" val="${arg#*=}"
+  IFS=: read -r a b c d <<< "$val"
+  case "$kind" in
+    test) run_test "" "$a" "$b" ;;
+    generic-test) run_test cuda-generic "$a" "$b" ;;
+    memcheck)
+      step "compute-sanitizer memcheck: $a $b"
+      timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 "$n/tests/$a" --gtest_filter="$b" \
+        > "$out/memcheck-$a.log" 2>&1
+      echo "memcheck exit $?"; tail -2 "$out/memcheck-$a.log" ;;
+    bench)
+      step "ninfer-bench $a"
+      timeout 300 "$n/ninfer/bin/ninfer-bench" --preset "$a" --device cuda --prompt-lengths 4096 --contexts 0,4096 \
+        --batches 1,8 --repeats 3 --decode-steps 32 > "$out/bench-$a.txt" 2>&1
+      echo "exit $?"; grep -E "^(prefill|decode|bandwidth)" "$out/bench-$a.txt" ;;
+    ablation) bash "$here/device-run-ablation.sh" 2>&1 | tee "$out/ablation.txt" ;;
+    ab) bash "$here/device-run-variant-ab.sh" "$a" "$b" "$c" $d 2>&1 | tee -a "$out/variant-ab.txt" ;;
+    *) echo "unknown check: $arg"; sed -n 2,11p "$0"; exit 2 ;;
+  esac
+done
