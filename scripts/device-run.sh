@@ -5,7 +5,7 @@
 #   generic-test=BINARY[:FILTER]  the same on cuda-generic (NVRTC)
 #   memcheck=BINARY:FILTER        compute-sanitizer memcheck of those tests
 #   bench=PRESET                  ninfer-bench, the points (prompt 4096; contexts 0, 4096; batches 1, 8)
-#   ablation                      scripts/device-run-ablation.sh
+#   ablation[=PRESET]             scripts/device-run-ablation.sh (SKIPS in the environment: its other skip sets)
 #   ab=OP:TOKENS:"VARIANTS"[:PRESETS]  scripts/device-run-variant-ab.sh
 # Logs go to $OUT (or ./gpu-logs); the console gets the summaries.
 set -uo pipefail
@@ -40,7 +40,8 @@ for arg in "$@"; do
       timeout 300 "$n/ninfer/bin/ninfer-bench" --preset "$a" --device cuda --prompt-lengths 4096 --contexts 0,4096 \
         --batches 1,8 --repeats 3 --decode-steps 32 > "$out/bench-$a.txt" 2>&1
       echo "exit $?"; grep -E "^(prefill|decode|bandwidth)" "$out/bench-$a.txt" ;;
-    ablation) bash "$here/device-run-ablation.sh" 2>&1 | tee "$out/ablation.txt" ;;
+    ablation) [[ "$arg" == *=* ]] || a=""
+      bash "$here/device-run-ablation.sh" $a 2>&1 | tee -a "$out/ablation.txt" ;;
     ab) bash "$here/device-run-variant-ab.sh" "$a" "$b" "$c" $d 2>&1 | tee -a "$out/variant-ab.txt" ;;
     *) echo "unknown check: $arg"; sed -n 2,11p "$0"; exit 2 ;;
   esac

@@ -138,20 +138,23 @@ void Backend::reserve_workspace(std::string_view op, const ninfer_shape& shape) 
 namespace {
 // Timing diagnostics only (docs/performance.md, "what each op costs in the graph"): the ops
 // named in NINFER_TIMING_SKIP_OPS (comma-separated) are planned but never launched, so a
-// benchmark measures the step without them. Results are wrong while it is set; it says so.
-bool skipped_for_timing(std::string_view op) {
+// benchmark measures the step without them. An entry `op@D0xD1` skips only the calls whose
+// planning shape has those first two dims (linear@4096x4096: one projection of a model).
+// Results are wrong while it is set; it says so.
+bool skipped_for_timing(std::string_view op, const ninfer_shape& shape) {
   static const std::string skip = [] {
     const char* v = std::getenv("NINFER_TIMING_SKIP_OPS");
     std::string s = v ? v : "";
     if (!s.empty()) spdlog::warn("NINFER_TIMING_SKIP_OPS={}: these ops are not launched, so every result is wrong", s);
     return "," + s + ",";
   }();
-  return skip.size() > 2 && skip.find(fmt::format(",{},", op)) != std::string::npos;
+  return skip.size() > 2 && (skip.find(fmt::format(",{},", op)) != std::string::npos ||
+                             skip.find(fmt::format(",{}@{}x{},", op, shape.dims[0], shape.dims[1])) != std::string::npos);
 }
 } // namespace
 
 void Backend::execute_plan(const Plan& p, const void* args) {
-  if (skipped_for_timing(p.op)) return;
+  if (skipped_for_timing(p.op, p.shape)) return;
   if (p.workspace_bytes > workspace_.bytes())
     throw Error(fmt::format("op '{}' ({}) needs {} bytes of workspace for {}, but only {} were reserved; the "
                             "model must call reserve_workspace for its largest shapes at load time",
