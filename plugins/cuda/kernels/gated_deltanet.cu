@@ -4,8 +4,11 @@
 // three forms of gated_delta_rule, recurrent for decode (gated_deltanet_recurrent.cu) and two
 // chunked ones for prefill: chunked64 (gated_deltanet_chunked.cu, one CTA walks a sequence's
 // chunks) and chunked64_parallel (gated_deltanet_chunked_parallel.cu, everything but the
-// state carry parallel over chunks). This file registers them and holds the launch and
-// description helpers they share (gated_deltanet_common.cuh).
+// state carry parallel over chunks). Two fused decode ops join them: conv_l2_norm "decode"
+// (conv_l2_norm.cu: the conv and the L2 norm of q and k) and gated_delta_step "decode"
+// (gated_delta_step.cu: gating, one delta-rule step and the gated output norm), which turn a
+// decode step's five launches per layer into two. This file registers them all and holds the
+// launch and description helpers they share (gated_deltanet_common.cuh).
 //
 // Routing needs no code here: the chunked forms support only calls with a sequence of two or
 // more tokens, so decode steps can only plan to the recurrent form; for prefill the planner
@@ -14,7 +17,9 @@
 // two chunked forms the residency decides and a tie keeps the first registered,
 // chunked64_parallel (docs/cuda-gated-deltanet.md). A card whose shared memory cannot hold
 // either chunked form's tiles (very large head dims) falls back to the recurrent form, which
-// supports every shape.
+// supports every shape. The fused ops have one variant each, which the planner takes for
+// every shape it supports (decode steps; 128 x 128 heads for gated_delta_step): no schedule
+// table entry names them, and the model runs the unfused ops where they decline.
 #include <cstdarg>
 #include <cstdio>
 #include <initializer_list>
@@ -73,7 +78,8 @@ int32_t register_gated_deltanet(const ninfer_registrar* r, char* err, size_t err
   for (auto reg : {gdn::register_causal_conv1d, gdn::register_causal_conv1d_rows,
                    gdn::register_gated_delta_rule_chunked_parallel,
                    gdn::register_gated_delta_rule_chunked,
-                   gdn::register_gated_delta_rule_recurrent})
+                   gdn::register_gated_delta_rule_recurrent, gdn::register_conv_l2_norm,
+                   gdn::register_gated_delta_step})
     if (int32_t rc = reg(r, err, err_len); rc != NINFER_OK) return rc;
   return NINFER_OK;
 }

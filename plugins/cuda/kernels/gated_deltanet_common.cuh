@@ -6,7 +6,9 @@
 // work along grid.x and is correct for any grid.x >= 1 (geometry TOKEN_TILED_GRID_STRIDE,
 // never cooperative). The gated delta rule adds grid.z = value heads x value-column blocks:
 // those are independent problems of the op whose count comes from the call's arguments, not
-// from the device, and a non-cooperative launch is legal for any number of them.
+// from the device, and a non-cooperative launch is legal for any number of them. The fused
+// decode ops (conv_l2_norm.cu, gated_delta_step.cu) take one token per CTA and add grid.y for
+// theirs: channel blocks of one normed head, or value heads.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -97,6 +99,8 @@ int32_t register_causal_conv1d_rows(const ninfer_registrar* r, char* err, size_t
 int32_t register_gated_delta_rule_recurrent(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_gated_delta_rule_chunked(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_gated_delta_rule_chunked_parallel(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_conv_l2_norm(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_gated_delta_step(const ninfer_registrar* r, char* err, size_t err_len);
 #endif
 
 } // namespace ninfer::cuda_plugin::gdn
