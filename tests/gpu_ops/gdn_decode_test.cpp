@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -55,17 +56,20 @@ struct GdnShape {
   int32_t k_heads, v_heads, k_dim, v_dim, kernel;
   int32_t channels() const { return 2 * k_heads * k_dim + v_heads * v_dim; }
   int32_t norm_heads() const { return 2 * k_heads; }
-  // The input projection row: q | k | v | z | b | a and 5 floats of padding (the model's
-  // in_proj outputs side by side; only the order matters here).
+  // The input projection row as GatedDeltaNetBlock lays it out: q | k | v | z | a | b, then 5
+  // floats of padding.
   int64_t proj_row() const { return channels() + int64_t{v_heads} * v_dim + 2 * v_heads + 5; }
   int64_t z_at() const { return channels(); }
-  int64_t b_at() const { return z_at() + int64_t{v_heads} * v_dim; }
-  int64_t a_at() const { return b_at() + v_heads; }
+  int64_t a_at() const { return z_at() + int64_t{v_heads} * v_dim; }
+  int64_t b_at() const { return a_at() + v_heads; }
   int64_t conv_out_row() const { return channels() + 3; }
   int64_t step_out_row() const { return int64_t{v_heads} * v_dim + 7; }
   size_t conv_state_elems() const { return static_cast<size_t>(kSlots) * channels() * (kernel - 1); }
   size_t step_state_elems() const { return static_cast<size_t>(kSlots) * v_heads * k_dim * v_dim; }
 };
+
+// gtest names a failing parameter by this, not by its bytes.
+void PrintTo(const GdnShape& g, std::ostream* os) { *os << g.name; }
 
 const GdnShape kShapes[] = {
     {"Qwen35_27B_16k_48v_heads_of_128", 16, 48, 128, 128, 4},
@@ -203,7 +207,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GdnDecodeConvL2Norm, ::testing::ValuesIn(kShape
 // ---- gated_delta_step -----------------------------------------------------------------------
 
 // Per call: the conv output rows (q and k L2-normalised per head, as conv_l2_norm leaves them)
-// and the projection rows (z, b, a). Per layer: a_log, dt_bias, norm_w. A few value heads get
+// and the projection rows (z, a, b). Per layer: a_log, dt_bias, norm_w. A few value heads get
 // a + dt_bias above softplus' threshold of 20 (decay ~0: the state is forgotten).
 struct StepInputs {
   std::vector<float> a_log, dt_bias, norm_w, state0;
