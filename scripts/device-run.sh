@@ -27,14 +27,16 @@ run_test() { # plugin binary [filter]
 for arg in "$@"; do
   kind="${arg%%=*}" val="${arg#*=}"
   IFS=: read -r a b c d <<< "$val"
+  first="${val%%:*}" rest="${val#*:}" # a gtest filter keeps its own colons
+  [[ "$val" == *:* ]] || rest=""
   case "$kind" in
-    test) run_test "" "$a" "$b" ;;
-    generic-test) run_test cuda-generic "$a" "$b" ;;
+    test) run_test "" "$first" "$rest" ;;
+    generic-test) run_test cuda-generic "$first" "$rest" ;;
     memcheck)
-      step "compute-sanitizer memcheck: $a $b"
-      timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 "$n/tests/$a" --gtest_filter="$b" \
-        > "$out/memcheck-$a.log" 2>&1
-      echo "memcheck exit $?"; tail -2 "$out/memcheck-$a.log" ;;
+      step "compute-sanitizer memcheck: $first $rest"
+      timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 "$n/tests/$first" --gtest_filter="$rest" \
+        > "$out/memcheck-$first.log" 2>&1
+      echo "memcheck exit $?"; tail -2 "$out/memcheck-$first.log" ;;
     bench)
       step "ninfer-bench $a"
       timeout 300 "$n/ninfer/bin/ninfer-bench" --preset "$a" --device cuda --prompt-lengths 4096 --contexts 0,4096 \
