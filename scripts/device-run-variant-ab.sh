@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the device: A/B of the variants one schedule-table bucket could route to, on the decode
-# step. For each variant it appends `{op: OP, tokens: [T, T], variant: V}` to the unpacked
-# install's sm_90 table (a later entry for the same bucket wins), benches decode (batch 1,
+# step. For each variant it puts `{op: OP, tokens: [T, T], variant: V}` first in the unpacked
+# install's sm_90 table (the first entry that covers a bucket wins), benches decode (batch 1,
 # context 0) and times the step's kernels with ncu.
 #   bash scripts/device-run-variant-ab.sh OP TOKENS "VARIANT..." [PRESET...]
 #   e.g. bash scripts/device-run-variant-ab.sh linear 1 "gemv_cc1 gemv4" qwen3-8b
@@ -18,7 +18,7 @@ table="$n/ninfer/share/ninfer/arch/schedules/sm_90.yaml"
 [[ -f "$table.orig" ]] || cp "$table" "$table.orig"
 for v in $variants; do
   cp "$table.orig" "$table"
-  echo "  - {op: $op, tokens: [$tokens, $tokens], variant: $v}" >> "$table"
+  sed -i "/^entries:/a\\  - {op: $op, tokens: [$tokens, $tokens], variant: $v}" "$table"
   for p in ${@:-qwen3-8b qwen3_5-27b}; do
     step "$op/$v at $tokens token(s): $p decode, batch 1, context 0"
     "$n/ninfer/bin/ninfer-bench" --preset "$p" --device cuda --skip-prefill --contexts 0 --batches 1 --repeats 3 \
