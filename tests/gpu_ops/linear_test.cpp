@@ -291,8 +291,9 @@ TEST(LinearGpu, ModelShapesMatchCpu) {
 // projections and an odd N (the last CTA's last warp has one row), with x rows contiguous,
 // strided but 16-byte aligned (the vector path) and strided off alignment (the scalar path), y
 // rows strided with poisoned padding; against the CPU reference (`gpu-f32-vs-cpu-reference`:
-// both keep x and the sums in float32). On an sm_90 plugin the planner's one-token choice must
-// be gemv_cc1 (arch/schedules/sm_90.yaml) and is checked on the same inputs.
+// both keep x and the sums in float32). The planner's choice at one and two tokens (gemv_cc1 on
+// the sm_89 / sm_120a tables, cuBLASLt on the H200's where the rows allow it) is checked on the
+// same inputs, with the tolerance its arithmetic earns.
 TEST(LinearGpu, CudaCoreGemvMatchesCpuAtDecodeTokenCounts) {
   NINFER_REQUIRE_CUDA_BACKEND();
   auto rng = fresh_rng("gpu linear cuda-core gemv");
@@ -302,7 +303,6 @@ TEST(LinearGpu, CudaCoreGemvMatchesCpuAtDecodeTokenCounts) {
   for (const std::string& name : variants)
     ASSERT_NE(gpu->plugin().find_variant(NINFER_OP_LINEAR, name), nullptr)
         << gpu->plugin().name() << " registers no linear/" << name;
-  const bool sm90_table = gpu->plugin().arch() == "sm_90";
   struct Shape {
     int32_t K, N;
   };
@@ -329,7 +329,6 @@ TEST(LinearGpu, CudaCoreGemvMatchesCpuAtDecodeTokenCounts) {
           const std::vector<double> want(want_all.begin(), want_all.begin() + T * sh.N);
           std::vector<std::string> routes = variants;
           if (T <= 2) routes.emplace_back(""); // the planner's decode choice, on strided rows too
-          if (T == 1 && sm90_table) EXPECT_EQ(gpu->plan(NINFER_OP_LINEAR, s).variant, "gemv_cc1");
           for (const std::string& route : routes) {
             const std::string variant = variant_for(*gpu, route, s);
             ASSERT_FALSE(variant.empty()) << route << " declines " << describe(dtype, T, sh.K, sh.N);
