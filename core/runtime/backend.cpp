@@ -122,7 +122,28 @@ const Plan& Backend::plan(std::string_view op, const ninfer_shape& s) {
   return it->second;
 }
 
+namespace {
+// A comma-separated op list from the environment variable `name`, as ",a,b," ("" when unset),
+// announced once with `effect`.
+std::string env_op_list(const char* name, const char* effect) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return "";
+  spdlog::warn("{}={}: {}", name, v, effect);
+  return fmt::format(",{},", v);
+}
+// Whether `list` names op, or op@D0xD1 with the shape's first two dims.
+bool names_op(const std::string& list, std::string_view op, const ninfer_shape& shape) {
+  return !list.empty() && (list.find(fmt::format(",{},", op)) != std::string::npos ||
+                           list.find(fmt::format(",{}@{}x{},", op, shape.dims[0], shape.dims[1])) != std::string::npos);
+}
+} // namespace
+
 bool Backend::has_variant(std::string_view op, const ninfer_shape& shape) const {
+  // Diagnostics for A/B timing (docs/performance.md): fused ops named in NINFER_UNFUSED_OPS
+  // (op or op@D0xD1) look missing to model code, which then runs the ops they fuse. Results
+  // stay correct; only the route changes.
+  static const std::string unfused = env_op_list("NINFER_UNFUSED_OPS", "model code runs these ops unfused");
+  if (names_op(unfused, op, shape)) return false;
   for (const ninfer_variant* v : plugin_->variants_for(op))
     if ((v->dtype_mask & (1u << shape.dtype)) && (!v->supports || v->supports(&shape))) return true;
   return false;
@@ -142,14 +163,9 @@ namespace {
 // planning shape has those first two dims (linear@4096x4096: one projection of a model).
 // Results are wrong while it is set; it says so.
 bool skipped_for_timing(std::string_view op, const ninfer_shape& shape) {
-  static const std::string skip = [] {
-    const char* v = std::getenv("NINFER_TIMING_SKIP_OPS");
-    std::string s = v ? v : "";
-    if (!s.empty()) spdlog::warn("NINFER_TIMING_SKIP_OPS={}: these ops are not launched, so every result is wrong", s);
-    return "," + s + ",";
-  }();
-  return skip.size() > 2 && (skip.find(fmt::format(",{},", op)) != std::string::npos ||
-                             skip.find(fmt::format(",{}@{}x{},", op, shape.dims[0], shape.dims[1])) != std::string::npos);
+  static const std::string skip =
+      env_op_list("NINFER_TIMING_SKIP_OPS", "these ops are not launched, so every result is wrong");
+  return names_op(skip, op, shape);
 }
 } // namespace
 
