@@ -38,7 +38,7 @@ int nvrtc_version() { no_cuda(); }
 bool nvrtc_supports_cubin(int, int) { no_cuda(); }
 uint64_t cache_key(const CompileRequest&) { no_cuda(); }
 std::vector<std::string> cuda_include_dirs() { return {}; }
-CompiledKernel compile(const CompileRequest&, const KernelCache*) { no_cuda(); }
+CompiledKernel compile(const CompileRequest&, const KernelCache*, std::optional<uint64_t>) { no_cuda(); }
 struct LoadedModule::Impl {};
 LoadedModule::LoadedModule(const CompiledKernel&, int) { no_cuda(); }
 LoadedModule::~LoadedModule() = default;
@@ -211,12 +211,12 @@ uint64_t cache_key(const CompileRequest& r) {
   return key_for(r, arch, kind, n.version);
 }
 
-CompiledKernel compile(const CompileRequest& r, const KernelCache* cache) {
+CompiledKernel compile(const CompileRequest& r, const KernelCache* cache, std::optional<uint64_t> key) {
   const Nvrtc& n = nvrtc();
   const auto [arch, kind] = target_arch(n, r.cc_major, r.cc_minor);
   CompiledKernel out;
   out.arch = arch;
-  out.key = key_for(r, arch, kind, n.version);
+  out.key = key ? *key : key_for(r, arch, kind, n.version);
   if (cache) {
     if (std::optional<CacheEntry> e = cache->load(out.key); e && e->kind == kind) {
       out.entry = std::move(*e);
@@ -232,8 +232,8 @@ CompiledKernel compile(const CompileRequest& r, const KernelCache* cache) {
   };
   std::vector<const char*> header_text, header_names;
   for (const auto& [name, text] : r.headers) {
-    header_names.push_back(name.c_str());
-    header_text.push_back(text.c_str());
+    header_names.push_back(name);
+    header_text.push_back(text);
   }
   const std::string file = r.name.ends_with(".cu") ? r.name : r.name + ".cu";
   check(n.nvrtcCreateProgram(&prog, r.source.c_str(), file.c_str(), static_cast<int>(r.headers.size()),

@@ -68,11 +68,13 @@ int32_t compile_for_plugin(const ninfer_cuda_program* programs, int32_t count, i
 
   static const KernelCache cache;
   std::vector<CompileRequest> requests;
+  std::vector<uint64_t> keys; // hashed once: each program carries the plugin's whole kernel tree
   int missing = 0; // programs not in the kernel cache: a first start compiles, which takes a while
   for (int32_t i = 0; i < count; ++i) {
     requests.push_back(request_for(programs[i], include_dirs, cc_major, cc_minor));
+    keys.push_back(cache_key(requests.back()));
     std::error_code ec;
-    missing += !std::filesystem::exists(cache.file_for(cache_key(requests.back())), ec);
+    missing += !std::filesystem::exists(cache.file_for(keys.back()), ec);
   }
   if (missing > 0)
     spdlog::info("compiling {} of {} CUDA programs for compute {}.{} with NVRTC (first start with these kernels; "
@@ -87,7 +89,7 @@ int32_t compile_for_plugin(const ninfer_cuda_program* programs, int32_t count, i
   auto work = [&] {
     for (int32_t i = next++; i < count; i = next++) {
       try {
-        out[i] = compile(requests[i], &cache);
+        out[i] = compile(requests[i], &cache, keys[i]);
       } catch (const std::exception& e) {
         errors[i] = e.what();
       }

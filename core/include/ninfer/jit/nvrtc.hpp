@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,9 +23,11 @@ struct CompileRequest {
   std::string source;                        // CUDA C++ source text
   std::vector<std::string> options;          // extra NVRTC options, e.g. "-DTILE=64", "-std=c++17"
   std::vector<std::string> name_expressions; // e.g. "scale_kernel<4>": instantiated and lowered
-  // Headers the source may #include, as (name it is included by, text): NVRTC reads no files
-  // for these. Part of the cache key.
-  std::vector<std::pair<std::string, std::string>> headers;
+  // Headers the source may #include, as (name it is included by, text), NUL-terminated C
+  // strings that outlive the compile: a plugin's whole kernel tree rides along with each of its
+  // programs (megabytes), so it is pointed at, never copied. NVRTC reads no files for these.
+  // Part of the cache key.
+  std::vector<std::pair<const char*, const char*>> headers;
   int cc_major = 0;                          // target compute capability (the detected device's)
   int cc_minor = 0;
 };
@@ -53,9 +56,11 @@ std::vector<std::string> cuda_include_dirs();
 // The cache key of a request (what compile() looks up).
 uint64_t cache_key(const CompileRequest& request);
 
-// Compiles (or loads from `cache`, when not null) the request. A compile error throws
+// Compiles (or loads from `cache`, when not null) the request. `key` is cache_key(request) when
+// the caller has it already (hashing a plugin's headers takes a while). A compile error throws
 // ninfer::Error naming request.name, with NVRTC's log.
-CompiledKernel compile(const CompileRequest& request, const KernelCache* cache);
+CompiledKernel compile(const CompileRequest& request, const KernelCache* cache,
+                       std::optional<uint64_t> key = std::nullopt);
 
 // A module loaded into the current CUDA context (the runtime's primary context of the current
 // device, or of `device_ordinal` when >= 0, is made current first; the calling thread's current
