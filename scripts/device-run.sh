@@ -3,7 +3,7 @@
 # session's device call is one command line instead of another per-session script.
 #   test=BINARY[:FILTER]          a GPU test binary of the bundle (cuda-sm90), e.g. test=gpu_op_tests:'GdnDecode*'
 #   generic-test=BINARY[:FILTER]  the same on cuda-generic (NVRTC)
-#   memcheck=BINARY:FILTER        compute-sanitizer memcheck of those tests
+#   memcheck=BINARY:FILTER        compute-sanitizer memcheck of those tests (racecheck=: its racecheck)
 #   bench=PRESET                  ninfer-bench, the points (prompt 4096; contexts 0, 4096; batches 1, 8)
 #   ablation[=PRESET]             scripts/device-run-ablation.sh (SKIPS in the environment: its other skip sets)
 #   ab=OP:TOKENS:"VARIANTS"[:PRESETS]  scripts/device-run-variant-ab.sh
@@ -32,11 +32,11 @@ for arg in "$@"; do
   case "$kind" in
     test) run_test "" "$first" "$rest" ;;
     generic-test) run_test cuda-generic "$first" "$rest" ;;
-    memcheck)
-      step "compute-sanitizer memcheck: $first $rest"
-      timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 "$n/tests/$first" --gtest_filter="$rest" \
-        > "$out/memcheck-$first.log" 2>&1
-      echo "memcheck exit $?"; tail -2 "$out/memcheck-$first.log" ;;
+    memcheck | racecheck)
+      step "compute-sanitizer $kind: $first $rest"
+      timeout 400 compute-sanitizer --tool "$kind" --error-exitcode 9 "$n/tests/$first" --gtest_filter="$rest" \
+        > "$out/$kind-$first.log" 2>&1
+      echo "$kind exit $?"; tail -2 "$out/$kind-$first.log" ;;
     bench)
       step "ninfer-bench $a"
       timeout 300 "$n/ninfer/bin/ninfer-bench" --preset "$a" --device cuda --prompt-lengths 4096 --contexts 0,4096 \
