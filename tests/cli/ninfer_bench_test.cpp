@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -15,10 +16,13 @@ using nlohmann::json;
 
 namespace {
 
-ProcessOutput bench(const std::string& args) { return run_process(std::string(NINFER_BENCH_BIN) + " " + args); }
+// `env`: assignments for the command's environment ("NAME=value ..."), or "".
+ProcessOutput bench(const std::string& args, const std::string& env = "") {
+  return run_process(env + (env.empty() ? "" : " ") + std::string(NINFER_BENCH_BIN) + " " + args);
+}
 
-json bench_json(const std::string& args) {
-  const ProcessOutput r = bench(args + " --json --device cpu");
+json bench_json(const std::string& args, const std::string& env = "") {
+  const ProcessOutput r = bench(args + " --json --device cpu", env);
   EXPECT_EQ(r.status, 0) << args << "\n" << r.err;
   return r.status == 0 ? json::parse(r.out) : json::object();
 }
@@ -98,6 +102,31 @@ TEST(NinferBench, HybridModelCountsRecurrentState) {
   EXPECT_GE(j["costs"]["state_bytes_per_sequence"].get<double>(), recurrent);
   EXPECT_LT(j["costs"]["state_bytes_per_sequence"].get<double>(), recurrent * 1.2); // + the small conv state
   EXPECT_EQ(j["results"].size(), 1u);
+}
+
+// The ops a run planned, from the report's "variants".
+std::set<std::string> planned_ops(const json& j) {
+  std::set<std::string> ops;
+  for (const json& v : j["variants"]) ops.insert(v["op"].get<std::string>());
+  return ops;
+}
+
+// NINFER_UNFUSED_OPS switches a fused route to its fallback (docs/architecture.md): the hybrid
+// preset's decode plans its fused ops by default, and with the switch plans none of them but
+// the ops they fuse instead.
+TEST(NinferBench, UnfusedOpsSwitchPlansTheFallbackOps) {
+  const std::string args = "--preset qwen3_5-cpu-small --skip-prefill --contexts 8 --batches 1 --decode-steps 2 "
+                           "--repeats 1 --warmup 0";
+  const std::set<std::string> fused = planned_ops(bench_json(args));
+  for (const char* op : {"norm_linear", "head_norm_rope", "conv_l2_norm", "gated_delta_step"})
+    EXPECT_TRUE(fused.count(op)) << op << " not planned by default";
+  EXPECT_FALSE(fused.count("silu_mul")) << "the fused MLP projection needs no silu_mul";
+  const std::set<std::string> unfused =
+      planned_ops(bench_json(args, "NINFER_UNFUSED_OPS=norm_linear,head_norm_rope,conv_l2_norm,gated_delta_step"));
+  for (const char* op : {"norm_linear", "head_norm_rope", "conv_l2_norm", "gated_delta_step"})
+    EXPECT_FALSE(unfused.count(op)) << op << " planned although unfused";
+  for (const char* op : {"silu_mul", "rope", "causal_conv1d", "l2_norm", "gated_delta_rule", "gated_rms_norm"})
+    EXPECT_TRUE(unfused.count(op)) << op << " (a fallback op) not planned";
 }
 
 TEST(NinferBench, RefusesBadInputClearly) {

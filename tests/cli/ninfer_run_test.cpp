@@ -28,11 +28,15 @@ std::string ids_csv(const json& ids) {
   return s;
 }
 
-ProcessOutput ninfer_run(const std::string& args) { return run_process(std::string(NINFER_RUN_BIN) + " " + args); }
+// `env`: assignments for the command's environment ("NAME=value ..."), or "".
+ProcessOutput ninfer_run(const std::string& args, const std::string& env = "") {
+  return run_process(env + (env.empty() ? "" : " ") + std::string(NINFER_RUN_BIN) + " " + args);
+}
 
-json run_json(const std::string& args) {
-  const ProcessOutput r = ninfer_run(args + " --json");
+json run_json(const std::string& args, const std::string& env = "", std::string* err = nullptr) {
+  const ProcessOutput r = ninfer_run(args + " --json", env);
   EXPECT_EQ(r.status, 0) << args << "\n" << r.err;
+  if (err) *err = r.err;
   return r.status == 0 ? json::parse(r.out) : json::object();
 }
 
@@ -45,27 +49,50 @@ const fs::path& demo_checkpoint() { return ninfer::test::demo_checkpoint(NINFER_
 
 } // namespace
 
-TEST(NinferRun, GreedyIdsMatchTransformersOnEveryFixture) {
-  for (const char* fixture : {"tiny-qwen3", "tiny-qwen3_5", "tiny-qwen3_5-long", "tiny-qwen3_5-vl-layout"}) {
-    const json ref = reference(fixture);
-    for (size_t c = 0; c < ref["cases"].size(); ++c) {
-      const json& cs = ref["cases"][c];
-      const size_t n = cs["greedy_ids"].size();
-      const json out = run_json("--checkpoint " + shell_quote((fixtures_dir() / fixture).string()) +
-                                " --prompt-ids " + ids_csv(cs["prompt_ids"]) + " --greedy --ignore-eos --max-new " +
-                                std::to_string(n));
-      ASSERT_EQ(out["generated_ids"].size(), n) << fixture << " case " << c;
-      size_t compared = 0;
-      for (size_t i = 0; i < n; ++i) {
-        // A step whose top-2 margin is below 1e-2 may legitimately flip on rounding; after a
-        // flip the sequences diverge (fixtures README).
-        if (cs["greedy_top2_margin"][i].get<double>() <= 1e-2) break;
-        EXPECT_EQ(out["generated_ids"][i], cs["greedy_ids"][i]) << fixture << " case " << c << " step " << i;
-        ++compared;
-      }
-      EXPECT_GT(compared, 0u) << fixture << " case " << c;
-      EXPECT_EQ(out["finish_reason"], "length");
+namespace {
+
+// Greedy generation of every case of `fixture` against transformers' ids, with `env` in
+// ninfer-run's environment; returns the last run's stderr.
+std::string expect_reference_greedy_ids(const char* fixture, const std::string& env = "") {
+  std::string err;
+  const json ref = reference(fixture);
+  for (size_t c = 0; c < ref["cases"].size(); ++c) {
+    const json& cs = ref["cases"][c];
+    const size_t n = cs["greedy_ids"].size();
+    const json out = run_json("--checkpoint " + shell_quote((fixtures_dir() / fixture).string()) + " --prompt-ids " +
+                                  ids_csv(cs["prompt_ids"]) + " --greedy --ignore-eos --max-new " + std::to_string(n),
+                              env, &err);
+    EXPECT_EQ(out["generated_ids"].size(), n) << fixture << " case " << c;
+    if (out["generated_ids"].size() != n) continue;
+    size_t compared = 0;
+    for (size_t i = 0; i < n; ++i) {
+      // A step whose top-2 margin is below 1e-2 may legitimately flip on rounding; after a
+      // flip the sequences diverge (fixtures README).
+      if (cs["greedy_top2_margin"][i].get<double>() <= 1e-2) break;
+      EXPECT_EQ(out["generated_ids"][i], cs["greedy_ids"][i]) << fixture << " case " << c << " step " << i;
+      ++compared;
     }
+    EXPECT_GT(compared, 0u) << fixture << " case " << c;
+    EXPECT_EQ(out["finish_reason"], "length");
+  }
+  return err;
+}
+
+} // namespace
+
+TEST(NinferRun, GreedyIdsMatchTransformersOnEveryFixture) {
+  for (const char* fixture : {"tiny-qwen3", "tiny-qwen3_5", "tiny-qwen3_5-long", "tiny-qwen3_5-vl-layout"})
+    expect_reference_greedy_ids(fixture);
+}
+
+// NINFER_UNFUSED_OPS (an A/B switch, docs/architecture.md) changes the route, never the answer:
+// with every fused op treated as missing, the model runs the ops they fuse and still produces
+// transformers' greedy ids, and says on stderr that the switch is on.
+TEST(NinferRun, UnfusedOpsSwitchKeepsTheReferenceIds) {
+  const std::string env = "NINFER_UNFUSED_OPS=norm_linear,head_norm_rope,conv_l2_norm,gated_delta_step";
+  for (const char* fixture : {"tiny-qwen3", "tiny-qwen3_5"}) {
+    const std::string err = expect_reference_greedy_ids(fixture, env);
+    EXPECT_NE(err.find("model code runs these ops unfused"), std::string::npos) << fixture << ": " << err;
   }
 }
 
