@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "foundation_env.hpp"
+#include "described_cards.hpp"
 #include "ninfer/error.hpp"
 
 namespace fs = std::filesystem;

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "foundation_env.hpp"
+#include "described_cards.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/device.hpp"
 #include "ninfer/planner.hpp"

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "foundation_env.hpp"
+#include "described_cards.hpp"
 #include "process.hpp"
 
 using namespace ninfer::test;

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "foundation_env.hpp"
+#include "described_cards.hpp"
 #include "ninfer/occupancy.hpp"
 #include "residency_oracle.hpp"
 

@@ -3,7 +3,7 @@
 #include <map>
 #include <string>
 
-#include "foundation_env.hpp"
+#include "described_cards.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/device.hpp"
@@ -55,18 +55,6 @@ void expect_legal(const Plan& p, const ninfer_device_info& d) {
     next = l.token_end;
   }
   ASSERT_EQ(next, T);
-}
-
-struct Card {
-  ninfer_device_info dev;
-  const LoadedPlugin* plugin;
-};
-
-std::vector<Card> cards_with_plugins() {
-  std::vector<Card> out;
-  for (const auto& k : catalog().devices())
-    if (const LoadedPlugin* p = plugin_for_arch(k.arch)) out.push_back({catalog().describe(k), p});
-  return out;
 }
 
 } // namespace

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "foundation_env.hpp"
+#include "described_cards.hpp"
 #include "ninfer/device.hpp"
 #include "ninfer/error.hpp"
 

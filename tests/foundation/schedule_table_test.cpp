@@ -8,7 +8,7 @@
 #include <tuple>
 #include <vector>
 
-#include "foundation_env.hpp"
+#include "described_cards.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/error.hpp"

@@ -2,7 +2,7 @@
 // planner uses for cards we do not have is checked on the one we do.
 #include <gtest/gtest.h>
 
-#include "foundation_env.hpp"
+#include "described_cards.hpp"
 #include "gpu_env.hpp"
 
 using namespace ninfer;

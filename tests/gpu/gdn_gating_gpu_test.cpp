@@ -8,7 +8,7 @@
 #include <set>
 #include <thread>
 
-#include "foundation_env.hpp"
+#include "described_cards.hpp"
 #include "gpu_env.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/device.hpp"

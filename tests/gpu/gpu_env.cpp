@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "foundation_env.hpp"
+#include "described_cards.hpp"
 #include "ninfer/device.hpp"
 
 namespace ninfer::test {

@@ -8,7 +8,7 @@
 #include <set>
 #include <string>
 
-#include "foundation_env.hpp"
+#include "described_cards.hpp"
 #include "ninfer/device.hpp"
 
 using namespace ninfer;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "attention_test_common.hpp"
+#include "described_cards.hpp"
 #include "gpu_op_env.hpp"
 #include "op_routes.hpp"
 #include "ninfer/abi/ops/attention.h"
@@ -241,36 +242,33 @@ TEST(GpuKvAppend16, RoundsToTheSameBitsAsTheCpuPlugin) {
 // planner gives a 16-bit decode the same split as a float32 one (same kernels' resources), and a
 // cache dtype no variant reads is refused when planning, naming the op.
 TEST(GpuAttentionKv16Plan, SixteenBitCachesPlanLikeFloat32AndUnknownDtypesAreRefused) {
-  const ArchCatalog cat = ArchCatalog::load(test::data_dir() / "arch", test::data_dir() / "schemas");
-  int planned = 0;
-  for (const KnownDevice& k : cat.devices())
-    for (const auto& p : gpu_op_plugins().plugins()) {
-      if (p->arch() != k.arch) continue;
-      for (const char* op : {NINFER_OP_ATTENTION, NINFER_OP_KV_APPEND})
-        for (const ninfer_variant* v : p->variants_for(op))
-          for (int32_t d : {NINFER_DTYPE_F32, NINFER_DTYPE_F16, NINFER_DTYPE_BF16})
-            EXPECT_TRUE(v->dtype_mask & (1u << d)) << p->name() << " " << op << "/" << v->name << " lacks dtype " << d;
-      const Planner planner(*p, cat.describe(k));
-      for (int64_t T : {1, 8}) {
-        const ninfer_shape f32{T, {128, 32, 8, 32768}, NINFER_DTYPE_F32};
-        ninfer_shape f16 = f32, bf16 = f32;
-        f16.dtype = NINFER_DTYPE_F16;
-        bf16.dtype = NINFER_DTYPE_BF16;
-        const Plan a = planner.plan(NINFER_OP_ATTENTION, f32), b = planner.plan(NINFER_OP_ATTENTION, f16),
-                   c = planner.plan(NINFER_OP_ATTENTION, bf16);
-        EXPECT_EQ(a.variant, b.variant) << k.name << " T=" << T;
-        EXPECT_EQ(a.variant, c.variant) << k.name << " T=" << T;
-        EXPECT_TRUE(b.cooperative) << k.name << " T=" << T << ": " << b.variant;
-        ++planned;
-      }
-      try {
-        planner.plan(NINFER_OP_ATTENTION, {1, {128, 32, 8, 4096}, 7});
-        ADD_FAILURE() << k.name << ": a cache of dtype 7 was planned";
-      } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("attention"), std::string::npos) << e.what();
-      }
+  const std::vector<Card> cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
+  for (const Card& card : cards) {
+    const LoadedPlugin* p = card.plugin;
+    for (const char* op : {NINFER_OP_ATTENTION, NINFER_OP_KV_APPEND})
+      for (const ninfer_variant* v : p->variants_for(op))
+        for (int32_t d : {NINFER_DTYPE_F32, NINFER_DTYPE_F16, NINFER_DTYPE_BF16})
+          EXPECT_TRUE(v->dtype_mask & (1u << d)) << p->name() << " " << op << "/" << v->name << " lacks dtype " << d;
+    const Planner planner(*p, card.dev);
+    for (int64_t T : {1, 8}) {
+      const ninfer_shape f32{T, {128, 32, 8, 32768}, NINFER_DTYPE_F32};
+      ninfer_shape f16 = f32, bf16 = f32;
+      f16.dtype = NINFER_DTYPE_F16;
+      bf16.dtype = NINFER_DTYPE_BF16;
+      const Plan a = planner.plan(NINFER_OP_ATTENTION, f32), b = planner.plan(NINFER_OP_ATTENTION, f16),
+                 c = planner.plan(NINFER_OP_ATTENTION, bf16);
+      EXPECT_EQ(a.variant, b.variant) << card.dev.name << " T=" << T;
+      EXPECT_EQ(a.variant, c.variant) << card.dev.name << " T=" << T;
+      EXPECT_TRUE(b.cooperative) << card.dev.name << " T=" << T << ": " << b.variant;
     }
-  if (planned == 0) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
+    try {
+      planner.plan(NINFER_OP_ATTENTION, {1, {128, 32, 8, 4096}, 7});
+      ADD_FAILURE() << card.dev.name << ": a cache of dtype 7 was planned";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("attention"), std::string::npos) << e.what();
+    }
+  }
 }
 
 } // namespace

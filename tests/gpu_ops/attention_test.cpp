@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "attention_test_common.hpp"
+#include "described_cards.hpp"
 #include "gpu_op_env.hpp"
 #include "op_routes.hpp"
 #include "ninfer/abi/ops/attention.h"
@@ -343,54 +344,46 @@ TEST(GpuAttention, TokensOutsideTheCacheGetNaNRowsAndNoFault) {
 // has a plugin for, a long single-token decode gets the most splits whose CTAs are all resident,
 // and more tokens get fewer splits. Needs no GPU.
 TEST(GpuAttentionPlan, DecodeSplitsFollowResidencyOnEveryDescribedCard) {
-  const ArchCatalog cat = ArchCatalog::load(test::data_dir() / "arch", test::data_dir() / "schemas");
-  int planned = 0;
-  for (const KnownDevice& k : cat.devices()) {
-    const LoadedPlugin* plugin = nullptr;
-    for (const auto& p : gpu_op_plugins().plugins())
-      if (p->arch() == k.arch) plugin = p.get();
-    if (!plugin) continue;
-    const ninfer_device_info dev = cat.describe(k);
+  const std::vector<Card> cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
+  for (const Card& card : cards) {
+    const LoadedPlugin* plugin = card.plugin;
+    const ninfer_device_info& dev = card.dev;
     const Planner planner(*plugin, dev);
     int32_t previous_split = 1 << 30;
     for (int64_t T : {1, 4, 16, 64}) {
       // Qwen3-8B's attention: 32 query heads over 8 kv heads of 128, a 32k-token span.
       const ninfer_shape s{T, {128, 32, 8, 32768}, NINFER_DTYPE_F32};
       const Plan p = planner.plan(NINFER_OP_ATTENTION, s);
-      ASSERT_TRUE(p.cooperative) << k.name << " T=" << T << ": " << p.variant << " (" << p.reason << ")";
+      ASSERT_TRUE(p.cooperative) << dev.name << " T=" << T << ": " << p.variant << " (" << p.reason << ")";
       const int32_t split = p.v->split_k;
-      EXPECT_LE(T * split, p.residency) << k.name << " " << p.variant;
+      EXPECT_LE(T * split, p.residency) << dev.name << " " << p.variant;
       // No registered decode variant with more splits serves this shape and fits.
       for (const ninfer_variant* v : plugin->variants_for(NINFER_OP_ATTENTION)) {
         if (!v->cooperative || v->split_k <= split || !v->supports(&s)) continue;
         const Occupancy occ = occupancy(v->resources, v->dynamic_smem_bytes(&s), dev);
-        EXPECT_GT(T * v->split_k, occ.residency) << k.name << " T=" << T << ": " << v->name << " would fit but "
+        EXPECT_GT(T * v->split_k, occ.residency) << dev.name << " T=" << T << ": " << v->name << " would fit but "
                                                  << p.variant << " was chosen";
       }
-      EXPECT_LE(split, previous_split) << k.name << ": more tokens must not get more splits";
+      EXPECT_LE(split, previous_split) << dev.name << ": more tokens must not get more splits";
       previous_split = split;
-      ++planned;
     }
   }
-  if (planned == 0) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
 }
 
 // A head dim beyond every compiled class is refused at planning time with the op's name.
 TEST(GpuAttentionPlan, HeadDimBeyondTheLargestClassIsRefusedWhenPlanning) {
-  const ArchCatalog cat = ArchCatalog::load(test::data_dir() / "arch", test::data_dir() / "schemas");
-  for (const KnownDevice& k : cat.devices())
-    for (const auto& p : gpu_op_plugins().plugins())
-      if (p->arch() == k.arch) {
-        const Planner planner(*p, cat.describe(k));
-        try {
-          planner.plan(NINFER_OP_ATTENTION, {1, {320, 8, 2, 100}, NINFER_DTYPE_F32});
-          ADD_FAILURE() << k.name << ": head_dim 320 was planned";
-        } catch (const Error& e) {
-          EXPECT_NE(std::string(e.what()).find("attention"), std::string::npos) << e.what();
-        }
-        return;
-      }
-  GTEST_SKIP() << "this build has no CUDA plugin for a described card";
+  const std::vector<Card> cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
+  for (const Card& card : cards) {
+    const Planner planner(*card.plugin, card.dev);
+    try {
+      planner.plan(NINFER_OP_ATTENTION, {1, {320, 8, 2, 100}, NINFER_DTYPE_F32});
+      ADD_FAILURE() << card.dev.name << ": head_dim 320 was planned";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("attention"), std::string::npos) << e.what();
+    }
+  }
 }
 
 } // namespace

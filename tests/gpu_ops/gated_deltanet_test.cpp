@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "described_cards.hpp"
 #include "gpu_op_env.hpp"
 #include "ninfer/abi/ops/causal_conv1d.h"
 #include "ninfer/abi/ops/gated_delta_rule.h"
@@ -424,15 +425,11 @@ TEST(GpuGatedDeltaRuleArgs, ValueHeadsNotAMultipleOfKeyHeadsAreRefused) {
 // chunked64 where its tiles fit, else to the recurrent form, which fits everywhere.
 // causal_conv1d always has a plan.
 TEST(GpuGatedDeltaNetPlan, DecodeToRecurrentPrefillToChunkedOnEveryDescribedCard) {
-  const ArchCatalog cat = ArchCatalog::load(test::data_dir() / "arch", test::data_dir() / "schemas");
-  int cards = 0;
-  for (const KnownDevice& k : cat.devices()) {
-    const LoadedPlugin* plugin = nullptr;
-    for (const auto& p : gpu_op_plugins().plugins())
-      if (p->arch() == k.arch) plugin = p.get();
-    if (!plugin) continue;
-    ++cards;
-    const ninfer_device_info dev = cat.describe(k);
+  const std::vector<Card> cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
+  for (const Card& card : cards) {
+    const LoadedPlugin* plugin = card.plugin;
+    const ninfer_device_info& dev = card.dev;
     const Planner planner(*plugin, dev);
     const ninfer_variant* chunked = plugin->find_variant(NINFER_OP_GATED_DELTA_RULE, "chunked64");
     const ninfer_variant* parallel = plugin->find_variant(NINFER_OP_GATED_DELTA_RULE, "chunked64_parallel");
@@ -442,7 +439,7 @@ TEST(GpuGatedDeltaNetPlan, DecodeToRecurrentPrefillToChunkedOnEveryDescribedCard
     for (int64_t dim : {64, 128, 256}) {
       for (int64_t T : {1, 8, 512}) {
         const Plan p = planner.plan(NINFER_OP_GATED_DELTA_RULE, {T, {1, 48, dim, dim}, NINFER_DTYPE_F32});
-        EXPECT_EQ(p.variant, "recurrent") << k.name << " decode of " << T << " sequences, head dim " << dim;
+        EXPECT_EQ(p.variant, "recurrent") << dev.name << " decode of " << T << " sequences, head dim " << dim;
       }
       const ninfer_shape probe{64, {64, 48, dim, dim}, NINFER_DTYPE_F32};
       const bool fits = occupancy(chunked->resources, chunked->dynamic_smem_bytes(&probe), dev).blocks_per_sm > 0;
@@ -450,23 +447,22 @@ TEST(GpuGatedDeltaNetPlan, DecodeToRecurrentPrefillToChunkedOnEveryDescribedCard
           parallel->supports(&probe) &&
           occupancy(parallel->resources, parallel->dynamic_smem_bytes(&probe), dev).blocks_per_sm > 0;
       if (dim <= 128) {
-        EXPECT_TRUE(fits) << k.name << ": the chunked form's tiles for head dim " << dim << " do not fit";
-        EXPECT_TRUE(parallel_fits) << k.name << ": the chunk-parallel form cannot run head dim " << dim;
+        EXPECT_TRUE(fits) << dev.name << ": the chunked form's tiles for head dim " << dim << " do not fit";
+        EXPECT_TRUE(parallel_fits) << dev.name << ": the chunk-parallel form cannot run head dim " << dim;
       }
       const char* want = parallel_fits ? "chunked64_parallel" : fits ? "chunked64" : "recurrent";
       for (auto [T, longest] :
            {std::pair<int64_t, int64_t>{2, 2}, {64, 64}, {65, 65}, {70, 64}, {700, 700}, {4096, 4096}}) {
         const Plan p = planner.plan(NINFER_OP_GATED_DELTA_RULE, {T, {longest, 48, dim, dim}, NINFER_DTYPE_F32});
-        EXPECT_EQ(p.variant, want) << k.name << " prefill of " << T << " tokens (longest sequence " << longest
+        EXPECT_EQ(p.variant, want) << dev.name << " prefill of " << T << " tokens (longest sequence " << longest
                                    << "), head dim " << dim << ": " << p.reason;
       }
     }
     for (int64_t T : {1, 17, 8192}) {
       const Plan p = planner.plan(NINFER_OP_CAUSAL_CONV1D, {T, {10240, 4, 0, 0}, NINFER_DTYPE_F32});
-      EXPECT_FALSE(p.launches.empty()) << k.name;
+      EXPECT_FALSE(p.launches.empty()) << dev.name;
     }
   }
-  if (cards == 0) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
 }
 
 } // namespace

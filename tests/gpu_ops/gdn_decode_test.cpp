@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "described_cards.hpp"
 #include "gpu_op_env.hpp"
 #include "ninfer/abi/ops/conv_l2_norm.h"
 #include "ninfer/abi/ops/gated_delta_step.h"
@@ -354,15 +355,11 @@ TEST(GdnDecodeArgs, NormedHeadsBeyondTheChannelsAreRefused) {
 // ---- routing, without a GPU -----------------------------------------------------------------
 
 TEST(GdnDecodePlan, DecodeShapesPlanToDecodeAndTheRestHaveNoCudaPlan) {
-  const ArchCatalog cat = ArchCatalog::load(test::data_dir() / "arch", test::data_dir() / "schemas");
-  int cards = 0;
-  for (const KnownDevice& k : cat.devices()) {
-    const LoadedPlugin* plugin = nullptr;
-    for (const auto& p : gpu_op_plugins().plugins())
-      if (p->arch() == k.arch) plugin = p.get();
-    if (!plugin) continue;
-    ++cards;
-    const ninfer_device_info dev = cat.describe(k);
+  const std::vector<Card> cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
+  for (const Card& card : cards) {
+    const LoadedPlugin* plugin = card.plugin;
+    const ninfer_device_info& dev = card.dev;
     const ScheduleTable table = builtin_schedule_table(*plugin, dev); // what a Backend plans with
     const Planner planner(*plugin, dev, &table);
     const ninfer_variant* conv = plugin->find_variant(NINFER_OP_CONV_L2_NORM, "decode");
@@ -370,7 +367,7 @@ TEST(GdnDecodePlan, DecodeShapesPlanToDecodeAndTheRestHaveNoCudaPlan) {
     ASSERT_NE(conv, nullptr) << plugin->name();
     ASSERT_NE(step, nullptr) << plugin->name();
     for (int64_t T : {1, 4, 64, 512}) {
-      SCOPED_TRACE(testing::Message() << k.name << ", " << T << " one-token sequences");
+      SCOPED_TRACE(testing::Message() << dev.name << ", " << T << " one-token sequences");
       for (const GdnShape& g : kShapes) {
         const ninfer_shape cs{T, {g.channels(), g.kernel, 1, g.k_dim}, NINFER_DTYPE_F32};
         const Plan pc = planner.plan(NINFER_OP_CONV_L2_NORM, cs);
@@ -404,7 +401,6 @@ TEST(GdnDecodePlan, DecodeShapesPlanToDecodeAndTheRestHaveNoCudaPlan) {
       }
     }
   }
-  if (cards == 0) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
 }
 
 } // namespace

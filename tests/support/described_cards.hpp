@@ -1,5 +1,5 @@
-// Process-wide fixtures for the foundation tests: the build's plugins and the arch catalog,
-// loaded once.
+// The arch catalog's described cards and this build's plugins for them, loaded once: what the
+// planning tests (foundation, gpu, gpu_ops) iterate over. Planning needs no GPU.
 #pragma once
 
 #include <string>
@@ -10,7 +10,6 @@
 #include "test_support.hpp"
 
 namespace ninfer::test {
-
 
 inline const ArchCatalog& catalog() {
   static ArchCatalog* cat = new ArchCatalog(ArchCatalog::load(data_dir() / "arch", data_dir() / "schemas"));
@@ -34,6 +33,20 @@ inline const LoadedPlugin* plugin_for_arch(const std::string& arch) {
   for (const auto* p : cuda_plugins())
     if (p->arch() == arch) return p;
   return nullptr;
+}
+
+// A described card (arch/devices.yaml) with the plugin this build has for its architecture.
+struct Card {
+  ninfer_device_info dev;
+  const LoadedPlugin* plugin;
+};
+
+// Every described card this build has a plugin for (empty in a build without CUDA).
+inline std::vector<Card> cards_with_plugins() {
+  std::vector<Card> out;
+  for (const auto& k : catalog().devices())
+    if (const LoadedPlugin* p = plugin_for_arch(k.arch)) out.push_back({catalog().describe(k), p});
+  return out;
 }
 
 } // namespace ninfer::test
