@@ -47,13 +47,20 @@ std::set<std::string> cubin_kernels(const ninfer_cuda_image& im) {
   return out;
 }
 
-// A fresh kernel cache for this process (the plugin compiler's cache is created on first use).
+// A fresh kernel cache for this process (the plugin compiler's cache is created on first use),
+// removed afterwards.
 class GenericNvrtc : public ::testing::Test {
  protected:
+  static std::filesystem::path cache_dir() {
+    return std::filesystem::temp_directory_path() / ("ninfer-generic-nvrtc-" + std::to_string(::getpid()));
+  }
   static void SetUpTestSuite() {
-    const auto dir = std::filesystem::temp_directory_path() / ("ninfer-generic-nvrtc-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir);
-    ::setenv("NINFER_CACHE_DIR", dir.c_str(), 1);
+    std::filesystem::remove_all(cache_dir());
+    ::setenv("NINFER_CACHE_DIR", cache_dir().c_str(), 1);
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    std::filesystem::remove_all(cache_dir(), ec);
   }
 };
 
