@@ -13,7 +13,7 @@ jobs="${JOBS:-$(nproc)}"
 # Debian packages the build and tests need (see docs/architecture.md, "Dependencies").
 packages=(cmake g++ make ccache pkg-config
           libyaml-cpp-dev libspdlog-dev libfmt-dev libboost-dev nlohmann-json3-dev libcli11-dev
-          libcpp-httplib-dev libpcre2-dev libvalijson-dev libicu-dev libgtest-dev nodejs npm)
+          libcpp-httplib-dev libpcre2-dev libvalijson-dev libicu-dev libgtest-dev)
 
 log() { printf '\033[1m[dev] %s\033[0m\n' "$*" >&2; }
 
@@ -22,6 +22,11 @@ setup() {
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
+  # Node.js and npm (the tokenizer package, the OpenAI client tests) only where the commands are
+  # missing: a machine with another Node.js build (NodeSource's bundles npm and conflicts with
+  # Debian's npm package) already has both.
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
   if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     local sudo=""
