@@ -7,6 +7,10 @@
 #   bench=PRESET                  ninfer-bench, the issue's points (prompt 4096; contexts 0, 4096; batches 1, 8)
 #   ablation[=PRESET]             scripts/device-run-ablation.sh (SKIPS in the environment: its other skip sets)
 #   ab=OP:TOKENS:"VARIANTS"[:PRESETS]  scripts/device-run-variant-ab.sh
+#   routes=OP@T=VARIANT+OP@T=VARIANT...[:PRESETS]  decode (batch 1, context 0) with those table
+#                                 entries put first, all together (how routes of two ops combine;
+#                                 "routes=" alone: the built-in table; NCU=1: ncu's per-kernel
+#                                 times of the projections too)
 # Logs go to $OUT (or ./gpu-logs); the console gets the summaries.
 set -uo pipefail
 out="${OUT:-$PWD/gpu-logs}"
@@ -44,6 +48,29 @@ for arg in "$@"; do
       echo "exit $?"; grep -E "^(prefill|decode|bandwidth)" "$out/bench-$a.txt" ;;
     ablation) [[ "$arg" == *=* ]] || a=""
       bash "$here/device-run-ablation.sh" $a 2>&1 | tee -a "$out/ablation.txt" ;;
+    routes)
+      table="$n/ninfer/share/ninfer/arch/schedules/sm_90.yaml"
+      [[ -f "$table.orig" ]] || cp "$table" "$table.orig"
+      cp "$table.orig" "$table"
+      IFS=+ read -ra entries <<< "$first"
+      for e in "${entries[@]}"; do
+        [[ -n "$e" ]] || continue
+        op="${e%%@*}" t="${e#*@}" v="${e#*=}"; t="${t%%=*}"
+        sed -i "/^entries:/a\\  - {op: $op, tokens: [$t, $t], variant: $v}" "$table"
+      done
+      for p in ${rest:-qwen3-8b qwen3_5-27b}; do
+        step "routes ${first:-built-in}: $p decode, batch 1, context 0"
+        "$n/ninfer/bin/ninfer-bench" --preset "$p" --device cuda --skip-prefill --contexts 0 --batches 1 \
+          --repeats 3 --decode-steps 64 > "$out/routes-$p-${first//[^a-z0-9_]/_}.txt" 2>&1
+        grep -E "^decode|linear " "$out/routes-$p-${first//[^a-z0-9_]/_}.txt"
+        if [[ "${NCU:-0}" == 1 ]]; then # per-kernel times of two eager steps (serialised, caches warm)
+          ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+            "$n/ninfer/bin/ninfer-bench" --preset "$p" --device cuda --skip-prefill --contexts 0 --batches 1 \
+            --warmup 0 --repeats 1 --decode-steps 2 --no-cuda-graph > "/tmp/ncu-routes.csv" 2>/dev/null
+          python3 "$here/ncu-summary.py" --steps 2 /tmp/ncu-routes.csv | grep -E "linear|total"
+        fi
+      done
+      cp "$table.orig" "$table" ;;
     ab) bash "$here/device-run-variant-ab.sh" "$a" "$b" "$c" $d 2>&1 | tee -a "$out/variant-ab.txt" ;;
     *) echo "unknown check: $arg"; sed -n 2,11p "$0"; exit 2 ;;
   esac

@@ -304,10 +304,11 @@ TEST(Planner, LibraryVariantsAreOneLaunchOverTheWholeRange) {
 #endif
 }
 
-// Decode's linear on the H200 runs cuBLASLt at every token count (arch/schedules/sm_90.yaml:
-// measured faster than the prebuilt GEMVs inside the decode step, seventh session), from the
-// table, for both weight dtypes and every Qwen3-8B projection, as one library launch per call.
-TEST(Planner, DecodeLinearOnTheH200RunsCublasLt) {
+// Decode's linear on the H200 (arch/schedules/sm_90.yaml, from the table, for both weight dtypes
+// and every Qwen3-8B projection): one token runs gemv_k4 (eighth session: measured faster than
+// cuBLASLt inside the decode step) as one ordinary launch of 256-thread CTAs, four outputs each;
+// two and more tokens run cuBLASLt as one library launch per call.
+TEST(Planner, DecodeLinearOnTheH200RunsTheSplitGemvForOneTokenAndCublasLtForMore) {
   const LoadedPlugin* plugin = plugin_for_arch("sm_90");
   if (!plugin) GTEST_SKIP() << "build has no sm_90 plugin";
   const ninfer_device_info h200 = catalog().describe(catalog().require_device("H200"));
@@ -322,13 +323,18 @@ TEST(Planner, DecodeLinearOnTheH200RunsCublasLt) {
       for (int64_t tokens : {1, 2, 8}) {
         const ninfer_shape s{tokens, {sh.K, sh.N, 0, 0}, dtype};
         const Plan p = planner.plan(NINFER_OP_LINEAR, s);
-        EXPECT_EQ(p.variant, "cublaslt") << "K=" << sh.K << " N=" << sh.N << " dtype " << dtype << " T=" << tokens;
+        const std::string what = "K=" + std::to_string(sh.K) + " N=" + std::to_string(sh.N) + " dtype " +
+                                 std::to_string(dtype) + " T=" + std::to_string(tokens);
+        EXPECT_EQ(p.variant, tokens == 1 ? "gemv_k4" : "cublaslt") << what;
         EXPECT_NE(p.source.find("sm_90.yaml:"), std::string::npos) << p.source;
-        EXPECT_TRUE(p.library);
+        EXPECT_EQ(p.library, tokens > 1) << what;
         EXPECT_FALSE(p.cooperative);
         ASSERT_EQ(p.launches.size(), 1u);
         EXPECT_EQ(p.launches[0].token_begin, 0);
         EXPECT_EQ(p.launches[0].token_end, tokens);
+        if (tokens == 1) {
+          EXPECT_EQ(p.launches[0].block, 256) << what;
+        }
       }
 }
 

@@ -347,8 +347,64 @@ TEST(LinearGpu, CudaCoreGemvMatchesCpuAtDecodeTokenCounts) {
     }
 }
 
+// The split-reduction GEMV (gemv_k4: each row's reduction across four warps, partial sums
+// added in shared memory; linear_gemv_k4.cu) at one token, on the decode
+// projections whose reductions split unevenly or not at all: Qwen3-8B's qkv and down,
+// Qwen3.5-27B's down (K 17408: 2176 vectors, 544 per warp), an odd N (the last CTA has one
+// output), a K of 13 vectors (slices of 4, 4, 4, 1) and of one vector (three idle warps); f32
+// and bf16 weights, x contiguous and strided; y rows strided with poisoned padding. Against the
+// CPU reference (`gpu-f32-vs-cpu-reference`). x off 16-byte alignment is refused with an error,
+// not computed wrong.
+TEST(LinearGpu, SplitReductionGemvMatchesCpuAtOneToken) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  auto rng = fresh_rng("gpu linear split-reduction gemv");
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend();
+  const std::vector<std::string> variants{"gemv_k4"};
+  for (const std::string& name : variants)
+    ASSERT_NE(gpu->plugin().find_variant(NINFER_OP_LINEAR, name), nullptr)
+        << gpu->plugin().name() << " registers no linear/" << name;
+  struct Shape {
+    int32_t K, N;
+  };
+  for (int32_t dtype : {NINFER_DTYPE_BF16, NINFER_DTYPE_F32})
+    for (Shape sh : {Shape{4096, 6144}, Shape{12288, 4096}, Shape{17408, 96}, Shape{4096, 1027}, Shape{104, 37},
+                     Shape{8, 5}}) {
+      const Weights w = random_weights(rng, dtype, sh.K, sh.N);
+      const auto x = fast_random(rng, static_cast<size_t>(sh.K), 1.f);
+      LinearCall ref(*cpu, x, sh.K, w, dtype, 1, sh.K, sh.N, sh.N);
+      cpu->run(NINFER_OP_LINEAR, ref.shape, &ref.args);
+      const auto want_f = get<float>(*cpu, ref.y, ref.y_elems);
+      const std::vector<double> want(want_f.begin(), want_f.end());
+      const int64_t ys = sh.N + 3;
+      for (int64_t x_offset : {0, 4}) { // x at the buffer's start, and 16 bytes into it
+        std::vector<float> xpad(static_cast<size_t>(sh.K + x_offset), std::nanf(""));
+        std::copy(x.begin(), x.end(), xpad.begin() + x_offset);
+        LinearCall call(*gpu, xpad, sh.K, w, dtype, 1, sh.K, sh.N, ys);
+        call.args.x += x_offset;
+        for (const std::string& v : variants) {
+          call.poison(*gpu);
+          run_route(*gpu, NINFER_OP_LINEAR, v, call.shape, &call.args);
+          const auto y = get<float>(*gpu, call.y, static_cast<size_t>(ys));
+          const Mismatch m = check_route(v, dtype, row_elements(y, 1, sh.N, ys), want);
+          EXPECT_TRUE(m.ok) << describe(dtype, 1, sh.K, sh.N) << " x offset " << x_offset << ", " << v << ": "
+                            << describe_check(v, dtype, m);
+          EXPECT_TRUE(padding_still_poisoned(y, 1, sh.N, ys)) << describe(dtype, 1, sh.K, sh.N) << ", " << v;
+        }
+      }
+      if (sh.K == 4096 && sh.N == 1027) { // x 4 bytes off alignment
+        std::vector<float> xpad(static_cast<size_t>(sh.K + 1), 0.f);
+        LinearCall call(*gpu, xpad, sh.K, w, dtype, 1, sh.K, sh.N, ys);
+        call.args.x += 1;
+        for (const std::string& v : variants)
+          EXPECT_ANY_THROW(run_route(*gpu, NINFER_OP_LINEAR, v, call.shape, &call.args))
+              << v << " ran on an x that is not 16-byte aligned";
+      }
+    }
+}
+
 // accumulate = 1: y += x.W^T on y's previous contents (the residual-stream update), for the
-// planner's choice and every variant (gemv1/2/4/8, gemv_cc1/2, tiled64/128, cublaslt,
+// planner's choice and every variant (gemv1/2/4/8, gemv_cc1/2, gemv_k4, tiled64/128, cublaslt,
 // cublaslt_x2 and whatever else the plugin registers), f32 and bf16 weights, decode and prefill
 // token counts, a vector-path shape, a scalar-path one (K % 8 != 0, odd N) and a wide one. y
 // starts as random y0 in its rows and NaN in the padding past each row (which must stay NaN);
@@ -361,8 +417,8 @@ TEST(LinearGpu, AccumulateAddsToYAndZeroIgnoresItInEveryVariant) {
   auto rng = fresh_rng("gpu linear accumulate");
   auto gpu = make_cuda_backend();
   const auto routes = op_routes(*gpu, NINFER_OP_LINEAR);
-  for (const char* name : {"gemv1", "gemv2", "gemv4", "gemv8", "gemv_cc1", "gemv_cc2", "tiled64", "tiled128",
-                           "cublaslt"})
+  for (const char* name : {"gemv1", "gemv2", "gemv4", "gemv8", "gemv_cc1", "gemv_cc2", "gemv_k4", "tiled64",
+                           "tiled128", "cublaslt"})
     EXPECT_NE(gpu->plugin().find_variant(NINFER_OP_LINEAR, name), nullptr)
         << gpu->plugin().name() << " registers no linear/" << name;
   struct Shape {

@@ -89,6 +89,22 @@ __device__ void merge_row(const ninfer_attention_args& a, float* ws, int64_t tb,
   }
 }
 
+// Key chunks per kv head for this launch: the planned count, cut down to what the launch's
+// longest span fills with kMinChunkKeys keys per chunk (the planner's own rule, decode_serves,
+// applied to the keys the tokens have now rather than to the planned context). A graph replays
+// one plan at every position, so early in a sequence the keys are few: one chunk then means no
+// partials, no grid barrier and no merge (~3 us of a 10 us launch at a handful of keys). Every
+// CTA computes the same value from the batch metadata, so the barrier is taken by all or none.
+__device__ int run_chunks(const ninfer_attention_args& a, int64_t tb, int64_t te, int planned) {
+  if (planned == 1) return 1;
+  int longest = 0;
+  for (int64_t t = tb; t < te; ++t) {
+    const int seq = a.batch.token_seq[t], slot = a.batch.seq_slot[seq], pos = a.batch.token_pos[t];
+    if (in_cache(a.cache, slot, pos)) longest = max(longest, pos + 1);
+  }
+  return max(1, min(planned, longest / static_cast<int>(kMinChunkKeys)));
+}
+
 // Keys [k0, k1) of one kv head through the rows' online softmax (st), tile by tile. The caller's
 // q rows must be in the q tile, visible after the first barrier here.
 template <class E, int HD>
@@ -127,7 +143,7 @@ __device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t
   const ninfer_kv_cache& c = a.cache;
   const int kvh = c.kv_heads, group = a.heads / kvh, hd = c.head_dim;
   const int splits = gridDim.y, split = blockIdx.y;
-  const int chunks = chunks_per_head(splits, kvh);
+  const int chunks = run_chunks(a, tb, te, chunks_per_head(splits, kvh));
 
   const int64_t tt = blockIdx.x, t = tb + tt; // tokens_per_cta = 1: grid.x covers [tb, te)
   const int seq = a.batch.token_seq[t], slot = a.batch.seq_slot[seq], pos = a.batch.token_pos[t];

@@ -5,6 +5,8 @@
 //   gemv_cc1, gemv_cc2           one/two tokens on the CUDA cores: the run-time compiled
 //                                jit_gemv family's kernel, prebuilt with the parameters that
 //                                won ninfer-tune --jit-sweep (linear_gemv_cc.cu)
+//   gemv_k4                      one token, each row's reduction split across four warps: the
+//                                H200's decode projections (linear_gemv_k4.cu)
 //   tiled64, tiled128            prefill-sized: shared-memory tiles of x and W, register
 //                                blocking (linear_tiled.cu)
 //   cublaslt                     prefill-sized: cuBLASLt (bf16 tensor cores for bf16 W, x
@@ -22,6 +24,7 @@ namespace ninfer::cuda_plugin {
 int32_t register_linear(const ninfer_registrar* r, char* err, size_t err_len) {
   if (int32_t rc = register_linear_gemv(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_gemv_cc(r, err, err_len); rc != NINFER_OK) return rc;
+  if (int32_t rc = register_linear_gemv_k4(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_tiled(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_cublaslt(r, err, err_len); rc != NINFER_OK) return rc;
   return register_norm_linear(r, err, err_len);

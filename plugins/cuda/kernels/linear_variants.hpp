@@ -1,4 +1,4 @@
-// What the linear kernel families (linear_gemv.cu, linear_gemv_cc.cu, linear_tiled.cu, linear_cublaslt.cu) share: argument checks,
+// What the linear kernel families (linear_gemv.cu, linear_gemv_cc.cu, linear_gemv_k4.cu, linear_tiled.cu, linear_cublaslt.cu) share: argument checks,
 // the CUDA grid, and their registration functions (called by register_linear in linear.cu).
 #pragma once
 
@@ -38,6 +38,7 @@ inline const char* linear_args_invalid(const ninfer_linear_args& a, const ninfer
 
 int32_t register_linear_gemv(const ninfer_registrar* r, char* err, size_t err_len);  // linear_gemv.cu
 int32_t register_linear_gemv_cc(const ninfer_registrar* r, char* err, size_t err_len); // linear_gemv_cc.cu
+int32_t register_linear_gemv_k4(const ninfer_registrar* r, char* err, size_t err_len); // linear_gemv_k4.cu
 int32_t register_linear_tiled(const ninfer_registrar* r, char* err, size_t err_len); // linear_tiled.cu
 int32_t register_linear_cublaslt(const ninfer_registrar* r, char* err, size_t err_len); // linear_cublaslt.cu
 int32_t register_norm_linear(const ninfer_registrar* r, char* err, size_t err_len); // norm_linear.cu (op norm_linear)

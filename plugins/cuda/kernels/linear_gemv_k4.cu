@@ -1,0 +1,164 @@
+// linear for one token with each row's reduction split across four warps: `gemv_k4` (contract:
+// ninfer/abi/ops/linear.h). The H200's table routes every one-token projection here (o_proj,
+// down_proj, GDN out_proj, the LM head; the first projections run norm_linear).
+//
+// Why: a decode step is a chain of dependent GEMVs of 8-600 MB each. With a whole row per warp
+// (gemv_cc1) a warp walks its 8-35 KB rows one memory round trip per 512 elements, so a short
+// matrix is mostly ramp-up and round trips: the Qwen3-8B's o_proj (4096 x 4096) took 14 us, 56%
+// of the copy rate. Split four ways, each warp's walk is a quarter as long and four times as many
+// warps are in flight. In a graph of 32 dependent launches (tools/gemv-probe) this design
+// streamed every Qwen3-8B / Qwen3.5-27B projection at 81-104% of the copy rate against 56-90%
+// for gemv_cc1 and 63-100% for cuBLASLt; in the decode step it is worth +3% (8B) and +5% (27B)
+// tok/s over cuBLASLt (docs/performance.md "Eighth session").
+//
+// Layout: 256 threads = 8 warps = 2 row groups x 4 reduction slices. A group owns two weight rows
+// (two outputs); slice j streams the j-th quarter of both rows, two 16-byte loads per row in flight
+// per lane. The warps' partial sums meet in shared memory and are added in slice order, so results
+// are deterministic (graph replay equals eager, bit for bit). No L2 prefetch before the launch
+// wait: a variant that requested 1 KB of each warp's rows first decoded within +-0.5% of this
+// one, and in a chain of GEMVs alone it cost time (tools/gemv-probe).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "grid_dependency.cuh"
+#include "ninfer/abi/ops/linear.h"
+#include "pointwise_math.cuh"
+#include "weight_vec.cuh"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
+#include "../cuda_variant.hpp"
+#include "linear_variants.hpp"
+#include "token_variant.cuh"
+#endif
+
+namespace ninfer::cuda_plugin::gemv_k4 {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kSlices = 4;                // warps sharing one pair of rows
+constexpr int kGroups = kWarps / kSlices; // row pairs per CTA
+constexpr int kOutputsPerCta = 2 * kGroups;
+constexpr int kSteps = 2;                 // 16-byte loads in flight per row per lane
+
+// Partial dot products of warp `warp`'s slice of rows row0, row1 with x, summed over the warp.
+// The launch guarantees in_features % 8 == 0 and 16-byte aligned x and w.
+template <class W>
+__device__ __forceinline__ void slice_dot(const W* w, const float* __restrict__ x, int K, int64_t row0, int64_t row1,
+                                          float (&acc)[2]) {
+  constexpr int V = WVec<W>::n; // elements per 16-byte vector
+  using Raw = typename WVec<W>::raw;
+  const int lane = threadIdx.x & 31, slice = (threadIdx.x >> 5) % kSlices;
+  const int vectors = K / V, per_slice = (vectors + kSlices - 1) / kSlices;
+  const int begin = min(vectors, slice * per_slice), end = min(vectors, begin + per_slice);
+  const Raw* rows[2] = {reinterpret_cast<const Raw*>(w + row0 * K), reinterpret_cast<const Raw*>(w + row1 * K)};
+  for (int s0 = begin + lane; s0 < end; s0 += 32 * kSteps) {
+    Raw wv[kSteps][2];
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) wv[u][r] = s0 + 32 * u < end ? __ldg(rows[r] + s0 + 32 * u) : Raw{};
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      const int v = s0 + 32 * u;
+      if (v >= end) break;
+      float xv[V], w0[V], w1[V];
+#pragma unroll
+      for (int i = 0; i < V; i += 4) {
+        const float4 q = __ldg(reinterpret_cast<const float4*>(x + v * V + i));
+        xv[i] = q.x, xv[i + 1] = q.y, xv[i + 2] = q.z, xv[i + 3] = q.w;
+      }
+      WVec<W>::widen(wv[u][0], w0);
+      WVec<W>::widen(wv[u][1], w1);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        acc[0] = fmaf(w0[i], xv[i], acc[0]);
+        acc[1] = fmaf(w1[i], xv[i], acc[1]);
+      }
+    }
+  }
+  acc[0] = warp_sum(acc[0]);
+  acc[1] = warp_sum(acc[1]);
+}
+
+template <class W>
+__device__ void run(const ninfer_linear_args& a, int64_t begin, int64_t end) {
+  __shared__ float partial[kWarps][2];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, group = warp / kSlices;
+  const int64_t out = (static_cast<int64_t>(blockIdx.x) * kGroups + group) * 2; // the group's first output
+  const int64_t last = a.out_features - 1; // rows past it are clamped: computed, never stored
+  const int64_t row0 = min(out, last), row1 = min(out + 1, last);
+  for (int64_t t = begin + blockIdx.y; t < end; t += gridDim.y) {
+    float acc[2] = {0.f, 0.f};
+    slice_dot(static_cast<const W*>(a.w), a.x + t * a.x_row_stride, a.in_features, row0, row1, acc);
+    if (lane == 0) partial[warp][0] = acc[0], partial[warp][1] = acc[1];
+    __syncthreads();
+    // Lanes 0 and 1 of the group's first warp add the slices and store one output each.
+    if (warp % kSlices == 0 && lane < 2 && out + lane < a.out_features) {
+      float v = 0.f;
+#pragma unroll
+      for (int j = 0; j < kSlices; ++j) v += partial[warp + j][lane];
+      float* y = a.y + t * a.y_row_stride + out + lane;
+      *y = a.accumulate ? *y + v : v; // one thread per element: updating y in place is safe
+    }
+    __syncthreads(); // partial is rewritten by the next token
+  }
+}
+
+} // namespace ninfer::cuda_plugin::gemv_k4
+
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_k4::kThreads)
+    ninfer_linear_gemv_k4_f32(ninfer_linear_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
+  ninfer::cuda_plugin::gemv_k4::run<float>(a, b, e);
+}
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_k4::kThreads)
+    ninfer_linear_gemv_k4_bf16(ninfer_linear_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::grid_dependency_prologue();
+  ninfer::cuda_plugin::gemv_k4::run<__nv_bfloat16>(a, b, e);
+}
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
+namespace ninfer::cuda_plugin {
+namespace {
+
+struct GemvK4Def : TokenDefDefaults {
+  using Args = ninfer_linear_args;
+  static constexpr const char* op = NINFER_OP_LINEAR;
+  static constexpr const char* name = "gemv_k4";
+  static constexpr int threads = gemv_k4::kThreads;
+  static constexpr int32_t geometry = NINFER_GEOMETRY_TOKEN_TILED;
+  static constexpr uint32_t dtype_mask = kF32OrBf16Mask;
+  static int32_t dtype(const Args& a) { return a.w_dtype; }
+  static KernelPair kernels() {
+    return {"ninfer_linear_gemv_k4_f32", reinterpret_cast<const void*>(ninfer_linear_gemv_k4_f32),
+            "ninfer_linear_gemv_k4_bf16", reinterpret_cast<const void*>(ninfer_linear_gemv_k4_bf16)};
+  }
+  // One token (a batch streams W once for all its tokens through gemv2-8 or cuBLASLt), rows of
+  // whole 16-byte vectors.
+  static int32_t supports(const ninfer_shape* s) {
+    return s->tokens == 1 && s->dims[0] > 0 && s->dims[0] % 8 == 0 && s->dims[0] <= INT32_MAX && s->dims[1] > 0 &&
+           s->dims[1] <= INT32_MAX;
+  }
+  static const char* invalid(const Args& a, const ninfer_launch& l) {
+    if (const char* why = linear_args_invalid(a, l, nullptr)) return why;
+    if (a.in_features % 8 != 0) return "in_features must be a multiple of 8";
+    const auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
+    if (misaligned(a.x) || (a.tokens > 1 && a.x_row_stride % 4 != 0) || misaligned(a.w))
+      return "x rows and w must be 16-byte aligned";
+    return nullptr;
+  }
+  // grid.x: blocks of kOutputsPerCta outputs (from the shape alone); grid.y: the planner's token tiles.
+  static dim3 grid(const Args& a, const ninfer_launch& l) {
+    return linear_grid(a.out_features, gemv_k4::kOutputsPerCta, l.grid_x);
+  }
+};
+
+} // namespace
+
+int32_t register_linear_gemv_k4(const ninfer_registrar* r, char* err, size_t err_len) {
+  return add_token_variants<GemvK4Def>(r, err, err_len);
+}
+
+} // namespace ninfer::cuda_plugin
+#endif // __CUDACC_RTC__
