@@ -11,8 +11,15 @@
 //   - gated, a warp's two rows are gate row n and up row n + N/2, so it writes silu(gate) * up
 //     itself and the 2N-wide projection never goes to memory;
 //   - the weight stream is the linear gemv_cc1 kernel's (128 threads, two rows per warp, 16-byte
-//     loads through the read-only cache, two steps in flight, an L2 prefetch of each row's first
-//     4 KB before waiting for the previous kernel), which reached 86-91% of the copy rate on the H200.
+//     loads through the read-only cache, two steps in flight), which reached 86-91% of the copy
+//     rate on the H200.
+// No L2 prefetch before the launch wait. Until the eighth session each warp asked for the first
+// 4 KB of its rows there (as linear's gemv_cc1 does), which paid while the kernel before it was a
+// cuBLASLt call: such a library kernel never triggers an early launch, so the prefetch ran at
+// the kernel's own start. With the projections before it on gemv_k4 (a PDL launch), this
+// kernel's CTAs start during that GEMV's last wave, and the prefetch then competed with the
+// previous GEMV's own stream: without it, decode went 197.4 -> 213.5 tok/s (Qwen3-8B) and
+// 70.6 -> 73.2 (Qwen3.5-27B); with 1 KB, 212.3 and 73.4 (docs/performance.md "Eighth session").
 // x and the norm weight are read through L1 by every warp (K floats each); they are L2-resident.
 // Measured on the H200 (scripts/device-run-variant-ab.sh, docs/performance.md "Sixth session"):
 // W through ld.global.nc.L1::no_allocate.L2::256B (the tensor-core GEMV's load) decoded the
@@ -40,7 +47,6 @@ namespace norm_linear {
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kSteps = 2;               // 16-byte loads in flight per row per lane
-constexpr int kPrefetchBytes = 4096;    // of each row, before the dependency wait
 
 // Outputs (y columns) one warp / one CTA writes.
 __host__ __device__ constexpr int outputs_per_warp(bool gated) { return gated ? 1 : 2; }
@@ -62,20 +68,6 @@ __device__ __forceinline__ WarpRows warp_rows(const ninfer_norm_linear_args& a, 
   r.row[0] = min(r.out, last);
   r.row[1] = gated ? min(r.out + outs, last) : min(r.out + 1, last);
   return r;
-}
-
-template <class W>
-__device__ __forceinline__ void prefetch(const ninfer_norm_linear_args& a) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const WarpRows wr = warp_rows(a, warp);
-  if (!wr.any || blockIdx.y != 0) return;
-  const int64_t row_bytes = static_cast<int64_t>(a.in_features) * sizeof(W);
-  const int64_t span = row_bytes < kPrefetchBytes ? row_bytes : kPrefetchBytes;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const char* p = static_cast<const char*>(a.w) + wr.row[r] * row_bytes;
-    for (int64_t off = lane * 128; off < span; off += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
-  }
 }
 
 // The launch guarantees in_features % 8 == 0 and 16-byte aligned x rows, norm_w and w.
@@ -150,13 +142,11 @@ __device__ void run(const ninfer_norm_linear_args& a, int64_t begin, int64_t end
 
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::norm_linear::kThreads)
     ninfer_norm_linear_f32(ninfer_norm_linear_args a, int64_t b, int64_t e) {
-  ninfer::cuda_plugin::norm_linear::prefetch<float>(a);
   ninfer::cuda_plugin::grid_dependency_prologue();
   ninfer::cuda_plugin::norm_linear::run<float>(a, b, e);
 }
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::norm_linear::kThreads)
     ninfer_norm_linear_bf16(ninfer_norm_linear_args a, int64_t b, int64_t e) {
-  ninfer::cuda_plugin::norm_linear::prefetch<__nv_bfloat16>(a);
   ninfer::cuda_plugin::grid_dependency_prologue();
   ninfer::cuda_plugin::norm_linear::run<__nv_bfloat16>(a, b, e);
 }
