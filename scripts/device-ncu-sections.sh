@@ -9,7 +9,7 @@ set -uo pipefail
 out="${OUT:-$PWD/gpu-logs}"
 mkdir -p "$out"
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
-[[ -d "$n/ninfer" ]] || unpack_bundle
+ensure_bundle
 export NINFER_CACHE_DIR=/tmp/ninfer-kernel-cache
 log="$out/ncu-sections-$1-$3.txt"
 step "ncu sections: $1, kernels /$2/ from match $3, $4 of them"

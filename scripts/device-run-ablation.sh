@@ -8,7 +8,7 @@
 #     op@D0xD1 names one shape, e.g. SKIPS="linear@4096x4096 linear@12288x4096": the 8B's o and down)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
-[[ -d "$n/ninfer" ]] || unpack_bundle
+ensure_bundle
 bench="$n/ninfer/bin/ninfer-bench"
 small_dense="rms_norm,silu_mul,head_norm_rope,kv_append,attention,embedding,argmax,sample,rope"
 small_gdn="gdn_gating,causal_conv1d,l2_norm,gated_delta_rule,gated_rms_norm,sigmoid_gate,conv_l2_norm,gated_delta_step"

@@ -6,7 +6,7 @@ set -uo pipefail
 out="${OUT:-$PWD/gpu-logs}"
 mkdir -p "$out"
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
-[[ -d "$n/ninfer" ]] || unpack_bundle
+ensure_bundle
 bench="$n/ninfer/bin/ninfer-bench"
 ncu_csv() { ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv "$@"; }
 for preset in "${@:-qwen3-8b qwen3_5-27b}"; do

@@ -12,7 +12,7 @@ set -uo pipefail
 op="$1" tokens="$2" variants="$3"
 shift 3
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
-[[ -d "$n/ninfer" ]] || unpack_bundle
+ensure_bundle
 export NINFER_CACHE_DIR=/tmp/ninfer-kernel-cache
 table="$n/ninfer/share/ninfer/arch/schedules/sm_90.yaml"
 [[ -f "$table.orig" ]] || cp "$table" "$table.orig"

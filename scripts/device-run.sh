@@ -17,7 +17,7 @@ out="${OUT:-$PWD/gpu-logs}"
 mkdir -p "$out"
 here="$(dirname "${BASH_SOURCE[0]}")"
 source "$here/device-env.sh"
-[[ -d "$n/ninfer" ]] || unpack_bundle
+ensure_bundle
 export NINFER_CACHE_DIR=/tmp/ninfer-kernel-cache
 
 run_test() { # plugin binary [filter]
