@@ -159,12 +159,7 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
 } // namespace
 
 int32_t register_gated_delta_step(const ninfer_registrar* r, char* err, size_t err_len) {
-  static ninfer_variant v{};
-  if (int32_t rc = describe_form<kKernel>(1, 1, v, err, err_len); rc != NINFER_OK) return rc;
-  v.dynamic_smem_bytes = dynamic_smem;
-  v.supports = supports;
-  v.launch = launch;
-  return r->add_variant(r->ctx, &v);
+  return register_form<kKernel>(r, 1, 1, {dynamic_smem, supports, launch}, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin::gdn

@@ -64,6 +64,28 @@ int32_t describe_form(int32_t tokens_per_cta, int32_t split_k, ninfer_variant& v
   };
   return NINFER_OK;
 }
+
+// What a single-kernel form adds to describe_form: its shape hooks and its launch.
+struct FormHooks {
+  size_t (*dynamic_smem)(const ninfer_shape*);
+  int32_t (*supports)(const ninfer_shape*);
+  int32_t (*launch)(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len);
+  size_t (*workspace)(const ninfer_shape*, int64_t tokens_in_launch) = nullptr;
+};
+
+// Registers kernel K's form: describe_form, the hooks, then the registrar. The variant lives in
+// static storage owned by each instantiation (the core keeps the pointer).
+template <const KernelInfo& K>
+int32_t register_form(const ninfer_registrar* r, int32_t tokens_per_cta, int32_t split_k, const FormHooks& h,
+                      char* err, size_t err_len) {
+  static ninfer_variant v{};
+  if (int32_t rc = describe_form<K>(tokens_per_cta, split_k, v, err, err_len); rc != NINFER_OK) return rc;
+  v.dynamic_smem_bytes = h.dynamic_smem;
+  v.workspace_bytes = h.workspace;
+  v.supports = h.supports;
+  v.launch = h.launch;
+  return r->add_variant(r->ctx, &v);
+}
 #endif
 
 // Cumulative log decay of one chunk: G[i] = g[0] + ... + g[i] for i < n, G[i] = G[n-1] past n

@@ -332,15 +332,9 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
 } // namespace conv_rows
 
 int32_t register_causal_conv1d_rows(const ninfer_registrar* r, char* err, size_t err_len) {
-  static ninfer_variant v{};
-  if (int32_t rc = describe_form<conv_rows::kKernel>(conv_rows::kTokensPerItem, conv_rows::kChannelSlices, v, err,
-                                                     err_len);
-      rc != NINFER_OK)
-    return rc;
-  v.dynamic_smem_bytes = conv_rows::dynamic_smem;
-  v.supports = conv_rows::supports;
-  v.launch = conv_rows::launch;
-  return r->add_variant(r->ctx, &v);
+  return register_form<conv_rows::kKernel>(r, conv_rows::kTokensPerItem, conv_rows::kChannelSlices,
+                                           {conv_rows::dynamic_smem, conv_rows::supports, conv_rows::launch}, err,
+                                           err_len);
 }
 
 } // namespace ninfer::cuda_plugin::gdn
