@@ -136,9 +136,8 @@ size_t dynamic_smem(const ninfer_shape*) { return kSmemBytes; }
 
 int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   ninfer_gated_delta_step_args a = *static_cast<const ninfer_gated_delta_step_args*>(args);
-  if (a.k_heads <= 0 || a.v_heads <= 0 || a.v_heads % a.k_heads != 0)
-    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
-                "gated_delta_step/decode: v_heads %d is not a multiple of k_heads %d", a.v_heads, a.k_heads);
+  if (int32_t rc = check_head_ratio("gated_delta_step/decode", a.k_heads, a.v_heads, err, err_len); rc != NINFER_OK)
+    return rc;
   if (a.k_dim != kDim || a.v_dim != kDim)
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
                 "gated_delta_step/decode: k_dim %d, v_dim %d; this variant computes 128 x 128 heads only", a.k_dim,

@@ -557,9 +557,7 @@ int32_t launch_one(const void* kernel, const char* what, dim3 grid, int threads,
 int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   ninfer_gated_delta_rule_args a = *static_cast<const ninfer_gated_delta_rule_args*>(args);
   constexpr const char* kName = "gated_delta_rule/chunked64_parallel";
-  if (a.k_heads <= 0 || a.v_heads <= 0 || a.v_heads % a.k_heads != 0)
-    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "%s: v_heads %d is not a multiple of k_heads %d", kName,
-                a.v_heads, a.k_heads);
+  if (int32_t rc = check_head_ratio(kName, a.k_heads, a.v_heads, err, err_len); rc != NINFER_OK) return rc;
   if (a.k_dim <= 0 || a.k_dim > kMaxDim || a.v_dim <= 0 || a.v_dim > kMaxDim)
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "%s: head dims %d x %d, each must be 1..%d", kName,
                 a.k_dim, a.v_dim, kMaxDim);

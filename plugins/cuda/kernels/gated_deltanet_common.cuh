@@ -116,6 +116,14 @@ __device__ inline void scan_decay(const float* g, const float* beta, int64_t str
 int32_t fail(int32_t status, char* err, size_t err_len, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+// The Gated DeltaNet contracts' head rule (v_heads a positive multiple of k_heads: each key head
+// serves a whole group of value heads). NINFER_OK, or NINFER_ERR_INVALID_ARGUMENT with "who: ...".
+inline int32_t check_head_ratio(const char* who, int32_t k_heads, int32_t v_heads, char* err, size_t err_len) {
+  if (k_heads > 0 && v_heads > 0 && v_heads % k_heads == 0) return NINFER_OK;
+  return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "%s: v_heads %d is not a multiple of k_heads %d", who, v_heads,
+              k_heads);
+}
+
 int32_t register_causal_conv1d(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_causal_conv1d_rows(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_gated_delta_rule_recurrent(const ninfer_registrar* r, char* err, size_t err_len);

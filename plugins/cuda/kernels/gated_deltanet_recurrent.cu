@@ -117,9 +117,8 @@ size_t dynamic_smem(const ninfer_shape* s) { return sizeof(float) * smem_floats(
 
 int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   ninfer_gated_delta_rule_args a = *static_cast<const ninfer_gated_delta_rule_args*>(args);
-  if (a.k_heads <= 0 || a.v_heads <= 0 || a.v_heads % a.k_heads != 0)
-    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
-                "gated_delta_rule/recurrent: v_heads %d is not a multiple of k_heads %d", a.v_heads, a.k_heads);
+  if (int32_t rc = check_head_ratio("gated_delta_rule/recurrent", a.k_heads, a.v_heads, err, err_len); rc != NINFER_OK)
+    return rc;
   if (l->dynamic_smem_bytes < sizeof(float) * smem_floats(a.k_dim))
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
                 "gated_delta_rule/recurrent: planned for k_dim below %d (%zu B shared memory, %zu needed)", a.k_dim,
