@@ -16,3 +16,29 @@ ensure_bundle() {
   [[ -d "$n/ninfer" && "$(md5sum < "$bundle")" == "$(cat "$n/.bundle.md5" 2>/dev/null)" ]] || unpack_bundle "$@"
 }
 step() { echo; echo "=== $*"; }
+
+# The unpacked install's sm_90 schedule table. table_routes_first OP@T=VARIANT...: the built-in
+# table with `{op: OP, tokens: [T, T], variant: VARIANT}` entries put first (the first entry that
+# covers a bucket wins); table_restore: the built-in table again.
+sm90_table="$n/ninfer/share/ninfer/arch/schedules/sm_90.yaml"
+table_routes_first() {
+  [[ -f "$sm90_table.orig" ]] || cp "$sm90_table" "$sm90_table.orig"
+  cp "$sm90_table.orig" "$sm90_table"
+  local e op t v
+  for e in "$@"; do
+    [[ -n "$e" ]] || continue
+    op="${e%%@*}" t="${e#*@}" v="${e#*=}"
+    t="${t%%=*}"
+    sed -i "/^entries:/a\\  - {op: $op, tokens: [$t, $t], variant: $v}" "$sm90_table"
+  done
+}
+table_restore() { [[ ! -f "$sm90_table.orig" ]] || cp "$sm90_table.orig" "$sm90_table"; }
+
+# ncu_decode_kernels PRESET REGEX: ncu's per-kernel times of two eager decode steps (batch 1,
+# context 0, serialised, caches warm), the rows whose kernel matches REGEX and the total.
+ncu_decode_kernels() {
+  ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv "$n/ninfer/bin/ninfer-bench" \
+    --preset "$1" --device cuda --skip-prefill --contexts 0 --batches 1 --warmup 0 --repeats 1 --decode-steps 2 \
+    --no-cuda-graph > /tmp/ncu-decode.csv 2>/dev/null
+  python3 "$(dirname "${BASH_SOURCE[0]}")/ncu-summary.py" --steps 2 /tmp/ncu-decode.csv | grep -E "$2|total"
+}

@@ -14,19 +14,13 @@ shift 3
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 ensure_bundle
 export NINFER_CACHE_DIR=/tmp/ninfer-kernel-cache
-table="$n/ninfer/share/ninfer/arch/schedules/sm_90.yaml"
-[[ -f "$table.orig" ]] || cp "$table" "$table.orig"
 for v in $variants; do
-  cp "$table.orig" "$table"
-  sed -i "/^entries:/a\\  - {op: $op, tokens: [$tokens, $tokens], variant: $v}" "$table"
+  table_routes_first "$op@$tokens=$v"
   for p in ${@:-qwen3-8b qwen3_5-27b}; do
     step "$op/$v at $tokens token(s): $p decode, batch 1, context 0"
     "$n/ninfer/bin/ninfer-bench" --preset "$p" --device cuda --skip-prefill --contexts 0 --batches 1 --repeats 3 \
       --decode-steps 64 2>&1 | grep -E "^decode|$op "
-    ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv "$n/ninfer/bin/ninfer-bench" \
-      --preset "$p" --device cuda --skip-prefill --contexts 0 --batches 1 --warmup 0 --repeats 1 --decode-steps 2 \
-      --no-cuda-graph > "/tmp/ncu-$p-$v.csv" 2>/dev/null
-    python3 scripts/ncu-summary.py --steps 2 "/tmp/ncu-$p-$v.csv" | grep -E "${op}|total"
+    ncu_decode_kernels "$p" "$op"
   done
 done
-cp "$table.orig" "$table"
+table_restore

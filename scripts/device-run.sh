@@ -49,28 +49,16 @@ for arg in "$@"; do
     ablation) [[ "$arg" == *=* ]] || a=""
       bash "$here/device-run-ablation.sh" $a 2>&1 | tee -a "$out/ablation.txt" ;;
     routes)
-      table="$n/ninfer/share/ninfer/arch/schedules/sm_90.yaml"
-      [[ -f "$table.orig" ]] || cp "$table" "$table.orig"
-      cp "$table.orig" "$table"
       IFS=+ read -ra entries <<< "$first"
-      for e in "${entries[@]}"; do
-        [[ -n "$e" ]] || continue
-        op="${e%%@*}" t="${e#*@}" v="${e#*=}"; t="${t%%=*}"
-        sed -i "/^entries:/a\\  - {op: $op, tokens: [$t, $t], variant: $v}" "$table"
-      done
+      table_routes_first "${entries[@]}"
       for p in ${rest:-qwen3-8b qwen3_5-27b}; do
         step "routes ${first:-built-in}: $p decode, batch 1, context 0"
         "$n/ninfer/bin/ninfer-bench" --preset "$p" --device cuda --skip-prefill --contexts 0 --batches 1 \
           --repeats 3 --decode-steps 64 > "$out/routes-$p-${first//[^a-z0-9_]/_}.txt" 2>&1
         grep -E "^decode|linear " "$out/routes-$p-${first//[^a-z0-9_]/_}.txt"
-        if [[ "${NCU:-0}" == 1 ]]; then # per-kernel times of two eager steps (serialised, caches warm)
-          ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
-            "$n/ninfer/bin/ninfer-bench" --preset "$p" --device cuda --skip-prefill --contexts 0 --batches 1 \
-            --warmup 0 --repeats 1 --decode-steps 2 --no-cuda-graph > "/tmp/ncu-routes.csv" 2>/dev/null
-          python3 "$here/ncu-summary.py" --steps 2 /tmp/ncu-routes.csv | grep -E "linear|total"
-        fi
+        [[ "${NCU:-0}" != 1 ]] || ncu_decode_kernels "$p" linear
       done
-      cp "$table.orig" "$table" ;;
+      table_restore ;;
     ab) bash "$here/device-run-variant-ab.sh" "$a" "$b" "$c" $d 2>&1 | tee -a "$out/variant-ab.txt" ;;
     *) echo "unknown check: $arg"; sed -n 2,11p "$0"; exit 2 ;;
   esac

@@ -41,7 +41,7 @@ constexpr int kGroups = kWarps / kSlices; // row pairs per CTA
 constexpr int kOutputsPerCta = 2 * kGroups;
 constexpr int kSteps = 2;                 // 16-byte loads in flight per row per lane
 
-// Partial dot products of warp `warp`'s slice of rows row0, row1 with x, summed over the warp.
+// This warp's partial dot products of its slice of rows row0, row1 with x, summed over the warp.
 // The launch guarantees in_features % 8 == 0 and 16-byte aligned x and w.
 template <class W>
 __device__ __forceinline__ void slice_dot(const W* w, const float* __restrict__ x, int K, int64_t row0, int64_t row1,
