@@ -10,7 +10,8 @@
 #   routes=OP@T=VARIANT+OP@T=VARIANT...[:PRESETS]  decode (batch 1, context 0) with those table
 #                                 entries put first, all together (how routes of two ops combine;
 #                                 "routes=" alone: the built-in table; NCU=1: ncu's per-kernel
-#                                 times of the projections too)
+#                                 times of the projections too; CONTEXTS=N,M: decode at those
+#                                 context depths instead of 0)
 # Logs go to $OUT (or ./gpu-logs); the console gets the summaries.
 set -uo pipefail
 out="${OUT:-$PWD/gpu-logs}"
@@ -52,8 +53,8 @@ for arg in "$@"; do
       IFS=+ read -ra entries <<< "$first"
       table_routes_first "${entries[@]}"
       for p in ${rest:-qwen3-8b qwen3_5-27b}; do
-        step "routes ${first:-built-in}: $p decode, batch 1, context 0"
-        "$n/ninfer/bin/ninfer-bench" --preset "$p" --device cuda --skip-prefill --contexts 0 --batches 1 \
+        step "routes ${first:-built-in}: $p decode, batch 1, context ${CONTEXTS:-0}"
+        "$n/ninfer/bin/ninfer-bench" --preset "$p" --device cuda --skip-prefill --contexts "${CONTEXTS:-0}" --batches 1 \
           --repeats 3 --decode-steps 64 > "$out/routes-$p-${first//[^a-z0-9_]/_}.txt" 2>&1
         grep -E "^decode|linear " "$out/routes-$p-${first//[^a-z0-9_]/_}.txt"
         [[ "${NCU:-0}" != 1 ]] || ncu_decode_kernels "$p" linear

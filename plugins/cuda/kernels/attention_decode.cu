@@ -8,11 +8,12 @@
 // head, so each K/V tile it loads serves the whole GQA group from shared memory.
 //
 // When keys are cut, each chunk leaves a partial result (running max, sum of weights,
-// unnormalised output row) in the caller's workspace; after a grid-wide barrier every warp
-// merges the partials of some (token, head) rows. The barrier makes the variants cooperative:
-// the planner gives a call the largest split count whose tokens x splits CTAs are all resident
-// on the device, so the split follows the device (SM count, registers, shared memory), never
-// a constant. Which split counts may serve a shape (enough keys per chunk, a bounded
+// unnormalised output row) in the caller's workspace and takes a ticket of its (token, kv
+// head); the chunk that takes the last one merges that kv head's rows (g_merge_tickets). The
+// variants are declared cooperative so that the planner gives a call the largest split count
+// whose tokens x splits CTAs are all resident on the device in one wave: the split follows the
+// device (SM count, registers, shared memory), never a constant. The launch itself is ordinary
+// (no grid barrier), so it starts early behind the previous kernel. Which split counts may serve a shape (enough keys per chunk, a bounded
 // workspace) is decided by decode_serves() in attention_shapes.hpp.
 //
 // The cache may be float32, float16 or bfloat16 (one kernel per cache dtype, the variant
@@ -24,7 +25,6 @@
 // hd128), fewer CTAs per SM.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include "attention_tile.cuh"
@@ -38,49 +38,57 @@
 #include "attention_host.hpp"
 #endif
 
-namespace cg = cooperative_groups;
-
 namespace ninfer::cuda_plugin::attention {
 namespace {
 
 constexpr int kRows = kDecodeMaxGroup;
 
 // Partial result of (token tt of the launch, kv head g, chunk, row r of the group).
-__device__ inline float* partial_at(float* ws, int64_t tt, int g, int chunk, int r, int kv_heads, int chunks,
+template <class F> // float or const float
+__device__ inline F* partial_at(F* ws, int64_t tt, int g, int chunk, int r, int kv_heads, int chunks,
                                     int group, int head_dim) {
   return ws + (((tt * kv_heads + g) * chunks + chunk) * group + r) * partial_floats(head_dim);
 }
 
-// Merges the chunks' partials of one (token, head) row into its output row: one warp.
+// Merges the chunks' partials of one (token, head) row into its output row: one warp. Lanes take
+// chunks for the maxima and weights (one L2 round trip for up to 32 chunks, not one per chunk);
+// then every lane adds its output dims over the chunks, the chunk's weight broadcast from the
+// lane that computed it, loads unrolled so several chunks' rows are in flight at once. An empty
+// chunk (past the token's position) has weight 0 and a zero row, so it needs no branch.
 template <int HD>
-__device__ void merge_row(const ninfer_attention_args& a, float* ws, int64_t tb, int64_t tt, int h, int chunks,
+__device__ void merge_row(const ninfer_attention_args& a, const float* ws, int64_t tb, int64_t tt, int h, int chunks,
                           int lane) {
   const ninfer_kv_cache& c = a.cache;
   const int group = a.heads / c.kv_heads, g = h / group, r = h % group, hd = c.head_dim;
   const int64_t chunk_stride = static_cast<int64_t>(group) * partial_floats(hd);
   const float* p0 = partial_at(ws, tt, g, 0, r, c.kv_heads, chunks, group, hd);
-  // Partials were written by other CTAs before the barrier: read them through L2 (__ldcg).
+  // Partials were written by other CTAs: read them through L2 (__ldcg), never a stale L1 line.
   float m = -INFINITY;
-  for (int ch = 0; ch < chunks; ++ch) {
-    const float* p = p0 + ch * chunk_stride;
-    if (__ldcg(p + 1) > 0.f) m = fmaxf(m, __ldcg(p));
-  }
+  for (int ch = lane; ch < chunks; ch += 32)
+    if (__ldcg(p0 + ch * chunk_stride + 1) > 0.f) m = fmaxf(m, __ldcg(p0 + ch * chunk_stride));
+  m = warp_max(m);
   constexpr int DPL = HD / 32;
   float total = 0.f, acc[DPL];
 #pragma unroll
   for (int k = 0; k < DPL; ++k) acc[k] = 0.f;
-  for (int ch = 0; ch < chunks; ++ch) {
-    const float* p = p0 + ch * chunk_stride;
-    const float l = __ldcg(p + 1);
-    if (!(l > 0.f)) continue; // an empty chunk (past the token's position) holds no output row
-    const float w = expf(__ldcg(p) - m);
+  for (int base = 0; base < chunks; base += 32) {
+    const float* mine = p0 + (base + lane) * chunk_stride;
+    const float l = base + lane < chunks ? __ldcg(mine + 1) : 0.f;
+    const float w = l > 0.f ? expf(__ldcg(mine) - m) : 0.f;
     total += w * l;
+    const int n = min(32, chunks - base);
+#pragma unroll 4
+    for (int j = 0; j < n; ++j) {
+      const float wj = __shfl_sync(kFullMask, w, j);
+      const float* p = p0 + (base + j) * chunk_stride + 2;
 #pragma unroll
-    for (int k = 0; k < DPL; ++k) {
-      const int d = lane + 32 * k;
-      if (d < hd) acc[k] = fmaf(w, __ldcg(p + 2 + d), acc[k]);
+      for (int k = 0; k < DPL; ++k) {
+        const int d = lane + 32 * k;
+        if (d < hd) acc[k] = fmaf(wj, __ldcg(p + d), acc[k]);
+      }
     }
   }
+  total = warp_sum(total);
   float* dst = a.out + (tb + tt) * a.out_token_stride + static_cast<int64_t>(h) * hd;
 #pragma unroll
   for (int k = 0; k < DPL; ++k) {
@@ -88,6 +96,16 @@ __device__ void merge_row(const ninfer_attention_args& a, float* ws, int64_t tb,
     if (d < hd) dst[d] = total > 0.f ? acc[k] / total : __int_as_float(0x7fc00000);
   }
 }
+
+// One ticket per (token of the launch, kv head) whose keys are cut into chunks: the chunk CTAs
+// take it in turn (atomicInc wraps at chunks - 1), and the one that takes it last merges the
+// rows. atomicInc's wrap returns the ticket to 0 after exactly `chunks` takes, so every launch
+// finds them at 0 (module globals start at 0) without a reset of its own. They replace a
+// cooperative grid barrier: the launch is an ordinary one that starts early behind the previous
+// kernel (programmatic dependent launch), and each kv head's merge starts as soon as its own
+// chunks are done. Launches on one device share the tickets, so two split-key decode launches
+// must not run at the same time (ninfer runs a model's steps on one stream).
+__device__ unsigned int g_merge_tickets[kDecodeMaxPartials];
 
 // Key chunks per kv head for this launch: the planned count, cut down to what the launch's
 // longest span fills with kMinChunkKeys keys per chunk (the planner's own rule, decode_serves,
@@ -107,9 +125,9 @@ __device__ int run_chunks(const ninfer_attention_args& a, int64_t tb, int64_t te
 
 // Keys [k0, k1) of one kv head through the rows' online softmax (st), tile by tile. The caller's
 // q rows must be in the q tile, visible after the first barrier here.
-template <class E, int HD>
-__device__ void decode_keys(RowState<HD>& st, const Tiles<HD, kRows>& tiles, const KvRows<E>& kv, int k0, int k1,
-                            const int (&row)[kRowsPerWarp], const int (&last)[kRowsPerWarp], int group) {
+template <class E, int HD, int R>
+__device__ void decode_keys(RowState<HD, R>& st, const Tiles<HD, kRows>& tiles, const KvRows<E>& kv, int k0, int k1,
+                            const int (&row)[R], const int (&last)[R], int group) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if constexpr (sizeof(E) == 2) {
     if (kv.vec) { // pipelined: tile n + 1 is in flight while tile n is computed
@@ -135,7 +153,8 @@ __device__ void decode_keys(RowState<HD>& st, const Tiles<HD, kRows>& tiles, con
   }
 }
 
-template <class E, int HD>
+// R: rows per warp, the fewest that hold the GQA group (group <= kDecodeWarps * R).
+template <class E, int HD, int R>
 __device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t te, float* ws) {
   extern __shared__ __align__(16) unsigned char smem[];
   const Tiles<HD, kRows> tiles(smem);
@@ -161,10 +180,10 @@ __device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t
   const int k0 = min(span, chunk * chunk_len), k1 = min(span, k0 + chunk_len);
 
   // Rows are the group's query heads, spread over the warps: row warp + kDecodeWarps * i.
-  int row[kRowsPerWarp], last[kRowsPerWarp];
-  bool active[kRowsPerWarp];
+  int row[R], last[R];
+  bool active[R];
 #pragma unroll
-  for (int i = 0; i < kRowsPerWarp; ++i) {
+  for (int i = 0; i < R; ++i) {
     row[i] = warp + kDecodeWarps * i;
     active[i] = row[i] < group;
     last[i] = active[i] ? pos : -1;
@@ -173,16 +192,16 @@ __device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t
   for (int g = g0; g < kvh; g += gstep) {
     __syncthreads(); // every warp is done with the previous kv head's tiles
 #pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) {
+    for (int i = 0; i < R; ++i) {
       const float* src =
           active[i] ? a.q + t * a.q_token_stride + static_cast<int64_t>(g * group + row[i]) * a.q_head_stride : nullptr;
       load_q_row<HD>(tiles.q + row[i] * HD, src, hd, a.scale, lane, 32);
     }
-    RowState<HD> st;
+    RowState<HD, R> st;
     st.reset();
-    decode_keys<E, HD>(st, tiles, kv_rows<E>(c, ok ? slot : 0, g), k0, k1, row, last, group);
+    decode_keys<E, HD, R>(st, tiles, kv_rows<E>(c, ok ? slot : 0, g), k0, k1, row, last, group);
 #pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) {
+    for (int i = 0; i < R; ++i) {
       if (!active[i]) continue;
       const int h = g * group + row[i];
       if (chunks == 1) {
@@ -196,44 +215,57 @@ __device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t
         p[1] = total;
       }
 #pragma unroll
-      for (int k = 0; k < RowState<HD>::kDimsPerLane; ++k) {
+      for (int k = 0; k < RowState<HD, R>::kDimsPerLane; ++k) {
         const int d = lane + 32 * k;
         if (d < hd) p[2 + d] = st.acc[i][k];
       }
     }
+    if (chunks == 1) continue;
+    // Last chunk of (token, kv head g) in: merge its rows. The fence publishes this CTA's partials
+    // before its ticket; the one after the ticket orders the merge's reads after the others'.
+    __shared__ bool last_chunk;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+      last_chunk = atomicInc(&g_merge_tickets[tt * kvh + g], static_cast<unsigned>(chunks - 1)) == chunks - 1;
+    __syncthreads();
+    if (!last_chunk) continue;
+    __threadfence();
+    for (int r = warp; r < group; r += kDecodeWarps) merge_row<HD>(a, ws, tb, tt, g * group + r, chunks, lane);
   }
-  if (chunks == 1) return; // the same for every CTA of the grid: no barrier needed
+}
 
-  cg::this_grid().sync();
-  const int64_t rows = (te - tb) * a.heads;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * gridDim.y * kDecodeWarps;
-  for (int64_t w = (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) * kDecodeWarps + warp; w < rows;
-       w += warps)
-    merge_row<HD>(a, ws, tb, w / a.heads, static_cast<int>(w % a.heads), chunks, lane);
+// One kernel serves every group size: a warp takes as few rows as the group needs (Qwen3-8B's
+// group of 4 and Qwen3.5-27B's of 6: one row per warp).
+template <class E, int HD>
+__device__ void decode_split_rows(const ninfer_attention_args& a, int64_t tb, int64_t te, float* ws) {
+  const int group = a.heads / a.cache.kv_heads;
+  static_assert(kDecodeRowsPerWarp == 2, "one path per row count");
+  if (group <= kDecodeWarps) decode_split<E, HD, 1>(a, tb, te, ws);
+  else decode_split<E, HD, 2>(a, tb, te, ws);
 }
 
 } // namespace
 } // namespace ninfer::cuda_plugin::attention
 
 // Kernel entry points, one per (head-dim class, cache dtype): float32 caches keep the original
-// names, 16-bit ones add _kvf16 / _kvbf16. MIN_BLOCKS: the hd128 16-bit kernels are held to the
-// float32 kernel's 4 CTAs per SM (128 registers; 168 unbounded, with the tile in flight), so the
-// variants' residency does not drop with the cache dtype.
-#define NINFER_ATTENTION_DECODE_BOUNDED(NAME, E, HD, MIN_BLOCKS)                                             \
-  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, MIN_BLOCKS)   \
+// names, 16-bit ones add _kvf16 / _kvbf16. Every one is held to two CTAs of 256 threads per SM
+// (128 registers): unbounded, the hd256 16-bit kernel took 215 and the float32 hd128 one 149,
+// one CTA per SM, which would halve the split counts the planner can give a call.
+#define NINFER_ATTENTION_DECODE(NAME, E, HD)                                                                 \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, 2)            \
       ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float* ws) {                    \
     ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
-    ninfer::cuda_plugin::attention::decode_split<E, HD>(a, b, e, ws);                                        \
+    ninfer::cuda_plugin::attention::decode_split_rows<E, HD>(a, b, e, ws);                                   \
   }
-#define NINFER_ATTENTION_DECODE(NAME, E, HD) NINFER_ATTENTION_DECODE_BOUNDED(NAME, E, HD, 1)
 NINFER_ATTENTION_DECODE(decode_hd64, float, 64)
 NINFER_ATTENTION_DECODE(decode_hd128, float, 128)
 NINFER_ATTENTION_DECODE(decode_hd256, float, 256)
 NINFER_ATTENTION_DECODE(decode_hd64_kvf16, __half, 64)
-NINFER_ATTENTION_DECODE_BOUNDED(decode_hd128_kvf16, __half, 128, 4)
+NINFER_ATTENTION_DECODE(decode_hd128_kvf16, __half, 128)
 NINFER_ATTENTION_DECODE(decode_hd256_kvf16, __half, 256)
 NINFER_ATTENTION_DECODE(decode_hd64_kvbf16, __nv_bfloat16, 64)
-NINFER_ATTENTION_DECODE_BOUNDED(decode_hd128_kvbf16, __nv_bfloat16, 128, 4)
+NINFER_ATTENTION_DECODE(decode_hd128_kvbf16, __nv_bfloat16, 128)
 NINFER_ATTENTION_DECODE(decode_hd256_kvbf16, __nv_bfloat16, 256)
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
@@ -296,7 +328,6 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
   const char* problem = nullptr;
   if (l->grid_x != tokens || l->grid_y < 1) problem = "grid.x must equal the launch's tokens (one CTA per token)";
   else if (group > kDecodeMaxGroup) problem = "more query heads per kv head than the decode kernel has rows";
-  else if (chunks > 1 && !l->cooperative) problem = "split keys need a cooperative launch (grid barrier)";
   else if (chunks > 1 && (!l->workspace || l->workspace_bytes < need)) problem = "workspace too small for the partials";
   if (problem) {
     std::snprintf(err, err_len, "attention/%s: %s (grid %d x %d, %lld tokens, %d heads / %d kv heads, workspace %zu of "
@@ -304,12 +335,12 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
                   a.cache.kv_heads, l->workspace_bytes, need);
     return NINFER_ERR_INVALID_ARGUMENT;
   }
-  // Only split keys meet at the grid barrier. Without one (short contexts: each CTA owns whole kv
-  // heads) the launch is an ordinary one, so it starts early behind the previous kernel
-  // (programmatic dependent launch) like every other decode kernel; a cooperative launch cannot.
-  const bool barrier = chunks > 1;
+  // Split keys meet through the merge tickets, not a grid barrier: the launch is an ordinary one,
+  // so it starts early behind the previous kernel (programmatic dependent launch) like every other
+  // decode kernel. The variants stay "cooperative" for the planner only: it sizes the split so all
+  // CTAs are resident in one wave, which is still what makes the chunks run side by side.
   return launch_kernel(kernel_of(V).kernels[kv_dtype_index(a.cache.dtype)], dim3(l->grid_x, l->grid_y),
-                       kDecodeThreads, a, *l, l->cooperative != 0 && barrier, stream, name, err, err_len);
+                       kDecodeThreads, a, *l, false, stream, name, err, err_len);
 }
 
 constexpr int class_of(int v) { return v / kDecodeSplitCount; }

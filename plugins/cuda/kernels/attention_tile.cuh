@@ -216,17 +216,18 @@ __device__ void load_q_row(float* dst, const float* src, int head_dim, float sca
   for (int d = tid; d < HD; d += nthreads) dst[d] = src && d < head_dim ? __ldg(src + d) * scale : 0.f;
 }
 
-// Online-softmax state of one warp's kRowsPerWarp rows.
-template <int HD>
+// Online-softmax state of one warp's R rows (kRowsPerWarp in prefill; the decode kernel takes
+// as many as its GQA group needs, so a warp never computes rows nobody reads).
+template <int HD, int R = kRowsPerWarp>
 struct RowState {
-  static constexpr int kDimsPerLane = HD / 32;
-  float m[kRowsPerWarp];                    // running max (warp-uniform), -inf before any key
-  float l[kRowsPerWarp];                    // this lane's share of the running sum of weights
-  float acc[kRowsPerWarp][kDimsPerLane];    // unnormalised output dims lane + 32 k
+  static constexpr int kDimsPerLane = HD / 32, kRows = R;
+  float m[R];                    // running max (warp-uniform), -inf before any key
+  float l[R];                    // this lane's share of the running sum of weights
+  float acc[R][kDimsPerLane];    // unnormalised output dims lane + 32 k
 
   __device__ void reset() {
 #pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) {
+    for (int i = 0; i < R; ++i) {
       m[i] = -INFINITY;
       l[i] = 0.f;
 #pragma unroll
@@ -240,26 +241,41 @@ struct RowState {
 // One key tile against the warp's rows. Row i reads q tile row `row[i]` and may see keys at
 // positions <= last[i] (-1: the row is unused and keeps its state). The tile holds keys
 // [key0, key0 + nkeys).
-template <int HD, int ROWS>
-__device__ void attend_tile(RowState<HD>& st, const Tiles<HD, ROWS>& t, const int (&row)[kRowsPerWarp],
-                            const int (&last)[kRowsPerWarp], int key0, int nkeys, int lane) {
-  constexpr int R = kRowsPerWarp, DPL = RowState<HD>::kDimsPerLane;
+//
+// Scores: each row's dot product runs in C = 4 / R independent chains (one per float4 component
+// when R = 1), so a warp with few rows still has four FMAs in flight instead of one chain of
+// head_dim dependent ones; with kRowsPerWarp rows (prefill) it is the plain sequential sum.
+template <int HD, int ROWS, int R>
+__device__ void attend_tile(RowState<HD, R>& st, const Tiles<HD, ROWS>& t, const int (&row)[R], const int (&last)[R],
+                            int key0, int nkeys, int lane) {
+  constexpr int DPL = RowState<HD, R>::kDimsPerLane, C = R >= 4 ? 1 : 4 / R;
   float s[R];
+  {
+    float part[R][C];
 #pragma unroll
-  for (int i = 0; i < R; ++i) s[i] = 0.f;
-  if (lane < nkeys) {
-    const float* krow = t.k + lane * Tiles<HD, ROWS>::kStrideK;
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+      for (int c = 0; c < C; ++c) part[i][c] = 0.f;
+    if (lane < nkeys) {
+      const float* krow = t.k + lane * Tiles<HD, ROWS>::kStrideK;
 #pragma unroll 2
-    for (int d = 0; d < HD; d += 4) {
-      const float4 k4 = *reinterpret_cast<const float4*>(krow + d);
+      for (int d = 0; d < HD; d += 4) {
+        const float4 k4 = *reinterpret_cast<const float4*>(krow + d);
 #pragma unroll
-      for (int i = 0; i < R; ++i) {
-        const float4 q4 = *reinterpret_cast<const float4*>(t.q + row[i] * HD + d);
-        s[i] = fmaf(q4.x, k4.x, s[i]);
-        s[i] = fmaf(q4.y, k4.y, s[i]);
-        s[i] = fmaf(q4.z, k4.z, s[i]);
-        s[i] = fmaf(q4.w, k4.w, s[i]);
+        for (int i = 0; i < R; ++i) {
+          const float4 q4 = *reinterpret_cast<const float4*>(t.q + row[i] * HD + d);
+          part[i][0 % C] = fmaf(q4.x, k4.x, part[i][0 % C]);
+          part[i][1 % C] = fmaf(q4.y, k4.y, part[i][1 % C]);
+          part[i][2 % C] = fmaf(q4.z, k4.z, part[i][2 % C]);
+          part[i][3 % C] = fmaf(q4.w, k4.w, part[i][3 % C]);
+        }
       }
+    }
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      s[i] = part[i][0];
+#pragma unroll
+      for (int c = 1; c < C; ++c) s[i] += part[i][c];
     }
   }
 
@@ -280,6 +296,7 @@ __device__ void attend_tile(RowState<HD>& st, const Tiles<HD, ROWS>& t, const in
     st.m[i] = m_new;
   }
 
+#pragma unroll 4
   for (int j = 0; j < nkeys; ++j) {
     float v[DPL];
 #pragma unroll
@@ -295,11 +312,11 @@ __device__ void attend_tile(RowState<HD>& st, const Tiles<HD, ROWS>& t, const in
 
 // Writes row i's normalised output (head_dim floats at `dst`); NaN when it saw no key, which
 // only happens for a token whose slot or position lies outside the cache.
-template <int HD>
-__device__ void store_row(const RowState<HD>& st, int i, float* dst, int head_dim, int lane) {
+template <int HD, int R>
+__device__ void store_row(const RowState<HD, R>& st, int i, float* dst, int head_dim, int lane) {
   const float total = st.total(i);
 #pragma unroll
-  for (int k = 0; k < RowState<HD>::kDimsPerLane; ++k) {
+  for (int k = 0; k < RowState<HD, R>::kDimsPerLane; ++k) {
     const int d = lane + 32 * k;
     if (d < head_dim) dst[d] = total > 0.f ? st.acc[i][k] / total : __int_as_float(0x7fc00000);
   }
