@@ -13,16 +13,17 @@
 // variants are declared cooperative so that the planner gives a call the largest split count
 // whose tokens x splits CTAs are all resident on the device in one wave: the split follows the
 // device (SM count, registers, shared memory), never a constant. The launch itself is ordinary
-// (no grid barrier), so it starts early behind the previous kernel. Which split counts may serve a shape (enough keys per chunk, a bounded
-// workspace) is decided by decode_serves() in attention_shapes.hpp.
+// (no grid barrier), so it starts early behind the previous kernel. Which split counts may serve
+// a shape (enough keys per chunk, a bounded workspace) is decided by decode_serves() in
+// attention_shapes.hpp.
 //
 // The cache may be float32, float16 or bfloat16 (one kernel per cache dtype, the variant
 // launches the call's). Decode at long context is bound by the cache's bytes: a 16-bit cache
 // halves them, is read in 16-byte vectors (8 elements) and widened to the same float32 tiles,
 // and its next K/V tile is fetched into registers before the CTA computes on the current one,
 // so that tile's memory latency hides behind the computation (KvTileInFlight). The float32
-// cache keeps the single-buffered loop: its tile in registers would cost twice as many (64 at
-// hd128), fewer CTAs per SM.
+// cache keeps the single-buffered loop: its tile in registers would cost twice as many (32 at
+// hd128 with 256 threads) inside the 128-register bound that keeps two CTAs per SM.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -328,6 +329,8 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
   const char* problem = nullptr;
   if (l->grid_x != tokens || l->grid_y < 1) problem = "grid.x must equal the launch's tokens (one CTA per token)";
   else if (group > kDecodeMaxGroup) problem = "more query heads per kv head than the decode kernel has rows";
+  else if (chunks > 1 && tokens * a.cache.kv_heads > kDecodeMaxPartials)
+    problem = "more (token, kv head) pairs with split keys than the kernel has merge tickets";
   else if (chunks > 1 && (!l->workspace || l->workspace_bytes < need)) problem = "workspace too small for the partials";
   if (problem) {
     std::snprintf(err, err_len, "attention/%s: %s (grid %d x %d, %lld tokens, %d heads / %d kv heads, workspace %zu of "

@@ -189,8 +189,8 @@ __device__ void load_kv_tile(const Tiles<HD, ROWS>& t, const KvRows<E>& kv, int 
 
 // A whole K/V tile held in registers between its loads and its stores, so the loads of the
 // next tile are in flight while the CTA computes on the current one (the split-KV decode with a
-// 16-bit cache, vector path only). kIters 16-byte vectors of K and of V per thread: 4 + 4 at
-// hd128 with 128 threads (32 registers), 8 + 8 at hd256.
+// 16-bit cache, vector path only). kIters 16-byte vectors of K and of V per thread: 2 + 2 at
+// hd128 with the decode's 256 threads (16 registers), 4 + 4 at hd256.
 template <class E, int HD, int THREADS>
 struct KvTileInFlight {
   static constexpr int kIters = kKeysPerTile * TileVec<E, HD>::kPerRow / THREADS;
