@@ -371,6 +371,32 @@ TEST(GpuAttentionPlan, DecodeSplitsFollowResidencyOnEveryDescribedCard) {
   }
 }
 
+// Decode plans that cut keys into chunks leave every chunk at least the documented 256 keys
+// (docs/cuda-attention.md: fewer made the partials and their merge cost more than the extra
+// chunks bought) and stay within the kernel's 1024 merge tickets, one per (token, kv head).
+TEST(GpuAttentionPlan, SplitKeysKeepLongChunksAndFitTheMergeTickets) {
+  constexpr int64_t kDocumentedMinChunkKeys = 256, kDocumentedTickets = 1024;
+  const std::vector<Card> cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
+  int cut = 0;
+  for (const Card& card : cards) {
+    const Planner planner(*card.plugin, card.dev);
+    for (const int64_t kv_heads : {1, 4, 8})
+      for (const int64_t span : {255, 300, 1000, 4096, 32768})
+        for (const int64_t T : {1, 4, 16, 64}) {
+          const ninfer_shape s{T, {128, 4 * kv_heads, kv_heads, span}, NINFER_DTYPE_F32};
+          const Plan p = planner.plan(NINFER_OP_ATTENTION, s);
+          if (!p.cooperative || p.v->split_k <= kv_heads) continue; // keys not cut
+          ++cut;
+          const int64_t chunks = p.v->split_k / kv_heads;
+          EXPECT_GE((span + chunks - 1) / chunks, kDocumentedMinChunkKeys)
+              << card.dev.name << " " << p.variant << ": span " << span << ", " << kv_heads << " kv heads, T=" << T;
+          EXPECT_LE(T * kv_heads, kDocumentedTickets) << card.dev.name << " " << p.variant;
+        }
+  }
+  EXPECT_GT(cut, 0) << "no plan cut keys into chunks: the test checked nothing";
+}
+
 // A head dim beyond every compiled class is refused at planning time with the op's name.
 TEST(GpuAttentionPlan, HeadDimBeyondTheLargestClassIsRefusedWhenPlanning) {
   const std::vector<Card> cards = cards_with_plugins();
