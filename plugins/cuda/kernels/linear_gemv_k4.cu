@@ -136,15 +136,11 @@ struct GemvK4Def : TokenDefDefaults {
   }
   // One token (a batch streams W once for all its tokens through gemv2-8 or cuBLASLt), rows of
   // whole 16-byte vectors.
-  static int32_t supports(const ninfer_shape* s) {
-    return s->tokens == 1 && s->dims[0] > 0 && s->dims[0] % 8 == 0 && s->dims[0] <= INT32_MAX && s->dims[1] > 0 &&
-           s->dims[1] <= INT32_MAX;
-  }
+  static int32_t supports(const ninfer_shape* s) { return one_token_vector_rows(*s); }
   static const char* invalid(const Args& a, const ninfer_launch& l) {
     if (const char* why = linear_args_invalid(a, l, nullptr)) return why;
     if (a.in_features % 8 != 0) return "in_features must be a multiple of 8";
-    const auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
-    if (misaligned(a.x) || (a.tokens > 1 && a.x_row_stride % 4 != 0) || misaligned(a.w))
+    if (!x_rows_aligned16(a.x, a.tokens, a.x_row_stride) || !aligned16(a.w))
       return "x rows and w must be 16-byte aligned";
     return nullptr;
   }

@@ -1,5 +1,7 @@
-// What the linear kernel families (linear_gemv.cu, linear_gemv_cc.cu, linear_gemv_k4.cu, linear_tiled.cu, linear_cublaslt.cu) share: argument checks,
-// the CUDA grid, and their registration functions (called by register_linear in linear.cu).
+// What the linear kernel families (linear_gemv.cu, linear_gemv_cc.cu, linear_gemv_k4.cu,
+// linear_tiled.cu, linear_cublaslt.cu) and norm_linear.cu share: argument checks, the CUDA grid,
+// the one-token vector GEMVs' shape and alignment rules, and their registration functions
+// (called by register_linear in linear.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,6 +36,21 @@ inline const char* linear_args_invalid(const ninfer_linear_args& a, const ninfer
     if (dynamic_smem(&s) > l.dynamic_smem_bytes) return "in_features is larger than the planned shape's dims[0]";
   }
   return nullptr;
+}
+
+// The one-token vector GEMVs (gemv_k4, norm_linear): a shape of one token whose rows are whole
+// 16-byte vectors (in_features a multiple of 8) and whose sizes fit the kernels' int32 indices.
+inline bool one_token_vector_rows(const ninfer_shape& s) {
+  return s.tokens == 1 && s.dims[0] > 0 && s.dims[0] % 8 == 0 && s.dims[0] <= INT32_MAX && s.dims[1] > 0 &&
+         s.dims[1] <= INT32_MAX;
+}
+
+// Whether p is 16-byte aligned, for the vector GEMVs' 16-byte loads.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Whether every row of x (`tokens` rows `row_stride` floats apart, from x) starts 16-byte aligned.
+inline bool x_rows_aligned16(const float* x, int64_t tokens, int64_t row_stride) {
+  return aligned16(x) && (tokens <= 1 || row_stride % 4 == 0);
 }
 
 int32_t register_linear_gemv(const ninfer_registrar* r, char* err, size_t err_len);  // linear_gemv.cu

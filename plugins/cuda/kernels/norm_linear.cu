@@ -171,15 +171,13 @@ struct NormLinearDef : TokenDefDefaults {
   // (the model's fallback) instead. 16-byte rows for the vector loads.
   static int32_t supports(const ninfer_shape* s) {
     const bool gated = s->dims[2] != 0;
-    return s->tokens == 1 && s->dims[0] > 0 && s->dims[0] % 8 == 0 && s->dims[0] <= INT32_MAX && s->dims[1] > 0 &&
-           s->dims[1] <= INT32_MAX && (!gated || s->dims[1] % 2 == 0);
+    return one_token_vector_rows(*s) && (!gated || s->dims[1] % 2 == 0);
   }
   static const char* invalid(const Args& a, const ninfer_launch&) {
     if (a.w_dtype != NINFER_DTYPE_F32 && a.w_dtype != NINFER_DTYPE_BF16) return "w_dtype must be F32 or BF16";
     if (a.in_features < 8 || a.in_features % 8 != 0) return "in_features must be a positive multiple of 8";
     if (a.out_features < 1 || (a.gated && a.out_features % 2 != 0)) return "out_features must be >= 1 (gated: even)";
-    const auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
-    if (misaligned(a.x) || (a.tokens > 1 && a.x_row_stride % 4 != 0) || misaligned(a.norm_w) || misaligned(a.w))
+    if (!x_rows_aligned16(a.x, a.tokens, a.x_row_stride) || !aligned16(a.norm_w) || !aligned16(a.w))
       return "x rows, norm_w and w must be 16-byte aligned";
     return nullptr;
   }
