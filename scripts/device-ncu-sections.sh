@@ -34,7 +34,9 @@ head = next((i for i, r in enumerate(rows) if any("Warp Stall Sampling" in c for
 if head is None: print("no source table"); sys.exit()
 h = rows[head]; col = next(i for i, c in enumerate(h) if c.startswith("Warp Stall Sampling (All"))
 src = next((i for i, c in enumerate(h) if c == "Source"), 1)
-body = [r for r in rows[head + 1:] if len(r) > col and r[col].replace(".", "").isdigit()]
+# The first kernel's table only: each profiled launch repeats it after its own "Kernel Name" row.
+end = next((i for i in range(head + 1, len(rows)) if rows[i] and rows[i][0] == "Kernel Name"), len(rows))
+body = [r for r in rows[head + 1:end] if len(r) > col and r[col].replace(".", "").isdigit()]
 total = sum(float(r[col]) for r in body) or 1
 for r in sorted(body, key=lambda r: -float(r[col]))[:12]: print(f"{100*float(r[col])/total:5.1f}%  {r[src][:110]}")
 PY

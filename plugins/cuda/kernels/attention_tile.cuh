@@ -220,7 +220,7 @@ __device__ void load_q_row(float* dst, const float* src, int head_dim, float sca
 // as many as its GQA group needs, so a warp never computes rows nobody reads).
 template <int HD, int R = kRowsPerWarp>
 struct RowState {
-  static constexpr int kDimsPerLane = HD / 32, kRows = R;
+  static constexpr int kDimsPerLane = HD / 32;
   float m[R];                    // running max (warp-uniform), -inf before any key
   float l[R];                    // this lane's share of the running sum of weights
   float acc[R][kDimsPerLane];    // unnormalised output dims lane + 32 k
