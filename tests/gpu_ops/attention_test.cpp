@@ -30,7 +30,8 @@ namespace {
 
 constexpr int32_t kKvHeads = 2;
 constexpr int32_t kCapacity = 4096;
-constexpr int32_t kRatios[] = {1, 2, 4, 6, 8, 16}; // query heads per kv head (6: Qwen3.5-27B; 16: two decode rows per warp)
+// Query heads per kv head. 6 is Qwen3.5-27B's group; 16 gives the decode kernel's warps two rows.
+constexpr int32_t kRatios[] = {1, 2, 4, 6, 8, 16};
 
 // Slots 0..6: single decode tokens at these positions (first key, both sides of the 64-key
 // boundary, long spans); 7..10: prompts and mid-sequence chunks.
