@@ -12,8 +12,9 @@
 //   cublaslt                     prefill-sized: cuBLASLt (bf16 tensor cores for bf16 W, x
 //                                rounded to bf16; plain float32 for f32 W), a library call
 //                                the planner does not size (linear_cublaslt.cu)
-// and norm_linear's gemv_cc1 (norm_linear.cu): one token's rms_norm + linear (+ SwiGLU) in one
-// kernel, the decode form of a block's first projection.
+// and norm_linear's gemv_cc1 (norm_linear.cu) and gemv_k4 (norm_linear_k4.cu, each row pair's
+// reduction split across four warps; routed only where a table names it): one token's rms_norm +
+// linear (+ SwiGLU) in one kernel, the decode form of a block's first projection.
 // Which one runs for a token count is the schedule table's choice (arch/schedules/sm_*.yaml),
 // else the planner's; model code only names the op.
 #include "../cuda_variant.hpp"
@@ -27,7 +28,10 @@ int32_t register_linear(const ninfer_registrar* r, char* err, size_t err_len) {
   if (int32_t rc = register_linear_gemv_k4(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_tiled(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_cublaslt(r, err, err_len); rc != NINFER_OK) return rc;
-  return register_norm_linear(r, err, err_len);
+  // gemv_cc1 before gemv_k4: the planner keeps the first of equals, and the tables name gemv_k4
+  // only where a measurement chose it.
+  if (int32_t rc = register_norm_linear(r, err, err_len); rc != NINFER_OK) return rc;
+  return register_norm_linear_k4(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

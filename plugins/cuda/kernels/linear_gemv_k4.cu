@@ -24,6 +24,7 @@
 #include "grid_dependency.cuh"
 #include "ninfer/abi/ops/linear.h"
 #include "pointwise_math.cuh"
+#include "row_pair_stream.cuh"
 #include "weight_vec.cuh"
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
@@ -48,35 +49,22 @@ __device__ __forceinline__ void slice_dot(const W* w, const float* __restrict__ 
                                           float (&acc)[2]) {
   constexpr int V = WVec<W>::n; // elements per 16-byte vector
   using Raw = typename WVec<W>::raw;
-  const int lane = threadIdx.x & 31, slice = (threadIdx.x >> 5) % kSlices;
-  const int vectors = K / V, per_slice = (vectors + kSlices - 1) / kSlices;
-  const int begin = min(vectors, slice * per_slice), end = min(vectors, begin + per_slice);
-  const Raw* rows[2] = {reinterpret_cast<const Raw*>(w + row0 * K), reinterpret_cast<const Raw*>(w + row1 * K)};
-  for (int s0 = begin + lane; s0 < end; s0 += 32 * kSteps) {
-    Raw wv[kSteps][2];
+  const VectorRange range = slice_range(K / V, (threadIdx.x >> 5) % kSlices, kSlices);
+  stream_row_pair<kSteps>(w, K, row0, row1, range, [&](int v, const Raw (&wv)[2]) {
+    float xv[V], w0[V], w1[V];
 #pragma unroll
-    for (int u = 0; u < kSteps; ++u)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) wv[u][r] = s0 + 32 * u < end ? __ldg(rows[r] + s0 + 32 * u) : Raw{};
-#pragma unroll
-    for (int u = 0; u < kSteps; ++u) {
-      const int v = s0 + 32 * u;
-      if (v >= end) break;
-      float xv[V], w0[V], w1[V];
-#pragma unroll
-      for (int i = 0; i < V; i += 4) {
-        const float4 q = __ldg(reinterpret_cast<const float4*>(x + v * V + i));
-        xv[i] = q.x, xv[i + 1] = q.y, xv[i + 2] = q.z, xv[i + 3] = q.w;
-      }
-      WVec<W>::widen(wv[u][0], w0);
-      WVec<W>::widen(wv[u][1], w1);
-#pragma unroll
-      for (int i = 0; i < V; ++i) {
-        acc[0] = fmaf(w0[i], xv[i], acc[0]);
-        acc[1] = fmaf(w1[i], xv[i], acc[1]);
-      }
+    for (int i = 0; i < V; i += 4) {
+      const float4 q = __ldg(reinterpret_cast<const float4*>(x + v * V + i));
+      xv[i] = q.x, xv[i + 1] = q.y, xv[i + 2] = q.z, xv[i + 3] = q.w;
     }
-  }
+    WVec<W>::widen(wv[0], w0);
+    WVec<W>::widen(wv[1], w1);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      acc[0] = fmaf(w0[i], xv[i], acc[0]);
+      acc[1] = fmaf(w1[i], xv[i], acc[1]);
+    }
+  });
   acc[0] = warp_sum(acc[0]);
   acc[1] = warp_sum(acc[1]);
 }

@@ -1,7 +1,7 @@
 // What the linear kernel families (linear_gemv.cu, linear_gemv_cc.cu, linear_gemv_k4.cu,
-// linear_tiled.cu, linear_cublaslt.cu) and norm_linear.cu share: argument checks, the CUDA grid,
-// the one-token vector GEMVs' shape and alignment rules, and their registration functions
-// (called by register_linear in linear.cu).
+// linear_tiled.cu, linear_cublaslt.cu) and norm_linear's (norm_linear.cu, norm_linear_k4.cu)
+// share: argument checks, the CUDA grid, the one-token vector GEMVs' shape and alignment rules,
+// and their registration functions (called by register_linear in linear.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -59,5 +59,6 @@ int32_t register_linear_gemv_k4(const ninfer_registrar* r, char* err, size_t err
 int32_t register_linear_tiled(const ninfer_registrar* r, char* err, size_t err_len); // linear_tiled.cu
 int32_t register_linear_cublaslt(const ninfer_registrar* r, char* err, size_t err_len); // linear_cublaslt.cu
 int32_t register_norm_linear(const ninfer_registrar* r, char* err, size_t err_len); // norm_linear.cu (op norm_linear)
+int32_t register_norm_linear_k4(const ninfer_registrar* r, char* err, size_t err_len); // norm_linear_k4.cu (op norm_linear)
 
 } // namespace ninfer::cuda_plugin

@@ -1,5 +1,7 @@
-// norm_linear for one token (contract: ninfer/abi/ops/norm_linear.h): the decode GEMV with the
-// block's RMS norm folded in, and for the MLP the SwiGLU too. Decode is a chain of dependent
+// norm_linear for one token (contract: ninfer/abi/ops/norm_linear.h), variant gemv_cc1: the
+// decode GEMV with the block's RMS norm folded in, and for the MLP the SwiGLU too. (gemv_k4,
+// norm_linear_k4.cu, splits each row pair's reduction across four warps; the row rule, the
+// per-vector arithmetic, the stores and the launch conditions are shared: norm_linear_common.cuh.) Decode is a chain of dependent
 // launches, and a separate norm kernel costs ~4 us of the step each time (measured by
 // scripts/device-run-ablation.sh: skipping rms_norm saves 0.28 ms of the Qwen3-8B step), so the
 // norm rides along with the weight stream instead:
@@ -31,13 +33,13 @@
 #include <cstdint>
 
 #include "grid_dependency.cuh"
-#include "ninfer/abi/ops/norm_linear.h"
+#include "norm_linear_common.cuh"
 #include "pointwise_math.cuh"
+#include "row_pair_stream.cuh"
 #include "weight_vec.cuh"
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include "../cuda_variant.hpp"
-#include "linear_variants.hpp"
 #include "token_variant.cuh"
 #endif
 
@@ -45,95 +47,31 @@ namespace ninfer::cuda_plugin {
 namespace norm_linear {
 
 constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
-constexpr int kSteps = 2;               // 16-byte loads in flight per row per lane
-
-// Outputs (y columns) one warp / one CTA writes.
-__host__ __device__ constexpr int outputs_per_warp(bool gated) { return gated ? 1 : 2; }
-__host__ __device__ constexpr int outputs_per_cta(bool gated) { return kWarps * outputs_per_warp(gated); }
-
-// The two weight rows warp `warp` of this CTA streams, and the first output it writes.
-struct WarpRows {
-  int64_t out;     // first y column
-  int64_t row[2];  // weight rows (clamped in range; a clamped row is never stored)
-  bool any;        // the warp has an output at all
-};
-__device__ __forceinline__ WarpRows warp_rows(const ninfer_norm_linear_args& a, int warp) {
-  const bool gated = a.gated != 0;
-  const int64_t outs = gated ? a.out_features / 2 : a.out_features;
-  WarpRows r;
-  r.out = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * outputs_per_warp(gated);
-  r.any = r.out < outs;
-  const int64_t last = a.out_features - 1;
-  r.row[0] = min(r.out, last);
-  r.row[1] = gated ? min(r.out + outs, last) : min(r.out + 1, last);
-  return r;
-}
+constexpr int kWarps = kThreads / 32; // one row pair each
+constexpr int kSteps = 2;             // 16-byte loads in flight per row per lane
 
 // The launch guarantees in_features % 8 == 0 and 16-byte aligned x rows, norm_w and w.
 template <class W>
 __device__ void run(const ninfer_norm_linear_args& a, int64_t begin, int64_t end) {
   constexpr int V = WVec<W>::n;
+  using Raw = typename WVec<W>::raw;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const WarpRows wr = warp_rows(a, warp);
+  const RowPair rp = row_pair(a, static_cast<int64_t>(blockIdx.x) * kWarps + warp);
   const bool writes_normed = a.normed && blockIdx.x == 0 && warp == 0;
-  if (!wr.any && !writes_normed) return; // no barrier below
-  const int K = a.in_features, steps = K / V;
+  if (!rp.any && !writes_normed) return; // no barrier below
+  const int K = a.in_features;
   const float offset = a.norm_offset ? 1.f : 0.f;
-  using Raw = typename WVec<W>::raw; // 16 bytes of W
-  const Raw* rows[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-    rows[r] = reinterpret_cast<const Raw*>(static_cast<const W*>(a.w) + wr.row[r] * static_cast<int64_t>(K));
+  const VectorRange all{0, K / V}; // every warp covers the whole reduction: no shared memory, no barrier
   for (int64_t t = begin + blockIdx.y; t < end; t += gridDim.y) {
     const float* x = a.x + t * a.x_row_stride;
     float acc[2] = {0.f, 0.f}, ss = 0.f;
-    for (int s0 = lane; s0 < steps; s0 += 32 * kSteps) {
-      Raw wv[kSteps][2];
-#pragma unroll
-      for (int u = 0; u < kSteps; ++u)
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-          wv[u][r] = s0 + 32 * u < steps ? __ldg(rows[r] + s0 + 32 * u) : Raw{};
-#pragma unroll
-      for (int u = 0; u < kSteps; ++u) {
-        const int s = s0 + 32 * u;
-        if (s >= steps) break;
-        float xv[V], gv[V], w0[V], w1[V];
-#pragma unroll
-        for (int i = 0; i < V; i += 4) {
-          const float4 xq = __ldg(reinterpret_cast<const float4*>(x + s * V + i));
-          const float4 gq = __ldg(reinterpret_cast<const float4*>(a.norm_w + s * V + i));
-          xv[i] = xq.x, xv[i + 1] = xq.y, xv[i + 2] = xq.z, xv[i + 3] = xq.w;
-          gv[i] = gq.x, gv[i + 1] = gq.y, gv[i + 2] = gq.z, gv[i + 3] = gq.w;
-        }
-        WVec<W>::widen(wv[u][0], w0);
-        WVec<W>::widen(wv[u][1], w1);
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-          ss = fmaf(xv[i], xv[i], ss);
-          const float xs = xv[i] * (gv[i] + offset);
-          acc[0] = fmaf(w0[i], xs, acc[0]);
-          acc[1] = fmaf(w1[i], xs, acc[1]);
-        }
-      }
-    }
+    stream_row_pair<kSteps>(static_cast<const W*>(a.w), K, rp.row[0], rp.row[1], all,
+                            [&](int v, const Raw (&wv)[2]) { norm_dot_step<W>(v, wv, x, a.norm_w, offset, acc, ss); });
     ss = warp_sum(ss);
     const float inv_rms = rsqrtf(ss / K + a.eps);
     const float p0 = warp_sum(acc[0]) * inv_rms, p1 = warp_sum(acc[1]) * inv_rms;
-    float* y = a.y + t * a.y_row_stride;
-    if (lane == 0 && wr.any) {
-      if (a.gated) {
-        y[wr.out] = silu(p0) * p1;
-      } else {
-        y[wr.out] = p0;
-        if (wr.out + 1 < a.out_features) y[wr.out + 1] = p1;
-      }
-    }
-    if (writes_normed) {
-      float* xn = a.normed + t * a.normed_row_stride;
-      for (int k = lane; k < K; k += 32) xn[k] = x[k] * inv_rms * (a.norm_w[k] + offset);
-    }
+    if (lane == 0 && rp.any) store_outputs(a, t, rp, p0, p1);
+    if (writes_normed) store_normed(a, t, x, inv_rms, offset, lane, 32);
   }
 }
 
@@ -155,36 +93,12 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::norm_linear::k
 namespace ninfer::cuda_plugin {
 namespace {
 
-struct NormLinearDef : TokenDefDefaults {
-  using Args = ninfer_norm_linear_args;
-  static constexpr const char* op = NINFER_OP_NORM_LINEAR;
+struct NormLinearDef : norm_linear::DefBase<norm_linear::kWarps> {
   static constexpr const char* name = "gemv_cc1";
   static constexpr int threads = norm_linear::kThreads;
-  static constexpr int32_t geometry = NINFER_GEOMETRY_TOKEN_TILED;
-  static constexpr uint32_t dtype_mask = kF32OrBf16Mask;
-  static int32_t dtype(const Args& a) { return a.w_dtype; }
   static KernelPair kernels() {
     return {"ninfer_norm_linear_f32", reinterpret_cast<const void*>(ninfer_norm_linear_f32), "ninfer_norm_linear_bf16",
             reinterpret_cast<const void*>(ninfer_norm_linear_bf16)};
-  }
-  // One token: the weights stream once per token, so batches take rms_norm + a batch GEMV
-  // (the model's fallback) instead. 16-byte rows for the vector loads.
-  static int32_t supports(const ninfer_shape* s) {
-    const bool gated = s->dims[2] != 0;
-    return one_token_vector_rows(*s) && (!gated || s->dims[1] % 2 == 0);
-  }
-  static const char* invalid(const Args& a, const ninfer_launch&) {
-    if (a.w_dtype != NINFER_DTYPE_F32 && a.w_dtype != NINFER_DTYPE_BF16) return "w_dtype must be F32 or BF16";
-    if (a.in_features < 8 || a.in_features % 8 != 0) return "in_features must be a positive multiple of 8";
-    if (a.out_features < 1 || (a.gated && a.out_features % 2 != 0)) return "out_features must be >= 1 (gated: even)";
-    if (!x_rows_aligned16(a.x, a.tokens, a.x_row_stride) || !aligned16(a.norm_w) || !aligned16(a.w))
-      return "x rows, norm_w and w must be 16-byte aligned";
-    return nullptr;
-  }
-  // grid.x: blocks of outputs (from the shape alone); grid.y: the planner's token tiles.
-  static dim3 grid(const Args& a, const ninfer_launch& l) {
-    const int32_t outs = a.gated ? a.out_features / 2 : a.out_features;
-    return linear_grid(outs, norm_linear::outputs_per_cta(a.gated != 0), l.grid_x);
   }
 };
 

@@ -1,5 +1,5 @@
 // One 16-byte load of a weight row as float32 values (8 bf16 or 4 f32 elements): the unit the
-// CUDA-core GEMVs stream W in (linear_gemv.cu, norm_linear.cu).
+// CUDA-core GEMVs stream W in (linear_gemv.cu, row_pair_stream.cuh).
 #pragma once
 
 #include <cuda_bf16.h>
