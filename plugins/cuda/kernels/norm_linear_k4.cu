@@ -5,10 +5,11 @@
 // Why: on the H200 the split reduction lifted the short one-token GEMVs from 56-83% to 85-104% of
 // the copy rate, because each warp's walk is a quarter as long and four times as many warps are
 // in flight (docs/performance.md "Eighth session"); norm_linear's q|k|v and gate|up projections
-// are such GEMVs. A probe of a split design with the norm folded in measured +2-4% on the Qwen3-8B
-// decode but -4% on the Qwen3.5-27B that session, so no built-in table routes this variant until
-// it is measured: it is registered after gemv_cc1 (the planner's own route stays gemv_cc1) for
-// ninfer-tune, the A/B scripts and table entries that name it.
+// are such GEMVs. But routed for one token in the decode step it was 3-5% slower than gemv_cc1 on
+// the Qwen3-8B and the Qwen3.5-27B (docs/performance.md "Tenth session": the x and norm-weight
+// reads each of the four slices repeats cost more than the shorter walk buys). So no built-in
+// table routes it: it is registered after gemv_cc1 (the planner's own route stays gemv_cc1) for
+// ninfer-tune, the A/B scripts and table entries that name it, e.g. on other cards.
 //
 // Layout: 256 threads = 8 warps = 2 row groups x 4 reduction slices. Gated, a group computes one
 // output (gate row n and up row n + N/2: silu(gate) * up); otherwise two adjacent ones (rows n,
