@@ -26,9 +26,10 @@ constexpr int kPrefillWarps = 8;
 constexpr int kPrefillThreads = kPrefillWarps * 32;
 constexpr int kPrefillTokensPerCta = kPrefillWarps * kRowsPerWarp;
 
-// Decode: one CTA = one token x its share of (kv head, key chunk) pairs; its rows are the
-// query heads of one kv head, which share every K/V tile it loads (GQA in shared memory).
-// Eight warps: with one or two rows each they hold a group of up to 16 query heads, and a CTA
+// Decode: one CTA = one token x its share of (kv head, key chunk) pairs, eight warps. With warps
+// owning rows (hd64, hd128), its rows are the query heads of one kv head, which share every K/V
+// tile it loads (GQA in shared memory): with one or two rows each the warps hold a group of up
+// to 16 query heads, and a CTA
 // of 256 threads keeps twice the K/V loads in flight per register (measured on the H200: the
 // hd256 kernel with four warps of up to four rows issued one instruction per 4.8 cycles per
 // warp, its shared-memory loads exposed, and ran at 5% of DRAM bandwidth).
@@ -36,6 +37,18 @@ constexpr int kDecodeWarps = 8;
 constexpr int kDecodeThreads = kDecodeWarps * 32;
 constexpr int kDecodeRowsPerWarp = 2;
 constexpr int kDecodeMaxGroup = kDecodeWarps * kDecodeRowsPerWarp; // query heads per kv head
+
+// The hd256 class decodes with warps owning keys instead of rows (attention_decode_keys.cuh):
+// each warp takes its own 32-key tiles with up to kDecodePassRows of the group's rows (groups of
+// kDecodeSmallPass or fewer take that many), read straight from global memory, and the warps
+// meet once at the end. It needs ~250 registers, so one CTA per SM.
+NINFER_HD_FN constexpr bool decode_by_keys(int hd_class) { return hd_class == 256; }
+NINFER_HD_FN constexpr int decode_min_ctas(int hd_class) { return decode_by_keys(hd_class) ? 1 : 2; }
+constexpr int kDecodeSmallPass = 4;
+constexpr int kDecodePassRows = 8;
+NINFER_HD_FN constexpr int decode_pass_rows(int64_t group) {
+  return group <= kDecodeSmallPass ? kDecodeSmallPass : kDecodePassRows;
+}
 
 // The split-KV decode serves calls of at most this many tokens (decode batches, short chunks);
 // larger calls go to the prefill kernel, which shares K/V tiles among a sequence's tokens.
@@ -78,7 +91,7 @@ inline bool head_dim_in_class(int64_t head_dim, int hd_class) {
 NINFER_HD_FN int chunks_per_head(int splits, int kv_heads) { return splits >= kv_heads ? splits / kv_heads : 1; }
 
 // Floats of one partial result (running max, sum, unnormalised output row).
-NINFER_HD_FN int64_t partial_floats(int64_t head_dim) { return head_dim + 2; }
+NINFER_HD_FN constexpr int64_t partial_floats(int64_t head_dim) { return head_dim + 2; }
 
 #ifndef __CUDACC_RTC__ // host side
 // Shapes every variant needs: a head-dim class, whole GQA groups, a token count.
@@ -114,6 +127,13 @@ inline size_t workspace_bytes(const ninfer_shape& s) {
 NINFER_HD_FN constexpr size_t smem_bytes(int hd_class, int rows) {
   return sizeof(float) * (static_cast<size_t>(rows) * hd_class + static_cast<size_t>(kKeysPerTile) * (hd_class + 4) +
                           static_cast<size_t>(kKeysPerTile) * hd_class);
+}
+
+// Shared memory of one key-owning decode CTA (DecodeSmem in attention_decode.cu): a pass's q rows
+// and one result slot per warp and row.
+NINFER_HD_FN constexpr size_t decode_keys_smem_bytes(int hd_class, int64_t group) {
+  const size_t rows = static_cast<size_t>(decode_pass_rows(group));
+  return sizeof(float) * (rows * hd_class + static_cast<size_t>(kDecodeWarps) * rows * partial_floats(hd_class));
 }
 
 #endif

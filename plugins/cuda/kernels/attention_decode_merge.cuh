@@ -1,0 +1,143 @@
+// What both split-KV decode designs share (attention_decode.cu): which keys a CTA takes, where
+// a chunk's partial result goes, and how the chunks of one (token, kv head) meet — merge tickets
+// and the merge of the partials. Included by attention_decode.cu only: it defines the module's
+// ticket array.
+#pragma once
+
+#include "attention_tile.cuh"
+
+namespace ninfer::cuda_plugin::attention {
+
+// Partial result of (token tt of the launch, kv head g, chunk, row r of the group).
+template <class F> // float or const float
+__device__ inline F* partial_at(F* ws, int64_t tt, int g, int chunk, int r, int kv_heads, int chunks,
+                                    int group, int head_dim) {
+  return ws + (((tt * kv_heads + g) * chunks + chunk) * group + r) * partial_floats(head_dim);
+}
+
+// Merges the chunks' partials of one (token, head) row into its output row: one warp. Lanes take
+// chunks for the maxima and weights (one L2 round trip for up to 32 chunks, not one per chunk);
+// then every lane adds its output dims over the chunks, the chunk's weight broadcast from the
+// lane that computed it, loads unrolled so several chunks' rows are in flight at once. An empty
+// chunk (past the token's position) has weight 0 and a zero row, so it needs no branch.
+template <int HD>
+__device__ void merge_row(const ninfer_attention_args& a, const float* ws, int64_t tb, int64_t tt, int h, int chunks,
+                          int lane) {
+  const ninfer_kv_cache& c = a.cache;
+  const int group = a.heads / c.kv_heads, g = h / group, r = h % group, hd = c.head_dim;
+  const int64_t chunk_stride = static_cast<int64_t>(group) * partial_floats(hd);
+  const float* p0 = partial_at(ws, tt, g, 0, r, c.kv_heads, chunks, group, hd);
+  // Partials were written by other CTAs: read them through L2 (__ldcg), never a stale L1 line.
+  float m = -INFINITY;
+  for (int ch = lane; ch < chunks; ch += 32)
+    if (__ldcg(p0 + ch * chunk_stride + 1) > 0.f) m = fmaxf(m, __ldcg(p0 + ch * chunk_stride));
+  m = warp_max(m);
+  constexpr int DPL = HD / 32;
+  float total = 0.f, acc[DPL];
+#pragma unroll
+  for (int k = 0; k < DPL; ++k) acc[k] = 0.f;
+  for (int base = 0; base < chunks; base += 32) {
+    const float* mine = p0 + (base + lane) * chunk_stride;
+    const float l = base + lane < chunks ? __ldcg(mine + 1) : 0.f;
+    const float w = l > 0.f ? expf(__ldcg(mine) - m) : 0.f;
+    total += w * l;
+    const int n = min(32, chunks - base);
+#pragma unroll 4
+    for (int j = 0; j < n; ++j) {
+      const float wj = __shfl_sync(kFullMask, w, j);
+      const float* p = p0 + (base + j) * chunk_stride + 2;
+#pragma unroll
+      for (int k = 0; k < DPL; ++k) {
+        const int d = lane + 32 * k;
+        if (d < hd) acc[k] = fmaf(wj, __ldcg(p + d), acc[k]);
+      }
+    }
+  }
+  total = warp_sum(total);
+  float* dst = a.out + (tb + tt) * a.out_token_stride + static_cast<int64_t>(h) * hd;
+#pragma unroll
+  for (int k = 0; k < DPL; ++k) {
+    const int d = lane + 32 * k;
+    if (d < hd) dst[d] = total > 0.f ? acc[k] / total : __int_as_float(0x7fc00000);
+  }
+}
+
+// One ticket per (token of the launch, kv head) whose keys are cut into chunks: the chunk CTAs
+// take it in turn (atomicInc wraps at chunks - 1), and the one that takes it last merges the
+// rows. atomicInc's wrap returns the ticket to 0 after exactly `chunks` takes, so every launch
+// finds them at 0 (module globals start at 0) without a reset of its own. They replace a
+// cooperative grid barrier: the launch is an ordinary one that starts early behind the previous
+// kernel (programmatic dependent launch), and each kv head's merge starts as soon as its own
+// chunks are done. Launches on one device share the tickets, so two split-key decode launches
+// must not run at the same time (ninfer runs a model's steps on one stream).
+__device__ unsigned int g_merge_tickets[kDecodeMaxPartials];
+
+// Key chunks per kv head for this launch: the planned count, cut down to what the launch's
+// longest span fills with kMinChunkKeys keys per chunk (the planner's own rule, decode_serves,
+// applied to the keys the tokens have now rather than to the planned context). A graph replays
+// one plan at every position, so early in a sequence the keys are few: one chunk then means no
+// partials, no grid barrier and no merge (~3 us of a 10 us launch at a handful of keys). Every
+// CTA computes the same value from the batch metadata, so the barrier is taken by all or none.
+__device__ inline int run_chunks(const ninfer_attention_args& a, int64_t tb, int64_t te, int planned) {
+  if (planned == 1) return 1;
+  int longest = 0;
+  for (int64_t t = tb; t < te; ++t) {
+    const int seq = a.batch.token_seq[t], slot = a.batch.seq_slot[seq], pos = a.batch.token_pos[t];
+    if (in_cache(a.cache, slot, pos)) longest = max(longest, pos + 1);
+  }
+  return max(1, min(planned, longest / static_cast<int>(kMinChunkKeys)));
+}
+
+// What one decode CTA does: token t (tt within the launch) and kv heads g0, g0 + gstep, ...
+// (below kv_heads), each with key chunk `chunk` of `chunks`, keys [k0, k1) of the token's span.
+// Below the kv head count a CTA takes whole kv heads; from there on every kv head's keys are cut
+// into chunks, one per CTA.
+struct CtaWork {
+  int64_t tt, t;
+  int slot, pos;
+  bool ok; // the token's (slot, position) lies in the cache; else it sees no key (NaN rows)
+  int chunks, chunk, g0, gstep, k0, k1;
+};
+__device__ inline CtaWork cta_work(const ninfer_attention_args& a, int64_t tb, int64_t te) {
+  const ninfer_kv_cache& c = a.cache;
+  const int kvh = c.kv_heads, splits = gridDim.y, split = blockIdx.y;
+  CtaWork w;
+  w.chunks = run_chunks(a, tb, te, chunks_per_head(splits, kvh));
+  w.tt = blockIdx.x; // tokens_per_cta = 1: grid.x covers [tb, te)
+  w.t = tb + w.tt;
+  w.slot = a.batch.seq_slot[a.batch.token_seq[w.t]];
+  w.pos = a.batch.token_pos[w.t];
+  w.ok = in_cache(c, w.slot, w.pos);
+  const int span = w.ok ? w.pos + 1 : 0;
+  const int chunk_len = (span + w.chunks - 1) / w.chunks;
+  w.g0 = split, w.gstep = splits, w.chunk = 0;
+  if (splits >= kvh) {
+    w.g0 = split < kvh * w.chunks ? split / w.chunks : kvh; // CTAs past kvh * chunks have no work
+    w.gstep = kvh;
+    w.chunk = split % w.chunks;
+  }
+  w.k0 = min(span, w.chunk * chunk_len);
+  w.k1 = min(span, w.k0 + chunk_len);
+  return w;
+}
+
+// After a CTA has written its partials of (token tt, kv head g): takes the ticket, and if this
+// was the last chunk in, merges that kv head's rows. The fence publishes this CTA's partials
+// before its ticket; the one after the ticket orders the merge's reads after the others'. Every
+// thread of the CTA calls it.
+template <int HD>
+__device__ void merge_if_last_chunk(const ninfer_attention_args& a, const float* ws, int64_t tb, int64_t tt, int g,
+                                    int chunks) {
+  __shared__ bool last_chunk;
+  const int kvh = a.cache.kv_heads, group = a.heads / kvh, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0)
+    last_chunk = atomicInc(&g_merge_tickets[tt * kvh + g], static_cast<unsigned>(chunks - 1)) == chunks - 1;
+  __syncthreads();
+  if (!last_chunk) return;
+  __threadfence();
+  for (int r = warp; r < group; r += kDecodeWarps) merge_row<HD>(a, ws, tb, tt, g * group + r, chunks, lane);
+}
+
+} // namespace ninfer::cuda_plugin::attention
