@@ -70,7 +70,7 @@ __device__ void decode_pass(const ninfer_attention_args& a, const DecodeSmem<HD,
     load_q_row<HD>(sm.q + i * HD, src, hd, a.scale, lane, 32);
   }
   __syncthreads();
-  WarpRows<HD, R> st;
+  RowState<HD, R> st;
   st.reset();
   constexpr int kStride = kKeysPerTile * kDecodeWarps;
   int key0 = k0 + warp * kKeysPerTile;
@@ -82,9 +82,10 @@ __device__ void decode_pass(const ninfer_attention_args& a, const DecodeSmem<HD,
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     float* sl = sm.slot(warp, i);
-    if (lane == 0) sl[0] = st.m[i], sl[1] = st.l[i]; // l 0: the warp had no keys
+    const float total = st.total(i);
+    if (lane == 0) sl[0] = st.m[i], sl[1] = total; // total 0: the warp had no keys
 #pragma unroll
-    for (int k = 0; k < WarpRows<HD, R>::kDims; ++k) sl[2 + lane * WarpRows<HD, R>::kDims + k] = st.acc[i][k];
+    for (int k = 0; k < RowState<HD, R>::kDimsPerLane; ++k) sl[2 + lane * RowState<HD, R>::kDimsPerLane + k] = st.acc[i][k];
   }
   __syncthreads();
   merge_warps(a, sm, t, tt, g, r0, chunk, chunks, ws);
@@ -104,7 +105,7 @@ __device__ void decode_split_keys(const ninfer_attention_args& a, int64_t tb, in
 
   for (int g = w.g0; g < kvh; g += w.gstep) {
     KvRows<E> kv = kv_rows<E>(c, w.ok ? w.slot : 0, g);
-    kv.vec = kv.vec && c.head_dim % WarpRows<HD, R>::kDims == 0; // a lane's value dims all in the row or none
+    kv.vec = kv.vec && c.head_dim % RowState<HD, R>::kDimsPerLane == 0; // a lane's value dims all in the row or none
     for (int r0 = 0; r0 < group; r0 += R) decode_pass<E, HD, R>(a, sm, kv, t, tt, g, r0, k0, k1, chunk, chunks, ws);
     if (chunks > 1) merge_if_last_chunk<HD>(a, ws, tb, tt, g, chunks);
   }

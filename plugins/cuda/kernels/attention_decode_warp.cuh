@@ -86,30 +86,16 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int bytes) {
   for (int off = 0; off < bytes; off += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(c + off));
 }
 
-// Online-softmax state of R rows over one warp's keys. m and l are warp-uniform (l is summed
-// over the warp per tile); acc holds this lane's kDims output dims of every row, unnormalised.
-template <int HD, int R>
-struct WarpRows {
-  static constexpr int kDims = HD / 32;
-  float m[R], l[R], acc[R][kDims];
-
-  __device__ void reset() {
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-      m[i] = -INFINITY;
-      l[i] = 0.f;
-#pragma unroll
-      for (int k = 0; k < kDims; ++k) acc[i][k] = 0.f;
-    }
-  }
-};
+// A warp's online-softmax state is attention_tile.cuh's RowState: m warp-uniform, l this lane's
+// share of each row's sum. Only the dims a lane's acc holds differ: here lane l's kDimsPerLane
+// consecutive dims l * kDimsPerLane + k (the prefill's are l + 32 k).
 
 // Keys [key0, key0 + nkeys) (nkeys <= 32; every one visible to every row: a decode token sees all
 // keys up to its position) through the warp's rows. q: the pass's R rows in shared memory, [R][HD],
 // pre-scaled, zero past head_dim and in rows past the group.
 template <class E, int HD, int R>
-__device__ void warp_tile(WarpRows<HD, R>& st, const float* q, const KvRows<E>& kv, int key0, int nkeys, int lane) {
-  constexpr int kDims = WarpRows<HD, R>::kDims;
+__device__ void warp_tile(RowState<HD, R>& st, const float* q, const KvRows<E>& kv, int key0, int nkeys, int lane) {
+  constexpr int kDims = RowState<HD, R>::kDimsPerLane;
   const bool has_key = lane < nkeys;
   const E* krow = kv.k + static_cast<int64_t>(key0 + lane) * kv.pos_stride;
 
@@ -159,7 +145,7 @@ __device__ void warp_tile(WarpRows<HD, R>& st, const float* q, const KvRows<E>& 
     const float m_new = fmaxf(st.m[i], warp_max(si)); // finite: the tile has at least one key
     const float alpha = expf(st.m[i] - m_new);         // 0 on the warp's first tile
     p[i] = has_key ? expf(si - m_new) : 0.f;
-    st.l[i] = st.l[i] * alpha + warp_sum(p[i]);
+    st.l[i] = st.l[i] * alpha + p[i];
 #pragma unroll
     for (int k = 0; k < kDims; ++k) st.acc[i][k] *= alpha;
     st.m[i] = m_new;

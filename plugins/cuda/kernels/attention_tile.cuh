@@ -216,8 +216,9 @@ __device__ void load_q_row(float* dst, const float* src, int head_dim, float sca
   for (int d = tid; d < HD; d += nthreads) dst[d] = src && d < head_dim ? __ldg(src + d) * scale : 0.f;
 }
 
-// Online-softmax state of one warp's R rows (kRowsPerWarp in prefill; the decode kernel takes
-// as many as its GQA group needs, so a warp never computes rows nobody reads).
+// Online-softmax state of one warp's R rows: the prefill's kRowsPerWarp, the row-owning decode's
+// one or two (as many as its GQA group needs), the key-owning decode's pass of 4 or 8
+// (attention_decode_warp.cuh, whose lanes hold consecutive dims lane * kDimsPerLane + k instead).
 template <int HD, int R = kRowsPerWarp>
 struct RowState {
   static constexpr int kDimsPerLane = HD / 32;
