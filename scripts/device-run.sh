@@ -12,7 +12,8 @@
 #                                 "routes=" alone: the built-in table; NCU=1: ncu's per-kernel
 #                                 times of the projections too; CONTEXTS=N,M: decode at those
 #                                 context depths instead of 0)
-# Logs go to $OUT (or ./gpu-logs); the console gets the summaries.
+# Logs go to $OUT (or ./gpu-logs), one per run (fresh_log: a second bundle or a repeated run gets its own
+# name); the console gets the summaries.
 set -uo pipefail
 out="${OUT:-$PWD/gpu-logs}"
 mkdir -p "$out"
@@ -21,8 +22,22 @@ source "$here/device-env.sh"
 ensure_bundle
 export NINFER_CACHE_DIR=/tmp/ninfer-kernel-cache
 
+# A log path that no earlier run of this call wrote: NAME-BUNDLE.EXT, then NAME-BUNDLE-2.EXT, ...
+# (BUNDLE: the CARRY folder when it is not the default, so an A/B's two bundles never share a log;
+# a name repeated in one call, as in an ABA, gets the next number instead of overwriting).
+fresh_log() { # name ext
+  local tag="${CARRY:-.carry}" f i=2
+  tag="${tag##*/}"
+  [[ "$tag" == .carry ]] && tag="" || tag="-${tag#.}"
+  local base="$out/$1$tag"
+  f="$base.$2"
+  while [[ -e "$f" ]]; do f="$base-$i.$2"; i=$((i + 1)); done
+  echo "$f"
+}
+
 run_test() { # plugin binary [filter]
-  local log="$out/$2${1:+-$1}.log"
+  local log
+  log="$(fresh_log "$2${1:+-$1}" log)"
   step "$2 ${3:-} ${1:+($1)}"
   NINFER_TEST_PLUGIN="$1" timeout 400 "$n/tests/$2" ${3:+--gtest_filter="$3"} > "$log" 2>&1
   echo "exit $?"
@@ -39,14 +54,16 @@ for arg in "$@"; do
     generic-test) run_test cuda-generic "$first" "$rest" ;;
     memcheck | racecheck)
       step "compute-sanitizer $kind: $first $rest"
+      log="$(fresh_log "$kind-$first" log)"
       timeout 400 compute-sanitizer --tool "$kind" --error-exitcode 9 "$n/tests/$first" --gtest_filter="$rest" \
-        > "$out/$kind-$first.log" 2>&1
-      echo "$kind exit $?"; tail -2 "$out/$kind-$first.log" ;;
+        > "$log" 2>&1
+      echo "$kind exit $?"; tail -2 "$log" ;;
     bench)
       step "ninfer-bench $a"
+      log="$(fresh_log "bench-$a" txt)"
       timeout 300 "$n/ninfer/bin/ninfer-bench" --preset "$a" --device cuda --prompt-lengths 4096 --contexts 0,4096 \
-        --batches 1,8 --repeats 3 --decode-steps 32 > "$out/bench-$a.txt" 2>&1
-      echo "exit $?"; grep -E "^(prefill|decode|bandwidth)" "$out/bench-$a.txt" ;;
+        --batches 1,8 --repeats 3 --decode-steps 32 > "$log" 2>&1
+      echo "exit $?"; grep -E "^(prefill|decode|bandwidth)" "$log" ;;
     ablation) [[ "$arg" == *=* ]] || a=""
       bash "$here/device-run-ablation.sh" $a 2>&1 | tee -a "$out/ablation.txt" ;;
     routes)
@@ -54,9 +71,10 @@ for arg in "$@"; do
       table_routes_first "${entries[@]}"
       for p in ${rest:-qwen3-8b qwen3_5-27b}; do
         step "routes ${first:-built-in}: $p decode, batch 1, context ${CONTEXTS:-0}"
+        log="$(fresh_log "routes-$p-${first//[^a-z0-9_]/_}" txt)"
         "$n/ninfer/bin/ninfer-bench" --preset "$p" --device cuda --skip-prefill --contexts "${CONTEXTS:-0}" --batches 1 \
-          --repeats 3 --decode-steps 64 > "$out/routes-$p-${first//[^a-z0-9_]/_}.txt" 2>&1
-        grep -E "^decode|linear " "$out/routes-$p-${first//[^a-z0-9_]/_}.txt"
+          --repeats 3 --decode-steps 64 > "$log" 2>&1
+        grep -E "^decode|linear " "$log"
         [[ "${NCU:-0}" != 1 ]] || ncu_decode_kernels "$p" linear
       done
       table_restore ;;
