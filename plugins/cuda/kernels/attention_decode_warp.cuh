@@ -22,32 +22,6 @@
 
 namespace ninfer::cuda_plugin::attention {
 
-// Elements of a cache dtype in one 32-bit word, widened exactly to float32.
-template <class E>
-struct KvWord;
-template <>
-struct KvWord<float> {
-  static constexpr int n = 1;
-  __device__ static void widen(uint32_t w, float* f) { f[0] = __uint_as_float(w); }
-};
-template <>
-struct KvWord<__half> {
-  static constexpr int n = 2;
-  __device__ static void widen(uint32_t w, float* f) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&w));
-    f[0] = p.x;
-    f[1] = p.y;
-  }
-};
-template <>
-struct KvWord<__nv_bfloat16> {
-  static constexpr int n = 2;
-  __device__ static void widen(uint32_t w, float* f) { // bfloat16: the high half of a float32
-    f[0] = __uint_as_float(w << 16);
-    f[1] = __uint_as_float(w & 0xffff0000u);
-  }
-};
-
 // The raw 32-bit words of N consecutive elements at p: one 4-, 8- or 16-byte load, or several
 // 16-byte ones. p must be aligned to min(16, N * sizeof(E)) bytes.
 template <class E, int N>

@@ -49,51 +49,51 @@ struct Tiles {
       : q(reinterpret_cast<float*>(base)), k(q + ROWS * HD), v(k + kKeysPerTile * kStrideK) {}
 };
 
-// A cache element type: its 16-byte vector (kVec elements, as a uint4) widened to floats, one
-// element widened, and the element type itself. Widening a half or a bfloat16 is exact.
+// Elements of a cache dtype in one 32-bit word, widened exactly to float32.
 template <class E>
-struct KvElem;
-
+struct KvWord;
 template <>
-struct KvElem<float> {
-  static constexpr int kVec = 4;
-  __device__ static float load(const float* p) { return __ldg(p); }
+struct KvWord<float> {
+  static constexpr int n = 1;
+  __device__ static void widen(uint32_t w, float* f) { f[0] = __uint_as_float(w); }
+};
+template <>
+struct KvWord<__half> {
+  static constexpr int n = 2;
+  __device__ static void widen(uint32_t w, float* f) {
+    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&w));
+    f[0] = p.x;
+    f[1] = p.y;
+  }
+};
+template <>
+struct KvWord<__nv_bfloat16> {
+  static constexpr int n = 2;
+  __device__ static void widen(uint32_t w, float* f) { // bfloat16: the high half of a float32
+    f[0] = __uint_as_float(w << 16);
+    f[1] = __uint_as_float(w & 0xffff0000u);
+  }
+};
+
+// A cache element type: its 16-byte vector (kVec elements, as a uint4) widened to floats, word by
+// word (KvWord), and one element widened. Widening a half or a bfloat16 is exact.
+template <class E>
+struct KvElem {
+  static constexpr int kVec = 4 * KvWord<E>::n;
+  __device__ static float load(const E* p);
   __device__ static void widen(const uint4& r, float (&f)[kVec]) {
-    f[0] = __uint_as_float(r.x);
-    f[1] = __uint_as_float(r.y);
-    f[2] = __uint_as_float(r.z);
-    f[3] = __uint_as_float(r.w);
+    KvWord<E>::widen(r.x, f);
+    KvWord<E>::widen(r.y, f + KvWord<E>::n);
+    KvWord<E>::widen(r.z, f + 2 * KvWord<E>::n);
+    KvWord<E>::widen(r.w, f + 3 * KvWord<E>::n);
   }
 };
-
 template <>
-struct KvElem<__half> {
-  static constexpr int kVec = 8;
-  __device__ static float load(const __half* p) { return __half2float(__ldg(p)); }
-  __device__ static void widen(const uint4& r, float (&f)[kVec]) {
-    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-      f[2 * i] = p.x;
-      f[2 * i + 1] = p.y;
-    }
-  }
-};
-
+__device__ inline float KvElem<float>::load(const float* p) { return __ldg(p); }
 template <>
-struct KvElem<__nv_bfloat16> {
-  static constexpr int kVec = 8;
-  __device__ static float load(const __nv_bfloat16* p) { return __bfloat162float(__ldg(p)); }
-  __device__ static void widen(const uint4& r, float (&f)[kVec]) { // bfloat16: the high half of a float32
-    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      f[2 * i] = __uint_as_float(w[i] << 16);
-      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-  }
-};
+__device__ inline float KvElem<__half>::load(const __half* p) { return __half2float(__ldg(p)); }
+template <>
+__device__ inline float KvElem<__nv_bfloat16>::load(const __nv_bfloat16* p) { return __bfloat162float(__ldg(p)); }
 
 // Where the keys of one (slot, kv head) live: row of position p at base + p * pos_stride.
 template <class E>
