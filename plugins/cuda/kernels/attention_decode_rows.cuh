@@ -102,8 +102,8 @@ __device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t
   }
 }
 
-// One kernel serves every group size: a warp takes as few rows as the group needs (Qwen3-8B's
-// group of 4 and Qwen3.5-27B's of 6: one row per warp).
+// One kernel serves every group size: a warp takes as few rows as the group needs (one row per
+// warp for groups up to 8, Qwen3-8B's 4 among them; two up to 16).
 template <class E, int HD>
 __device__ void decode_split_rows(const ninfer_attention_args& a, int64_t tb, int64_t te, float* ws) {
   const int group = a.heads / a.cache.kv_heads;

@@ -29,10 +29,10 @@ constexpr int kPrefillTokensPerCta = kPrefillWarps * kRowsPerWarp;
 // Decode: one CTA = one token x its share of (kv head, key chunk) pairs, eight warps. With warps
 // owning rows (hd64, hd128), its rows are the query heads of one kv head, which share every K/V
 // tile it loads (GQA in shared memory): with one or two rows each the warps hold a group of up
-// to 16 query heads, and a CTA
-// of 256 threads keeps twice the K/V loads in flight per register (measured on the H200: the
-// hd256 kernel with four warps of up to four rows issued one instruction per 4.8 cycles per
-// warp, its shared-memory loads exposed, and ran at 5% of DRAM bandwidth).
+// to 16 query heads, and a CTA of 256 threads keeps twice the K/V loads in flight per register
+// (measured on the H200: the hd256 kernel with four warps of up to four rows issued one
+// instruction per 4.8 cycles per warp, its shared-memory loads exposed, and ran at 5% of DRAM
+// bandwidth).
 constexpr int kDecodeWarps = 8;
 constexpr int kDecodeThreads = kDecodeWarps * 32;
 constexpr int kDecodeRowsPerWarp = 2;
@@ -129,7 +129,7 @@ NINFER_HD_FN constexpr size_t smem_bytes(int hd_class, int rows) {
                           static_cast<size_t>(kKeysPerTile) * hd_class);
 }
 
-// Shared memory of one key-owning decode CTA (DecodeSmem in attention_decode.cu): a pass's q rows
+// Shared memory of one key-owning decode CTA (DecodeSmem in attention_decode_keys.cuh): a pass's q rows
 // and one result slot per warp and row.
 NINFER_HD_FN constexpr size_t decode_keys_smem_bytes(int hd_class, int64_t group) {
   const size_t rows = static_cast<size_t>(decode_pass_rows(group));
