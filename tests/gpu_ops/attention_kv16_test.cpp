@@ -166,11 +166,13 @@ TEST_P(GpuAttentionKv16, EveryVariantAndThePlannersChoiceMatchTheCpuReferenceOnT
                                      gout.as<float>(), out_stride, T, heads, scale};
       auto check = [&](const std::string& what, const std::string& variant) {
         const std::vector<float> got = get<float>(*gpu, gout, T * out_stride);
-        // Tensor-core prefill rows keep the float32 test's per-row bounds: the cache's rounding
+        // Tensor-core prefill and decode rows keep the float32 test's per-row bounds: the cache's rounding
         // happened before both sides read it (with an fp16 cache the kernel's own K/V rounding is
         // exact; bf16 cache values are exactly representable in fp16 within its range).
         if (mma_variant(variant)) {
           expect_mma_rows(got, widen(want), head_dim, heads, variant, what);
+        } else if (const RowTolerance* tol = tensor_core_decode(variant, f.dtype)) {
+          expect_rows_within(got, widen(want), head_dim, heads, *tol, what);
         } else {
           const Mismatch m = compare(got, widen(want), kGpuVsCpuF32);
           EXPECT_TRUE(m.ok) << what << ": " << m.describe();

@@ -1,6 +1,6 @@
 // What the attention GPU tests (float32 and 16-bit caches) share: a call described as sequences
 // of a cache's slots, its token batch as host arrays, and the per-row tolerance of the
-// tensor-core prefill variants.
+// tensor-core prefill and decode kernels.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "ninfer/abi/plugin_abi.h"
 
 namespace ninfer::test {
 
@@ -62,6 +64,16 @@ constexpr RowTolerance kBf16AttentionRows{"bf16-attention-row-rel-l2", 2e-2};
 constexpr RowTolerance kF16AttentionRows{"fp16-attention-row-rel-l2", 3e-3};
 
 inline bool mma_variant(const std::string& name) { return name.rfind("prefill_mma", 0) == 0; }
+// The split-KV decode of the hd128 class runs on tensor cores when the cache is float16 or
+// bfloat16 (attention_decode_mma.cuh), rounding q and the weights to the cache's format as the
+// prefill does: held to that format's row tolerance. Other decode calls attend in float32.
+inline const RowTolerance* tensor_core_decode(const std::string& variant, int32_t cache_dtype) {
+  const std::string cls = "_hd128";
+  const bool hd128_decode = variant.rfind("decode_", 0) == 0 && variant.size() > cls.size() &&
+                            variant.compare(variant.size() - cls.size(), cls.size(), cls) == 0;
+  if (!hd128_decode) return nullptr;
+  return cache_dtype == NINFER_DTYPE_F16 ? &kF16AttentionRows : cache_dtype == NINFER_DTYPE_BF16 ? &kBf16AttentionRows : nullptr;
+}
 inline bool f16_variant(const std::string& name) { return name.rfind("prefill_mma_f16", 0) == 0; }
 inline const RowTolerance& mma_tolerance(const std::string& name) {
   return f16_variant(name) ? kF16AttentionRows : kBf16AttentionRows;
@@ -101,12 +113,15 @@ inline RowError worst_row_error(const std::vector<float>& got, const std::vector
 
 // A tensor-core variant's rows against the float32 reference, within its input format's
 // tolerance; returns the worst row.
-inline RowError expect_mma_rows(const std::vector<float>& got, const std::vector<double>& want, int64_t head_dim,
-                         int64_t heads, const std::string& variant, const std::string& what) {
+inline RowError expect_rows_within(const std::vector<float>& got, const std::vector<double>& want, int64_t head_dim,
+                                   int64_t heads, const RowTolerance& tol, const std::string& what) {
   const RowError e = worst_row_error(got, want, head_dim);
-  const RowTolerance& tol = mma_tolerance(variant);
   EXPECT_LE(e.worst, tol.rel_l2) << what << ": " << e.describe(heads, tol);
   return e;
+}
+inline RowError expect_mma_rows(const std::vector<float>& got, const std::vector<double>& want, int64_t head_dim,
+                         int64_t heads, const std::string& variant, const std::string& what) {
+  return expect_rows_within(got, want, head_dim, heads, mma_tolerance(variant), what);
 }
 
 } // namespace ninfer::test

@@ -15,9 +15,13 @@
 // a shape (enough keys per chunk, a bounded workspace) is decided by decode_serves() in
 // attention_shapes.hpp.
 //
-// Inside a CTA, two designs, by head-dim class (decode_by_keys in attention_shapes.hpp):
+// Inside a CTA, three designs, by head-dim class and cache dtype (decode_by_keys in
+// attention_shapes.hpp, decode_on_tensor_cores in attention_decode_mma.cuh):
 //   - warps own rows (attention_decode_rows.cuh): the CTA walks the chunk one shared K/V tile at a
-//     time, each warp one or two of the group's query heads; hd64 and hd128 (Qwen3);
+//     time, each warp one or two of the group's query heads; hd64, and hd128 with a float32
+//     cache or rows that are not 16-byte vectors;
+//   - tensor cores (attention_decode_mma.cuh): each warp its own 16-key tiles with the whole
+//     group as the rows of one MMA; hd128 with a 16-bit cache (Qwen3);
 //   - warps own keys (attention_decode_keys.cuh): each warp its own tiles with all of the group's
 //     rows, meeting once at the end; hd256 (Qwen3.5). Measured on the H200 (docs/performance.md,
 //     "Tenth session"): Qwen3.5-27B at context 4096 69.5 -> 70.7 tok/s; on Qwen3-8B (hd128) it
@@ -25,16 +29,20 @@
 //     latency with its 250 registers.
 //
 // The cache may be float32, float16 or bfloat16 (one kernel per cache dtype, the variant
-// launches the call's), widened exactly to float32 as it is read.
+// launches the call's), widened exactly to float32 as it is read (tensor cores: used as stored,
+// with q rounded to its format).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "attention_decode_keys.cuh"
+#include "attention_decode_mma.cuh"
 #include "attention_decode_rows.cuh"
 #include "grid_dependency.cuh"
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <utility>
 
@@ -68,25 +76,53 @@ NINFER_ATTENTION_DECODE(decode_hd64_kvbf16, __nv_bfloat16, 64)
 NINFER_ATTENTION_DECODE(decode_hd128_kvbf16, __nv_bfloat16, 128)
 NINFER_ATTENTION_DECODE(decode_hd256_kvbf16, __nv_bfloat16, 256)
 
+// The tensor-core design's entry points (decode_on_tensor_cores): the launch takes them when the
+// call's cache rows are 16-byte vectors, the kernels above otherwise. Its own kernel, so neither
+// design's registers constrain the other's (in one kernel with the row-owning walk, the pair
+// spilled 108 bytes at the two-CTA bound of 128 registers; alone, 8).
+#define NINFER_ATTENTION_DECODE_MMA(NAME, E, HD)                                                             \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, 2)            \
+      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float* ws) {                    \
+    ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
+    ninfer::cuda_plugin::attention::decode_split_mma<E, HD>(a, b, e, ws);                                    \
+  }
+NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvf16, __half, 128)
+NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvbf16, __nv_bfloat16, 128)
+
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::attention {
 namespace {
 
-// The kernels of one head-dim class, by cache dtype (kv_dtype_index).
+// The kernels of one head-dim class, by cache dtype (kv_dtype_index); mma: the tensor-core
+// design's, where decode_on_tensor_cores takes that dtype.
 struct DecodeKernel {
   int hd;
   const char* symbols[kKvDtypeCount];
   Kernel kernels[kKvDtypeCount];
+  const char* mma_symbols[kKvDtypeCount];
+  Kernel mma[kKvDtypeCount];
 };
 
 #define NINFER_DECODE_KERNELS(HD)                                                                            \
-  {HD,                                                                                                       \
-   {"ninfer_attention_decode_hd" #HD, "ninfer_attention_decode_hd" #HD "_kvf16",                             \
-    "ninfer_attention_decode_hd" #HD "_kvbf16"},                                                             \
-   {ninfer_attention_decode_hd##HD, ninfer_attention_decode_hd##HD##_kvf16, ninfer_attention_decode_hd##HD##_kvbf16}}
-const DecodeKernel kKernels[kHeadDimClassCount] = {NINFER_DECODE_KERNELS(64), NINFER_DECODE_KERNELS(128),
-                                                   NINFER_DECODE_KERNELS(256)};
+  {"ninfer_attention_decode_hd" #HD, "ninfer_attention_decode_hd" #HD "_kvf16",                              \
+   "ninfer_attention_decode_hd" #HD "_kvbf16"},                                                              \
+  {ninfer_attention_decode_hd##HD, ninfer_attention_decode_hd##HD##_kvf16, ninfer_attention_decode_hd##HD##_kvbf16}
+const DecodeKernel kKernels[kHeadDimClassCount] = {
+    {64, NINFER_DECODE_KERNELS(64), {}, {}},
+    {128,
+     NINFER_DECODE_KERNELS(128),
+     {nullptr, "ninfer_attention_decode_mma_hd128_kvf16", "ninfer_attention_decode_mma_hd128_kvbf16"},
+     {nullptr, ninfer_attention_decode_mma_hd128_kvf16, ninfer_attention_decode_mma_hd128_kvbf16}},
+    {256, NINFER_DECODE_KERNELS(256), {}, {}}};
 #undef NINFER_DECODE_KERNELS
+
+// Whether a cache's rows are 16-byte vectors (kv_rows().vec on the device): the tensor-core
+// design copies them with 16-byte cp.async.
+bool vector_rows(const ninfer_kv_cache& c) {
+  const int elem = c.dtype == NINFER_DTYPE_F32 ? 4 : 2;
+  return ((reinterpret_cast<uintptr_t>(c.k) | reinterpret_cast<uintptr_t>(c.v)) & 15u) == 0 &&
+         (c.head_dim * elem) % 16 == 0;
+}
 
 // Per head-dim class: the cache dtype whose kernel needs the most registers. Its resources are
 // the variants' (a plan legal for it is legal for the others: same block, same shared memory),
@@ -100,10 +136,18 @@ constexpr int split_of(int v) { return kDecodeSplits[v % kDecodeSplitCount]; }
 
 char g_names[kVariants][32]; // "decode_split512_hd256"
 
+// Shared memory of the design the call's cache dtype takes (shape.dtype).
+size_t decode_smem_bytes(int hd, int32_t cache_dtype) {
+  const bool mma = cache_dtype == NINFER_DTYPE_F16 ? decode_on_tensor_cores<__half>(hd)
+                   : cache_dtype == NINFER_DTYPE_BF16 ? decode_on_tensor_cores<__nv_bfloat16>(hd)
+                                                      : false;
+  return mma ? std::max(smem_bytes(hd, kRows), decode_mma_smem_bytes(hd)) : smem_bytes(hd, kRows);
+}
+
 template <int V>
 size_t dyn_smem(const ninfer_shape* s) {
   const int hd = kernel_of(V).hd;
-  if (!decode_by_keys(hd)) return smem_bytes(hd, kRows);
+  if (!decode_by_keys(hd)) return decode_smem_bytes(hd, s->dtype);
   return s->dims[2] > 0 ? decode_keys_smem_bytes(hd, s->dims[1] / s->dims[2]) : 0;
 }
 
@@ -132,6 +176,8 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
   else if (group > kDecodeMaxGroup) problem = "more query heads per kv head than the decode kernel has rows";
   else if (decode_by_keys(kernel_of(V).hd) && l->dynamic_smem_bytes < decode_keys_smem_bytes(kernel_of(V).hd, group))
     problem = "planned with less shared memory than the call's group needs";
+  else if (!decode_by_keys(kernel_of(V).hd) && l->dynamic_smem_bytes < decode_smem_bytes(kernel_of(V).hd, a.cache.dtype))
+    problem = "planned with less shared memory than the call's cache dtype needs";
   else if (chunks > 1 && tokens * a.cache.kv_heads > kDecodeMaxPartials)
     problem = "more (token, kv head) pairs with split keys than the kernel has merge tickets";
   else if (chunks > 1 && (!l->workspace || l->workspace_bytes < need)) problem = "workspace too small for the partials";
@@ -145,7 +191,9 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
   // so it starts early behind the previous kernel (programmatic dependent launch) like every other
   // decode kernel. The variants stay "cooperative" for the planner only: it sizes the split so all
   // CTAs are resident in one wave, which is still what makes the chunks run side by side.
-  return launch_kernel(kernel_of(V).kernels[kv_dtype_index(a.cache.dtype)], dim3(l->grid_x, l->grid_y),
+  const int d = kv_dtype_index(a.cache.dtype);
+  const Kernel mma = kernel_of(V).mma[d];
+  return launch_kernel(mma && vector_rows(a.cache) ? mma : kernel_of(V).kernels[d], dim3(l->grid_x, l->grid_y),
                        kDecodeThreads, a, *l, false, stream, name, err, err_len);
 }
 
@@ -206,6 +254,17 @@ int32_t register_attention_decode(const ninfer_registrar* r, char* err, size_t e
       if (!planned[c] || res->registers > planned[c]->registers) {
         planned[c] = res;
         g_planned[c] = d;
+      }
+    }
+  // The tensor-core kernels run under the same plans: they may need no more registers per thread.
+  for (int c = 0; c < kHeadDimClassCount; ++c)
+    for (int d = 0; d < kKvDtypeCount; ++d) {
+      if (!kKernels[c].mma[d]) continue;
+      const BuildResource* res = find_build_resource(kKernels[c].mma_symbols[d]);
+      if (!res || res->registers > planned[c]->registers) {
+        std::snprintf(err, err_len, "attention/decode: kernel %s %s", kKernels[c].mma_symbols[d],
+                      res ? "needs more registers than the class's plans allow" : "missing from the build resource table");
+        return NINFER_ERR_UNSUPPORTED;
       }
     }
   for (int i = 0; i < kVariants; ++i) {

@@ -1,0 +1,178 @@
+// The split-KV decode on tensor cores (attention_decode.cu; the hd128 class with a float16 or
+// bfloat16 cache whose rows are 16-byte vectors): a CTA's GQA group is the 16 rows of one
+// m16n8k16 A fragment (rows past the group are zero and masked), and each of its 8 warps walks
+// its own 16-key tiles of the chunk (tiles warp, warp + 8, ...) with the prefill's per-warp step
+// (attend_tile_mma). A warp copies its tile into its own shared memory with cp.async, so it needs
+// no barrier with the other warps and holds no staging registers. The warps' states meet once,
+// in shared memory. 16-key tiles keep the CTA at 74 KB of shared memory: two CTAs per SM on the
+// H200, and one on the 99 KB cards (sm_89, sm_120a); a Qwen3-8B layer at 4,096 keys is then one
+// round of tiles, every warp's loads in flight at once.
+//
+// Why: the row-owning kernel (attention_decode_rows.cuh) spent ~1,000 instructions per 32-key
+// tile and row, one warp per scheduler, and ncu put its time in instruction latency: at 4,096
+// keys it took 26.5 us per Qwen3-8B layer where the layer's 16.8 MB of cache streams in 4 us, and
+// neither twice the CTAs nor half the tiles per CTA moved it (docs/performance.md, "Eleventh
+// session"). On tensor cores 16 keys x 16 rows are ~100 instructions.
+//
+// Precision is the tensor-core prefill's: q is rounded to the cache's format (K and V are used
+// as stored), P is rounded before P V, and the sums add the rounded weights; products accumulate
+// and the softmax runs in float32 (docs/cuda-attention.md, "Precision").
+#pragma once
+
+#include "attention_decode_merge.cuh"
+#include "attention_mma_tile.cuh"
+
+namespace ninfer::cuda_plugin::attention {
+
+constexpr int kDecodeMmaKeys = 16; // keys per warp tile
+
+// Whether the tensor-core decode serves this head-dim class and cache element type (the vector
+// rows are a run-time condition: kv_rows().vec).
+template <class E>
+NINFER_HD_FN constexpr bool decode_on_tensor_cores(int hd_class) {
+  return hd_class == 128 && sizeof(E) == 2;
+}
+
+// The tensor cores' input format for a 16-bit cache: the cache's own, so K and V are copied as
+// they are.
+template <class E>
+struct DecodeMmaInputs {
+  using type = mma::F16Inputs;
+};
+template <>
+struct DecodeMmaInputs<__nv_bfloat16> {
+  using type = mma::Bf16Inputs;
+};
+
+// Copies keys [key0, key0 + nkeys) of K and V into the warp's tiles (pitch P elements) with
+// cp.async, zero-filling rows past nkeys and dims past head_dim, and waits for them. The whole
+// warp calls it; afterwards every lane may read every row.
+template <class E, int HD>
+__device__ void warp_copy_tile(E* ks, E* vs, const KvRows<E>& kv, int key0, int nkeys, int lane) {
+  constexpr int P = mma_pitch(HD), kVec = 8, kPerRow = HD / kVec;
+  constexpr int kIters = kDecodeMmaKeys * kPerRow / 32;
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int i = lane + 32 * it, j = i / kPerRow, d = (i % kPerRow) * kVec;
+    const bool in = j < nkeys && d < kv.head_dim;
+    const int64_t off = in ? static_cast<int64_t>(key0 + j) * kv.pos_stride + d : 0;
+    const uint32_t bytes = in ? 16u : 0u; // 0: the copy writes zeros and reads nothing
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(mma::smem_addr(ks + j * P + d)),
+                 "l"(kv.k + off), "r"(bytes));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(mma::smem_addr(vs + j * P + d)),
+                 "l"(kv.v + off), "r"(bytes));
+  }
+  asm volatile("cp.async.commit_group;\n" ::);
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  __syncwarp();
+}
+
+// Shared memory: the group's q rows (16 x P elements), then per warp a K and a V tile; after the
+// key walk the tiles' space holds the warps' states for the merge (MmaMergeSlot).
+NINFER_HD_FN constexpr size_t decode_mma_smem_bytes(int hd) {
+  return 2 * static_cast<size_t>(16 + 2 * kDecodeWarps * kDecodeMmaKeys) * mma_pitch(hd);
+}
+
+// One warp's state of one row for the merge: running max (log2 domain), total weight, output.
+template <int HD>
+struct MmaMergeSlot {
+  float m, l, pad[2], o[HD];
+};
+
+template <class E, int HD>
+__device__ void decode_split_mma(const ninfer_attention_args& a, int64_t tb, int64_t te, float* ws) {
+  using In = typename DecodeMmaInputs<E>::type;
+  constexpr int P = mma_pitch(HD);
+  static_assert(sizeof(MmaMergeSlot<HD>) * kDecodeWarps * 16 <= sizeof(E) * 2 * kDecodeWarps * kDecodeMmaKeys * P,
+                "the merge slots must fit in the K/V tiles' space");
+  extern __shared__ __align__(16) unsigned char smem[];
+  E* const qs = reinterpret_cast<E*>(smem);
+  E* const tiles = qs + 16 * P;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  E* const ks = tiles + warp * 2 * kDecodeMmaKeys * P;
+  E* const vs = ks + kDecodeMmaKeys * P;
+  auto* const slots = reinterpret_cast<MmaMergeSlot<HD>*>(tiles); // [warp][row], after the walk
+  const LaneAddrs ad = lane_addrs<HD>(qs, ks, vs, lane);
+  const ninfer_kv_cache& cache = a.cache;
+  const int kvh = cache.kv_heads, group = a.heads / kvh, hd = cache.head_dim;
+  const CtaWork w = cta_work(a, tb, te);
+  const float qscale = a.scale * kLog2e;
+  // Rows g and g + 8 of the A fragment are group rows when below the group size; the others are
+  // masked everywhere (last -1). Keys past the chunk are zero rows, masked by the chunk's end.
+  int last[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) last[i] = g + 8 * i < group ? w.k1 - 1 : -1;
+
+  for (int kh = w.g0; kh < kvh; kh += w.gstep) {
+    __syncthreads(); // every warp is done with the previous kv head's q rows and merge slots
+    for (int i = threadIdx.x; i < 16 * HD; i += kDecodeThreads) {
+      const int r = i / HD, d = i % HD;
+      const float* src = a.q + w.t * a.q_token_stride + static_cast<int64_t>(kh * group + r) * a.q_head_stride;
+      qs[r * P + d] = In::from(r < group && d < hd ? __ldg(src + d) * qscale : 0.f);
+    }
+    __syncthreads();
+    MmaRows<HD> st;
+    st.reset();
+    const KvRows<E> kv = kv_rows<E>(cache, w.ok ? w.slot : 0, kh);
+    for (int key0 = w.k0 + warp * kDecodeMmaKeys; key0 < w.k1; key0 += kDecodeWarps * kDecodeMmaKeys) {
+      const int nkeys = min(w.k1 - key0, kDecodeMmaKeys);
+      warp_copy_tile<E, HD>(ks, vs, kv, key0, nkeys, lane);
+      attend_tile_mma<In, HD, kDecodeMmaKeys>(st, ad, key0, last, nkeys < kDecodeMmaKeys, lane);
+      __syncwarp(); // every lane is done with the tile before the next copy overwrites it
+    }
+    __syncthreads(); // the tiles' space becomes the merge slots
+
+    // Each warp's rows: the row's 4 lanes hold its max (equal) and shares of its sum.
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = g + 8 * i;
+      float l = st.l[i];
+      l += __shfl_xor_sync(kFullMask, l, 1);
+      l += __shfl_xor_sync(kFullMask, l, 2);
+      if (r >= group) continue;
+      MmaMergeSlot<HD>& s = slots[warp * 16 + r];
+      if (c == 0) s.m = st.m[i], s.l = l;
+#pragma unroll
+      for (int n = 0; n < HD / 8; ++n)
+        *reinterpret_cast<float2*>(s.o + n * 8 + 2 * c) = make_float2(st.o[n][2 * i], st.o[n][2 * i + 1]);
+    }
+    __syncthreads();
+
+    // The merge: element (r, d) of the group's rows per thread. A warp that saw no key has
+    // m = -inf and weight 0; a row no warp saw (a token outside the cache) gets total 0.
+    const int chunks = w.chunks;
+    for (int i = threadIdx.x; i < group * HD; i += kDecodeThreads) {
+      const int r = i / HD, d = i % HD;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int v = 0; v < kDecodeWarps; ++v) mx = fmaxf(mx, slots[v * 16 + r].m);
+      float total = 0.f, o = 0.f;
+      if (mx != -INFINITY) {
+#pragma unroll
+        for (int v = 0; v < kDecodeWarps; ++v) {
+          const MmaMergeSlot<HD>& s = slots[v * 16 + r];
+          const float wv = exp2f(s.m - mx);
+          total += wv * s.l;
+          o += wv * s.o[d];
+        }
+      }
+      if (d >= hd) continue;
+      const int h = kh * group + r;
+      if (chunks == 1) {
+        a.out[w.t * a.out_token_stride + static_cast<int64_t>(h) * hd + d] =
+            total > 0.f ? o / total : __int_as_float(0x7fc00000);
+        continue;
+      }
+      // The chunk's partial, in the natural-log domain merge_row works in.
+      float* p = partial_at(ws, w.tt, kh, w.chunk, r, kvh, chunks, group, hd);
+      if (d == 0) {
+        p[0] = mx * (1.f / kLog2e);
+        p[1] = total;
+      }
+      p[2 + d] = o;
+    }
+    if (chunks > 1) merge_if_last_chunk<HD>(a, ws, tb, w.tt, kh, chunks);
+  }
+}
+
+} // namespace ninfer::cuda_plugin::attention
