@@ -44,11 +44,11 @@ struct DecodeMmaInputs<__nv_bfloat16> {
   using type = mma::Bf16Inputs;
 };
 
-// Copies keys [key0, key0 + nkeys) of K and V into the warp's tiles (pitch P elements) with
-// cp.async, zero-filling rows past nkeys and dims past head_dim, and waits for them. The whole
-// warp calls it; afterwards every lane may read every row.
+// Starts copying keys [key0, key0 + nkeys) of K and V into the warp's tiles (pitch P elements)
+// with cp.async, zero-filling rows past nkeys and dims past head_dim. The whole warp calls it;
+// warp_tile_wait() ends it.
 template <class E, int HD>
-__device__ void warp_copy_tile(E* ks, E* vs, const KvRows<E>& kv, int key0, int nkeys, int lane) {
+__device__ void warp_tile_copy(E* ks, E* vs, const KvRows<E>& kv, int key0, int nkeys, int lane) {
   constexpr int P = mma_pitch(HD), kVec = 8, kPerRow = HD / kVec;
   constexpr int kIters = kDecodeMmaKeys * kPerRow / 32;
 #pragma unroll
@@ -63,6 +63,10 @@ __device__ void warp_copy_tile(E* ks, E* vs, const KvRows<E>& kv, int key0, int 
                  "l"(kv.v + off), "r"(bytes));
   }
   asm volatile("cp.async.commit_group;\n" ::);
+}
+
+// Waits for the warp's copy; afterwards every lane may read every row of the tiles.
+__device__ __forceinline__ void warp_tile_wait() {
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
   __syncwarp();
 }
@@ -104,7 +108,12 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, int64_t tb, int
   for (int i = 0; i < 2; ++i) last[i] = g + 8 * i < group ? w.k1 - 1 : -1;
 
   for (int kh = w.g0; kh < kvh; kh += w.gstep) {
+    const KvRows<E> kv = kv_rows<E>(cache, w.ok ? w.slot : 0, kh);
+    constexpr int kStride = kDecodeWarps * kDecodeMmaKeys; // keys between a warp's tiles
+    int key0 = w.k0 + warp * kDecodeMmaKeys;
     __syncthreads(); // every warp is done with the previous kv head's q rows and merge slots
+    // The first tile's copy goes out before the q rows are read: both latencies overlap.
+    if (key0 < w.k1) warp_tile_copy<E, HD>(ks, vs, kv, key0, min(w.k1 - key0, kDecodeMmaKeys), lane);
     for (int i = threadIdx.x; i < 16 * HD; i += kDecodeThreads) {
       const int r = i / HD, d = i % HD;
       const float* src = a.q + w.t * a.q_token_stride + static_cast<int64_t>(kh * group + r) * a.q_head_stride;
@@ -113,12 +122,13 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, int64_t tb, int
     __syncthreads();
     MmaRows<HD> st;
     st.reset();
-    const KvRows<E> kv = kv_rows<E>(cache, w.ok ? w.slot : 0, kh);
-    for (int key0 = w.k0 + warp * kDecodeMmaKeys; key0 < w.k1; key0 += kDecodeWarps * kDecodeMmaKeys) {
+    for (; key0 < w.k1; key0 += kStride) {
       const int nkeys = min(w.k1 - key0, kDecodeMmaKeys);
-      warp_copy_tile<E, HD>(ks, vs, kv, key0, nkeys, lane);
+      warp_tile_wait();
       attend_tile_mma<In, HD, kDecodeMmaKeys>(st, ad, key0, last, nkeys < kDecodeMmaKeys, lane);
       __syncwarp(); // every lane is done with the tile before the next copy overwrites it
+      if (key0 + kStride < w.k1)
+        warp_tile_copy<E, HD>(ks, vs, kv, key0 + kStride, min(w.k1 - key0 - kStride, kDecodeMmaKeys), lane);
     }
     __syncthreads(); // the tiles' space becomes the merge slots
 
