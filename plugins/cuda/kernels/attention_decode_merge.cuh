@@ -15,11 +15,14 @@ __device__ inline F* partial_at(F* ws, int64_t tt, int g, int chunk, int r, int 
   return ws + (((tt * kv_heads + g) * chunks + chunk) * group + r) * partial_floats(head_dim);
 }
 
-// Merges the chunks' partials of one (token, head) row into its output row: one warp. Lanes take
-// chunks for the maxima and weights (one L2 round trip for up to 32 chunks, not one per chunk);
-// then every lane adds its output dims over the chunks, the chunk's weight broadcast from the
-// lane that computed it, loads unrolled so several chunks' rows are in flight at once. An empty
-// chunk (past the token's position) has weight 0 and a zero row, so it needs no branch.
+// Merges the chunks' partials of one (token, head) row into its output row: one warp. It runs in
+// the launch's tail (the last chunk's CTA, after all others), so its L2 round trips are counted
+// in the step: lanes take chunks, and the first pass reads each chunk's max and weight together
+// and keeps the first 32 for the second (one round trip for up to 32 chunks, not two); then
+// every lane adds its output dims over the chunks, the chunk's weight broadcast from the lane
+// that computed it, loads unrolled so 32 floats per lane are in flight at once (8 chunks' rows at
+// hd128: a 16-chunk merge is two round trips, not four; 4 at hd256, where more spilled). An empty chunk (past the token's position) has weight 0 and a
+// zero row, so it needs no branch.
 template <int HD>
 __device__ void merge_row(const ninfer_attention_args& a, const float* ws, int64_t tb, int64_t tt, int h, int chunks,
                           int lane) {
@@ -28,21 +31,26 @@ __device__ void merge_row(const ninfer_attention_args& a, const float* ws, int64
   const int64_t chunk_stride = static_cast<int64_t>(group) * partial_floats(hd);
   const float* p0 = partial_at(ws, tt, g, 0, r, c.kv_heads, chunks, group, hd);
   // Partials were written by other CTAs: read them through L2 (__ldcg), never a stale L1 line.
-  float m = -INFINITY;
-  for (int ch = lane; ch < chunks; ch += 32)
-    if (__ldcg(p0 + ch * chunk_stride + 1) > 0.f) m = fmaxf(m, __ldcg(p0 + ch * chunk_stride));
+  float m = -INFINITY, first_m = -INFINITY, first_l = 0.f; // first_*: chunk `lane`'s
+  for (int ch = lane; ch < chunks; ch += 32) {
+    const float mc = __ldcg(p0 + ch * chunk_stride), l = __ldcg(p0 + ch * chunk_stride + 1);
+    if (ch == lane) first_m = mc, first_l = l;
+    if (l > 0.f) m = fmaxf(m, mc);
+  }
   m = warp_max(m);
-  constexpr int DPL = HD / 32;
+  constexpr int DPL = HD / 32, kInFlight = 32 / DPL; // chunk rows per batch of loads: 32 floats per lane
   float total = 0.f, acc[DPL];
 #pragma unroll
   for (int k = 0; k < DPL; ++k) acc[k] = 0.f;
   for (int base = 0; base < chunks; base += 32) {
     const float* mine = p0 + (base + lane) * chunk_stride;
-    const float l = base + lane < chunks ? __ldcg(mine + 1) : 0.f;
-    const float w = l > 0.f ? expf(__ldcg(mine) - m) : 0.f;
+    const bool in = base + lane < chunks;
+    const float l = base == 0 ? first_l : in ? __ldcg(mine + 1) : 0.f;
+    const float mc = base == 0 ? first_m : in ? __ldcg(mine) : -INFINITY;
+    const float w = l > 0.f ? expf(mc - m) : 0.f;
     total += w * l;
     const int n = min(32, chunks - base);
-#pragma unroll 4
+#pragma unroll kInFlight
     for (int j = 0; j < n; ++j) {
       const float wj = __shfl_sync(kFullMask, w, j);
       const float* p = p0 + (base + j) * chunk_stride + 2;
