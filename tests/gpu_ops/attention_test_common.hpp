@@ -72,7 +72,8 @@ inline const RowTolerance* tensor_core_decode(const std::string& variant, int32_
   const bool hd128_decode = variant.rfind("decode_", 0) == 0 && variant.size() > cls.size() &&
                             variant.compare(variant.size() - cls.size(), cls.size(), cls) == 0;
   if (!hd128_decode) return nullptr;
-  return cache_dtype == NINFER_DTYPE_F16 ? &kF16AttentionRows : cache_dtype == NINFER_DTYPE_BF16 ? &kBf16AttentionRows : nullptr;
+  if (cache_dtype == NINFER_DTYPE_F16) return &kF16AttentionRows;
+  return cache_dtype == NINFER_DTYPE_BF16 ? &kBf16AttentionRows : nullptr;
 }
 inline bool f16_variant(const std::string& name) { return name.rfind("prefill_mma_f16", 0) == 0; }
 inline const RowTolerance& mma_tolerance(const std::string& name) {

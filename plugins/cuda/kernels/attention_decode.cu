@@ -176,7 +176,8 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
   else if (group > kDecodeMaxGroup) problem = "more query heads per kv head than the decode kernel has rows";
   else if (decode_by_keys(kernel_of(V).hd) && l->dynamic_smem_bytes < decode_keys_smem_bytes(kernel_of(V).hd, group))
     problem = "planned with less shared memory than the call's group needs";
-  else if (!decode_by_keys(kernel_of(V).hd) && l->dynamic_smem_bytes < decode_smem_bytes(kernel_of(V).hd, a.cache.dtype))
+  else if (!decode_by_keys(kernel_of(V).hd) &&
+           l->dynamic_smem_bytes < decode_smem_bytes(kernel_of(V).hd, a.cache.dtype))
     problem = "planned with less shared memory than the call's cache dtype needs";
   else if (chunks > 1 && tokens * a.cache.kv_heads > kDecodeMaxPartials)
     problem = "more (token, kv head) pairs with split keys than the kernel has merge tickets";
@@ -263,7 +264,8 @@ int32_t register_attention_decode(const ninfer_registrar* r, char* err, size_t e
       const BuildResource* res = find_build_resource(kKernels[c].mma_symbols[d]);
       if (!res || res->registers > planned[c]->registers) {
         std::snprintf(err, err_len, "attention/decode: kernel %s %s", kKernels[c].mma_symbols[d],
-                      res ? "needs more registers than the class's plans allow" : "missing from the build resource table");
+                      res ? "needs more registers than the class's plans allow"
+                          : "missing from the build resource table");
         return NINFER_ERR_UNSUPPORTED;
       }
     }

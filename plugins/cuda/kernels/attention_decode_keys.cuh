@@ -85,7 +85,8 @@ __device__ void decode_pass(const ninfer_attention_args& a, const DecodeSmem<HD,
     const float total = st.total(i);
     if (lane == 0) sl[0] = st.m[i], sl[1] = total; // total 0: the warp had no keys
 #pragma unroll
-    for (int k = 0; k < RowState<HD, R>::kDimsPerLane; ++k) sl[2 + lane * RowState<HD, R>::kDimsPerLane + k] = st.acc[i][k];
+    for (int k = 0; k < RowState<HD, R>::kDimsPerLane; ++k)
+      sl[2 + lane * RowState<HD, R>::kDimsPerLane + k] = st.acc[i][k];
   }
   __syncthreads();
   merge_warps(a, sm, t, tt, g, r0, chunk, chunks, ws);

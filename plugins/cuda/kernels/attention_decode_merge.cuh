@@ -21,8 +21,9 @@ __device__ inline F* partial_at(F* ws, int64_t tt, int g, int chunk, int r, int 
 // and keeps the first 32 for the second (one round trip for up to 32 chunks, not two); then
 // every lane adds its output dims over the chunks, the chunk's weight broadcast from the lane
 // that computed it, loads unrolled so 32 floats per lane are in flight at once (8 chunks' rows at
-// hd128: a 16-chunk merge is two round trips, not four; 4 at hd256, where more spilled). An empty chunk (past the token's position) has weight 0 and a
-// zero row, so it needs no branch.
+// hd128, so the rows of a 16-chunk merge take two round trips, not four; 4 at hd256, where more
+// spilled). An empty chunk (past the token's position) has weight 0 and a zero row, so it needs
+// no branch.
 template <int HD>
 __device__ void merge_row(const ninfer_attention_args& a, const float* ws, int64_t tb, int64_t tt, int h, int chunks,
                           int lane) {

@@ -86,7 +86,8 @@ __device__ void warp_tile(RowState<HD, R>& st, const float* q, const KvRows<E>& 
       uint4 raw[kBatch];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b)
-        raw[b] = has_key && v0 + b < vecs ? __ldg(reinterpret_cast<const uint4*>(krow) + v0 + b) : make_uint4(0, 0, 0, 0);
+        raw[b] = has_key && v0 + b < vecs ? __ldg(reinterpret_cast<const uint4*>(krow) + v0 + b)
+                                          : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         float kf[kVec];
@@ -151,7 +152,8 @@ __device__ void warp_tile(RowState<HD, R>& st, const float* q, const KvRows<E>& 
         raw[b].widen(v);
       } else {
 #pragma unroll
-        for (int k = 0; k < kDims; ++k) v[k] = d0 + k < kv.head_dim ? KvElem<E>::load(vbase + j * kv.pos_stride + k) : 0.f;
+        for (int k = 0; k < kDims; ++k)
+          v[k] = d0 + k < kv.head_dim ? KvElem<E>::load(vbase + j * kv.pos_stride + k) : 0.f;
       }
 #pragma unroll
       for (int i = 0; i < R; ++i) {
