@@ -79,7 +79,7 @@ NINFER_ATTENTION_DECODE(decode_hd256_kvbf16, __nv_bfloat16, 256)
 // The tensor-core design's entry points (decode_on_tensor_cores): the launch takes them when the
 // call's cache rows are 16-byte vectors, the kernels above otherwise. Its own kernel, so neither
 // design's registers constrain the other's (in one kernel with the row-owning walk, the pair
-// spilled 108 bytes at the two-CTA bound of 128 registers; alone, 8).
+// spilled 108 bytes at the two-CTA bound of 128 registers; alone, 16).
 #define NINFER_ATTENTION_DECODE_MMA(NAME, E, HD)                                                             \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, 2)            \
       ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float* ws) {                    \
