@@ -5,8 +5,9 @@
 // (attend_tile_mma). A warp copies its tile into its own shared memory with cp.async, so it needs
 // no barrier with the other warps and holds no staging registers. The warps' states meet once,
 // in shared memory. 16-key tiles keep the CTA at 74 KB of shared memory: two CTAs per SM on the
-// H200, and one on the 99 KB cards (sm_89, sm_120a); a Qwen3-8B layer at 4,096 keys is then one
-// round of tiles, every warp's loads in flight at once.
+// H200, and one on the 100 KB cards (sm_89, sm_120a). A Qwen3-8B layer at 4,096 keys runs 128
+// CTAs of 256-key chunks: two tiles per warp, the first copied while the q rows load. (32-key
+// tiles, one per warp, and 128-key chunks, one tile per warp, both measured slower.)
 //
 // Why: the row-owning kernel (attention_decode_rows.cuh) spent ~1,000 instructions per 32-key
 // tile and row, one warp per scheduler, and ncu put its time in instruction latency: at 4,096
@@ -26,8 +27,8 @@ namespace ninfer::cuda_plugin::attention {
 
 constexpr int kDecodeMmaKeys = 16; // keys per warp tile
 
-// Whether the tensor-core decode serves this head-dim class and cache element type (the vector
-// rows are a run-time condition: kv_rows().vec).
+// Whether the tensor-core decode serves this head-dim class and cache element type (16-byte
+// vector rows are the launch's run-time condition: vector_rows() in attention_decode.cu).
 template <class E>
 NINFER_HD_FN constexpr bool decode_on_tensor_cores(int hd_class) {
   return hd_class == 128 && sizeof(E) == 2;
