@@ -124,10 +124,16 @@ bool vector_rows(const ninfer_kv_cache& c) {
          (c.head_dim * elem) % 16 == 0;
 }
 
-// Per head-dim class: the cache dtype whose kernel needs the most registers. Its resources are
-// the variants' (a plan legal for it is legal for the others: same block, same shared memory),
-// and the live-resource queries read that kernel. Set at registration.
-int g_planned[kHeadDimClassCount];
+// Per head-dim class: the kernel that needs the most registers, among every cache dtype's and
+// the tensor-core ones (on sm_89 the float32-tile kernels need fewer than the tensor-core ones,
+// on sm_90 all take 128). Its resources are the variants' (a plan legal for it is legal for the
+// others: same block, and shared memory is the call's, dyn_smem), and the live-resource queries
+// read that kernel. Set at registration.
+struct PlannedKernel {
+  Kernel kernel;
+  const char* symbol;
+};
+PlannedKernel g_planned[kHeadDimClassCount];
 
 // Variant V: head-dim class V / kDecodeSplitCount, split count V % kDecodeSplitCount.
 constexpr int kVariants = kHeadDimClassCount * kDecodeSplitCount;
@@ -202,16 +208,15 @@ constexpr int class_of(int v) { return v / kDecodeSplitCount; }
 
 template <int V>
 int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
-  const int p = g_planned[class_of(V)];
-  return query_kernel_attributes(reinterpret_cast<const void*>(kernel_of(V).kernels[p]), kernel_of(V).symbols[p],
-                                 kDecodeThreads, out, err, err_len);
+  const PlannedKernel& p = g_planned[class_of(V)];
+  return query_kernel_attributes(reinterpret_cast<const void*>(p.kernel), p.symbol, kDecodeThreads, out, err,
+                                 err_len);
 }
 
 template <int V>
 int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
-  const int p = g_planned[class_of(V)];
-  return query_driver_blocks(reinterpret_cast<const void*>(kernel_of(V).kernels[p]), kDecodeThreads, dyn, blocks,
-                             err, err_len);
+  return query_driver_blocks(reinterpret_cast<const void*>(g_planned[class_of(V)].kernel), kDecodeThreads, dyn,
+                             blocks, err, err_len);
 }
 
 template <int V>
@@ -245,30 +250,20 @@ int32_t register_attention_decode(const ninfer_registrar* r, char* err, size_t e
   fill_all(variants, std::make_integer_sequence<int, kVariants>{});
   const BuildResource* planned[kHeadDimClassCount] = {};
   for (int c = 0; c < kHeadDimClassCount; ++c)
-    for (int d = 0; d < kKvDtypeCount; ++d) {
-      const BuildResource* res = find_build_resource(kKernels[c].symbols[d]);
-      if (!res) {
-        std::snprintf(err, err_len, "attention/decode: kernel %s missing from the build resource table",
-                      kKernels[c].symbols[d]);
-        return NINFER_ERR_UNSUPPORTED;
+    for (int d = 0; d < kKvDtypeCount; ++d)
+      for (const auto& [symbol, kernel] : {std::pair{kKernels[c].symbols[d], kKernels[c].kernels[d]},
+                                           std::pair{kKernels[c].mma_symbols[d], kKernels[c].mma[d]}}) {
+        if (!kernel) continue; // no tensor-core kernel for this class and dtype
+        const BuildResource* res = find_build_resource(symbol);
+        if (!res) {
+          std::snprintf(err, err_len, "attention/decode: kernel %s missing from the build resource table", symbol);
+          return NINFER_ERR_UNSUPPORTED;
+        }
+        if (!planned[c] || res->registers > planned[c]->registers) {
+          planned[c] = res;
+          g_planned[c] = {kernel, symbol};
+        }
       }
-      if (!planned[c] || res->registers > planned[c]->registers) {
-        planned[c] = res;
-        g_planned[c] = d;
-      }
-    }
-  // The tensor-core kernels run under the same plans: they may need no more registers per thread.
-  for (int c = 0; c < kHeadDimClassCount; ++c)
-    for (int d = 0; d < kKvDtypeCount; ++d) {
-      if (!kKernels[c].mma[d]) continue;
-      const BuildResource* res = find_build_resource(kKernels[c].mma_symbols[d]);
-      if (!res || res->registers > planned[c]->registers) {
-        std::snprintf(err, err_len, "attention/decode: kernel %s %s", kKernels[c].mma_symbols[d],
-                      res ? "needs more registers than the class's plans allow"
-                          : "missing from the build resource table");
-        return NINFER_ERR_UNSUPPORTED;
-      }
-    }
   for (int i = 0; i < kVariants; ++i) {
     variants[i].resources = make_resources(*planned[class_of(i)], kDecodeThreads);
     if (int32_t rc = r->add_variant(r->ctx, &variants[i]); rc != NINFER_OK) return rc;
