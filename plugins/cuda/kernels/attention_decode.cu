@@ -16,7 +16,7 @@
 // attention_shapes.hpp.
 //
 // Inside a CTA, three designs, by head-dim class and cache dtype (decode_by_keys in
-// attention_shapes.hpp, decode_on_tensor_cores in attention_decode_mma.cuh):
+// attention_shapes.hpp; the tensor-core kernels in kKernels below):
 //   - warps own rows (attention_decode_rows.cuh): the CTA walks the chunk one shared K/V tile at a
 //     time, each warp one or two of the group's query heads; hd64, and hd128 with a float32
 //     cache or rows that are not 16-byte vectors;
@@ -76,7 +76,7 @@ NINFER_ATTENTION_DECODE(decode_hd64_kvbf16, __nv_bfloat16, 64)
 NINFER_ATTENTION_DECODE(decode_hd128_kvbf16, __nv_bfloat16, 128)
 NINFER_ATTENTION_DECODE(decode_hd256_kvbf16, __nv_bfloat16, 256)
 
-// The tensor-core design's entry points (decode_on_tensor_cores): the launch takes them when the
+// The tensor-core design's entry points (hd128, 16-bit caches): the launch takes them when the
 // call's cache rows are 16-byte vectors, the kernels above otherwise. Its own kernel, so neither
 // design's registers constrain the other's (in one kernel with the row-owning walk, the pair
 // spilled 108 bytes at the two-CTA bound of 128 registers; alone, 16).
@@ -94,7 +94,8 @@ namespace ninfer::cuda_plugin::attention {
 namespace {
 
 // The kernels of one head-dim class, by cache dtype (kv_dtype_index); mma: the tensor-core
-// design's, where decode_on_tensor_cores takes that dtype.
+// design's, null where that class and dtype have none. This table is the one place that says
+// which calls may run on tensor cores.
 struct DecodeKernel {
   int hd;
   const char* symbols[kKvDtypeCount];
@@ -116,14 +117,6 @@ const DecodeKernel kKernels[kHeadDimClassCount] = {
     {256, NINFER_DECODE_KERNELS(256), {}, {}}};
 #undef NINFER_DECODE_KERNELS
 
-// Whether a cache's rows are 16-byte vectors (kv_rows().vec on the device): the tensor-core
-// design copies them with 16-byte cp.async.
-bool vector_rows(const ninfer_kv_cache& c) {
-  const int elem = c.dtype == NINFER_DTYPE_F32 ? 4 : 2;
-  return ((reinterpret_cast<uintptr_t>(c.k) | reinterpret_cast<uintptr_t>(c.v)) & 15u) == 0 &&
-         (c.head_dim * elem) % 16 == 0;
-}
-
 // Per head-dim class: the kernel that needs the most registers, among every cache dtype's and
 // the tensor-core ones (on sm_89 the float32-tile kernels need fewer than the tensor-core ones,
 // on sm_90 all take 128). Its resources are the variants' (a plan legal for it is legal for the
@@ -142,19 +135,20 @@ constexpr int split_of(int v) { return kDecodeSplits[v % kDecodeSplitCount]; }
 
 char g_names[kVariants][32]; // "decode_split512_hd256"
 
-// Shared memory of the design the call's cache dtype takes (shape.dtype).
-size_t decode_smem_bytes(int hd, int32_t cache_dtype) {
-  const bool mma = cache_dtype == NINFER_DTYPE_F16 ? decode_on_tensor_cores<__half>(hd)
-                   : cache_dtype == NINFER_DTYPE_BF16 ? decode_on_tensor_cores<__nv_bfloat16>(hd)
-                                                      : false;
-  return mma ? std::max(smem_bytes(hd, kRows), decode_mma_smem_bytes(hd)) : smem_bytes(hd, kRows);
+// Shared memory a call needs of a class's kernels: the key-owning design's follows the GQA group,
+// the others' the cache dtype (a 16-bit cache may take the tensor-core kernel, chosen at launch).
+// The plan (dyn_smem) and the launch's check both ask this.
+size_t decode_smem_bytes(const DecodeKernel& k, int64_t group, int32_t cache_dtype) {
+  if (decode_by_keys(k.hd)) return decode_keys_smem_bytes(k.hd, group);
+  const int d = kv_dtype_index(cache_dtype);
+  const size_t rows = smem_bytes(k.hd, kRows);
+  return d >= 0 && k.mma[d] ? std::max(rows, decode_mma_smem_bytes(k.hd)) : rows;
 }
 
 template <int V>
 size_t dyn_smem(const ninfer_shape* s) {
-  const int hd = kernel_of(V).hd;
-  if (!decode_by_keys(hd)) return decode_smem_bytes(hd, s->dtype);
-  return s->dims[2] > 0 ? decode_keys_smem_bytes(hd, s->dims[1] / s->dims[2]) : 0;
+  if (decode_by_keys(kernel_of(V).hd) && s->dims[2] <= 0) return 0;
+  return decode_smem_bytes(kernel_of(V), s->dims[2] > 0 ? s->dims[1] / s->dims[2] : 0, s->dtype);
 }
 
 template <int V>
@@ -180,11 +174,8 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
   const char* problem = nullptr;
   if (l->grid_x != tokens || l->grid_y < 1) problem = "grid.x must equal the launch's tokens (one CTA per token)";
   else if (group > kDecodeMaxGroup) problem = "more query heads per kv head than the decode kernel has rows";
-  else if (decode_by_keys(kernel_of(V).hd) && l->dynamic_smem_bytes < decode_keys_smem_bytes(kernel_of(V).hd, group))
-    problem = "planned with less shared memory than the call's group needs";
-  else if (!decode_by_keys(kernel_of(V).hd) &&
-           l->dynamic_smem_bytes < decode_smem_bytes(kernel_of(V).hd, a.cache.dtype))
-    problem = "planned with less shared memory than the call's cache dtype needs";
+  else if (l->dynamic_smem_bytes < decode_smem_bytes(kernel_of(V), group, a.cache.dtype))
+    problem = "planned with less shared memory than the call's group and cache dtype need";
   else if (chunks > 1 && tokens * a.cache.kv_heads > kDecodeMaxPartials)
     problem = "more (token, kv head) pairs with split keys than the kernel has merge tickets";
   else if (chunks > 1 && (!l->workspace || l->workspace_bytes < need)) problem = "workspace too small for the partials";
@@ -200,7 +191,8 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
   // CTAs are resident in one wave, which is still what makes the chunks run side by side.
   const int d = kv_dtype_index(a.cache.dtype);
   const Kernel mma = kernel_of(V).mma[d];
-  return launch_kernel(mma && vector_rows(a.cache) ? mma : kernel_of(V).kernels[d], dim3(l->grid_x, l->grid_y),
+  const bool vec = kv_vector_rows(a.cache, a.cache.dtype == NINFER_DTYPE_F32 ? 4 : 2);
+  return launch_kernel(mma && vec ? mma : kernel_of(V).kernels[d], dim3(l->grid_x, l->grid_y),
                        kDecodeThreads, a, *l, false, stream, name, err, err_len);
 }
 

@@ -27,13 +27,6 @@ namespace ninfer::cuda_plugin::attention {
 
 constexpr int kDecodeMmaKeys = 16; // keys per warp tile
 
-// Whether the tensor-core decode serves this head-dim class and cache element type (16-byte
-// vector rows are the launch's run-time condition: vector_rows() in attention_decode.cu).
-template <class E>
-NINFER_HD_FN constexpr bool decode_on_tensor_cores(int hd_class) {
-  return hd_class == 128 && sizeof(E) == 2;
-}
-
 // The tensor cores' input format for a 16-bit cache: the cache's own, so K and V are copied as
 // they are.
 template <class E>
@@ -137,9 +130,7 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, int64_t tb, int
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int r = g + 8 * i;
-      float l = st.l[i];
-      l += __shfl_xor_sync(kFullMask, l, 1);
-      l += __shfl_xor_sync(kFullMask, l, 2);
+      const float l = st.total(i);
       if (r >= group) continue;
       MmaMergeSlot<HD>& s = slots[warp * 16 + r];
       if (c == 0) s.m = st.m[i], s.l = l;

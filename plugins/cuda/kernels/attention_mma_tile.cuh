@@ -36,6 +36,13 @@ struct MmaRows {
     m[0] = m[1] = -INFINITY;
     l[0] = l[1] = 0.f;
   }
+  // Row g + 8 i's total weight: the sum of its 4 lanes' shares (all 4 get it; the whole warp
+  // calls it).
+  __device__ float total(int i) const {
+    float t = l[i];
+    t += __shfl_xor_sync(kFullMask, t, 1);
+    return t + __shfl_xor_sync(kFullMask, t, 2);
+  }
 };
 
 // This lane's ldmatrix row addresses in the q tile (the warp's rows), K tile and V tile; the

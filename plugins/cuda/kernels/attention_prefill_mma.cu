@@ -181,9 +181,7 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
       // (only a token whose slot or position lies outside the cache).
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        float l = st.l[i];
-        l += __shfl_xor_sync(kFullMask, l, 1);
-        l += __shfl_xor_sync(kFullMask, l, 2);
+        const float l = st.total(i);
         if (!active[i]) continue;
         const float inv = l > 0.f ? 1.f / l : __int_as_float(0x7fc00000);
         float* dst = a.out + (t0 + warp * 16 + g + 8 * i) * a.out_token_stride + static_cast<int64_t>(h) * hd;

@@ -105,13 +105,21 @@ struct KvRows {
   bool vec; // head_dim a multiple of the 16-byte vector and 16-byte aligned rows: vector loads
 };
 
+// Whether a cache's rows are whole 16-byte vectors (head_dim a multiple of the 16 / elem_bytes
+// elements of one, K and V 16-byte aligned; every head's row then is too): the vector loads.
+// Host and device: the decode's launch picks the tensor-core kernel, which copies 16-byte
+// vectors, by it.
+__host__ __device__ inline bool kv_vector_rows(const ninfer_kv_cache& c, int elem_bytes) {
+  return ((reinterpret_cast<uintptr_t>(c.k) | reinterpret_cast<uintptr_t>(c.v)) & 15u) == 0 &&
+         c.head_dim % (16 / elem_bytes) == 0;
+}
+
 template <class E>
 __device__ inline KvRows<E> kv_rows(const ninfer_kv_cache& c, int slot, int kv_head) {
   const int64_t pos_stride = static_cast<int64_t>(c.kv_heads) * c.head_dim;
   const int64_t base = static_cast<int64_t>(slot) * c.capacity * pos_stride + static_cast<int64_t>(kv_head) * c.head_dim;
-  const bool aligned = ((reinterpret_cast<uintptr_t>(c.k) | reinterpret_cast<uintptr_t>(c.v)) & 15u) == 0;
   return {static_cast<const E*>(c.k) + base, static_cast<const E*>(c.v) + base, pos_stride, c.head_dim,
-          aligned && c.head_dim % KvElem<E>::kVec == 0};
+          kv_vector_rows(c, sizeof(E))};
 }
 
 // Vector i of a K/V tile as the CTA's thread share it out: key j, first dim d.
