@@ -13,6 +13,7 @@
 #include "ninfer/abi/ops/gated_rms_norm.h"
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/abi/ops/head_norm_rope.h"
+#include "ninfer/abi/ops/head_norm_rope_append.h"
 #include "ninfer/abi/ops/l2_norm.h"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/ops/norm_linear.h"
@@ -108,14 +109,23 @@ void rope(Backend& be, const Step& s, Rows x, int64_t head_stride, int32_t heads
   be.run(NINFER_OP_ROPE, shape(s.tokens, head_dim, heads, rotary_dim), &a);
 }
 
+namespace {
+ninfer_head_norm_rope_args head_norm_rope_args(const Step& s, HeadRows q, const Vector& q_w, HeadRows k,
+                                               const Vector& k_w, NormScale scale, float eps, int32_t rotary_dim,
+                                               double theta) {
+  const int32_t head_dim = i32(q_w.size), offset = scale == NormScale::OnePlusW ? 1 : 0;
+  return {q.rows.p,   q.rows.stride, q.head_stride,     k.rows.p, k.rows.stride, k.head_stride,
+          q_w.data(), k_w.data(),    s.batch.token_pos, s.tokens, q.heads,       k.heads,
+          head_dim,   rotary_dim,    eps,               offset,   theta};
+}
+} // namespace
+
 void head_norm_rope(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
                     NormScale scale, float eps, int32_t rotary_dim, double theta) {
-  const int32_t head_dim = i32(q_w.size), offset = scale == NormScale::OnePlusW ? 1 : 0;
+  const int32_t head_dim = i32(q_w.size);
   const ninfer_shape sh = shape(s.tokens, head_dim, q.heads, k.heads, rotary_dim);
   if (be.has_variant(NINFER_OP_HEAD_NORM_ROPE, sh)) {
-    ninfer_head_norm_rope_args a{q.rows.p,   q.rows.stride, q.head_stride,     k.rows.p, k.rows.stride, k.head_stride,
-                                 q_w.data(), k_w.data(),    s.batch.token_pos, s.tokens, q.heads,       k.heads,
-                                 head_dim,   rotary_dim,    eps,               offset,   theta};
+    const ninfer_head_norm_rope_args a = head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta);
     be.run(NINFER_OP_HEAD_NORM_ROPE, sh, &a);
     return;
   }
@@ -129,6 +139,20 @@ void head_norm_rope(Backend& be, const Step& s, HeadRows q, const Vector& q_w, H
     rope(be, s, q.rows, q.head_stride, q.heads, head_dim, rotary_dim, theta);
     rope(be, s, k.rows, k.head_stride, k.heads, head_dim, rotary_dim, theta);
   }
+}
+
+void head_norm_rope_append(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
+                           Rows v, const ninfer_kv_cache& cache, NormScale scale, float eps, int32_t rotary_dim,
+                           double theta) {
+  const ninfer_shape sh = shape(s.tokens, q_w.size, q.heads, k.heads, rotary_dim, cache.dtype);
+  if (be.has_variant(NINFER_OP_HEAD_NORM_ROPE_APPEND, sh)) {
+    const ninfer_head_norm_rope_append_args a{head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta),
+                                              {k.rows.p, k.rows.stride, v.p, v.stride, cache, s.batch, s.tokens}};
+    be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND, sh, &a);
+    return;
+  }
+  head_norm_rope(be, s, q, q_w, k, k_w, scale, eps, rotary_dim, theta);
+  kv_append(be, s, k.rows, v, cache);
 }
 
 void kv_append(Backend& be, const Step& s, Rows k, Rows v, const ninfer_kv_cache& cache) {

@@ -74,6 +74,12 @@ void head_norm_rope(Backend& be, const Step& s, HeadRows q, const Vector& q_w, H
                     NormScale scale, float eps, int32_t rotary_dim, double theta);
 
 void kv_append(Backend& be, const Step& s, Rows k, Rows v, const ninfer_kv_cache& cache);
+// head_norm_rope of q and k, then kv_append of those k rows (contiguous heads) and v into the
+// cache. One op (ninfer/abi/ops/head_norm_rope_append.h) when the plugin has a variant for the
+// shape; otherwise the two, which compute the same.
+void head_norm_rope_append(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
+                           Rows v, const ninfer_kv_cache& cache, NormScale scale, float eps, int32_t rotary_dim,
+                           double theta);
 void attention(Backend& be, const Step& s, Rows q, int64_t q_head_stride, int32_t heads,
                const ninfer_kv_cache& cache, Rows out);
 void sigmoid_gate(Backend& be, int64_t tokens, Rows x, Rows gate, int64_t gate_head_stride, int32_t heads,

@@ -13,6 +13,7 @@
 #include "ninfer/abi/ops/gated_rms_norm.h"
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/abi/ops/head_norm_rope.h"
+#include "ninfer/abi/ops/head_norm_rope_append.h"
 #include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/abi/ops/l2_norm.h"
 #include "ninfer/abi/ops/linear.h"
@@ -48,6 +49,8 @@ const std::vector<OpInfo>& op_catalog() {
       {NINFER_OP_ROPE, "rotary embedding, half-split layout, full or partial, in place",
        {"head_dim", "heads", "rotary_dim"}, {256, 24, 64, 0}, NINFER_DTYPE_F32},
       {NINFER_OP_HEAD_NORM_ROPE, "per-head RMSNorm of q and k heads, then rotary embedding of both, in place",
+       {"head_dim", "q_heads", "k_heads", "rotary_dim"}, {256, 24, 4, 64}, NINFER_DTYPE_F32},
+      {NINFER_OP_HEAD_NORM_ROPE_APPEND, "head_norm_rope, then kv_append of the new k and v rows, in one call",
        {"head_dim", "q_heads", "k_heads", "rotary_dim"}, {256, 24, 4, 64}, NINFER_DTYPE_F32},
       {NINFER_OP_KV_APPEND, "write new K/V rows into a slot of the KV cache", {"head_dim", "kv_heads"},
        {256, 4, 0, 0}, NINFER_DTYPE_F32},

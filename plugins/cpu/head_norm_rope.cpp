@@ -16,7 +16,9 @@ int32_t supports(const ninfer_shape* s) {
          rotary % 2 == 0 && rotary <= head_dim;
 }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+} // namespace
+
+int32_t head_norm_rope_launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_head_norm_rope_args*>(args);
   if (a.rotary_dim <= 0 || a.rotary_dim % 2 || a.rotary_dim > a.head_dim)
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "rotary_dim %d must be even and in (0, head_dim=%d]",
@@ -40,10 +42,9 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_
   return NINFER_OK;
 }
 
-} // namespace
-
 int32_t register_head_norm_rope(const ninfer_registrar* r) {
-  static const ninfer_variant v = host_variant(NINFER_OP_HEAD_NORM_ROPE, "reference", kF32Only, supports, launch);
+  static const ninfer_variant v =
+      host_variant(NINFER_OP_HEAD_NORM_ROPE, "reference", kF32Only, supports, head_norm_rope_launch);
   return r->add_variant(r->ctx, &v);
 }
 

@@ -36,7 +36,9 @@ int32_t append(const ninfer_kv_append_args& a, const ninfer_launch* l, char* err
   return NINFER_OK;
 }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+} // namespace
+
+int32_t kv_append_launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_kv_append_args*>(args);
   switch (a.cache.dtype) {
     case NINFER_DTYPE_F32: return append<KvF32>(a, l, err, err_len);
@@ -46,10 +48,9 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_
   return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "cache dtype %d is not F32, F16 or BF16", a.cache.dtype);
 }
 
-} // namespace
-
 int32_t register_kv_append(const ninfer_registrar* r) {
-  static const ninfer_variant v = host_variant(NINFER_OP_KV_APPEND, "reference", kKvCacheDtypes, supports, launch);
+  static const ninfer_variant v =
+      host_variant(NINFER_OP_KV_APPEND, "reference", kKvCacheDtypes, supports, kv_append_launch);
   return r->add_variant(r->ctx, &v);
 }
 

@@ -3,8 +3,10 @@
 #include <string>
 
 #include "ninfer/abi/ops/head_norm_rope.h"
+#include "ninfer/abi/ops/head_norm_rope_append.h"
 #include "ninfer/abi/ops/rms_norm.h"
 #include "ninfer/abi/ops/rope.h"
+#include "ninfer/error.hpp"
 #include "op_test_env.hpp"
 
 using namespace ninfer;
@@ -165,4 +167,49 @@ TEST(HeadNormRopeOp, RejectsRotaryDimsTheContractForbids) {
     EXPECT_FALSE(be.has_variant(NINFER_OP_HEAD_NORM_ROPE, s)) << "rotary_dim " << rotary;
   }
   EXPECT_TRUE(be.has_variant(NINFER_OP_HEAD_NORM_ROPE, {1, {64, 2, 1, 64}, NINFER_DTYPE_F32}));
+}
+
+// head_norm_rope_append on a float32 cache: the q and k rows as the double oracle says, the
+// rotated k rows and the untouched v rows of each token in its cache row (slot 1, positions
+// from 3), and nothing else in the cache. Arguments that break the contract's ties between the
+// two halves (append.k not rope.k) are refused.
+TEST(HeadNormRopeAppendOp, CachesTheOracleKRowsAndTheVRowsOnly) {
+  Backend be = cpu_backend();
+  auto rng = fresh_rng("head_norm_rope_append");
+  const int64_t T = 4;
+  const int32_t slots = 2, capacity = 8, slot = 1, pos0 = 3;
+  const float eps = 1e-6f, sentinel = 7.f;
+  for (const Layout& l : kLayouts) {
+    const Buffer b(l);
+    const auto before = randn(rng, T * b.token_stride, 2.f);
+    const auto wq = randn(rng, l.head_dim, 0.3f), wk = randn(rng, l.head_dim, 0.3f);
+    std::vector<int32_t> pos(T), seq_start{0, static_cast<int32_t>(T)}, seq_slot{slot}, token_seq(T, 0);
+    for (int64_t t = 0; t < T; ++t) pos[t] = pos0 + static_cast<int32_t>(t);
+    const int64_t row = int64_t{l.k_heads} * l.head_dim, cache_elems = int64_t{slots} * capacity * row;
+    std::vector<float> x = before, kc(cache_elems, sentinel), vc(cache_elems, sentinel);
+    ninfer_head_norm_rope_append_args a{args(x, l, b, T, pos, wq, wk, 1, eps), {}};
+    a.append = {x.data() + b.k_offset, b.token_stride, x.data() + b.k_offset + row, b.token_stride,
+                {kc.data(), vc.data(), slots, capacity, l.k_heads, l.head_dim, NINFER_DTYPE_F32},
+                {1, seq_start.data(), seq_slot.data(), pos.data(), token_seq.data()}, T};
+    const ninfer_shape s = shape(l, T);
+    be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND, s, &a);
+
+    const auto want = oracle(before, l, b, T, pos, wq, wk, 1, eps);
+    const Mismatch m = compare(x, want, kFloat32Exact);
+    EXPECT_TRUE(m.ok) << l.describe() << ": " << m.describe();
+    std::vector<double> want_k(cache_elems, sentinel), want_v(cache_elems, sentinel);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < row; ++i) {
+        const int64_t at = (int64_t{slot} * capacity + pos[t]) * row + i;
+        want_k[at] = want[t * b.token_stride + b.k_offset + i];
+        want_v[at] = before[t * b.token_stride + b.k_offset + row + i];
+      }
+    const Mismatch mk = compare(kc, want_k, kFloat32Exact), mv = compare(vc, want_v, {"exact-copy", 0, 0});
+    EXPECT_TRUE(mk.ok) << l.describe() << ", K cache: " << mk.describe();
+    EXPECT_TRUE(mv.ok) << l.describe() << ", V cache: " << mv.describe();
+
+    ninfer_head_norm_rope_append_args untied = a;
+    untied.append.k = x.data() + b.k_offset + row; // the v rows, not the k rows the op rotated
+    EXPECT_THROW(be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND, s, &untied), Error) << l.describe();
+  }
 }

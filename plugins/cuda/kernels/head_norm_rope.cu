@@ -13,6 +13,12 @@
 // each next token's before the CTA's barrier at the end of the current one. The cos/sin table
 // is computed as rope.cu does (rope_sin_cos in pointwise_math.cuh).
 //
+// head_norm_rope_append (contract: ninfer/abi/ops/head_norm_rope_append.h) is the same kernel
+// with kv_heads more warps for the v rows: a k row's warp also writes its rotated values,
+// rounded to the cache dtype, into the token's cache row, and a v row's warp writes its row
+// there as loaded. That is kv_append's work inside this launch: one launch fewer per attention
+// layer of a decode step.
+//
 // Numerics are those of rms_norm's and rope's kernels: inv = rsqrtf(sum / head_dim + eps),
 // y = x * inv * scale in float32, then y1 * cos - y2 * sin with the same float32 cos and sin.
 // Only the order of the float32 sum of squares differs from the two-op path.
@@ -20,6 +26,7 @@
 
 #include "grid_dependency.cuh"
 #include "ninfer/abi/ops/head_norm_rope.h"
+#include "ninfer/abi/ops/head_norm_rope_append.h"
 #include "pointwise_math.cuh"
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
@@ -63,7 +70,21 @@ __device__ __forceinline__ void load_row(RowRegs& r, const float* x, const int32
   }
 }
 
-__device__ void head_norm_rope_rows(const ninfer_head_norm_rope_args& a, int64_t begin, int64_t end) {
+// The first element of token t's cache row for kv head h, or -1 when the token's slot or
+// position lies outside the cache: such a token is skipped, as kv_append does.
+__device__ __forceinline__ int64_t cache_row(const ninfer_kv_append_args& app, int64_t t, int h) {
+  const ninfer_kv_cache& c = app.cache;
+  const int32_t slot = app.batch.seq_slot[app.batch.token_seq[t]];
+  const int32_t pos = app.batch.token_pos[t];
+  if (slot < 0 || slot >= c.slots || pos < 0 || pos >= c.capacity) return -1;
+  return ((static_cast<int64_t>(slot) * c.capacity + pos) * c.kv_heads + h) * c.head_dim;
+}
+
+// kAppend: head_norm_rope_append, whose k rows also go to the cache (elements E) and whose
+// v rows (warps after the k rows) go there unchanged; otherwise head_norm_rope, `app` unused.
+template <class E, bool kAppend>
+__device__ void head_norm_rope_rows(const ninfer_head_norm_rope_args& a, const ninfer_kv_append_args& app,
+                                    int64_t begin, int64_t end) {
   // Dynamic shared memory: inv_freq (double) then cos and sin (float), rotary_dim / 2 each.
   extern __shared__ __align__(16) unsigned char smem[];
   const int half = a.rotary_dim / 2;
@@ -71,40 +92,51 @@ __device__ void head_norm_rope_rows(const ninfer_head_norm_rope_args& a, int64_t
   float* cs = reinterpret_cast<float*>(inv_freq + half);
   float* sn = cs + half;
 
-  // This warp's head row: q rows first, then k rows.
+  // This warp's head row: q rows first, then k rows, then (kAppend) v rows.
   const int lane = threadIdx.x & 31;
   const int row = static_cast<int>(blockIdx.y) * kWarps + static_cast<int>(threadIdx.x >> 5);
-  const bool active = row < a.q_heads + a.k_heads;
+  const bool active = row < a.q_heads + a.k_heads * (kAppend ? 2 : 1);
   const bool is_q = row < a.q_heads;
-  float* const base = is_q ? a.q + static_cast<int64_t>(row) * a.q_head_stride
-                           : a.k + static_cast<int64_t>(row - a.q_heads) * a.k_head_stride;
-  const int64_t token_stride = is_q ? a.q_token_stride : a.k_token_stride;
+  const bool is_v = kAppend && row >= a.q_heads + a.k_heads;
+  const int kv_head = is_q ? 0 : is_v ? row - a.q_heads - a.k_heads : row - a.q_heads;
+  // Rows are read from `in` and, except v rows, rewritten in place (`out`).
+  float* const out = is_q ? a.q + static_cast<int64_t>(row) * a.q_head_stride
+                          : is_v ? nullptr : a.k + static_cast<int64_t>(kv_head) * a.k_head_stride;
+  const float* const in = is_v ? app.v + static_cast<int64_t>(kv_head) * a.head_dim : out;
+  const int64_t token_stride = is_q ? a.q_token_stride : is_v ? app.v_token_stride : a.k_token_stride;
   const float* weight = is_q ? a.q_weight : a.k_weight;
+  const bool to_cache_row = kAppend && active && !is_q;
+  E* const cache = to_cache_row ? static_cast<E*>(is_v ? app.cache.v : app.cache.k) : nullptr;
 
   // The first token's row and the row's scales (kept for every token this CTA visits) are in
   // flight while inv_freq is evaluated: at one token per step that overlap is the kernel's
   // latency budget.
   int64_t t = begin + blockIdx.x;
   RowRegs r;
-  if (t < end) load_row(r, base + t * token_stride, a.positions, t, active, lane, half, a.rotary_dim, a.head_dim);
+  int64_t at = -1;
+  if (t < end) {
+    load_row(r, in + t * token_stride, a.positions, t, active, lane, half, a.rotary_dim, a.head_dim);
+    if (to_cache_row) at = cache_row(app, t, kv_head);
+  }
+  const bool normed = active && !is_v;
   const float offset = a.weight_offset ? 1.f : 0.f;
   float w1[kPairSlots], w2[kPairSlots], wt[kTailSlots];
 #pragma unroll
   for (int u = 0; u < kPairSlots; ++u) {
     const int j = lane + 32 * u;
-    w1[u] = active && j < half ? offset + weight[j] : 0.f;
-    w2[u] = active && j < half ? offset + weight[j + half] : 0.f;
+    w1[u] = normed && j < half ? offset + weight[j] : 0.f;
+    w2[u] = normed && j < half ? offset + weight[j + half] : 0.f;
   }
 #pragma unroll
   for (int u = 0; u < kTailSlots; ++u) {
     const int j = a.rotary_dim + lane + 32 * u;
-    wt[u] = active && j < a.head_dim ? offset + weight[j] : 0.f;
+    wt[u] = normed && j < a.head_dim ? offset + weight[j] : 0.f;
   }
   for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = rope_inv_freq(a.theta, i, a.rotary_dim);
   __syncthreads(); // inv_freq
 
   for (; t < end; t += gridDim.x) {
-    float* x = base + t * token_stride;
+    float* x = out ? out + t * token_stride : nullptr;
     for (int i = threadIdx.x; i < half; i += blockDim.x) rope_sin_cos(r.position, inv_freq[i], &sn[i], &cs[i]);
     float ss = 0.f;
 #pragma unroll
@@ -114,27 +146,55 @@ __device__ void head_norm_rope_rows(const ninfer_head_norm_rope_args& a, int64_t
     const float inv = rsqrtf(warp_sum(ss) / a.head_dim + a.eps);
     __syncthreads(); // the token's cos/sin table is complete
 
-    if (active) {
+    E* const c = at >= 0 ? cache + at : nullptr;
+    if (is_v) {
+      if (c) {
+#pragma unroll
+        for (int u = 0; u < kPairSlots; ++u) {
+          const int j = lane + 32 * u;
+          if (j < half) {
+            to_cache(r.x1[u], c[j]);
+            to_cache(r.x2[u], c[j + half]);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kTailSlots; ++u) {
+          const int j = a.rotary_dim + lane + 32 * u;
+          if (j < a.head_dim) to_cache(r.xt[u], c[j]);
+        }
+      }
+    } else if (active) {
 #pragma unroll
       for (int u = 0; u < kPairSlots; ++u) {
         const int j = lane + 32 * u;
         if (j < half) {
           const float y1 = r.x1[u] * inv * w1[u], y2 = r.x2[u] * inv * w2[u];
-          x[j] = y1 * cs[j] - y2 * sn[j];
-          x[j + half] = y2 * cs[j] + y1 * sn[j];
+          const float o1 = y1 * cs[j] - y2 * sn[j], o2 = y2 * cs[j] + y1 * sn[j];
+          x[j] = o1;
+          x[j + half] = o2;
+          if (kAppend && c) {
+            to_cache(o1, c[j]);
+            to_cache(o2, c[j + half]);
+          }
         }
       }
 #pragma unroll
       for (int u = 0; u < kTailSlots; ++u) {
         const int j = a.rotary_dim + lane + 32 * u;
-        if (j < a.head_dim) x[j] = r.xt[u] * inv * wt[u];
+        if (j < a.head_dim) {
+          const float o = r.xt[u] * inv * wt[u];
+          x[j] = o;
+          if (kAppend && c) to_cache(o, c[j]);
+        }
       }
     }
     // The next token's row (another token's memory: no hazard with the writes above) loads
     // while the CTA waits for every warp to finish with this token's table.
     const int64_t next = t + gridDim.x;
-    if (next < end)
-      load_row(r, base + next * token_stride, a.positions, next, active, lane, half, a.rotary_dim, a.head_dim);
+    if (next < end) {
+      load_row(r, in + next * token_stride, a.positions, next, active, lane, half, a.rotary_dim, a.head_dim);
+      if (to_cache_row) at = cache_row(app, next, kv_head);
+    }
     __syncthreads(); // cs/sn are rewritten for the next token
   }
 }
@@ -145,8 +205,18 @@ __device__ void head_norm_rope_rows(const ninfer_head_norm_rope_args& a, int64_t
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
     ninfer_head_norm_rope_f32(ninfer_head_norm_rope_args a, int64_t b, int64_t e) {
   ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::head_norm_rope_rows(a, b, e);
+  ninfer::cuda_plugin::head_norm_rope_rows<float, false>(a, ninfer_kv_append_args{}, b, e);
 }
+
+#define NINFER_HEAD_NORM_ROPE_APPEND(NAME, E)                                                               \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)                                \
+      ninfer_head_norm_rope_append_##NAME(ninfer_head_norm_rope_append_args a, int64_t b, int64_t e) {       \
+    ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
+    ninfer::cuda_plugin::head_norm_rope_rows<E, true>(a.rope, a.append, b, e);                               \
+  }
+NINFER_HEAD_NORM_ROPE_APPEND(f32, float)
+NINFER_HEAD_NORM_ROPE_APPEND(f16, __half)
+NINFER_HEAD_NORM_ROPE_APPEND(bf16, __nv_bfloat16)
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
@@ -154,6 +224,27 @@ namespace {
 
 size_t table_bytes(int64_t rotary_dim) {
   return static_cast<size_t>(rotary_dim > 0 ? rotary_dim / 2 : 0) * (sizeof(double) + 2 * sizeof(float));
+}
+
+// What both ops ask of a shape and of their head_norm_rope arguments; `rows`: warps per token.
+bool rope_shape_fits(const ninfer_shape* s, int64_t rows) {
+  const int64_t head_dim = s->dims[0], q_heads = s->dims[1], k_heads = s->dims[2], rotary = s->dims[3];
+  return s->tokens > 0 && head_dim > 0 && q_heads >= 0 && k_heads >= 0 && q_heads + k_heads > 0 &&
+         (rows + kWarps - 1) / kWarps <= 65535 && rotary > 0 && rotary % 2 == 0 && rotary <= head_dim &&
+         rotary / 2 <= kMaxHalf && head_dim - rotary <= kMaxTail;
+}
+const char* rope_args_invalid(const ninfer_head_norm_rope_args& a, const ninfer_launch& l) {
+  if (a.rotary_dim <= 0 || a.rotary_dim % 2 || a.rotary_dim > a.head_dim)
+    return "rotary_dim must be even and in (0, head_dim]";
+  if (a.rotary_dim / 2 > kMaxHalf || a.head_dim - a.rotary_dim > kMaxTail)
+    return "head row larger than the kernel's registers (rotary_dim <= 256, head_dim - rotary_dim <= 256)";
+  if (a.q_heads < 0 || a.k_heads < 0 || a.q_heads + a.k_heads == 0) return "no head rows";
+  if (l.dynamic_smem_bytes < table_bytes(a.rotary_dim)) return "rotary_dim is larger than the planned shape's dims[3]";
+  return nullptr;
+}
+// grid.x: the planner's token tiles; grid.y: the CTAs that share one token's head rows.
+dim3 rope_grid(int rows, const ninfer_launch& l) {
+  return dim3(static_cast<unsigned>(l.grid_x), static_cast<unsigned>((rows + kWarps - 1) / kWarps));
 }
 
 struct HeadNormRopeDef : TokenDefDefaults {
@@ -164,34 +255,55 @@ struct HeadNormRopeDef : TokenDefDefaults {
   static KernelPair kernels() {
     return {"ninfer_head_norm_rope_f32", reinterpret_cast<const void*>(ninfer_head_norm_rope_f32)};
   }
-  static int32_t supports(const ninfer_shape* s) {
-    const int64_t head_dim = s->dims[0], q_heads = s->dims[1], k_heads = s->dims[2], rotary = s->dims[3];
-    return s->tokens > 0 && head_dim > 0 && q_heads >= 0 && k_heads >= 0 && q_heads + k_heads > 0 &&
-           (q_heads + k_heads + kWarps - 1) / kWarps <= 65535 && rotary > 0 && rotary % 2 == 0 &&
-           rotary <= head_dim && rotary / 2 <= kMaxHalf && head_dim - rotary <= kMaxTail;
+  static int32_t supports(const ninfer_shape* s) { return rope_shape_fits(s, s->dims[1] + s->dims[2]); }
+  static const char* invalid(const Args& a, const ninfer_launch& l) { return rope_args_invalid(a, l); }
+  static size_t dynamic_smem(const ninfer_shape* s) { return table_bytes(s->dims[3]); }
+  static dim3 grid(const Args& a, const ninfer_launch& l) { return rope_grid(a.q_heads + a.k_heads, l); }
+};
+
+// One variant for every cache dtype, as kv_append's: the pair's f32 / bf16 kernels by the cache
+// dtype, the f16 one through kernel().
+struct HeadNormRopeAppendDef : TokenDefDefaults {
+  using Args = ninfer_head_norm_rope_append_args;
+  static constexpr const char* op = NINFER_OP_HEAD_NORM_ROPE_APPEND;
+  static constexpr const char* name = "warp_per_head";
+  static constexpr int threads = kThreads;
+  static constexpr uint32_t dtype_mask = kF32OrBf16Mask | (1u << NINFER_DTYPE_F16);
+  static KernelPair kernels() {
+    return {"ninfer_head_norm_rope_append_f32", reinterpret_cast<const void*>(ninfer_head_norm_rope_append_f32),
+            "ninfer_head_norm_rope_append_bf16", reinterpret_cast<const void*>(ninfer_head_norm_rope_append_bf16)};
   }
+  static int32_t supports(const ninfer_shape* s) {
+    return s->dims[2] > 0 && rope_shape_fits(s, s->dims[1] + 2 * s->dims[2]);
+  }
+  static int32_t dtype(const Args& a) { return a.append.cache.dtype; }
+  static TokenKernel kernel(const Args& a) {
+    return a.append.cache.dtype == NINFER_DTYPE_F16
+               ? reinterpret_cast<const void*>(ninfer_head_norm_rope_append_f16)
+               : nullptr;
+  }
+  // The contract's ties between the two argument structs, then head_norm_rope's own checks.
   static const char* invalid(const Args& a, const ninfer_launch& l) {
-    if (a.rotary_dim <= 0 || a.rotary_dim % 2 || a.rotary_dim > a.head_dim)
-      return "rotary_dim must be even and in (0, head_dim]";
-    if (a.rotary_dim / 2 > kMaxHalf || a.head_dim - a.rotary_dim > kMaxTail)
-      return "head row larger than the kernel's registers (rotary_dim <= 256, head_dim - rotary_dim <= 256)";
-    if (a.q_heads < 0 || a.k_heads < 0 || a.q_heads + a.k_heads == 0) return "no head rows";
-    if (l.dynamic_smem_bytes < table_bytes(a.rotary_dim))
-      return "rotary_dim is larger than the planned shape's dims[3]";
-    return nullptr;
+    const ninfer_head_norm_rope_args& r = a.rope;
+    const ninfer_kv_append_args& k = a.append;
+    const int32_t d = k.cache.dtype;
+    if (d != NINFER_DTYPE_F32 && d != NINFER_DTYPE_F16 && d != NINFER_DTYPE_BF16)
+      return "the KV cache must be float32, float16 or bfloat16";
+    if (k.k != r.k || k.k_token_stride != r.k_token_stride || r.k_head_stride != r.head_dim)
+      return "append.k must be rope.k, with contiguous head rows";
+    if (k.cache.kv_heads != r.k_heads || k.cache.head_dim != r.head_dim || k.tokens != r.tokens ||
+        k.batch.token_pos != r.positions)
+      return "append's cache heads, head_dim, tokens and positions must be rope's";
+    return rope_args_invalid(r, l);
   }
   static size_t dynamic_smem(const ninfer_shape* s) { return table_bytes(s->dims[3]); }
-  // grid.x: the planner's token tiles; grid.y: the CTAs that share one token's head rows.
-  static dim3 grid(const Args& a, const ninfer_launch& l) {
-    const int rows = a.q_heads + a.k_heads;
-    return dim3(static_cast<unsigned>(l.grid_x), static_cast<unsigned>((rows + kWarps - 1) / kWarps));
-  }
+  static dim3 grid(const Args& a, const ninfer_launch& l) { return rope_grid(a.rope.q_heads + 2 * a.rope.k_heads, l); }
 };
 
 } // namespace
 
 int32_t register_head_norm_rope(const ninfer_registrar* r, char* err, size_t err_len) {
-  return add_token_variants<HeadNormRopeDef>(r, err, err_len);
+  return add_token_variants<HeadNormRopeDef, HeadNormRopeAppendDef>(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

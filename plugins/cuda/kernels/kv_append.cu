@@ -12,6 +12,7 @@
 
 #include "grid_dependency.cuh"
 #include "ninfer/abi/ops/kv_append.h"
+#include "pointwise_math.cuh"
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include "../cuda_variant.hpp"
@@ -23,10 +24,6 @@ namespace ninfer::cuda_plugin {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ void to_cache(float x, float& out) { out = x; }
-__device__ __forceinline__ void to_cache(float x, __half& out) { out = __float2half_rn(x); }
-__device__ __forceinline__ void to_cache(float x, __nv_bfloat16& out) { out = __float2bfloat16_rn(x); }
 
 template <class E>
 __device__ void append_rows(const ninfer_kv_append_args& a, int64_t begin, int64_t end) {

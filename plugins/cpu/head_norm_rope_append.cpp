@@ -1,0 +1,45 @@
+// head_norm_rope_append on the host (contract: ninfer/abi/ops/head_norm_rope_append.h): the
+// launches of head_norm_rope and kv_append one after the other, so the result is bit for bit
+// that of the two ops.
+#include "cpu_ops.hpp"
+#include "host_variant.hpp"
+#include "ninfer/abi/ops/head_norm_rope_append.h"
+
+namespace ninfer::cpu_plugin {
+namespace {
+
+int32_t supports(const ninfer_shape* s) {
+  const int64_t head_dim = s->dims[0], q_heads = s->dims[1], k_heads = s->dims[2], rotary = s->dims[3];
+  return s->tokens > 0 && head_dim > 0 && q_heads >= 0 && k_heads > 0 && rotary > 0 && rotary % 2 == 0 &&
+         rotary <= head_dim;
+}
+
+// The contract's ties between the two argument structs (the k rows kv_append reads are the
+// ones head_norm_rope rewrote, in the cache's layout).
+const char* untied(const ninfer_head_norm_rope_append_args& a) {
+  const ninfer_head_norm_rope_args& r = a.rope;
+  const ninfer_kv_append_args& k = a.append;
+  if (k.k != r.k || k.k_token_stride != r.k_token_stride || r.k_head_stride != r.head_dim)
+    return "append.k must be rope.k, with contiguous head rows";
+  if (k.cache.kv_heads != r.k_heads || k.cache.head_dim != r.head_dim || k.tokens != r.tokens ||
+      k.batch.token_pos != r.positions)
+    return "append's cache heads, head_dim, tokens and positions must be rope's";
+  return nullptr;
+}
+
+int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+  const auto& a = *static_cast<const ninfer_head_norm_rope_append_args*>(args);
+  if (const char* why = untied(a)) return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "%s", why);
+  if (int32_t rc = head_norm_rope_launch(&a.rope, l, stream, err, err_len); rc != NINFER_OK) return rc;
+  return kv_append_launch(&a.append, l, stream, err, err_len);
+}
+
+} // namespace
+
+int32_t register_head_norm_rope_append(const ninfer_registrar* r) {
+  static const ninfer_variant v =
+      host_variant(NINFER_OP_HEAD_NORM_ROPE_APPEND, "reference", kKvCacheDtypes, supports, launch);
+  return r->add_variant(r->ctx, &v);
+}
+
+} // namespace ninfer::cpu_plugin
