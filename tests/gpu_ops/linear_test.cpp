@@ -139,7 +139,8 @@ std::string describe_check(const std::string& variant, int32_t dtype, const Mism
 } // namespace
 
 // K: multiples of 8 (16-byte weight rows) and not (scalar path), shorter than one warp step
-// and longer than a k-tile; N: odd, below one GEMV row block, not a multiple of any tile.
+// and longer than a k-tile, and a long row of whole 16-byte vectors; N: odd, below one GEMV row
+// block, not a multiple of any tile.
 // T: 1..8 are the GEMV tiles, 16/17 and 64 straddle tiled64, 255 and 1000 tiled128.
 TEST(LinearGpu, EveryVariantMatchesCpuAcrossTileEdges) {
   NINFER_REQUIRE_CUDA_BACKEND();
@@ -152,7 +153,8 @@ TEST(LinearGpu, EveryVariantMatchesCpuAcrossTileEdges) {
     int64_t x_pad; // x row stride = K + x_pad
   };
   for (int32_t dtype : {NINFER_DTYPE_F32, NINFER_DTYPE_BF16})
-    for (Shape sh : {Shape{300, 257, 3}, Shape{256, 130, 0}, Shape{7, 3, 1}, Shape{1000, 515, 0}, Shape{129, 1, 2}})
+    for (Shape sh : {Shape{300, 257, 3}, Shape{256, 130, 0}, Shape{7, 3, 1}, Shape{1000, 515, 0}, Shape{129, 1, 2},
+                     Shape{2048, 333, 4}})
       for (int64_t T : {1, 2, 3, 7, 16, 17, 64, 255, 1000}) {
         const int64_t xs = sh.K + sh.x_pad, ys = sh.N + 2;
         const auto x = randn(rng, static_cast<size_t>(T * xs));
