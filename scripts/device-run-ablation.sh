@@ -10,11 +10,11 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 ensure_bundle
 bench="$n/ninfer/bin/ninfer-bench"
-small_dense="rms_norm,silu_mul,head_norm_rope,kv_append,attention,embedding,argmax,sample,rope"
+small_dense="rms_norm,silu_mul,head_norm_rope,head_norm_rope_append,kv_append,attention,embedding,argmax,sample,rope"
 small_gdn="gdn_gating,causal_conv1d,l2_norm,gated_delta_rule,gated_rms_norm,sigmoid_gate,conv_l2_norm,gated_delta_step"
 for p in ${@:-qwen3-8b qwen3_5-27b}; do
   step "$p decode, batch 1, context 0: tok/s with these ops skipped"
-  sets=("" rms_norm silu_mul head_norm_rope,kv_append attention "$small_dense" "$small_dense,$small_gdn" "$small_gdn" linear)
+  sets=("" rms_norm silu_mul head_norm_rope,head_norm_rope_append,kv_append attention "$small_dense" "$small_dense,$small_gdn" "$small_gdn" linear)
   [[ -n "${SKIPS:-}" ]] && read -r -a sets <<< "none ${SKIPS}"
   for skip in "${sets[@]}"; do
     [[ "$skip" == none ]] && skip=""

@@ -117,15 +117,19 @@ std::set<std::string> planned_ops(const json& j) {
 TEST(NinferBench, UnfusedOpsSwitchPlansTheFallbackOps) {
   const std::string args = "--preset qwen3_5-cpu-small --skip-prefill --contexts 8 --batches 1 --decode-steps 2 "
                            "--repeats 1 --warmup 0";
+  const char* const fused_ops[] = {"norm_linear", "head_norm_rope_append", "conv_l2_norm", "gated_delta_step"};
   const std::set<std::string> fused = planned_ops(bench_json(args));
-  for (const char* op : {"norm_linear", "head_norm_rope", "conv_l2_norm", "gated_delta_step"})
-    EXPECT_TRUE(fused.count(op)) << op << " not planned by default";
+  for (const char* op : fused_ops) EXPECT_TRUE(fused.count(op)) << op << " not planned by default";
   EXPECT_FALSE(fused.count("silu_mul")) << "the fused MLP projection needs no silu_mul";
-  const std::set<std::string> unfused =
-      planned_ops(bench_json(args, "NINFER_UNFUSED_OPS=norm_linear,head_norm_rope,conv_l2_norm,gated_delta_step"));
-  for (const char* op : {"norm_linear", "head_norm_rope", "conv_l2_norm", "gated_delta_step"})
-    EXPECT_FALSE(unfused.count(op)) << op << " planned although unfused";
-  for (const char* op : {"silu_mul", "rope", "causal_conv1d", "l2_norm", "gated_delta_rule", "gated_rms_norm"})
+  EXPECT_FALSE(fused.count("head_norm_rope")) << "head_norm_rope_append includes it";
+  // head_norm_rope_append's fallback is head_norm_rope + kv_append; unfusing both reaches the
+  // norm and rope ops themselves.
+  const std::set<std::string> unfused = planned_ops(bench_json(
+      args, "NINFER_UNFUSED_OPS=norm_linear,head_norm_rope_append,head_norm_rope,conv_l2_norm,gated_delta_step"));
+  for (const char* op : fused_ops) EXPECT_FALSE(unfused.count(op)) << op << " planned although unfused";
+  EXPECT_FALSE(unfused.count("head_norm_rope")) << "head_norm_rope planned although unfused";
+  for (const char* op :
+       {"silu_mul", "rope", "kv_append", "causal_conv1d", "l2_norm", "gated_delta_rule", "gated_rms_norm"})
     EXPECT_TRUE(unfused.count(op)) << op << " (a fallback op) not planned";
 }
 
