@@ -14,22 +14,10 @@ int32_t supports(const ninfer_shape* s) {
          rotary <= head_dim;
 }
 
-// The contract's ties between the two argument structs (the k rows kv_append reads are the
-// ones head_norm_rope rewrote, in the cache's layout).
-const char* untied(const ninfer_head_norm_rope_append_args& a) {
-  const ninfer_head_norm_rope_args& r = a.rope;
-  const ninfer_kv_append_args& k = a.append;
-  if (k.k != r.k || k.k_token_stride != r.k_token_stride || r.k_head_stride != r.head_dim)
-    return "append.k must be rope.k, with contiguous head rows";
-  if (k.cache.kv_heads != r.k_heads || k.cache.head_dim != r.head_dim || k.tokens != r.tokens ||
-      k.batch.token_pos != r.positions)
-    return "append's cache heads, head_dim, tokens and positions must be rope's";
-  return nullptr;
-}
-
 int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_head_norm_rope_append_args*>(args);
-  if (const char* why = untied(a)) return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "%s", why);
+  if (const char* why = ninfer_head_norm_rope_append_untied(&a))
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "%s", why);
   if (int32_t rc = head_norm_rope_launch(&a.rope, l, stream, err, err_len); rc != NINFER_OK) return rc;
   return kv_append_launch(&a.append, l, stream, err, err_len);
 }

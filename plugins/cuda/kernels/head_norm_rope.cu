@@ -282,19 +282,14 @@ struct HeadNormRopeAppendDef : TokenDefDefaults {
                ? reinterpret_cast<const void*>(ninfer_head_norm_rope_append_f16)
                : nullptr;
   }
-  // The contract's ties between the two argument structs, then head_norm_rope's own checks.
+  // The cache dtype, the contract's ties between the two argument structs, then
+  // head_norm_rope's own checks.
   static const char* invalid(const Args& a, const ninfer_launch& l) {
-    const ninfer_head_norm_rope_args& r = a.rope;
-    const ninfer_kv_append_args& k = a.append;
-    const int32_t d = k.cache.dtype;
+    const int32_t d = a.append.cache.dtype;
     if (d != NINFER_DTYPE_F32 && d != NINFER_DTYPE_F16 && d != NINFER_DTYPE_BF16)
       return "the KV cache must be float32, float16 or bfloat16";
-    if (k.k != r.k || k.k_token_stride != r.k_token_stride || r.k_head_stride != r.head_dim)
-      return "append.k must be rope.k, with contiguous head rows";
-    if (k.cache.kv_heads != r.k_heads || k.cache.head_dim != r.head_dim || k.tokens != r.tokens ||
-        k.batch.token_pos != r.positions)
-      return "append's cache heads, head_dim, tokens and positions must be rope's";
-    return rope_args_invalid(r, l);
+    if (const char* why = ninfer_head_norm_rope_append_untied(&a)) return why;
+    return rope_args_invalid(a.rope, l);
   }
   static size_t dynamic_smem(const ninfer_shape* s) { return table_bytes(s->dims[3]); }
   static dim3 grid(const Args& a, const ninfer_launch& l) { return rope_grid(a.rope.q_heads + 2 * a.rope.k_heads, l); }

@@ -34,6 +34,21 @@ typedef struct ninfer_head_norm_rope_append_args {
   ninfer_kv_append_args append;
 } ninfer_head_norm_rope_append_args;
 
+/* NULL when the ties above hold, else what breaks them: every plugin checks the same rule on
+ * the host (NVRTC, which compiles device code only, does not see it). */
+#ifndef __CUDACC_RTC__
+static inline const char* ninfer_head_norm_rope_append_untied(const ninfer_head_norm_rope_append_args* a) {
+  const ninfer_head_norm_rope_args* r = &a->rope;
+  const ninfer_kv_append_args* k = &a->append;
+  if (k->k != r->k || k->k_token_stride != r->k_token_stride || r->k_head_stride != r->head_dim)
+    return "append.k must be rope.k, with contiguous head rows";
+  if (k->cache.kv_heads != r->k_heads || k->cache.head_dim != r->head_dim || k->tokens != r->tokens ||
+      k->batch.token_pos != r->positions)
+    return "append's cache heads, head_dim, tokens and positions must be rope's";
+  return 0;
+}
+#endif
+
 #ifdef __cplusplus
 }
 #endif
