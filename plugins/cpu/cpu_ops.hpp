@@ -23,7 +23,8 @@ int32_t register_argmax(const ninfer_registrar* r);
 int32_t register_sample(const ninfer_registrar* r);
 int32_t register_fill_random(const ninfer_registrar* r);
 
-// The launches of head_norm_rope and kv_append, which head_norm_rope_append composes.
+// The shapes and launches of head_norm_rope and kv_append, which head_norm_rope_append composes.
+int32_t head_norm_rope_supports(const ninfer_shape* s);
 int32_t head_norm_rope_launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len);
 int32_t kv_append_launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len);
 

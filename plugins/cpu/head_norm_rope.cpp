@@ -8,15 +8,12 @@
 #include "row_math.hpp"
 
 namespace ninfer::cpu_plugin {
-namespace {
 
-int32_t supports(const ninfer_shape* s) {
+int32_t head_norm_rope_supports(const ninfer_shape* s) {
   const int64_t head_dim = s->dims[0], q_heads = s->dims[1], k_heads = s->dims[2], rotary = s->dims[3];
   return s->tokens > 0 && head_dim > 0 && q_heads >= 0 && k_heads >= 0 && q_heads + k_heads > 0 && rotary > 0 &&
          rotary % 2 == 0 && rotary <= head_dim;
 }
-
-} // namespace
 
 int32_t head_norm_rope_launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_head_norm_rope_args*>(args);
@@ -44,7 +41,7 @@ int32_t head_norm_rope_launch(const void* args, const ninfer_launch* l, void*, c
 
 int32_t register_head_norm_rope(const ninfer_registrar* r) {
   static const ninfer_variant v =
-      host_variant(NINFER_OP_HEAD_NORM_ROPE, "reference", kF32Only, supports, head_norm_rope_launch);
+      host_variant(NINFER_OP_HEAD_NORM_ROPE, "reference", kF32Only, head_norm_rope_supports, head_norm_rope_launch);
   return r->add_variant(r->ctx, &v);
 }
 

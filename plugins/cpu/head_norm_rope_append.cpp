@@ -8,11 +8,8 @@
 namespace ninfer::cpu_plugin {
 namespace {
 
-int32_t supports(const ninfer_shape* s) {
-  const int64_t head_dim = s->dims[0], q_heads = s->dims[1], k_heads = s->dims[2], rotary = s->dims[3];
-  return s->tokens > 0 && head_dim > 0 && q_heads >= 0 && k_heads > 0 && rotary > 0 && rotary % 2 == 0 &&
-         rotary <= head_dim;
-}
+// head_norm_rope's shapes with at least one k (and so one v) head.
+int32_t supports(const ninfer_shape* s) { return s->dims[2] > 0 && head_norm_rope_supports(s); }
 
 int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_head_norm_rope_append_args*>(args);

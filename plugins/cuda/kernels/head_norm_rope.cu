@@ -24,7 +24,9 @@
 // Only the order of the float32 sum of squares differs from the two-op path.
 #include <cuda_runtime.h>
 
+#include "attention_shapes.hpp"
 #include "grid_dependency.cuh"
+#include "kv_cache_write.cuh"
 #include "ninfer/abi/ops/head_norm_rope.h"
 #include "ninfer/abi/ops/head_norm_rope_append.h"
 #include "pointwise_math.cuh"
@@ -70,14 +72,10 @@ __device__ __forceinline__ void load_row(RowRegs& r, const float* x, const int32
   }
 }
 
-// The first element of token t's cache row for kv head h, or -1 when the token's slot or
-// position lies outside the cache: such a token is skipped, as kv_append does.
+// The first element of token t's cache row for kv head h, or -1 (a token outside the cache).
 __device__ __forceinline__ int64_t cache_row(const ninfer_kv_append_args& app, int64_t t, int h) {
-  const ninfer_kv_cache& c = app.cache;
-  const int32_t slot = app.batch.seq_slot[app.batch.token_seq[t]];
-  const int32_t pos = app.batch.token_pos[t];
-  if (slot < 0 || slot >= c.slots || pos < 0 || pos >= c.capacity) return -1;
-  return ((static_cast<int64_t>(slot) * c.capacity + pos) * c.kv_heads + h) * c.head_dim;
+  const int64_t row = kv_token_row(app.cache, app.batch, t);
+  return row < 0 ? -1 : row + static_cast<int64_t>(h) * app.cache.head_dim;
 }
 
 // kAppend: head_norm_rope_append, whose k rows also go to the cache (elements E) and whose
@@ -268,7 +266,7 @@ struct HeadNormRopeAppendDef : TokenDefDefaults {
   static constexpr const char* op = NINFER_OP_HEAD_NORM_ROPE_APPEND;
   static constexpr const char* name = "warp_per_head";
   static constexpr int threads = kThreads;
-  static constexpr uint32_t dtype_mask = kF32OrBf16Mask | (1u << NINFER_DTYPE_F16);
+  static constexpr uint32_t dtype_mask = attention::kKvDtypeMask;
   static KernelPair kernels() {
     return {"ninfer_head_norm_rope_append_f32", reinterpret_cast<const void*>(ninfer_head_norm_rope_append_f32),
             "ninfer_head_norm_rope_append_bf16", reinterpret_cast<const void*>(ninfer_head_norm_rope_append_bf16)};
@@ -285,9 +283,7 @@ struct HeadNormRopeAppendDef : TokenDefDefaults {
   // The cache dtype, the contract's ties between the two argument structs, then
   // head_norm_rope's own checks.
   static const char* invalid(const Args& a, const ninfer_launch& l) {
-    const int32_t d = a.append.cache.dtype;
-    if (d != NINFER_DTYPE_F32 && d != NINFER_DTYPE_F16 && d != NINFER_DTYPE_BF16)
-      return "the KV cache must be float32, float16 or bfloat16";
+    if (attention::kv_dtype_index(a.append.cache.dtype) < 0) return "the KV cache must be float32, float16 or bfloat16";
     if (const char* why = ninfer_head_norm_rope_append_untied(&a)) return why;
     return rope_args_invalid(a.rope, l);
   }

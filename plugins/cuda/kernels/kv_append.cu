@@ -11,8 +11,9 @@
 #include <cuda_runtime.h>
 
 #include "grid_dependency.cuh"
+#include "attention_shapes.hpp"
+#include "kv_cache_write.cuh"
 #include "ninfer/abi/ops/kv_append.h"
-#include "pointwise_math.cuh"
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include "../cuda_variant.hpp"
@@ -32,10 +33,8 @@ __device__ void append_rows(const ninfer_kv_append_args& a, int64_t begin, int64
   E* const ck = static_cast<E*>(c.k);
   E* const cv = static_cast<E*>(c.v);
   for (int64_t t = begin + blockIdx.x; t < end; t += gridDim.x) {
-    const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]];
-    const int32_t pos = a.batch.token_pos[t];
-    if (slot < 0 || slot >= c.slots || pos < 0 || pos >= c.capacity) continue;
-    const int64_t at = (static_cast<int64_t>(slot) * c.capacity + pos) * row;
+    const int64_t at = kv_token_row(c, a.batch, t);
+    if (at < 0) continue;
     const float* k = a.k + t * a.k_token_stride;
     const float* v = a.v + t * a.v_token_stride;
     for (int64_t i = threadIdx.x; i < row; i += kThreads) {
@@ -69,7 +68,7 @@ struct KvAppendDef : TokenDefDefaults {
   static constexpr const char* op = NINFER_OP_KV_APPEND;
   static constexpr const char* name = "rows";
   static constexpr int threads = kThreads;
-  static constexpr uint32_t dtype_mask = kF32OrBf16Mask | (1u << NINFER_DTYPE_F16);
+  static constexpr uint32_t dtype_mask = attention::kKvDtypeMask;
   static KernelPair kernels() {
     return {"ninfer_kv_append_f32", reinterpret_cast<const void*>(ninfer_kv_append_f32), "ninfer_kv_append_bf16",
             reinterpret_cast<const void*>(ninfer_kv_append_bf16)};
@@ -80,10 +79,7 @@ struct KvAppendDef : TokenDefDefaults {
     return a.cache.dtype == NINFER_DTYPE_F16 ? reinterpret_cast<const void*>(ninfer_kv_append_f16) : nullptr;
   }
   static const char* invalid(const Args& a, const ninfer_launch&) {
-    const int32_t d = a.cache.dtype;
-    return d == NINFER_DTYPE_F32 || d == NINFER_DTYPE_F16 || d == NINFER_DTYPE_BF16
-               ? nullptr
-               : "the KV cache must be float32, float16 or bfloat16";
+    return attention::kv_dtype_index(a.cache.dtype) < 0 ? "the KV cache must be float32, float16 or bfloat16" : nullptr;
   }
 };
 

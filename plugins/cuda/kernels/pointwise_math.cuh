@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 namespace ninfer::cuda_plugin {
 
@@ -13,11 +12,6 @@ __device__ __forceinline__ float sigmoid(float z) { return 1.f / (1.f + expf(-z)
 
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-// A float32 value as a KV cache element (kv_append.h): round to nearest even for 16-bit caches.
-__device__ __forceinline__ void to_cache(float x, float& out) { out = x; }
-__device__ __forceinline__ void to_cache(float x, __half& out) { out = __float2half_rn(x); }
-__device__ __forceinline__ void to_cache(float x, __nv_bfloat16& out) { out = __float2bfloat16_rn(x); }
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
