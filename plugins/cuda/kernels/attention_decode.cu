@@ -83,8 +83,7 @@ NINFER_ATTENTION_DECODE(decode_hd256_kvbf16, __nv_bfloat16, 256)
 #define NINFER_ATTENTION_DECODE_MMA(NAME, E, HD)                                                             \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, 2)            \
       ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float* ws) {                    \
-    ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
-    ninfer::cuda_plugin::attention::decode_split_mma<E, HD>(a, b, e, ws);                                    \
+    ninfer::cuda_plugin::attention::decode_split_mma<E, HD>(a, b, e, ws); /* its own launch wait */          \
   }
 NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvf16, __half, 128)
 NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvbf16, __nv_bfloat16, 128)

@@ -130,6 +130,15 @@ __device__ inline CtaWork cta_work(const ninfer_attention_args& a, int64_t tb, i
   return w;
 }
 
+// Keys of the CTA's token that this call does not write: those before its sequence's first
+// position in the call (the call's tokens of one sequence sit at consecutive positions,
+// token_batch.h). Earlier steps wrote them, so a kernel may read them before its launch wait.
+__device__ inline int settled_keys(const ninfer_attention_args& a, const CtaWork& w) {
+  if (!w.ok) return 0;
+  const int first = a.batch.seq_start[a.batch.token_seq[w.t]];
+  return w.pos - static_cast<int>(w.t - first);
+}
+
 // After a CTA has written its partials of (token tt, kv head g): takes the ticket, and if this
 // was the last chunk in, merges that kv head's rows. The fence publishes this CTA's partials
 // before its ticket; the one after the ticket orders the merge's reads after the others'. Every

@@ -22,6 +22,7 @@
 
 #include "attention_decode_merge.cuh"
 #include "attention_mma_tile.cuh"
+#include "grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin::attention {
 
@@ -39,15 +40,16 @@ struct DecodeMmaInputs<__nv_bfloat16> {
 };
 
 // Starts copying keys [key0, key0 + nkeys) of K and V into the warp's tiles (pitch P elements)
-// with cp.async, zero-filling rows past nkeys and dims past head_dim. The whole warp calls it;
-// warp_tile_wait() ends it.
-template <class E, int HD>
-__device__ void warp_tile_copy(E* ks, E* vs, const KvRows<E>& kv, int key0, int nkeys, int lane) {
+// with cp.async, zero-filling rows past nkeys and dims past head_dim: the tile rows j for which
+// rows(j) holds, as one commit group. The whole warp calls it; warp_tile_wait() ends every group.
+template <class E, int HD, class Rows>
+__device__ void warp_tile_copy(E* ks, E* vs, const KvRows<E>& kv, int key0, int nkeys, int lane, Rows rows) {
   constexpr int P = mma_pitch(HD), kVec = 8, kPerRow = HD / kVec;
   constexpr int kIters = kDecodeMmaKeys * kPerRow / 32;
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = lane + 32 * it, j = i / kPerRow, d = (i % kPerRow) * kVec;
+    if (!rows(j)) continue;
     const bool in = j < nkeys && d < kv.head_dim;
     const int64_t off = in ? static_cast<int64_t>(key0 + j) * kv.pos_stride + d : 0;
     const uint32_t bytes = in ? 16u : 0u; // 0: the copy writes zeros and reads nothing
@@ -57,6 +59,10 @@ __device__ void warp_tile_copy(E* ks, E* vs, const KvRows<E>& kv, int key0, int 
                  "l"(kv.v + off), "r"(bytes));
   }
   asm volatile("cp.async.commit_group;\n" ::);
+}
+template <class E, int HD>
+__device__ void warp_tile_copy(E* ks, E* vs, const KvRows<E>& kv, int key0, int nkeys, int lane) {
+  warp_tile_copy<E, HD>(ks, vs, kv, key0, nkeys, lane, [](int) { return true; });
 }
 
 // Waits for the warp's copy; afterwards every lane may read every row of the tiles.
@@ -93,7 +99,21 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, int64_t tb, int
   const LaneAddrs ad = lane_addrs<HD>(qs, ks, vs, lane);
   const ninfer_kv_cache& cache = a.cache;
   const int kvh = cache.kv_heads, group = a.heads / kvh, hd = cache.head_dim;
+  // Before the launch wait (grid_dependency.cuh): which keys this CTA takes (the step's batch
+  // arrays, uploaded before the step) and its first kv head's first tile as far as it holds keys
+  // before the sequence's first position in this call, which earlier steps wrote. Both overlap
+  // the previous kernel; the rest of the tile (this call's own keys) is copied after the wait.
   const CtaWork w = cta_work(a, tb, te);
+  const int settled = settled_keys(a, w);
+  constexpr int kStride = kDecodeWarps * kDecodeMmaKeys; // keys between a warp's tiles
+  // Rows [0, early) of a warp's first tile hold settled keys; rows past n are zero-filled.
+  const auto early_rows = [settled](int key0, int n) { return min(max(settled - key0, 0), n); };
+  if (w.g0 < kvh && w.k0 + warp * kDecodeMmaKeys < w.k1) {
+    const int key0 = w.k0 + warp * kDecodeMmaKeys, n = min(w.k1 - key0, kDecodeMmaKeys), e = early_rows(key0, n);
+    warp_tile_copy<E, HD>(ks, vs, kv_rows<E>(cache, w.ok ? w.slot : 0, w.g0), key0, n, lane,
+                          [=](int j) { return j < e || j >= n; });
+  }
+  grid_dependency_prologue();
   const float qscale = a.scale * kLog2e;
   // Rows g and g + 8 of the A fragment are group rows when below the group size; the others are
   // masked everywhere (last -1). Keys past the chunk are zero rows, masked by the chunk's end.
@@ -103,11 +123,14 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, int64_t tb, int
 
   for (int kh = w.g0; kh < kvh; kh += w.gstep) {
     const KvRows<E> kv = kv_rows<E>(cache, w.ok ? w.slot : 0, kh);
-    constexpr int kStride = kDecodeWarps * kDecodeMmaKeys; // keys between a warp's tiles
     int key0 = w.k0 + warp * kDecodeMmaKeys;
     __syncthreads(); // every warp is done with the previous kv head's q rows and merge slots
-    // The first tile's copy goes out before the q rows are read: both latencies overlap.
-    if (key0 < w.k1) warp_tile_copy<E, HD>(ks, vs, kv, key0, min(w.k1 - key0, kDecodeMmaKeys), lane);
+    // The first tile's copy goes out before the q rows are read: both latencies overlap. The
+    // first kv head's settled rows are in flight already.
+    if (key0 < w.k1) {
+      const int n = min(w.k1 - key0, kDecodeMmaKeys), e = kh == w.g0 ? early_rows(key0, n) : 0;
+      warp_tile_copy<E, HD>(ks, vs, kv, key0, n, lane, [=](int j) { return j >= e && j < n; });
+    }
     for (int i = threadIdx.x; i < 16 * HD; i += kDecodeThreads) {
       const int r = i / HD, d = i % HD;
       const float* src = a.q + w.t * a.q_token_stride + static_cast<int64_t>(kh * group + r) * a.q_head_stride;

@@ -52,12 +52,23 @@ __device__ void gated_delta_step_decode(const ninfer_gated_delta_step_args& a, i
   const float neg_a_exp = -expf(a.a_log[h]);
   const float dt_bias = a.dt_bias[h];
   const float norm_w = a.norm_w[c];
-  for (int64_t t = begin + blockIdx.x; t < end; t += gridDim.x) {
-    const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]];
-    float* st = a.state + ((static_cast<int64_t>(slot) * Hv + h) * kDim + rb * kRows) * kDim + c;
-    float S[kRows];
+  // The head's weights above and the first token's state rows are loaded before the launch wait
+  // (grid_dependency.cuh): only this op writes the state, one token per sequence, so the kernel
+  // running before this one (the conv) cannot be writing them; the batch arrays were uploaded
+  // before the step.
+  int64_t t = begin + blockIdx.x;
+  float S[kRows];
+  float* st = nullptr;
+  const auto load_state = [&](int64_t tok) {
+    const int32_t slot = a.batch.seq_slot[a.batch.token_seq[tok]];
+    st = a.state + ((static_cast<int64_t>(slot) * Hv + h) * kDim + rb * kRows) * kDim + c;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) S[r] = st[r * kDim];
+  };
+  if (t < end) load_state(t);
+  grid_dependency_prologue();
+  for (; t < end; t += gridDim.x) {
+    if (t != begin + blockIdx.x) load_state(t);
     // Half 0 stages k, half 1 scale*q: column c of this thread's half.
     const int64_t qk_row = t * a.qk_token_stride + static_cast<int64_t>(kh) * kDim + c;
     kq[tid] = rb == 0 ? a.k[qk_row] : a.scale * a.q[qk_row];
@@ -115,8 +126,7 @@ __device__ void gated_delta_step_decode(const ninfer_gated_delta_step_args& a, i
 
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gdn::kThreads)
     ninfer_gated_delta_step_decode(ninfer_gated_delta_step_args a, int64_t token_begin, int64_t token_end) {
-  ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::gdn::gated_delta_step_decode(a, token_begin, token_end);
+  ninfer::cuda_plugin::gdn::gated_delta_step_decode(a, token_begin, token_end); // its own launch wait
 }
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)

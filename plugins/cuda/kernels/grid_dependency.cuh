@@ -10,9 +10,13 @@
 //
 // The rule that keeps this correct: every kernel launched with the attribute calls
 // grid_dependency_prologue() as its FIRST statement, before any global memory access and before
-// any early return. The one exception: L2 prefetch hints of memory no kernel of a step writes
-// (weights), which decode GEMVs issue first so that their weight stream starts during the
-// previous kernel (linear_gemv_cc.cu). Then "grid N completed" implies "grid N-1 completed" (N waited for it), so
+// any early return. The exception: reads of memory that the previous kernel cannot be writing.
+// When kernel N runs ahead of its wait, kernel N-1 may still run, but N-2 has completed (N-1
+// triggered the launch only after its own wait). So a kernel may read before its wait what no
+// kernel of the step writes: weights (decode GEMVs' L2 prefetch hints, linear_gemv_cc.cu); the
+// step's batch arrays, uploaded before the step by a copy the host waits for; and the KV rows
+// before each sequence's first position in the call, which only earlier steps wrote (the
+// tensor-core split-KV decode attention, attention_decode_mma.cuh). Then "grid N completed" implies "grid N-1 completed" (N waited for it), so
 // dependencies stay transitive across the whole stream. Kernels that do not follow the rule
 // (library kernels: cuBLASLt) are launched without the attribute, which is always safe.
 #pragma once

@@ -56,9 +56,8 @@ struct RowRegs {
   double position;
 };
 
-__device__ __forceinline__ void load_row(RowRegs& r, const float* x, const int32_t* pos, int64_t t, bool active,
-                                         int lane, int half, int rotary_dim, int head_dim) {
-  r.position = pos[t];
+__device__ __forceinline__ void load_row(RowRegs& r, const float* x, bool active, int lane, int half, int rotary_dim,
+                                         int head_dim) {
 #pragma unroll
   for (int u = 0; u < kPairSlots; ++u) {
     const int j = lane + 32 * u;
@@ -106,14 +105,15 @@ __device__ void head_norm_rope_rows(const ninfer_head_norm_rope_args& a, const n
   const bool to_cache_row = kAppend && active && !is_q;
   E* const cache = to_cache_row ? static_cast<E*>(is_v ? app.cache.v : app.cache.k) : nullptr;
 
-  // The first token's row and the row's scales (kept for every token this CTA visits) are in
-  // flight while inv_freq is evaluated: at one token per step that overlap is the kernel's
-  // latency budget.
+  // Before the launch wait (grid_dependency.cuh), overlapping the previous kernel: the first
+  // token's position, cache row and cos/sin table, and the row's scales. None of them is written
+  // by a kernel of the step (positions and the batch arrays are uploaded before it, weights
+  // never change). After the wait only the row itself is loaded (the projection just wrote it).
   int64_t t = begin + blockIdx.x;
   RowRegs r;
   int64_t at = -1;
   if (t < end) {
-    load_row(r, in + t * token_stride, a.positions, t, active, lane, half, a.rotary_dim, a.head_dim);
+    r.position = a.positions[t];
     if (to_cache_row) at = cache_row(app, t, kv_head);
   }
   const bool normed = active && !is_v;
@@ -132,10 +132,13 @@ __device__ void head_norm_rope_rows(const ninfer_head_norm_rope_args& a, const n
   }
   for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = rope_inv_freq(a.theta, i, a.rotary_dim);
   __syncthreads(); // inv_freq
+  if (t < end)
+    for (int i = threadIdx.x; i < half; i += blockDim.x) rope_sin_cos(r.position, inv_freq[i], &sn[i], &cs[i]);
+  grid_dependency_prologue();
+  if (t < end) load_row(r, in + t * token_stride, active, lane, half, a.rotary_dim, a.head_dim);
 
   for (; t < end; t += gridDim.x) {
     float* x = out ? out + t * token_stride : nullptr;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) rope_sin_cos(r.position, inv_freq[i], &sn[i], &cs[i]);
     float ss = 0.f;
 #pragma unroll
     for (int u = 0; u < kPairSlots; ++u) ss += r.x1[u] * r.x1[u] + r.x2[u] * r.x2[u];
@@ -190,10 +193,13 @@ __device__ void head_norm_rope_rows(const ninfer_head_norm_rope_args& a, const n
     // while the CTA waits for every warp to finish with this token's table.
     const int64_t next = t + gridDim.x;
     if (next < end) {
-      load_row(r, in + next * token_stride, a.positions, next, active, lane, half, a.rotary_dim, a.head_dim);
+      r.position = a.positions[next];
+      load_row(r, in + next * token_stride, active, lane, half, a.rotary_dim, a.head_dim);
       if (to_cache_row) at = cache_row(app, next, kv_head);
     }
-    __syncthreads(); // cs/sn are rewritten for the next token
+    __syncthreads(); // every warp is done with this token's cos/sin
+    if (next < end)
+      for (int i = threadIdx.x; i < half; i += blockDim.x) rope_sin_cos(r.position, inv_freq[i], &sn[i], &cs[i]);
   }
 }
 
@@ -202,15 +208,13 @@ __device__ void head_norm_rope_rows(const ninfer_head_norm_rope_args& a, const n
 
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
     ninfer_head_norm_rope_f32(ninfer_head_norm_rope_args a, int64_t b, int64_t e) {
-  ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::head_norm_rope_rows<float, false>(a, ninfer_kv_append_args{}, b, e);
+  ninfer::cuda_plugin::head_norm_rope_rows<float, false>(a, ninfer_kv_append_args{}, b, e); // own launch wait
 }
 
 #define NINFER_HEAD_NORM_ROPE_APPEND(NAME, E)                                                               \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)                                \
       ninfer_head_norm_rope_append_##NAME(ninfer_head_norm_rope_append_args a, int64_t b, int64_t e) {       \
-    ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
-    ninfer::cuda_plugin::head_norm_rope_rows<E, true>(a.rope, a.append, b, e);                               \
+    ninfer::cuda_plugin::head_norm_rope_rows<E, true>(a.rope, a.append, b, e); /* its own launch wait */    \
   }
 NINFER_HEAD_NORM_ROPE_APPEND(f32, float)
 NINFER_HEAD_NORM_ROPE_APPEND(f16, __half)

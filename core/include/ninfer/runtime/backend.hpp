@@ -95,6 +95,9 @@ class Backend {
   void run_variant(std::string_view op, std::string_view variant, const ninfer_shape& shape, const void* args);
   // Waits for everything issued so far.
   void synchronize();
+  // The stream the ops launch on (a cudaStream_t for CUDA plugins): for tests that put a kernel
+  // of their own between two ops.
+  void* stream() const;
 
   // --- recordings (CUDA graphs) -------------------------------------------------------------
   // A sequence of launches recorded once and replayed as one unit: no host work per kernel.

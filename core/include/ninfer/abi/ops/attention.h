@@ -19,6 +19,11 @@
  * dims[3] = the longest attended span in this call (max p + 1), dtype = cache dtype (a
  * variant's dtype_mask says which cache dtypes it reads).
  *
+ * Ordering: a variant may read the batch arrays (token_batch.h) and each sequence's cache rows
+ * before its first position in this call while the kernel launched before it on the stream
+ * still runs (programmatic dependent launch). So the kernel (or op) that runs right before the
+ * attention must not write those rows; the KV writers write this call's positions only.
+ *
  * Effects: writes out rows of the launch's tokens; reads the cache only. Workspace:
  * variant->workspace_bytes(shape, tokens), caller-owned.
  */

@@ -21,6 +21,10 @@
  * Planning shape: tokens = T, dims[0] = v_heads, dims[1] = k_dim, dims[2] = v_dim,
  * dims[3] = k_heads, dtype = F32.
  *
+ * Ordering: a variant may read the batch arrays, the weights and the slots' state while the
+ * kernel launched before it on the stream still runs (programmatic dependent launch), so that
+ * kernel (or op) must not write them.
+ *
  * Effects: writes out for the launch's tokens and replaces the state of their slots. Workspace:
  * variant->workspace_bytes(shape, tokens), caller-owned.
  */

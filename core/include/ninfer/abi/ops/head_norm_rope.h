@@ -24,6 +24,10 @@
  * Effects: rewrites the q and k head rows of the launch's tokens, nothing else (the gate
  * halves between q rows are untouched). q and k rows must not overlap. Sums of squares
  * accumulate in float32 or wider; angles are evaluated as rope.h says. Workspace: none.
+ *
+ * Ordering: a variant may read positions and the weights while the kernel launched before it
+ * on the stream still runs (programmatic dependent launch), so that kernel (or op) must not
+ * write them.
  */
 #ifndef NINFER_ABI_OPS_HEAD_NORM_ROPE_H
 #define NINFER_ABI_OPS_HEAD_NORM_ROPE_H

@@ -13,7 +13,8 @@
  * dims[3] = rotary_dim, dtype = the cache dtype (F32, F16 or BF16).
  *
  * Effects: those of the two ops: the q and k head rows of the launch's tokens are rewritten,
- * and their cache rows written. Workspace: none.
+ * and their cache rows written. Workspace: none. Ordering: head_norm_rope's, and the batch
+ * arrays likewise (token_batch.h).
  */
 #ifndef NINFER_ABI_OPS_HEAD_NORM_ROPE_APPEND_H
 #define NINFER_ABI_OPS_HEAD_NORM_ROPE_APPEND_H

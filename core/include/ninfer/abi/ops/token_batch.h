@@ -12,6 +12,9 @@
  *   token_seq [T]             index i of the sequence each token belongs to
  *
  * All arrays are int32, in device memory for CUDA variants and host memory for host ones.
+ * A CUDA variant may read them before its launch wait, while the kernel launched before it on
+ * the stream still runs (programmatic dependent launch): they are written before a step starts
+ * (ninfer uploads them with a copy it waits for), never by the kernel right before an op.
  */
 #ifndef NINFER_ABI_OPS_TOKEN_BATCH_H
 #define NINFER_ABI_OPS_TOKEN_BATCH_H
