@@ -1,6 +1,7 @@
 #include "decoder.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include <spdlog/spdlog.h>
 
@@ -30,8 +31,7 @@ Decoder::Decoder(Backend& be, DecoderParts parts, const StepLimits& limits)
   // rows get them in slices, so a 151k vocabulary never needs [prefill_chunk, vocab] floats.
   logit_rows_ = std::max<int64_t>(limits.max_sequences, std::min<int64_t>(T, 64));
   logits_ = be.allocate(sizeof(float) * logit_rows_ * vocab(), MemoryUse::Activations, "logits");
-  greedy_ids_ = be.allocate(sizeof(int32_t) * logit_rows_, MemoryUse::Activations, "greedy token ids");
-  greedy_logprobs_ = be.allocate(sizeof(float) * logit_rows_, MemoryUse::Activations, "greedy log-probabilities");
+  picks_ = be.allocate(2 * sizeof(int32_t) * logit_rows_, MemoryUse::Activations, "picked token ids and log-probabilities");
   sample_params_ = be.allocate(sizeof(ninfer_sample_row) * logit_rows_, MemoryUse::Activations, "sampling parameters");
   scratch_ = {rows_of(proj_, needs_.proj), rows_of(inner_, needs_.inner), rows_of(core_, needs_.core),
               gates_.as<float>()};
@@ -77,8 +77,9 @@ int32_t Decoder::decode_bucket(int32_t kv_len) const {
   return static_cast<int32_t>(std::min<int64_t>(b, limits_.max_context));
 }
 
-// The step's inputs live at fixed addresses (StepInputs) and every buffer is allocated once,
-// so a recording made for (sequences, bucket) stays valid for every later step of that shape.
+// The step's inputs live at addresses fixed by its token count (StepInputs; a decode step has
+// one token per sequence) and every buffer is allocated once, so a recording made for
+// (sequences, bucket) stays valid for every later step of that shape.
 void Decoder::run_decode_step(const Step& s) {
   if (!record_decode_) return run_layers(s);
   // The first step of a shape runs eagerly: whatever a variant sets up on first use (a library
@@ -120,10 +121,9 @@ void Decoder::greedy(int64_t first, int64_t count, std::vector<int32_t>& ids, st
     const int64_t n = std::min(logit_rows_, count - r);
     const ops::Rows src{normed_.as<float>() + (first + r) * hidden_, hidden_};
     ops::linear(be_, n, src, lm_head(), rows_of(logits_, V));
-    ops::argmax(be_, n, rows_of(logits_, V), static_cast<int32_t>(V), greedy_ids_.as<int32_t>(),
-                greedy_logprobs_.as<float>());
-    be_.download(greedy_ids_, 0, ids.data() + r, sizeof(int32_t) * n);
-    be_.download(greedy_logprobs_, 0, logprobs.data() + r, sizeof(float) * n);
+    ops::argmax(be_, n, rows_of(logits_, V), static_cast<int32_t>(V), picks_.as<int32_t>(),
+                picks_.as<float>() + n);
+    download_picks(n, ids.data() + r, logprobs.data() + r);
   }
 }
 
@@ -139,10 +139,19 @@ void Decoder::sample(int64_t first, std::span<const ninfer_sample_row> params, s
     const ops::Rows src{normed_.as<float>() + (first + r) * hidden_, hidden_};
     ops::linear(be_, n, src, lm_head(), rows_of(logits_, V));
     ops::sample(be_, n, rows_of(logits_, V), static_cast<int32_t>(V), sample_params_.as<ninfer_sample_row>(),
-                greedy_ids_.as<int32_t>(), greedy_logprobs_.as<float>());
-    be_.download(greedy_ids_, 0, ids.data() + r, sizeof(int32_t) * n);
-    be_.download(greedy_logprobs_, 0, logprobs.data() + r, sizeof(float) * n);
+                picks_.as<int32_t>(), picks_.as<float>() + n);
+    download_picks(n, ids.data() + r, logprobs.data() + r);
   }
+}
+
+// The n ids, then their n log-probabilities, as argmax and sample were told to write them: one
+// copy back per slice, since each copy waits for the stream (a decode step pays it every token).
+void Decoder::download_picks(int64_t n, int32_t* ids, float* logprobs) {
+  static_assert(sizeof(int32_t) == sizeof(float));
+  picks_host_.resize(static_cast<size_t>(2 * n));
+  be_.download(picks_, 0, picks_host_.data(), sizeof(int32_t) * picks_host_.size());
+  std::memcpy(ids, picks_host_.data(), sizeof(int32_t) * n);
+  std::memcpy(logprobs, picks_host_.data() + n, sizeof(float) * n);
 }
 
 void Decoder::reset(int32_t slot) {

@@ -66,6 +66,7 @@ class Decoder {
   void reset(int32_t slot);
 
  private:
+  void download_picks(int64_t n, int32_t* ids, float* logprobs);
   const Matrix& lm_head() const { return parts_.lm_head.buf.empty() ? parts_.embedding : parts_.lm_head; }
   void run_layers(const Step& s);
   void reserve_workspace();
@@ -83,7 +84,9 @@ class Decoder {
   int64_t hidden_;
   int64_t logit_rows_; // rows of the logits buffer; the LM head runs in slices of this many
   DeviceBuffer residual_, normed_, proj_, inner_, core_, gates_, logits_;
-  DeviceBuffer greedy_ids_, greedy_logprobs_; // logit_rows_ entries each
+  // Per slice of n rows: n token ids, then n log-probabilities (download_picks).
+  DeviceBuffer picks_;
+  std::vector<int32_t> picks_host_;
   DeviceBuffer sample_params_;                 // logit_rows_ ninfer_sample_row
   Scratch scratch_;
   bool record_decode_ = false;

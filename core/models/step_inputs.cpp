@@ -8,16 +8,22 @@
 
 namespace ninfer::models {
 
+StepInputs::Layout StepInputs::Layout::of(int64_t tokens, int64_t sequences) {
+  Layout l;
+  l.ids = 0;
+  l.seq_start = l.ids + tokens;
+  l.seq_slot = l.seq_start + sequences + 1;
+  l.token_pos = l.seq_slot + sequences;
+  l.token_seq = l.token_pos + tokens;
+  l.total = l.token_seq + tokens;
+  return l;
+}
+
 StepInputs::StepInputs(Backend& backend, const StepLimits& limits) : backend_(backend), limits_(limits) {
-  const int64_t T = limits.max_tokens, S = limits.max_sequences;
-  ids_at_ = 0;
-  seq_start_at_ = ids_at_ + T;
-  seq_slot_at_ = seq_start_at_ + S + 1;
-  token_pos_at_ = seq_slot_at_ + S;
-  token_seq_at_ = token_pos_at_ + T;
-  total_ = token_seq_at_ + T;
-  buffer_ = backend.allocate(sizeof(int32_t) * total_, MemoryUse::Activations, "step inputs (ids, positions)");
-  host_.resize(total_);
+  // Offsets only grow with the step's tokens and sequences: the largest step bounds them all.
+  const int64_t most = Layout::of(limits.max_tokens, limits.max_sequences).total;
+  buffer_ = backend.allocate(sizeof(int32_t) * most, MemoryUse::Activations, "step inputs (ids, positions)");
+  host_.resize(most);
 }
 
 Step StepInputs::upload(std::span<const SequenceChunk> chunks) {
@@ -28,35 +34,38 @@ Step StepInputs::upload(std::span<const SequenceChunk> chunks) {
                             "{} sequences)",
                             T, chunks.size(), limits_.max_tokens, limits_.max_sequences));
   Step s = shape_only(T, static_cast<int32_t>(chunks.size()), 0, 0);
+  const Layout at = Layout::of(T, static_cast<int64_t>(chunks.size()));
   int32_t* h = host_.data();
   int64_t t = 0;
-  h[seq_start_at_] = 0;
+  h[at.seq_start] = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const auto& c = chunks[i];
-    h[seq_slot_at_ + i] = c.slot;
+    h[at.seq_slot + i] = c.slot;
     for (size_t j = 0; j < c.ids.size(); ++j, ++t) {
-      h[ids_at_ + t] = c.ids[j];
-      h[token_pos_at_ + t] = static_cast<int32_t>(c.first_position + static_cast<int64_t>(j));
-      h[token_seq_at_ + t] = static_cast<int32_t>(i);
+      h[at.ids + t] = c.ids[j];
+      h[at.token_pos + t] = static_cast<int32_t>(c.first_position + static_cast<int64_t>(j));
+      h[at.token_seq + t] = static_cast<int32_t>(i);
     }
-    h[seq_start_at_ + i + 1] = static_cast<int32_t>(t);
+    h[at.seq_start + i + 1] = static_cast<int32_t>(t);
     s.max_seq_tokens = std::max(s.max_seq_tokens, static_cast<int32_t>(c.ids.size()));
     s.kv_len = std::max(s.kv_len, static_cast<int32_t>(c.first_position + static_cast<int64_t>(c.ids.size())));
   }
-  // One upload of the used prefix of each array (they are small; one copy keeps it simple).
-  backend_.upload(buffer_, 0, h, sizeof(int32_t) * total_);
+  // The arrays are packed for this step's sizes: one copy of exactly what it uses (a decode
+  // step of one sequence: 20 bytes), and every copy waits for the stream.
+  backend_.upload(buffer_, 0, h, sizeof(int32_t) * at.total);
   return s;
 }
 
 Step StepInputs::shape_only(int64_t tokens, int32_t num_seqs, int32_t max_seq_tokens, int32_t kv_len) const {
   const int32_t* base = buffer_.as<int32_t>();
+  const Layout at = Layout::of(tokens, num_seqs);
   Step s;
   s.tokens = tokens;
   s.num_seqs = num_seqs;
   s.max_seq_tokens = max_seq_tokens;
   s.kv_len = kv_len;
-  s.ids = base + ids_at_;
-  s.batch = {num_seqs, base + seq_start_at_, base + seq_slot_at_, base + token_pos_at_, base + token_seq_at_};
+  s.ids = base + at.ids;
+  s.batch = {num_seqs, base + at.seq_start, base + at.seq_slot, base + at.token_pos, base + at.token_seq};
   return s;
 }
 

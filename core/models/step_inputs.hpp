@@ -1,5 +1,7 @@
 // Builds a Step on the host (ids, sequence starts, slots, positions) and uploads it into one
-// int32 backend buffer sized for the largest step.
+// int32 backend buffer sized for the largest step. The arrays are packed for the step's own
+// token and sequence counts, so a step's arrays sit at the same addresses as every other step
+// of those counts (a decode recording is made per count and replays with them).
 #pragma once
 
 #include <span>
@@ -30,8 +32,11 @@ class StepInputs {
   Backend& backend_;
   StepLimits limits_;
   DeviceBuffer buffer_;
-  // Element offsets of each array in buffer_.
-  int64_t ids_at_, seq_start_at_, seq_slot_at_, token_pos_at_, token_seq_at_, total_;
+  // Element offsets of each array in buffer_ for a step of `tokens` tokens in `sequences`.
+  struct Layout {
+    int64_t ids, seq_start, seq_slot, token_pos, token_seq, total;
+    static Layout of(int64_t tokens, int64_t sequences);
+  };
   std::vector<int32_t> host_;
 };
 

@@ -3,6 +3,9 @@
 // what was being done.
 #include <fmt/format.h>
 
+#include <cstring>
+#include <mutex>
+
 #include "ninfer/error.hpp"
 #include "ninfer/runtime/memory_space.hpp"
 
@@ -22,10 +25,16 @@ class CudaMemorySpace final : public MemorySpace {
   explicit CudaMemorySpace(const ninfer_device_info& d) : ordinal_(d.ordinal), name_(d.name) {
     check(cudaSetDevice(ordinal_), "cudaSetDevice", ordinal_);
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate", ordinal_);
+    // Without page-locked memory the copies still work, through the driver's own staging.
+    if (cudaHostAlloc(&staging_, kStagingBytes, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();
+      staging_ = nullptr;
+    }
   }
   ~CudaMemorySpace() override {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
+    if (staging_) cudaFreeHost(staging_);
   }
   std::string name() const override { return fmt::format("CUDA device {} ({})", ordinal_, name_); }
   void* allocate(size_t bytes) override {
@@ -37,14 +46,29 @@ class CudaMemorySpace final : public MemorySpace {
     return p;
   }
   void free(void* p, size_t) noexcept override { cudaFree(p); }
+  // Both directions wait for the copy: the caller's host memory is pageable and may be reused at
+  // once. A small copy (a step's inputs, its picked tokens: a few per decode step) goes through
+  // the page-locked staging buffer, a direct transfer, instead of the driver's pageable path.
   void copy_in(void* dst, const void* src, size_t bytes) override {
-    // The source is pageable host memory the caller may reuse at once: wait for the copy.
+    std::unique_lock<std::mutex> staged(staging_mutex_, std::defer_lock);
+    if (staging_ && bytes <= kStagingBytes) {
+      staged.lock();
+      std::memcpy(staging_, src, bytes);
+      src = staging_;
+    }
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "host-to-device copy", ordinal_);
     check(cudaStreamSynchronize(stream_), "host-to-device copy", ordinal_);
   }
   void copy_out(void* dst, const void* src, size_t bytes) override {
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "device-to-host copy", ordinal_);
+    std::unique_lock<std::mutex> staged(staging_mutex_, std::defer_lock);
+    void* to = dst;
+    if (staging_ && bytes <= kStagingBytes) {
+      staged.lock();
+      to = staging_;
+    }
+    check(cudaMemcpyAsync(to, src, bytes, cudaMemcpyDeviceToHost, stream_), "device-to-host copy", ordinal_);
     check(cudaStreamSynchronize(stream_), "device-to-host copy (or a kernel before it)", ordinal_);
+    if (to != dst) std::memcpy(dst, staging_, bytes);
   }
   void zero(void* dst, size_t bytes) override {
     check(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync", ordinal_);
@@ -81,9 +105,12 @@ class CudaMemorySpace final : public MemorySpace {
   }
 
  private:
+  static constexpr size_t kStagingBytes = size_t{64} << 10;
   int ordinal_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
+  void* staging_ = nullptr; // kStagingBytes of page-locked memory, or null
+  std::mutex staging_mutex_;
 };
 
 } // namespace
