@@ -11,7 +11,7 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 ensure_bundle
 bench="$n/ninfer/bin/ninfer-bench"
-small_dense="rms_norm,silu_mul,head_norm_rope,head_norm_rope_append,kv_append,attention,embedding,argmax,sample,rope"
+small_dense="rms_norm,silu_mul,head_norm_rope,head_norm_rope_append,head_norm_rope_append_attention,kv_append,attention,embedding,argmax,sample,rope"
 small_gdn="gdn_gating,causal_conv1d,l2_norm,gated_delta_rule,gated_rms_norm,sigmoid_gate,conv_l2_norm,gated_delta_step"
 for p in ${@:-qwen3-8b qwen3_5-27b}; do
   step "$p decode, batch 1, context ${CONTEXT:-0}: tok/s with these ops skipped"

@@ -41,9 +41,9 @@ void AttentionBlock::forward(Backend& be, const Step& s, const Scratch& scratch,
   const int64_t q_head_stride = spec_.output_gate ? 2 * hd : hd;
   const ops::Rows q = proj, k = proj.at(q_width()), v = proj.at(q_width() + kv_width());
   ops::norm_linear(be, T, in, qkv_, /*gated=*/false, proj, {}, /*keep_normed=*/false);
-  ops::head_norm_rope_append(be, s, {q, q_head_stride, spec_.heads}, q_norm_, {k, hd, spec_.kv_heads}, k_norm_, v,
-                             cache_, spec_.qk_norm, spec_.eps, spec_.rotary_dim, spec_.rope_theta);
-  ops::attention(be, s, q, q_head_stride, spec_.heads, cache_, scratch.inner);
+  ops::head_norm_rope_append_attention(be, s, {q, q_head_stride, spec_.heads}, q_norm_, {k, hd, spec_.kv_heads},
+                                       k_norm_, v, cache_, spec_.qk_norm, spec_.eps, spec_.rotary_dim,
+                                       spec_.rope_theta, scratch.inner);
   if (spec_.output_gate)
     ops::sigmoid_gate(be, T, scratch.inner, proj.at(hd), q_head_stride, spec_.heads, spec_.head_dim);
   ops::linear(be, T, scratch.inner, o_, resid, /*accumulate=*/true);

@@ -14,6 +14,7 @@
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/abi/ops/head_norm_rope.h"
 #include "ninfer/abi/ops/head_norm_rope_append.h"
+#include "ninfer/abi/ops/head_norm_rope_append_attention.h"
 #include "ninfer/abi/ops/l2_norm.h"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/ops/norm_linear.h"
@@ -153,6 +154,23 @@ void head_norm_rope_append(Backend& be, const Step& s, HeadRows q, const Vector&
   }
   head_norm_rope(be, s, q, q_w, k, k_w, scale, eps, rotary_dim, theta);
   kv_append(be, s, k.rows, v, cache);
+}
+
+void head_norm_rope_append_attention(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k,
+                                     const Vector& k_w, Rows v, const ninfer_kv_cache& cache, NormScale scale,
+                                     float eps, int32_t rotary_dim, double theta, Rows out) {
+  const ninfer_shape sh = shape(s.tokens, cache.head_dim, q.heads, cache.kv_heads, s.kv_len, cache.dtype);
+  if (s.max_seq_tokens == 1 && be.has_variant(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, sh)) {
+    const ninfer_head_norm_rope_append_attention_args a{
+        {head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta),
+         {k.rows.p, k.rows.stride, v.p, v.stride, cache, s.batch, s.tokens}},
+        {q.rows.p, q.rows.stride, q.head_stride, cache, s.batch, out.p, out.stride, s.tokens, q.heads,
+         1.0f / std::sqrt(static_cast<float>(cache.head_dim))}};
+    be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, sh, &a);
+    return;
+  }
+  head_norm_rope_append(be, s, q, q_w, k, k_w, v, cache, scale, eps, rotary_dim, theta);
+  attention(be, s, q.rows, q.head_stride, q.heads, cache, out);
 }
 
 void kv_append(Backend& be, const Step& s, Rows k, Rows v, const ninfer_kv_cache& cache) {

@@ -82,6 +82,14 @@ void head_norm_rope_append(Backend& be, const Step& s, HeadRows q, const Vector&
                            double theta);
 void attention(Backend& be, const Step& s, Rows q, int64_t q_head_stride, int32_t heads,
                const ninfer_kv_cache& cache, Rows out);
+// An attention layer after its projection: head_norm_rope_append, then attention of the q rows
+// (head stride q.head_stride) into `out`. In a decode step (one token per sequence) one op
+// (ninfer/abi/ops/head_norm_rope_append_attention.h) when the plugin has a variant for the
+// shape; otherwise, and for prompt chunks, the two, which compute the same. After it the q and k
+// rows' values are unspecified.
+void head_norm_rope_append_attention(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k,
+                                     const Vector& k_w, Rows v, const ninfer_kv_cache& cache, NormScale scale,
+                                     float eps, int32_t rotary_dim, double theta, Rows out);
 void sigmoid_gate(Backend& be, int64_t tokens, Rows x, Rows gate, int64_t gate_head_stride, int32_t heads,
                   int32_t head_dim);
 

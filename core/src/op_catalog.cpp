@@ -14,6 +14,7 @@
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/abi/ops/head_norm_rope.h"
 #include "ninfer/abi/ops/head_norm_rope_append.h"
+#include "ninfer/abi/ops/head_norm_rope_append_attention.h"
 #include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/abi/ops/l2_norm.h"
 #include "ninfer/abi/ops/linear.h"
@@ -52,6 +53,10 @@ const std::vector<OpInfo>& op_catalog() {
        {"head_dim", "q_heads", "k_heads", "rotary_dim"}, {256, 24, 4, 64}, NINFER_DTYPE_F32},
       {NINFER_OP_HEAD_NORM_ROPE_APPEND, "head_norm_rope, then kv_append of the new k and v rows, in one call",
        {"head_dim", "q_heads", "k_heads", "rotary_dim"}, {256, 24, 4, 64}, NINFER_DTYPE_F32},
+      // Qwen3-8B's dims here: the CUDA plugins fuse the 128-dim heads only.
+      {NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION,
+       "head_norm_rope_append, then attention over the cache, in one decode call (one token per sequence)",
+       {"head_dim", "heads", "kv_heads", "kv_len"}, {128, 32, 8, 4096}, NINFER_DTYPE_BF16},
       {NINFER_OP_KV_APPEND, "write new K/V rows into a slot of the KV cache", {"head_dim", "kv_heads"},
        {256, 4, 0, 0}, NINFER_DTYPE_F32},
       {NINFER_OP_ATTENTION, "causal GQA attention of new tokens over the KV cache",

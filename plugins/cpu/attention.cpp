@@ -163,6 +163,11 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_
 
 } // namespace
 
+int32_t attention_supports(const ninfer_shape* s) { return supports(s); }
+int32_t attention_launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+  return launch<Reference>(args, l, stream, err, err_len);
+}
+
 // `reference` first: the planner keeps the first of equally good variants, so the emulation
 // runs only where a schedule table names it.
 int32_t register_attention(const ninfer_registrar* r) {

@@ -13,6 +13,7 @@ int32_t register_linear(const ninfer_registrar* r);
 int32_t register_rope(const ninfer_registrar* r);
 int32_t register_head_norm_rope(const ninfer_registrar* r); // rms_norm + rope of q and k heads
 int32_t register_head_norm_rope_append(const ninfer_registrar* r); // head_norm_rope + kv_append
+int32_t register_head_norm_rope_append_attention(const ninfer_registrar* r); // ... + attention
 int32_t register_norm_linear(const ninfer_registrar* r);    // rms_norm + linear (+ silu_mul)
 int32_t register_kv_append(const ninfer_registrar* r);
 int32_t register_attention(const ninfer_registrar* r);
@@ -27,6 +28,9 @@ int32_t register_fill_random(const ninfer_registrar* r);
 int32_t head_norm_rope_supports(const ninfer_shape* s);
 int32_t head_norm_rope_launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len);
 int32_t kv_append_launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len);
+// The shapes and reference launch of attention, which head_norm_rope_append_attention composes.
+int32_t attention_supports(const ninfer_shape* s);
+int32_t attention_launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len);
 
 // linear (the blocked kernel) for rows [t0, t1) of `a`: what norm_linear runs after its norm.
 void linear_rows(const ninfer_linear_args& a, int64_t t0, int64_t t1);

@@ -42,7 +42,7 @@ int32_t register_variants(const ninfer_registrar* r) {
                    register_gated_delta_rule, register_argmax, register_sample, register_fill_random})
     if (int32_t rc = reg(r); rc != NINFER_OK) return rc;
   if (kFusedOps)
-    for (auto reg : {register_head_norm_rope, register_head_norm_rope_append, register_norm_linear,
+    for (auto reg : {register_head_norm_rope, register_head_norm_rope_append, register_head_norm_rope_append_attention, register_norm_linear,
                      register_gdn_decode})
       if (int32_t rc = reg(r); rc != NINFER_OK) return rc;
   return NINFER_OK;

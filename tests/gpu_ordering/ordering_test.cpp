@@ -17,6 +17,7 @@
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/gated_delta_step.h"
 #include "ninfer/abi/ops/head_norm_rope_append.h"
+#include "ninfer/abi/ops/head_norm_rope_append_attention.h"
 
 using namespace ninfer;
 using namespace ninfer::test;
@@ -229,6 +230,58 @@ TEST(GpuOrdering, HeadNormRopeAppendSeesProjectionRowsWrittenByTheKernelBeforeIt
   EXPECT_TRUE(same_bits(got.k, want.k)) << "K cache";
   EXPECT_TRUE(same_bits(got.v, want.v)) << "V cache";
   EXPECT_FALSE(same_bits(stale.k, want.k)) << "the stale rows do not change the result; the test shows nothing";
+}
+
+// ---- head_norm_rope_append_attention --------------------------------------------------------
+// Qwen3-8B's layer on a bfloat16 cache, two decode tokens (one at 4,100 keys). The writer puts
+// the projection rows in place; the op reads the cache before each token's position early.
+TEST(GpuOrdering, HeadNormRopeAppendAttentionSeesProjectionRowsWrittenByTheKernelBeforeIt) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  auto gpu = make_cuda_backend();
+  NINFER_REQUIRE_PDL_DEVICE(*gpu);
+  auto rng = fresh_rng("gpu ordering: head_norm_rope_append_attention");
+  const Batch b({{1, 4100, 1}, {0, 37, 1}});
+  const int64_t T = b.tokens(), stride = int64_t{kHeads + 2 * kKvHeads} * kHeadDim;
+  const std::vector<float> proj_true = randn(rng, static_cast<size_t>(T * stride)),
+                           proj_stale = randn(rng, proj_true.size());
+  const std::vector<float> wq = randn(rng, kHeadDim, 0.3f), wk = randn(rng, kHeadDim, 0.3f);
+  const size_t cache_elems = static_cast<size_t>(kSlots) * kCapacity * kPosElems;
+  const std::vector<uint16_t> k0 = bf16_values(rng, cache_elems), v0 = bf16_values(rng, cache_elems);
+  DeviceBatch db(*gpu, b);
+  DeviceBuffer truth = put(*gpu, proj_true), wqd = put(*gpu, wq), wkd = put(*gpu, wk);
+  const ninfer_shape shape{T, {kHeadDim, kHeads, kKvHeads, 4101}, NINFER_DTYPE_BF16};
+  gpu->reserve_workspace(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, shape);
+
+  struct Result {
+    std::vector<float> out;
+    std::vector<uint16_t> k, v;
+  };
+  auto run = [&](const std::vector<float>& proj, bool late) {
+    DeviceBuffer p = put(*gpu, proj), kc = put(*gpu, k0), vc = put(*gpu, v0);
+    DeviceBuffer out = poisoned_buffer(*gpu, static_cast<size_t>(T) * kHeads * kHeadDim);
+    float* x = p.as<float>();
+    float* k = x + int64_t{kHeads} * kHeadDim;
+    const ninfer_kv_cache cache{kc.data(), vc.data(), kSlots, kCapacity, kKvHeads, kHeadDim, NINFER_DTYPE_BF16};
+    ninfer_head_norm_rope_append_attention_args a{};
+    a.prep.rope = {x, stride, kHeadDim, k, stride, kHeadDim, wqd.as<float>(), wkd.as<float>(), db.batch.token_pos,
+                   T, kHeads, kKvHeads, kHeadDim, kHeadDim, 1e-6f, 0, 1e6};
+    a.prep.append = {k, stride, k + kPosElems, stride, cache, db.batch, T};
+    a.attn = {x, stride, kHeadDim, cache, db.batch, out.as<float>(), kHeads * kHeadDim, T, kHeads,
+              0.08838834764831845f};
+    if (late) {
+      LateCopies c;
+      c.range[c.count++] = {truth.data(), p.data(), static_cast<int64_t>(proj.size() * sizeof(float))};
+      late_copy(*gpu, c);
+    }
+    gpu->run(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, shape, &a);
+    return Result{get<float>(*gpu, out, static_cast<size_t>(T) * kHeads * kHeadDim),
+                  get<uint16_t>(*gpu, kc, cache_elems), get<uint16_t>(*gpu, vc, cache_elems)};
+  };
+  const Result want = run(proj_true, false), got = run(proj_stale, true), stale = run(proj_stale, false);
+  EXPECT_TRUE(same_bits(got.out, want.out)) << "a projection row was read before the kernel that wrote it was done";
+  EXPECT_TRUE(same_bits(got.k, want.k)) << "K cache";
+  EXPECT_TRUE(same_bits(got.v, want.v)) << "V cache";
+  EXPECT_FALSE(same_bits(stale.out, want.out)) << "the stale rows do not change the result; the test shows nothing";
 }
 
 } // namespace

@@ -39,6 +39,7 @@
 #include "attention_decode_mma.cuh"
 #include "attention_decode_rows.cuh"
 #include "grid_dependency.cuh"
+#include "ninfer/abi/ops/head_norm_rope_append_attention.h"
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include <algorithm>
@@ -83,10 +84,20 @@ NINFER_ATTENTION_DECODE(decode_hd256_kvbf16, __nv_bfloat16, 256)
 #define NINFER_ATTENTION_DECODE_MMA(NAME, E, HD)                                                             \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, 2)            \
       ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float* ws) {                    \
-    ninfer::cuda_plugin::attention::decode_split_mma<E, HD>(a, b, e, ws); /* its own launch wait */          \
+    const ninfer_head_norm_rope_append_args none{};                                                          \
+    ninfer::cuda_plugin::attention::decode_split_mma<E, HD, false>(a, none, b, e, ws); /* own launch wait */  \
   }
 NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvf16, __half, 128)
 NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvbf16, __nv_bfloat16, 128)
+
+// head_norm_rope_append_attention: the same kernel with the fold (attention_decode_fold.cuh).
+#define NINFER_ATTENTION_DECODE_FOLD(NAME, E, HD)                                                            \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, 2)            \
+      ninfer_attention_##NAME(ninfer_head_norm_rope_append_attention_args a, int64_t b, int64_t e, float* ws) { \
+    ninfer::cuda_plugin::attention::decode_split_mma<E, HD, true>(a.attn, a.prep, b, e, ws);                \
+  }
+NINFER_ATTENTION_DECODE_FOLD(decode_fold_hd128_kvf16, __half, 128)
+NINFER_ATTENTION_DECODE_FOLD(decode_fold_hd128_kvbf16, __nv_bfloat16, 128)
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::attention {
@@ -160,30 +171,40 @@ int32_t supports(const ninfer_shape* s) {
   return basic_shape_ok(*s, kernel_of(V).hd) && decode_serves(*s, split_of(V));
 }
 
+// What every split-KV decode launch needs of its call, beyond check_args: one CTA per token, a
+// group the kernel has rows for, the shared memory `smem` it needs, and merge tickets and
+// workspace for split keys.
+int32_t check_decode_launch(const ninfer_attention_args& a, const ninfer_launch& l, size_t smem, const char* name,
+                            char* err, size_t err_len) {
+  const int64_t tokens = l.token_end - l.token_begin;
+  const int group = a.heads / a.cache.kv_heads;
+  const int chunks = chunks_per_head(l.grid_y, a.cache.kv_heads);
+  const size_t need = static_cast<size_t>(tokens * a.cache.kv_heads * chunks * group *
+                                          partial_floats(a.cache.head_dim)) * sizeof(float);
+  const char* problem = nullptr;
+  if (l.grid_x != tokens || l.grid_y < 1) problem = "grid.x must equal the launch's tokens (one CTA per token)";
+  else if (group > kDecodeMaxGroup) problem = "more query heads per kv head than the decode kernel has rows";
+  else if (l.dynamic_smem_bytes < smem)
+    problem = "planned with less shared memory than the call's group and cache dtype need";
+  else if (chunks > 1 && tokens * a.cache.kv_heads > kDecodeMaxPartials)
+    problem = "more (token, kv head) pairs with split keys than the kernel has merge tickets";
+  else if (chunks > 1 && (!l.workspace || l.workspace_bytes < need)) problem = "workspace too small for the partials";
+  if (!problem) return NINFER_OK;
+  std::snprintf(err, err_len, "attention/%s: %s (grid %d x %d, %lld tokens, %d heads / %d kv heads, workspace %zu of "
+                "%zu B)", name, problem, l.grid_x, l.grid_y, static_cast<long long>(tokens), a.heads,
+                a.cache.kv_heads, l.workspace_bytes, need);
+  return NINFER_ERR_INVALID_ARGUMENT;
+}
+
 template <int V>
 int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_attention_args*>(args);
   const char* name = g_names[V];
   if (int32_t rc = check_args(a, *l, kernel_of(V).hd, name, err, err_len); rc != NINFER_OK) return rc;
-  const int64_t tokens = l->token_end - l->token_begin;
   const int group = a.heads / a.cache.kv_heads;
-  const int chunks = chunks_per_head(l->grid_y, a.cache.kv_heads);
-  const size_t need = static_cast<size_t>(tokens * a.cache.kv_heads * chunks * group *
-                                          partial_floats(a.cache.head_dim)) * sizeof(float);
-  const char* problem = nullptr;
-  if (l->grid_x != tokens || l->grid_y < 1) problem = "grid.x must equal the launch's tokens (one CTA per token)";
-  else if (group > kDecodeMaxGroup) problem = "more query heads per kv head than the decode kernel has rows";
-  else if (l->dynamic_smem_bytes < decode_smem_bytes(kernel_of(V), group, a.cache.dtype))
-    problem = "planned with less shared memory than the call's group and cache dtype need";
-  else if (chunks > 1 && tokens * a.cache.kv_heads > kDecodeMaxPartials)
-    problem = "more (token, kv head) pairs with split keys than the kernel has merge tickets";
-  else if (chunks > 1 && (!l->workspace || l->workspace_bytes < need)) problem = "workspace too small for the partials";
-  if (problem) {
-    std::snprintf(err, err_len, "attention/%s: %s (grid %d x %d, %lld tokens, %d heads / %d kv heads, workspace %zu of "
-                  "%zu B)", name, problem, l->grid_x, l->grid_y, static_cast<long long>(tokens), a.heads,
-                  a.cache.kv_heads, l->workspace_bytes, need);
-    return NINFER_ERR_INVALID_ARGUMENT;
-  }
+  if (int32_t rc = check_decode_launch(a, *l, decode_smem_bytes(kernel_of(V), group, a.cache.dtype), name, err, err_len);
+      rc != NINFER_OK)
+    return rc;
   // Split keys meet through the merge tickets, not a grid barrier: the launch is an ordinary one,
   // so it starts early behind the previous kernel (programmatic dependent launch) like every other
   // decode kernel. The variants stay "cooperative" for the planner only: it sizes the split so all
@@ -234,6 +255,109 @@ void fill_all(ninfer_variant* out, std::integer_sequence<int, V...>) {
   (fill<V>(out[V]), ...);
 }
 
+// head_norm_rope_append_attention's variants: the hd128 class's tensor-core decode with the fold
+// (attention_decode_fold.cuh), one per split count, 16-bit caches with 16-byte rows only; one
+// kernel per cache dtype. Planned like the attention's (same split rule, residency, workspace).
+using FoldKernel = void (*)(ninfer_head_norm_rope_append_attention_args, int64_t, int64_t, float*);
+constexpr int kFoldHd = 128;
+const char* const kFoldSymbols[kKvDtypeCount] = {nullptr, "ninfer_attention_decode_fold_hd128_kvf16",
+                                                 "ninfer_attention_decode_fold_hd128_kvbf16"};
+const FoldKernel kFoldKernels[kKvDtypeCount] = {nullptr, ninfer_attention_decode_fold_hd128_kvf16,
+                                                ninfer_attention_decode_fold_hd128_kvbf16};
+constexpr uint32_t kFoldDtypeMask = (1u << NINFER_DTYPE_F16) | (1u << NINFER_DTYPE_BF16);
+PlannedKernel g_fold_planned;
+char g_fold_names[kDecodeSplitCount][32]; // "fold_split512_hd128"
+
+constexpr size_t fold_smem_bytes() { return decode_mma_smem_bytes(kFoldHd) + decode_fold_extra_bytes(kFoldHd); }
+
+size_t fold_dyn_smem(const ninfer_shape*) { return fold_smem_bytes(); }
+
+template <int S>
+int32_t fold_supports(const ninfer_shape* s) {
+  return basic_shape_ok(*s, kFoldHd) && s->dims[0] % 8 == 0 && (kFoldDtypeMask >> s->dtype & 1u) &&
+         decode_serves(*s, kDecodeSplits[S]);
+}
+
+template <int S>
+int32_t fold_launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+  const auto& f = *static_cast<const ninfer_head_norm_rope_append_attention_args*>(args);
+  const ninfer_attention_args& a = f.attn;
+  const ninfer_head_norm_rope_args& r = f.prep.rope;
+  const char* name = g_fold_names[S];
+  const char* why = ninfer_head_norm_rope_append_attention_untied(&f);
+  if (!why && (r.rotary_dim <= 0 || r.rotary_dim % 2 || r.rotary_dim > r.head_dim))
+    why = "rotary_dim must be even and in (0, head_dim]";
+  else if (!why && (kv_dtype_index(a.cache.dtype) < 1 || !kv_vector_rows(a.cache, 2)))
+    why = "the cache must be float16 or bfloat16 with 16-byte aligned rows";
+  if (why) {
+    std::snprintf(err, err_len, "head_norm_rope_append_attention/%s: %s", name, why);
+    return NINFER_ERR_INVALID_ARGUMENT;
+  }
+  if (int32_t rc = check_args(a, *l, kFoldHd, name, err, err_len); rc != NINFER_OK) return rc;
+  if (int32_t rc = check_decode_launch(a, *l, fold_smem_bytes(), name, err, err_len); rc != NINFER_OK) return rc;
+  return launch_kernel(kFoldKernels[kv_dtype_index(a.cache.dtype)], dim3(l->grid_x, l->grid_y), kDecodeThreads, f,
+                       *l, false, stream, name, err, err_len);
+}
+
+int32_t fold_query(ninfer_kernel_resources* out, char* err, size_t err_len) {
+  return query_kernel_attributes(reinterpret_cast<const void*>(g_fold_planned.kernel), g_fold_planned.symbol,
+                                 kDecodeThreads, out, err, err_len);
+}
+
+int32_t fold_driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
+  return query_driver_blocks(reinterpret_cast<const void*>(g_fold_planned.kernel), kDecodeThreads, dyn, blocks, err,
+                             err_len);
+}
+
+template <int S>
+void fill_fold(ninfer_variant& v) {
+  std::snprintf(g_fold_names[S], sizeof g_fold_names[S], "fold_split%d_hd%d", kDecodeSplits[S], kFoldHd);
+  v.op = NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION;
+  v.name = g_fold_names[S];
+  v.exec = NINFER_EXEC_CUDA;
+  v.geometry = NINFER_GEOMETRY_TOKEN_TILED;
+  v.cooperative = 1; // for the planner only, as the attention's decode variants
+  v.split_k = kDecodeSplits[S];
+  v.tokens_per_cta = 1;
+  v.dtype_mask = kFoldDtypeMask;
+  v.dynamic_smem_bytes = fold_dyn_smem;
+  v.workspace_bytes = workspace<0>;
+  v.supports = fold_supports<S>;
+  v.launch = fold_launch<S>;
+  v.query_loaded_resources = fold_query;
+  v.query_driver_blocks_per_sm = fold_driver_blocks;
+}
+
+template <int... S>
+void fill_folds(ninfer_variant* out, std::integer_sequence<int, S...>) {
+  (fill_fold<S>(out[S]), ...);
+}
+
+// Registers the fold's variants, planned with the resources of its kernel that needs the most
+// registers.
+int32_t register_fold(const ninfer_registrar* r, char* err, size_t err_len) {
+  static ninfer_variant variants[kDecodeSplitCount];
+  fill_folds(variants, std::make_integer_sequence<int, kDecodeSplitCount>{});
+  const BuildResource* planned = nullptr;
+  for (int d = 0; d < kKvDtypeCount; ++d) {
+    if (!kFoldKernels[d]) continue;
+    const BuildResource* res = find_build_resource(kFoldSymbols[d]);
+    if (!res) {
+      std::snprintf(err, err_len, "attention/decode: kernel %s missing from the build resource table", kFoldSymbols[d]);
+      return NINFER_ERR_UNSUPPORTED;
+    }
+    if (!planned || res->registers > planned->registers) {
+      planned = res;
+      g_fold_planned = {reinterpret_cast<Kernel>(kFoldKernels[d]), kFoldSymbols[d]};
+    }
+  }
+  for (auto& v : variants) {
+    v.resources = make_resources(*planned, kDecodeThreads);
+    if (int32_t rc = r->add_variant(r->ctx, &v); rc != NINFER_OK) return rc;
+  }
+  return NINFER_OK;
+}
+
 } // namespace
 
 int32_t register_attention_decode(const ninfer_registrar* r, char* err, size_t err_len) {
@@ -259,7 +383,7 @@ int32_t register_attention_decode(const ninfer_registrar* r, char* err, size_t e
     variants[i].resources = make_resources(*planned[class_of(i)], kDecodeThreads);
     if (int32_t rc = r->add_variant(r->ctx, &variants[i]); rc != NINFER_OK) return rc;
   }
-  return NINFER_OK;
+  return register_fold(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin::attention

@@ -20,6 +20,7 @@
 // and the softmax runs in float32 (docs/cuda-attention.md, "Precision").
 #pragma once
 
+#include "attention_decode_fold.cuh"
 #include "attention_decode_merge.cuh"
 #include "attention_mma_tile.cuh"
 #include "grid_dependency.cuh"
@@ -83,8 +84,59 @@ struct MmaMergeSlot {
   float m, l, pad[2], o[HD];
 };
 
+// The fold's rows for kv head kh (attention_decode_fold.cuh): warp tasks are the group's q rows
+// (normalised, rotated, scaled, rounded into the A tile), then, when the CTA holds the token's
+// own key, its k row (normalised and rotated) and its v row (as projected), each rounded to the
+// cache dtype, written to the cache and staged for the tile. Rows past the group are zeros.
 template <class E, int HD>
-__device__ void decode_split_mma(const ninfer_attention_args& a, int64_t tb, int64_t te, float* ws) {
+__device__ void fold_rows(const ninfer_attention_args& a, const ninfer_head_norm_rope_append_args& prep,
+                          const FoldSmem<E, HD>& fs, E* qs, const KvRows<E>& kv, const CtaWork& w, int kh, bool own,
+                          float qscale, int warp, int lane) {
+  using In = typename DecodeMmaInputs<E>::type;
+  constexpr int P = mma_pitch(HD), kPer = HD / 32;
+  const ninfer_head_norm_rope_args& r = prep.rope;
+  const int group = a.heads / a.cache.kv_heads, hd = a.cache.head_dim;
+  for (int i = threadIdx.x; i < (16 - group) * HD; i += kDecodeThreads)
+    qs[(group + i / HD) * P + i % HD] = In::from(0.f);
+  E* const k_row = const_cast<E*>(kv.k) + static_cast<int64_t>(w.pos) * kv.pos_stride;
+  E* const v_row = const_cast<E*>(kv.v) + static_cast<int64_t>(w.pos) * kv.pos_stride;
+  const int tasks = group + (own ? 2 : 0);
+  for (int task = warp; task < tasks; task += kDecodeWarps) {
+    float o[kPer];
+    if (task < group) {
+      const float* x = r.q + w.t * r.q_token_stride + static_cast<int64_t>(kh * group + task) * r.q_head_stride;
+      fold_norm_rope_row<HD>(x, r.q_weight, r, fs.cs, fs.sn, fs.rows + warp * HD, lane, o);
+#pragma unroll
+      for (int u = 0; u < kPer; ++u) qs[task * P + lane + 32 * u] = In::from(o[u] * qscale);
+      continue;
+    }
+    const bool is_k = task == group;
+    if (is_k) {
+      const float* x = r.k + w.t * r.k_token_stride + static_cast<int64_t>(kh) * r.k_head_stride;
+      fold_norm_rope_row<HD>(x, r.k_weight, r, fs.cs, fs.sn, fs.rows + warp * HD, lane, o);
+    } else {
+      const float* x = prep.append.v + w.t * prep.append.v_token_stride + static_cast<int64_t>(kh) * hd;
+#pragma unroll
+      for (int u = 0; u < kPer; ++u) o[u] = lane + 32 * u < hd ? x[lane + 32 * u] : 0.f;
+    }
+    E* const row = is_k ? k_row : v_row;
+    E* const staged = is_k ? fs.k : fs.v;
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int d = lane + 32 * u;
+      E e;
+      to_cache(o[u], e);
+      staged[d] = e; // zero past head_dim, as the tile copy fills those dims
+      if (d < hd) row[d] = e;
+    }
+  }
+}
+
+// kFold: head_norm_rope_append_attention (attention_decode_fold.cuh), `prep` its first half;
+// otherwise the attention op, `prep` unused.
+template <class E, int HD, bool kFold>
+__device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_head_norm_rope_append_args& prep,
+                                 int64_t tb, int64_t te, float* ws) {
   using In = typename DecodeMmaInputs<E>::type;
   constexpr int P = mma_pitch(HD);
   static_assert(sizeof(MmaMergeSlot<HD>) * kDecodeWarps * 16 <= sizeof(E) * 2 * kDecodeWarps * kDecodeMmaKeys * P,
@@ -97,6 +149,7 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, int64_t tb, int
   E* const vs = ks + kDecodeMmaKeys * P;
   auto* const slots = reinterpret_cast<MmaMergeSlot<HD>*>(tiles); // [warp][row], after the walk
   const LaneAddrs ad = lane_addrs<HD>(qs, ks, vs, lane);
+  const FoldSmem<E, HD> fs(smem + decode_mma_smem_bytes(HD)); // kFold only
   const ninfer_kv_cache& cache = a.cache;
   const int kvh = cache.kv_heads, group = a.heads / kvh, hd = cache.head_dim;
   // Before the launch wait (grid_dependency.cuh): which keys this CTA takes (the step's batch
@@ -108,6 +161,10 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, int64_t tb, int
   constexpr int kStride = kDecodeWarps * kDecodeMmaKeys; // keys between a warp's tiles
   // Rows [0, early) of a warp's first tile hold settled keys; rows past n are zero-filled.
   const auto early_rows = [settled](int key0, int n) { return min(max(settled - key0, 0), n); };
+  // kFold: the token's own key is written by this launch; `own` is the key in the CTA's tiles.
+  const int own = kFold && w.ok && w.k0 <= w.pos && w.pos < w.k1 ? w.pos : -1;
+  if constexpr (kFold)
+    if (w.ok) fold_angles(prep.rope, w.pos, fs.cs, fs.sn);
   if (w.g0 < kvh && w.k0 + warp * kDecodeMmaKeys < w.k1) {
     const int key0 = w.k0 + warp * kDecodeMmaKeys, n = min(w.k1 - key0, kDecodeMmaKeys), e = early_rows(key0, n);
     warp_tile_copy<E, HD>(ks, vs, kv_rows<E>(cache, w.ok ? w.slot : 0, w.g0), key0, n, lane,
@@ -129,23 +186,29 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, int64_t tb, int
     // first kv head's settled rows are in flight already.
     if (key0 < w.k1) {
       const int n = min(w.k1 - key0, kDecodeMmaKeys), e = kh == w.g0 ? early_rows(key0, n) : 0;
-      warp_tile_copy<E, HD>(ks, vs, kv, key0, n, lane, [=](int j) { return j >= e && j < n; });
+      warp_tile_copy<E, HD>(ks, vs, kv, key0, n, lane, [=](int j) { return j >= e && j < n && key0 + j != own; });
     }
-    for (int i = threadIdx.x; i < 16 * HD; i += kDecodeThreads) {
-      const int r = i / HD, d = i % HD;
-      const float* src = a.q + w.t * a.q_token_stride + static_cast<int64_t>(kh * group + r) * a.q_head_stride;
-      qs[r * P + d] = In::from(r < group && d < hd ? __ldg(src + d) * qscale : 0.f);
-    }
+    if constexpr (kFold)
+      fold_rows<E, HD>(a, prep, fs, qs, kv, w, kh, own >= 0, qscale, warp, lane);
+    else
+      for (int i = threadIdx.x; i < 16 * HD; i += kDecodeThreads) {
+        const int r = i / HD, d = i % HD;
+        const float* src = a.q + w.t * a.q_token_stride + static_cast<int64_t>(kh * group + r) * a.q_head_stride;
+        qs[r * P + d] = In::from(r < group && d < hd ? __ldg(src + d) * qscale : 0.f);
+      }
     __syncthreads();
     MmaRows<HD> st;
     st.reset();
     for (; key0 < w.k1; key0 += kStride) {
       const int nkeys = min(w.k1 - key0, kDecodeMmaKeys);
       warp_tile_wait();
+      if (kFold && own >= key0 && own < key0 + kDecodeMmaKeys) fold_place_key<E, HD>(ks, vs, fs, own - key0, lane);
       attend_tile_mma<In, HD, kDecodeMmaKeys>(st, ad, key0, last, nkeys < kDecodeMmaKeys, lane);
       __syncwarp(); // every lane is done with the tile before the next copy overwrites it
-      if (key0 + kStride < w.k1)
-        warp_tile_copy<E, HD>(ks, vs, kv, key0 + kStride, min(w.k1 - key0 - kStride, kDecodeMmaKeys), lane);
+      const int next = key0 + kStride;
+      if (next < w.k1)
+        warp_tile_copy<E, HD>(ks, vs, kv, next, min(w.k1 - next, kDecodeMmaKeys), lane,
+                              [=](int j) { return next + j != own; });
     }
     __syncthreads(); // the tiles' space becomes the merge slots
 

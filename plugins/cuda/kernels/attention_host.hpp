@@ -37,10 +37,12 @@ inline int32_t check_args(const ninfer_attention_args& a, const ninfer_launch& l
 // Every attention kernel takes (args, token_begin, token_end, workspace).
 using Kernel = void (*)(ninfer_attention_args, int64_t, int64_t, float*);
 
-inline int32_t launch_kernel(Kernel k, dim3 grid, int threads, const ninfer_attention_args& args,
-                             const ninfer_launch& l, bool cooperative, void* stream, const char* variant, char* err,
-                             size_t err_len) {
-  ninfer_attention_args a = args;
+// Args: the op's argument struct (attention's; head_norm_rope_append_attention's for the fold).
+template <class Args>
+int32_t launch_kernel(void (*k)(Args, int64_t, int64_t, float*), dim3 grid, int threads, const Args& args,
+                      const ninfer_launch& l, bool cooperative, void* stream, const char* variant, char* err,
+                      size_t err_len) {
+  Args a = args;
   int64_t b = l.token_begin, e = l.token_end;
   float* ws = static_cast<float*>(l.workspace);
   cudaError_t rc = set_max_dynamic_smem(reinterpret_cast<const void*>(k), l.dynamic_smem_bytes);
