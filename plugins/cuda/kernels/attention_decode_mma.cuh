@@ -183,10 +183,13 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
     int key0 = w.k0 + warp * kDecodeMmaKeys;
     __syncthreads(); // every warp is done with the previous kv head's q rows and merge slots
     // The first tile's copy goes out before the q rows are read: both latencies overlap. The
-    // first kv head's settled rows are in flight already.
+    // first kv head's settled rows and zero rows are in flight already; a later kv head's tile
+    // is copied whole (its zero rows too: the space held the previous head's merge slots).
     if (key0 < w.k1) {
-      const int n = min(w.k1 - key0, kDecodeMmaKeys), e = kh == w.g0 ? early_rows(key0, n) : 0;
-      warp_tile_copy<E, HD>(ks, vs, kv, key0, n, lane, [=](int j) { return j >= e && j < n && key0 + j != own; });
+      const bool first = kh == w.g0;
+      const int n = min(w.k1 - key0, kDecodeMmaKeys), e = first ? early_rows(key0, n) : 0;
+      warp_tile_copy<E, HD>(ks, vs, kv, key0, n, lane,
+                            [=](int j) { return (!first || (j >= e && j < n)) && key0 + j != own; });
     }
     if constexpr (kFold)
       fold_rows<E, HD>(a, prep, fs, qs, kv, w, kh, own >= 0, qscale, warp, lane);
