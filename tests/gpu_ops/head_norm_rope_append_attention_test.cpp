@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_layer_case.hpp"
 #include "attention_test_common.hpp"
 #include "gpu_op_env.hpp"
 #include "ninfer/abi/ops/head_norm_rope_append_attention.h"
@@ -24,15 +25,7 @@ using namespace ninfer::test;
 
 namespace {
 
-struct Layout {
-  int32_t q_heads, kv_heads, head_dim, rotary_dim;
-  double theta;
-  bool gated;
-  int64_t q_head_stride() const { return gated ? 2 * head_dim : head_dim; }
-  int64_t k_offset() const { return q_heads * q_head_stride(); }
-  int64_t v_offset() const { return k_offset() + int64_t{kv_heads} * head_dim; }
-  int64_t token_stride() const { return v_offset() + int64_t{kv_heads} * head_dim + 3; }
-};
+using Layout = AttentionLayout;
 // Qwen3-8B; gated q with a quarter rotary; 96-dim heads (padding inside the 128 class).
 const Layout kLayouts[] = {{32, 8, 128, 128, 1e6, false}, {16, 2, 128, 32, 1e7, true}, {8, 2, 96, 96, 1e4, false}};
 constexpr int32_t kSlots = 4, kCapacity = 4160;

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "attention_layer_case.hpp"
 #include "gpu_op_env.hpp"
 #include "ninfer/abi/ops/head_norm_rope_append.h"
 #include "op_routes.hpp"
@@ -18,46 +19,21 @@ using namespace ninfer::test;
 
 namespace {
 
-struct Layout {
-  int32_t q_heads, kv_heads, head_dim, rotary_dim;
-  double theta;
-  bool gated; // Qwen3.5's q_proj: per head [query | gate]
-  int64_t q_head_stride() const { return gated ? 2 * head_dim : head_dim; }
-  int64_t k_offset() const { return q_heads * q_head_stride(); }
-  int64_t v_offset() const { return k_offset() + int64_t{kv_heads} * head_dim; }
-  // A fused projection row: [q heads (| gates) | k heads | v heads | 3 padding].
-  int64_t token_stride() const { return v_offset() + int64_t{kv_heads} * head_dim + 3; }
-};
+using Layout = AttentionLayout;
 
 // Qwen3-8B (32 + 8 heads of 128), Qwen3.5-27B (24 gated + 4 of 256, 25% rotary), and odd
 // widths with more v rows than fit the CTA that holds the last k row.
 const Layout kLayouts[] = {{32, 8, 128, 128, 1e6, false}, {24, 4, 256, 64, 1e7, true}, {5, 3, 40, 12, 1e4, true}};
 
-struct Seq {
-  int32_t slot, pos0, n;
-};
+using Seq = SeqSpan;
 // A decode token, batched decode (one at the last position, one past the cache: skipped by
 // both paths), a prompt chunk, and a chunk with decode tokens.
 const std::vector<std::vector<Seq>> kBatches{
     {{2, 5, 1}}, {{3, 17, 1}, {0, 63, 1}, {1, 64, 1}}, {{0, 0, 40}}, {{1, 10, 23}, {2, 40, 1}, {0, 3, 7}}};
 constexpr int32_t kSlots = 4, kCapacity = 64;
 
-struct Batch {
-  std::vector<int32_t> seq_start{0}, seq_slot, token_pos, token_seq;
-  int64_t tokens() const { return static_cast<int64_t>(token_pos.size()); }
-};
-Batch make_batch(const std::vector<Seq>& seqs) {
-  Batch b;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    b.seq_slot.push_back(seqs[i].slot);
-    for (int32_t j = 0; j < seqs[i].n; ++j) {
-      b.token_pos.push_back(seqs[i].pos0 + j);
-      b.token_seq.push_back(static_cast<int32_t>(i));
-    }
-    b.seq_start.push_back(b.seq_start.back() + seqs[i].n);
-  }
-  return b;
-}
+using Batch = HostTokenBatch;
+Batch make_batch(const std::vector<Seq>& seqs) { return Batch(seqs); }
 
 // Whether every token's position lies in the cache (the CPU plugin reports one that does not,
 // as the contract allows; CUDA kernels skip it).

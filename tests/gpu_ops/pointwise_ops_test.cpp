@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_layer_case.hpp"
 #include "gpu_op_env.hpp"
 #include "ninfer/abi/ops/embedding.h"
 #include "ninfer/abi/ops/gated_rms_norm.h"
@@ -318,10 +319,7 @@ TEST(PointwiseGpu, RopeFullAndPartialAtLargePositions) {
 TEST(PointwiseGpu, KvAppendWritesOnlyTheBatchRows) {
   NINFER_REQUIRE_CUDA_BACKEND();
   auto rng = fresh_rng("gpu kv_append");
-  struct Seq {
-    int32_t slot, pos0, n;
-  };
-  const std::vector<std::vector<Seq>> batches{
+  const std::vector<std::vector<SeqSpan>> batches{
       {{2, 5, 1}},                          // one decode token
       {{0, 0, 40}},                         // a prefill chunk
       {{3, 17, 1}, {0, 63, 1}, {1, 0, 1}},  // batched decode, one at the last position
@@ -330,23 +328,16 @@ TEST(PointwiseGpu, KvAppendWritesOnlyTheBatchRows) {
   for (int32_t head_dim : {128, 96})
     for (const auto& seqs : batches) {
       const int32_t slots = 4, capacity = 64, kv_heads = 2, q_heads = 8;
-      std::vector<int32_t> seq_start{0}, seq_slot, token_pos, token_seq;
-      for (size_t i = 0; i < seqs.size(); ++i) {
-        seq_slot.push_back(seqs[i].slot);
-        for (int32_t j = 0; j < seqs[i].n; ++j) {
-          token_pos.push_back(seqs[i].pos0 + j);
-          token_seq.push_back(static_cast<int32_t>(i));
-        }
-        seq_start.push_back(seq_start.back() + seqs[i].n);
-      }
-      const int64_t T = static_cast<int64_t>(token_pos.size());
+      const HostTokenBatch b(seqs);
+      const int64_t T = b.tokens();
       const int64_t qkv_stride = static_cast<int64_t>(q_heads + 2 * kv_heads) * head_dim + 1;
       const auto qkv = randn(rng, static_cast<size_t>(T * qkv_stride));
       const size_t cache_elems = static_cast<size_t>(slots) * capacity * kv_heads * head_dim;
       const auto k_cache0 = randn(rng, cache_elems), v_cache0 = randn(rng, cache_elems);
       RunFn run = [&](Backend& be, const std::string& route) {
         DeviceBuffer qd = put(be, qkv), kc = put(be, k_cache0), vc = put(be, v_cache0);
-        DeviceBuffer ss = put(be, seq_start), sl = put(be, seq_slot), tp = put(be, token_pos), ts = put(be, token_seq);
+        DeviceBuffer ss = put(be, b.seq_start), sl = put(be, b.seq_slot), tp = put(be, b.token_pos),
+                     ts = put(be, b.token_seq);
         ninfer_kv_append_args a{};
         a.k = ptr<float>(qd) + static_cast<int64_t>(q_heads) * head_dim;
         a.k_token_stride = qkv_stride;

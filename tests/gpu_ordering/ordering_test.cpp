@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../gpu_ops/gpu_op_env.hpp"
+#include "attention_layer_case.hpp"
 #include "late_copy.hpp"
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/gated_delta_step.h"
@@ -36,23 +37,8 @@ void late_copy(Backend& be, const LateCopies& c) {
   ASSERT_EQ(0, launch_late_copy(be.stream(), c, kDelayNs)) << "the late writer failed to launch";
 }
 
-struct Seq {
-  int32_t slot, pos0, n;
-};
-struct Batch {
-  std::vector<int32_t> seq_start{0}, seq_slot, token_pos, token_seq;
-  explicit Batch(const std::vector<Seq>& seqs) {
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      seq_slot.push_back(seqs[i].slot);
-      for (int32_t j = 0; j < seqs[i].n; ++j) {
-        token_pos.push_back(seqs[i].pos0 + j);
-        token_seq.push_back(static_cast<int32_t>(i));
-      }
-      seq_start.push_back(seq_start.back() + seqs[i].n);
-    }
-  }
-  int64_t tokens() const { return static_cast<int64_t>(token_pos.size()); }
-};
+using Seq = SeqSpan;
+using Batch = HostTokenBatch;
 struct DeviceBatch {
   DeviceBuffer ss, sl, tp, ts;
   ninfer_token_batch batch;

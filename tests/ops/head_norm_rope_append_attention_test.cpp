@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -13,6 +12,7 @@
 
 #include "ninfer/abi/ops/head_norm_rope_append_attention.h"
 #include "ninfer/error.hpp"
+#include "attention_layer_case.hpp"
 #include "op_test_env.hpp"
 
 using namespace ninfer;
@@ -20,15 +20,7 @@ using namespace ninfer::test;
 
 namespace {
 
-struct Layout {
-  int32_t q_heads, kv_heads, head_dim, rotary_dim;
-  double theta;
-  bool gated;
-  int64_t q_head_stride() const { return gated ? 2 * head_dim : head_dim; }
-  int64_t k_offset() const { return q_heads * q_head_stride(); }
-  int64_t v_offset() const { return k_offset() + int64_t{kv_heads} * head_dim; }
-  int64_t token_stride() const { return v_offset() + int64_t{kv_heads} * head_dim + 3; }
-};
+using Layout = AttentionLayout;
 
 // Qwen3's layout (full rotary) and Qwen3.5's (gated q, a quarter rotary), small head counts.
 const Layout kLayouts[] = {{4, 2, 128, 128, 1e6, false}, {3, 1, 256, 64, 1e7, true}};
@@ -57,18 +49,11 @@ struct Case {
   }
 };
 
-// Sequences (slot, first position, tokens), the cache filled with random rows.
-Case make_case(std::mt19937_64& rng, const Layout& l, const std::vector<std::array<int32_t, 3>>& seqs) {
+// The call of `seqs`, the cache filled with random rows.
+Case make_case(std::mt19937_64& rng, const Layout& l, const std::vector<SeqSpan>& seqs) {
   Case c;
-  c.seq_start = {0};
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    c.seq_slot.push_back(seqs[i][0]);
-    for (int32_t j = 0; j < seqs[i][2]; ++j) {
-      c.token_pos.push_back(seqs[i][1] + j);
-      c.token_seq.push_back(static_cast<int32_t>(i));
-    }
-    c.seq_start.push_back(static_cast<int32_t>(c.token_pos.size()));
-  }
+  const HostTokenBatch b(seqs);
+  c.seq_start = b.seq_start, c.seq_slot = b.seq_slot, c.token_pos = b.token_pos, c.token_seq = b.token_seq;
   const int64_t T = static_cast<int64_t>(c.token_pos.size());
   const size_t cache = static_cast<size_t>(kSlots) * kCapacity * l.kv_heads * l.head_dim;
   c.proj = randn(rng, static_cast<size_t>(T * l.token_stride()), 2.f);
