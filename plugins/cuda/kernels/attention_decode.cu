@@ -131,12 +131,38 @@ const DecodeKernel kKernels[kHeadDimClassCount] = {
 // the tensor-core ones (on sm_89 the float32-tile kernels need fewer than the tensor-core ones,
 // on sm_90 all take 128). Its resources are the variants' (a plan legal for it is legal for the
 // others: same block, and shared memory is the call's, dyn_smem), and the live-resource queries
-// read that kernel. Set at registration.
+// read that kernel. Set at registration. After the classes, the fold's (kFoldPlan).
 struct PlannedKernel {
   Kernel kernel;
   const char* symbol;
 };
-PlannedKernel g_planned[kHeadDimClassCount];
+constexpr int kFoldPlan = kHeadDimClassCount;
+PlannedKernel g_planned[kHeadDimClassCount + 1];
+
+// Keeps in g_planned[p] (and `planned`, its build resources) whichever of it and `kernel` needs
+// more registers. Every decode kernel must be in the build resource table.
+int32_t plan_kernel(int p, const char* symbol, Kernel kernel, const BuildResource*& planned, char* err,
+                    size_t err_len) {
+  const BuildResource* res = find_build_resource(symbol);
+  if (!res) {
+    std::snprintf(err, err_len, "attention/decode: kernel %s missing from the build resource table", symbol);
+    return NINFER_ERR_UNSUPPORTED;
+  }
+  if (!planned || res->registers > planned->registers) {
+    planned = res;
+    g_planned[p] = {kernel, symbol};
+  }
+  return NINFER_OK;
+}
+
+// What every split-KV decode variant (the attention's and the fold's) declares alike.
+void fill_decode_common(ninfer_variant& v, int split) {
+  v.exec = NINFER_EXEC_CUDA;
+  v.geometry = NINFER_GEOMETRY_TOKEN_TILED;
+  v.cooperative = 1; // for the planner only: the launch is ordinary (see launch below)
+  v.split_k = split;
+  v.tokens_per_cta = 1;
+}
 
 // Variant V: head-dim class V / kDecodeSplitCount, split count V % kDecodeSplitCount.
 constexpr int kVariants = kHeadDimClassCount * kDecodeSplitCount;
@@ -218,36 +244,33 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
 
 constexpr int class_of(int v) { return v / kDecodeSplitCount; }
 
-template <int V>
+// The live-resource queries of the variants planned with g_planned[P].
+template <int P>
 int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
-  const PlannedKernel& p = g_planned[class_of(V)];
+  const PlannedKernel& p = g_planned[P];
   return query_kernel_attributes(reinterpret_cast<const void*>(p.kernel), p.symbol, kDecodeThreads, out, err,
                                  err_len);
 }
 
-template <int V>
+template <int P>
 int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
-  return query_driver_blocks(reinterpret_cast<const void*>(g_planned[class_of(V)].kernel), kDecodeThreads, dyn,
-                             blocks, err, err_len);
+  return query_driver_blocks(reinterpret_cast<const void*>(g_planned[P].kernel), kDecodeThreads, dyn, blocks, err,
+                             err_len);
 }
 
 template <int V>
 void fill(ninfer_variant& v) {
   std::snprintf(g_names[V], sizeof g_names[V], "decode_split%d_hd%d", split_of(V), kernel_of(V).hd);
+  fill_decode_common(v, split_of(V));
   v.op = NINFER_OP_ATTENTION;
   v.name = g_names[V];
-  v.exec = NINFER_EXEC_CUDA;
-  v.geometry = NINFER_GEOMETRY_TOKEN_TILED;
-  v.cooperative = 1;
-  v.split_k = split_of(V);
-  v.tokens_per_cta = 1;
   v.dtype_mask = kKvDtypeMask;
   v.dynamic_smem_bytes = dyn_smem<V>;
   v.workspace_bytes = workspace<V>;
   v.supports = supports<V>;
   v.launch = launch<V>;
-  v.query_loaded_resources = query<V>;
-  v.query_driver_blocks_per_sm = driver_blocks<V>;
+  v.query_loaded_resources = query<class_of(V)>;
+  v.query_driver_blocks_per_sm = driver_blocks<class_of(V)>;
 }
 
 template <int... V>
@@ -265,7 +288,6 @@ const char* const kFoldSymbols[kKvDtypeCount] = {nullptr, "ninfer_attention_deco
 const FoldKernel kFoldKernels[kKvDtypeCount] = {nullptr, ninfer_attention_decode_fold_hd128_kvf16,
                                                 ninfer_attention_decode_fold_hd128_kvbf16};
 constexpr uint32_t kFoldDtypeMask = (1u << NINFER_DTYPE_F16) | (1u << NINFER_DTYPE_BF16);
-PlannedKernel g_fold_planned;
 char g_fold_names[kDecodeSplitCount][32]; // "fold_split512_hd128"
 
 constexpr size_t fold_smem_bytes() { return decode_mma_smem_bytes(kFoldHd) + decode_fold_extra_bytes(kFoldHd); }
@@ -299,33 +321,19 @@ int32_t fold_launch(const void* args, const ninfer_launch* l, void* stream, char
                        *l, false, stream, name, err, err_len);
 }
 
-int32_t fold_query(ninfer_kernel_resources* out, char* err, size_t err_len) {
-  return query_kernel_attributes(reinterpret_cast<const void*>(g_fold_planned.kernel), g_fold_planned.symbol,
-                                 kDecodeThreads, out, err, err_len);
-}
-
-int32_t fold_driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
-  return query_driver_blocks(reinterpret_cast<const void*>(g_fold_planned.kernel), kDecodeThreads, dyn, blocks, err,
-                             err_len);
-}
-
 template <int S>
 void fill_fold(ninfer_variant& v) {
   std::snprintf(g_fold_names[S], sizeof g_fold_names[S], "fold_split%d_hd%d", kDecodeSplits[S], kFoldHd);
+  fill_decode_common(v, kDecodeSplits[S]);
   v.op = NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION;
   v.name = g_fold_names[S];
-  v.exec = NINFER_EXEC_CUDA;
-  v.geometry = NINFER_GEOMETRY_TOKEN_TILED;
-  v.cooperative = 1; // for the planner only, as the attention's decode variants
-  v.split_k = kDecodeSplits[S];
-  v.tokens_per_cta = 1;
   v.dtype_mask = kFoldDtypeMask;
   v.dynamic_smem_bytes = fold_dyn_smem;
   v.workspace_bytes = workspace<0>;
   v.supports = fold_supports<S>;
   v.launch = fold_launch<S>;
-  v.query_loaded_resources = fold_query;
-  v.query_driver_blocks_per_sm = fold_driver_blocks;
+  v.query_loaded_resources = query<kFoldPlan>;
+  v.query_driver_blocks_per_sm = driver_blocks<kFoldPlan>;
 }
 
 template <int... S>
@@ -339,18 +347,12 @@ int32_t register_fold(const ninfer_registrar* r, char* err, size_t err_len) {
   static ninfer_variant variants[kDecodeSplitCount];
   fill_folds(variants, std::make_integer_sequence<int, kDecodeSplitCount>{});
   const BuildResource* planned = nullptr;
-  for (int d = 0; d < kKvDtypeCount; ++d) {
-    if (!kFoldKernels[d]) continue;
-    const BuildResource* res = find_build_resource(kFoldSymbols[d]);
-    if (!res) {
-      std::snprintf(err, err_len, "attention/decode: kernel %s missing from the build resource table", kFoldSymbols[d]);
-      return NINFER_ERR_UNSUPPORTED;
-    }
-    if (!planned || res->registers > planned->registers) {
-      planned = res;
-      g_fold_planned = {reinterpret_cast<Kernel>(kFoldKernels[d]), kFoldSymbols[d]};
-    }
-  }
+  for (int d = 0; d < kKvDtypeCount; ++d)
+    if (kFoldKernels[d])
+      if (int32_t rc = plan_kernel(kFoldPlan, kFoldSymbols[d], reinterpret_cast<Kernel>(kFoldKernels[d]), planned,
+                                   err, err_len);
+          rc != NINFER_OK)
+        return rc;
   for (auto& v : variants) {
     v.resources = make_resources(*planned, kDecodeThreads);
     if (int32_t rc = r->add_variant(r->ctx, &v); rc != NINFER_OK) return rc;
@@ -369,15 +371,7 @@ int32_t register_attention_decode(const ninfer_registrar* r, char* err, size_t e
       for (const auto& [symbol, kernel] : {std::pair{kKernels[c].symbols[d], kKernels[c].kernels[d]},
                                            std::pair{kKernels[c].mma_symbols[d], kKernels[c].mma[d]}}) {
         if (!kernel) continue; // no tensor-core kernel for this class and dtype
-        const BuildResource* res = find_build_resource(symbol);
-        if (!res) {
-          std::snprintf(err, err_len, "attention/decode: kernel %s missing from the build resource table", symbol);
-          return NINFER_ERR_UNSUPPORTED;
-        }
-        if (!planned[c] || res->registers > planned[c]->registers) {
-          planned[c] = res;
-          g_planned[c] = {kernel, symbol};
-        }
+        if (int32_t rc = plan_kernel(c, symbol, kernel, planned[c], err, err_len); rc != NINFER_OK) return rc;
       }
   for (int i = 0; i < kVariants; ++i) {
     variants[i].resources = make_resources(*planned[class_of(i)], kDecodeThreads);

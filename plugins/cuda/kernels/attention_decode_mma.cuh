@@ -61,10 +61,6 @@ __device__ void warp_tile_copy(E* ks, E* vs, const KvRows<E>& kv, int key0, int 
   }
   asm volatile("cp.async.commit_group;\n" ::);
 }
-template <class E, int HD>
-__device__ void warp_tile_copy(E* ks, E* vs, const KvRows<E>& kv, int key0, int nkeys, int lane) {
-  warp_tile_copy<E, HD>(ks, vs, kv, key0, nkeys, lane, [](int) { return true; });
-}
 
 // Waits for the warp's copy; afterwards every lane may read every row of the tiles.
 __device__ __forceinline__ void warp_tile_wait() {
