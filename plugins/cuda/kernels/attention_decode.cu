@@ -222,6 +222,18 @@ int32_t check_decode_launch(const ninfer_attention_args& a, const ninfer_launch&
   return NINFER_ERR_INVALID_ARGUMENT;
 }
 
+// The cluster size a tensor-core decode launch takes (attention_decode_cluster.cuh): the planned
+// chunks per kv head when the grid is exactly kv_heads x chunks, the chunks fit one cluster, the
+// group's rows fit the q tile's space, and the device can place such clusters; else 1 (the chunks
+// meet through L2).
+unsigned decode_cluster(const void* kernel, const ninfer_attention_args& a, const ninfer_launch& l) {
+  const int kvh = a.cache.kv_heads, chunks = chunks_per_head(l.grid_y, kvh);
+  if (!cluster_launch_enabled() || chunks < 2 || chunks > kDecodeMaxClusterChunks || l.grid_y != kvh * chunks ||
+      a.heads / kvh > kDecodeClusterMaxGroup)
+    return 1;
+  return max_active_clusters(kernel, chunks, dim3(kDecodeThreads), l.dynamic_smem_bytes) > 0 ? chunks : 1;
+}
+
 template <int V>
 int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_attention_args*>(args);
@@ -238,8 +250,11 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
   const int d = kv_dtype_index(a.cache.dtype);
   const Kernel mma = kernel_of(V).mma[d];
   const bool vec = kv_vector_rows(a.cache, a.cache.dtype == NINFER_DTYPE_F32 ? 4 : 2);
-  return launch_kernel(mma && vec ? mma : kernel_of(V).kernels[d], dim3(l->grid_x, l->grid_y),
-                       kDecodeThreads, a, *l, false, stream, name, err, err_len);
+  if (mma && vec)
+    return launch_kernel(mma, dim3(l->grid_x, l->grid_y), kDecodeThreads, a, *l, false, stream, name, err, err_len,
+                         decode_cluster(reinterpret_cast<const void*>(mma), a, *l));
+  return launch_kernel(kernel_of(V).kernels[d], dim3(l->grid_x, l->grid_y), kDecodeThreads, a, *l, false, stream,
+                       name, err, err_len);
 }
 
 constexpr int class_of(int v) { return v / kDecodeSplitCount; }
@@ -317,8 +332,9 @@ int32_t fold_launch(const void* args, const ninfer_launch* l, void* stream, char
   }
   if (int32_t rc = check_args(a, *l, kFoldHd, name, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = check_decode_launch(a, *l, fold_smem_bytes(), name, err, err_len); rc != NINFER_OK) return rc;
-  return launch_kernel(kFoldKernels[kv_dtype_index(a.cache.dtype)], dim3(l->grid_x, l->grid_y), kDecodeThreads, f,
-                       *l, false, stream, name, err, err_len);
+  const FoldKernel k = kFoldKernels[kv_dtype_index(a.cache.dtype)];
+  return launch_kernel(k, dim3(l->grid_x, l->grid_y), kDecodeThreads, f, *l, false, stream, name, err, err_len,
+                       decode_cluster(reinterpret_cast<const void*>(k), a, *l));
 }
 
 template <int S>

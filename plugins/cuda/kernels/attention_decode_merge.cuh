@@ -4,6 +4,7 @@
 // ticket array.
 #pragma once
 
+#include "attention_decode_cluster.cuh"
 #include "attention_tile.cuh"
 
 namespace ninfer::cuda_plugin::attention {
@@ -100,12 +101,15 @@ __device__ inline int run_chunks(const ninfer_attention_args& a, int64_t tb, int
 // What one decode CTA does: token t (tt within the launch) and kv heads g0, g0 + gstep, ...
 // (below kv_heads), each with key chunk `chunk` of `chunks`, keys [k0, k1) of the token's span.
 // Below the kv head count a CTA takes whole kv heads; from there on every kv head's keys are cut
-// into chunks, one per CTA.
+// into chunks, one per CTA. In a cluster launch (attention_decode_cluster.cuh) the cluster is
+// one kv head's planned chunks, CTA rank = chunk; when the live span needs fewer chunks, the
+// ranks past them have no keys, or, at one chunk, nothing to do at all.
 struct CtaWork {
   int64_t tt, t;
   int slot, pos;
   bool ok; // the token's (slot, position) lies in the cache; else it sees no key (NaN rows)
   int chunks, chunk, g0, gstep, k0, k1;
+  int cluster; // CTAs whose rows meet in shared memory (cluster_merge); 0: none
 };
 __device__ inline CtaWork cta_work(const ninfer_attention_args& a, int64_t tb, int64_t te) {
   const ninfer_kv_cache& c = a.cache;
@@ -119,8 +123,13 @@ __device__ inline CtaWork cta_work(const ninfer_attention_args& a, int64_t tb, i
   w.ok = in_cache(c, w.slot, w.pos);
   const int span = w.ok ? w.pos + 1 : 0;
   const int chunk_len = (span + w.chunks - 1) / w.chunks;
-  w.g0 = split, w.gstep = splits, w.chunk = 0;
-  if (splits >= kvh) {
+  w.g0 = split, w.gstep = splits, w.chunk = 0, w.cluster = 0;
+  if (const int ctas = cluster_ctas(); ctas > 1) { // grid.y = kvh x ctas (the launch checks it)
+    w.g0 = w.chunks == 1 && split % ctas ? kvh : split / ctas;
+    w.gstep = kvh;
+    w.chunk = split % ctas;
+    w.cluster = w.chunks > 1 ? ctas : 0;
+  } else if (splits >= kvh) {
     w.g0 = split < kvh * w.chunks ? split / w.chunks : kvh; // CTAs past kvh * chunks have no work
     w.gstep = kvh;
     w.chunk = split % w.chunks;

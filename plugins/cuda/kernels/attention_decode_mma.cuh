@@ -83,7 +83,8 @@ struct MmaMergeSlot {
 // The fold's rows for kv head kh (attention_decode_fold.cuh): warp tasks are the group's q rows
 // (normalised, rotated, scaled, rounded into the A tile), then, when the CTA holds the token's
 // own key, its k row (normalised and rotated) and its v row (as projected), each rounded to the
-// cache dtype, written to the cache and staged for the tile. Rows past the group are zeros.
+// cache dtype, written to the cache and staged for the tile. Rows past the group were zeroed
+// before the launch wait.
 template <class E, int HD>
 __device__ void fold_rows(const ninfer_attention_args& a, const ninfer_head_norm_rope_append_args& prep,
                           const FoldSmem<E, HD>& fs, E* qs, const KvRows<E>& kv, const CtaWork& w, int kh, bool own,
@@ -92,8 +93,6 @@ __device__ void fold_rows(const ninfer_attention_args& a, const ninfer_head_norm
   constexpr int P = mma_pitch(HD), kPer = HD / 32;
   const ninfer_head_norm_rope_args& r = prep.rope;
   const int group = a.heads / a.cache.kv_heads, hd = a.cache.head_dim;
-  for (int i = threadIdx.x; i < (16 - group) * HD; i += kDecodeThreads)
-    qs[(group + i / HD) * P + i % HD] = In::from(0.f);
   E* const k_row = const_cast<E*>(kv.k) + static_cast<int64_t>(w.pos) * kv.pos_stride;
   E* const v_row = const_cast<E*>(kv.v) + static_cast<int64_t>(w.pos) * kv.pos_stride;
   const int tasks = group + (own ? 2 : 0);
@@ -101,7 +100,7 @@ __device__ void fold_rows(const ninfer_attention_args& a, const ninfer_head_norm
     float o[kPer];
     if (task < group) {
       const float* x = r.q + w.t * r.q_token_stride + static_cast<int64_t>(kh * group + task) * r.q_head_stride;
-      fold_norm_rope_row<HD>(x, r.q_weight, r, fs.cs, fs.sn, fs.rows + warp * HD, lane, o);
+      fold_norm_rope_row<HD>(x, fs.wq, r, fs.cs, fs.sn, fs.rows + warp * HD, lane, o);
 #pragma unroll
       for (int u = 0; u < kPer; ++u) qs[task * P + lane + 32 * u] = In::from(o[u] * qscale);
       continue;
@@ -109,7 +108,7 @@ __device__ void fold_rows(const ninfer_attention_args& a, const ninfer_head_norm
     const bool is_k = task == group;
     if (is_k) {
       const float* x = r.k + w.t * r.k_token_stride + static_cast<int64_t>(kh) * r.k_head_stride;
-      fold_norm_rope_row<HD>(x, r.k_weight, r, fs.cs, fs.sn, fs.rows + warp * HD, lane, o);
+      fold_norm_rope_row<HD>(x, fs.wk, r, fs.cs, fs.sn, fs.rows + warp * HD, lane, o);
     } else {
       const float* x = prep.append.v + w.t * prep.append.v_token_stride + static_cast<int64_t>(kh) * hd;
 #pragma unroll
@@ -144,6 +143,9 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
   E* const ks = tiles + warp * 2 * kDecodeMmaKeys * P;
   E* const vs = ks + kDecodeMmaKeys * P;
   auto* const slots = reinterpret_cast<MmaMergeSlot<HD>*>(tiles); // [warp][row], after the walk
+  float* const cluster_rows = reinterpret_cast<float*>(qs);         // [group][HD + 2], after the walk
+  static_assert(sizeof(float) * kDecodeClusterMaxGroup * cluster_row_floats(HD) <= sizeof(E) * 16 * P,
+                "a cluster launch's rows must fit in the q tile's space");
   const LaneAddrs ad = lane_addrs<HD>(qs, ks, vs, lane);
   const FoldSmem<E, HD> fs(smem + decode_mma_smem_bytes(HD)); // kFold only
   const ninfer_kv_cache& cache = a.cache;
@@ -159,8 +161,12 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
   const auto early_rows = [settled](int key0, int n) { return min(max(settled - key0, 0), n); };
   // kFold: the token's own key is written by this launch; `own` is the key in the CTA's tiles.
   const int own = kFold && w.ok && w.k0 <= w.pos && w.pos < w.k1 ? w.pos : -1;
-  if constexpr (kFold)
-    if (w.ok) fold_angles(prep.rope, w.pos, fs.cs, fs.sn);
+  if constexpr (kFold) {
+    fold_prepare<E, HD>(prep.rope, w.ok ? w.pos : 0, fs);
+    // The A tile's rows past the group stay zero for every kv head (fold_rows writes the others).
+    for (int i = threadIdx.x; i < (16 - group) * HD; i += kDecodeThreads)
+      qs[(group + i / HD) * P + i % HD] = In::from(0.f);
+  }
   if (w.g0 < kvh && w.k0 + warp * kDecodeMmaKeys < w.k1) {
     const int key0 = w.k0 + warp * kDecodeMmaKeys, n = min(w.k1 - key0, kDecodeMmaKeys), e = early_rows(key0, n);
     warp_tile_copy<E, HD>(ks, vs, kv_rows<E>(cache, w.ok ? w.slot : 0, w.g0), key0, n, lane,
@@ -243,6 +249,12 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
           o += wv * s.o[d];
         }
       }
+      if (w.cluster) { // this chunk's rows, for cluster_merge (the q tile's space is free now)
+        float* row = cluster_rows + r * cluster_row_floats(HD);
+        if (d == 0) row[0] = mx, row[1] = total;
+        row[2 + d] = o;
+        continue;
+      }
       if (d >= hd) continue;
       const int h = kh * group + r;
       if (chunks == 1) {
@@ -258,7 +270,8 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
       }
       p[2 + d] = o;
     }
-    if (chunks > 1) merge_if_last_chunk<HD>(a, ws, tb, w.tt, kh, chunks);
+    if (w.cluster) cluster_merge<HD>(a, cluster_rows, w.t, kh, w.cluster, w.chunk);
+    else if (chunks > 1) merge_if_last_chunk<HD>(a, ws, tb, w.tt, kh, chunks);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "attention_shapes.hpp"
+#include "cluster_launch.hpp"
 #include "grid_dependency.cuh"
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/plugin_abi.h"
@@ -38,10 +39,11 @@ inline int32_t check_args(const ninfer_attention_args& a, const ninfer_launch& l
 using Kernel = void (*)(ninfer_attention_args, int64_t, int64_t, float*);
 
 // Args: the op's argument struct (attention's; head_norm_rope_append_attention's for the fold).
+// cluster_y > 1: in clusters (cluster_launch.hpp; never cooperative).
 template <class Args>
 int32_t launch_kernel(void (*k)(Args, int64_t, int64_t, float*), dim3 grid, int threads, const Args& args,
                       const ninfer_launch& l, bool cooperative, void* stream, const char* variant, char* err,
-                      size_t err_len) {
+                      size_t err_len, unsigned cluster_y = 1) {
   Args a = args;
   int64_t b = l.token_begin, e = l.token_end;
   float* ws = static_cast<float*>(l.workspace);
@@ -49,13 +51,17 @@ int32_t launch_kernel(void (*k)(Args, int64_t, int64_t, float*), dim3 grid, int 
   if (rc == cudaSuccess) {
     void* params[] = {&a, &b, &e, &ws};
     auto s = static_cast<cudaStream_t>(stream);
-    rc = ninfer::cuda_plugin::launch_kernel(reinterpret_cast<const void*>(k), grid, dim3(threads), params,
-                                            l.dynamic_smem_bytes, s, cooperative);
+    const void* kernel = reinterpret_cast<const void*>(k);
+    rc = cluster_y > 1 ? launch_kernel_in_clusters(kernel, grid, dim3(threads), params, l.dynamic_smem_bytes, s,
+                                                   cluster_y)
+                       : ninfer::cuda_plugin::launch_kernel(kernel, grid, dim3(threads), params,
+                                                            l.dynamic_smem_bytes, s, cooperative);
   }
   if (rc != cudaSuccess) {
-    std::snprintf(err, err_len, "attention/%s: launch grid (%u,%u,%u) block %d smem %zu tokens [%lld,%lld): %s",
-                  variant, grid.x, grid.y, grid.z, threads, l.dynamic_smem_bytes, static_cast<long long>(b),
-                  static_cast<long long>(e), cudaGetErrorString(rc));
+    std::snprintf(err, err_len,
+                  "attention/%s: launch grid (%u,%u,%u) cluster y %u block %d smem %zu tokens [%lld,%lld): %s",
+                  variant, grid.x, grid.y, grid.z, cluster_y, threads, l.dynamic_smem_bytes,
+                  static_cast<long long>(b), static_cast<long long>(e), cudaGetErrorString(rc));
     cudaGetLastError(); // a failed launch leaves a non-sticky error; clear it for the next call
     return NINFER_ERR_LAUNCH;
   }

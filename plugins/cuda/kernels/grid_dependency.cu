@@ -1,8 +1,13 @@
 // Host side of grid_dependency.cuh: the launch with programmatic stream serialization.
 #include "grid_dependency.cuh"
 
+#include "cluster_launch.hpp"
+
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace ninfer::cuda_plugin {
 
@@ -40,26 +45,97 @@ bool programmatic_launch_enabled() {
   return enabled;
 }
 
-cudaError_t launch_kernel(const void* kernel, dim3 grid, dim3 block, void** params, size_t dynamic_smem,
-                          cudaStream_t stream, bool cooperative) {
+namespace {
+// Asks the kernel to accept clusters of `cluster_y` (sizes above 8 are non-portable) and adds the
+// cluster attribute to `config`.
+cudaError_t add_cluster(const void* entry, unsigned cluster_y, cudaLaunchConfig_t& config,
+                        cudaLaunchAttribute& attribute) {
+  if (cluster_y > 8)
+    if (cudaError_t rc = cudaFuncSetAttribute(entry, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        rc != cudaSuccess)
+      return rc;
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = 1;
+  attribute.val.clusterDim.y = cluster_y;
+  attribute.val.clusterDim.z = 1;
+  config.numAttrs++;
+  return cudaSuccess;
+}
+
+// Both launches: with programmatic serialization (or cooperative), in clusters when cluster_y > 1.
+cudaError_t launch(const void* kernel, dim3 grid, dim3 block, void** params, size_t dynamic_smem,
+                   cudaStream_t stream, bool cooperative, unsigned cluster_y) {
+  const void* entry = device_entry(kernel);
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = dynamic_smem;
   config.stream = stream;
-  cudaLaunchAttribute attribute[1];
+  cudaLaunchAttribute attribute[2];
+  config.attrs = attribute;
   if (cooperative) {
     attribute[0].id = cudaLaunchAttributeCooperative;
     attribute[0].val.cooperative = 1;
-    config.attrs = attribute;
     config.numAttrs = 1;
   } else if (programmatic_launch_enabled()) {
     attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute[0].val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = attribute;
     config.numAttrs = 1;
   }
-  return cudaLaunchKernelExC(&config, device_entry(kernel), params);
+  if (cluster_y > 1)
+    if (cudaError_t rc = add_cluster(entry, cluster_y, config, attribute[config.numAttrs]); rc != cudaSuccess)
+      return rc;
+  return cudaLaunchKernelExC(&config, entry, params);
+}
+} // namespace
+
+cudaError_t launch_kernel(const void* kernel, dim3 grid, dim3 block, void** params, size_t dynamic_smem,
+                          cudaStream_t stream, bool cooperative) {
+  return launch(kernel, grid, block, params, dynamic_smem, stream, cooperative, 1);
+}
+
+cudaError_t launch_kernel_in_clusters(const void* kernel, dim3 grid, dim3 block, void** params,
+                                      size_t dynamic_smem, cudaStream_t stream, unsigned cluster_y) {
+  return launch(kernel, grid, block, params, dynamic_smem, stream, false, cluster_y);
+}
+
+bool cluster_launch_enabled() {
+  static const bool enabled = [] {
+    if (!kernels_have_prologue()) return false; // the same condition: machine code for 9.0+
+    const char* env = std::getenv("NINFER_DECODE_CLUSTER");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return enabled;
+}
+
+int max_active_clusters(const void* kernel, unsigned cluster_y, dim3 block, size_t dynamic_smem) {
+  struct Key {
+    const void* kernel;
+    unsigned cluster_y, threads;
+    size_t smem;
+    bool operator<(const Key& o) const {
+      return std::tie(kernel, cluster_y, threads, smem) < std::tie(o.kernel, o.cluster_y, o.threads, o.smem);
+    }
+  };
+  static std::mutex mutex;
+  static std::map<Key, int> known;
+  const Key key{kernel, cluster_y, block.x * block.y * block.z, dynamic_smem};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  const void* entry = device_entry(kernel);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(1, cluster_y);
+  config.blockDim = block;
+  config.dynamicSmemBytes = dynamic_smem;
+  cudaLaunchAttribute attribute;
+  config.attrs = &attribute;
+  int clusters = 0;
+  if (set_max_dynamic_smem(kernel, dynamic_smem) != cudaSuccess ||
+      add_cluster(entry, cluster_y, config, attribute) != cudaSuccess ||
+      cudaOccupancyMaxActiveClusters(&clusters, entry, &config) != cudaSuccess)
+    clusters = 0;
+  cudaGetLastError(); // a refused query leaves a non-sticky error; the caller falls back
+  return known[key] = clusters;
 }
 
 const void* device_entry(const void* kernel) {
