@@ -161,7 +161,7 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
   const auto early_rows = [settled](int key0, int n) { return min(max(settled - key0, 0), n); };
   // kFold: the token's own key is written by this launch; `own` is the key in the CTA's tiles.
   const int own = kFold && w.ok && w.k0 <= w.pos && w.pos < w.k1 ? w.pos : -1;
-  if constexpr (kFold) {
+  if (kFold && w.g0 < kvh) { // a CTA without work leaves after the wait
     fold_prepare<E, HD>(prep.rope, w.ok ? w.pos : 0, fs);
     // The A tile's rows past the group stay zero for every kv head (fold_rows writes the others).
     for (int i = threadIdx.x; i < (16 - group) * HD; i += kDecodeThreads)
