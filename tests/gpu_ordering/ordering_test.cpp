@@ -37,6 +37,13 @@ void late_copy(Backend& be, const LateCopies& c) {
   ASSERT_EQ(0, launch_late_copy(be.stream(), c, kDelayNs)) << "the late writer failed to launch";
 }
 
+// The late writer with one range: `count` floats of `from` over `to`.
+void late_copy(Backend& be, const DeviceBuffer& from, DeviceBuffer& to, size_t count) {
+  LateCopies c;
+  c.range[c.count++] = {from.data(), to.data(), static_cast<int64_t>(count * sizeof(float))};
+  late_copy(be, c);
+}
+
 using Seq = SeqSpan;
 using Batch = HostTokenBatch;
 struct DeviceBatch {
@@ -156,11 +163,7 @@ TEST(GpuOrdering, GatedDeltaStepSeesInputsWrittenByTheKernelBeforeIt) {
     a.a_log = al.as<float>(), a.dt_bias = dt.as<float>(), a.norm_w = nw.as<float>(), a.eps = 1e-6f;
     a.scale = 0.08838834764831845f, a.state = st.as<float>(), a.out = out.as<float>(), a.out_token_stride = Hv * D;
     a.batch = db.batch, a.tokens = T, a.k_heads = Hk, a.v_heads = Hv, a.k_dim = D, a.v_dim = D;
-    if (late) {
-      LateCopies c;
-      c.range[c.count++] = {truth.data(), in.data(), static_cast<int64_t>(inputs.size() * sizeof(float))};
-      late_copy(*gpu, c);
-    }
+    if (late) late_copy(*gpu, truth, in, inputs.size());
     gpu->run(NINFER_OP_GATED_DELTA_STEP, shape, &a);
     return Result{get<float>(*gpu, out, static_cast<size_t>(vz)), get<float>(*gpu, st, state0.size())};
   };
@@ -202,11 +205,7 @@ TEST(GpuOrdering, HeadNormRopeAppendSeesProjectionRowsWrittenByTheKernelBeforeIt
               T, kHeads, kKvHeads, kHeadDim, kHeadDim, 1e-6f, 0, 1e6};
     a.append = {k, stride, k + kPosElems, stride,
                 {kc.data(), vc.data(), kSlots, capacity, kKvHeads, kHeadDim, NINFER_DTYPE_BF16}, db.batch, T};
-    if (late) {
-      LateCopies c;
-      c.range[c.count++] = {truth.data(), p.data(), static_cast<int64_t>(proj.size() * sizeof(float))};
-      late_copy(*gpu, c);
-    }
+    if (late) late_copy(*gpu, truth, p, proj.size());
     gpu->run(NINFER_OP_HEAD_NORM_ROPE_APPEND, shape, &a);
     return Result{get<float>(*gpu, p, proj.size()), get<uint16_t>(*gpu, kc, cache0.size()),
                   get<uint16_t>(*gpu, vc, cache0.size())};
@@ -254,11 +253,7 @@ TEST(GpuOrdering, HeadNormRopeAppendAttentionSeesProjectionRowsWrittenByTheKerne
     a.prep.append = {k, stride, k + kPosElems, stride, cache, db.batch, T};
     a.attn = {x, stride, kHeadDim, cache, db.batch, out.as<float>(), kHeads * kHeadDim, T, kHeads,
               0.08838834764831845f};
-    if (late) {
-      LateCopies c;
-      c.range[c.count++] = {truth.data(), p.data(), static_cast<int64_t>(proj.size() * sizeof(float))};
-      late_copy(*gpu, c);
-    }
+    if (late) late_copy(*gpu, truth, p, proj.size());
     gpu->run(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, shape, &a);
     return Result{get<float>(*gpu, out, static_cast<size_t>(T) * kHeads * kHeadDim),
                   get<uint16_t>(*gpu, kc, cache_elems), get<uint16_t>(*gpu, vc, cache_elems)};

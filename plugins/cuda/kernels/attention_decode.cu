@@ -227,10 +227,10 @@ int32_t check_decode_launch(const ninfer_attention_args& a, const ninfer_launch&
 // group's rows fit the q tile's space, and the device holds all of the launch's clusters at once
 // (a cluster is placed only where its CTAs all fit in one GPC, so a grid that fits as single
 // CTAs may not fit as clusters: a second wave of clusters cost more than the merge saves); else
-// 1 (the chunks meet through L2). On the H200 the fold's kernel fits 14 clusters of 16, 30 of 8,
-// 62 of 4: Qwen3-8B at batch 1 and 4,096 keys (8 clusters of 16) merges in clusters, batch 8 (64
-// clusters of 4) through L2, where clusters measured 1,099.8 tok/s against 1,186.6
-// (docs/performance.md, "Fourteenth session").
+// 1 (the chunks meet through L2). On the H200 a kernel of the fold's block and shared memory
+// (two CTAs per SM) fits 14 clusters of 16, 30 of 8, 62 of 4: Qwen3-8B at batch 1 and 4,096 keys
+// (8 clusters of 16) merges in clusters, batch 8 (64 clusters of 4) through L2, where clusters
+// measured 1,099.8 tok/s against 1,186.6 (docs/performance.md, "Fourteenth session").
 unsigned decode_cluster(const void* kernel, const ninfer_attention_args& a, const ninfer_launch& l) {
   const int kvh = a.cache.kv_heads, chunks = chunks_per_head(l.grid_y, kvh);
   if (!cluster_launch_enabled() || chunks < 2 || chunks > kDecodeMaxClusterChunks || l.grid_y != kvh * chunks ||

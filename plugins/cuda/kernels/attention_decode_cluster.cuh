@@ -29,7 +29,8 @@ constexpr int kDecodeClusterMaxGroup = 8;
 // Floats of one row's merged state in a CTA's cluster rows: max (log2 domain), total, output.
 NINFER_HD_FN constexpr int cluster_row_floats(int hd) { return hd + 2; }
 
-// CTAs in this CTA's cluster (1 without a cluster launch, and before sm_90) and its rank there.
+// CTAs in this CTA's cluster: 1 without a cluster launch, and before sm_90. A CTA's rank in its
+// cluster is blockIdx.y % that count (clusters are (1, C, 1) and grid.y a multiple of C).
 __device__ __forceinline__ int cluster_ctas() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   uint32_t n;
@@ -37,16 +38,6 @@ __device__ __forceinline__ int cluster_ctas() {
   return static_cast<int>(n);
 #else
   return 1;
-#endif
-}
-
-__device__ __forceinline__ int cluster_rank() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return static_cast<int>(r);
-#else
-  return 0;
 #endif
 }
 

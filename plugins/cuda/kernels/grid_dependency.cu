@@ -31,17 +31,19 @@ bool kernels_have_prologue() {
 #endif
 }
 
-bool decide() {
+// A launch feature the kernels carry (machine code for 9.0+), unless the environment variable
+// `off` is 0: NINFER_PDL and NINFER_DECODE_CLUSTER, A/B switches for benchmarks and diagnostics
+// for suspected races.
+bool feature_enabled(const char* off) {
   if (!kernels_have_prologue()) return false;
-  // NINFER_PDL=0 turns it off: an A/B switch for benchmarks and a diagnostic for suspected races.
-  const char* env = std::getenv("NINFER_PDL");
+  const char* env = std::getenv(off);
   return !(env && std::strcmp(env, "0") == 0);
 }
 
 } // namespace
 
 bool programmatic_launch_enabled() {
-  static const bool enabled = decide();
+  static const bool enabled = feature_enabled("NINFER_PDL");
   return enabled;
 }
 
@@ -100,26 +102,26 @@ cudaError_t launch_kernel_in_clusters(const void* kernel, dim3 grid, dim3 block,
 }
 
 bool cluster_launch_enabled() {
-  static const bool enabled = [] {
-    if (!kernels_have_prologue()) return false; // the same condition: machine code for 9.0+
-    const char* env = std::getenv("NINFER_DECODE_CLUSTER");
-    return !(env && std::strcmp(env, "0") == 0);
-  }();
+  static const bool enabled = feature_enabled("NINFER_DECODE_CLUSTER");
   return enabled;
 }
 
 int max_active_clusters(const void* kernel, unsigned cluster_y, dim3 block, size_t dynamic_smem) {
   struct Key {
+    int device;
     const void* kernel;
     unsigned cluster_y, threads;
     size_t smem;
     bool operator<(const Key& o) const {
-      return std::tie(kernel, cluster_y, threads, smem) < std::tie(o.kernel, o.cluster_y, o.threads, o.smem);
+      return std::tie(device, kernel, cluster_y, threads, smem) <
+             std::tie(o.device, o.kernel, o.cluster_y, o.threads, o.smem);
     }
   };
   static std::mutex mutex;
   static std::map<Key, int> known;
-  const Key key{kernel, cluster_y, block.x * block.y * block.z, dynamic_smem};
+  int device = 0;
+  cudaGetDevice(&device);
+  const Key key{device, kernel, cluster_y, block.x * block.y * block.z, dynamic_smem};
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = known.find(key); it != known.end()) return it->second;
   const void* entry = device_entry(kernel);
