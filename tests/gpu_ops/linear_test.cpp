@@ -349,8 +349,10 @@ TEST(LinearGpu, CudaCoreGemvMatchesCpuAtDecodeTokenCounts) {
     }
 }
 
-// The split-reduction GEMV (gemv_k4: each row's reduction across four warps, partial sums
-// added in shared memory; linear_gemv_k4.cu) at one token, on the decode
+// The split-reduction GEMVs (gemv_k4: each row's reduction across four warps, partial sums
+// added in shared memory; linear_gemv_k4.cu; gemv_pipe: the same in one wave of resident CTAs
+// that walk row blocks in turn, so the larger shapes give each CTA several blocks, with the next
+// block's loads issued before the current one's sums; linear_gemv_pipe.cu) at one token, on the decode
 // projections whose reductions split unevenly or not at all: Qwen3-8B's qkv and down,
 // Qwen3.5-27B's down (K 17408: 2176 vectors, 544 per warp), an odd N (the last CTA has one
 // output), a K of 13 vectors (slices of 4, 4, 4, 1) and of one vector (three idle warps); f32
@@ -362,7 +364,7 @@ TEST(LinearGpu, SplitReductionGemvMatchesCpuAtOneToken) {
   auto rng = fresh_rng("gpu linear split-reduction gemv");
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
-  const std::vector<std::string> variants{"gemv_k4"};
+  const std::vector<std::string> variants{"gemv_k4", "gemv_pipe"};
   for (const std::string& name : variants)
     ASSERT_NE(gpu->plugin().find_variant(NINFER_OP_LINEAR, name), nullptr)
         << gpu->plugin().name() << " registers no linear/" << name;
@@ -406,7 +408,7 @@ TEST(LinearGpu, SplitReductionGemvMatchesCpuAtOneToken) {
 }
 
 // accumulate = 1: y += x.W^T on y's previous contents (the residual-stream update), for the
-// planner's choice and every variant (gemv1/2/4/8, gemv_cc1/2, gemv_k4, tiled64/128, cublaslt,
+// planner's choice and every variant (gemv1/2/4/8, gemv_cc1/2, gemv_k4, gemv_pipe, tiled64/128, cublaslt,
 // cublaslt_x2 and whatever else the plugin registers), f32 and bf16 weights, decode and prefill
 // token counts, a vector-path shape, a scalar-path one (K % 8 != 0, odd N) and a wide one. y
 // starts as random y0 in its rows and NaN in the padding past each row (which must stay NaN);
@@ -419,8 +421,8 @@ TEST(LinearGpu, AccumulateAddsToYAndZeroIgnoresItInEveryVariant) {
   auto rng = fresh_rng("gpu linear accumulate");
   auto gpu = make_cuda_backend();
   const auto routes = op_routes(*gpu, NINFER_OP_LINEAR);
-  for (const char* name : {"gemv1", "gemv2", "gemv4", "gemv8", "gemv_cc1", "gemv_cc2", "gemv_k4", "tiled64",
-                           "tiled128", "cublaslt"})
+  for (const char* name : {"gemv1", "gemv2", "gemv4", "gemv8", "gemv_cc1", "gemv_cc2", "gemv_k4", "gemv_pipe",
+                           "tiled64", "tiled128", "cublaslt"})
     EXPECT_NE(gpu->plugin().find_variant(NINFER_OP_LINEAR, name), nullptr)
         << gpu->plugin().name() << " registers no linear/" << name;
   struct Shape {

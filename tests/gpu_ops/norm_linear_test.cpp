@@ -17,7 +17,9 @@ namespace {
 // partly empty (odd outputs, a half of 35 rows, a K of one 16-byte vector; gemv_k4's CTA has 2
 // gated / 4 plain outputs, and its K quarters of 40 and 8 leave whole slices empty). K = 2056
 // (257 bf16 / 514 f32 vectors) ends gemv_k4's quarters mid-step, the last one shorter, after
-// more than one round of loads.
+// more than one round of loads. gemv_pipe's one wave of resident CTAs walks several row blocks
+// each on the model shapes (6144 blocks of 2 gated pairs on the 8B's gate|up) and one on the
+// small ones.
 const NormLinearShape kShapes[] = {{4096, 6144, false}, {4096, 24576, true}, {5120, 16384, false},
                                    {5120, 34816, true}, {136, 70, true},     {40, 9, false},
                                    {8, 3, false},       {2056, 22, true},    {2056, 7, false}};

@@ -126,12 +126,99 @@ __global__ void __launch_bounds__(T) split_kernel(const float* __restrict__ x, c
   }
 }
 
+// The pipelined design: a grid of at most `per_sm` CTAs per SM that walk their row blocks in turn
+// (block b, b + grid, ...), each lane keeping two batches of R x U 16-byte loads in flight (the
+// next batch is issued before the current one is used, across row blocks too). kEarly: the first
+// batch is issued before the launch wait (weights are never written by a step), so it overlaps
+// the previous kernel's tail when this kernel's CTAs are resident early. Fewer CTAs per SM leave
+// room for the next kernel's CTAs to become resident while this one still streams.
+template <int T, int R, int U, int S, bool kEarly>
+__global__ void __launch_bounds__(T) pipe_kernel(const float* __restrict__ x, const unsigned short* __restrict__ w,
+                                                 float* __restrict__ y, int K, int N) {
+  constexpr int kWarps = T / 32, kGroups = kWarps / S, kRowsPerCta = kGroups * R;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int group = warp / S, slice = warp % S;
+  const int steps = K / 8;
+  const int per_slice = (steps + S - 1) / S;
+  const int s_begin = min(steps, slice * per_slice), s_end = min(steps, s_begin + per_slice);
+  const int blocks = (N + kRowsPerCta - 1) / kRowsPerCta;
+  const auto first_row = [&](int b) { return (static_cast<long long>(b) * kGroups + group) * R; };
+  uint4 wv[U][R];
+  const auto load = [&](long long n0, int s0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int s = s0 + 32 * u;
+        const unsigned short* row = w + min(n0 + r, static_cast<long long>(N) - 1) * K;
+        wv[u][r] = s < s_end ? __ldg(reinterpret_cast<const uint4*>(row) + s) : make_uint4(0, 0, 0, 0);
+      }
+  };
+  int b = blockIdx.x;
+  if (kEarly && b < blocks) load(first_row(b), s_begin + lane);
+  launch_wait();
+  if (!kEarly && b < blocks) load(first_row(b), s_begin + lane);
+  __shared__ float part[kWarps][R];
+  for (; b < blocks; b += gridDim.x) {
+    const long long n0 = first_row(b);
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.f;
+    for (int s0 = s_begin + lane; s0 < s_end; s0 += 32 * U) {
+      uint4 cur[U][R];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int r = 0; r < R; ++r) cur[u][r] = wv[u][r];
+      if (s0 + 32 * U < s_end) load(n0, s0 + 32 * U);
+      else if (b + static_cast<int>(gridDim.x) < blocks) load(first_row(b + gridDim.x), s_begin + lane);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int s = s0 + 32 * u;
+        if (s >= s_end) break;
+        const float4 x0 = __ldg(reinterpret_cast<const float4*>(x) + 2 * s);
+        const float4 x1 = __ldg(reinterpret_cast<const float4*>(x) + 2 * s + 1);
+        const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const unsigned int ws[4] = {cur[u][r].x, cur[u][r].y, cur[u][r].z, cur[u][r].w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            acc[r] = fmaf(xs[2 * i], __uint_as_float(ws[i] << 16), acc[r]);
+            acc[r] = fmaf(xs[2 * i + 1], __uint_as_float(ws[i] & 0xffff0000u), acc[r]);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = ninfer_jit::warp_sum(acc[r]);
+    if constexpr (S == 1) {
+      if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          if (n0 + r < N) y[n0 + r] = acc[r];
+    } else {
+      if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < R; ++r) part[warp][r] = acc[r];
+      __syncthreads();
+      if (slice == 0 && lane < R && n0 + lane < N) {
+        float v = 0.f;
+#pragma unroll
+        for (int j = 0; j < S; ++j) v += part[group * S + j][lane];
+        y[n0 + lane] = v;
+      }
+      __syncthreads();
+    }
+  }
+}
+
 struct Design {
   std::string name;
   // Enqueues one launch on `stream`.
   void (*launch)(const float* x, const void* w, float* y, int K, int N, cudaStream_t s, const Design& d);
   const void* kernel = nullptr;
-  int threads = 0, rows_per_cta = 0;
+  int threads = 0, rows_per_cta = 0, per_sm = 0; // per_sm: the pipelined designs' CTAs per SM
 };
 
 void launch_pdl(const void* kernel, dim3 grid, dim3 block, void** params, cudaStream_t s) {
@@ -158,6 +245,27 @@ void launch_split(const float* x, const void* w, float* y, int K, int N, cudaStr
   int pf = g_prefetch_bytes;
   void* p[] = {&x, &w, &y, &K, &N, &pf};
   launch_pdl(d.kernel, dim3((N + d.rows_per_cta - 1) / d.rows_per_cta), dim3(d.threads), p, s);
+}
+
+int g_sms = 0;
+
+void launch_pipe(const float* x, const void* w, float* y, int K, int N, cudaStream_t s, const Design& d) {
+  void* p[] = {&x, &w, &y, &K, &N};
+  const int blocks = (N + d.rows_per_cta - 1) / d.rows_per_cta;
+  launch_pdl(d.kernel, dim3(std::min(blocks, g_sms * d.per_sm)), dim3(d.threads), p, s);
+}
+
+template <int T, int R, int U, int S, bool kEarly>
+Design pipe_design(int per_sm) {
+  Design d;
+  d.name = std::string(kEarly ? "e" : "p") + std::to_string(per_sm) + "_" + std::to_string(T) + "_r" +
+           std::to_string(R) + "_u" + std::to_string(U) + "_k" + std::to_string(S);
+  d.launch = launch_pipe;
+  d.kernel = reinterpret_cast<const void*>(pipe_kernel<T, R, U, S, kEarly>);
+  d.threads = T;
+  d.rows_per_cta = T / 32 / S * R;
+  d.per_sm = per_sm;
+  return d;
 }
 
 template <int T, int R, int U, int S>
@@ -232,6 +340,10 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&ws, 32 << 20));
   cublasSetWorkspace(g_cublas, ws, 32 << 20);
 
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  g_sms = prop.multiProcessorCount;
+
   std::vector<Design> designs;
   designs.push_back({"base", launch_base});
   designs.push_back(split_design<128, 2, 2, 1>());
@@ -248,6 +360,97 @@ int main(int argc, char** argv) {
   designs.push_back(split_design<512, 4, 2, 8>());
   designs.push_back(split_design<512, 8, 1, 16>());
   designs.push_back({"cublas", launch_cublas});
+  designs.push_back(pipe_design<256, 2, 2, 4, false>(5));
+  designs.push_back(pipe_design<256, 2, 2, 4, true>(5));
+  designs.push_back(pipe_design<256, 2, 2, 4, true>(3));
+  designs.push_back(pipe_design<256, 2, 2, 4, true>(2));
+  designs.push_back(pipe_design<256, 2, 4, 4, true>(2));
+  designs.push_back(pipe_design<256, 2, 2, 4, false>(2));
+  designs.push_back(pipe_design<128, 2, 2, 1, true>(8));
+  designs.push_back(pipe_design<128, 2, 2, 1, true>(4));
+  designs.push_back(pipe_design<128, 2, 4, 1, true>(4));
+  const auto named = [&](const std::string& n) -> const Design& {
+    for (const auto& d : designs)
+      if (d.name == n) return d;
+    std::fprintf(stderr, "no design %s\n", n.c_str());
+    std::exit(1);
+  };
+  // CHAIN=1: whole Qwen3-8B layers' projections (q|k|v, o, gate|up, down) in one graph of `layers`
+  // layers, each matrix its own copy, with one design per projection: how the designs behave
+  // next to each other, not only behind themselves.
+  if (const char* c = std::getenv("CHAIN"); c && *c == '1') {
+    const int ks[4][2] = {{4096, 6144}, {4096, 4096}, {4096, 24576}, {12288, 4096}};
+    double bytes = 0;
+    for (const auto& k : ks) bytes += 2.0 * k[0] * k[1];
+    std::vector<unsigned short*> w(size_t(4) * layers);
+    for (int l = 0; l < layers; ++l)
+      for (int j = 0; j < 4; ++j) {
+        const size_t wn = size_t(ks[j][0]) * ks[j][1];
+        CHECK(cudaMalloc(&w[l * 4 + j], wn * 2));
+        fill_bf16<<<1024, 256>>>(w[l * 4 + j], wn, 977u * l + 13u * j + 5u);
+      }
+    float *x, *y;
+    CHECK(cudaMalloc(&x, 12288 * 4));
+    CHECK(cudaMemset(x, 0, 12288 * 4));
+    CHECK(cudaMalloc(&y, 24576 * 4));
+    CHECK(cudaMalloc(&g_xb, 12288 * 2));
+    CHECK(cudaMemset(g_xb, 0, 12288 * 2));
+    cudaStream_t stream;
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    const std::vector<std::vector<std::string>> chains = {
+        {"s128_r2_u2_k1", "s256_r2_u2_k4", "s128_r2_u2_k1", "s256_r2_u2_k4"}, // the plugins' routes today
+        {"s256_r2_u2_k4", "s256_r2_u2_k4", "s256_r2_u2_k4", "s256_r2_u2_k4"},
+        {"s128_r2_u2_k1", "s128_r2_u2_k1", "s128_r2_u2_k1", "s128_r2_u2_k1"},
+        {"cublas", "cublas", "cublas", "cublas"},
+        {"p5_256_r2_u2_k4", "p5_256_r2_u2_k4", "p5_256_r2_u2_k4", "p5_256_r2_u2_k4"},
+        {"e5_256_r2_u2_k4", "e5_256_r2_u2_k4", "e5_256_r2_u2_k4", "e5_256_r2_u2_k4"},
+        {"e3_256_r2_u2_k4", "e3_256_r2_u2_k4", "e3_256_r2_u2_k4", "e3_256_r2_u2_k4"},
+        {"e2_256_r2_u2_k4", "e2_256_r2_u2_k4", "e2_256_r2_u2_k4", "e2_256_r2_u2_k4"},
+        {"e2_256_r2_u4_k4", "e2_256_r2_u4_k4", "e2_256_r2_u4_k4", "e2_256_r2_u4_k4"},
+        {"p2_256_r2_u2_k4", "p2_256_r2_u2_k4", "p2_256_r2_u2_k4", "p2_256_r2_u2_k4"},
+        {"e8_128_r2_u2_k1", "e8_128_r2_u2_k1", "e8_128_r2_u2_k1", "e8_128_r2_u2_k1"},
+        {"e4_128_r2_u2_k1", "e4_128_r2_u2_k1", "e4_128_r2_u2_k1", "e4_128_r2_u2_k1"},
+        {"e4_128_r2_u4_k1", "e4_128_r2_u4_k1", "e4_128_r2_u4_k1", "e4_128_r2_u4_k1"},
+        {"e4_128_r2_u2_k1", "e2_256_r2_u2_k4", "e4_128_r2_u2_k1", "e2_256_r2_u2_k4"},
+        {"s128_r2_u2_k1", "e2_256_r2_u2_k4", "s128_r2_u2_k1", "e2_256_r2_u2_k4"},
+    };
+    std::printf("Qwen3-8B projections, %d layers per graph, %.1f MB per layer; us per layer and %% of the copy rate\n",
+                layers, bytes / 1e6);
+    for (const auto& chain : chains) {
+      cudaGraph_t graph;
+      CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      for (int l = 0; l < layers; ++l)
+        for (int j = 0; j < 4; ++j) {
+          const Design& d = named(chain[j]);
+          d.launch(x, w[l * 4 + j], y, ks[j][0], ks[j][1], stream, d);
+        }
+      CHECK(cudaStreamEndCapture(stream, &graph));
+      cudaGraphExec_t exec;
+      CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      std::vector<float> ms;
+      for (int i = 0; i < 9; ++i) {
+        CHECK(cudaEventRecord(e0, stream));
+        CHECK(cudaGraphLaunch(exec, stream));
+        CHECK(cudaEventRecord(e1, stream));
+        CHECK(cudaEventSynchronize(e1));
+        float m;
+        CHECK(cudaEventElapsedTime(&m, e0, e1));
+        if (i) ms.push_back(m);
+      }
+      std::sort(ms.begin(), ms.end());
+      const double us = ms[ms.size() / 2] * 1e3 / layers;
+      std::printf("%-62s %7.1f us %4.1f%%  (spread %.1f-%.1f)\n",
+                  (chain[0] + " " + chain[1] + " " + chain[2] + " " + chain[3]).c_str(), us,
+                  100 * bytes / (us * 1e-6) / rate, ms.front() * 1e3 / layers, ms.back() * 1e3 / layers);
+      std::fflush(stdout);
+      CHECK(cudaGraphExecDestroy(exec));
+      CHECK(cudaGraphDestroy(graph));
+    }
+    return 0;
+  }
 
   const int shapes[][2] = {{4096, 6144}, {4096, 4096}, {4096, 24576}, {12288, 4096}, // Qwen3-8B
                            {5120, 14336}, {6144, 5120}, {5120, 16480}, {5120, 34816}, {17408, 5120}}; // 27B

@@ -106,24 +106,34 @@ bool cluster_launch_enabled() {
   return enabled;
 }
 
-int max_active_clusters(const void* kernel, unsigned cluster_y, dim3 block, size_t dynamic_smem) {
+namespace {
+// A device query about one kernel's launch shape, asked once per (device, kernel, shape): the
+// launch paths ask it for every call of a recorded step.
+int cached_query(const void* kernel, unsigned cluster_y, dim3 block, size_t dynamic_smem, int (*ask)(const void*, unsigned, dim3, size_t)) {
   struct Key {
     int device;
     const void* kernel;
+    int (*ask)(const void*, unsigned, dim3, size_t);
     unsigned cluster_y, threads;
     size_t smem;
     bool operator<(const Key& o) const {
-      return std::tie(device, kernel, cluster_y, threads, smem) <
-             std::tie(o.device, o.kernel, o.cluster_y, o.threads, o.smem);
+      return std::tie(device, kernel, ask, cluster_y, threads, smem) <
+             std::tie(o.device, o.kernel, o.ask, o.cluster_y, o.threads, o.smem);
     }
   };
   static std::mutex mutex;
   static std::map<Key, int> known;
   int device = 0;
   cudaGetDevice(&device);
-  const Key key{device, kernel, cluster_y, block.x * block.y * block.z, dynamic_smem};
+  const Key key{device, kernel, ask, cluster_y, block.x * block.y * block.z, dynamic_smem};
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = known.find(key); it != known.end()) return it->second;
+  const int answer = ask(kernel, cluster_y, block, dynamic_smem);
+  cudaGetLastError(); // a refused query leaves a non-sticky error; the caller falls back
+  return known[key] = answer;
+}
+
+int ask_active_clusters(const void* kernel, unsigned cluster_y, dim3 block, size_t dynamic_smem) {
   const void* entry = device_entry(kernel);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(1, cluster_y);
@@ -136,8 +146,28 @@ int max_active_clusters(const void* kernel, unsigned cluster_y, dim3 block, size
       add_cluster(entry, cluster_y, config, attribute) != cudaSuccess ||
       cudaOccupancyMaxActiveClusters(&clusters, entry, &config) != cudaSuccess)
     clusters = 0;
-  cudaGetLastError(); // a refused query leaves a non-sticky error; the caller falls back
-  return known[key] = clusters;
+  return clusters;
+}
+
+int ask_resident_ctas(const void* kernel, unsigned, dim3 block, size_t dynamic_smem) {
+  int device = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      set_max_dynamic_smem(kernel, dynamic_smem) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, device_entry(kernel),
+                                                    static_cast<int>(block.x * block.y * block.z),
+                                                    dynamic_smem) != cudaSuccess)
+    return 0;
+  return sms * per_sm;
+}
+} // namespace
+
+int max_active_clusters(const void* kernel, unsigned cluster_y, dim3 block, size_t dynamic_smem) {
+  return cached_query(kernel, cluster_y, block, dynamic_smem, ask_active_clusters);
+}
+
+int resident_ctas(const void* kernel, dim3 block, size_t dynamic_smem) {
+  return cached_query(kernel, 1, block, dynamic_smem, ask_resident_ctas);
 }
 
 const void* device_entry(const void* kernel) {

@@ -53,6 +53,11 @@ const void* device_entry(const void* kernel);
 
 // cudaFuncSetAttribute(MaxDynamicSharedMemorySize) on the device entry of `kernel`.
 cudaError_t set_max_dynamic_smem(const void* kernel, size_t bytes);
+
+// How many CTAs of `kernel` with this block and dynamic shared memory the current device holds
+// at once (SMs x the occupancy query), cached per device and kernel; 0 when the query fails.
+// The one-wave kernels (row_pair_pipe.cuh) size their grids with it.
+int resident_ctas(const void* kernel, dim3 block, size_t dynamic_smem);
 #endif
 
 } // namespace ninfer::cuda_plugin

@@ -5,16 +5,19 @@
 //   gemv_cc1, gemv_cc2           one/two tokens on the CUDA cores: the run-time compiled
 //                                jit_gemv family's kernel, prebuilt with the parameters that
 //                                won ninfer-tune --jit-sweep (linear_gemv_cc.cu)
-//   gemv_k4                      one token, each row's reduction split across four warps: the
-//                                H200's decode projections (linear_gemv_k4.cu)
+//   gemv_k4                      one token, each row's reduction split across four warps
+//                                (linear_gemv_k4.cu)
+//   gemv_pipe                    gemv_k4's layout in one wave of resident CTAs with the next
+//                                weight loads always in flight: the H200's decode projections
+//                                (linear_gemv_pipe.cu, row_pair_pipe.cuh)
 //   tiled64, tiled128            prefill-sized: shared-memory tiles of x and W, register
 //                                blocking (linear_tiled.cu)
 //   cublaslt                     prefill-sized: cuBLASLt (bf16 tensor cores for bf16 W, x
 //                                rounded to bf16; plain float32 for f32 W), a library call
 //                                the planner does not size (linear_cublaslt.cu)
-// and norm_linear's gemv_cc1 (norm_linear.cu) and gemv_k4 (norm_linear_k4.cu, each row pair's
-// reduction split across four warps; routed only where a table names it): one token's rms_norm +
-// linear (+ SwiGLU) in one kernel, the decode form of a block's first projection.
+// and norm_linear's gemv_cc1 (norm_linear.cu), gemv_k4 (norm_linear_k4.cu, each row pair's
+// reduction split across four warps) and gemv_pipe (norm_linear_pipe.cu, in one wave): one
+// token's rms_norm + linear (+ SwiGLU) in one kernel, the decode form of a block's first projection.
 // Which one runs for a token count is the schedule table's choice (arch/schedules/sm_*.yaml),
 // else the planner's; model code only names the op.
 #include "../cuda_variant.hpp"
@@ -26,12 +29,14 @@ int32_t register_linear(const ninfer_registrar* r, char* err, size_t err_len) {
   if (int32_t rc = register_linear_gemv(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_gemv_cc(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_gemv_k4(r, err, err_len); rc != NINFER_OK) return rc;
+  if (int32_t rc = register_linear_gemv_pipe(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_tiled(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_cublaslt(r, err, err_len); rc != NINFER_OK) return rc;
   // gemv_cc1 before gemv_k4: the planner keeps the first of equals, and the tables name gemv_k4
   // only where a measurement chose it.
   if (int32_t rc = register_norm_linear(r, err, err_len); rc != NINFER_OK) return rc;
-  return register_norm_linear_k4(r, err, err_len);
+  if (int32_t rc = register_norm_linear_k4(r, err, err_len); rc != NINFER_OK) return rc;
+  return register_norm_linear_pipe(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

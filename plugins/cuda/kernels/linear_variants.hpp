@@ -1,5 +1,6 @@
 // What the linear kernel families (linear_gemv.cu, linear_gemv_cc.cu, linear_gemv_k4.cu,
-// linear_tiled.cu, linear_cublaslt.cu) and norm_linear's (norm_linear.cu, norm_linear_k4.cu)
+// linear_gemv_pipe.cu, linear_tiled.cu, linear_cublaslt.cu) and norm_linear's (norm_linear.cu,
+// norm_linear_k4.cu, norm_linear_pipe.cu)
 // share: argument checks, the CUDA grid, the one-token vector GEMVs' shape and alignment rules,
 // and their registration functions (called by register_linear in linear.cu).
 #pragma once
@@ -9,6 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <algorithm>
+
+#include "grid_dependency.cuh"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/plugin_abi.h"
 
@@ -23,6 +27,15 @@ inline dim3 linear_grid(int32_t out_features, int rows_per_cta, int32_t token_ti
   const unsigned blocks = static_cast<unsigned>((static_cast<int64_t>(out_features) + rows_per_cta - 1) / rows_per_cta);
   const unsigned tiles = static_cast<unsigned>(token_tiles) < kMaxGridY ? static_cast<unsigned>(token_tiles) : kMaxGridY;
   return dim3(blocks, tiles);
+}
+
+// The grid of a one-wave kernel (row_pair_pipe.cuh) over `items` in blocks of `per_block`:
+// one CTA per block, but at most as many as the device holds at once (resident_ctas), so every
+// CTA is resident from the start and walks blocks in turn.
+inline dim3 one_wave_grid(const void* kernel, int threads, size_t dynamic_smem, int64_t items, int per_block) {
+  const int64_t blocks = (items + per_block - 1) / per_block;
+  const int resident = resident_ctas(kernel, dim3(static_cast<unsigned>(threads)), dynamic_smem);
+  return dim3(static_cast<unsigned>(resident > 0 ? std::min<int64_t>(blocks, resident) : blocks));
 }
 
 // A message when the arguments break the contract or disagree with the planned shape (whose
@@ -56,9 +69,11 @@ inline bool x_rows_aligned16(const float* x, int64_t tokens, int64_t row_stride)
 int32_t register_linear_gemv(const ninfer_registrar* r, char* err, size_t err_len);  // linear_gemv.cu
 int32_t register_linear_gemv_cc(const ninfer_registrar* r, char* err, size_t err_len); // linear_gemv_cc.cu
 int32_t register_linear_gemv_k4(const ninfer_registrar* r, char* err, size_t err_len); // linear_gemv_k4.cu
+int32_t register_linear_gemv_pipe(const ninfer_registrar* r, char* err, size_t err_len); // linear_gemv_pipe.cu
 int32_t register_linear_tiled(const ninfer_registrar* r, char* err, size_t err_len); // linear_tiled.cu
 int32_t register_linear_cublaslt(const ninfer_registrar* r, char* err, size_t err_len); // linear_cublaslt.cu
 int32_t register_norm_linear(const ninfer_registrar* r, char* err, size_t err_len); // norm_linear.cu (op norm_linear)
 int32_t register_norm_linear_k4(const ninfer_registrar* r, char* err, size_t err_len); // norm_linear_k4.cu (op norm_linear)
+int32_t register_norm_linear_pipe(const ninfer_registrar* r, char* err, size_t err_len); // norm_linear_pipe.cu (op norm_linear)
 
 } // namespace ninfer::cuda_plugin
