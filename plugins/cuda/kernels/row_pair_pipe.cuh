@@ -22,11 +22,13 @@
 
 namespace ninfer::cuda_plugin {
 
-// This warp's walk over row blocks b = blockIdx.x, b + gridDim.x, ... < blocks. rows(b, r)
-// gives weight row r (0 or 1) of this warp in block b (in range: a clamped row is computed and
-// never stored by the caller). Vectors `range` of both rows are streamed lane-strided, kSteps
-// loads per row per batch; a batch is issued before the previous one is used. The first batch
-// is issued before wait() is called, so wait() may be the launch wait (grid_dependency.cuh: the
+// This warp's walk over the CTA's row blocks b = blockIdx.x, b + gridDim.x, ... < blocks (a
+// dynamic order, CTAs taking blocks from a ticket counter so that CTAs starting late take fewer,
+// measured slower in the Qwen3-8B's decode step: docs/performance.md "Fifteenth session").
+// rows(b, r) gives weight row r (0 or 1) of this warp in block b (in range: a clamped row is
+// computed and never stored by the caller). Vectors `range` of both rows are streamed lane-strided, kSteps loads
+// per row per batch; a batch is issued before the previous one is used. The first batch is
+// issued before wait() is called, so wait() may be the launch wait (grid_dependency.cuh: the
 // weights are never written by a step). step(v, wv) runs for every vector v of the warp's range
 // in order (wv[r]: row r's 16 bytes); done(b) after block b's last vector, by every warp of the
 // CTA the same number of times (a place for barriers).
@@ -35,15 +37,15 @@ __device__ __forceinline__ void stream_row_pair_blocks(const W* w, int K, int bl
                                                        Wait&& wait, Step&& step, Done&& done) {
   using Raw = typename WVec<W>::raw;
   const int lane = threadIdx.x & 31;
-  Raw next[kSteps][2];
+  Raw ahead[kSteps][2];
   const auto issue = [&](int b, int s0) {
     const Raw* r0 = reinterpret_cast<const Raw*>(w + rows(b, 0) * K);
     const Raw* r1 = reinterpret_cast<const Raw*>(w + rows(b, 1) * K);
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) {
       const int s = s0 + 32 * u;
-      next[u][0] = s < range.end ? __ldg(r0 + s) : Raw{};
-      next[u][1] = s < range.end ? __ldg(r1 + s) : Raw{};
+      ahead[u][0] = s < range.end ? __ldg(r0 + s) : Raw{};
+      ahead[u][1] = s < range.end ? __ldg(r1 + s) : Raw{};
     }
   };
   int b = blockIdx.x;
@@ -53,7 +55,7 @@ __device__ __forceinline__ void stream_row_pair_blocks(const W* w, int K, int bl
     for (int s0 = range.begin + lane; s0 < range.end; s0 += 32 * kSteps) {
       Raw cur[kSteps][2];
 #pragma unroll
-      for (int u = 0; u < kSteps; ++u) cur[u][0] = next[u][0], cur[u][1] = next[u][1];
+      for (int u = 0; u < kSteps; ++u) cur[u][0] = ahead[u][0], cur[u][1] = ahead[u][1];
       if (s0 + 32 * kSteps < range.end) issue(b, s0 + 32 * kSteps);
       else if (b + static_cast<int>(gridDim.x) < blocks) issue(b + gridDim.x, range.begin + lane);
 #pragma unroll
