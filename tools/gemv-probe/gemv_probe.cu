@@ -10,13 +10,20 @@
 //             reduction S ways (partial sums added in shared memory, in a fixed order); each lane
 //             keeps R x U 16-byte loads in flight before it uses any
 //   cublas    cublasGemmEx, bf16 x and W, float32 y (what linear/cublaslt runs)
+//   p<C>_<T>_r<R>_u<U>_k<S>, e<C>_...   the one-wave pipelined walk (what the plugins' gemv_pipe
+//             runs, row_pair_pipe.cuh): at most C CTAs per SM walking row blocks, the next batch
+//             of loads in flight while the current one is used; e: the first batch issued
+//             before the launch wait
 // Every design's y is checked against `base` (relative L2 error), so a fast wrong kernel shows.
+// CHAIN=1 instead times whole Qwen3-8B layers (q|k|v, o, gate|up, down, each its own copy of W)
+// in one graph, with one design per projection: kernels behave differently behind a launch of
+// another kind than behind their own (docs/performance.md "Fifteenth session").
 //
 // Built with the cuda-sm90 plugin (bin/gemv-probe), or alone with the CUDA toolkit:
 //   nvcc -O3 -std=c++17 -arch=sm_90a -o gemv-probe gemv_probe.cu -lcublas
-// Run: gemv-probe [layers]; PREFETCH_BYTES=N sets the split designs' L2 prefetch before the
+// Run: [CHAIN=1] gemv-probe [layers]; PREFETCH_BYTES=N sets the split designs' L2 prefetch before the
 // launch wait (default 4096 bytes of each warp's slice of its rows; 0: none).
-// docs/performance.md "Eighth session" has the H200 numbers.
+// docs/performance.md "Eighth session" and "Fifteenth session" have the H200 numbers.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -50,6 +57,56 @@ __global__ void __launch_bounds__(128) base_kernel(const float* x, const void* w
   ninfer_jit::prefetch_rows<ninfer_jit::Bf16, 128, 2>(w, K, N, 4096);
   launch_wait();
   ninfer_jit::gemv<ninfer_jit::Bf16, 128, 2, 8, 1>(x, K, w, y, N, K, N, 0, 1, 0);
+}
+
+// acc[r] += the dot products of one batch: vectors s0, s0 + 32, ... (U of them, those below s_end)
+// of R bf16 rows (wv[u][r]) with float32 x.
+template <int R, int U>
+__device__ __forceinline__ void dot_batch(const float* __restrict__ x, const uint4 (&wv)[U][R], int s0, int s_end,
+                                          float (&acc)[R]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int s = s0 + 32 * u;
+    if (s >= s_end) break;
+    const float4 x0 = __ldg(reinterpret_cast<const float4*>(x) + 2 * s);
+    const float4 x1 = __ldg(reinterpret_cast<const float4*>(x) + 2 * s + 1);
+    const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const unsigned int ws[4] = {wv[u][r].x, wv[u][r].y, wv[u][r].z, wv[u][r].w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc[r] = fmaf(xs[2 * i], __uint_as_float(ws[i] << 16), acc[r]);
+        acc[r] = fmaf(xs[2 * i + 1], __uint_as_float(ws[i] & 0xffff0000u), acc[r]);
+      }
+    }
+  }
+}
+
+// The warp's R sums (over its lanes, then over the S slices of its group through `part` in slice
+// order) stored as outputs n0.. of y. Every thread of the CTA calls it.
+template <int R, int S, int kWarps>
+__device__ __forceinline__ void store_rows(float (&acc)[R], float (&part)[kWarps][R], float* y, long long n0, int N) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = ninfer_jit::warp_sum(acc[r]);
+  if constexpr (S == 1) {
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        if (n0 + r < N) y[n0 + r] = acc[r];
+  } else {
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r) part[warp][r] = acc[r];
+    __syncthreads();
+    if (warp % S == 0 && lane < R && n0 + lane < N) {
+      float v = 0.f;
+#pragma unroll
+      for (int j = 0; j < S; ++j) v += part[warp + j][lane];
+      y[n0 + lane] = v;
+    }
+  }
 }
 
 // The split design. Warp w of the CTA is in row group w / S and reduction slice w % S.
@@ -86,44 +143,10 @@ __global__ void __launch_bounds__(T) split_kernel(const float* __restrict__ x, c
         const int s = s0 + 32 * u;
         wv[u][r] = s < s_end ? __ldg(reinterpret_cast<const uint4*>(rows[r]) + s) : make_uint4(0, 0, 0, 0);
       }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int s = s0 + 32 * u;
-      if (s >= s_end) break;
-      const float4 x0 = __ldg(reinterpret_cast<const float4*>(x) + 2 * s);
-      const float4 x1 = __ldg(reinterpret_cast<const float4*>(x) + 2 * s + 1);
-      const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const unsigned int ws[4] = {wv[u][r].x, wv[u][r].y, wv[u][r].z, wv[u][r].w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          acc[r] = fmaf(xs[2 * i], __uint_as_float(ws[i] << 16), acc[r]);
-          acc[r] = fmaf(xs[2 * i + 1], __uint_as_float(ws[i] & 0xffff0000u), acc[r]);
-        }
-      }
-    }
+    dot_batch<R, U>(x, wv, s0, s_end, acc);
   }
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = ninfer_jit::warp_sum(acc[r]);
-  if constexpr (S == 1) {
-    if (lane == 0)
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        if (n0 + r < N) y[n0 + r] = acc[r];
-  } else {
-    __shared__ float part[kWarps][R];
-    if (lane == 0)
-#pragma unroll
-      for (int r = 0; r < R; ++r) part[warp][r] = acc[r];
-    __syncthreads();
-    if (slice == 0 && lane < R && n0 + lane < N) {
-      float v = 0.f;
-#pragma unroll
-      for (int j = 0; j < S; ++j) v += part[group * S + j][lane];
-      y[n0 + lane] = v;
-    }
-  }
+  __shared__ float part[kWarps][R];
+  store_rows<R, S>(acc, part, y, n0, N);
 }
 
 // The pipelined design: a grid of at most `per_sm` CTAs per SM that walk their row blocks in turn
@@ -172,44 +195,10 @@ __global__ void __launch_bounds__(T) pipe_kernel(const float* __restrict__ x, co
         for (int r = 0; r < R; ++r) cur[u][r] = wv[u][r];
       if (s0 + 32 * U < s_end) load(n0, s0 + 32 * U);
       else if (b + static_cast<int>(gridDim.x) < blocks) load(first_row(b + gridDim.x), s_begin + lane);
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int s = s0 + 32 * u;
-        if (s >= s_end) break;
-        const float4 x0 = __ldg(reinterpret_cast<const float4*>(x) + 2 * s);
-        const float4 x1 = __ldg(reinterpret_cast<const float4*>(x) + 2 * s + 1);
-        const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const unsigned int ws[4] = {cur[u][r].x, cur[u][r].y, cur[u][r].z, cur[u][r].w};
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            acc[r] = fmaf(xs[2 * i], __uint_as_float(ws[i] << 16), acc[r]);
-            acc[r] = fmaf(xs[2 * i + 1], __uint_as_float(ws[i] & 0xffff0000u), acc[r]);
-          }
-        }
-      }
+      dot_batch<R, U>(x, cur, s0, s_end, acc);
     }
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] = ninfer_jit::warp_sum(acc[r]);
-    if constexpr (S == 1) {
-      if (lane == 0)
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-          if (n0 + r < N) y[n0 + r] = acc[r];
-    } else {
-      if (lane == 0)
-#pragma unroll
-        for (int r = 0; r < R; ++r) part[warp][r] = acc[r];
-      __syncthreads();
-      if (slice == 0 && lane < R && n0 + lane < N) {
-        float v = 0.f;
-#pragma unroll
-        for (int j = 0; j < S; ++j) v += part[group * S + j][lane];
-        y[n0 + lane] = v;
-      }
-      __syncthreads();
-    }
+    store_rows<R, S>(acc, part, y, n0, N);
+    __syncthreads(); // part is rewritten for the next block
   }
 }
 
@@ -327,6 +316,30 @@ double copy_rate(size_t bytes) {
   return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3); // read + write
 }
 
+// Milliseconds of `times` replays of `graph` after one warm-up replay, sorted.
+std::vector<float> replay_ms(cudaGraph_t graph, cudaStream_t stream, int times) {
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int i = 0; i <= times; ++i) {
+    CHECK(cudaEventRecord(e0, stream));
+    CHECK(cudaGraphLaunch(exec, stream));
+    CHECK(cudaEventRecord(e1, stream));
+    CHECK(cudaEventSynchronize(e1));
+    float m;
+    CHECK(cudaEventElapsedTime(&m, e0, e1));
+    if (i) ms.push_back(m);
+  }
+  std::sort(ms.begin(), ms.end());
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
+  return ms;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -397,9 +410,6 @@ int main(int argc, char** argv) {
     CHECK(cudaMemset(g_xb, 0, 12288 * 2));
     cudaStream_t stream;
     CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    cudaEvent_t e0, e1;
-    CHECK(cudaEventCreate(&e0));
-    CHECK(cudaEventCreate(&e1));
     const std::vector<std::vector<std::string>> chains = {
         {"s128_r2_u2_k1", "s256_r2_u2_k4", "s128_r2_u2_k1", "s256_r2_u2_k4"}, // the plugins' routes today
         {"s256_r2_u2_k4", "s256_r2_u2_k4", "s256_r2_u2_k4", "s256_r2_u2_k4"},
@@ -428,25 +438,12 @@ int main(int argc, char** argv) {
           d.launch(x, w[l * 4 + j], y, ks[j][0], ks[j][1], stream, d);
         }
       CHECK(cudaStreamEndCapture(stream, &graph));
-      cudaGraphExec_t exec;
-      CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      std::vector<float> ms;
-      for (int i = 0; i < 9; ++i) {
-        CHECK(cudaEventRecord(e0, stream));
-        CHECK(cudaGraphLaunch(exec, stream));
-        CHECK(cudaEventRecord(e1, stream));
-        CHECK(cudaEventSynchronize(e1));
-        float m;
-        CHECK(cudaEventElapsedTime(&m, e0, e1));
-        if (i) ms.push_back(m);
-      }
-      std::sort(ms.begin(), ms.end());
+      const std::vector<float> ms = replay_ms(graph, stream, 8);
       const double us = ms[ms.size() / 2] * 1e3 / layers;
       std::printf("%-62s %7.1f us %4.1f%%  (spread %.1f-%.1f)\n",
                   (chain[0] + " " + chain[1] + " " + chain[2] + " " + chain[3]).c_str(), us,
                   100 * bytes / (us * 1e-6) / rate, ms.front() * 1e3 / layers, ms.back() * 1e3 / layers);
       std::fflush(stdout);
-      CHECK(cudaGraphExecDestroy(exec));
       CHECK(cudaGraphDestroy(graph));
     }
     return 0;
@@ -456,10 +453,6 @@ int main(int argc, char** argv) {
                            {5120, 14336}, {6144, 5120}, {5120, 16480}, {5120, 34816}, {17408, 5120}}; // 27B
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-
   std::printf("%-16s", "K x N");
   for (const auto& d : designs) std::printf(" %14s", d.name.c_str());
   std::printf("\n");
@@ -502,24 +495,11 @@ int main(int argc, char** argv) {
       CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
       for (int l = 0; l < layers; ++l) d.launch(x, w[l], y + size_t(N) * l, K, N, stream, d);
       CHECK(cudaStreamEndCapture(stream, &graph));
-      cudaGraphExec_t exec;
-      CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      std::vector<float> ms;
-      for (int i = 0; i < 7; ++i) {
-        CHECK(cudaEventRecord(e0, stream));
-        CHECK(cudaGraphLaunch(exec, stream));
-        CHECK(cudaEventRecord(e1, stream));
-        CHECK(cudaEventSynchronize(e1));
-        float m;
-        CHECK(cudaEventElapsedTime(&m, e0, e1));
-        if (i) ms.push_back(m);
-      }
-      std::sort(ms.begin(), ms.end());
+      const std::vector<float> ms = replay_ms(graph, stream, 6);
       const double us = ms[ms.size() / 2] * 1e3 / layers;
       const double frac = wn * 2.0 / (us * 1e-6) / rate;
       std::printf(" %6.1f us %3.0f%%", us, 100 * frac);
       std::fflush(stdout);
-      CHECK(cudaGraphExecDestroy(exec));
       CHECK(cudaGraphDestroy(graph));
     }
     std::printf("\n");

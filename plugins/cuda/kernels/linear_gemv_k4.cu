@@ -35,12 +35,8 @@
 
 namespace ninfer::cuda_plugin::gemv_k4 {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr int kSlices = 4;                // warps sharing one pair of rows
-constexpr int kGroups = kWarps / kSlices; // row pairs per CTA
+using namespace split4; // the layout (row_pair_stream.cuh)
 constexpr int kOutputsPerCta = 2 * kGroups;
-constexpr int kSteps = 2;                 // 16-byte loads in flight per row per lane
 
 // This warp's partial dot products of its slice of rows row0, row1 with x, summed over the warp.
 // The launch guarantees in_features % 8 == 0 and 16-byte aligned x and w.
@@ -51,19 +47,7 @@ __device__ __forceinline__ void slice_dot(const W* w, const float* __restrict__ 
   using Raw = typename WVec<W>::raw;
   const VectorRange range = slice_range(K / V, (threadIdx.x >> 5) % kSlices, kSlices);
   stream_row_pair<kSteps>(w, K, row0, row1, range, [&](int v, const Raw (&wv)[2]) {
-    float xv[V], w0[V], w1[V];
-#pragma unroll
-    for (int i = 0; i < V; i += 4) {
-      const float4 q = __ldg(reinterpret_cast<const float4*>(x + v * V + i));
-      xv[i] = q.x, xv[i + 1] = q.y, xv[i + 2] = q.z, xv[i + 3] = q.w;
-    }
-    WVec<W>::widen(wv[0], w0);
-    WVec<W>::widen(wv[1], w1);
-#pragma unroll
-    for (int i = 0; i < V; ++i) {
-      acc[0] = fmaf(w0[i], xv[i], acc[0]);
-      acc[1] = fmaf(w1[i], xv[i], acc[1]);
-    }
+    dot2_step<W>(wv, [&](int i) { return __ldg(reinterpret_cast<const float4*>(x + v * V + i)); }, acc);
   });
   acc[0] = warp_sum(acc[0]);
   acc[1] = warp_sum(acc[1]);
@@ -110,27 +94,12 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_k4::kThre
 namespace ninfer::cuda_plugin {
 namespace {
 
-struct GemvK4Def : TokenDefDefaults {
-  using Args = ninfer_linear_args;
-  static constexpr const char* op = NINFER_OP_LINEAR;
+struct GemvK4Def : OneTokenVectorLinearDef {
   static constexpr const char* name = "gemv_k4";
   static constexpr int threads = gemv_k4::kThreads;
-  static constexpr int32_t geometry = NINFER_GEOMETRY_TOKEN_TILED;
-  static constexpr uint32_t dtype_mask = kF32OrBf16Mask;
-  static int32_t dtype(const Args& a) { return a.w_dtype; }
   static KernelPair kernels() {
     return {"ninfer_linear_gemv_k4_f32", reinterpret_cast<const void*>(ninfer_linear_gemv_k4_f32),
             "ninfer_linear_gemv_k4_bf16", reinterpret_cast<const void*>(ninfer_linear_gemv_k4_bf16)};
-  }
-  // One token (a batch streams W once for all its tokens through gemv2-8 or cuBLASLt), rows of
-  // whole 16-byte vectors.
-  static int32_t supports(const ninfer_shape* s) { return one_token_vector_rows(*s); }
-  static const char* invalid(const Args& a, const ninfer_launch& l) {
-    if (const char* why = linear_args_invalid(a, l, nullptr)) return why;
-    if (a.in_features % 8 != 0) return "in_features must be a multiple of 8";
-    if (!x_rows_aligned16(a.x, a.tokens, a.x_row_stride) || !aligned16(a.w))
-      return "x rows and w must be 16-byte aligned";
-    return nullptr;
   }
   // grid.x: blocks of kOutputsPerCta outputs (from the shape alone); grid.y: the planner's token tiles.
   static dim3 grid(const Args& a, const ninfer_launch& l) {

@@ -22,12 +22,8 @@
 
 namespace ninfer::cuda_plugin::gemv_pipe {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr int kSlices = 4;                // warps sharing one pair of rows
-constexpr int kGroups = kWarps / kSlices; // row pairs per block
+using namespace split4; // the layout (row_pair_stream.cuh)
 constexpr int kOutputsPerBlock = 2 * kGroups;
-constexpr int kSteps = 2;                 // 16-byte loads per row per lane and batch
 
 // One token (the variant takes one; the launch's range is walked in order, only the first
 // token's first batch going out before the launch wait).
@@ -54,19 +50,7 @@ __device__ void run(const ninfer_linear_args& a, int64_t begin, int64_t end) {
           waited = true;
         },
         [&](int v, const Raw (&wv)[2]) {
-          float xv[V], w0[V], w1[V];
-#pragma unroll
-          for (int i = 0; i < V; i += 4) {
-            const float4 q = __ldg(reinterpret_cast<const float4*>(x + v * V + i));
-            xv[i] = q.x, xv[i + 1] = q.y, xv[i + 2] = q.z, xv[i + 3] = q.w;
-          }
-          WVec<W>::widen(wv[0], w0);
-          WVec<W>::widen(wv[1], w1);
-#pragma unroll
-          for (int i = 0; i < V; ++i) {
-            acc[0] = fmaf(w0[i], xv[i], acc[0]);
-            acc[1] = fmaf(w1[i], xv[i], acc[1]);
-          }
+          dot2_step<W>(wv, [&](int i) { return __ldg(reinterpret_cast<const float4*>(x + v * V + i)); }, acc);
         },
         [&](int b) {
           const float s0 = warp_sum(acc[0]), s1 = warp_sum(acc[1]);
@@ -103,25 +87,12 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_pipe::kTh
 namespace ninfer::cuda_plugin {
 namespace {
 
-struct GemvPipeDef : TokenDefDefaults {
-  using Args = ninfer_linear_args;
-  static constexpr const char* op = NINFER_OP_LINEAR;
+struct GemvPipeDef : OneTokenVectorLinearDef {
   static constexpr const char* name = "gemv_pipe";
   static constexpr int threads = gemv_pipe::kThreads;
-  static constexpr int32_t geometry = NINFER_GEOMETRY_TOKEN_TILED;
-  static constexpr uint32_t dtype_mask = kF32OrBf16Mask;
-  static int32_t dtype(const Args& a) { return a.w_dtype; }
   static KernelPair kernels() {
     return {"ninfer_linear_gemv_pipe_f32", reinterpret_cast<const void*>(ninfer_linear_gemv_pipe_f32),
             "ninfer_linear_gemv_pipe_bf16", reinterpret_cast<const void*>(ninfer_linear_gemv_pipe_bf16)};
-  }
-  static int32_t supports(const ninfer_shape* s) { return one_token_vector_rows(*s); }
-  static const char* invalid(const Args& a, const ninfer_launch& l) {
-    if (const char* why = linear_args_invalid(a, l, nullptr)) return why;
-    if (a.in_features % 8 != 0) return "in_features must be a multiple of 8";
-    if (!x_rows_aligned16(a.x, a.tokens, a.x_row_stride) || !aligned16(a.w))
-      return "x rows and w must be 16-byte aligned";
-    return nullptr;
   }
   // One wave: the row blocks, at most as many CTAs as the device holds at once.
   static dim3 grid(const Args& a, const ninfer_launch&) {

@@ -15,6 +15,7 @@
 #include "grid_dependency.cuh"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/plugin_abi.h"
+#include "token_variant.cuh"
 
 namespace ninfer::cuda_plugin {
 
@@ -65,6 +66,26 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 inline bool x_rows_aligned16(const float* x, int64_t tokens, int64_t row_stride) {
   return aligned16(x) && (tokens <= 1 || row_stride % 4 == 0);
 }
+
+// The variant definition (token_variant.cuh) of a one-token linear GEMV that loads 16-byte
+// vectors of x and W (gemv_k4, gemv_pipe), less its name, block size, kernels and grid.
+struct OneTokenVectorLinearDef : TokenDefDefaults {
+  using Args = ninfer_linear_args;
+  static constexpr const char* op = NINFER_OP_LINEAR;
+  static constexpr int32_t geometry = NINFER_GEOMETRY_TOKEN_TILED;
+  static constexpr uint32_t dtype_mask = kF32OrBf16Mask;
+  static int32_t dtype(const Args& a) { return a.w_dtype; }
+  // One token (a batch streams W once for all its tokens through gemv2-8 or cuBLASLt), rows of
+  // whole 16-byte vectors.
+  static int32_t supports(const ninfer_shape* s) { return one_token_vector_rows(*s); }
+  static const char* invalid(const Args& a, const ninfer_launch& l) {
+    if (const char* why = linear_args_invalid(a, l, nullptr)) return why;
+    if (a.in_features % 8 != 0) return "in_features must be a multiple of 8";
+    if (!x_rows_aligned16(a.x, a.tokens, a.x_row_stride) || !aligned16(a.w))
+      return "x rows and w must be 16-byte aligned";
+    return nullptr;
+  }
+};
 
 int32_t register_linear_gemv(const ninfer_registrar* r, char* err, size_t err_len);  // linear_gemv.cu
 int32_t register_linear_gemv_cc(const ninfer_registrar* r, char* err, size_t err_len); // linear_gemv_cc.cu

@@ -37,11 +37,7 @@
 
 namespace ninfer::cuda_plugin::norm_linear_k4 {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr int kSlices = 4;                // warps sharing one row pair
-constexpr int kGroups = kWarps / kSlices; // row pairs per CTA
-constexpr int kSteps = 2;                 // 16-byte loads in flight per row per lane
+using namespace split4; // the layout (row_pair_stream.cuh)
 
 // The launch guarantees in_features % 8 == 0 and 16-byte aligned x rows, norm_w and w.
 template <class W>

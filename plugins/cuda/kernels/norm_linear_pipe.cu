@@ -30,11 +30,7 @@
 
 namespace ninfer::cuda_plugin::norm_linear_pipe {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr int kSlices = 4;                // warps sharing one row pair
-constexpr int kGroups = kWarps / kSlices; // row pairs per block
-constexpr int kSteps = 2;                 // 16-byte loads per row per lane and batch
+using namespace split4; // the layout (row_pair_stream.cuh)
 constexpr int kMaxInFeatures = 16384;     // the staged row: 64 KB of shared memory at most
 
 // Dynamic shared memory: the staged row x * (offset + norm weight), in_features floats.
@@ -98,19 +94,7 @@ __device__ void run(const ninfer_norm_linear_args& a, int64_t begin, int64_t end
             norm_linear::store_normed(a, t, a.x + t * a.x_row_stride, inv_rms, offset, threadIdx.x, kThreads);
         },
         [&](int v, const Raw (&wv)[2]) {
-          float w0[V], w1[V];
-          WVec<W>::widen(wv[0], w0);
-          WVec<W>::widen(wv[1], w1);
-#pragma unroll
-          for (int i = 0; i < V; i += 4) {
-            const float4 q = *reinterpret_cast<const float4*>(xs + v * V + i);
-            const float xv[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              acc[0] = fmaf(w0[i + j], xv[j], acc[0]);
-              acc[1] = fmaf(w1[i + j], xv[j], acc[1]);
-            }
-          }
+          dot2_step<W>(wv, [&](int i) { return *reinterpret_cast<const float4*>(xs + v * V + i); }, acc);
         },
         [&](int b) {
           const float s0 = warp_sum(acc[0]), s1 = warp_sum(acc[1]);

@@ -11,6 +11,37 @@
 
 namespace ninfer::cuda_plugin {
 
+// The split layout of the one-token GEMVs whose row pairs' reductions are cut four ways (linear's
+// and norm_linear's gemv_k4 and gemv_pipe): 256 threads = 8 warps = 2 row groups x 4 slices, each
+// lane keeping two 16-byte loads per row in flight.
+namespace split4 {
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kSlices = 4;                // warps sharing one row pair
+constexpr int kGroups = kWarps / kSlices; // row pairs per CTA (gemv_pipe: per row block)
+constexpr int kSteps = 2;                 // 16-byte loads per row per lane and batch
+} // namespace split4
+
+// acc[r] += row r's 16-byte vector wv[r] (V elements) times x's elements x_at(0..V-1), as
+// float32 FMAs in element order.
+template <class W, class XAt>
+__device__ __forceinline__ void dot2_step(const typename WVec<W>::raw (&wv)[2], XAt&& x_at, float (&acc)[2]) {
+  constexpr int V = WVec<W>::n;
+  float xv[V], w0[V], w1[V];
+#pragma unroll
+  for (int i = 0; i < V; i += 4) {
+    const float4 q = x_at(i);
+    xv[i] = q.x, xv[i + 1] = q.y, xv[i + 2] = q.z, xv[i + 3] = q.w;
+  }
+  WVec<W>::widen(wv[0], w0);
+  WVec<W>::widen(wv[1], w1);
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    acc[0] = fmaf(w0[i], xv[i], acc[0]);
+    acc[1] = fmaf(w1[i], xv[i], acc[1]);
+  }
+}
+
 // A warp's share [begin, end) of a row's 16-byte vectors.
 struct VectorRange {
   int begin, end;
