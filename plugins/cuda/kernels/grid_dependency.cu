@@ -1,6 +1,7 @@
 // Host side of grid_dependency.cuh: the launch with programmatic stream serialization.
 #include "grid_dependency.cuh"
 
+#include "../cuda_variant.hpp"
 #include "cluster_launch.hpp"
 
 #include <cstdlib>
@@ -108,12 +109,14 @@ bool cluster_launch_enabled() {
 
 namespace {
 // A device query about one kernel's launch shape, asked once per (device, kernel, shape): the
-// launch paths ask it for every call of a recorded step.
-int cached_query(const void* kernel, unsigned cluster_y, dim3 block, size_t dynamic_smem, int (*ask)(const void*, unsigned, dim3, size_t)) {
+// launch paths ask it for every call of a recorded step. `cluster_y` is 1 for queries without
+// clusters.
+using DeviceQuery = int (*)(const void* kernel, unsigned cluster_y, dim3 block, size_t dynamic_smem);
+int cached_query(const void* kernel, unsigned cluster_y, dim3 block, size_t dynamic_smem, DeviceQuery ask) {
   struct Key {
     int device;
     const void* kernel;
-    int (*ask)(const void*, unsigned, dim3, size_t);
+    DeviceQuery ask;
     unsigned cluster_y, threads;
     size_t smem;
     bool operator<(const Key& o) const {
@@ -151,12 +154,11 @@ int ask_active_clusters(const void* kernel, unsigned cluster_y, dim3 block, size
 
 int ask_resident_ctas(const void* kernel, unsigned, dim3 block, size_t dynamic_smem) {
   int device = 0, sms = 0, per_sm = 0;
+  char err[160];
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      set_max_dynamic_smem(kernel, dynamic_smem) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, device_entry(kernel),
-                                                    static_cast<int>(block.x * block.y * block.z),
-                                                    dynamic_smem) != cudaSuccess)
+      query_driver_blocks(kernel, static_cast<int32_t>(block.x * block.y * block.z), dynamic_smem, &per_sm, err,
+                          sizeof err) != NINFER_OK)
     return 0;
   return sms * per_sm;
 }

@@ -39,15 +39,13 @@ __device__ void run(const ninfer_linear_args& a, int64_t begin, int64_t end) {
   const auto first_out = [&](int b) { return (static_cast<int64_t>(b) * kGroups + group) * 2; };
   const auto rows = [&](int b, int r) { return min(first_out(b) + r, last); };
   const VectorRange range = slice_range(K / V, warp % kSlices, kSlices);
-  bool waited = false;
   for (int64_t t = begin; t < end; ++t) {
     const float* x = a.x + t * a.x_row_stride;
     float acc[2] = {0.f, 0.f};
     stream_row_pair_blocks<kSteps>(
         static_cast<const W*>(a.w), K, blocks, range, rows,
         [&] {
-          if (!waited) grid_dependency_prologue();
-          waited = true;
+          if (t == begin) grid_dependency_prologue();
         },
         [&](int v, const Raw (&wv)[2]) {
           dot2_step<W>(wv, [&](int i) { return __ldg(reinterpret_cast<const float4*>(x + v * V + i)); }, acc);
@@ -68,7 +66,7 @@ __device__ void run(const ninfer_linear_args& a, int64_t begin, int64_t end) {
           __syncthreads(); // partial is rewritten for the next block
         });
   }
-  if (!waited) grid_dependency_prologue(); // an empty range still waits before it ends
+  if (begin >= end) grid_dependency_prologue(); // an empty range still waits before it ends
 }
 
 } // namespace ninfer::cuda_plugin::gemv_pipe

@@ -31,10 +31,12 @@
 namespace ninfer::cuda_plugin::norm_linear_pipe {
 
 using namespace split4; // the layout (row_pair_stream.cuh)
-constexpr int kMaxInFeatures = 16384;     // the staged row: 64 KB of shared memory at most
+constexpr int kMaxInFeatures = 16384; // the staged row: 64 KB of shared memory at most
 
 // Dynamic shared memory: the staged row x * (offset + norm weight), in_features floats.
-__host__ __device__ constexpr size_t smem_bytes(int64_t in_features) { return sizeof(float) * static_cast<size_t>(in_features); }
+__host__ __device__ constexpr size_t smem_bytes(int64_t in_features) {
+  return sizeof(float) * static_cast<size_t>(in_features);
+}
 
 // Row pairs of the projection: one per output gated (gate n, up n + N/2), else one per two outputs.
 __host__ __device__ inline int64_t pairs(const ninfer_norm_linear_args& a) {
@@ -81,14 +83,12 @@ __device__ void run(const ninfer_norm_linear_args& a, int64_t begin, int64_t end
   const auto rows = [&](int b, int r) { return pair_of(b).row[r]; };
   const VectorRange range = slice_range(K / V, warp % kSlices, kSlices);
   const float offset = a.norm_offset ? 1.f : 0.f;
-  bool waited = false;
   for (int64_t t = begin; t < end; ++t) {
     float acc[2] = {0.f, 0.f}, inv_rms = 0.f;
     stream_row_pair_blocks<kSteps>(
         static_cast<const W*>(a.w), K, blocks, range, rows,
         [&] {
-          if (!waited) grid_dependency_prologue();
-          waited = true;
+          if (t == begin) grid_dependency_prologue();
           inv_rms = stage_normed_row(a, t, xs);
           if (a.normed && blockIdx.x == 0)
             norm_linear::store_normed(a, t, a.x + t * a.x_row_stride, inv_rms, offset, threadIdx.x, kThreads);
@@ -112,7 +112,7 @@ __device__ void run(const ninfer_norm_linear_args& a, int64_t begin, int64_t end
         });
     __syncthreads(); // xs is restaged for the next token
   }
-  if (!waited) grid_dependency_prologue(); // an empty range still waits before it ends
+  if (begin >= end) grid_dependency_prologue(); // an empty range still waits before it ends
 }
 
 } // namespace ninfer::cuda_plugin::norm_linear_pipe
