@@ -17,19 +17,23 @@ ensure_bundle() {
 }
 step() { echo; echo "=== $*"; }
 
-# The unpacked install's sm_90 schedule table. table_routes_first OP@T=VARIANT...: the built-in
-# table with `{op: OP, tokens: [T, T], variant: VARIANT}` entries put first (the first entry that
-# covers a bucket wins); table_restore: the built-in table again.
+# The unpacked install's sm_90 schedule table. table_routes_first OP@T[/LO-HI...]=VARIANT...: the
+# built-in table with `{op: OP, tokens: [T, T], variant: VARIANT}` entries put first (the first
+# entry that covers a call wins); each /LO-HI adds a dims range, in order (dims: [[LO, HI], ...]);
+# table_restore: the built-in table again.
 sm90_table="$n/ninfer/share/ninfer/arch/schedules/sm_90.yaml"
 table_routes_first() {
   [[ -f "$sm90_table.orig" ]] || cp "$sm90_table" "$sm90_table.orig"
   cp "$sm90_table.orig" "$sm90_table"
-  local e op t v
+  local e op t v dims r x
   for e in "$@"; do
     [[ -n "$e" ]] || continue
     op="${e%%@*}" t="${e#*@}" v="${e#*=}"
-    t="${t%%=*}"
-    sed -i "/^entries:/a\\  - {op: $op, tokens: [$t, $t], variant: $v}" "$sm90_table"
+    t="${t%%=*}" dims=""
+    IFS=/ read -ra r <<< "$t"
+    t="${r[0]}"
+    for x in "${r[@]:1}"; do dims+="${dims:+, }[${x%-*}, ${x#*-}]"; done
+    sed -i "/^entries:/a\\  - {op: $op, tokens: [$t, $t],${dims:+ dims: [$dims],} variant: $v}" "$sm90_table"
   done
 }
 table_restore() { [[ ! -f "$sm90_table.orig" ]] || cp "$sm90_table.orig" "$sm90_table"; }

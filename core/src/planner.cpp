@@ -124,7 +124,7 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
   std::vector<std::string> warnings;
   // 1. A schedule-table entry for this bucket, if its variant can run this shape here.
   if (table_) {
-    if (const ScheduleEntry* e = table_->lookup(op, shape.tokens)) {
+    if (const ScheduleEntry* e = table_->lookup(op, shape)) {
       try {
         // A run-time compiled (jit_) variant is built at its first use when the table was not
         // checked against the device (check_against builds it otherwise).
@@ -132,7 +132,7 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
         if (!v) throw Error(fmt::format("plugin {} has no variant '{}'", plugin_.name(), e->variant));
         Plan p = plan_variant(*v, shape, e->max_ctas.value_or(0));
         p.source = e->where;
-        p.reason = fmt::format("schedule table {} bucket [{}, {}]", table_->source, e->tokens_min, e->tokens_max);
+        p.reason = fmt::format("schedule table {} {}", table_->source, e->describe_bucket());
         return p;
       } catch (const Error& err) {
         warnings.push_back(fmt::format("{}: schedule entry {} -> {} not usable for {} tokens: {}; using the "

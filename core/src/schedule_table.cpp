@@ -13,9 +13,22 @@
 
 namespace ninfer {
 
-const ScheduleEntry* ScheduleTable::lookup(std::string_view op, int64_t tokens) const {
+bool ScheduleEntry::covers(std::string_view name, const ninfer_shape& shape) const {
+  if (op != name || shape.tokens < tokens_min || shape.tokens > tokens_max) return false;
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (shape.dims[i] < dims[i].first || shape.dims[i] > dims[i].second) return false;
+  return true;
+}
+
+std::string ScheduleEntry::describe_bucket() const {
+  std::string s = fmt::format("bucket [{}, {}]", tokens_min, tokens_max);
+  for (size_t i = 0; i < dims.size(); ++i) s += fmt::format(" dims[{}] in [{}, {}]", i, dims[i].first, dims[i].second);
+  return s;
+}
+
+const ScheduleEntry* ScheduleTable::lookup(std::string_view op, const ninfer_shape& shape) const {
   for (const auto& e : entries)
-    if (e.op == op && tokens >= e.tokens_min && tokens <= e.tokens_max) return &e;
+    if (e.covers(op, shape)) return &e;
   return nullptr;
 }
 
@@ -46,6 +59,12 @@ ScheduleTable load_schedule_table(const std::filesystem::path& file,
       if (e.tokens_min > e.tokens_max)
         throw Error(fmt::format("{}: tokens: bucket [{}, {}] is empty (min must be <= max)", e.where,
                                 e.tokens_min, e.tokens_max));
+      for (const auto& r : n["dims"]) {
+        e.dims.emplace_back(r[0].as<int64_t>(), r[1].as<int64_t>());
+        if (e.dims.back().first > e.dims.back().second)
+          throw Error(fmt::format("{}: dims[{}]: range [{}, {}] is empty (min must be <= max)", e.where,
+                                  e.dims.size() - 1, e.dims.back().first, e.dims.back().second));
+      }
       t.entries.push_back(std::move(e));
     }
   }

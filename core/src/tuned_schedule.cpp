@@ -53,6 +53,11 @@ void save_schedule_table(const ScheduleTable& table, const fs::path& file) {
       << YAML::EndSeq;
     y << YAML::Key << "variant" << YAML::Value << e.variant;
     if (e.max_ctas) y << YAML::Key << "max_ctas" << YAML::Value << *e.max_ctas;
+    if (!e.dims.empty()) {
+      y << YAML::Key << "dims" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (const auto& [lo, hi] : e.dims) y << YAML::Flow << YAML::BeginSeq << lo << hi << YAML::EndSeq;
+      y << YAML::EndSeq;
+    }
     y << YAML::EndMap;
   }
   y << YAML::EndSeq << YAML::EndMap;

@@ -129,6 +129,43 @@ TEST(ScheduleTable, EntryBeyondResidencyIsRejectedByName) {
   fs::remove(f);
 }
 
+// dims ranges split one token bucket by matrix: the first entry that covers the call's shape
+// wins, and save_schedule_table writes the ranges back as they were read.
+TEST(ScheduleTable, DimsRangesRouteTheMatricesOfOneBucketApart) {
+  Sm90 s;
+  if (!s.plugin) GTEST_SKIP() << "build has no sm_90 plugin";
+  const fs::path f = write_table("format: ninfer-schedule/1\narch: sm_90\nentries:\n"
+                                 "  - {op: linear, tokens: [1, 1], dims: [[8192, 65536]], variant: gemv_pipe}\n"
+                                 "  - {op: linear, tokens: [1, 1], dims: [[1, 8191], [100000, 1000000]], "
+                                 "variant: gemv_pipe}\n"
+                                 "  - {op: linear, tokens: [1, 1], variant: gemv_k4}\n");
+  ScheduleTable t = load_schedule_table(f, data_dir() / "schemas");
+  check_against(t, *s.plugin, s.dev);
+  ASSERT_TRUE(t.warnings.empty()) << t.warnings.front();
+  ASSERT_EQ(t.entries.size(), 3u);
+  Planner planner(*s.plugin, s.dev, &t);
+  struct Case {
+    int64_t in, out;
+    const char* variant;
+    int line;
+  };
+  for (const Case& c : {Case{12288, 4096, "gemv_pipe", 4}, Case{4096, 4096, "gemv_k4", 6},
+                        Case{4096, 151936, "gemv_pipe", 5}, Case{65544, 4096, "gemv_k4", 6},
+                        Case{8184, 4096, "gemv_k4", 6}}) {
+    const ninfer_shape shape{1, {c.in, c.out, 0, 0}, NINFER_DTYPE_BF16};
+    const Plan p = planner.plan(NINFER_OP_LINEAR, shape);
+    EXPECT_EQ(p.variant, c.variant) << c.in << " x " << c.out;
+    EXPECT_EQ(p.source, f.string() + ":" + std::to_string(c.line)) << c.in << " x " << c.out;
+  }
+  const fs::path saved = write_table("");
+  save_schedule_table(t, saved);
+  const ScheduleTable back = load_schedule_table(saved, data_dir() / "schemas");
+  ASSERT_EQ(back.entries.size(), t.entries.size());
+  for (size_t i = 0; i < t.entries.size(); ++i) EXPECT_EQ(back.entries[i].dims, t.entries[i].dims) << i;
+  fs::remove(f);
+  fs::remove(saved);
+}
+
 TEST(ScheduleTable, TableForAnotherArchitectureIsRefused) {
   Sm90 s;
   if (!s.plugin) GTEST_SKIP() << "build has no sm_90 plugin";
@@ -154,6 +191,12 @@ TEST(ScheduleTable, MalformedTablesNameLineAndKey) {
   EXPECT_NE(m.find("entries[0]"), std::string::npos) << m;
   m = load_error("format: ninfer-schedule/1\narch: sm_90\nentries:\n  - {op: gdn_gating, tokens: [9, 2], variant: a}\n");
   EXPECT_NE(m.find("bucket [9, 2] is empty"), std::string::npos) << m;
+  m = load_error("format: ninfer-schedule/1\narch: sm_90\nentries:\n"
+                 "  - {op: linear, tokens: [1, 2], dims: [[1, 9], [9, 2]], variant: a}\n");
+  EXPECT_NE(m.find("dims[1]: range [9, 2] is empty"), std::string::npos) << m;
+  m = load_error("format: ninfer-schedule/1\narch: sm_90\nentries:\n"
+                 "  - {op: linear, tokens: [1, 2], dims: [[4096]], variant: a}\n");
+  EXPECT_NE(m.find("entries[0].dims"), std::string::npos) << m;
   m = load_error("format: ninfer-schedule/2\narch: sm_90\n");
   EXPECT_NE(m.find("format"), std::string::npos) << m;
 }

@@ -75,8 +75,11 @@ void print_summary_json(const TuneRun& run, const ScheduleTable& table, const st
                     {"excluded", b.excluded}});
   }
   json entries = json::array();
-  for (const ScheduleEntry& e : table.entries)
-    entries.push_back({{"op", e.op}, {"tokens", {e.tokens_min, e.tokens_max}}, {"variant", e.variant}});
+  for (const ScheduleEntry& e : table.entries) {
+    json entry = {{"op", e.op}, {"tokens", {e.tokens_min, e.tokens_max}}, {"variant", e.variant}};
+    if (!e.dims.empty()) entry["dims"] = e.dims; // [[min, max], ...]
+    entries.push_back(std::move(entry));
+  }
   json j = {{"buckets", rows},
             {"entries", entries},
             {"seconds", run.seconds},

@@ -11,9 +11,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ninfer/abi/device_info.h"
+#include "ninfer/abi/plugin_abi.h"
 
 namespace ninfer {
 
@@ -26,6 +28,15 @@ struct ScheduleEntry {
   std::string variant;
   std::optional<int64_t> max_ctas; // cap on CTAs per launch (cooperative variants)
   std::string where;               // "FILE:LINE", for messages
+  // Ranges [min, max] of the call shape's dims[0], dims[1], ... (the op's own meaning, e.g.
+  // linear: in_features, out_features); dims past the list are unconstrained. Lets one token
+  // bucket route different matrices of a model differently.
+  std::vector<std::pair<int64_t, int64_t>> dims;
+
+  // Whether the entry serves `op` at this shape (its token bucket and its dims ranges).
+  bool covers(std::string_view op, const ninfer_shape& shape) const;
+  // "bucket [1, 1]", with " dims[0] in [8192, 1048576]" per dims range.
+  std::string describe_bucket() const;
 };
 
 // The card, driver and plugin a tuned table was measured with; a table is used only where all
@@ -46,8 +57,8 @@ struct ScheduleTable {
   std::vector<ScheduleEntry> entries;
   std::vector<std::string> warnings; // entries dropped by check_against()
 
-  // First entry for `op` whose bucket contains `tokens`, or nullptr.
-  const ScheduleEntry* lookup(std::string_view op, int64_t tokens) const;
+  // First entry that covers `op` at `shape` (ScheduleEntry::covers), or nullptr.
+  const ScheduleEntry* lookup(std::string_view op, const ninfer_shape& shape) const;
 };
 
 // Parses and validates a table file. Throws ninfer::Error ("FILE:LINE: KEY: ...").
