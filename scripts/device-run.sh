@@ -3,12 +3,14 @@
 # session's device call is one command line instead of another per-session script.
 #   test=BINARY[:FILTER]          a GPU test binary of the bundle (cuda-sm90), e.g. test=gpu_op_tests:'GdnDecode*'
 #   generic-test=BINARY[:FILTER]  the same on cuda-generic (NVRTC)
-#   memcheck=BINARY:FILTER        compute-sanitizer memcheck of those tests (racecheck=: its racecheck)
+#   memcheck=BINARY:FILTER        compute-sanitizer memcheck of those tests (racecheck=: its racecheck;
+#                                 SANITIZER_TIMEOUT: seconds, default 400)
 #   bench=PRESET                  ninfer-bench, the issue's points (prompt 4096; contexts 0, 4096; batches 1, 8)
 #   ablation[=PRESET]             scripts/device-run-ablation.sh (SKIPS in the environment: its other skip sets)
 #   ab=OP:TOKENS:"VARIANTS"[:PRESETS]  scripts/device-run-variant-ab.sh
 #   routes=OP@T=VARIANT+OP@T=VARIANT...[:PRESETS]  decode (batch 1, context 0) with those table
-#                                 entries put first, all together (how routes of two ops combine;
+#                                 entries put first, all together (OP@T/LO-HI/LO-HI=VARIANT: only
+#                                 calls whose dims[0], dims[1] lie in those ranges; how routes of two ops combine;
 #                                 "routes=" alone: the built-in table; NCU=1: ncu's per-kernel
 #                                 times of the projections too; CONTEXTS=N,M: decode at those
 #                                 context depths instead of 0)
@@ -55,7 +57,7 @@ for arg in "$@"; do
     memcheck | racecheck)
       step "compute-sanitizer $kind: $first $rest"
       log="$(fresh_log "$kind-$first" log)"
-      timeout 400 compute-sanitizer --tool "$kind" --error-exitcode 9 "$n/tests/$first" --gtest_filter="$rest" \
+      timeout "${SANITIZER_TIMEOUT:-400}" compute-sanitizer --tool "$kind" --error-exitcode 9 "$n/tests/$first" --gtest_filter="$rest" \
         > "$log" 2>&1
       echo "$kind exit $?"; tail -2 "$log" ;;
     bench)
