@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "ninfer/error.hpp"
@@ -126,40 +127,85 @@ bool PluginHost::load_file(const std::filesystem::path& file) {
   if (abi->struct_size < sizeof(ninfer_plugin) || !abi->name || !abi->target_arch || !abi->score ||
       !abi->register_variants)
     return problem("descriptor is incomplete");
-  if (find(abi->name)) return problem(fmt::format("a plugin named '{}' is already loaded", abi->name));
+  if (std::any_of(plugins_.begin(), plugins_.end(), [&](const auto& p) { return p->name() == abi->name; }))
+    return problem(fmt::format("a plugin named '{}' is already loaded", abi->name));
 
   auto plugin = std::make_unique<LoadedPlugin>();
   plugin->file = file;
   plugin->abi = abi;
-  RegistrationContext ctx{plugin.get(), {}};
-  ninfer_registrar reg{&ctx, add_variant, compile_cuda};
-  const int32_t rc = abi->register_variants(&reg);
-  for (const auto& p : ctx.problems) problem(p);
-  if (rc != NINFER_OK) return problem(fmt::format("registration failed (status {})", rc));
-  spdlog::debug("plugin {} ({}) loaded from {} with {} variants", abi->name, abi->target_arch,
-                file.string(), plugin->variants.size());
+  plugin->deferred = (abi->capabilities & NINFER_CAP_FALLBACK) != 0;
+  if (!plugin->deferred && !register_variants(*plugin)) return false;
+  spdlog::debug("plugin {} ({}) loaded from {}: {}", abi->name, abi->target_arch, file.string(),
+                plugin->deferred ? "a fallback, registered when needed"
+                                 : fmt::format("{} variants", plugin->variants.size()));
   keep_loaded().push_back(std::move(lib));
   plugins_.push_back(std::move(plugin));
   return true;
 }
 
+bool PluginHost::register_variants(LoadedPlugin& p) const {
+  RegistrationContext ctx{&p, {}};
+  ninfer_registrar reg{&ctx, add_variant, compile_cuda};
+  const int32_t rc = p.abi->register_variants(&reg);
+  auto problem = [&](const std::string& msg) {
+    problems_.push_back({p.file, msg});
+    spdlog::warn("plugin {}: {}", p.file.string(), msg);
+  };
+  for (const auto& m : ctx.problems) problem(m);
+  if (rc == NINFER_OK) return true;
+  problem(fmt::format("registration failed (status {})", rc));
+  p.variants.clear();
+  p.failed = true;
+  return false;
+}
+
+bool PluginHost::register_deferred(LoadedPlugin& p) const {
+  std::lock_guard lock(deferred_mutex_);
+  if (p.deferred) {
+    p.deferred = false;
+    register_variants(p);
+  }
+  return !p.failed;
+}
+
 const LoadedPlugin* PluginHost::find(std::string_view name) const {
   for (const auto& p : plugins_)
-    if (name == p->abi->name) return p.get();
+    if (name == p->abi->name) return register_deferred(*p) ? p.get() : nullptr;
   return nullptr;
 }
 
 PluginChoice PluginHost::choose(const ninfer_device_info& device, std::string_view forced) const {
   PluginChoice choice;
-  for (const auto& p : plugins_) {
+  auto score = [&](const LoadedPlugin& p) {
     char why[256] = {0};
-    int s = p->abi->score(&device, why, sizeof why);
-    if (!forced.empty() && forced != p->abi->name && s > 0) {
+    const int s = p.failed ? 0 : p.abi->score(&device, why, sizeof why);
+    if (p.failed) std::snprintf(why, sizeof why, "its registration failed (see the plugin problems)");
+    if (!forced.empty() && forced != p.abi->name && s > 0) {
       std::string reason = fmt::format("{} (not chosen: --plugin {} was requested)", why, forced);
-      choice.scores.push_back({p.get(), 0, reason});
+      choice.scores.push_back({&p, 0, reason});
+      return;
+    }
+    choice.scores.push_back({&p, std::max(s, 0), why});
+  };
+  const PluginScore* best = nullptr; // the best plugin that is not a fallback, if any scores
+  for (const auto& p : plugins_)
+    if (!(p->abi->capabilities & NINFER_CAP_FALLBACK)) score(*p);
+  for (const PluginScore& s : choice.scores)
+    if (s.score > 0 && (!best || s.score > best->score)) best = &s;
+  const std::string best_name = best ? best->plugin->name() : ""; // empty: none serves the device
+  // Fallbacks last: registered (which may compile kernels) only when they may be chosen.
+  for (const auto& p : plugins_) {
+    if (!(p->abi->capabilities & NINFER_CAP_FALLBACK)) continue;
+    const bool needed = forced.empty() ? best_name.empty() : forced == p->abi->name;
+    if (needed) register_deferred(*p);
+    if (!p->deferred) {
+      score(*p);
       continue;
     }
-    choice.scores.push_back({p.get(), std::max(s, 0), why});
+    choice.scores.push_back(
+        {p.get(), 0,
+         forced.empty() ? fmt::format("a fallback, not registered: {} serves this device", best_name)
+                        : fmt::format("a fallback, not registered (not chosen: --plugin {} was requested)", forced)});
   }
   std::stable_sort(choice.scores.begin(), choice.scores.end(),
                    [](const PluginScore& a, const PluginScore& b) { return a.score > b.score; });

@@ -56,6 +56,14 @@ int32_t register_variants(const ninfer_registrar* r) {
   return NINFER_OK;
 }
 
+// cuda-generic compiles its kernels while it registers (tens of seconds on a machine's first
+// start): the core registers it only where no exact plugin serves the device (NINFER_CAP_FALLBACK).
+#if NINFER_RUNTIME_RESOURCES
+constexpr uint64_t kFallback = NINFER_CAP_FALLBACK;
+#else
+constexpr uint64_t kFallback = 0;
+#endif
+
 const ninfer_plugin kPlugin = {
     NINFER_PLUGIN_ABI_VERSION,
     sizeof(ninfer_plugin),
@@ -63,7 +71,7 @@ const ninfer_plugin kPlugin = {
     NINFER_TARGET_ARCH,
     NINFER_PLUGIN_VERSION,
     NINFER_CAP_CUDA | NINFER_CAP_COOPERATIVE | NINFER_CAP_BF16 |
-        (NINFER_ARCH_SPECIFIC ? NINFER_CAP_ARCH_SPECIFIC : 0),
+        (NINFER_ARCH_SPECIFIC ? NINFER_CAP_ARCH_SPECIFIC : 0) | kFallback,
     score,
     register_variants,
 };

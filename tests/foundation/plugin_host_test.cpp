@@ -82,6 +82,85 @@ TEST(PluginHost, RefusesBrokenPluginsByNameAndKeepsTheRest) {
   fs::remove_all(dir);
 }
 
+namespace {
+// A host over the CPU plugin and the fallback test plugin `fallback` (libtest_fallback_ok.so or
+// libtest_fallback_broken.so), in a folder of their own.
+struct FallbackHost {
+  fs::path dir;
+  PluginHost host;
+  explicit FallbackHost(const std::string& fallback) : dir(temp_dir("fallback-" + fallback)) {
+    fs::copy_file(plugin_dir() / "libcpu.so", dir / "libcpu.so");
+    fs::copy_file(fs::path(NINFER_FALLBACK_PLUGIN_DIR) / fallback, dir / fallback);
+    host.load_directory(dir);
+  }
+  ~FallbackHost() { fs::remove_all(dir); }
+  const LoadedPlugin* loaded(const std::string& name) const {
+    for (const auto& p : host.plugins())
+      if (p->name() == name) return p.get();
+    return nullptr;
+  }
+};
+const PluginScore* score_of(const PluginChoice& c, const LoadedPlugin* p) {
+  for (const auto& s : c.scores)
+    if (s.plugin == p) return &s;
+  return nullptr;
+}
+} // namespace
+
+// A fallback plugin (cuda-generic compiles its kernels while it registers) is loaded but
+// registered only when it may be chosen: forced, found by name, or for a device no other plugin
+// serves. Elsewhere its score is 0 and says which plugin serves the device.
+TEST(PluginHost, FallbackPluginsRegisterOnlyWhenTheyMayBeChosen) {
+  const ninfer_device_info h200 = catalog().describe(catalog().require_device("H200"));
+  {
+    FallbackHost f("libtest_fallback_ok.so");
+    const LoadedPlugin* fb = f.loaded("test-fallback");
+    ASSERT_NE(fb, nullptr);
+    EXPECT_TRUE(fb->deferred);
+    const PluginChoice cpu = f.host.choose(host_device());
+    ASSERT_NE(cpu.chosen, nullptr);
+    EXPECT_EQ(cpu.chosen->name(), "cpu");
+    EXPECT_TRUE(fb->deferred) << "registered although the CPU plugin serves the host";
+    const PluginScore* s = score_of(cpu, fb);
+    ASSERT_NE(s, nullptr) << "every loaded plugin is in the scores";
+    EXPECT_EQ(s->score, 0);
+    EXPECT_NE(s->reason.find("not registered: cpu serves this device"), std::string::npos) << s->reason;
+    // Another plugin requested by name: the fallback stays unregistered.
+    EXPECT_EQ(f.host.choose(host_device(), "cpu").chosen->name(), "cpu");
+    EXPECT_TRUE(fb->deferred);
+    // A card no plugin of this folder serves: the fallback is registered, scored and chosen.
+    const PluginChoice gpu = f.host.choose(h200);
+    EXPECT_FALSE(fb->deferred);
+    EXPECT_EQ(gpu.chosen, fb);
+  }
+  {
+    FallbackHost f("libtest_fallback_ok.so"); // forced by name
+    const LoadedPlugin* fb = f.loaded("test-fallback");
+    ASSERT_NE(fb, nullptr);
+    EXPECT_EQ(f.host.choose(host_device(), "test-fallback").chosen, fb);
+    EXPECT_FALSE(fb->deferred);
+  }
+  {
+    FallbackHost f("libtest_fallback_ok.so"); // found by name
+    const LoadedPlugin* fb = f.host.find("test-fallback");
+    ASSERT_NE(fb, nullptr);
+    EXPECT_FALSE(fb->deferred);
+    EXPECT_TRUE(f.host.problems().empty());
+  }
+  {
+    FallbackHost f("libtest_fallback_broken.so"); // its registration fails when it is needed
+    const LoadedPlugin* fb = f.loaded("test-fallback-broken");
+    ASSERT_NE(fb, nullptr);
+    EXPECT_TRUE(f.host.problems().empty()) << "nothing registered yet, nothing failed yet";
+    const PluginChoice gpu = f.host.choose(h200);
+    EXPECT_EQ(gpu.chosen, nullptr) << "a plugin whose registration failed is never chosen";
+    EXPECT_TRUE(fb->failed);
+    EXPECT_TRUE(mentions(f.host.problems(), "libtest_fallback_broken.so", "registration failed"));
+    EXPECT_EQ(f.host.find("test-fallback-broken"), nullptr);
+    EXPECT_NE(f.host.choose(host_device()).chosen, nullptr) << "the CPU plugin still serves the host";
+  }
+}
+
 TEST(PluginHost, MissingDirectoryIsAClearError) {
   PluginHost host;
   try {
@@ -104,9 +183,11 @@ TEST(PluginScore, ExactArchitectureOnlyOnEveryKnownCard) {
         continue;
       }
       if (is_generic_plugin(*s.plugin)) {
-        // It reads its resources on the GPU it runs on, so it never plans for a described card.
+        // It reads its resources on the GPU it runs on, so it never plans for a described card
+        // (until a choice needs it, it is not even registered: a fallback).
         EXPECT_EQ(s.score, 0) << card.name << ": " << s.reason;
-        EXPECT_NE(s.reason.find("described card"), std::string::npos) << s.reason;
+        const char* why = s.plugin->deferred ? "not registered" : "described card";
+        EXPECT_NE(s.reason.find(why), std::string::npos) << card.name << ": " << s.reason;
         continue;
       }
       const ArchLimits* a = catalog().find_arch(arch);

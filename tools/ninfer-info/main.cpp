@@ -5,6 +5,8 @@
 
 #include <iostream>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "ninfer/arch_catalog.hpp"
 #include "ninfer/device.hpp"
@@ -126,18 +128,28 @@ int run(const Options& o) {
     return 0;
   }
 
+  // Devices first: choosing for them registers a fallback plugin where one is needed.
+  std::vector<std::pair<ninfer_device_info, PluginChoice>> choices;
+  for (const auto& d : disc.cuda) choices.emplace_back(d, host.choose(d, o.forced_plugin));
+  choices.emplace_back(host_device(), host.choose(host_device(), o.forced_plugin));
+
   fmt::print("ninfer {} — plugin directory {}\n\n", NINFER_VERSION, dir.string());
   fmt::print("Plugins\n");
-  for (const auto& p : host.plugins())
+  for (const auto& p : host.plugins()) {
+    if (p->deferred) {
+      fmt::print("  {:<12} {:<8} v{:<6} a fallback, registered only for a device no other plugin serves  {}\n",
+                 p->name(), p->arch(), p->abi->version, p->file.filename().string());
+      continue;
+    }
     fmt::print("  {:<12} {:<8} v{:<6} {} variants ({})  {}\n", p->name(), p->arch(), p->abi->version,
                p->variants.size(), fmt::join(p->ops(), ", "), p->file.filename().string());
+  }
   for (const auto& pr : host.problems()) fmt::print("  skipped {}: {}\n", pr.file.filename().string(), pr.message);
 
   fmt::print("\nDevices\n");
   if (disc.cuda.empty()) fmt::print("  {}\n", disc.note);
   else fmt::print("  CUDA driver {}, runtime {}\n", disc.driver_version, disc.runtime_version);
-  for (const auto& d : disc.cuda) print_choice(d, host.choose(d, o.forced_plugin));
-  print_choice(host_device(), host.choose(host_device(), o.forced_plugin));
+  for (const auto& [d, c] : choices) print_choice(d, c);
 
   // A sample plan, so the first run shows what the planner does on this machine's best device.
   Options sample = o;

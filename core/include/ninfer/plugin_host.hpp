@@ -4,10 +4,16 @@
 // ABI version is skipped with a one-line problem naming its file; the others keep working.
 // Loaded libraries are never unloaded: variant structs and strings they hand out must stay
 // valid for the life of the process.
+//
+// A fallback plugin (NINFER_CAP_FALLBACK: cuda-generic, which compiles its kernels while it
+// registers, ~30 s on a machine's first start) is loaded but registered only when it is needed:
+// when find() names it, when choose() is forced to it, or when no other plugin scores above zero
+// for the device. On a card with an exact plugin it then costs nothing.
 #pragma once
 
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +26,8 @@ struct LoadedPlugin {
   std::filesystem::path file;
   const ninfer_plugin* abi = nullptr;
   std::vector<const ninfer_variant*> variants;
+  bool deferred = false; // a fallback not registered yet (no variants until it is)
+  bool failed = false;   // its deferred registration failed (a problem names why); never chosen
 
   std::string name() const { return abi->name; }
   std::string arch() const { return abi->target_arch; }
@@ -51,17 +59,26 @@ class PluginHost {
   // Loads one library; returns false (and records a problem) when it is not a usable plugin.
   bool load_file(const std::filesystem::path& file);
 
+  // Every plugin loaded, deferred fallbacks included.
   const std::vector<std::unique_ptr<LoadedPlugin>>& plugins() const { return plugins_; }
   const std::vector<PluginProblem>& problems() const { return problems_; }
+  // The plugin named `name`, a deferred fallback registered first; null when there is none or
+  // its registration failed.
   const LoadedPlugin* find(std::string_view name) const;
 
   // Scores every plugin for `device`; `forced` (a plugin name) restricts the choice to that
-  // plugin, which still must score above zero.
+  // plugin, which still must score above zero. Deferred fallbacks are registered and scored only
+  // when forced or when no other plugin scores above zero; otherwise their score is 0, with why.
   PluginChoice choose(const ninfer_device_info& device, std::string_view forced = {}) const;
 
  private:
+  // Registers p's variants; false (and a problem recorded, p marked failed) when that fails.
+  bool register_variants(LoadedPlugin& p) const;
+  bool register_deferred(LoadedPlugin& p) const;
+
   std::vector<std::unique_ptr<LoadedPlugin>> plugins_;
-  std::vector<PluginProblem> problems_;
+  mutable std::vector<PluginProblem> problems_; // deferred registrations add theirs later
+  mutable std::recursive_mutex deferred_mutex_; // one deferred registration at a time
 };
 
 } // namespace ninfer

@@ -32,6 +32,10 @@ extern "C" {
 #define NINFER_CAP_COOPERATIVE       (1ull << 2) /* has cooperative (grid-synchronising) variants */
 #define NINFER_CAP_BF16              (1ull << 3)
 #define NINFER_CAP_ARCH_SPECIFIC     (1ull << 4) /* uses `a`-suffix instructions (sm_90a, sm_120a) */
+/* A fallback for devices no other plugin serves, whose registration is costly (cuda-generic
+ * compiles its kernels there). The core registers it only when it is asked for by name or when
+ * no plugin without this bit scores above zero for the device being chosen for. */
+#define NINFER_CAP_FALLBACK          (1ull << 5)
 
 /* Status codes returned by plugin functions. */
 #define NINFER_OK 0
