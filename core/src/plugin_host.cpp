@@ -169,12 +169,14 @@ bool PluginHost::register_deferred(LoadedPlugin& p) const {
 }
 
 const LoadedPlugin* PluginHost::find(std::string_view name) const {
+  std::lock_guard lock(deferred_mutex_);
   for (const auto& p : plugins_)
     if (name == p->abi->name) return register_deferred(*p) ? p.get() : nullptr;
   return nullptr;
 }
 
 PluginChoice PluginHost::choose(const ninfer_device_info& device, std::string_view forced) const {
+  std::lock_guard lock(deferred_mutex_); // a fallback's state may change below
   PluginChoice choice;
   auto score = [&](const LoadedPlugin& p) {
     char why[256] = {0};

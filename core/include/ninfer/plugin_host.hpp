@@ -78,7 +78,9 @@ class PluginHost {
 
   std::vector<std::unique_ptr<LoadedPlugin>> plugins_;
   mutable std::vector<PluginProblem> problems_; // deferred registrations add theirs later
-  mutable std::recursive_mutex deferred_mutex_; // one deferred registration at a time
+  // Held by find() and choose(), which may register a deferred fallback (and so change its
+  // state and the problems); loading is not meant to race with them.
+  mutable std::recursive_mutex deferred_mutex_;
 };
 
 } // namespace ninfer
