@@ -133,7 +133,7 @@ bool PluginHost::load_file(const std::filesystem::path& file) {
   auto plugin = std::make_unique<LoadedPlugin>();
   plugin->file = file;
   plugin->abi = abi;
-  plugin->deferred = (abi->capabilities & NINFER_CAP_FALLBACK) != 0;
+  plugin->deferred = plugin->fallback();
   if (!plugin->deferred && !register_variants(*plugin)) return false;
   spdlog::debug("plugin {} ({}) loaded from {}: {}", abi->name, abi->target_arch, file.string(),
                 plugin->deferred ? "a fallback, registered when needed"
@@ -160,7 +160,6 @@ bool PluginHost::register_variants(LoadedPlugin& p) const {
 }
 
 bool PluginHost::register_deferred(LoadedPlugin& p) const {
-  std::lock_guard lock(deferred_mutex_);
   if (p.deferred) {
     p.deferred = false;
     register_variants(p);
@@ -180,8 +179,9 @@ PluginChoice PluginHost::choose(const ninfer_device_info& device, std::string_vi
   PluginChoice choice;
   auto score = [&](const LoadedPlugin& p) {
     char why[256] = {0};
-    const int s = p.failed ? 0 : p.abi->score(&device, why, sizeof why);
+    int s = 0;
     if (p.failed) std::snprintf(why, sizeof why, "its registration failed (see the plugin problems)");
+    else s = p.abi->score(&device, why, sizeof why);
     if (!forced.empty() && forced != p.abi->name && s > 0) {
       std::string reason = fmt::format("{} (not chosen: --plugin {} was requested)", why, forced);
       choice.scores.push_back({&p, 0, reason});
@@ -191,13 +191,13 @@ PluginChoice PluginHost::choose(const ninfer_device_info& device, std::string_vi
   };
   const PluginScore* best = nullptr; // the best plugin that is not a fallback, if any scores
   for (const auto& p : plugins_)
-    if (!(p->abi->capabilities & NINFER_CAP_FALLBACK)) score(*p);
+    if (!p->fallback()) score(*p);
   for (const PluginScore& s : choice.scores)
     if (s.score > 0 && (!best || s.score > best->score)) best = &s;
   const std::string best_name = best ? best->plugin->name() : ""; // empty: none serves the device
   // Fallbacks last: registered (which may compile kernels) only when they may be chosen.
   for (const auto& p : plugins_) {
-    if (!(p->abi->capabilities & NINFER_CAP_FALLBACK)) continue;
+    if (!p->fallback()) continue;
     const bool needed = forced.empty() ? best_name.empty() : forced == p->abi->name;
     if (needed) register_deferred(*p);
     if (!p->deferred) {

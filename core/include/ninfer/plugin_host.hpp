@@ -31,6 +31,7 @@ struct LoadedPlugin {
 
   std::string name() const { return abi->name; }
   std::string arch() const { return abi->target_arch; }
+  bool fallback() const { return (abi->capabilities & NINFER_CAP_FALLBACK) != 0; }
   std::vector<const ninfer_variant*> variants_for(std::string_view op) const;
   const ninfer_variant* find_variant(std::string_view op, std::string_view name) const;
   std::vector<std::string> ops() const;
@@ -74,13 +75,15 @@ class PluginHost {
  private:
   // Registers p's variants; false (and a problem recorded, p marked failed) when that fails.
   bool register_variants(LoadedPlugin& p) const;
+  // Registers p if it is still deferred; false when its registration failed. The caller holds
+  // deferred_mutex_.
   bool register_deferred(LoadedPlugin& p) const;
 
   std::vector<std::unique_ptr<LoadedPlugin>> plugins_;
   mutable std::vector<PluginProblem> problems_; // deferred registrations add theirs later
   // Held by find() and choose(), which may register a deferred fallback (and so change its
   // state and the problems); loading is not meant to race with them.
-  mutable std::recursive_mutex deferred_mutex_;
+  mutable std::mutex deferred_mutex_;
 };
 
 } // namespace ninfer
