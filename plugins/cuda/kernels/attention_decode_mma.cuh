@@ -5,9 +5,10 @@
 // (attend_tile_mma). A warp copies its tile into its own shared memory with cp.async, so it needs
 // no barrier with the other warps and holds no staging registers. The warps' states meet once,
 // in shared memory. 16-key tiles keep the CTA at 74 KB of shared memory: two CTAs per SM on the
-// H200, and one on the 100 KB cards (sm_89, sm_120a). A Qwen3-8B layer at 4,096 keys runs 128
-// CTAs of 256-key chunks: two tiles per warp, the first copied while the q rows load. (32-key
-// tiles, one per warp, and 128-key chunks, one tile per warp, both measured slower.)
+// H200, and one on the 100 KB cards (sm_89, sm_120a). A Qwen3-8B layer at 4,096 keys runs 256
+// CTAs of 130-key chunks (kMinChunkKeys): about one tile per warp, copied while the q rows load.
+// (32-key tiles, one per warp, measured slower; 128 CTAs of 256-key chunks, two tiles per warp
+// merged in clusters, measured the same at 4,096 keys and slower below 2,048.)
 //
 // Why: the row-owning kernel (attention_decode_rows.cuh) spent ~1,000 instructions per 32-key
 // tile and row, one warp per scheduler, and ncu put its time in instruction latency: at 4,096

@@ -57,8 +57,13 @@ constexpr int64_t kDecodeMaxTokens = 64;
 // number that does not depend on the device; the planner still picks the split count from
 // residency below it.
 constexpr int64_t kDecodeMaxPartials = 1024;
-// A split into chunks is only worth it when each chunk still has this many keys.
-constexpr int64_t kMinChunkKeys = 256;
+// A split into chunks is only worth it when each chunk still has this many keys: one 16-key tile
+// per warp of the tensor-core kernel's 8 (attention_decode_mma.cuh). On the H200, 128 against
+// 256 measured +2.3-2.6% on Qwen3-8B decode at 256-1,024 keys and +1.1% on Qwen3.5-27B at 1,024,
+// the same at 4,096 and at batch 8 (docs/performance.md, "Seventeenth session"); 64 made the
+// partials and their merge cost more than the extra chunks bought (the ninth session, on the
+// 27B's row-owning kernel).
+constexpr int64_t kMinChunkKeys = 128;
 
 // Split counts registered as decode variants; the planner takes the largest whose CTAs are
 // all resident at once on the device.
