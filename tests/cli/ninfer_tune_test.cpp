@@ -116,6 +116,22 @@ TEST_F(TuneTest, TablesFromElsewhereOrWithUnknownEntriesAreRefused) {
 }
 
 // SIGINT midway: exit 130, and no table (nor a temporary file) is left behind.
+// --by-matrix on the CPU plugin: its one linear candidate ("blocked"; the emulations never
+// compete) is every matrix's best, so no matrix may be routed apart and no entry may carry dims.
+// Which matrices a faster variant takes is tune_table_tests' (TuneMatrixChoice, TuneTable).
+TEST_F(TuneTest, ByMatrixRoutesNothingApartWhenOneVariantCompetes) {
+  const ProcessOutput r = tune(std::string(kSmall) + " --buckets 1,16 --by-matrix --dry-run --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["buckets"].size(), 2u);
+  for (const json& b : j["buckets"]) {
+    ASSERT_TRUE(b.contains("matrices")) << b.dump();
+    EXPECT_TRUE(b["matrices"].empty()) << b.dump();
+  }
+  for (const json& e : j["entries"]) EXPECT_FALSE(e.contains("dims")) << e.dump();
+  EXPECT_EQ(j["written_to"], "");
+}
+
 TEST_F(TuneTest, AnInterruptedRunWritesNothing) {
   const ProcessOutput r = run_process("NINFER_CACHE_DIR=" + shell_quote(cache.string()) +
                                       " timeout --preserve-status -s INT 3 " + NINFER_TUNE_BIN +

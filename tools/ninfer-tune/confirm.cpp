@@ -57,8 +57,7 @@ void confirm_end_to_end(TuneRun& run, const PluginHost& plugins, const ninfer_de
                         const ScheduleDevice& key, const TuneOptions& o) {
   std::vector<int64_t> tokens;
   for (const BucketResult& b : run.buckets)
-    if (!b.tuned_variant.empty() && b.tuned_variant != b.default_variant &&
-        std::find(tokens.begin(), tokens.end(), b.tokens) == tokens.end())
+    if (b.changes_route() && std::find(tokens.begin(), tokens.end(), b.tokens) == tokens.end())
       tokens.push_back(b.tokens);
   if (tokens.empty()) return;
   std::sort(tokens.begin(), tokens.end());
@@ -71,9 +70,10 @@ void confirm_end_to_end(TuneRun& run, const PluginHost& plugins, const ninfer_de
     if (i == tokens.size()) continue;
     b.builtin_pass_us = base[i];
     b.tuned_pass_us = tuned[i];
-    if (tuned[i] > base[i] && b.tuned_variant != b.default_variant) {
+    if (tuned[i] > base[i] && b.changes_route()) {
       b.reverted = true;
-      b.tuned_variant.clear(); // the built-in entries serve this bucket
+      b.tuned_variant.clear(); // the built-in entries serve this bucket, every matrix of it
+      b.matrices.clear();
     }
   }
 }

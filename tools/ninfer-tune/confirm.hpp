@@ -11,7 +11,8 @@
 
 namespace ninfer::tools {
 
-// Fills each bucket's end-to-end times and clears tuned_variant where the tuned table was slower.
+// Fills each bucket's end-to-end times and clears tuned_variant (and its matrices) where the
+// tuned table was slower.
 void confirm_end_to_end(TuneRun& run, const PluginHost& plugins, const ninfer_device_info& device,
                         const std::string& plugin, const Checkpoint& ck, const ScheduleTable& builtin,
                         const ScheduleDevice& key, const TuneOptions& o);

@@ -32,6 +32,9 @@ void add_tune_options(CLI::App& app, TuneOptions& o) {
   app.add_flag("--jit-sweep", o.jit_sweep,
                "Also time run-time compiled linear variants (NVRTC: jit_gemv_*, 12 per bucket of <= 8 tokens); "
                "a winner is written by name and compiled (or taken from the kernel cache) when an engine starts");
+  app.add_flag("--by-matrix", o.by_matrix,
+               "Also give a matrix its own entry (dims ranges) where its fastest variant beats the bucket's "
+               "choice on it by more than 3%");
   app.add_flag("--json", o.json, "Print one JSON object instead of the table");
   app.add_flag("-v,--verbose", o.verbose, "Debug logging on stderr");
 }

@@ -25,6 +25,9 @@ struct TuneOptions {
   // Also time run-time compiled linear variants (jit_gemv_*, NVRTC) at decode buckets (<= 8
   // tokens). Off by default: it needs NVRTC here and wherever the table is used (docs/tuning.md).
   bool jit_sweep = false;
+  // Also route single matrices of a bucket to their own fastest variant where it beats the
+  // bucket's choice on that matrix by more than kMatrixMargin (schedule entries with dims).
+  bool by_matrix = false;
   bool json = false;
   bool verbose = false;
 };

@@ -7,10 +7,28 @@
 
 namespace ninfer::tools {
 
+namespace {
+
+// Adds `e` to `list`, or widens an entry of the same op, variant and dims whose tokens end just
+// below e's (neighbouring buckets with the same choice become one entry).
+void add_merged(std::vector<ScheduleEntry>& list, ScheduleEntry e) {
+  for (ScheduleEntry& x : list)
+    if (x.op == e.op && x.variant == e.variant && x.dims == e.dims && x.tokens_max + 1 == e.tokens_min) {
+      x.tokens_max = e.tokens_max;
+      return;
+    }
+  list.push_back(std::move(e));
+}
+
+} // namespace
+
 ScheduleTable tuned_table(const TuneRun& run, const ScheduleTable& builtin, const ScheduleDevice& device) {
   ScheduleTable t;
   t.arch = builtin.arch;
   t.device = device;
+  // The first entry that covers a call wins, so the matrices' own entries (dims ranges) go
+  // ahead of every bucket entry, and the built-in entries last.
+  std::vector<ScheduleEntry> matrices, buckets;
   std::string op;
   int64_t prev = 0;
   for (const BucketResult& b : run.buckets) {
@@ -21,16 +39,13 @@ ScheduleTable tuned_table(const TuneRun& run, const ScheduleTable& builtin, cons
     const int64_t lo = prev + 1;
     prev = b.tokens;
     if (b.tuned_variant.empty()) continue;
-    if (!t.entries.empty()) {
-      ScheduleEntry& last = t.entries.back();
-      if (last.op == b.op && last.variant == b.tuned_variant && last.tokens_max + 1 == lo) {
-        last.tokens_max = b.tokens;
-        continue;
-      }
-    }
-    t.entries.push_back({b.op, lo, b.tokens, b.tuned_variant, std::nullopt, ""});
+    for (const MatrixChoice& m : b.matrices)
+      add_merged(matrices, {b.op, lo, b.tokens, m.variant, std::nullopt, "", {{m.dims0, m.dims0}, {m.dims1, m.dims1}}});
+    add_merged(buckets, {b.op, lo, b.tokens, b.tuned_variant, std::nullopt, ""});
   }
-  for (const ScheduleEntry& e : builtin.entries) t.entries.push_back(e);
+  t.entries = std::move(matrices);
+  t.entries.insert(t.entries.end(), buckets.begin(), buckets.end());
+  t.entries.insert(t.entries.end(), builtin.entries.begin(), builtin.entries.end());
   return t;
 }
 
@@ -42,6 +57,10 @@ void print_summary(const TuneRun& run) {
     const std::string tuned = b.reverted ? "(built-in kept)" : b.tuned_variant.empty() ? "-" : b.tuned_variant;
     fmt::print("{:<12} {:>7} {:>22} {:>10.1f} {:>22} {:>10.1f} {:>7.2f}x {:>22}\n", b.op, b.tokens, b.default_variant,
                b.default_us, tuned, b.tuned_us, b.tuned_us > 0 ? b.default_us / b.tuned_us : 0.0, pass);
+    for (const MatrixChoice& m : b.matrices)
+      fmt::print("{:<12} {:>7}   {:>20} {:>10.1f} {:>22} {:>10.1f} {:>7.2f}x\n", "", "",
+                 fmt::format("{}x{}: {}", m.dims0, m.dims1, b.tuned_variant), m.bucket_us, m.variant, m.us,
+                 m.bucket_us / m.us);
   }
   bool any = false;
   for (const BucketResult& b : run.buckets)
@@ -61,6 +80,9 @@ void print_summary_json(const TuneRun& run, const ScheduleTable& table, const st
   for (const BucketResult& b : run.buckets) {
     json all = json::object();
     for (const auto& [v, us] : b.all_us) all[v] = us;
+    json matrices = json::array();
+    for (const MatrixChoice& m : b.matrices)
+      matrices.push_back({{"dims", {m.dims0, m.dims1}}, {"variant", m.variant}, {"us", m.us}, {"bucket_us", m.bucket_us}});
     rows.push_back({{"op", b.op},
                     {"tokens", b.tokens},
                     {"default_variant", b.default_variant},
@@ -69,6 +91,7 @@ void print_summary_json(const TuneRun& run, const ScheduleTable& table, const st
                     {"tuned_us", b.tuned_us},
                     {"speedup", b.tuned_us > 0 ? b.default_us / b.tuned_us : 0.0},
                     {"variants_us", all},
+                    {"matrices", matrices},
                     {"builtin_pass_us", b.builtin_pass_us},
                     {"tuned_pass_us", b.tuned_pass_us},
                     {"reverted", b.reverted},

@@ -59,11 +59,6 @@ double time_variant(Backend& be, OpCase& c, const std::string& variant, int64_t 
   return us[us.size() / 2];
 }
 
-struct ShapeTimes {
-  std::string default_variant;
-  std::map<std::string, double> us; // correct, legal variants
-};
-
 } // namespace
 
 TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& shapes, const TuneOptions& o) {
@@ -93,6 +88,7 @@ TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& sh
       b.tokens = t;
       std::set<std::string> defaults;
       std::map<std::string, int> shapes_ok;
+      std::vector<MatrixTimes> shape_us(mine.size());
       int shapes_here = 0;
       for (size_t i = 0; i < mine.size(); ++i) {
         if (t > mine[i]->shape.tokens) continue; // the model never runs this shape this wide
@@ -135,6 +131,8 @@ TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& sh
           }
           const double us = time_variant(be, c, name, t, o.repeats);
           b.all_us[name] += us;
+          shape_us[i].dims0 = c.shape(t).dims[0], shape_us[i].dims1 = c.shape(t).dims[1];
+          shape_us[i].us[name] = us;
           ++shapes_ok[name];
           if (name == dflt) b.default_us += us;
         }
@@ -148,9 +146,14 @@ TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& sh
           b.tuned_variant = name;
           b.tuned_us = us;
         }
-      if (!o.json)
+      if (o.by_matrix && !b.tuned_variant.empty()) b.matrices = matrix_choices(shape_us, b.tuned_variant);
+      if (!o.json) {
         fmt::print(stderr, "  {} tokens {:>5}: default {} {:.1f} us, best {} {:.1f} us\n", op, t, b.default_variant,
                    b.default_us, b.tuned_variant.empty() ? "-" : b.tuned_variant, b.tuned_us);
+        for (const MatrixChoice& m : b.matrices)
+          fmt::print(stderr, "    {}x{}: {} {:.1f} us ({} {:.1f} us)\n", m.dims0, m.dims1, m.variant, m.us,
+                     b.tuned_variant, m.bucket_us);
+      }
       run.buckets.push_back(std::move(b));
     }
     if (run.budget_exhausted) break;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "matrix_choice.hpp"
 #include "ninfer/runtime/backend.hpp"
 #include "tune_options.hpp"
 
@@ -32,9 +33,12 @@ struct BucketResult {
   double tuned_us = 0;
   std::map<std::string, double> all_us;  // every variant measured on every shape
   std::vector<std::string> excluded;     // "variant: why" (illegal here, or wrong)
+  std::vector<MatrixChoice> matrices;    // --by-matrix: matrices routed apart from tuned_variant
   // End to end (confirm_end_to_end): a forward pass of `tokens` tokens under each table.
   double builtin_pass_us = 0, tuned_pass_us = 0;
   bool reverted = false;                 // the tuned choice lost end to end: built-in kept
+  // Whether the tuned table routes this bucket differently from the built-in one.
+  bool changes_route() const { return !tuned_variant.empty() && (tuned_variant != default_variant || !matrices.empty()); }
 };
 
 struct TuneRun {

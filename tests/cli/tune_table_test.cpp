@@ -1,0 +1,120 @@
+// ninfer-tune's choices as a table, without a device: which matrices --by-matrix routes apart
+// from their bucket's variant, and the table tuned_table writes from them (order, merged
+// buckets, dims ranges, the schema). The measuring itself is ninfer_tune_tests' (a process on
+// the CPU plugin, whose one linear candidate can never be routed apart).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "matrix_choice.hpp"
+#include "ninfer/schedule_table.hpp"
+#include "test_support.hpp"
+#include "tune_report.hpp"
+#include "tuner.hpp"
+
+using namespace ninfer;
+using namespace ninfer::tools;
+
+namespace {
+
+MatrixTimes times(int64_t in, int64_t out, std::map<std::string, double> us) { return {in, out, std::move(us)}; }
+
+ninfer_shape linear_shape(int64_t tokens, int64_t in, int64_t out) {
+  ninfer_shape s{};
+  s.tokens = tokens;
+  s.dims[0] = in;
+  s.dims[1] = out;
+  return s;
+}
+
+} // namespace
+
+TEST(TuneMatrixChoice, RoutesAMatrixApartOnlyBeyondTheNoiseMargin) {
+  // Times relative to the bucket's variant "a" on each matrix.
+  const double a = 100.0;
+  const std::vector<MatrixTimes> measured = {
+      times(4096, 4096, {{"a", a}, {"b", a * (1 - 2 * kMatrixMargin)}}),                    // clearly faster: routed
+      times(4096, 12288, {{"a", a}, {"b", a * (1 - kMatrixMargin / 2)}}),                   // within the margin: not
+      times(12288, 4096, {{"a", a}, {"b", a * 0.9}, {"c", a * 0.8}}),                       // the fastest of two wins
+      times(4096, 151936, {{"b", 1.0}}),                                                    // "a" not measured here
+      times(2048, 2048, {{"a", a}, {"b", a * 1.5}}),                                        // "a" is this one's best
+  };
+  const std::vector<MatrixChoice> got = matrix_choices(measured, "a");
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].dims0, 4096);
+  EXPECT_EQ(got[0].dims1, 4096);
+  EXPECT_EQ(got[0].variant, "b");
+  EXPECT_DOUBLE_EQ(got[0].us, a * (1 - 2 * kMatrixMargin));
+  EXPECT_DOUBLE_EQ(got[0].bucket_us, a);
+  EXPECT_EQ(got[1].dims0, 12288);
+  EXPECT_EQ(got[1].dims1, 4096);
+  EXPECT_EQ(got[1].variant, "c");
+  EXPECT_DOUBLE_EQ(got[1].us, a * 0.8);
+}
+
+TEST(TuneTable, MatrixEntriesComeFirstMergeAcrossBucketsAndRouteOnlyTheirMatrix) {
+  TuneRun run;
+  auto bucket = [](int64_t t, std::string variant, std::vector<MatrixChoice> m) {
+    BucketResult b;
+    b.op = "linear";
+    b.tokens = t;
+    b.default_variant = "a";
+    b.tuned_variant = std::move(variant);
+    b.matrices = std::move(m);
+    return b;
+  };
+  run.buckets.push_back(bucket(1, "a", {{4096, 4096, "b", 9, 10}}));
+  run.buckets.push_back(bucket(4, "a", {{4096, 4096, "b", 9, 10}, {4096, 12288, "c", 9, 10}}));
+  run.buckets.push_back(bucket(16, "", {}));                              // reverted or unmeasured: built-in
+  run.buckets.push_back(bucket(64, "d", {{4096, 4096, "b", 9, 10}}));
+  ScheduleTable builtin;
+  builtin.arch = "cpu";
+  builtin.entries.push_back({"linear", 1, 1 << 20, "builtin", std::nullopt, "", {}});
+  const ScheduleDevice dev{"host CPU", 0, 0, "cpu", "0.1.0"};
+  const ScheduleTable t = tuned_table(run, builtin, dev);
+
+  // Matrix entries, then the buckets' entries, then the built-in ones.
+  ASSERT_EQ(t.entries.size(), 6u);
+  const std::vector<std::pair<int64_t, int64_t>> m4096 = {{4096, 4096}, {4096, 4096}};
+  EXPECT_EQ(t.entries[0].variant, "b");
+  EXPECT_EQ(t.entries[0].dims, m4096);
+  EXPECT_EQ(t.entries[0].tokens_min, 1);
+  EXPECT_EQ(t.entries[0].tokens_max, 4) << "buckets 1 and 4 share the matrix's choice: one entry";
+  EXPECT_EQ(t.entries[1].variant, "c");
+  EXPECT_EQ(t.entries[1].tokens_min, 2);
+  EXPECT_EQ(t.entries[1].tokens_max, 4);
+  EXPECT_EQ(t.entries[2].variant, "b");
+  EXPECT_EQ(t.entries[2].tokens_min, 17) << "not merged across the untuned bucket 16";
+  EXPECT_EQ(t.entries[2].tokens_max, 64);
+  EXPECT_EQ(t.entries[3].variant, "a");
+  EXPECT_TRUE(t.entries[3].dims.empty());
+  EXPECT_EQ(t.entries[4].variant, "d");
+  EXPECT_EQ(t.entries[5].variant, "builtin");
+
+  // Routes: the first covering entry wins.
+  auto route = [&](int64_t tokens, int64_t in, int64_t out) {
+    const ScheduleEntry* e = t.lookup("linear", linear_shape(tokens, in, out));
+    return e ? e->variant : std::string("-");
+  };
+  EXPECT_EQ(route(3, 4096, 4096), "b");
+  EXPECT_EQ(route(1, 4096, 12288), "a") << "bucket 1 did not route this matrix apart";
+  EXPECT_EQ(route(3, 4096, 12288), "c");
+  EXPECT_EQ(route(3, 4096, 4097), "a") << "a dims range covers its own matrix only";
+  EXPECT_EQ(route(10, 4096, 4096), "builtin");
+  EXPECT_EQ(route(40, 4096, 4096), "b");
+  EXPECT_EQ(route(40, 12288, 4096), "d");
+
+  // The written table is a valid schedule table, and reads back with the same routes.
+  const auto file = std::filesystem::temp_directory_path() / ("ninfer-tune-table-" + std::to_string(::getpid()) + ".yaml");
+  save_schedule_table(t, file);
+  const ScheduleTable back = load_schedule_table(file, test::data_dir() / "schemas");
+  std::filesystem::remove(file);
+  ASSERT_EQ(back.entries.size(), t.entries.size());
+  for (size_t i = 0; i < t.entries.size(); ++i) {
+    EXPECT_EQ(back.entries[i].variant, t.entries[i].variant) << i;
+    EXPECT_EQ(back.entries[i].dims, t.entries[i].dims) << i;
+    EXPECT_EQ(back.entries[i].tokens_min, t.entries[i].tokens_min) << i;
+    EXPECT_EQ(back.entries[i].tokens_max, t.entries[i].tokens_max) << i;
+  }
+}
