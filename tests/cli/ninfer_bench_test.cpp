@@ -69,6 +69,25 @@ TEST(NinferBench, ReportsEveryPointAgainstItsRoofline) {
   EXPECT_NEAR(d["roofline_tok_s"].get<double>(),
               3 * bw / (j["costs"]["weight_bytes_per_step"].get<double>() + 3 * 50 * L * 2 * kv * 4),
               kExact * d["roofline_tok_s"].get<double>());
+  // Depth growth: per batch, one decode step at context 0 against one at context 50, recomputed
+  // here from the points' own rates and the cost model.
+  ASSERT_EQ(j["decode_depth_growth"].size(), 2u);
+  for (const json& g : j["decode_depth_growth"]) {
+    const int b = g["batch"].get<int>();
+    const json& at0 = j["results"][b == 1 ? 2 : 3];
+    const json& at50 = j["results"][b == 1 ? 4 : 5];
+    ASSERT_EQ(at0["batch"], b);
+    ASSERT_EQ(at50["batch"], b);
+    EXPECT_EQ(g["from_context"], 0);
+    EXPECT_EQ(g["to_context"], 50);
+    const double from_us = 1e6 * b / at0["tok_s"].get<double>(), to_us = 1e6 * b / at50["tok_s"].get<double>();
+    EXPECT_NEAR(g["from_step_us"].get<double>(), from_us, kExact * from_us);
+    EXPECT_NEAR(g["to_step_us"].get<double>(), to_us, kExact * to_us);
+    const double added = b * 50 * L * 2 * kv * 4;
+    EXPECT_NEAR(g["added_kv_bytes"].get<double>(), added, kExact * added);
+    const double rate = to_us > from_us ? added / ((to_us - from_us) * 1e-6) : 0.0;
+    EXPECT_NEAR(g["added_bytes_per_s"].get<double>(), rate, kExact * rate + 1e-9);
+  }
   // The variants that ran are listed, with the planner or a schedule entry as their source.
   bool linear = false;
   for (const json& v : j["variants"]) linear |= v["op"] == "linear" && v["shapes"].get<int>() > 0;

@@ -1,5 +1,7 @@
 #include "bench_report.hpp"
 
+#include "depth_growth.hpp"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -43,6 +45,18 @@ void print_table(const BenchSetup& s, const std::vector<BenchPoint>& points) {
                p.batch, p.tok_s.median, fmt::format("{:.1f}-{:.1f}", p.tok_s.min, p.tok_s.max), p.roofline_tok_s,
                percent(p.tok_s.median, p.roofline_tok_s));
   }
+  const std::vector<DepthGrowth> growth = depth_growth(points, s.costs);
+  if (!growth.empty())
+    fmt::print("\ndecode step by context depth (the step time a deeper context adds, and the rate its added cache "
+               "streams at):\n");
+  for (const DepthGrowth& g : growth)
+    fmt::print("  batch {:>2}, context {:>6} -> {:<6}: step {:>9.1f} -> {:>9.1f} us ({:+.1f}) for {:+.1f} MB of cache: "
+               "{}\n",
+               g.batch, g.from_context, g.to_context, g.from_step_us, g.to_step_us, g.to_step_us - g.from_step_us,
+               g.added_kv_bytes / 1e6,
+               g.added_bytes_per_s > 0 ? fmt::format("{:.1f} GB/s ({})", g.added_bytes_per_s / 1e9,
+                                                     percent(g.added_bytes_per_s, s.rates.bandwidth) + " of bandwidth")
+                                       : "no slower");
   fmt::print("\nvariants used (op / variant / chosen by / shapes):\n");
   for (const VariantUse& v : s.variants)
     fmt::print("  {:<18} {:<22} {:<34} {}\n", v.op, v.variant, v.source, v.shapes);
@@ -95,6 +109,16 @@ void print_json(const BenchSetup& s, const std::vector<BenchPoint>& points) {
     rows.push_back(r);
   }
   j["results"] = rows;
+  json growth = json::array();
+  for (const DepthGrowth& g : depth_growth(points, s.costs))
+    growth.push_back({{"batch", g.batch},
+                      {"from_context", g.from_context},
+                      {"to_context", g.to_context},
+                      {"from_step_us", g.from_step_us},
+                      {"to_step_us", g.to_step_us},
+                      {"added_kv_bytes", g.added_kv_bytes},
+                      {"added_bytes_per_s", g.added_bytes_per_s}});
+  j["decode_depth_growth"] = growth;
   json vars = json::array();
   for (const VariantUse& v : s.variants)
     vars.push_back({{"op", v.op}, {"variant", v.variant}, {"source", v.source}, {"shapes", v.shapes}});
