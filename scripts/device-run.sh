@@ -13,7 +13,8 @@
 #                                 calls whose dims[0], dims[1] lie in those ranges; how routes of two ops combine;
 #                                 "routes=" alone: the built-in table; NCU=1: ncu's per-kernel
 #                                 times of the projections too; CONTEXTS=N,M: decode at those
-#                                 context depths instead of 0)
+#                                 context depths instead of 0; with two or more, what each deeper
+#                                 context adds to a step, ninfer-bench's depth growth lines)
 # Logs go to $OUT (or ./gpu-logs), one per run (fresh_log: a second bundle or a repeated run gets its own
 # name); the console gets the summaries.
 set -uo pipefail
@@ -76,7 +77,7 @@ for arg in "$@"; do
         log="$(fresh_log "routes-$p-${first//[^a-z0-9_]/_}" txt)"
         "$n/ninfer/bin/ninfer-bench" --preset "$p" --device cuda --skip-prefill --contexts "${CONTEXTS:-0}" --batches 1 \
           --repeats 3 --decode-steps 64 > "$log" 2>&1
-        grep -E "^decode|linear " "$log"
+        grep -E "^decode|linear |^  batch .* -> " "$log" # the points, the linear routes, the depth growth
         [[ "${NCU:-0}" != 1 ]] || ncu_decode_kernels "$p" linear
       done
       table_restore ;;
