@@ -58,9 +58,12 @@ TEST_F(TuneTest, WritesATableTheEngineUses) {
   const ProcessOutput r = tune(std::string(kSmall) + " --buckets 1,4,16 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(r.out);
-  ASSERT_EQ(j["buckets"].size(), 3u);
+  // The default ops: a dense Qwen3 runs linear and norm_linear (no gdn_gating), 3 buckets each.
+  ASSERT_EQ(j["buckets"].size(), 6u);
+  int per_op[2] = {0, 0};
   for (const json& b : j["buckets"]) {
-    EXPECT_EQ(b["op"], "linear");
+    ASSERT_TRUE(b["op"] == "linear" || b["op"] == "norm_linear") << b["op"];
+    ++per_op[b["op"] == "norm_linear"];
     EXPECT_FALSE(b["default_variant"].get<std::string>().empty());
     EXPECT_GT(b["tuned_us"].get<double>(), 0);
     EXPECT_LE(b["tuned_us"].get<double>(), b["default_us"].get<double>()) << "the tuned choice is the fastest measured";
@@ -68,9 +71,11 @@ TEST_F(TuneTest, WritesATableTheEngineUses) {
     // Every variant that ran was checked against the reference; none may be reported wrong here.
     for (const json& x : b["excluded"]) EXPECT_EQ(x.get<std::string>().find("WRONG"), std::string::npos) << x;
     // The CPU plugin's precision emulations are test tools, never candidates (docs/plugins.md).
-    ASSERT_TRUE(b["variants_us"].contains("blocked")) << b["variants_us"].dump();
+    if (b["op"] == "linear") ASSERT_TRUE(b["variants_us"].contains("blocked")) << b["variants_us"].dump();
     for (const auto& [name, us] : b["variants_us"].items()) EXPECT_NE(name.rfind("emulate_", 0), 0u) << name;
   }
+  EXPECT_EQ(per_op[0], 3);
+  EXPECT_EQ(per_op[1], 3);
   const fs::path table = only_table();
   EXPECT_EQ(j["written_to"], table.string());
   // The file is a valid schedule table for this very host and plugin.
@@ -123,13 +128,29 @@ TEST_F(TuneTest, ByMatrixRoutesNothingApartWhenOneVariantCompetes) {
   const ProcessOutput r = tune(std::string(kSmall) + " --buckets 1,16 --by-matrix --dry-run --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(r.out);
-  ASSERT_EQ(j["buckets"].size(), 2u);
+  ASSERT_EQ(j["buckets"].size(), 4u); // linear and norm_linear at 1 and 16 tokens
   for (const json& b : j["buckets"]) {
     ASSERT_TRUE(b.contains("matrices")) << b.dump();
     EXPECT_TRUE(b["matrices"].empty()) << b.dump();
   }
   for (const json& e : j["entries"]) EXPECT_FALSE(e.contains("dims")) << e.dump();
   EXPECT_EQ(j["written_to"], "");
+}
+
+// norm_linear's shapes come from the model's own plans, the gated one (gate|up) kept apart
+// from q|k|v: qwen3-cpu-small's q|k|v is 256 -> 4 x 64 + 2 x 2 x 64 = 512, gate|up 256 -> 2 x 768.
+// Each is checked against the CPU reference before it is timed (no WRONG exclusion).
+TEST_F(TuneTest, TunesTheModelsNormLinearShapesGatedApart) {
+  const ProcessOutput r = tune(std::string(kSmall) + " --buckets 1,4 --ops norm_linear --dry-run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("shape: norm_linear 256x512 up to 16 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("shape: norm_linear 256x1536 (gated) up to 16 tokens"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("shape: linear"), std::string::npos) << "only the asked op: " << r.err;
+  EXPECT_EQ(r.out.find("WRONG"), std::string::npos) << r.out;
+  const std::regex row(R"(norm_linear\s+(1|4)\s+reference\s)");
+  int rows = 0;
+  for (std::sregex_iterator it(r.out.begin(), r.out.end(), row), end; it != end; ++it) ++rows;
+  EXPECT_EQ(rows, 2) << r.out;
 }
 
 TEST_F(TuneTest, AnInterruptedRunWritesNothing) {

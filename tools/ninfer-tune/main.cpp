@@ -48,11 +48,12 @@ std::vector<tools::ShapeToTune> model_shapes(Backend& be, const Checkpoint& ck, 
   mo.weights = WeightPrecision::BF16;
   mo.cuda_graphs = false;
   { auto lm = CausalLM::load(ck, be, mo); }
-  std::map<std::tuple<std::string, int64_t, int64_t, int32_t>, int64_t> widest;
+  // (op, dims[0..2], dtype): norm_linear's dims[2] (gated) tells q|k|v from gate|up.
+  std::map<std::tuple<std::string, int64_t, int64_t, int64_t, int32_t>, int64_t> widest;
   for (const Plan* p : be.cached_plans())
     for (const std::string& op : o.ops)
       if (p->op == op) {
-        int64_t& t = widest[{op, p->shape.dims[0], p->shape.dims[1], p->shape.dtype}];
+        int64_t& t = widest[{op, p->shape.dims[0], p->shape.dims[1], p->shape.dims[2], p->shape.dtype}];
         t = std::max(t, p->shape.tokens);
       }
   std::vector<tools::ShapeToTune> out;
@@ -61,7 +62,8 @@ std::vector<tools::ShapeToTune> model_shapes(Backend& be, const Checkpoint& ck, 
     s.tokens = t;
     s.dims[0] = std::get<1>(k);
     s.dims[1] = std::get<2>(k);
-    s.dtype = std::get<3>(k);
+    s.dims[2] = std::get<3>(k);
+    s.dtype = std::get<4>(k);
     out.push_back({std::get<0>(k), s});
   }
   return out;
@@ -97,7 +99,8 @@ int run(TuneOptions& o) {
   const auto shapes = model_shapes(be, ck, o);
   if (!o.json)
     for (const auto& s : shapes)
-      fmt::print(stderr, "  shape: {} {}x{} up to {} tokens\n", s.op, s.shape.dims[0], s.shape.dims[1], s.shape.tokens);
+      fmt::print(stderr, "  shape: {} {}x{}{} up to {} tokens\n", s.op, s.shape.dims[0], s.shape.dims[1],
+                 s.op == "norm_linear" && s.shape.dims[2] ? " (gated)" : "", s.shape.tokens);
   tools::TuneRun result = tools::run_tuning(be, cpu, shapes, o);
   const ScheduleTable builtin = builtin_schedule_table(be.plugin(), dev);
   const ScheduleDevice key = schedule_device(be.plugin(), dev);

@@ -7,6 +7,7 @@
 #include "ninfer/abi/ops/fill_random.h"
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/abi/ops/linear.h"
+#include "ninfer/abi/ops/norm_linear.h"
 
 namespace ninfer::tools {
 namespace {
@@ -117,6 +118,88 @@ class LinearCase final : public OpCase {
   ninfer_linear_args a_{};
 };
 
+// norm_linear (dims: in_features, out_features, gated): RMS norm of x by norm_w, then the
+// product, then (gated) SwiGLU of the two halves. The rows checked and the reference computed
+// once per bucket, as for linear.
+class NormLinearCase final : public OpCase {
+ public:
+  NormLinearCase(Backend& be, const ninfer_shape& s, int64_t max_tokens, int64_t l2, uint64_t seed)
+      : be_(be), K_(s.dims[0]), N_(s.dims[1]), gated_(static_cast<int32_t>(s.dims[2])), dtype_(s.dtype),
+        Y_(gated_ ? N_ / 2 : N_) {
+    copies_ = copies_for(N_ * K_ * static_cast<int64_t>(elem_size(dtype_)), l2);
+    x_ = random_buffer(be, max_tokens * K_, NINFER_DTYPE_F32, 1.f, 0.f, seed, "tune norm_linear x");
+    norm_w_ = random_buffer(be, K_, NINFER_DTYPE_F32, 0.2f, 1.f, seed + 5, "tune norm_linear norm_w");
+    for (int c = 0; c < copies_; ++c)
+      w_.push_back(random_buffer(be, N_ * K_, dtype_, 0.0346f, 0.f, seed + 1, "tune norm_linear w"));
+    y_ = be.allocate(static_cast<size_t>(max_tokens * Y_) * 4, MemoryUse::Workspace, "tune norm_linear y");
+  }
+  std::string op() const override { return NINFER_OP_NORM_LINEAR; }
+  ninfer_shape shape(int64_t t) const override { return {t, {K_, N_, gated_, 0}, dtype_}; }
+  const void* args(int64_t t, int copy) override {
+    a_ = call(x_.as<float>(), norm_w_.as<float>(), w_[static_cast<size_t>(copy)].data(), y_.as<float>(), t);
+    return &a_;
+  }
+  double error_vs_reference(Backend& cpu, int64_t t) override {
+    const auto rows = check_rows(t);
+    const std::vector<float>& want = reference(cpu, t, rows);
+    double worst = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto got = download(be_, y_, static_cast<size_t>(rows[i] * Y_) * 4, static_cast<size_t>(Y_) * 4);
+      worst = std::max(worst, rel_l2(reinterpret_cast<const float*>(got.data()), want.data() + i * Y_, Y_));
+    }
+    return worst;
+  }
+
+ private:
+  ninfer_norm_linear_args call(const float* x, const float* norm_w, const void* w, float* y, int64_t t) const {
+    ninfer_norm_linear_args a{};
+    a.x = x;
+    a.x_row_stride = K_;
+    a.norm_w = norm_w;
+    a.eps = 1e-6f;
+    a.w = w;
+    a.w_dtype = dtype_;
+    a.y = y;
+    a.y_row_stride = Y_;
+    a.tokens = t;
+    a.in_features = static_cast<int32_t>(K_);
+    a.out_features = static_cast<int32_t>(N_);
+    a.gated = gated_;
+    return a;
+  }
+  // The CPU reference's check rows for `t` tokens, computed once (see LinearCase::reference).
+  const std::vector<float>& reference(Backend& cpu, int64_t t, const std::vector<int64_t>& rows) {
+    if (auto it = reference_.find(t); it != reference_.end()) return it->second;
+    if (cw_.empty()) {
+      cw_ = upload(cpu, download(be_, w_[0], 0, static_cast<size_t>(N_ * K_) * elem_size(dtype_)), "w");
+      cnorm_ = upload(cpu, download(be_, norm_w_, 0, static_cast<size_t>(K_) * 4), "norm_w");
+    }
+    std::vector<char> x;
+    for (int64_t r : rows) {
+      const auto row = download(be_, x_, static_cast<size_t>(r * K_) * 4, static_cast<size_t>(K_) * 4);
+      x.insert(x.end(), row.begin(), row.end());
+    }
+    const int64_t n = static_cast<int64_t>(rows.size());
+    DeviceBuffer cx = upload(cpu, x, "x");
+    DeviceBuffer cy = cpu.allocate(static_cast<size_t>(n * Y_) * 4, MemoryUse::Workspace, "y");
+    const ninfer_norm_linear_args a = call(cx.as<float>(), cnorm_.as<float>(), cw_.data(), cy.as<float>(), n);
+    cpu.reserve_workspace(NINFER_OP_NORM_LINEAR, shape(n)); // the reference's row scratch
+    cpu.run(NINFER_OP_NORM_LINEAR, shape(n), &a);
+    cpu.synchronize();
+    return reference_[t] = std::vector<float>(cy.as<float>(), cy.as<float>() + n * Y_);
+  }
+
+  Backend& be_;
+  int64_t K_, N_;
+  int32_t gated_, dtype_;
+  int64_t Y_; // output row width: N, or N / 2 when gated
+  DeviceBuffer x_, norm_w_, y_;
+  std::vector<DeviceBuffer> w_;
+  DeviceBuffer cw_, cnorm_; // weight copy 0 and the norm weights on the CPU backend
+  std::map<int64_t, std::vector<float>> reference_;
+  ninfer_norm_linear_args a_{};
+};
+
 class GdnGatingCase final : public OpCase {
  public:
   GdnGatingCase(Backend& be, const ninfer_shape& s, int64_t max_tokens, int64_t l2, uint64_t seed)
@@ -174,6 +257,7 @@ class GdnGatingCase final : public OpCase {
 std::unique_ptr<OpCase> make_op_case(Backend& be, const ninfer_shape& shape, const std::string& op,
                                      int64_t max_tokens, int64_t l2_bytes, uint64_t seed) {
   if (op == NINFER_OP_LINEAR) return std::make_unique<LinearCase>(be, shape, max_tokens, l2_bytes, seed);
+  if (op == NINFER_OP_NORM_LINEAR) return std::make_unique<NormLinearCase>(be, shape, max_tokens, l2_bytes, seed);
   if (op == NINFER_OP_GDN_GATING) return std::make_unique<GdnGatingCase>(be, shape, max_tokens, l2_bytes, seed);
   return nullptr;
 }

@@ -31,8 +31,8 @@ class OpCase {
   int copies_ = 1;
 };
 
-// Supported: linear (dims in_features, out_features) and gdn_gating (hidden, heads). Returns
-// null for other ops. `l2_bytes`: the device's L2 (weights are copied until 3x that is in play).
+// Supported: linear (dims in_features, out_features), norm_linear (in_features, out_features,
+// gated) and gdn_gating (hidden, heads). Returns null for other ops. `l2_bytes`: the device's L2 (weights are copied until 3x that is in play).
 std::unique_ptr<OpCase> make_op_case(Backend& be, const ninfer_shape& shape, const std::string& op,
                                      int64_t max_tokens, int64_t l2_bytes, uint64_t seed);
 

@@ -14,7 +14,7 @@ struct TuneOptions {
   std::string preset, manifest, checkpoint; // the model (shapes only; weights are drawn)
   std::string device = "cuda";
   std::string plugin_dir, plugin;
-  std::vector<std::string> ops{"linear", "gdn_gating"};
+  std::vector<std::string> ops{"linear", "norm_linear", "gdn_gating"};
   std::vector<int64_t> buckets; // empty: 1, 2, 4 ... up to --prefill-chunk
   int32_t prefill_chunk = 4096;
   int32_t repeats = 5;

@@ -75,7 +75,7 @@ TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& sh
     for (const ShapeToTune* s : mine) {
       const int64_t max_t = std::min<int64_t>(s->shape.tokens, o.buckets.back());
       cases.push_back(make_op_case(be, s->shape, op, max_t, l2, 1234));
-      if (!cases.back()) throw Error(fmt::format("op '{}' cannot be tuned (supported: linear, gdn_gating)", op));
+      if (!cases.back()) throw Error(fmt::format("op '{}' cannot be tuned (supported: linear, norm_linear, gdn_gating)", op));
     }
     for (int64_t t : o.buckets) {
       check_interrupt();
