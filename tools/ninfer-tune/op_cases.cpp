@@ -58,145 +58,142 @@ int copies_for(int64_t weight_bytes, int64_t l2_bytes) {
   return static_cast<int>(std::clamp<int64_t>((3 * l2_bytes + weight_bytes - 1) / std::max<int64_t>(weight_bytes, 1), 1, 32));
 }
 
-class LinearCase final : public OpCase {
+// An op whose output row t depends on input row t only (linear, norm_linear): x is [T, in]
+// float32, y [T, out] float32. A variant is checked on rows {0, T/2, T-1} against the CPU
+// reference run on just those rows, computed once per bucket: the inputs never change, and every
+// variant timed at a bucket is checked against the same rows (the LM head's reference alone is
+// seconds of CPU time per call).
+class RowwiseCase : public OpCase {
  public:
-  LinearCase(Backend& be, const ninfer_shape& s, int64_t max_tokens, int64_t l2, uint64_t seed)
-      : be_(be), K_(s.dims[0]), N_(s.dims[1]), dtype_(s.dtype) {
-    copies_ = copies_for(N_ * K_ * static_cast<int64_t>(elem_size(dtype_)), l2);
-    x_ = random_buffer(be, max_tokens * K_, NINFER_DTYPE_F32, 1.f, 0.f, seed, "tune linear x");
-    for (int c = 0; c < copies_; ++c)
-      w_.push_back(random_buffer(be, N_ * K_, dtype_, 0.0346f, 0.f, seed + 1, "tune linear w"));
-    y_ = be.allocate(static_cast<size_t>(max_tokens * N_) * 4, MemoryUse::Workspace, "tune linear y");
-  }
-  std::string op() const override { return NINFER_OP_LINEAR; }
-  ninfer_shape shape(int64_t t) const override { return {t, {K_, N_, 0, 0}, dtype_}; }
-  const void* args(int64_t t, int copy) override {
-    a_ = {x_.as<float>(), K_, w_[static_cast<size_t>(copy)].data(), y_.as<float>(), N_, t, static_cast<int32_t>(K_),
-          static_cast<int32_t>(N_), dtype_, /*accumulate=*/0};
-    return &a_;
-  }
-  double error_vs_reference(Backend& cpu, int64_t t) override {
+  double error_vs_reference(Backend& cpu, int64_t t) final {
     const auto rows = check_rows(t);
     const std::vector<float>& want = reference(cpu, t, rows);
     double worst = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
-      const auto got = download(be_, y_, static_cast<size_t>(rows[i] * N_) * 4, static_cast<size_t>(N_) * 4);
-      worst = std::max(worst, rel_l2(reinterpret_cast<const float*>(got.data()), want.data() + i * N_, N_));
+      const auto got = download(be_, y_, static_cast<size_t>(rows[i] * out_) * 4, static_cast<size_t>(out_) * 4);
+      worst = std::max(worst, rel_l2(reinterpret_cast<const float*>(got.data()), want.data() + i * out_, out_));
     }
     return worst;
   }
 
+ protected:
+  RowwiseCase(Backend& be, int64_t in, int64_t out, int64_t max_tokens, uint64_t seed, const char* what)
+      : be_(be), in_(in), out_(out) {
+    x_ = random_buffer(be, max_tokens * in_, NINFER_DTYPE_F32, 1.f, 0.f, seed, what);
+    y_ = be.allocate(static_cast<size_t>(max_tokens * out_) * 4, MemoryUse::Workspace, what);
+  }
+  // Runs the op on the CPU backend for the n rows of cx into cy ([n, out]).
+  virtual void run_reference(Backend& cpu, const float* cx, float* cy, int64_t n) = 0;
+  // A device buffer's bytes on the CPU backend (the reference's copy of a weight).
+  DeviceBuffer to_cpu(Backend& cpu, const DeviceBuffer& b, size_t bytes, const char* what) {
+    return upload(cpu, download(be_, b, 0, bytes), what);
+  }
+
+  Backend& be_;
+  int64_t in_, out_;
+  DeviceBuffer x_, y_;
+
  private:
-  // The CPU reference's output rows for `t` tokens, computed once: the inputs never change, and
-  // every variant timed at this bucket is checked against the same rows (the LM head's reference
-  // alone is seconds of CPU time per call).
   const std::vector<float>& reference(Backend& cpu, int64_t t, const std::vector<int64_t>& rows) {
     if (auto it = reference_.find(t); it != reference_.end()) return it->second;
-    if (cw_.empty()) cw_ = upload(cpu, download(be_, w_[0], 0, static_cast<size_t>(N_ * K_) * elem_size(dtype_)), "w");
     std::vector<char> x;
     for (int64_t r : rows) {
-      const auto row = download(be_, x_, static_cast<size_t>(r * K_) * 4, static_cast<size_t>(K_) * 4);
+      const auto row = download(be_, x_, static_cast<size_t>(r * in_) * 4, static_cast<size_t>(in_) * 4);
       x.insert(x.end(), row.begin(), row.end());
     }
     const int64_t n = static_cast<int64_t>(rows.size());
     DeviceBuffer cx = upload(cpu, x, "x");
-    DeviceBuffer cy = cpu.allocate(static_cast<size_t>(n * N_) * 4, MemoryUse::Workspace, "y");
-    const ninfer_linear_args a{cx.as<float>(), K_, cw_.data(), cy.as<float>(), N_, n, static_cast<int32_t>(K_),
-                               static_cast<int32_t>(N_), dtype_, /*accumulate=*/0};
-    cpu.run(NINFER_OP_LINEAR, {n, {K_, N_, 0, 0}, dtype_}, &a);
+    DeviceBuffer cy = cpu.allocate(static_cast<size_t>(n * out_) * 4, MemoryUse::Workspace, "y");
+    run_reference(cpu, cx.as<float>(), cy.as<float>(), n);
     cpu.synchronize();
-    return reference_[t] = std::vector<float>(cy.as<float>(), cy.as<float>() + n * N_);
+    return reference_[t] = std::vector<float>(cy.as<float>(), cy.as<float>() + n * out_);
   }
 
-  Backend& be_;
-  int64_t K_, N_;
+  std::map<int64_t, std::vector<float>> reference_; // tokens -> the reference's check rows
+};
+
+class LinearCase final : public RowwiseCase {
+ public:
+  LinearCase(Backend& be, const ninfer_shape& s, int64_t max_tokens, int64_t l2, uint64_t seed)
+      : RowwiseCase(be, s.dims[0], s.dims[1], max_tokens, seed, "tune linear x/y"), dtype_(s.dtype) {
+    copies_ = copies_for(out_ * in_ * static_cast<int64_t>(elem_size(dtype_)), l2);
+    for (int c = 0; c < copies_; ++c)
+      w_.push_back(random_buffer(be, out_ * in_, dtype_, 0.0346f, 0.f, seed + 1, "tune linear w"));
+  }
+  std::string op() const override { return NINFER_OP_LINEAR; }
+  ninfer_shape shape(int64_t t) const override { return {t, {in_, out_, 0, 0}, dtype_}; }
+  const void* args(int64_t t, int copy) override {
+    a_ = call(x_.as<float>(), w_[static_cast<size_t>(copy)].data(), y_.as<float>(), t);
+    return &a_;
+  }
+
+ private:
+  ninfer_linear_args call(const float* x, const void* w, float* y, int64_t t) const {
+    return {x, in_, w, y, out_, t, static_cast<int32_t>(in_), static_cast<int32_t>(out_), dtype_, /*accumulate=*/0};
+  }
+  void run_reference(Backend& cpu, const float* cx, float* cy, int64_t n) override {
+    if (cw_.empty()) cw_ = to_cpu(cpu, w_[0], static_cast<size_t>(out_ * in_) * elem_size(dtype_), "w");
+    const ninfer_linear_args a = call(cx, cw_.data(), cy, n);
+    cpu.run(NINFER_OP_LINEAR, shape(n), &a);
+  }
+
   int32_t dtype_;
-  DeviceBuffer x_, y_;
   std::vector<DeviceBuffer> w_;
   DeviceBuffer cw_; // weight copy 0 on the CPU backend, made at the first check
-  std::map<int64_t, std::vector<float>> reference_; // tokens -> the reference's check rows
   ninfer_linear_args a_{};
 };
 
 // norm_linear (dims: in_features, out_features, gated): RMS norm of x by norm_w, then the
-// product, then (gated) SwiGLU of the two halves. The rows checked and the reference computed
-// once per bucket, as for linear.
-class NormLinearCase final : public OpCase {
+// product, then (gated) SwiGLU of the two halves, so y rows are out_features / 2 wide.
+class NormLinearCase final : public RowwiseCase {
  public:
   NormLinearCase(Backend& be, const ninfer_shape& s, int64_t max_tokens, int64_t l2, uint64_t seed)
-      : be_(be), K_(s.dims[0]), N_(s.dims[1]), gated_(static_cast<int32_t>(s.dims[2])), dtype_(s.dtype),
-        Y_(gated_ ? N_ / 2 : N_) {
-    copies_ = copies_for(N_ * K_ * static_cast<int64_t>(elem_size(dtype_)), l2);
-    x_ = random_buffer(be, max_tokens * K_, NINFER_DTYPE_F32, 1.f, 0.f, seed, "tune norm_linear x");
-    norm_w_ = random_buffer(be, K_, NINFER_DTYPE_F32, 0.2f, 1.f, seed + 5, "tune norm_linear norm_w");
+      : RowwiseCase(be, s.dims[0], s.dims[2] ? s.dims[1] / 2 : s.dims[1], max_tokens, seed, "tune norm_linear x/y"),
+        N_(s.dims[1]), gated_(static_cast<int32_t>(s.dims[2])), dtype_(s.dtype) {
+    copies_ = copies_for(N_ * in_ * static_cast<int64_t>(elem_size(dtype_)), l2);
+    norm_w_ = random_buffer(be, in_, NINFER_DTYPE_F32, 0.2f, 1.f, seed + 5, "tune norm_linear norm_w");
     for (int c = 0; c < copies_; ++c)
-      w_.push_back(random_buffer(be, N_ * K_, dtype_, 0.0346f, 0.f, seed + 1, "tune norm_linear w"));
-    y_ = be.allocate(static_cast<size_t>(max_tokens * Y_) * 4, MemoryUse::Workspace, "tune norm_linear y");
+      w_.push_back(random_buffer(be, N_ * in_, dtype_, 0.0346f, 0.f, seed + 1, "tune norm_linear w"));
   }
   std::string op() const override { return NINFER_OP_NORM_LINEAR; }
-  ninfer_shape shape(int64_t t) const override { return {t, {K_, N_, gated_, 0}, dtype_}; }
+  ninfer_shape shape(int64_t t) const override { return {t, {in_, N_, gated_, 0}, dtype_}; }
   const void* args(int64_t t, int copy) override {
     a_ = call(x_.as<float>(), norm_w_.as<float>(), w_[static_cast<size_t>(copy)].data(), y_.as<float>(), t);
     return &a_;
-  }
-  double error_vs_reference(Backend& cpu, int64_t t) override {
-    const auto rows = check_rows(t);
-    const std::vector<float>& want = reference(cpu, t, rows);
-    double worst = 0;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const auto got = download(be_, y_, static_cast<size_t>(rows[i] * Y_) * 4, static_cast<size_t>(Y_) * 4);
-      worst = std::max(worst, rel_l2(reinterpret_cast<const float*>(got.data()), want.data() + i * Y_, Y_));
-    }
-    return worst;
   }
 
  private:
   ninfer_norm_linear_args call(const float* x, const float* norm_w, const void* w, float* y, int64_t t) const {
     ninfer_norm_linear_args a{};
     a.x = x;
-    a.x_row_stride = K_;
+    a.x_row_stride = in_;
     a.norm_w = norm_w;
     a.eps = 1e-6f;
     a.w = w;
     a.w_dtype = dtype_;
     a.y = y;
-    a.y_row_stride = Y_;
+    a.y_row_stride = out_;
     a.tokens = t;
-    a.in_features = static_cast<int32_t>(K_);
+    a.in_features = static_cast<int32_t>(in_);
     a.out_features = static_cast<int32_t>(N_);
     a.gated = gated_;
     return a;
   }
-  // The CPU reference's check rows for `t` tokens, computed once (see LinearCase::reference).
-  const std::vector<float>& reference(Backend& cpu, int64_t t, const std::vector<int64_t>& rows) {
-    if (auto it = reference_.find(t); it != reference_.end()) return it->second;
+  void run_reference(Backend& cpu, const float* cx, float* cy, int64_t n) override {
     if (cw_.empty()) {
-      cw_ = upload(cpu, download(be_, w_[0], 0, static_cast<size_t>(N_ * K_) * elem_size(dtype_)), "w");
-      cnorm_ = upload(cpu, download(be_, norm_w_, 0, static_cast<size_t>(K_) * 4), "norm_w");
+      cw_ = to_cpu(cpu, w_[0], static_cast<size_t>(N_ * in_) * elem_size(dtype_), "w");
+      cnorm_ = to_cpu(cpu, norm_w_, static_cast<size_t>(in_) * 4, "norm_w");
     }
-    std::vector<char> x;
-    for (int64_t r : rows) {
-      const auto row = download(be_, x_, static_cast<size_t>(r * K_) * 4, static_cast<size_t>(K_) * 4);
-      x.insert(x.end(), row.begin(), row.end());
-    }
-    const int64_t n = static_cast<int64_t>(rows.size());
-    DeviceBuffer cx = upload(cpu, x, "x");
-    DeviceBuffer cy = cpu.allocate(static_cast<size_t>(n * Y_) * 4, MemoryUse::Workspace, "y");
-    const ninfer_norm_linear_args a = call(cx.as<float>(), cnorm_.as<float>(), cw_.data(), cy.as<float>(), n);
+    const ninfer_norm_linear_args a = call(cx, cnorm_.as<float>(), cw_.data(), cy, n);
     cpu.reserve_workspace(NINFER_OP_NORM_LINEAR, shape(n)); // the reference's row scratch
     cpu.run(NINFER_OP_NORM_LINEAR, shape(n), &a);
-    cpu.synchronize();
-    return reference_[t] = std::vector<float>(cy.as<float>(), cy.as<float>() + n * Y_);
   }
 
-  Backend& be_;
-  int64_t K_, N_;
+  int64_t N_; // out_features (y rows are half of it when gated)
   int32_t gated_, dtype_;
-  int64_t Y_; // output row width: N, or N / 2 when gated
-  DeviceBuffer x_, norm_w_, y_;
+  DeviceBuffer norm_w_;
   std::vector<DeviceBuffer> w_;
   DeviceBuffer cw_, cnorm_; // weight copy 0 and the norm weights on the CPU backend
-  std::map<int64_t, std::vector<float>> reference_;
   ninfer_norm_linear_args a_{};
 };
 
