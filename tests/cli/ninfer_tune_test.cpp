@@ -120,9 +120,9 @@ TEST_F(TuneTest, TablesFromElsewhereOrWithUnknownEntriesAreRefused) {
   EXPECT_NE(run.err.find("refused"), std::string::npos) << run.err;
 }
 
-// SIGINT midway: exit 130, and no table (nor a temporary file) is left behind.
-// --by-matrix on the CPU plugin: its one linear candidate ("blocked"; the emulations never
-// compete) is every matrix's best, so no matrix may be routed apart and no entry may carry dims.
+// --by-matrix on the CPU plugin: its one candidate per op (linear "blocked", norm_linear
+// "reference"; the emulations never compete) is every matrix's best, so no matrix may be routed
+// apart and no entry may carry dims.
 // Which matrices a faster variant takes is tune_table_tests' (TuneMatrixChoice, TuneTable).
 TEST_F(TuneTest, ByMatrixRoutesNothingApartWhenOneVariantCompetes) {
   const ProcessOutput r = tune(std::string(kSmall) + " --buckets 1,16 --by-matrix --dry-run --json");
@@ -153,6 +153,7 @@ TEST_F(TuneTest, TunesTheModelsNormLinearShapesGatedApart) {
   EXPECT_EQ(rows, 2) << r.out;
 }
 
+// SIGINT midway: exit 130, and no table (nor a temporary file) is left behind.
 TEST_F(TuneTest, AnInterruptedRunWritesNothing) {
   const ProcessOutput r = run_process("NINFER_CACHE_DIR=" + shell_quote(cache.string()) +
                                       " timeout --preserve-status -s INT 3 " + NINFER_TUNE_BIN +
