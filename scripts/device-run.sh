@@ -9,8 +9,9 @@
 #   ablation[=PRESET]             scripts/device-run-ablation.sh (SKIPS in the environment: its other skip sets)
 #   ab=OP:TOKENS:"VARIANTS"[:PRESETS]  scripts/device-run-variant-ab.sh
 #   routes=OP@T=VARIANT+OP@T=VARIANT...[:PRESETS]  decode (batch 1, context 0) with those table
-#                                 entries put first, all together (OP@T/LO-HI/LO-HI=VARIANT: only
-#                                 calls whose dims[0], dims[1] lie in those ranges; how routes of two ops combine;
+#                                 entries put first, all together (OP@T/LO-HI/LO-HI...=VARIANT: only
+#                                 calls whose dims[0], dims[1], ... lie in those ranges, in order; how
+#                                 routes of two ops combine;
 #                                 "routes=" alone: the built-in table; NCU=1: ncu's per-kernel
 #                                 times of the projections too; CONTEXTS=N,M: decode at those
 #                                 context depths instead of 0; with two or more, what each deeper

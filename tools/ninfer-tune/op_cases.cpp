@@ -38,6 +38,11 @@ DeviceBuffer upload(Backend& be, const std::vector<char>& h, const char* what) {
   return b;
 }
 
+// The first `bytes` of a buffer of the tuned backend, copied to the CPU reference backend.
+DeviceBuffer to_cpu(Backend& cpu, Backend& be, const DeviceBuffer& b, size_t bytes, const char* what) {
+  return upload(cpu, download(be, b, 0, bytes), what);
+}
+
 double rel_l2(const float* got, const float* want, int64_t n) {
   double num = 0, den = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -84,10 +89,6 @@ class RowwiseCase : public OpCase {
   }
   // Runs the op on the CPU backend for the n rows of cx into cy ([n, out]).
   virtual void run_reference(Backend& cpu, const float* cx, float* cy, int64_t n) = 0;
-  // A device buffer's bytes on the CPU backend (the reference's copy of a weight).
-  DeviceBuffer to_cpu(Backend& cpu, const DeviceBuffer& b, size_t bytes, const char* what) {
-    return upload(cpu, download(be_, b, 0, bytes), what);
-  }
 
   Backend& be_;
   int64_t in_, out_;
@@ -132,7 +133,7 @@ class LinearCase final : public RowwiseCase {
     return {x, in_, w, y, out_, t, static_cast<int32_t>(in_), static_cast<int32_t>(out_), dtype_, /*accumulate=*/0};
   }
   void run_reference(Backend& cpu, const float* cx, float* cy, int64_t n) override {
-    if (cw_.empty()) cw_ = to_cpu(cpu, w_[0], static_cast<size_t>(out_ * in_) * elem_size(dtype_), "w");
+    if (cw_.empty()) cw_ = to_cpu(cpu, be_, w_[0], static_cast<size_t>(out_ * in_) * elem_size(dtype_), "w");
     const ninfer_linear_args a = call(cx, cw_.data(), cy, n);
     cpu.run(NINFER_OP_LINEAR, shape(n), &a);
   }
@@ -181,8 +182,8 @@ class NormLinearCase final : public RowwiseCase {
   }
   void run_reference(Backend& cpu, const float* cx, float* cy, int64_t n) override {
     if (cw_.empty()) {
-      cw_ = to_cpu(cpu, w_[0], static_cast<size_t>(N_ * in_) * elem_size(dtype_), "w");
-      cnorm_ = to_cpu(cpu, norm_w_, static_cast<size_t>(in_) * 4, "norm_w");
+      cw_ = to_cpu(cpu, be_, w_[0], static_cast<size_t>(N_ * in_) * elem_size(dtype_), "w");
+      cnorm_ = to_cpu(cpu, be_, norm_w_, static_cast<size_t>(in_) * 4, "norm_w");
     }
     const ninfer_norm_linear_args a = call(cx, cnorm_.as<float>(), cw_.data(), cy, n);
     cpu.reserve_workspace(NINFER_OP_NORM_LINEAR, shape(n)); // the reference's row scratch
@@ -223,11 +224,11 @@ class GdnGatingCase final : public OpCase {
   double error_vs_reference(Backend& cpu, int64_t t) override {
     // The whole call on the CPU (gating is small: T x hidden x 2 heads' worth).
     const size_t e = elem_size(dtype_);
-    DeviceBuffer cx = upload(cpu, download(be_, x_, 0, static_cast<size_t>(t * H_) * e), "x");
-    DeviceBuffer ca = upload(cpu, download(be_, wa_[0], 0, static_cast<size_t>(heads_ * H_) * e), "w_a");
-    DeviceBuffer cb = upload(cpu, download(be_, wb_[0], 0, static_cast<size_t>(heads_ * H_) * e), "w_b");
-    DeviceBuffer cl = upload(cpu, download(be_, a_log_, 0, static_cast<size_t>(heads_) * 4), "a_log");
-    DeviceBuffer cd = upload(cpu, download(be_, dt_bias_, 0, static_cast<size_t>(heads_) * 4), "dt_bias");
+    DeviceBuffer cx = to_cpu(cpu, be_, x_, static_cast<size_t>(t * H_) * e, "x");
+    DeviceBuffer ca = to_cpu(cpu, be_, wa_[0], static_cast<size_t>(heads_ * H_) * e, "w_a");
+    DeviceBuffer cb = to_cpu(cpu, be_, wb_[0], static_cast<size_t>(heads_ * H_) * e, "w_b");
+    DeviceBuffer cl = to_cpu(cpu, be_, a_log_, static_cast<size_t>(heads_) * 4, "a_log");
+    DeviceBuffer cd = to_cpu(cpu, be_, dt_bias_, static_cast<size_t>(heads_) * 4, "dt_bias");
     DeviceBuffer cg = cpu.allocate(static_cast<size_t>(t * heads_) * 4, MemoryUse::Workspace, "g");
     DeviceBuffer cbeta = cpu.allocate(static_cast<size_t>(t * heads_) * 4, MemoryUse::Workspace, "beta");
     const ninfer_gdn_gating_args a{cx.data(), H_, ca.data(), cb.data(), cl.as<float>(), cd.as<float>(),

@@ -94,6 +94,7 @@ TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& sh
         if (t > mine[i]->shape.tokens) continue; // the model never runs this shape this wide
         ++shapes_here;
         OpCase& c = *cases[i];
+        shape_us[i].dims0 = c.shape(t).dims[0], shape_us[i].dims1 = c.shape(t).dims[1];
         const std::string dflt = be.planner().plan(op, c.shape(t)).variant;
         defaults.insert(dflt);
         // The plugin's variants, then (--jit-sweep) run-time compiled ones, built at first use
@@ -131,7 +132,6 @@ TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& sh
           }
           const double us = time_variant(be, c, name, t, o.repeats);
           b.all_us[name] += us;
-          shape_us[i].dims0 = c.shape(t).dims[0], shape_us[i].dims1 = c.shape(t).dims[1];
           shape_us[i].us[name] = us;
           ++shapes_ok[name];
           if (name == dflt) b.default_us += us;
