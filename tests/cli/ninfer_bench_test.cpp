@@ -34,10 +34,10 @@ constexpr double kExact = 1e-9; // relative: byte counts are integers, rates are
 // qwen3-cpu-small: 4 dense layers, hidden 256, 4 query / 2 KV heads of 64, MLP 768, vocab
 // 151936, tied embeddings. Every point measured, each fraction = tok/s over its roofline.
 TEST(NinferBench, ReportsEveryPointAgainstItsRoofline) {
-  const json j = bench_json("--preset qwen3-cpu-small --prompt-lengths 16,40 --contexts 0,50 --batches 1,3 "
+  const json j = bench_json("--preset qwen3-cpu-small --prompt-lengths 16,40 --contexts 0,20,50 --batches 1,3 "
                             "--decode-steps 3 --repeats 2 --warmup 0 --prefill-chunk 32");
   ASSERT_TRUE(j.contains("results"));
-  ASSERT_EQ(j["results"].size(), 2u + 2u * 2u);
+  ASSERT_EQ(j["results"].size(), 2u + 3u * 2u);
   for (const json& r : j["results"]) {
     EXPECT_GT(r["tok_s"].get<double>(), 0);
     EXPECT_LE(r["tok_s_min"].get<double>(), r["tok_s"].get<double>());
@@ -65,25 +65,32 @@ TEST(NinferBench, ReportsEveryPointAgainstItsRoofline) {
   EXPECT_EQ(j["costs"]["state_bytes_per_sequence"].get<double>(), 0.0);
   // The decode roofline at batch b and context c: b x bandwidth / (weights + b x c x kv bytes).
   const double bw = j["rates"]["bandwidth_bytes_per_s"].get<double>();
-  const json& d = j["results"][5]; // context 50, batch 3
+  const json& d = j["results"][7]; // context 50, batch 3
   EXPECT_NEAR(d["roofline_tok_s"].get<double>(),
               3 * bw / (j["costs"]["weight_bytes_per_step"].get<double>() + 3 * 50 * L * 2 * kv * 4),
               kExact * d["roofline_tok_s"].get<double>());
-  // Depth growth: per batch, one decode step at context 0 against one at context 50, recomputed
-  // here from the points' own rates and the cost model.
-  ASSERT_EQ(j["decode_depth_growth"].size(), 2u);
-  for (const json& g : j["decode_depth_growth"]) {
-    const int b = g["batch"].get<int>();
-    const json& at0 = j["results"][b == 1 ? 2 : 3];
-    const json& at50 = j["results"][b == 1 ? 4 : 5];
-    ASSERT_EQ(at0["batch"], b);
-    ASSERT_EQ(at50["batch"], b);
-    EXPECT_EQ(g["from_context"], 0);
-    EXPECT_EQ(g["to_context"], 50);
-    const double from_us = 1e6 * b / at0["tok_s"].get<double>(), to_us = 1e6 * b / at50["tok_s"].get<double>();
+  // Depth growth: per batch, each pair of neighbouring depths (0 -> 20, 20 -> 50; the second
+  // does not start at 0, so the added cache is the difference of the depths), recomputed here
+  // from the points' own rates and the cost model.
+  auto point = [&](int context, int batch) -> const json& {
+    for (const json& r : j["results"])
+      if (r.contains("context") && r["context"] == context && r["batch"] == batch) return r;
+    ADD_FAILURE() << "no decode point at context " << context << ", batch " << batch;
+    return j["results"][0];
+  };
+  ASSERT_EQ(j["decode_depth_growth"].size(), 4u);
+  const int pairs[4][3] = {{1, 0, 20}, {1, 20, 50}, {3, 0, 20}, {3, 20, 50}}; // batch, from, to
+  for (size_t i = 0; i < 4; ++i) {
+    const json& g = j["decode_depth_growth"][i];
+    const int b = pairs[i][0], c0 = pairs[i][1], c1 = pairs[i][2];
+    EXPECT_EQ(g["batch"], b);
+    EXPECT_EQ(g["from_context"], c0);
+    EXPECT_EQ(g["to_context"], c1);
+    const double from_us = 1e6 * b / point(c0, b)["tok_s"].get<double>();
+    const double to_us = 1e6 * b / point(c1, b)["tok_s"].get<double>();
     EXPECT_NEAR(g["from_step_us"].get<double>(), from_us, kExact * from_us);
     EXPECT_NEAR(g["to_step_us"].get<double>(), to_us, kExact * to_us);
-    const double added = b * 50 * L * 2 * kv * 4;
+    const double added = b * (c1 - c0) * L * 2 * kv * 4;
     EXPECT_NEAR(g["added_kv_bytes"].get<double>(), added, kExact * added);
     const double rate = to_us > from_us ? added / ((to_us - from_us) * 1e-6) : 0.0;
     EXPECT_NEAR(g["added_bytes_per_s"].get<double>(), rate, kExact * rate + 1e-9);
