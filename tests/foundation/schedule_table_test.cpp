@@ -62,9 +62,12 @@ TEST(ScheduleTable, BuiltInTablesLoadAndAreLegalOnTheirCards) {
 
 // Every table shipped in arch/schedules passes the schema and is named after its architecture.
 // cuda-generic's (compute_80) is reached by no described card (that plugin registers only on a
-// live GPU), so it is checked here: it carries sm_90's linear routes (docs/performance.md
-// "cuda-generic": without them every linear takes the tiled kernels, 13-20x slower), and every
-// variant it names exists in the sm_90 plugin, which compiles the same kernel sources.
+// live GPU), so it is checked here: it carries sm_90's linear routes for whole token buckets
+// (docs/performance.md "cuda-generic": without them every linear takes the tiled kernels, 13-20x
+// slower), and every variant it names exists in the sm_90 plugin, which compiles the same kernel
+// sources. sm_90's per-matrix entries (dims ranges) are left out of the comparison: the one there
+// now, gemv_k4_early, differs from gemv_k4 only under programmatic launch, which cuda-generic
+// never uses.
 TEST(ScheduleTable, EveryShippedTableLoadsAndCudaGenericCarriesTheSm90LinearRoutes) {
   std::map<std::string, ScheduleTable> tables;
   for (const auto& f : fs::directory_iterator(data_dir() / "arch" / "schedules")) {
@@ -80,7 +83,7 @@ TEST(ScheduleTable, EveryShippedTableLoadsAndCudaGenericCarriesTheSm90LinearRout
   auto linear_routes = [](const ScheduleTable& t) {
     std::vector<Route> r;
     for (const ScheduleEntry& e : t.entries)
-      if (e.op == NINFER_OP_LINEAR) r.emplace_back(e.tokens_min, e.tokens_max, e.variant);
+      if (e.op == NINFER_OP_LINEAR && e.dims.empty()) r.emplace_back(e.tokens_min, e.tokens_max, e.variant);
     return r;
   };
   EXPECT_FALSE(linear_routes(tables.at("sm_90")).empty());

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -350,7 +351,8 @@ TEST(LinearGpu, CudaCoreGemvMatchesCpuAtDecodeTokenCounts) {
 }
 
 // The split-reduction GEMVs (gemv_k4: each row's reduction across four warps, partial sums
-// added in shared memory; linear_gemv_k4.cu; gemv_pipe: the same in one wave of resident CTAs
+// added in shared memory; linear_gemv_k4.cu; gemv_k4_early, the same with its launch wait after
+// the first weight loads, must equal gemv_k4 bit for bit; gemv_pipe: the same in one wave of resident CTAs
 // that walk row blocks in turn, so the larger shapes give each CTA several blocks, with the next
 // block's loads issued before the current one's sums; linear_gemv_pipe.cu) at one token, on the decode
 // projections whose reductions split unevenly or not at all: Qwen3-8B's qkv and down,
@@ -364,7 +366,7 @@ TEST(LinearGpu, SplitReductionGemvMatchesCpuAtOneToken) {
   auto rng = fresh_rng("gpu linear split-reduction gemv");
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
-  const std::vector<std::string> variants{"gemv_k4", "gemv_pipe"};
+  const std::vector<std::string> variants{"gemv_k4", "gemv_k4_early", "gemv_pipe"};
   for (const std::string& name : variants)
     ASSERT_NE(gpu->plugin().find_variant(NINFER_OP_LINEAR, name), nullptr)
         << gpu->plugin().name() << " registers no linear/" << name;
@@ -386,6 +388,7 @@ TEST(LinearGpu, SplitReductionGemvMatchesCpuAtOneToken) {
         std::copy(x.begin(), x.end(), xpad.begin() + x_offset);
         LinearCall call(*gpu, xpad, sh.K, w, dtype, 1, sh.K, sh.N, ys);
         call.args.x += x_offset;
+        std::vector<float> k4_bits; // gemv_k4's output: gemv_k4_early moves only the launch wait
         for (const std::string& v : variants) {
           call.poison(*gpu);
           run_route(*gpu, NINFER_OP_LINEAR, v, call.shape, &call.args);
@@ -394,6 +397,11 @@ TEST(LinearGpu, SplitReductionGemvMatchesCpuAtOneToken) {
           EXPECT_TRUE(m.ok) << describe(dtype, 1, sh.K, sh.N) << " x offset " << x_offset << ", " << v << ": "
                             << describe_check(v, dtype, m);
           EXPECT_TRUE(padding_still_poisoned(y, 1, sh.N, ys)) << describe(dtype, 1, sh.K, sh.N) << ", " << v;
+          const std::vector<float> rows = row_elements(y, 1, sh.N, ys);
+          if (v == "gemv_k4") k4_bits = rows;
+          if (v == "gemv_k4_early")
+            EXPECT_EQ(std::memcmp(rows.data(), k4_bits.data(), rows.size() * sizeof(float)), 0)
+                << describe(dtype, 1, sh.K, sh.N) << ": gemv_k4_early differs from gemv_k4 in its bits";
         }
       }
       if (sh.K == 4096 && sh.N == 1027) { // x 4 bytes off alignment
@@ -408,7 +416,7 @@ TEST(LinearGpu, SplitReductionGemvMatchesCpuAtOneToken) {
 }
 
 // accumulate = 1: y += x.W^T on y's previous contents (the residual-stream update), for the
-// planner's choice and every variant (gemv1/2/4/8, gemv_cc1/2, gemv_k4, gemv_pipe, tiled64/128, cublaslt,
+// planner's choice and every variant (gemv1/2/4/8, gemv_cc1/2, gemv_k4(_early), gemv_pipe, tiled64/128, cublaslt,
 // cublaslt_x2 and whatever else the plugin registers), f32 and bf16 weights, decode and prefill
 // token counts, a vector-path shape, a scalar-path one (K % 8 != 0, odd N) and a wide one. y
 // starts as random y0 in its rows and NaN in the padding past each row (which must stay NaN);
@@ -421,8 +429,8 @@ TEST(LinearGpu, AccumulateAddsToYAndZeroIgnoresItInEveryVariant) {
   auto rng = fresh_rng("gpu linear accumulate");
   auto gpu = make_cuda_backend();
   const auto routes = op_routes(*gpu, NINFER_OP_LINEAR);
-  for (const char* name : {"gemv1", "gemv2", "gemv4", "gemv8", "gemv_cc1", "gemv_cc2", "gemv_k4", "gemv_pipe",
-                           "tiled64", "tiled128", "cublaslt"})
+  for (const char* name : {"gemv1", "gemv2", "gemv4", "gemv8", "gemv_cc1", "gemv_cc2", "gemv_k4", "gemv_k4_early",
+                           "gemv_pipe", "tiled64", "tiled128", "cublaslt"})
     EXPECT_NE(gpu->plugin().find_variant(NINFER_OP_LINEAR, name), nullptr)
         << gpu->plugin().name() << " registers no linear/" << name;
   struct Shape {

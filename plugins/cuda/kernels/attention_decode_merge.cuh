@@ -72,6 +72,60 @@ __device__ void merge_row(const ninfer_attention_args& a, const float* ws, int64
   }
 }
 
+// The same merge for all `group` rows of kv head g at once, by the whole CTA, from a copy of the
+// head's partials in shared memory (`stage`, `stage_bytes` of it free): one cp.async round trip
+// for every chunk's rows, where merge_row's warps make one for the chunks' maxima and then one per
+// 8 chunks' rows. A probe of the Qwen3-8B decode on the H200 put the cross-CTA merge at 6 us per
+// layer at 4,096 keys (32 chunks per kv head; docs/performance.md, "Eighteenth session"), most
+// of it those round trips in the launch's tail. Same arithmetic in the same order as merge_row,
+// so both give the same bits. False (nothing done) when the partials and their weights do not
+// fit in `stage_bytes` or are not 16-byte aligned; the caller then merges with merge_row.
+template <int HD>
+__device__ bool merge_staged(const ninfer_attention_args& a, const float* ws, int64_t tb, int64_t tt, int g,
+                             int chunks, float* stage, size_t stage_bytes) {
+  const ninfer_kv_cache& c = a.cache;
+  const int group = a.heads / c.kv_heads, hd = c.head_dim, pf = static_cast<int>(partial_floats(hd));
+  const int n = chunks * group * pf; // floats of the head's partials: [chunk][row][pf]
+  const float* p0 = partial_at(ws, tt, g, 0, 0, c.kv_heads, chunks, group, hd);
+  const size_t need = sizeof(float) * (static_cast<size_t>(n) + static_cast<size_t>(group) * (chunks + 1));
+  if (need > stage_bytes || n % 4 != 0 || reinterpret_cast<uintptr_t>(p0) % 16 != 0) return false;
+  for (int i = 4 * static_cast<int>(threadIdx.x); i < n; i += 4 * static_cast<int>(blockDim.x))
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(mma::smem_addr(stage + i)), "l"(p0 + i));
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+  __syncthreads();
+  float* const weights = stage + n;               // [row][chunk]: e^(m_chunk - m_row), 0 for an empty chunk
+  float* const totals = weights + group * chunks; // [row]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int r = warp; r < group; r += blockDim.x >> 5) {
+    float m = -INFINITY;
+    for (int ch = lane; ch < chunks; ch += 32) {
+      const float* p = stage + (ch * group + r) * pf;
+      if (p[1] > 0.f) m = fmaxf(m, p[0]);
+    }
+    m = warp_max(m);
+    float total = 0.f;
+    for (int ch = lane; ch < chunks; ch += 32) {
+      const float* p = stage + (ch * group + r) * pf;
+      const float w = p[1] > 0.f ? expf(p[0] - m) : 0.f;
+      weights[r * chunks + ch] = w;
+      total += w * p[1];
+    }
+    total = warp_sum(total);
+    if (lane == 0) totals[r] = total;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < group * hd; i += blockDim.x) {
+    const int r = i / hd, d = i % hd;
+    float acc = 0.f;
+#pragma unroll 8 // the loads of 8 chunks in flight; the sum's order stays merge_row's
+    for (int ch = 0; ch < chunks; ++ch) acc = fmaf(weights[r * chunks + ch], stage[(ch * group + r) * pf + 2 + d], acc);
+    const float total = totals[r];
+    a.out[(tb + tt) * a.out_token_stride + static_cast<int64_t>(g * group + r) * hd + d] =
+        total > 0.f ? acc / total : __int_as_float(0x7fc00000);
+  }
+  return true;
+}
+
 // One ticket per (token of the launch, kv head) whose keys are cut into chunks: the chunk CTAs
 // take it in turn (atomicInc wraps at chunks - 1), and the one that takes it last merges the
 // rows. atomicInc's wrap returns the ticket to 0 after exactly `chunks` takes, so every launch
@@ -151,10 +205,11 @@ __device__ inline int settled_keys(const ninfer_attention_args& a, const CtaWork
 // After a CTA has written its partials of (token tt, kv head g): takes the ticket, and if this
 // was the last chunk in, merges that kv head's rows. The fence publishes this CTA's partials
 // before its ticket; the one after the ticket orders the merge's reads after the others'. Every
-// thread of the CTA calls it.
+// thread of the CTA calls it. `stage`: shared memory the CTA no longer needs (stage_bytes of it),
+// for merge_staged; null: merge_row only.
 template <int HD>
 __device__ void merge_if_last_chunk(const ninfer_attention_args& a, const float* ws, int64_t tb, int64_t tt, int g,
-                                    int chunks) {
+                                    int chunks, float* stage = nullptr, size_t stage_bytes = 0) {
   __shared__ bool last_chunk;
   const int kvh = a.cache.kv_heads, group = a.heads / kvh, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   __threadfence();
@@ -164,6 +219,7 @@ __device__ void merge_if_last_chunk(const ninfer_attention_args& a, const float*
   __syncthreads();
   if (!last_chunk) return;
   __threadfence();
+  if (stage && merge_staged<HD>(a, ws, tb, tt, g, chunks, stage, stage_bytes)) return;
   for (int r = warp; r < group; r += kDecodeWarps) merge_row<HD>(a, ws, tb, tt, g * group + r, chunks, lane);
 }
 

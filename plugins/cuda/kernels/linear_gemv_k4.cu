@@ -17,6 +17,12 @@
 // are deterministic (graph replay equals eager, bit for bit). No L2 prefetch before the launch
 // wait: a variant that requested 1 KB of each warp's rows first decoded within +-0.5% of this
 // one, and in a chain of GEMVs alone it cost time (tools/gemv-probe).
+//
+// gemv_k4_early: the same kernel with the launch wait after each lane's first weight loads (into
+// registers, not an L2 hint). Eighteenth session, H200 decode at batch 1 with every one-token
+// linear on it: Qwen3-8B 242.0 / 225.4 -> 245.9 / 230.3 tok/s at context 0 / 4,096, but
+// Qwen3.5-27B 77.8 / 75.4 -> 76.1 / 73.7. So the sm_90 table routes only the 8B's shapes to it
+// (arch/schedules/sm_90.yaml; docs/performance.md "Eighteenth session").
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -40,29 +46,41 @@ constexpr int kOutputsPerCta = 2 * kGroups;
 
 // This warp's partial dot products of its slice of rows row0, row1 with x, summed over the warp.
 // The launch guarantees in_features % 8 == 0 and 16-byte aligned x and w.
-template <class W>
+template <class W, class Ready>
 __device__ __forceinline__ void slice_dot(const W* w, const float* __restrict__ x, int K, int64_t row0, int64_t row1,
-                                          float (&acc)[2]) {
+                                          float (&acc)[2], Ready&& ready) {
   constexpr int V = WVec<W>::n; // elements per 16-byte vector
   using Raw = typename WVec<W>::raw;
   const VectorRange range = slice_range(K / V, (threadIdx.x >> 5) % kSlices, kSlices);
-  stream_row_pair<kSteps>(w, K, row0, row1, range, [&](int v, const Raw (&wv)[2]) {
-    dot2_step<W>(wv, [&](int i) { return __ldg(reinterpret_cast<const float4*>(x + v * V + i)); }, acc);
-  });
+  stream_row_pair<kSteps>(
+      w, K, row0, row1, range,
+      [&](int v, const Raw (&wv)[2]) {
+        dot2_step<W>(wv, [&](int i) { return __ldg(reinterpret_cast<const float4*>(x + v * V + i)); }, acc);
+      },
+      ready);
   acc[0] = warp_sum(acc[0]);
   acc[1] = warp_sum(acc[1]);
 }
 
-template <class W>
+// kEarly (gemv_k4_early): the launch wait comes after each lane's first weight loads are issued,
+// not first: weights are never written during a step (grid_dependency.cuh), so the first batch of
+// every resident CTA streams while the previous kernel finishes (an attention launch's merge
+// tail, a norm). x, y and everything else are read after the wait.
+template <class W, bool kEarly>
 __device__ void run(const ninfer_linear_args& a, int64_t begin, int64_t end) {
+  if (!kEarly) grid_dependency_prologue();
   __shared__ float partial[kWarps][2];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, group = warp / kSlices;
   const int64_t out = (static_cast<int64_t>(blockIdx.x) * kGroups + group) * 2; // the group's first output
   const int64_t last = a.out_features - 1; // rows past it are clamped: computed, never stored
   const int64_t row0 = min(out, last), row1 = min(out + 1, last);
+  bool waited = !kEarly;
+  const auto wait_once = [&] {
+    if (!waited) grid_dependency_prologue(), waited = true;
+  };
   for (int64_t t = begin + blockIdx.y; t < end; t += gridDim.y) {
     float acc[2] = {0.f, 0.f};
-    slice_dot(static_cast<const W*>(a.w), a.x + t * a.x_row_stride, a.in_features, row0, row1, acc);
+    slice_dot(static_cast<const W*>(a.w), a.x + t * a.x_row_stride, a.in_features, row0, row1, acc, wait_once);
     if (lane == 0) partial[warp][0] = acc[0], partial[warp][1] = acc[1];
     __syncthreads();
     // Lanes 0 and 1 of the group's first warp add the slices and store one output each.
@@ -75,20 +93,22 @@ __device__ void run(const ninfer_linear_args& a, int64_t begin, int64_t end) {
     }
     __syncthreads(); // partial is rewritten by the next token
   }
+  wait_once(); // a CTA without tokens still waits (the prologue's rule)
 }
 
 } // namespace ninfer::cuda_plugin::gemv_k4
 
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_k4::kThreads)
-    ninfer_linear_gemv_k4_f32(ninfer_linear_args a, int64_t b, int64_t e) {
-  ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::gemv_k4::run<float>(a, b, e);
-}
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_k4::kThreads)
-    ninfer_linear_gemv_k4_bf16(ninfer_linear_args a, int64_t b, int64_t e) {
-  ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::gemv_k4::run<__nv_bfloat16>(a, b, e);
-}
+#define NINFER_GEMV_K4(NAME, EARLY)                                                                               \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_k4::kThreads)                           \
+      ninfer_linear_##NAME##_f32(ninfer_linear_args a, int64_t b, int64_t e) {                                   \
+    ninfer::cuda_plugin::gemv_k4::run<float, EARLY>(a, b, e);                                                     \
+  }                                                                                                               \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_k4::kThreads)                           \
+      ninfer_linear_##NAME##_bf16(ninfer_linear_args a, int64_t b, int64_t e) {                                  \
+    ninfer::cuda_plugin::gemv_k4::run<__nv_bfloat16, EARLY>(a, b, e);                                             \
+  }
+NINFER_GEMV_K4(gemv_k4, false)
+NINFER_GEMV_K4(gemv_k4_early, true)
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
@@ -107,10 +127,18 @@ struct GemvK4Def : OneTokenVectorLinearDef {
   }
 };
 
+struct GemvK4EarlyDef : GemvK4Def {
+  static constexpr const char* name = "gemv_k4_early";
+  static KernelPair kernels() {
+    return {"ninfer_linear_gemv_k4_early_f32", reinterpret_cast<const void*>(ninfer_linear_gemv_k4_early_f32),
+            "ninfer_linear_gemv_k4_early_bf16", reinterpret_cast<const void*>(ninfer_linear_gemv_k4_early_bf16)};
+  }
+};
+
 } // namespace
 
 int32_t register_linear_gemv_k4(const ninfer_registrar* r, char* err, size_t err_len) {
-  return add_token_variants<GemvK4Def>(r, err, err_len);
+  return add_token_variants<GemvK4Def, GemvK4EarlyDef>(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

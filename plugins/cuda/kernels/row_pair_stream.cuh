@@ -59,18 +59,23 @@ __device__ __forceinline__ VectorRange slice_range(int vectors, int slice, int s
 // lane-strided: each lane issues kSteps loads per row before it uses the first (the loads depend
 // on nothing but their address, so 2 x kSteps x 16 bytes per lane are in flight), then calls
 // step(v, wv) for each of its vectors v in order, wv[r] holding row r's 16 bytes.
-template <int kSteps, class W, class Step>
+// `ready()` runs once, after the first batch's loads are issued and before its first step (or at
+// the end when the lane has no vectors): a kernel's launch wait goes there, so that its first
+// weights stream while the previous kernel finishes.
+template <int kSteps, class W, class Step, class Ready>
 __device__ __forceinline__ void stream_row_pair(const W* w, int K, int64_t row0, int64_t row1, VectorRange range,
-                                                Step&& step) {
+                                                Step&& step, Ready&& ready) {
   using Raw = typename WVec<W>::raw;
   const int lane = threadIdx.x & 31;
   const Raw* rows[2] = {reinterpret_cast<const Raw*>(w + row0 * K), reinterpret_cast<const Raw*>(w + row1 * K)};
+  bool waited = false;
   for (int s0 = range.begin + lane; s0 < range.end; s0 += 32 * kSteps) {
     Raw wv[kSteps][2];
 #pragma unroll
     for (int u = 0; u < kSteps; ++u)
 #pragma unroll
       for (int r = 0; r < 2; ++r) wv[u][r] = s0 + 32 * u < range.end ? __ldg(rows[r] + s0 + 32 * u) : Raw{};
+    if (!waited) ready(), waited = true;
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) {
       const int v = s0 + 32 * u;
@@ -78,6 +83,12 @@ __device__ __forceinline__ void stream_row_pair(const W* w, int K, int64_t row0,
       step(v, wv[u]);
     }
   }
+  if (!waited) ready();
+}
+template <int kSteps, class W, class Step>
+__device__ __forceinline__ void stream_row_pair(const W* w, int K, int64_t row0, int64_t row1, VectorRange range,
+                                                Step&& step) {
+  stream_row_pair<kSteps>(w, K, row0, row1, range, step, [] {});
 }
 
 } // namespace ninfer::cuda_plugin
