@@ -271,9 +271,13 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
       }
       p[2 + d] = o;
     }
-    if (w.cluster) cluster_merge<HD>(a, cluster_rows, w.t, kh, w.cluster, w.chunk);
-    else if (chunks > 1) // the q tile and the K/V tiles' space is free: the merge's stage
+    if (w.cluster) {
+      cluster_merge<HD>(a, cluster_rows, w.t, kh, w.cluster, w.chunk);
+    } else if (chunks > 1) {
+      // The merge's stage: the q tile and the K/V tiles. A CTA with chunks > 1 has one kv head
+      // (cta_work: splits >= kv_heads), so nothing reads them again, not even the q tile's zero rows.
       merge_if_last_chunk<HD>(a, ws, tb, w.tt, kh, chunks, reinterpret_cast<float*>(smem), decode_mma_smem_bytes(HD));
+    }
   }
 }
 
