@@ -18,14 +18,25 @@ using namespace ninfer::tools;
 
 namespace {
 
-MatrixTimes times(int64_t in, int64_t out, std::map<std::string, double> us) { return {in, out, std::move(us)}; }
+MatrixTimes times(int64_t in, int64_t out, std::map<std::string, double> us) { return {{in, out, 0}, std::move(us)}; }
 
-ninfer_shape linear_shape(int64_t tokens, int64_t in, int64_t out) {
+ninfer_shape linear_shape(int64_t tokens, int64_t in, int64_t out, int64_t dims2 = 0) {
   ninfer_shape s{};
   s.tokens = tokens;
   s.dims[0] = in;
   s.dims[1] = out;
+  s.dims[2] = dims2;
   return s;
+}
+
+BucketResult bucket(std::string op, int64_t tokens, std::string variant, std::vector<MatrixChoice> m) {
+  BucketResult b;
+  b.op = std::move(op);
+  b.tokens = tokens;
+  b.default_variant = "a";
+  b.tuned_variant = std::move(variant);
+  b.matrices = std::move(m);
+  return b;
 }
 
 } // namespace
@@ -42,32 +53,22 @@ TEST(TuneMatrixChoice, RoutesAMatrixApartOnlyBeyondTheNoiseMargin) {
   };
   const std::vector<MatrixChoice> got = matrix_choices(measured, "a");
   ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got[0].dims0, 4096);
-  EXPECT_EQ(got[0].dims1, 4096);
+  EXPECT_EQ(got[0].dims, (MatrixDims{4096, 4096, 0}));
   EXPECT_EQ(got[0].variant, "b");
   EXPECT_DOUBLE_EQ(got[0].us, a * (1 - 2 * kMatrixMargin));
   EXPECT_DOUBLE_EQ(got[0].bucket_us, a);
-  EXPECT_EQ(got[1].dims0, 12288);
-  EXPECT_EQ(got[1].dims1, 4096);
+  EXPECT_EQ(got[1].dims, (MatrixDims{12288, 4096, 0}));
   EXPECT_EQ(got[1].variant, "c");
   EXPECT_DOUBLE_EQ(got[1].us, a * 0.8);
 }
 
 TEST(TuneTable, MatrixEntriesComeFirstMergeAcrossBucketsAndRouteOnlyTheirMatrix) {
   TuneRun run;
-  auto bucket = [](int64_t t, std::string variant, std::vector<MatrixChoice> m) {
-    BucketResult b;
-    b.op = "linear";
-    b.tokens = t;
-    b.default_variant = "a";
-    b.tuned_variant = std::move(variant);
-    b.matrices = std::move(m);
-    return b;
-  };
-  run.buckets.push_back(bucket(1, "a", {{4096, 4096, "b", 9, 10}}));
-  run.buckets.push_back(bucket(4, "a", {{4096, 4096, "b", 9, 10}, {4096, 12288, "c", 9, 10}}));
-  run.buckets.push_back(bucket(16, "", {}));                              // reverted or unmeasured: built-in
-  run.buckets.push_back(bucket(64, "d", {{4096, 4096, "b", 9, 10}}));
+  const MatrixDims square{4096, 4096, 0}, wide{4096, 12288, 0};
+  run.buckets.push_back(bucket("linear", 1, "a", {{square, "b", 9, 10}}));
+  run.buckets.push_back(bucket("linear", 4, "a", {{square, "b", 9, 10}, {wide, "c", 9, 10}}));
+  run.buckets.push_back(bucket("linear", 16, "", {})); // reverted or unmeasured: built-in
+  run.buckets.push_back(bucket("linear", 64, "d", {{square, "b", 9, 10}}));
   ScheduleTable builtin;
   builtin.arch = "cpu";
   builtin.entries.push_back({"linear", 1, 1 << 20, "builtin", std::nullopt, "", {}});
@@ -76,7 +77,7 @@ TEST(TuneTable, MatrixEntriesComeFirstMergeAcrossBucketsAndRouteOnlyTheirMatrix)
 
   // Matrix entries, then the buckets' entries, then the built-in ones.
   ASSERT_EQ(t.entries.size(), 6u);
-  const std::vector<std::pair<int64_t, int64_t>> m4096 = {{4096, 4096}, {4096, 4096}};
+  const std::vector<std::pair<int64_t, int64_t>> m4096 = {{4096, 4096}, {4096, 4096}, {0, 0}};
   EXPECT_EQ(t.entries[0].variant, "b");
   EXPECT_EQ(t.entries[0].dims, m4096);
   EXPECT_EQ(t.entries[0].tokens_min, 1);
@@ -117,4 +118,23 @@ TEST(TuneTable, MatrixEntriesComeFirstMergeAcrossBucketsAndRouteOnlyTheirMatrix)
     EXPECT_EQ(back.entries[i].tokens_min, t.entries[i].tokens_min) << i;
     EXPECT_EQ(back.entries[i].tokens_max, t.entries[i].tokens_max) << i;
   }
+}
+
+// A matrix entry pins the shape's dims[2] as well: norm_linear's gated gate|up and a plain
+// projection of the same K and width are two matrices, and routing one apart must leave the
+// other on its bucket's variant (entries of dims[0..1] alone routed both).
+TEST(TuneTable, MatrixEntriesKeepAGatedAndAPlainNormLinearOfOneWidthApart) {
+  TuneRun run;
+  run.buckets.push_back(bucket("norm_linear", 1, "a", {{{4096, 24576, 1}, "b", 9, 10}}));
+  ScheduleTable builtin;
+  builtin.arch = "cpu";
+  const ScheduleTable t = tuned_table(run, builtin, ScheduleDevice{"host CPU", 0, 0, "cpu", "0.1.0"});
+  auto route = [&](int64_t gated) {
+    const ScheduleEntry* e = t.lookup("norm_linear", linear_shape(1, 4096, 24576, gated));
+    return e ? e->variant : std::string("-");
+  };
+  EXPECT_EQ(route(1), "b");
+  EXPECT_EQ(route(0), "a") << "the plain matrix of the same width took the gated one's route";
+  EXPECT_EQ(matrix_name({4096, 24576, 1}), "4096x24576 dims[2]=1");
+  EXPECT_EQ(matrix_name({4096, 4096, 0}), "4096x4096");
 }

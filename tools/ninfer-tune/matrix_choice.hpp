@@ -4,6 +4,7 @@
 // best, docs/performance.md "Sixteenth session", but other cards need not agree).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -15,17 +16,24 @@ namespace ninfer::tools {
 // matrix gets an entry of its own: below it, timing noise would split buckets.
 constexpr double kMatrixMargin = 0.03;
 
-// The times measured on one matrix (linear: in_features x out_features) at one bucket: every
-// variant that was legal and correct there.
+// A matrix as ninfer-tune keys the model's shapes: the call shape's dims[0..2] (linear: in and
+// out features, dims[2] 0; norm_linear: K, out features, gated), so that a gated and a plain
+// norm_linear of the same width stay two matrices.
+using MatrixDims = std::array<int64_t, 3>;
+
+// "4096x12288", with " dims[2]=1" where dims[2] is set: a matrix in the tool's messages.
+std::string matrix_name(const MatrixDims& dims);
+
+// The times measured on one matrix at one bucket: every variant that was legal and correct there.
 struct MatrixTimes {
-  int64_t dims0 = 0, dims1 = 0;
+  MatrixDims dims{};
   std::map<std::string, double> us;
 };
 
 // A matrix whose own fastest variant beats the bucket's choice on it by more than
 // kMatrixMargin; the table gets an entry with its dims ahead of the bucket's entry.
 struct MatrixChoice {
-  int64_t dims0 = 0, dims1 = 0;
+  MatrixDims dims{};
   std::string variant;
   double us = 0;        // that variant on this matrix
   double bucket_us = 0; // the bucket's variant on this matrix

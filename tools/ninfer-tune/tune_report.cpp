@@ -40,7 +40,8 @@ ScheduleTable tuned_table(const TuneRun& run, const ScheduleTable& builtin, cons
     prev = b.tokens;
     if (b.tuned_variant.empty()) continue;
     for (const MatrixChoice& m : b.matrices)
-      add_merged(matrices, {b.op, lo, b.tokens, m.variant, std::nullopt, "", {{m.dims0, m.dims0}, {m.dims1, m.dims1}}});
+      add_merged(matrices, {b.op, lo, b.tokens, m.variant, std::nullopt, "",
+                            {{m.dims[0], m.dims[0]}, {m.dims[1], m.dims[1]}, {m.dims[2], m.dims[2]}}});
     add_merged(buckets, {b.op, lo, b.tokens, b.tuned_variant, std::nullopt, ""});
   }
   t.entries = std::move(matrices);
@@ -59,7 +60,7 @@ void print_summary(const TuneRun& run) {
                b.default_us, tuned, b.tuned_us, b.tuned_us > 0 ? b.default_us / b.tuned_us : 0.0, pass);
     for (const MatrixChoice& m : b.matrices)
       fmt::print("{:<12} {:>7}   {:>20} {:>10.1f} {:>22} {:>10.1f} {:>7.2f}x\n", "", "",
-                 fmt::format("{}x{}: {}", m.dims0, m.dims1, b.tuned_variant), m.bucket_us, m.variant, m.us,
+                 fmt::format("{}: {}", matrix_name(m.dims), b.tuned_variant), m.bucket_us, m.variant, m.us,
                  m.bucket_us / m.us);
   }
   bool any = false;
@@ -82,7 +83,7 @@ void print_summary_json(const TuneRun& run, const ScheduleTable& table, const st
     for (const auto& [v, us] : b.all_us) all[v] = us;
     json matrices = json::array();
     for (const MatrixChoice& m : b.matrices)
-      matrices.push_back({{"dims", {m.dims0, m.dims1}}, {"variant", m.variant}, {"us", m.us}, {"bucket_us", m.bucket_us}});
+      matrices.push_back({{"dims", m.dims}, {"variant", m.variant}, {"us", m.us}, {"bucket_us", m.bucket_us}});
     rows.push_back({{"op", b.op},
                     {"tokens", b.tokens},
                     {"default_variant", b.default_variant},

@@ -94,7 +94,7 @@ TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& sh
         if (t > mine[i]->shape.tokens) continue; // the model never runs this shape this wide
         ++shapes_here;
         OpCase& c = *cases[i];
-        shape_us[i].dims0 = c.shape(t).dims[0], shape_us[i].dims1 = c.shape(t).dims[1];
+        for (size_t k = 0; k < shape_us[i].dims.size(); ++k) shape_us[i].dims[k] = c.shape(t).dims[k];
         const std::string dflt = be.planner().plan(op, c.shape(t)).variant;
         defaults.insert(dflt);
         // The plugin's variants, then (--jit-sweep) run-time compiled ones, built at first use
@@ -151,7 +151,7 @@ TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& sh
         fmt::print(stderr, "  {} tokens {:>5}: default {} {:.1f} us, best {} {:.1f} us\n", op, t, b.default_variant,
                    b.default_us, b.tuned_variant.empty() ? "-" : b.tuned_variant, b.tuned_us);
         for (const MatrixChoice& m : b.matrices)
-          fmt::print(stderr, "    {}x{}: {} {:.1f} us ({} {:.1f} us)\n", m.dims0, m.dims1, m.variant, m.us,
+          fmt::print(stderr, "    {}: {} {:.1f} us ({} {:.1f} us)\n", matrix_name(m.dims), m.variant, m.us,
                      b.tuned_variant, m.bucket_us);
       }
       run.buckets.push_back(std::move(b));
