@@ -80,7 +80,12 @@ __device__ void run(const ninfer_linear_args& a, int64_t begin, int64_t end) {
   };
   for (int64_t t = begin + blockIdx.y; t < end; t += gridDim.y) {
     float acc[2] = {0.f, 0.f};
-    slice_dot(static_cast<const W*>(a.w), a.x + t * a.x_row_stride, a.in_features, row0, row1, acc, wait_once);
+    const W* const w = static_cast<const W*>(a.w);
+    const float* const x = a.x + t * a.x_row_stride;
+    if constexpr (kEarly)
+      slice_dot(w, x, a.in_features, row0, row1, acc, wait_once);
+    else // gemv_k4: the stream without the hook, so its code is what it was before gemv_k4_early
+      slice_dot(w, x, a.in_features, row0, row1, acc, NoReady{});
     if (lane == 0) partial[warp][0] = acc[0], partial[warp][1] = acc[1];
     __syncthreads();
     // Lanes 0 and 1 of the group's first warp add the slices and store one output each.

@@ -61,13 +61,37 @@ __device__ __forceinline__ VectorRange slice_range(int vectors, int slice, int s
 // step(v, wv) for each of its vectors v in order, wv[r] holding row r's 16 bytes.
 // `ready()` runs once, after the first batch's loads are issued and before its first step (or at
 // the end when the lane has no vectors): a kernel's launch wait goes there, so that its first
-// weights stream while the previous kernel finishes.
+// weights stream while the previous kernel finishes. NoReady (the kernels that wait first) leaves
+// the loop exactly as it was before the hook: with a flag that is merely dead, nvcc still
+// reshaped the float32 loop of gemv_k4.
+struct NoReady {
+  __device__ void operator()() const {}
+};
+// Whether a `ready` argument is a hook (not NoReady); a trait of its own because NVRTC's
+// <type_traits> (cuda-generic) has no std::decay_t.
+template <class R>
+struct IsReadyHook {
+  static constexpr bool value = true;
+};
+template <>
+struct IsReadyHook<NoReady> {
+  static constexpr bool value = false;
+};
+template <>
+struct IsReadyHook<NoReady&> {
+  static constexpr bool value = false;
+};
+template <>
+struct IsReadyHook<const NoReady&> {
+  static constexpr bool value = false;
+};
 template <int kSteps, class W, class Step, class Ready>
 __device__ __forceinline__ void stream_row_pair(const W* w, int K, int64_t row0, int64_t row1, VectorRange range,
                                                 Step&& step, Ready&& ready) {
   using Raw = typename WVec<W>::raw;
   const int lane = threadIdx.x & 31;
   const Raw* rows[2] = {reinterpret_cast<const Raw*>(w + row0 * K), reinterpret_cast<const Raw*>(w + row1 * K)};
+  constexpr bool kHook = IsReadyHook<Ready>::value;
   bool waited = false;
   for (int s0 = range.begin + lane; s0 < range.end; s0 += 32 * kSteps) {
     Raw wv[kSteps][2];
@@ -75,7 +99,8 @@ __device__ __forceinline__ void stream_row_pair(const W* w, int K, int64_t row0,
     for (int u = 0; u < kSteps; ++u)
 #pragma unroll
       for (int r = 0; r < 2; ++r) wv[u][r] = s0 + 32 * u < range.end ? __ldg(rows[r] + s0 + 32 * u) : Raw{};
-    if (!waited) ready(), waited = true;
+    if constexpr (kHook)
+      if (!waited) ready(), waited = true;
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) {
       const int v = s0 + 32 * u;
@@ -83,12 +108,13 @@ __device__ __forceinline__ void stream_row_pair(const W* w, int K, int64_t row0,
       step(v, wv[u]);
     }
   }
-  if (!waited) ready();
+  if constexpr (kHook)
+    if (!waited) ready();
 }
 template <int kSteps, class W, class Step>
 __device__ __forceinline__ void stream_row_pair(const W* w, int K, int64_t row0, int64_t row1, VectorRange range,
                                                 Step&& step) {
-  stream_row_pair<kSteps>(w, K, row0, row1, range, step, [] {});
+  stream_row_pair<kSteps>(w, K, row0, row1, range, step, NoReady{});
 }
 
 } // namespace ninfer::cuda_plugin
