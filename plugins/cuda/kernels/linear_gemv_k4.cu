@@ -48,7 +48,7 @@ constexpr int kOutputsPerCta = 2 * kGroups;
 // The launch guarantees in_features % 8 == 0 and 16-byte aligned x and w.
 template <class W, class Ready>
 __device__ __forceinline__ void slice_dot(const W* w, const float* __restrict__ x, int K, int64_t row0, int64_t row1,
-                                          float (&acc)[2], Ready&& ready) {
+                                          float (&acc)[2], Ready ready) {
   constexpr int V = WVec<W>::n; // elements per 16-byte vector
   using Raw = typename WVec<W>::raw;
   const VectorRange range = slice_range(K / V, (threadIdx.x >> 5) % kSlices, kSlices);

@@ -67,8 +67,8 @@ __device__ __forceinline__ VectorRange slice_range(int vectors, int slice, int s
 struct NoReady {
   __device__ void operator()() const {}
 };
-// Whether a `ready` argument is a hook (not NoReady); a trait of its own because NVRTC's
-// <type_traits> (cuda-generic) has no std::decay_t.
+// Whether a `ready` argument is a hook (not NoReady). A trait of its own: cuda-generic's NVRTC
+// <type_traits> has no std::decay_t; `ready` is taken by value, so its type is never a reference.
 template <class R>
 struct IsReadyHook {
   static constexpr bool value = true;
@@ -77,17 +77,9 @@ template <>
 struct IsReadyHook<NoReady> {
   static constexpr bool value = false;
 };
-template <>
-struct IsReadyHook<NoReady&> {
-  static constexpr bool value = false;
-};
-template <>
-struct IsReadyHook<const NoReady&> {
-  static constexpr bool value = false;
-};
 template <int kSteps, class W, class Step, class Ready>
 __device__ __forceinline__ void stream_row_pair(const W* w, int K, int64_t row0, int64_t row1, VectorRange range,
-                                                Step&& step, Ready&& ready) {
+                                                Step&& step, Ready ready) {
   using Raw = typename WVec<W>::raw;
   const int lane = threadIdx.x & 31;
   const Raw* rows[2] = {reinterpret_cast<const Raw*>(w + row0 * K), reinterpret_cast<const Raw*>(w + row1 * K)};
