@@ -89,13 +89,31 @@ GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer
   SampleResult next{};
   Clock::time_point decode_start;
   res.finish_reason = "length";
+  const int32_t slots[1] = {slot};
+  // On the device path the step that picks token k+2 is queued before token k+1 is read (its
+  // input is token k+1, still on the device), so the device does not idle while the host reads,
+  // checks and prints a token. When a token ends the generation, the step queued behind it is
+  // dropped; the slot is reset at the next request.
+  struct DropQueued {
+    CausalLM& lm;
+    ~DropQueued() { lm.drop_queued(); }
+  } drop_queued{lm};
+  auto queue_step = [&](std::span<const int32_t> ids) { // the step after the last queued one
+    if (sp.is_greedy()) return lm.queue_decode(slots, ids);
+    const RowSampling rs{sp.temperature, static_cast<int32_t>(std::min<int64_t>(sp.top_k, INT32_MAX)), sp.top_p,
+                         sp.min_p, sampler.seed(), sampler.claim_draw()};
+    lm.queue_decode(slots, ids, std::span(&rs, 1));
+  };
   for (int64_t step = 0; step < request.max_new_tokens; ++step) {
-    const auto t_sample = Clock::now();
-    if (step == 0 || !device_pick) {
-      next = sampler.sample(logits);
-    } else if (next.token < 0) {
-      throw Error("the model produced NaN (or +inf) logits; rerun with NINFER_SYNC_OPS=1 to find the op");
+    if (step > 0 && device_pick) { // waits for the step (decode time, not sampling time)
+      std::vector<float> lp;
+      const std::vector<int32_t> chosen = lm.next_picks(&lp);
+      next = SampleResult{chosen[0], lp[0], {}};
+      if (next.token < 0)
+        throw Error("the model produced NaN (or +inf) logits; rerun with NINFER_SYNC_OPS=1 to find the op");
     }
+    const auto t_sample = Clock::now();
+    if (step == 0 || !device_pick) next = sampler.sample(logits);
     sampler.accept(next.token);
     res.timings.sampling_s += seconds_since(t_sample);
     const SampleResult& s = next;
@@ -120,20 +138,12 @@ GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer
     if (step + 1 == request.max_new_tokens) break; // the last token needs no forward pass
     if (step == 0) decode_start = Clock::now();
     const int32_t ids[1] = {s.token};
-    const int32_t slots[1] = {slot};
-    if (device_pick && sp.is_greedy()) {
-      std::vector<float> lp;
-      const std::vector<int32_t> chosen = lm.decode_greedy(slots, ids, &lp);
-      next = SampleResult{chosen[0], lp[0], {}};
-    } else if (device_pick) {
-      const RowSampling rs{sp.temperature, static_cast<int32_t>(std::min<int64_t>(sp.top_k, INT32_MAX)), sp.top_p,
-                           sp.min_p, sampler.seed(), sampler.claim_draw()};
-      std::vector<float> lp;
-      const std::vector<int32_t> chosen = lm.decode_sample(slots, ids, std::span(&rs, 1), &lp);
-      next = SampleResult{chosen[0], lp[0], {}};
-    } else {
+    if (!device_pick) {
       logits = lm.decode(slots, ids);
+      continue;
     }
+    if (step == 0) queue_step(ids);                    // picks token 1 from token 0
+    if (step + 2 < request.max_new_tokens) queue_step({}); // picks token step + 2 from token step + 1
   }
   if (decode_start != Clock::time_point{}) res.timings.decode_s = seconds_since(decode_start);
   if (decoder && !matcher.stopped()) {

@@ -165,14 +165,19 @@ std::vector<float> CausalLM::prefill(int32_t slot, std::span<const int32_t> ids,
   return out;
 }
 
-void CausalLM::decode_forward(std::span<const int32_t> slots, std::span<const int32_t> ids) {
-  if (slots.empty() || slots.size() != ids.size())
+void CausalLM::decode_forward(std::span<const int32_t> slots, std::span<const int32_t> ids, models::Pick pick) {
+  const bool chained = ids.empty();
+  if (slots.empty() || (!chained && slots.size() != ids.size()))
     throw Error(fmt::format("decode needs one token per sequence (got {} slots and {} ids)", slots.size(), ids.size()));
   if (slots.size() > static_cast<size_t>(options_.max_sequences))
     throw Error(fmt::format("decode of {} sequences exceeds max_sequences = {}", slots.size(), options_.max_sequences));
-  check_ids(ids);
+  if (chained && !std::equal(slots.begin(), slots.end(), last_queued_slots_.begin(), last_queued_slots_.end()))
+    throw Error("a decode step that takes its ids from the previous step's picks needs the same slots as that "
+                "step, in the same order");
+  if (!chained) check_ids(ids);
   std::set<int32_t> seen;
   std::vector<SequenceChunk> chunks;
+  const int32_t placeholder = 0; // a chained step's ids are copied on the backend
   for (size_t i = 0; i < slots.size(); ++i) {
     check_slot(slots[i]);
     if (!seen.insert(slots[i]).second)
@@ -181,43 +186,72 @@ void CausalLM::decode_forward(std::span<const int32_t> slots, std::span<const in
     if (pos + 1 > options_.max_context)
       throw Error(fmt::format("sequence in slot {} is full: it holds max_context = {} tokens; raise max_context",
                               slots[i], options_.max_context));
-    chunks.push_back({slots[i], pos, ids.subspan(i, 1)});
+    chunks.push_back({slots[i], pos, chained ? std::span(&placeholder, 1) : ids.subspan(i, 1)});
   }
-  decoder_->forward(chunks);
+  decoder_->forward(chunks, pick, chained);
   for (int32_t s : slots) ++positions_[static_cast<size_t>(s)];
 }
 
 std::vector<float> CausalLM::decode(std::span<const int32_t> slots, std::span<const int32_t> ids) {
-  decode_forward(slots, ids);
+  if (ids.empty()) throw Error("decode needs one token per sequence (got no ids)");
+  decode_forward(slots, ids, models::Pick::None);
   std::vector<float> out;
   decoder_->logits(0, static_cast<int64_t>(slots.size()), out);
   return out;
 }
 
+// The pick runs in the step's own launch sequence (its recording): the ids come back with the
+// step, not after another round of launches.
 std::vector<int32_t> CausalLM::decode_greedy(std::span<const int32_t> slots, std::span<const int32_t> ids,
                                              std::vector<float>* logprobs) {
-  decode_forward(slots, ids);
-  std::vector<int32_t> out;
-  std::vector<float> lp;
-  decoder_->greedy(0, static_cast<int64_t>(slots.size()), out, lp);
-  if (logprobs) *logprobs = std::move(lp);
-  return out;
+  if (decoder_->pending_picks())
+    throw Error("decode_greedy while queued decode steps have picks not read: call next_picks or drop_queued first");
+  if (ids.empty()) throw Error("decode needs one token per sequence (got no ids)");
+  queue_decode(slots, ids);
+  return next_picks(logprobs);
 }
 
 std::vector<int32_t> CausalLM::decode_sample(std::span<const int32_t> slots, std::span<const int32_t> ids,
                                              std::span<const RowSampling> params, std::vector<float>* logprobs) {
+  if (decoder_->pending_picks())
+    throw Error("decode_sample while queued decode steps have picks not read: call next_picks or drop_queued first");
   if (params.size() != slots.size())
     throw Error(fmt::format("decode_sample needs one sampling row per sequence (got {} for {} slots)", params.size(),
                             slots.size()));
-  std::vector<ninfer_sample_row> rows;
-  for (const RowSampling& p : params)
-    rows.push_back({p.temperature, p.top_p, p.min_p, p.seed, p.draw, p.top_k, 0});
-  decode_forward(slots, ids);
+  if (ids.empty()) throw Error("decode needs one token per sequence (got no ids)");
+  queue_decode(slots, ids, params);
+  return next_picks(logprobs);
+}
+
+void CausalLM::queue_decode(std::span<const int32_t> slots, std::span<const int32_t> ids,
+                            std::span<const RowSampling> params) {
+  if (decoder_->pending_picks() >= models::Decoder::kMostPendingPicks)
+    throw Error(fmt::format("{} queued decode steps have picks not read: call next_picks first",
+                            decoder_->pending_picks()));
+  if (!params.empty() && params.size() != slots.size())
+    throw Error(fmt::format("a sampled decode step needs one sampling row per sequence (got {} for {} slots)",
+                            params.size(), slots.size()));
+  if (slots.size() > static_cast<size_t>(options_.max_sequences))
+    throw Error(fmt::format("decode of {} sequences exceeds max_sequences = {}", slots.size(), options_.max_sequences));
+  if (!params.empty()) {
+    std::vector<ninfer_sample_row> rows;
+    for (const RowSampling& p : params)
+      rows.push_back({p.temperature, p.top_p, p.min_p, p.seed, p.draw, p.top_k, 0});
+    decoder_->set_sample_rows(rows); // ordered before the step on the backend
+  }
+  decode_forward(slots, ids, params.empty() ? models::Pick::Greedy : models::Pick::Sample);
+  last_queued_slots_.assign(slots.begin(), slots.end());
+}
+
+std::vector<int32_t> CausalLM::next_picks(std::vector<float>* logprobs) {
+  if (!decoder_->pending_picks()) throw Error("next_picks: no queued decode step has picks left to read");
   std::vector<int32_t> out;
   std::vector<float> lp;
-  decoder_->sample(0, rows, out, lp);
+  decoder_->read_picks(out, lp);
   if (logprobs) *logprobs = std::move(lp);
   return out;
 }
+
+void CausalLM::drop_queued() { decoder_->drop_picks(); }
 
 } // namespace ninfer

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "ninfer/error.hpp"
@@ -53,14 +54,24 @@ void Decoder::run_layers(const Step& s) {
   ops::rms_norm(be_, T, resid, nullptr, parts_.final_norm, scale, eps, normed);
 }
 
-Step Decoder::forward(std::span<const SequenceChunk> chunks) {
+Step Decoder::forward(std::span<const SequenceChunk> chunks, Pick pick, bool ids_from_picks) {
+  if (pick != Pick::None && pending_.size() >= kMostPendingPicks)
+    throw Error(fmt::format("internal: {} picks are already waiting to be read", pending_.size()));
   Step s = inputs_.upload(chunks);
+  if (ids_from_picks) {
+    if (last_pick_rows_ != s.tokens)
+      throw Error(fmt::format("internal: a step of {} tokens cannot take its ids from a pick of {} rows", s.tokens,
+                              last_pick_rows_));
+    inputs_.copy_ids(picks_, s.tokens); // picks_ starts with the ids
+  }
   if (s.max_seq_tokens == 1) {
     s.kv_len = decode_bucket(s.kv_len);
-    run_decode_step(s);
+    run_decode_step(s, pick);
   } else {
     run_layers(s);
+    if (pick != Pick::None) run_pick(0, s.tokens, pick);
   }
+  if (pick != Pick::None) send_picks(s.tokens);
   return s;
 }
 
@@ -80,22 +91,26 @@ int32_t Decoder::decode_bucket(int32_t kv_len) const {
 // The step's inputs live at addresses fixed by its token count (StepInputs; a decode step has
 // one token per sequence) and every buffer is allocated once, so a recording made for
 // (sequences, bucket) stays valid for every later step of that shape.
-void Decoder::run_decode_step(const Step& s) {
-  if (!record_decode_) return run_layers(s);
+void Decoder::run_decode_step(const Step& s, Pick pick) {
+  const auto launch = [&] {
+    run_layers(s);
+    if (pick != Pick::None) run_pick(0, s.tokens, pick);
+  };
+  if (!record_decode_) return launch();
   // The first step of a shape runs eagerly: whatever a variant sets up on first use (a library
   // handle, an algorithm choice) happens outside a capture; the recording is made the next time.
   // (A shape's entry exists from its first step; it holds a recording from its second.)
-  const auto [it, first_step] = recordings_.try_emplace({s.tokens, s.kv_len});
-  if (first_step) return run_layers(s);
+  const auto [it, first_step] = recordings_.try_emplace({s.tokens, s.kv_len, pick});
+  if (first_step) return launch();
   auto& rec = it->second;
   if (!rec) {
     try {
-      rec = be_.record([&] { run_layers(s); });
+      rec = be_.record(launch);
     } catch (const Error& e) {
       recordings_.clear();
       record_decode_ = false;
       spdlog::warn("CUDA graphs off: a decode step could not be recorded ({}); launching kernels one by one", e.what());
-      return run_layers(s);
+      return launch();
     }
   }
   be_.replay(*rec);
@@ -113,45 +128,46 @@ void Decoder::logits(int64_t first, int64_t count, std::vector<float>& out) {
   }
 }
 
-void Decoder::greedy(int64_t first, int64_t count, std::vector<int32_t>& ids, std::vector<float>& logprobs) {
-  const int64_t V = vocab();
-  ids.resize(static_cast<size_t>(count));
-  logprobs.resize(static_cast<size_t>(count));
-  for (int64_t r = 0; r < count; r += logit_rows_) {
-    const int64_t n = std::min(logit_rows_, count - r);
-    const ops::Rows src{normed_.as<float>() + (first + r) * hidden_, hidden_};
-    ops::linear(be_, n, src, lm_head(), rows_of(logits_, V));
-    ops::argmax(be_, n, rows_of(logits_, V), static_cast<int32_t>(V), picks_.as<int32_t>(),
-                picks_.as<float>() + n);
-    download_picks(n, ids.data() + r, logprobs.data() + r);
-  }
+void Decoder::set_sample_rows(std::span<const ninfer_sample_row> rows) {
+  if (static_cast<int64_t>(rows.size()) > logit_rows_)
+    throw Error(fmt::format("internal: {} sampling rows exceed the {} rows of one pick", rows.size(), logit_rows_));
+  be_.upload(sample_params_, 0, rows.data(), sizeof(ninfer_sample_row) * rows.size());
 }
 
-void Decoder::sample(int64_t first, std::span<const ninfer_sample_row> params, std::vector<int32_t>& ids,
-                     std::vector<float>& logprobs) {
-  const int64_t V = vocab(), count = static_cast<int64_t>(params.size());
-  ids.resize(static_cast<size_t>(count));
-  logprobs.resize(static_cast<size_t>(count));
-  for (int64_t r = 0; r < count; r += logit_rows_) {
-    const int64_t n = std::min(logit_rows_, count - r);
-    // Upload first: an upload waits for the stream, and this way it does not wait for the LM head.
-    be_.upload(sample_params_, 0, params.data() + r, sizeof(ninfer_sample_row) * n);
-    const ops::Rows src{normed_.as<float>() + (first + r) * hidden_, hidden_};
-    ops::linear(be_, n, src, lm_head(), rows_of(logits_, V));
+// The pick writes n ids, then their n log-probabilities, into picks_ (a decode step's pick is
+// part of its recording).
+void Decoder::run_pick(int64_t first, int64_t n, Pick pick) {
+  if (n > logit_rows_) throw Error(fmt::format("internal: a pick of {} rows exceeds {} rows", n, logit_rows_));
+  const int64_t V = vocab();
+  const ops::Rows src{normed_.as<float>() + first * hidden_, hidden_};
+  ops::linear(be_, n, src, lm_head(), rows_of(logits_, V));
+  if (pick == Pick::Greedy)
+    ops::argmax(be_, n, rows_of(logits_, V), static_cast<int32_t>(V), picks_.as<int32_t>(), picks_.as<float>() + n);
+  else
     ops::sample(be_, n, rows_of(logits_, V), static_cast<int32_t>(V), sample_params_.as<ninfer_sample_row>(),
                 picks_.as<int32_t>(), picks_.as<float>() + n);
-    download_picks(n, ids.data() + r, logprobs.data() + r);
-  }
+  last_pick_rows_ = n;
 }
 
-// The n ids, then their n log-probabilities, as argmax and sample were told to write them: one
-// copy back per slice, since each copy waits for the stream (a decode step pays it every token).
-void Decoder::download_picks(int64_t n, int32_t* ids, float* logprobs) {
+// Outside the recordings: the result slot alternates, so a pick still unread is never
+// overwritten by the next one.
+void Decoder::send_picks(int64_t n) {
+  be_.download_async(picks_, 0, 2 * sizeof(int32_t) * static_cast<size_t>(n), next_result_slot_);
+  pending_.push_back({next_result_slot_, n});
+  next_result_slot_ = (next_result_slot_ + 1) % kMostPendingPicks;
+}
+
+void Decoder::read_picks(std::vector<int32_t>& ids, std::vector<float>& logprobs) {
   static_assert(sizeof(int32_t) == sizeof(float));
-  picks_host_.resize(static_cast<size_t>(2 * n));
-  be_.download(picks_, 0, picks_host_.data(), sizeof(int32_t) * picks_host_.size());
-  std::memcpy(ids, picks_host_.data(), sizeof(int32_t) * n);
-  std::memcpy(logprobs, picks_host_.data() + n, sizeof(float) * n);
+  if (pending_.empty()) throw Error("internal: no pick is waiting to be read");
+  const PendingPick p = pending_.front();
+  pending_.pop_front();
+  const auto* got = static_cast<const int32_t*>(be_.downloaded(p.slot));
+  const auto n = static_cast<size_t>(p.rows);
+  ids.insert(ids.end(), got, got + n);
+  const size_t at = logprobs.size();
+  logprobs.resize(at + n);
+  std::memcpy(logprobs.data() + at, got + n, sizeof(float) * n);
 }
 
 void Decoder::reset(int32_t slot) {

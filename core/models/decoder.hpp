@@ -4,10 +4,12 @@
 // buffers (sized once for StepLimits) and the step inputs.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "block.hpp"
@@ -25,6 +27,11 @@ struct Layer {
   Vector post_norm;
   std::unique_ptr<MlpBlock> mlp;
 };
+
+// The token choice a decode step makes for its rows right after its layers, in the same launch
+// sequence (one recording with them; the copy of the ids to the host follows it): Greedy is the
+// argmax op, Sample the sample op under the rows set by set_sample_rows.
+enum class Pick { None, Greedy, Sample };
 
 // What a family supplies: its layers and top-level weights.
 struct DecoderParts {
@@ -48,25 +55,33 @@ class Decoder {
   // Uploads the step, runs every layer and the final norm; the hidden rows stay on the backend.
   // A decode step (one token per sequence) plans attention for its context bucket and, with
   // recording on, replays the recording of its (sequences, bucket) instead of launching op by op.
-  Step forward(std::span<const SequenceChunk> chunks);
+  // With `pick`, the step's rows are also chosen (all of them) and their ids and
+  // log-probabilities start back to the host without the host waiting: read_picks returns them,
+  // oldest first. At most kMostPendingPicks picks are unread at once. With `ids_from_picks`, the
+  // step's input ids are the ids of the last pick, copied on the backend (the chunks' ids are
+  // placeholders): so a step can be queued before the host has read the pick that feeds it.
+  static constexpr size_t kMostPendingPicks = MemorySpace::kResultSlots;
+  Step forward(std::span<const SequenceChunk> chunks, Pick pick = Pick::None, bool ids_from_picks = false);
+  // The sampling rows the next Pick::Sample step uses, row i for the step's row i.
+  void set_sample_rows(std::span<const ninfer_sample_row> rows);
+  size_t pending_picks() const { return pending_.size(); }
+  // Waits for the oldest unread pick and appends its ids and log-probabilities.
+  void read_picks(std::vector<int32_t>& ids, std::vector<float>& logprobs);
+  // Forgets the unread picks (their steps still run).
+  void drop_picks() { pending_.clear(); }
   // Decode steps replay recordings (CUDA graphs) when `on` and the backend can record.
   void set_decode_recording(bool on) { record_decode_ = on && be_.can_record(); }
   bool decode_recording() const { return record_decode_; }
   size_t decode_recordings() const;
   // Logits of rows [first, first + count) of the last forward pass, appended to `out`.
   void logits(int64_t first, int64_t count, std::vector<float>& out);
-  // The greedy token and its log-probability for rows [first, first + count), chosen on the
-  // backend: only ids and log-probabilities cross to the host.
-  void greedy(int64_t first, int64_t count, std::vector<int32_t>& ids, std::vector<float>& logprobs);
-  // A token drawn for rows [first, first + count) under params[i] (sample op), chosen on the
-  // backend: only the small params go up and ids and log-probabilities come back.
-  void sample(int64_t first, std::span<const ninfer_sample_row> params, std::vector<int32_t>& ids,
-              std::vector<float>& logprobs);
-
   void reset(int32_t slot);
 
  private:
-  void download_picks(int64_t n, int32_t* ids, float* logprobs);
+  // The LM head, then `pick` for rows [first, first + n) into picks_.
+  void run_pick(int64_t first, int64_t n, Pick pick);
+  // Starts picks_ (n rows) back to the host, into the next result slot.
+  void send_picks(int64_t n);
   const Matrix& lm_head() const { return parts_.lm_head.buf.empty() ? parts_.embedding : parts_.lm_head; }
   void run_layers(const Step& s);
   void reserve_workspace();
@@ -74,7 +89,7 @@ class Decoder {
   // least kMinDecodeBucket, at most max_context). Eager and recorded steps use the same plans,
   // so they compute the same bits, and one recording serves every length in its bucket.
   int32_t decode_bucket(int32_t kv_len) const;
-  void run_decode_step(const Step& s);
+  void run_decode_step(const Step& s, Pick pick);
 
   Backend& be_;
   DecoderParts parts_;
@@ -84,14 +99,20 @@ class Decoder {
   int64_t hidden_;
   int64_t logit_rows_; // rows of the logits buffer; the LM head runs in slices of this many
   DeviceBuffer residual_, normed_, proj_, inner_, core_, gates_, logits_;
-  // Per slice of n rows: n token ids, then n log-probabilities (download_picks).
+  // Per pick of n rows: n token ids, then n log-probabilities (run_pick).
   DeviceBuffer picks_;
-  std::vector<int32_t> picks_host_;
+  struct PendingPick {
+    size_t slot; // the backend's result slot
+    int64_t rows;
+  };
+  std::deque<PendingPick> pending_;
+  size_t next_result_slot_ = 0;
+  int64_t last_pick_rows_ = 0; // rows picks_ holds ids for (0: none yet)
   DeviceBuffer sample_params_;                 // logit_rows_ ninfer_sample_row
   Scratch scratch_;
   bool record_decode_ = false;
-  // Decode shapes seen: null until the shape's second step records it.
-  std::map<std::pair<int64_t, int32_t>, std::shared_ptr<const Backend::Recording>> recordings_;
+  // Decode shapes seen (tokens, bucket, pick): null until the shape's second step records it.
+  std::map<std::tuple<int64_t, int32_t, Pick>, std::shared_ptr<const Backend::Recording>> recordings_;
 };
 
 } // namespace ninfer::models

@@ -56,6 +56,10 @@ Step StepInputs::upload(std::span<const SequenceChunk> chunks) {
   return s;
 }
 
+void StepInputs::copy_ids(const DeviceBuffer& src, int64_t tokens) {
+  backend_.copy(buffer_, sizeof(int32_t) * Layout::of(tokens, 0).ids, src, 0, sizeof(int32_t) * tokens);
+}
+
 Step StepInputs::shape_only(int64_t tokens, int32_t num_seqs, int32_t max_seq_tokens, int32_t kv_len) const {
   const int32_t* base = buffer_.as<int32_t>();
   const Layout at = Layout::of(tokens, num_seqs);

@@ -24,6 +24,9 @@ class StepInputs {
 
   // Uploads the chunks as one step (tokens in chunk order).
   Step upload(std::span<const SequenceChunk> chunks);
+  // Replaces the ids of the step just uploaded (`tokens` of them) with the first ids of `src`,
+  // on the backend.
+  void copy_ids(const DeviceBuffer& src, int64_t tokens);
   // A step with the given shape whose arrays point at this buffer but hold nothing
   // meaningful: for sizing workspace before any real step (ops are not executed).
   Step shape_only(int64_t tokens, int32_t num_seqs, int32_t max_seq_tokens, int32_t kv_len) const;

@@ -104,6 +104,26 @@ void Backend::download(const DeviceBuffer& src, size_t offset, void* dst, size_t
   if (bytes) memory_->copy_out(dst, static_cast<const char*>(src.data()) + offset, bytes);
 }
 
+void Backend::download_async(const DeviceBuffer& src, size_t offset, size_t bytes, size_t slot) {
+  check_range(src, offset, bytes, "download");
+  if (bytes > MemorySpace::kResultBytes || slot >= MemorySpace::kResultSlots)
+    throw Error(fmt::format("internal: an asynchronous download of {} bytes into result slot {} (slots of {} bytes, "
+                            "{} of them)",
+                            bytes, slot, MemorySpace::kResultBytes, MemorySpace::kResultSlots));
+  if (bytes) memory_->copy_out_to_results(slot, static_cast<const char*>(src.data()) + offset, bytes);
+}
+
+const void* Backend::downloaded(size_t slot) { return memory_->results(slot); }
+
+void Backend::copy(const DeviceBuffer& dst, size_t dst_offset, const DeviceBuffer& src, size_t src_offset,
+                   size_t bytes) {
+  check_range(dst, dst_offset, bytes, "copy");
+  check_range(src, src_offset, bytes, "copy");
+  if (bytes)
+    memory_->copy_within(static_cast<char*>(dst.data()) + dst_offset, static_cast<const char*>(src.data()) + src_offset,
+                         bytes);
+}
+
 void* Backend::stream() const { return memory_->stream(); }
 
 void Backend::zero(const DeviceBuffer& dst, size_t offset, size_t bytes) {

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "ninfer/error.hpp"
 #include "ninfer/runtime/memory_space.hpp"
@@ -25,15 +26,22 @@ class CudaMemorySpace final : public MemorySpace {
   explicit CudaMemorySpace(const ninfer_device_info& d) : ordinal_(d.ordinal), name_(d.name) {
     check(cudaSetDevice(ordinal_), "cudaSetDevice", ordinal_);
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate", ordinal_);
-    // Without page-locked memory the copies still work, through the driver's own staging.
+    // Without page-locked memory the copies still work, through the driver's own staging, and
+    // each waits for the stream (copy_out_to_results too).
     if (cudaHostAlloc(&staging_, kStagingBytes, cudaHostAllocDefault) != cudaSuccess) {
       cudaGetLastError();
       staging_ = nullptr;
     }
+    for (cudaEvent_t& e : upload_events_)
+      check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate", ordinal_);
+    for (cudaEvent_t& e : result_events_)
+      check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate", ordinal_);
   }
   ~CudaMemorySpace() override {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
+    for (cudaEvent_t e : upload_events_) cudaEventDestroy(e);
+    for (cudaEvent_t e : result_events_) cudaEventDestroy(e);
     if (staging_) cudaFreeHost(staging_);
   }
   std::string name() const override { return fmt::format("CUDA device {} ({})", ordinal_, name_); }
@@ -46,29 +54,60 @@ class CudaMemorySpace final : public MemorySpace {
     return p;
   }
   void free(void* p, size_t) noexcept override { cudaFree(p); }
-  // Both directions wait for the copy: the caller's host memory is pageable and may be reused at
-  // once. A small copy (a step's inputs, its picked tokens: a few per decode step) goes through
-  // the page-locked staging buffer, a direct transfer, instead of the driver's pageable path.
+  // A small upload (a step's inputs, its sampling rows: one or two per decode step) is copied
+  // into one of the page-locked slots and left queued: the host does not wait for a round trip
+  // to the device before it launches the step. A slot is written again only after its last copy
+  // has left it (its event). Larger uploads come from the caller's pageable memory and wait.
   void copy_in(void* dst, const void* src, size_t bytes) override {
-    std::unique_lock<std::mutex> staged(staging_mutex_, std::defer_lock);
-    if (staging_ && bytes <= kStagingBytes) {
-      staged.lock();
-      std::memcpy(staging_, src, bytes);
-      src = staging_;
+    if (staging_ && bytes <= kUploadBytes) {
+      std::lock_guard<std::mutex> staged(staging_mutex_);
+      const size_t slot = next_upload_slot_;
+      next_upload_slot_ = (slot + 1) % kUploadSlots;
+      check(cudaEventSynchronize(upload_events_[slot]), "host-to-device copy (an earlier one)", ordinal_);
+      void* from = upload_slot(slot);
+      std::memcpy(from, src, bytes);
+      check(cudaMemcpyAsync(dst, from, bytes, cudaMemcpyHostToDevice, stream_), "host-to-device copy", ordinal_);
+      check(cudaEventRecord(upload_events_[slot], stream_), "cudaEventRecord", ordinal_);
+      return;
     }
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "host-to-device copy", ordinal_);
     check(cudaStreamSynchronize(stream_), "host-to-device copy", ordinal_);
   }
+  // Waits for the copy: the caller's memory is pageable. A small one lands in the page-locked
+  // download area first (a direct transfer instead of the driver's pageable path).
   void copy_out(void* dst, const void* src, size_t bytes) override {
     std::unique_lock<std::mutex> staged(staging_mutex_, std::defer_lock);
     void* to = dst;
-    if (staging_ && bytes <= kStagingBytes) {
+    if (staging_ && bytes <= kDownloadBytes) {
       staged.lock();
-      to = staging_;
+      to = download_area();
     }
     check(cudaMemcpyAsync(to, src, bytes, cudaMemcpyDeviceToHost, stream_), "device-to-host copy", ordinal_);
     check(cudaStreamSynchronize(stream_), "device-to-host copy (or a kernel before it)", ordinal_);
-    if (to != dst) std::memcpy(dst, staging_, bytes);
+    if (to != dst) std::memcpy(dst, to, bytes);
+  }
+  void copy_out_to_results(size_t slot, const void* src, size_t bytes) override {
+    if (bytes > kResultBytes || slot >= kResultSlots)
+      throw Error(fmt::format("internal: {} bytes into result slot {} (slots of {} bytes, {} of them)", bytes, slot,
+                              kResultBytes, kResultSlots));
+    if (!staging_) { // no page-locked memory: a copy that waits
+      check(cudaMemcpyAsync(unpinned_results_.data() + slot * kResultBytes, src, bytes, cudaMemcpyDeviceToHost,
+                            stream_),
+            "device-to-host copy", ordinal_);
+      check(cudaStreamSynchronize(stream_), "device-to-host copy (or a kernel before it)", ordinal_);
+      return;
+    }
+    check(cudaMemcpyAsync(result_slot(slot), src, bytes, cudaMemcpyDeviceToHost, stream_), "device-to-host copy",
+          ordinal_);
+    check(cudaEventRecord(result_events_[slot], stream_), "cudaEventRecord", ordinal_);
+  }
+  const void* results(size_t slot) override {
+    if (!staging_) return unpinned_results_.data() + slot * kResultBytes;
+    check(cudaEventSynchronize(result_events_[slot]), "device-to-host copy (or a kernel before it)", ordinal_);
+    return result_slot(slot);
+  }
+  void copy_within(void* dst, const void* src, size_t bytes) override {
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "device-to-device copy", ordinal_);
   }
   void zero(void* dst, size_t bytes) override {
     check(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync", ordinal_);
@@ -105,11 +144,24 @@ class CudaMemorySpace final : public MemorySpace {
   }
 
  private:
-  static constexpr size_t kStagingBytes = size_t{64} << 10;
+  // The page-locked staging memory, in three parts: kUploadSlots upload slots, the download area
+  // of copy_out, the kResultSlots result slots of copy_out_to_results.
+  static constexpr size_t kUploadSlots = 4, kUploadBytes = size_t{16} << 10, kDownloadBytes = size_t{64} << 10;
+  static constexpr size_t kStagingBytes = kUploadSlots * kUploadBytes + kDownloadBytes + kResultSlots * kResultBytes;
+  void* upload_slot(size_t slot) const { return static_cast<char*>(staging_) + slot * kUploadBytes; }
+  void* download_area() const { return static_cast<char*>(staging_) + kUploadSlots * kUploadBytes; }
+  void* result_slot(size_t slot) const {
+    return static_cast<char*>(staging_) + kUploadSlots * kUploadBytes + kDownloadBytes + slot * kResultBytes;
+  }
+
   int ordinal_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
   void* staging_ = nullptr; // kStagingBytes of page-locked memory, or null
+  cudaEvent_t upload_events_[kUploadSlots] = {}; // recorded after each slot's last upload
+  size_t next_upload_slot_ = 0;
+  cudaEvent_t result_events_[kResultSlots] = {}; // recorded after each slot's copy
+  std::vector<unsigned char> unpinned_results_ = std::vector<unsigned char>(kResultSlots * kResultBytes);
   std::mutex staging_mutex_;
 };
 

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "ninfer/error.hpp"
 #include "ninfer/plugin_host.hpp"
@@ -22,9 +23,17 @@ class HostMemorySpace final : public MemorySpace {
   void free(void* p, size_t) noexcept override { std::free(p); }
   void copy_in(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_out(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_out_to_results(size_t slot, const void* src, size_t bytes) override {
+    std::memcpy(results_.data() + slot * kResultBytes, src, bytes);
+  }
+  const void* results(size_t slot) override { return results_.data() + slot * kResultBytes; }
+  void copy_within(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
   void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
   void* stream() const override { return nullptr; }
   void synchronize() override {}
+
+ private:
+  std::vector<unsigned char> results_ = std::vector<unsigned char>(kResultSlots * kResultBytes);
 };
 
 } // namespace

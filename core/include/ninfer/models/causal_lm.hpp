@@ -66,6 +66,7 @@ struct RowSampling {
 
 namespace models {
 class Decoder; // core/models: the layers, activations and ops of one forward pass
+enum class Pick; // core/models/decoder.hpp: the token choice a decode step runs with its layers
 }
 
 class CausalLM {
@@ -118,11 +119,27 @@ class CausalLM {
   std::vector<int32_t> decode_sample(std::span<const int32_t> slots, std::span<const int32_t> ids,
                                      std::span<const RowSampling> params, std::vector<float>* logprobs = nullptr);
 
+  // Decode steps queued ahead of the host, so the device never waits for the host between two
+  // steps. queue_decode starts a step that picks on the backend (greedy with `params` empty,
+  // else row i sampled under params[i]) and returns at once; with `ids` empty, its input ids are
+  // the ones the previous queued step picked, which never visit the host (that step must have
+  // had the same slots, in the same order). next_picks waits for the oldest queued step whose
+  // picks were not read and returns them (an id of -1: a NaN row, as in decode_greedy). At most
+  // two steps' picks are unread at once. A step queued after the token that ends a sequence still
+  // runs and advances its slot (GDN state included): reset() the slot before reusing it.
+  // decode_greedy and decode_sample are a queue_decode and its next_picks.
+  void queue_decode(std::span<const int32_t> slots, std::span<const int32_t> ids,
+                    std::span<const RowSampling> params = {});
+  std::vector<int32_t> next_picks(std::vector<float>* logprobs = nullptr);
+  // Forgets the picks not read yet (their steps still run).
+  void drop_queued();
+
  private:
   CausalLM(ModelConfig config, ModelOptions options, Backend& backend, std::unique_ptr<models::Decoder> decoder);
   void check_slot(int32_t slot) const;
-  // Validates and runs one decode forward pass (positions advance); the hidden rows stay on the backend.
-  void decode_forward(std::span<const int32_t> slots, std::span<const int32_t> ids);
+  // Validates and runs one decode forward pass (positions advance); the hidden rows stay on the
+  // backend. With `ids` empty, the ids come from the last pick (queue_decode).
+  void decode_forward(std::span<const int32_t> slots, std::span<const int32_t> ids, models::Pick pick);
   void check_ids(std::span<const int32_t> ids) const;
 
   ModelConfig config_;
@@ -130,6 +147,7 @@ class CausalLM {
   Backend& backend_;
   std::unique_ptr<models::Decoder> decoder_;
   std::vector<int64_t> positions_;
+  std::vector<int32_t> last_queued_slots_; // the slots of the last queue_decode
 };
 
 } // namespace ninfer

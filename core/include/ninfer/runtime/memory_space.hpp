@@ -20,8 +20,17 @@ class MemorySpace {
   // nullptr when the memory is not there (the backend turns that into an error that says what).
   virtual void* allocate(size_t bytes) = 0;
   virtual void free(void* p, size_t bytes) noexcept = 0;
-  virtual void copy_in(void* dst, const void* src, size_t bytes) = 0;  // host -> space
-  virtual void copy_out(void* dst, const void* src, size_t bytes) = 0; // space -> host
+  // host -> space. The host's bytes may be reused when it returns; the copy itself may still be
+  // queued behind the stream's work (ordered before anything issued after it).
+  virtual void copy_in(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy_out(void* dst, const void* src, size_t bytes) = 0; // space -> host, waits for the stream
+  // space -> one of the space's kResultSlots result slots, without waiting; results(slot) waits
+  // for that copy (only) and returns its bytes. At most kResultBytes per copy.
+  static constexpr size_t kResultSlots = 2, kResultBytes = size_t{16} << 10;
+  virtual void copy_out_to_results(size_t slot, const void* src, size_t bytes) = 0;
+  virtual const void* results(size_t slot) = 0;
+  // space -> space, ordered with the stream's work.
+  virtual void copy_within(void* dst, const void* src, size_t bytes) = 0;
   virtual void zero(void* dst, size_t bytes) = 0;
   // The stream ops run on (a cudaStream_t), or nullptr for host execution.
   virtual void* stream() const = 0;
