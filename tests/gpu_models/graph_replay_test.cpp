@@ -98,8 +98,8 @@ double log_softmax_at(const std::vector<float>& logits, int32_t id) {
 
 } // namespace
 
-// A decode step's token choice is part of its recording (the LM head, argmax or sample, and the
-// copy of the picks back to the host). Greedy steps of the graphed model pick the argmax of the
+// A decode step's token choice is part of its recording (the LM head, then argmax or sample; the
+// picks' copy to the host follows the replay). Greedy steps of the graphed model pick the argmax of the
 // eager model's logits with its float64 log-probability; sampled steps draw, bit for bit, what
 // the eager model draws (new draw numbers each step: a recording that kept its first rows would
 // fail). Batch sizes 1-3, each pick recorded separately.

@@ -18,16 +18,6 @@ std::unique_ptr<CausalLM> small_model(Backend& be, const Fixture& fx, int64_t ma
   return CausalLM::load(fx.checkpoint, be, o);
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 } // namespace
 
 TEST(CausalLmApi, BadInputIsAnErrorAndLeavesTheSlotUsable) {

@@ -14,6 +14,7 @@
 #include "ninfer/checkpoint/checkpoint.hpp"
 #include "ninfer/checkpoint/safetensors_file.hpp"
 #include "ninfer/device.hpp"
+#include "ninfer/error.hpp"
 #include "ninfer/models/causal_lm.hpp"
 #include "ninfer/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
@@ -121,6 +122,18 @@ inline double rel_l2(std::span<const float> got, std::span<const float> want) {
     den += double(want[i]) * want[i];
   }
   return std::sqrt(num / den);
+}
+
+// The message of the ninfer::Error that f throws; "" when it throws none (the caller's check of
+// the message then fails).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 inline int32_t argmax(const std::vector<float>& v) {

@@ -19,16 +19,6 @@ std::unique_ptr<CausalLM> model(Backend& be, const Fixture& fx) {
   return CausalLM::load(fx.checkpoint, be, o);
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 } // namespace
 
 // All fixture cases decoded together, two steps always in flight: the ids the host reads are
