@@ -58,18 +58,21 @@ Step Decoder::forward(std::span<const SequenceChunk> chunks, Pick pick, bool ids
   if (pick != Pick::None && pending_.size() >= kMostPendingPicks)
     throw Error(fmt::format("internal: {} picks are already waiting to be read", pending_.size()));
   Step s = inputs_.upload(chunks);
-  if (ids_from_picks) {
-    if (last_pick_rows_ != s.tokens)
-      throw Error(fmt::format("internal: a step of {} tokens cannot take its ids from a pick of {} rows", s.tokens,
-                              last_pick_rows_));
-    inputs_.copy_ids(picks_, s.tokens); // picks_ starts with the ids
-  }
-  if (s.max_seq_tokens == 1) {
-    s.kv_len = decode_bucket(s.kv_len);
-    run_decode_step(s, pick);
-  } else {
+  if (ids_from_picks && last_pick_rows_ != s.tokens)
+    throw Error(fmt::format("internal: a step of {} tokens cannot take its ids from a pick of {} rows", s.tokens,
+                            last_pick_rows_));
+  // Everything after the upload; a decode step records it as one unit, so a chained step's copy
+  // of its ids (picks_ starts with them) is a node of its recording, not a launch of its own.
+  const auto work = [&] {
+    if (ids_from_picks) inputs_.copy_ids(picks_, s.tokens);
     run_layers(s);
     if (pick != Pick::None) run_pick(0, s.tokens, pick);
+  };
+  if (s.max_seq_tokens == 1) {
+    s.kv_len = decode_bucket(s.kv_len);
+    run_decode_step({s.tokens, s.kv_len, pick, ids_from_picks}, work);
+  } else {
+    work();
   }
   if (pick != Pick::None) send_picks(s.tokens);
   return s;
@@ -89,18 +92,14 @@ int32_t Decoder::decode_bucket(int32_t kv_len) const {
 }
 
 // The step's inputs live at addresses fixed by its token count (StepInputs; a decode step has
-// one token per sequence) and every buffer is allocated once, so a recording made for
-// (sequences, bucket) stays valid for every later step of that shape.
-void Decoder::run_decode_step(const Step& s, Pick pick) {
-  const auto launch = [&] {
-    run_layers(s);
-    if (pick != Pick::None) run_pick(0, s.tokens, pick);
-  };
+// one token per sequence) and every buffer is allocated once, so a recording made for a
+// DecodeShape stays valid for every later step of that shape.
+void Decoder::run_decode_step(const DecodeShape& shape, const std::function<void()>& launch) {
   if (!record_decode_) return launch();
   // The first step of a shape runs eagerly: whatever a variant sets up on first use (a library
   // handle, an algorithm choice) happens outside a capture; the recording is made the next time.
   // (A shape's entry exists from its first step; it holds a recording from its second.)
-  const auto [it, first_step] = recordings_.try_emplace({s.tokens, s.kv_len, pick});
+  const auto [it, first_step] = recordings_.try_emplace(shape);
   if (first_step) return launch();
   auto& rec = it->second;
   if (!rec) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -89,7 +90,10 @@ class Decoder {
   // least kMinDecodeBucket, at most max_context). Eager and recorded steps use the same plans,
   // so they compute the same bits, and one recording serves every length in its bucket.
   int32_t decode_bucket(int32_t kv_len) const;
-  void run_decode_step(const Step& s, Pick pick);
+  // What a decode step's recording depends on: (sequences, context bucket, pick, ids from the
+  // last pick).
+  using DecodeShape = std::tuple<int64_t, int32_t, Pick, bool>;
+  void run_decode_step(const DecodeShape& shape, const std::function<void()>& launch);
 
   Backend& be_;
   DecoderParts parts_;
@@ -111,8 +115,8 @@ class Decoder {
   DeviceBuffer sample_params_;                 // logit_rows_ ninfer_sample_row
   Scratch scratch_;
   bool record_decode_ = false;
-  // Decode shapes seen (tokens, bucket, pick): null until the shape's second step records it.
-  std::map<std::tuple<int64_t, int32_t, Pick>, std::shared_ptr<const Backend::Recording>> recordings_;
+  // Decode shapes seen: null until the shape's second step records it.
+  std::map<DecodeShape, std::shared_ptr<const Backend::Recording>> recordings_;
 };
 
 } // namespace ninfer::models
