@@ -2,6 +2,7 @@
 # Runs on the device: any list of GPU checks and measurements, one argument each, in order, so a
 # session's device call is one command line instead of another per-session script.
 #   test=BINARY[:FILTER]          a GPU test binary of the bundle (cuda-sm90), e.g. test=gpu_op_tests:'GdnDecode*'
+#                                 (TEST_TIMEOUT: seconds, default 400; gpu_large_model_tests needs ~300 per family)
 #   generic-test=BINARY[:FILTER]  the same on cuda-generic (NVRTC)
 #   memcheck=BINARY:FILTER        compute-sanitizer memcheck of those tests (racecheck=: its racecheck;
 #                                 SANITIZER_TIMEOUT: seconds, default 400)
@@ -43,7 +44,7 @@ run_test() { # plugin binary [filter]
   local log
   log="$(fresh_log "$2${1:+-$1}" log)"
   step "$2 ${3:-} ${1:+($1)}"
-  NINFER_TEST_PLUGIN="$1" timeout 400 "$n/tests/$2" ${3:+--gtest_filter="$3"} > "$log" 2>&1
+  NINFER_TEST_PLUGIN="$1" timeout "${TEST_TIMEOUT:-400}" "$n/tests/$2" ${3:+--gtest_filter="$3"} > "$log" 2>&1
   echo "exit $?"
   grep -E "^\[  (PASSED|FAILED) |FAILED  \]|Failure|Expected|Which is|actual|tolerance" "$log" | head -40
 }

@@ -6,6 +6,7 @@
 #include "host_variant.hpp"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/ops/norm_linear.h"
+#include "numerics.hpp"
 #include "row_math.hpp"
 
 namespace ninfer::cpu_plugin {
@@ -22,13 +23,15 @@ size_t workspace(const ninfer_shape* s, int64_t tokens) {
          sizeof(float);
 }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
-  const auto& a = *static_cast<const ninfer_norm_linear_args*>(args);
+// `round_x`: the linear multiplies the normed rows rounded to bf16 (nearest even) when the
+// weights are bf16, while the normed rows the caller keeps stay float32.
+int32_t run(const ninfer_norm_linear_args& a, const ninfer_launch* l, bool round_x, char* err, size_t err_len) {
   const int64_t t0 = l->token_begin, rows = l->token_end - t0, K = a.in_features, N = a.out_features;
   const ninfer_shape s{rows, {K, N, a.gated, 0}, a.w_dtype};
-  if (!l->workspace || l->workspace_bytes < workspace(&s, rows))
-    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "norm_linear/reference: workspace of %zu bytes, %zu needed",
-                l->workspace_bytes, workspace(&s, rows));
+  const size_t need = workspace(&s, rows) + (round_x ? static_cast<size_t>(rows * K) * sizeof(float) : 0);
+  if (!l->workspace || l->workspace_bytes < need)
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "norm_linear: workspace of %zu bytes, %zu needed",
+                l->workspace_bytes, need);
   float* scratch = static_cast<float*>(l->workspace);
   // Normed rows: the caller's buffer when it wants them, else the workspace.
   float* xn = a.normed ? a.normed + t0 * a.normed_row_stride : scratch;
@@ -40,6 +43,13 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_
   ninfer_linear_args la{};
   la.x = xn;
   la.x_row_stride = xn_stride;
+  if (round_x && a.w_dtype == NINFER_DTYPE_BF16) {
+    float* xr = proj + (a.gated ? rows * N : 0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < K; ++i) xr[r * K + i] = round_to_bf16(xn[r * xn_stride + i]);
+    la.x = xr;
+    la.x_row_stride = K;
+  }
   la.w = a.w;
   la.y = a.gated ? proj : a.y + t0 * a.y_row_stride;
   la.y_row_stride = a.gated ? N : a.y_row_stride;
@@ -56,12 +66,31 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_
   return NINFER_OK;
 }
 
+int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+  return run(*static_cast<const ninfer_norm_linear_args*>(args), l, false, err, err_len);
+}
+
+// `emulate_bf16_x`: the numerics of the CUDA plugin's route for several tokens (its norm_linear
+// takes one token; the model then runs rms_norm, linear on `cublaslt`, which rounds x to bf16,
+// and silu_mul), for the tests that compare a GPU with this emulation
+// (tests/gpu_models/large_model_test.cpp). Never the planner's own choice: a table names it.
+size_t emulate_workspace(const ninfer_shape* s, int64_t tokens) {
+  return workspace(s, tokens) + static_cast<size_t>(tokens) * static_cast<size_t>(s->dims[0]) * sizeof(float);
+}
+
+int32_t launch_emulate_bf16_x(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+  return run(*static_cast<const ninfer_norm_linear_args*>(args), l, true, err, err_len);
+}
+
 } // namespace
 
 int32_t register_norm_linear(const ninfer_registrar* r) {
   static const ninfer_variant v =
       host_variant(NINFER_OP_NORM_LINEAR, "reference", kF32OrBf16, supports, launch, workspace);
-  return r->add_variant(r->ctx, &v);
+  static const ninfer_variant emulate = host_variant(NINFER_OP_NORM_LINEAR, "emulate_bf16_x", kF32OrBf16, supports,
+                                                     launch_emulate_bf16_x, emulate_workspace);
+  if (int32_t rc = r->add_variant(r->ctx, &v); rc != NINFER_OK) return rc;
+  return r->add_variant(r->ctx, &emulate);
 }
 
 } // namespace ninfer::cpu_plugin

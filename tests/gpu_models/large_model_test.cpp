@@ -104,10 +104,13 @@ TEST_P(LargeModel, CpuAndGpuLogitsAgreeOverLongPromptAndDecode) {
   auto cuda = CausalLM::load(ck, *gpu, fast);
   fast.kv_cache = cuda->options().kv_cache; // the emulation stores K and V as the GPU does
   // The CPU with the GPU's rounding points: the routes the GPU's table takes with bf16 inputs
-  // (linear from 9 tokens: cublaslt; attention past 64 tokens: prefill_mma_f16_*).
+  // (linear from 9 tokens: cublaslt; attention past 64 tokens: prefill_mma_f16_*). The CPU has
+  // norm_linear for every token count, the GPU for one token: from 9 tokens the GPU runs
+  // rms_norm and cublaslt, which its emulation reproduces.
   ScheduleTable emulated_routes;
   emulated_routes.arch = cpu_be->plugin().arch();
   emulated_routes.entries = {{"linear", 9, 1 << 30, "emulate_bf16_x", std::nullopt, "test"},
+                             {"norm_linear", 9, 1 << 30, "emulate_bf16_x", std::nullopt, "test"},
                              {"attention", 65, 1 << 30, "emulate_mma_f16", std::nullopt, "test"}};
   Backend cpu_emulated(model_test_plugins(), host_device(), BackendOptions{"cpu", 0, &emulated_routes, false});
   auto emul = CausalLM::load(ck, cpu_emulated, fast);

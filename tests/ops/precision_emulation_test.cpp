@@ -1,5 +1,5 @@
 // The CPU plugin's emulation variants: `linear/emulate_bf16_x` (the numerics of the CUDA
-// `cublaslt` route) and `attention/emulate_mma_f16` (the numerics of the CUDA tensor-core
+// `cublaslt` route), `norm_linear/emulate_bf16_x` (the CUDA route of several tokens) and `attention/emulate_mma_f16` (the numerics of the CUDA tensor-core
 // prefill). They are the reference that separates what a GPU kernel gets wrong from what its
 // 16-bit inputs cost (tests/gpu_models/large_model_test.cpp), so each is checked here against
 // an oracle written independently: fp16 rounding from its definition and the test's bf16
@@ -11,6 +11,7 @@
 
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/linear.h"
+#include "norm_linear_case.hpp"
 #include "op_test_env.hpp"
 
 using namespace ninfer;
@@ -80,6 +81,51 @@ TEST(PrecisionEmulation, LinearRoundsTheActivationToBf16ForBf16Weights) {
       for (int64_t t = 0; t < T; ++t)
         for (int64_t n = N; n < ys; ++n) ASSERT_TRUE(std::isnan(y[t * ys + n])) << "wrote past the row";
     }
+}
+
+// norm_linear's emulation: the CUDA plugin runs several tokens as rms_norm, then `cublaslt` (x
+// rounded to bf16), then silu_mul. So the product takes the normed rows rounded to bf16 (bf16
+// weights; float32 weights: as they are) while the normed rows the caller keeps stay float32.
+// The oracle rounds the kept rows with the test's own helper and multiplies in float64.
+TEST(PrecisionEmulation, NormLinearRoundsTheNormedRowsToBf16ForBf16Weights) {
+  Backend be = cpu_backend();
+  auto rng = fresh_rng("norm_linear emulation");
+  for (int32_t dtype : {NINFER_DTYPE_BF16, NINFER_DTYPE_F32})
+    for (const NormLinearShape& s : {NormLinearShape{136, 70, true}, NormLinearShape{64, 48, false}})
+      for (int64_t T : {9, 17}) {
+        const NormLinearCase c = NormLinearCase::random(rng, s, T, dtype, /*offset=*/1);
+        std::vector<float> y = poisoned(static_cast<size_t>(T * c.y_stride()));
+        std::vector<float> normed = poisoned(static_cast<size_t>(T * c.normed_stride()));
+        const ninfer_norm_linear_args a = c.args(c.x.data(), c.norm_w.data(), c.w_data(), y.data(), normed.data());
+        be.run_variant(NINFER_OP_NORM_LINEAR, "emulate_bf16_x", c.planning_shape(), &a);
+        const std::string what = c.describe();
+        size_t stray = 0;
+        const std::vector<float> kept = unpad(normed, T, s.K, c.normed_stride(), stray);
+        std::vector<double> contract_y, contract_normed;
+        c.oracle(contract_y, contract_normed);
+        const Mismatch mn = compare(kept, contract_normed, kFloat32Exact);
+        ASSERT_TRUE(mn.ok) << what << ": the kept normed rows are not the float32 norm: " << mn.describe();
+        std::vector<double> want;
+        for (int64_t t = 0; t < T; ++t) {
+          std::vector<double> p(static_cast<size_t>(s.N));
+          for (int32_t n = 0; n < s.N; ++n)
+            for (int32_t k = 0; k < s.K; ++k) {
+              const float xn = kept[static_cast<size_t>(t * s.K + k)];
+              const float xr = dtype == NINFER_DTYPE_BF16 ? from_bf16(to_bf16(xn)) : xn;
+              p[static_cast<size_t>(n)] += double(xr) * c.w[static_cast<size_t>(n) * s.K + k];
+            }
+          for (int32_t n = 0; n < s.outs(); ++n) {
+            const double g = p[static_cast<size_t>(n)];
+            want.push_back(s.gated ? g / (1 + std::exp(-g)) * p[static_cast<size_t>(n + s.outs())] : g);
+          }
+        }
+        const std::vector<float> got = unpad(y, T, s.outs(), c.y_stride(), stray);
+        EXPECT_EQ(stray, 0u) << what << ": wrote y padding";
+        const Mismatch m = compare(got, want, kFloat32Exact);
+        EXPECT_TRUE(m.ok) << what << ": " << m.describe();
+        if (dtype == NINFER_DTYPE_BF16) // the rounding is really applied: the float32 contract is further off
+          EXPECT_FALSE(compare(got, contract_y, kFloat32Exact).ok) << what << ": the normed rows were not rounded";
+      }
 }
 
 // Two sequences (100 prompt tokens from position 0: three full key tiles of 32 and a partial
