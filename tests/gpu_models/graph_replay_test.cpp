@@ -154,8 +154,8 @@ TEST(CudaGraphs, TheStepsPickIsRecordedWithItsLayers) {
 
 // Steps queued two deep, each fed on the device by the previous step's pick (ninfer-run's
 // generation and ninfer-bench decode this way), replayed from recordings: the same ids and
-// log-probabilities, bit for bit, as eager decode_greedy one step at a time; across the 256 and
-// 512 buckets.
+// log-probabilities, bit for bit, as eager decode_greedy one step at a time; across the 512 and
+// 1,024 buckets (the longer sequence passes 512).
 TEST(CudaGraphs, QueuedStepsFedOnTheDevicePickWhatEagerStepsPick) {
   NINFER_FIXTURE_BACKEND(eager_be);
   auto graph_be = fixture_backend();
@@ -184,5 +184,5 @@ TEST(CudaGraphs, QueuedStepsFedOnTheDevicePickWhatEagerStepsPick) {
     cur = got;
   }
   EXPECT_TRUE(graphed->decode_graphs_active());
-  EXPECT_GE(graphed->decode_graphs_recorded(), 2u); // batch 2 in the 256 and 512 buckets, then 1024
+  EXPECT_GE(graphed->decode_graphs_recorded(), 2u); // batch 2, chained, in the 512 and 1,024 buckets
 }
