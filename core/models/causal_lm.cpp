@@ -165,8 +165,9 @@ std::vector<float> CausalLM::prefill(int32_t slot, std::span<const int32_t> ids,
   return out;
 }
 
-void CausalLM::decode_forward(std::span<const int32_t> slots, std::span<const int32_t> ids, models::Pick pick) {
-  const bool chained = ids.empty();
+void CausalLM::decode_forward(std::span<const int32_t> slots, std::span<const int32_t> ids,
+                              std::span<const RowSampling> params, models::Pick pick, bool chained) {
+  static constexpr int32_t kPlaceholder = 0; // a chained step's ids are copied in on the backend
   if (slots.empty() || (!chained && slots.size() != ids.size()))
     throw Error(fmt::format("decode needs one token per sequence (got {} slots and {} ids)", slots.size(), ids.size()));
   if (slots.size() > static_cast<size_t>(options_.max_sequences))
@@ -177,7 +178,6 @@ void CausalLM::decode_forward(std::span<const int32_t> slots, std::span<const in
   if (!chained) check_ids(ids);
   std::set<int32_t> seen;
   std::vector<SequenceChunk> chunks;
-  const int32_t placeholder = 0; // a chained step's ids are copied on the backend
   for (size_t i = 0; i < slots.size(); ++i) {
     check_slot(slots[i]);
     if (!seen.insert(slots[i]).second)
@@ -186,60 +186,64 @@ void CausalLM::decode_forward(std::span<const int32_t> slots, std::span<const in
     if (pos + 1 > options_.max_context)
       throw Error(fmt::format("sequence in slot {} is full: it holds max_context = {} tokens; raise max_context",
                               slots[i], options_.max_context));
-    chunks.push_back({slots[i], pos, chained ? std::span(&placeholder, 1) : ids.subspan(i, 1)});
+    chunks.push_back({slots[i], pos, chained ? std::span(&kPlaceholder, 1) : ids.subspan(i, 1)});
   }
-  decoder_->forward(chunks, pick, chained);
-  for (int32_t s : slots) ++positions_[static_cast<size_t>(s)];
-}
-
-std::vector<float> CausalLM::decode(std::span<const int32_t> slots, std::span<const int32_t> ids) {
-  if (ids.empty()) throw Error("decode needs one token per sequence (got no ids)");
-  decode_forward(slots, ids, models::Pick::None);
-  std::vector<float> out;
-  decoder_->logits(0, static_cast<int64_t>(slots.size()), out);
-  return out;
-}
-
-// The pick runs in the step's own launch sequence (its recording): the ids come back with the
-// step, not after another round of launches.
-std::vector<int32_t> CausalLM::decode_greedy(std::span<const int32_t> slots, std::span<const int32_t> ids,
-                                             std::vector<float>* logprobs) {
-  if (decoder_->pending_picks())
-    throw Error("decode_greedy while queued decode steps have picks not read: call next_picks or drop_queued first");
-  if (ids.empty()) throw Error("decode needs one token per sequence (got no ids)");
-  queue_decode(slots, ids);
-  return next_picks(logprobs);
-}
-
-std::vector<int32_t> CausalLM::decode_sample(std::span<const int32_t> slots, std::span<const int32_t> ids,
-                                             std::span<const RowSampling> params, std::vector<float>* logprobs) {
-  if (decoder_->pending_picks())
-    throw Error("decode_sample while queued decode steps have picks not read: call next_picks or drop_queued first");
-  if (params.size() != slots.size())
-    throw Error(fmt::format("decode_sample needs one sampling row per sequence (got {} for {} slots)", params.size(),
-                            slots.size()));
-  if (ids.empty()) throw Error("decode needs one token per sequence (got no ids)");
-  queue_decode(slots, ids, params);
-  return next_picks(logprobs);
-}
-
-void CausalLM::queue_decode(std::span<const int32_t> slots, std::span<const int32_t> ids,
-                            std::span<const RowSampling> params) {
-  if (decoder_->pending_picks() >= models::Decoder::kMostPendingPicks)
-    throw Error(fmt::format("{} queued decode steps have picks not read: call next_picks first",
-                            decoder_->pending_picks()));
-  if (!params.empty() && params.size() != slots.size())
-    throw Error(fmt::format("a sampled decode step needs one sampling row per sequence (got {} for {} slots)",
-                            params.size(), slots.size()));
-  if (slots.size() > static_cast<size_t>(options_.max_sequences))
-    throw Error(fmt::format("decode of {} sequences exceeds max_sequences = {}", slots.size(), options_.max_sequences));
   if (!params.empty()) {
     std::vector<ninfer_sample_row> rows;
     for (const RowSampling& p : params)
       rows.push_back({p.temperature, p.top_p, p.min_p, p.seed, p.draw, p.top_k, 0});
     decoder_->set_sample_rows(rows); // ordered before the step on the backend
   }
-  decode_forward(slots, ids, params.empty() ? models::Pick::Greedy : models::Pick::Sample);
+  decoder_->forward(chunks, pick, chained);
+  for (int32_t s : slots) ++positions_[static_cast<size_t>(s)];
+}
+
+std::vector<float> CausalLM::decode(std::span<const int32_t> slots, std::span<const int32_t> ids) {
+  decode_forward(slots, ids, {}, models::Pick::None, false);
+  std::vector<float> out;
+  decoder_->logits(0, static_cast<int64_t>(slots.size()), out);
+  return out;
+}
+
+void CausalLM::check_no_unread_picks(const char* call) const {
+  if (decoder_->pending_picks())
+    throw Error(fmt::format("{} while queued decode steps have picks not read: call next_picks or drop_queued first",
+                            call));
+}
+
+// The pick runs in the step's own launch sequence (its recording): the ids come back with the
+// step, not after another round of launches.
+std::vector<int32_t> CausalLM::decode_greedy(std::span<const int32_t> slots, std::span<const int32_t> ids,
+                                             std::vector<float>* logprobs) {
+  check_no_unread_picks("decode_greedy");
+  enqueue(slots, ids, {}, false);
+  return next_picks(logprobs);
+}
+
+std::vector<int32_t> CausalLM::decode_sample(std::span<const int32_t> slots, std::span<const int32_t> ids,
+                                             std::span<const RowSampling> params, std::vector<float>* logprobs) {
+  check_no_unread_picks("decode_sample");
+  if (params.size() != slots.size())
+    throw Error(fmt::format("decode_sample needs one sampling row per sequence (got {} for {} slots)", params.size(),
+                            slots.size()));
+  enqueue(slots, ids, params, false);
+  return next_picks(logprobs);
+}
+
+void CausalLM::queue_decode(std::span<const int32_t> slots, std::span<const int32_t> ids,
+                            std::span<const RowSampling> params) {
+  enqueue(slots, ids, params, ids.empty());
+}
+
+void CausalLM::enqueue(std::span<const int32_t> slots, std::span<const int32_t> ids,
+                       std::span<const RowSampling> params, bool chained) {
+  if (decoder_->pending_picks() >= models::Decoder::kMostPendingPicks)
+    throw Error(fmt::format("{} queued decode steps have picks not read: call next_picks first",
+                            decoder_->pending_picks()));
+  if (!params.empty() && params.size() != slots.size())
+    throw Error(fmt::format("a sampled decode step needs one sampling row per sequence (got {} for {} slots)",
+                            params.size(), slots.size()));
+  decode_forward(slots, ids, params, params.empty() ? models::Pick::Greedy : models::Pick::Sample, chained);
   last_queued_slots_.assign(slots.begin(), slots.end());
 }
 

@@ -55,7 +55,7 @@ class Decoder {
 
   // Uploads the step, runs every layer and the final norm; the hidden rows stay on the backend.
   // A decode step (one token per sequence) plans attention for its context bucket and, with
-  // recording on, replays the recording of its (sequences, bucket) instead of launching op by op.
+  // recording on, replays the recording of its DecodeShape instead of launching op by op.
   // With `pick`, the step's rows are also chosen (all of them) and their ids and
   // log-probabilities start back to the host without the host waiting: read_picks returns them,
   // oldest first. At most kMostPendingPicks picks are unread at once. With `ids_from_picks`, the

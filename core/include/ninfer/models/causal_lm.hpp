@@ -138,8 +138,14 @@ class CausalLM {
   CausalLM(ModelConfig config, ModelOptions options, Backend& backend, std::unique_ptr<models::Decoder> decoder);
   void check_slot(int32_t slot) const;
   // Validates and runs one decode forward pass (positions advance); the hidden rows stay on the
-  // backend. With `ids` empty, the ids come from the last pick (queue_decode).
-  void decode_forward(std::span<const int32_t> slots, std::span<const int32_t> ids, models::Pick pick);
+  // backend. `params`: the sampling rows of a Pick::Sample step. `chained`: the ids come from the
+  // last pick (queue_decode), `ids` is not read.
+  void decode_forward(std::span<const int32_t> slots, std::span<const int32_t> ids, std::span<const RowSampling> params,
+                      models::Pick pick, bool chained);
+  // queue_decode with the chaining explicit: decode_greedy and decode_sample never chain.
+  void enqueue(std::span<const int32_t> slots, std::span<const int32_t> ids, std::span<const RowSampling> params,
+               bool chained);
+  void check_no_unread_picks(const char* call) const;
   void check_ids(std::span<const int32_t> ids) const;
 
   ModelConfig config_;
