@@ -34,6 +34,10 @@ int32_t attention_launch(const void* args, const ninfer_launch* l, void*, char* 
 
 // linear (the blocked kernel) for rows [t0, t1) of `a`: what norm_linear runs after its norm.
 void linear_rows(const ninfer_linear_args& a, int64_t t0, int64_t t1);
+// The same with the numerics of the CUDA `cublaslt` route (both `emulate_bf16_x` variants): with
+// bf16 weights, rows [t0, t1) of x are rounded to bf16 into `xr` ((t1 - t0) * in_features floats)
+// before the product; float32 weights keep x as it is.
+void linear_rows_bf16_x(const ninfer_linear_args& a, int64_t t0, int64_t t1, float* xr);
 
 // gated_delta_rule has two host forms; plugin.cpp registers them in planning order.
 const ninfer_variant& gated_delta_rule_chunked_variant();

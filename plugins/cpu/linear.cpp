@@ -61,33 +61,33 @@ size_t emulate_workspace(const ninfer_shape* s, int64_t tokens) {
 }
 
 int32_t launch_emulate_bf16_x(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
-  ninfer_linear_args a = *static_cast<const ninfer_linear_args*>(args);
-  if (a.w_dtype == NINFER_DTYPE_F32) {
-    run_blocked(a, l->token_begin, l->token_end);
-    return NINFER_OK;
-  }
-  const int64_t t0 = l->token_begin, rows = l->token_end - t0, k = a.in_features;
-  const size_t need = static_cast<size_t>(rows * k) * sizeof(float);
-  if (!l->workspace || l->workspace_bytes < need)
+  const auto& a = *static_cast<const ninfer_linear_args*>(args);
+  const size_t need = static_cast<size_t>((l->token_end - l->token_begin) * a.in_features) * sizeof(float);
+  if (a.w_dtype != NINFER_DTYPE_F32 && (!l->workspace || l->workspace_bytes < need))
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "linear/emulate_bf16_x: workspace of %zu bytes, %zu needed",
                 l->workspace_bytes, need);
-  auto* xr = static_cast<float*>(l->workspace);
-  parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t i = 0; i < k; ++i) xr[r * k + i] = round_to_bf16(a.x[(t0 + r) * a.x_row_stride + i]);
-  });
-  // The rounded rows stand in for x: token t0 + r of the call is row r of the workspace and of
-  // the shifted y.
-  a.x = xr;
-  a.x_row_stride = k;
-  a.y += t0 * a.y_row_stride;
-  run_blocked(a, 0, rows);
+  linear_rows_bf16_x(a, l->token_begin, l->token_end, static_cast<float*>(l->workspace));
   return NINFER_OK;
 }
 
 } // namespace
 
 void linear_rows(const ninfer_linear_args& a, int64_t t0, int64_t t1) { run_blocked(a, t0, t1); }
+
+void linear_rows_bf16_x(const ninfer_linear_args& args, int64_t t0, int64_t t1, float* xr) {
+  if (args.w_dtype == NINFER_DTYPE_F32) return run_blocked(args, t0, t1);
+  ninfer_linear_args a = args;
+  const int64_t rows = t1 - t0, k = a.in_features;
+  parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t i = 0; i < k; ++i) xr[r * k + i] = round_to_bf16(a.x[(t0 + r) * a.x_row_stride + i]);
+  });
+  // The rounded rows stand in for x: token t0 + r of the call is row r of xr and of the shifted y.
+  a.x = xr;
+  a.x_row_stride = k;
+  a.y += t0 * a.y_row_stride;
+  run_blocked(a, 0, rows);
+}
 
 int32_t register_linear(const ninfer_registrar* r) {
   static const ninfer_variant blocked = host_variant(NINFER_OP_LINEAR, "blocked", kF32OrBf16, supports, launch);

@@ -6,7 +6,6 @@
 #include "host_variant.hpp"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/ops/norm_linear.h"
-#include "numerics.hpp"
 #include "row_math.hpp"
 
 namespace ninfer::cpu_plugin {
@@ -43,13 +42,6 @@ int32_t run(const ninfer_norm_linear_args& a, const ninfer_launch* l, bool round
   ninfer_linear_args la{};
   la.x = xn;
   la.x_row_stride = xn_stride;
-  if (round_x && a.w_dtype == NINFER_DTYPE_BF16) {
-    float* xr = proj + (a.gated ? rows * N : 0);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t i = 0; i < K; ++i) xr[r * K + i] = round_to_bf16(xn[r * xn_stride + i]);
-    la.x = xr;
-    la.x_row_stride = K;
-  }
   la.w = a.w;
   la.y = a.gated ? proj : a.y + t0 * a.y_row_stride;
   la.y_row_stride = a.gated ? N : a.y_row_stride;
@@ -57,7 +49,8 @@ int32_t run(const ninfer_norm_linear_args& a, const ninfer_launch* l, bool round
   la.in_features = a.in_features;
   la.out_features = a.out_features;
   la.w_dtype = a.w_dtype;
-  linear_rows(la, 0, rows);
+  if (round_x) linear_rows_bf16_x(la, 0, rows, proj + (a.gated ? rows * N : 0)); // rounding space past proj
+  else linear_rows(la, 0, rows);
   if (a.gated) {
     const int64_t half = N / 2;
     for (int64_t r = 0; r < rows; ++r)
