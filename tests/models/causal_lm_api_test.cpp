@@ -8,22 +8,10 @@
 using namespace ninfer;
 using namespace ninfer::test;
 
-namespace {
-
-std::unique_ptr<CausalLM> small_model(Backend& be, const Fixture& fx, int64_t max_context = 64) {
-  ModelOptions o;
-  o.max_context = max_context;
-  o.max_sequences = 2;
-  o.prefill_chunk = 16;
-  return CausalLM::load(fx.checkpoint, be, o);
-}
-
-} // namespace
-
 TEST(CausalLmApi, BadInputIsAnErrorAndLeavesTheSlotUsable) {
   const Fixture fx = Fixture::load("tiny-qwen3_5");
   Backend be = cpu_model_backend();
-  auto lm = small_model(be, fx);
+  auto lm = fixture_model(be, fx, 64, 2, 16);
   const std::vector<int32_t> too_long(65, 1);
   EXPECT_NE(error_of([&] { lm->prefill(0, too_long); }).find("max_context"), std::string::npos);
   EXPECT_EQ(lm->position(0), 0);
@@ -45,7 +33,7 @@ TEST(CausalLmApi, BadInputIsAnErrorAndLeavesTheSlotUsable) {
 TEST(CausalLmApi, AFullSequenceRefusesAnotherToken) {
   const Fixture fx = Fixture::load("tiny-qwen3");
   Backend be = cpu_model_backend();
-  auto lm = small_model(be, fx, 8);
+  auto lm = fixture_model(be, fx, 8, 2, 16);
   lm->prefill(1, std::vector<int32_t>(8, 5));
   EXPECT_EQ(lm->position(1), 8);
   EXPECT_NE(error_of([&] { lm->decode(std::vector<int32_t>{1}, std::vector<int32_t>{5}); }).find("full"),
@@ -57,7 +45,7 @@ TEST(CausalLmApi, AFullSequenceRefusesAnotherToken) {
 TEST(CausalLmApi, ResetForgetsAndSlotsAreIndependent) {
   const Fixture fx = Fixture::load("tiny-qwen3_5");
   Backend be = cpu_model_backend();
-  auto lm = small_model(be, fx);
+  auto lm = fixture_model(be, fx, 64, 2, 16);
   const auto& c = fx.cases[1];
   lm->prefill(0, fx.cases[0].prompt);
   lm->prefill(1, std::vector<int32_t>{7, 8, 9, 10, 11});

@@ -9,17 +9,6 @@
 using namespace ninfer;
 using namespace ninfer::test;
 
-namespace {
-
-std::unique_ptr<CausalLM> two_slot_model(Backend& be, const Fixture& fx) {
-  ModelOptions o;
-  o.max_context = 64;
-  o.max_sequences = 2;
-  return CausalLM::load(fx.checkpoint, be, o);
-}
-
-} // namespace
-
 // Two sequences decoded together by decode_sample, each row with its own settings, against the
 // same sequences decoded with decode() and sampled on the host by a Sampler with the same seed
 // (draw k at step k): the same ids and log-probabilities for 12 steps.
@@ -27,7 +16,7 @@ TEST(DecodeSample, EachRowDrawsWhatTheHostSamplerDraws) {
   for (const char* name : {"tiny-qwen3", "tiny-qwen3_5"}) {
     const Fixture fx = Fixture::load(name);
     Backend be = cpu_model_backend();
-    auto dev = two_slot_model(be, fx), host = two_slot_model(be, fx);
+    auto dev = fixture_model(be, fx, 64, 2), host = fixture_model(be, fx, 64, 2);
     SamplingParams sp[2];
     sp[0].temperature = 1.5; // high temperature: a spread-out distribution on a tiny model
     sp[0].seed = 11;
@@ -69,7 +58,7 @@ TEST(DecodeSample, EachRowDrawsWhatTheHostSamplerDraws) {
 TEST(DecodeSample, GenerationGivesTheSameTokensOnTheDeviceAndHostPaths) {
   const Fixture fx = Fixture::load("tiny-qwen3_5");
   Backend be = cpu_model_backend();
-  auto lm = two_slot_model(be, fx);
+  auto lm = fixture_model(be, fx, 64, 2);
   GenerationRequest req;
   req.prompt_ids = fx.cases[0].prompt;
   req.max_new_tokens = 16;

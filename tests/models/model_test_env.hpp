@@ -96,6 +96,16 @@ struct Fixture {
   }
 };
 
+// The fixture's checkpoint on `be` with these limits (the other options at their defaults).
+inline std::unique_ptr<CausalLM> fixture_model(Backend& be, const Fixture& fx, int64_t max_context,
+                                               int32_t max_sequences, int32_t prefill_chunk = 512) {
+  ModelOptions o;
+  o.max_context = max_context;
+  o.max_sequences = max_sequences;
+  o.prefill_chunk = prefill_chunk;
+  return CausalLM::load(fx.checkpoint, be, o);
+}
+
 // Row r of a [rows, vocab] matrix.
 inline std::vector<float> row(const std::vector<float>& m, int64_t r, int64_t vocab) {
   return {m.begin() + r * vocab, m.begin() + (r + 1) * vocab};

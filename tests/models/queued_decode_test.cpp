@@ -10,17 +10,6 @@
 using namespace ninfer;
 using namespace ninfer::test;
 
-namespace {
-
-std::unique_ptr<CausalLM> model(Backend& be, const Fixture& fx) {
-  ModelOptions o;
-  o.max_context = 512;
-  o.max_sequences = 3;
-  return CausalLM::load(fx.checkpoint, be, o);
-}
-
-} // namespace
-
 // All fixture cases decoded together, two steps always in flight: the ids the host reads are
 // transformers' greedy ids wherever its top-2 margin is clear (a near-tie may flip; from there
 // the case is not compared).
@@ -28,7 +17,7 @@ TEST(QueuedDecode, ChainedGreedyStepsReproduceTheReferenceIds) {
   for (const char* name : {"tiny-qwen3", "tiny-qwen3_5"}) {
     const Fixture fx = Fixture::load(name);
     Backend be = cpu_model_backend();
-    auto lm = model(be, fx);
+    auto lm = fixture_model(be, fx, 512, 3);
     const size_t n = std::min<size_t>(fx.cases.size(), 3);
     std::vector<int32_t> slots, first;
     size_t steps = SIZE_MAX;
@@ -64,7 +53,7 @@ TEST(QueuedDecode, ChainedGreedyStepsReproduceTheReferenceIds) {
 TEST(QueuedDecode, ChainedSampledStepsDrawWhatStepByStepSamplingDraws) {
   const Fixture fx = Fixture::load("tiny-qwen3_5");
   Backend be = cpu_model_backend();
-  auto queued = model(be, fx), stepped = model(be, fx);
+  auto queued = fixture_model(be, fx, 512, 3), stepped = fixture_model(be, fx, 512, 3);
   const std::vector<int32_t> slots = {1, 0};
   std::vector<int32_t> cur(2);
   for (int32_t s = 0; s < 2; ++s) {
@@ -91,7 +80,7 @@ TEST(QueuedDecode, ChainedSampledStepsDrawWhatStepByStepSamplingDraws) {
 TEST(QueuedDecode, MisuseIsAnErrorAndLeavesTheModelUsable) {
   const Fixture fx = Fixture::load("tiny-qwen3");
   Backend be = cpu_model_backend();
-  auto lm = model(be, fx);
+  auto lm = fixture_model(be, fx, 512, 3);
   const std::vector<int32_t> one = {0}, two = {0, 1}, id = {5}, ids = {5, 6};
   lm->prefill(0, fx.cases[0].prompt);
   lm->prefill(1, fx.cases[1].prompt);
@@ -119,7 +108,7 @@ TEST(QueuedDecode, MisuseIsAnErrorAndLeavesTheModelUsable) {
 TEST(QueuedDecode, AStepDroppedAfterAStopTokenDoesNotReachTheNextRequest) {
   const Fixture fx = Fixture::load("tiny-qwen3_5");
   Backend be = cpu_model_backend();
-  auto lm = model(be, fx), fresh = model(be, fx);
+  auto lm = fixture_model(be, fx, 512, 3), fresh = fixture_model(be, fx, 512, 3);
   GenerationRequest req;
   req.prompt_ids = fx.cases[0].prompt;
   req.max_new_tokens = 12;
