@@ -3,7 +3,7 @@
 // added cache bytes at the device's bandwidth. Where it is not, the attention has a cost that
 // does not scale with the cache: on the H200 this view found 6.4 us per Qwen3-8B layer appearing
 // between 0 and 256 keys, which a profile of one launch had not (docs/performance.md,
-// "Seventeenth session").
+// "Measuring and comparing").
 #pragma once
 
 #include <cstdint>
