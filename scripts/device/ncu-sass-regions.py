@@ -4,7 +4,7 @@ optionally gzipped): warp-stall samples by reason, the hottest instructions, and
 instructions per warp between the kernel's synchronisation points (griddepcontrol.wait = ACQBULK,
 CTA and cluster barriers, returns), so a latency-bound kernel's time can be placed in its stages.
 
-  python3 scripts/ncu-sass-regions.py sass.csv.gz [--top N] [--warps W]
+  python3 scripts/device/ncu-sass-regions.py sass.csv.gz [--top N] [--warps W]
 W: the launch's warps (grid x warps per CTA), to turn executed warp instructions into per-warp counts.
 """
 import argparse

@@ -2,7 +2,7 @@
 """Per-kernel totals from `ncu --csv --metrics gpu__time_duration.sum` output (stdin or file).
 
 Prints one row per (kernel, grid, block): total us divided by --steps, calls, min/max/avg us,
-largest total first. Used by scripts/device-run-profile.sh; the tables in docs/results/ come from it.
+largest total first. Used by scripts/device.sh (profile, tune, routes with NCU=1).
 """
 import argparse, csv, sys
 from collections import defaultdict

