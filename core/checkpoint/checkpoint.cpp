@@ -14,7 +14,7 @@
 #include "json_fields.hpp"
 #include "mapped_file.hpp"
 #include "ninfer/checkpoint/progress.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "safetensors_header.hpp"
 
 namespace ninfer {

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer::checkpoint_detail {
 

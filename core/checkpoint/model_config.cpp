@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "json_fields.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer {
 

@@ -16,7 +16,7 @@
 #include "json_fields.hpp"
 #include "ninfer/checkpoint/progress.hpp"
 #include "ninfer/checkpoint/safetensors_writer.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer {
 namespace fs = std::filesystem;

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "ninfer/checkpoint/model_config.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "raw_safetensors.hpp"
 #include "test_support.hpp"
 

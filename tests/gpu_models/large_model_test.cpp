@@ -32,7 +32,7 @@
 
 #include "model_test_env.hpp"
 #include "ninfer/checkpoint/random_checkpoint.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 
 namespace fs = std::filesystem;
 using namespace ninfer;
