@@ -11,10 +11,10 @@
 #include <map>
 #include <unordered_map>
 
-#include "json_fields.hpp"
 #include "mapped_file.hpp"
+#include "ninfer/checkpoint/json_fields.hpp"
 #include "ninfer/checkpoint/progress.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "safetensors_header.hpp"
 
 namespace ninfer {
@@ -74,8 +74,8 @@ namespace {
 
 // weight_map from model.safetensors.index.json: tensor -> shard file name.
 std::vector<std::pair<std::string, std::string>> read_index(const std::filesystem::path& index) {
-  const nlohmann::json doc = checkpoint_detail::read_json_file(index);
-  const checkpoint_detail::JsonFields top(doc, index);
+  const nlohmann::json doc = read_json_file(index);
+  const JsonFields top(doc, index);
   const auto& map = doc.find("weight_map");
   if (map == doc.end() || !map->is_object())
     top.fail("weight_map", "is missing or not an object mapping tensor names to shard files");

@@ -1,16 +1,19 @@
-// ModelConfig -> config.json in the flat Hugging Face form transformers writes for
-// Qwen3ForCausalLM / Qwen3_5ForCausalLM, so the folder also loads in transformers.
+// ModelConfig -> config.json in the flat Hugging Face form transformers writes for the
+// config's family (its flat form, plus the family's own keys), so the folder also loads in
+// transformers.
 #include <nlohmann/json.hpp>
 
+#include "ninfer/checkpoint/model_family.hpp"
 #include "ninfer/checkpoint/random_checkpoint.hpp"
 
 namespace ninfer {
 
 std::string config_json_text(const ModelConfig& c, DType dtype) {
-  const bool q35 = c.family == ModelFamily::Qwen3_5;
+  const ModelFamily& family = family_of(c);
+  const ConfigForm& form = family.flat_form();
   nlohmann::ordered_json j;
-  j["architectures"] = {c.architecture.empty() ? (q35 ? "Qwen3_5ForCausalLM" : "Qwen3ForCausalLM") : c.architecture};
-  j["model_type"] = q35 ? "qwen3_5_text" : "qwen3";
+  j["architectures"] = {c.architecture.empty() ? form.architecture : c.architecture};
+  j["model_type"] = form.model_type;
   j["dtype"] = dtype == DType::BF16 ? "bfloat16" : dtype == DType::F16 ? "float16" : "float32";
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;
@@ -27,19 +30,11 @@ std::string config_json_text(const ModelConfig& c, DType dtype) {
   nlohmann::ordered_json rope;
   rope["rope_type"] = "default";
   rope["rope_theta"] = c.rope_theta;
-  if (q35) rope["partial_rotary_factor"] = c.partial_rotary_factor;
   j["rope_parameters"] = rope;
-  if (q35) j["partial_rotary_factor"] = c.partial_rotary_factor;
   std::vector<std::string> types;
   for (LayerKind k : c.layer_types) types.emplace_back(layer_kind_name(k));
   j["layer_types"] = types;
-  if (q35) {
-    j["linear_num_key_heads"] = c.linear_num_key_heads;
-    j["linear_num_value_heads"] = c.linear_num_value_heads;
-    j["linear_key_head_dim"] = c.linear_key_head_dim;
-    j["linear_value_head_dim"] = c.linear_value_head_dim;
-    j["linear_conv_kernel_dim"] = c.linear_conv_kernel_dim;
-  }
+  if (family.write_config) family.write_config(c, j);
   j["bos_token_id"] = c.bos_token_id ? nlohmann::ordered_json(*c.bos_token_id) : nlohmann::ordered_json();
   j["eos_token_id"] = c.eos_token_ids.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(c.eos_token_ids.front());
   j["pad_token_id"] = c.pad_token_id ? nlohmann::ordered_json(*c.pad_token_id) : nlohmann::ordered_json();

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "ninfer/checkpoint/checkpoint.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer {
 

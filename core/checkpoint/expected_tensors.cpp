@@ -5,7 +5,7 @@
 
 #include <set>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer {
 

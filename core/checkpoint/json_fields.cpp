@@ -1,13 +1,13 @@
-#include "json_fields.hpp"
+#include "ninfer/checkpoint/json_fields.hpp"
 
 #include <fmt/format.h>
 
 #include <fstream>
 #include <sstream>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
-namespace ninfer::checkpoint_detail {
+namespace ninfer {
 
 nlohmann::json read_json_file(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
@@ -124,4 +124,4 @@ std::vector<int64_t> JsonFields::int_or_ints(const std::string& key) const {
   return out;
 }
 
-} // namespace ninfer::checkpoint_detail
+} // namespace ninfer

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <utility>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer::checkpoint_detail {
 

@@ -1,5 +1,6 @@
-// config.json -> ModelConfig. Defaults follow transformers' Qwen3Config / Qwen3_5TextConfig
-// so a config that omits a key means what it means to transformers (docs/checkpoints.md).
+// config.json -> ModelConfig: the keys every family shares, then the family's own (its hooks in
+// core/models/<family>/). Defaults follow transformers' config classes, so a config that omits
+// a key means what it means to transformers (docs/checkpoints.md).
 #include "ninfer/checkpoint/model_config.hpp"
 
 #include <fmt/format.h>
@@ -8,21 +9,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "json_fields.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/checkpoint/json_fields.hpp"
+#include "ninfer/checkpoint/model_family.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer {
-
-using checkpoint_detail::JsonFields;
-using checkpoint_detail::read_json_file;
-
-const char* family_name(ModelFamily f) {
-  switch (f) {
-    case ModelFamily::Qwen3: return "Qwen3";
-    case ModelFamily::Qwen3_5: return "Qwen3.5";
-  }
-  return "?";
-}
 
 const char* layer_kind_name(LayerKind k) {
   return k == LayerKind::FullAttention ? "full_attention" : "linear_attention";
@@ -32,16 +23,7 @@ int64_t ModelConfig::num_layers_of(LayerKind k) const {
   return std::count(layer_types.begin(), layer_types.end(), k);
 }
 
-const std::vector<std::string>& supported_model_types() {
-  static const std::vector<std::string> types{"qwen3", "qwen3_5_text", "qwen3_5"};
-  return types;
-}
-
 namespace {
-
-constexpr const char* kSupportedText =
-    "qwen3 (Qwen3ForCausalLM), qwen3_5_text (Qwen3_5ForCausalLM), "
-    "qwen3_5 (Qwen3_5ForConditionalGeneration)";
 
 // Where each part of the config lives: the text model's keys are at the top level of a flat
 // config and under text_config in the nested multimodal one.
@@ -71,8 +53,7 @@ void read_rope(const Sources& s, ModelConfig& c) {
                  s.text.file().string(), *top_partial, *partial);
   if (!partial) partial = top_partial;
   if (!partial && s.nested) partial = s.root.opt_number("partial_rotary_factor");
-  // Qwen3_5TextConfig assigns 0.25 when the key is absent; Qwen3 rotates the whole head.
-  c.partial_rotary_factor = partial.value_or(c.family == ModelFamily::Qwen3_5 ? 0.25 : 1.0);
+  c.partial_rotary_factor = partial.value_or(c.family->default_partial_rotary_factor);
 
   std::string type = "default";
   auto type_in = [&](const JsonFields& f) {
@@ -88,15 +69,24 @@ void read_rope(const Sources& s, ModelConfig& c) {
                             s.text.file().string(), type));
 }
 
+bool has_kind(const ModelFamily& family, LayerKind k) {
+  return std::find(family.layer_kinds.begin(), family.layer_kinds.end(), k) != family.layer_kinds.end();
+}
+
+std::string kind_names(const ModelFamily& family, const char* separator) {
+  std::string names;
+  for (LayerKind k : family.layer_kinds) names += (names.empty() ? "" : separator) + std::string(layer_kind_name(k));
+  return names;
+}
+
 // "attention"/"mamba" are transformers' legacy names for the two kinds.
-LayerKind parse_layer_kind(const JsonFields& f, const std::string& name, ModelFamily family) {
-  if (name == "full_attention" || name == "attention") return LayerKind::FullAttention;
-  if ((name == "linear_attention" || name == "mamba") && family == ModelFamily::Qwen3_5)
-    return LayerKind::LinearAttention;
-  f.fail("layer_types", fmt::format("contains '{}', which {} does not support (expected {})", name,
-                                    family_name(family),
-                                    family == ModelFamily::Qwen3_5 ? "full_attention or linear_attention"
-                                                                   : "full_attention"));
+LayerKind parse_layer_kind(const JsonFields& f, const std::string& name, const ModelFamily& family) {
+  std::optional<LayerKind> kind;
+  if (name == "full_attention" || name == "attention") kind = LayerKind::FullAttention;
+  if (name == "linear_attention" || name == "mamba") kind = LayerKind::LinearAttention;
+  if (kind && has_kind(family, *kind)) return *kind;
+  f.fail("layer_types", fmt::format("contains '{}', which {} does not support (expected {})", name, family.name,
+                                    kind_names(family, " or ")));
 }
 
 void read_layer_types(const JsonFields& text, ModelConfig& c) {
@@ -104,18 +94,10 @@ void read_layer_types(const JsonFields& text, ModelConfig& c) {
     if (static_cast<int64_t>(names->size()) != c.num_layers)
       text.fail("layer_types", fmt::format("has {} entries but num_hidden_layers is {}", names->size(),
                                            c.num_layers));
-    for (const auto& n : *names) c.layer_types.push_back(parse_layer_kind(text, n, c.family));
+    for (const auto& n : *names) c.layer_types.push_back(parse_layer_kind(text, n, *c.family));
     return;
   }
-  if (c.family == ModelFamily::Qwen3) {
-    c.layer_types.assign(c.num_layers, LayerKind::FullAttention);
-    return;
-  }
-  // Qwen3_5TextConfig: every full_attention_interval-th layer (1-based) is full attention.
-  const int64_t interval = text.opt_integer("full_attention_interval").value_or(4);
-  if (interval < 1) text.fail("full_attention_interval", fmt::format("must be >= 1, got {}", interval));
-  for (int64_t i = 0; i < c.num_layers; ++i)
-    c.layer_types.push_back((i + 1) % interval == 0 ? LayerKind::FullAttention : LayerKind::LinearAttention);
+  c.family->default_layer_types(text, c);
 }
 
 // Features these models could declare that ninfer does not implement: refuse, never ignore.
@@ -154,44 +136,32 @@ void read_token_ids(const Sources& s, const std::filesystem::path& dir, ModelCon
   if (!c.pad_token_id) c.pad_token_id = gen.opt_integer("pad_token_id");
 }
 
-void read_linear_attention(const JsonFields& text, ModelConfig& c) {
-  // Defaults are Qwen3_5TextConfig's.
-  c.linear_num_key_heads = text.opt_integer("linear_num_key_heads").value_or(16);
-  c.linear_num_value_heads = text.opt_integer("linear_num_value_heads").value_or(32);
-  c.linear_key_head_dim = text.opt_integer("linear_key_head_dim").value_or(128);
-  c.linear_value_head_dim = text.opt_integer("linear_value_head_dim").value_or(128);
-  c.linear_conv_kernel_dim = text.opt_integer("linear_conv_kernel_dim").value_or(4);
-}
-
 ModelConfig parse(const nlohmann::json& root_json, const std::filesystem::path& path,
                   const std::filesystem::path& dir) {
   const JsonFields root(root_json, path);
   const auto model_type = root.opt_string("model_type");
   if (!model_type)
     throw Error(fmt::format("{}: key 'model_type' is missing; supported model types: {}", path.string(),
-                            kSupportedText));
+                            supported_model_types_text()));
 
   ModelConfig c;
   c.config_path = path;
   if (auto arch = root.opt_strings("architectures"); arch && !arch->empty()) c.architecture = arch->front();
 
-  bool nested = false;
-  if (*model_type == "qwen3") {
-    c.family = ModelFamily::Qwen3;
-  } else if (*model_type == "qwen3_5_text") {
-    c.family = ModelFamily::Qwen3_5;
-  } else if (*model_type == "qwen3_5") {
-    c.family = ModelFamily::Qwen3_5;
-    nested = true;
-  } else {
-    throw Error(fmt::format("{}: model_type '{}' is not supported; supported model types: {}", path.string(),
-                            *model_type, kSupportedText));
+  FamilyForm found{};
+  try {
+    found = model_family_for(*model_type);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", path.string(), e.what()));
   }
+  const ConfigForm& form = *found.form;
+  c.family = found.family;
+  const bool nested = form.nested();
   const Sources s{root, nested ? root.child("text_config") : root, nested};
-  c.model_type = nested ? s.text.opt_string("model_type").value_or("qwen3_5_text") : *model_type;
-  if (nested && c.model_type != "qwen3_5_text")
-    s.text.fail("model_type", fmt::format("is '{}'; a qwen3_5 config's text_config must be qwen3_5_text",
-                                          c.model_type));
+  c.model_type = nested ? s.text.opt_string("model_type").value_or(form.text_model_type) : *model_type;
+  if (nested && c.model_type != form.text_model_type)
+    s.text.fail("model_type", fmt::format("is '{}'; a {} config's text_config must be {}", c.model_type,
+                                          form.model_type, form.text_model_type));
   c.weight_prefix = nested ? "model.language_model." : "model.";
   c.has_vision = nested && root.has("vision_config");
 
@@ -215,10 +185,7 @@ ModelConfig parse(const nlohmann::json& root_json, const std::filesystem::path& 
 
   read_rope(s, c);
   read_layer_types(t, c);
-  if (c.family == ModelFamily::Qwen3_5) read_linear_attention(t, c);
-  // transformers' Qwen3.5 attention always has the output gate and (1+w) norms.
-  c.attn_output_gate = c.family == ModelFamily::Qwen3_5;
-  c.norm_weight_offset = c.family == ModelFamily::Qwen3_5;
+  if (c.family->read_config) c.family->read_config(t, c);
 
   std::optional<std::string> dtype = t.opt_string("dtype");
   if (!dtype) dtype = t.opt_string("torch_dtype");
@@ -239,6 +206,7 @@ ModelConfig parse(const nlohmann::json& root_json, const std::filesystem::path& 
 } // namespace
 
 void validate_model_config(const ModelConfig& c) {
+  const ModelFamily& family = family_of(c);
   auto positive = [&](const char* key, int64_t v) {
     if (v <= 0) invalid(c, fmt::format("{} must be positive, got {}", key, v));
   };
@@ -264,9 +232,11 @@ void validate_model_config(const ModelConfig& c) {
   if (static_cast<int64_t>(c.layer_types.size()) != c.num_layers)
     invalid(c, fmt::format("layer_types has {} entries but num_hidden_layers is {}", c.layer_types.size(),
                            c.num_layers));
+  for (LayerKind k : {LayerKind::FullAttention, LayerKind::LinearAttention})
+    if (c.num_layers_of(k) > 0 && !has_kind(family, k))
+      invalid(c, fmt::format("a {} model has only {} layers", family.flat_form().model_type,
+                             kind_names(family, " and ")));
   const int64_t linear = c.num_layers_of(LayerKind::LinearAttention);
-  if (c.family == ModelFamily::Qwen3 && linear > 0)
-    invalid(c, "a qwen3 model has only full_attention layers");
   if (linear > 0) {
     positive("linear_num_key_heads", c.linear_num_key_heads);
     positive("linear_num_value_heads", c.linear_num_value_heads);

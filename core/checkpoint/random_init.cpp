@@ -6,7 +6,7 @@
 #include <numbers>
 
 #include "ninfer/checkpoint/random_checkpoint.hpp"
-#include "ninfer/hash.hpp"
+#include "ninfer/support/hash.hpp"
 
 namespace ninfer {
 namespace {

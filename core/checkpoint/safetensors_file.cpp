@@ -7,7 +7,7 @@
 #include <map>
 
 #include "mapped_file.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "safetensors_header.hpp"
 
 namespace ninfer {

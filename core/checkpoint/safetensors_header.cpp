@@ -9,7 +9,7 @@
 #include <limits>
 #include <optional>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer::checkpoint_detail {
 namespace {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <set>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer {
 

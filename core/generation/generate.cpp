@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <span>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/models/causal_lm.hpp"
 #include "ninfer/sampling/sampler.hpp"
 #include "ninfer/tokenizer/stream_decoder.hpp"

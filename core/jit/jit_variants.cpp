@@ -16,10 +16,10 @@
 #include <utility>
 
 #include "ninfer/abi/ops/linear.h"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/jit/linear_gemv.hpp"
 #include "ninfer/jit/nvrtc.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 
 namespace ninfer::jit {
 namespace {

@@ -1,5 +1,5 @@
 #include "ninfer/jit/kernel_cache.hpp"
-#include "ninfer/paths.hpp"
+#include "ninfer/support/paths.hpp"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer::jit {
 namespace fs = std::filesystem;

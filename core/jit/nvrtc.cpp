@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 #ifdef NINFER_JIT_WITH_CUDA
 #include <cuda.h>

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/jit/kernel_cache.hpp"
 #include "ninfer/jit/nvrtc.hpp"
 

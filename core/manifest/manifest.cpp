@@ -8,9 +8,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "ninfer/error.hpp"
-#include "ninfer/paths.hpp"
-#include "ninfer/yaml_schema.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/support/paths.hpp"
+#include "ninfer/support/yaml_schema.hpp"
 #include "schema_explain.hpp"
 
 namespace ninfer {

@@ -7,7 +7,7 @@
 #include <regex>
 #include <vector>
 
-#include "ninfer/yaml_schema.hpp"
+#include "ninfer/support/yaml_schema.hpp"
 
 namespace ninfer {
 namespace {

@@ -4,6 +4,19 @@
 
 namespace ninfer::models {
 
+AttentionSpec attention_spec(const ModelConfig& cfg) {
+  AttentionSpec a;
+  a.heads = static_cast<int32_t>(cfg.num_attention_heads);
+  a.kv_heads = static_cast<int32_t>(cfg.num_key_value_heads);
+  a.head_dim = static_cast<int32_t>(cfg.head_dim);
+  a.rotary_dim = static_cast<int32_t>(cfg.rotary_dim());
+  a.rope_theta = cfg.rope_theta;
+  a.eps = static_cast<float>(cfg.rms_norm_eps);
+  a.output_gate = cfg.attn_output_gate;
+  a.qk_norm = cfg.norm_weight_offset ? ops::NormScale::OnePlusW : ops::NormScale::W;
+  return a;
+}
+
 AttentionBlock::AttentionBlock(WeightLoader& w, Backend& be, const std::string& p, const AttentionSpec& spec,
                                const StepLimits& limits)
     : spec_(spec),

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "block.hpp"
+#include "ninfer/checkpoint/model_config.hpp"
 #include "weights.hpp"
 
 namespace ninfer::models {
@@ -20,6 +21,9 @@ struct AttentionSpec {
   bool output_gate = false;              // q_proj rows per head: [query | gate]
   ops::NormScale qk_norm = ops::NormScale::W;
 };
+
+// The attention layer of any family, as its config describes it.
+AttentionSpec attention_spec(const ModelConfig& cfg);
 
 class AttentionBlock final : public Mixer {
  public:

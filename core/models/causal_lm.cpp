@@ -9,14 +9,13 @@
 #include <set>
 
 #include "decoder.hpp"
+#include "model_families.hpp"
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/checkpoint/expected_tensors.hpp"
-#include "ninfer/error.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
-#include "qwen3.hpp"
-#include "qwen3_5.hpp"
 
 namespace ninfer {
 
@@ -87,8 +86,7 @@ std::unique_ptr<CausalLM> CausalLM::load(const Checkpoint& ck, Backend& be, cons
   limits.max_context = o.max_context;
   limits.kv_dtype = to_dtype(o.kv_cache);
   models::WeightLoader w(ck, be, o.weights);
-  models::DecoderParts parts = cfg.family == ModelFamily::Qwen3 ? models::build_qwen3(w, be, cfg, limits)
-                                                                 : models::build_qwen3_5(w, be, cfg, limits);
+  models::DecoderParts parts = models::decoder_builder(family_of(cfg))(w, be, cfg, limits);
   auto decoder = std::make_unique<models::Decoder>(be, std::move(parts), limits);
   decoder->set_decode_recording(o.cuda_graphs);
   spdlog::debug("{} loaded on {} ({} KV cache): {}", family_name(cfg.family), be.plugin().name(), to_string(o.kv_cache),

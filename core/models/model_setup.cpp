@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "ninfer/device.hpp"
-#include "ninfer/error.hpp"
-#include "ninfer/paths.hpp"
+#include "ninfer/devices/device.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/support/paths.hpp"
 
 namespace ninfer {
 namespace {

@@ -7,8 +7,8 @@
 #include "ninfer/abi/ops/fill_random.h"
 #include "ninfer/abi/plugin_abi.h"
 #include "ninfer/checkpoint/random_checkpoint.hpp"
-#include "ninfer/error.hpp"
-#include "ninfer/hash.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/support/hash.hpp"
 
 namespace ninfer::models {
 namespace {

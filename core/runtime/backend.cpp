@@ -8,10 +8,10 @@
 #include <string>
 #include <string_view>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/jit/jit_variants.hpp"
-#include "ninfer/plugin_host.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 
 namespace ninfer {
 namespace {

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/runtime/memory_space.hpp"
 
 #ifdef NINFER_WITH_CUDA_RUNTIME

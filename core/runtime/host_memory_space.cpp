@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "ninfer/error.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/memory_space.hpp"
 
 namespace ninfer {

@@ -6,7 +6,7 @@
 #include <limits>
 #include <numeric>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/sampling/logits_processing.hpp"
 
 namespace ninfer {

@@ -1,7 +1,7 @@
 // Repetition, presence and frequency penalties (see logits_processing.hpp for the formulas).
 #include <fmt/format.h>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/sampling/logits_processing.hpp"
 
 namespace ninfer {

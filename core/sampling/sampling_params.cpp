@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer {
 namespace {

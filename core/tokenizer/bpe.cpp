@@ -5,7 +5,7 @@
 #include <queue>
 
 #include "byte_level.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer::tokenizer_detail {
 

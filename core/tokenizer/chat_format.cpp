@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer {
 

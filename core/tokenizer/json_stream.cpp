@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer::tokenizer_detail {
 

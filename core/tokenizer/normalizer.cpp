@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <mutex>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 #if NINFER_TOKENIZER_WITH_ICU
 #include <unicode/unorm2.h>

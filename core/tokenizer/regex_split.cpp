@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <pcre2.h>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer::tokenizer_detail {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "byte_level.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "tokenizer_file.hpp"
 #include "tokenizer_impl.hpp"
 #include "utf8.hpp"

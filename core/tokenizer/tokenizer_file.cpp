@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_stream.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "regex_split.hpp"
 
 namespace ninfer::tokenizer_detail {

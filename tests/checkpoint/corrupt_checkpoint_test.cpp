@@ -4,7 +4,7 @@
 
 #include "ninfer/checkpoint/checkpoint.hpp"
 #include "ninfer/checkpoint/expected_tensors.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "raw_safetensors.hpp"
 #include "test_support.hpp"
 

@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "demo_checkpoint.hpp"
-#include "ninfer/device.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/devices/device.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 #include "process.hpp"
 #include "test_support.hpp"
 

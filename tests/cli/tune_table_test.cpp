@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "matrix_choice.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 #include "test_support.hpp"
 #include "tune_report.hpp"
 #include "tuner.hpp"

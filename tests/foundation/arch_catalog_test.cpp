@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "described_cards.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace fs = std::filesystem;
 using namespace ninfer;

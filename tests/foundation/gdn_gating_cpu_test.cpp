@@ -5,8 +5,8 @@
 
 #include "described_cards.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
-#include "ninfer/device.hpp"
-#include "ninfer/planner.hpp"
+#include "ninfer/devices/device.hpp"
+#include "ninfer/planning/planner.hpp"
 
 using namespace ninfer;
 using namespace ninfer::test;

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "described_cards.hpp"
-#include "ninfer/occupancy.hpp"
+#include "ninfer/planning/occupancy.hpp"
 #include "residency_oracle.hpp"
 
 using namespace ninfer;

@@ -6,11 +6,11 @@
 #include "described_cards.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/abi/ops/linear.h"
-#include "ninfer/device.hpp"
-#include "ninfer/error.hpp"
-#include "ninfer/op_catalog.hpp"
-#include "ninfer/planner.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/devices/device.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/planning/op_catalog.hpp"
+#include "ninfer/planning/planner.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 #include "residency_oracle.hpp"
 
 using namespace ninfer;

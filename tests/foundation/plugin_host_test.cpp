@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include "described_cards.hpp"
-#include "ninfer/device.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/devices/device.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace fs = std::filesystem;
 using namespace ninfer;

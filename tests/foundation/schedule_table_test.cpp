@@ -11,10 +11,10 @@
 #include "described_cards.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/abi/ops/linear.h"
-#include "ninfer/error.hpp"
-#include "ninfer/occupancy.hpp"
-#include "ninfer/planner.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/planning/occupancy.hpp"
+#include "ninfer/planning/planner.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 
 namespace fs = std::filesystem;
 using namespace ninfer;

@@ -11,10 +11,10 @@
 #include "described_cards.hpp"
 #include "gpu_env.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
-#include "ninfer/device.hpp"
-#include "ninfer/occupancy.hpp"
-#include "ninfer/planner.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/devices/device.hpp"
+#include "ninfer/planning/occupancy.hpp"
+#include "ninfer/planning/planner.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 
 using namespace ninfer;
 using namespace ninfer::test;

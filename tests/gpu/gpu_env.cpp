@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "described_cards.hpp"
-#include "ninfer/device.hpp"
+#include "ninfer/devices/device.hpp"
 
 namespace ninfer::test {
 

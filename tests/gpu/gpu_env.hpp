@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ninfer/abi/device_info.h"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 
 namespace ninfer::test {
 

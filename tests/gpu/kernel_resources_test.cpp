@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "gpu_env.hpp"
-#include "ninfer/occupancy.hpp"
-#include "ninfer/op_catalog.hpp"
+#include "ninfer/planning/occupancy.hpp"
+#include "ninfer/planning/op_catalog.hpp"
 
 using namespace ninfer;
 using namespace ninfer::test;

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "described_cards.hpp"
-#include "ninfer/device.hpp"
+#include "ninfer/devices/device.hpp"
 
 using namespace ninfer;
 using namespace ninfer::test;

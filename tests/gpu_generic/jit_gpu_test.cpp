@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <random>
 
-#include "ninfer/device.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/devices/device.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/jit/nvrtc.hpp"
 #include "test_support.hpp"
 

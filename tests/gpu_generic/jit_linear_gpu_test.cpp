@@ -20,13 +20,13 @@
 #include <span>
 
 #include "ninfer/abi/ops/linear.h"
-#include "ninfer/device.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/devices/device.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/jit/linear_gemv.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;

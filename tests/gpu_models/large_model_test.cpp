@@ -32,7 +32,7 @@
 
 #include "model_test_env.hpp"
 #include "ninfer/checkpoint/random_checkpoint.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 
 namespace fs = std::filesystem;
 using namespace ninfer;
@@ -50,8 +50,11 @@ constexpr double kFormatMargin = 1.25;
 constexpr double kRowRelL2F32Activations = 1e-3;
 constexpr int64_t kPrompt = 2000, kDecode = 200;
 
-ModelConfig large_config(ModelFamily family) {
-  ModelConfig c = random_checkpoint_config(family == ModelFamily::Qwen3 ? "qwen3-cpu-small" : "qwen3_5-cpu-small");
+// The two families this test covers, by their random presets.
+enum class Family { Qwen3, Qwen3_5 };
+
+ModelConfig large_config(Family family) {
+  ModelConfig c = random_checkpoint_config(family == Family::Qwen3 ? "qwen3-cpu-small" : "qwen3_5-cpu-small");
   c.num_layers = 24;
   c.hidden_size = 2048;
   c.intermediate_size = 6144;
@@ -62,9 +65,9 @@ ModelConfig large_config(ModelFamily family) {
   c.tie_word_embeddings = false;
   c.layer_types.clear();
   for (int i = 0; i < c.num_layers; ++i)
-    c.layer_types.push_back(family == ModelFamily::Qwen3 || (i + 1) % 4 == 0 ? LayerKind::FullAttention
+    c.layer_types.push_back(family == Family::Qwen3 || (i + 1) % 4 == 0 ? LayerKind::FullAttention
                                                                              : LayerKind::LinearAttention);
-  if (family == ModelFamily::Qwen3_5) {
+  if (family == Family::Qwen3_5) {
     c.linear_num_key_heads = 16;
     c.linear_num_value_heads = 32;
     c.linear_key_head_dim = 128;
@@ -73,14 +76,14 @@ ModelConfig large_config(ModelFamily family) {
   return c;
 }
 
-class LargeModel : public testing::TestWithParam<ModelFamily> {};
+class LargeModel : public testing::TestWithParam<Family> {};
 
 } // namespace
 
 TEST_P(LargeModel, CpuAndGpuLogitsAgreeOverLongPromptAndDecode) {
   NINFER_FIXTURE_BACKEND(gpu);
   const fs::path dir = fs::temp_directory_path() /
-                       fmt::format("ninfer-large-{}-{}", GetParam() == ModelFamily::Qwen3 ? "qwen3" : "qwen3_5", ::getpid());
+                       fmt::format("ninfer-large-{}-{}", GetParam() == Family::Qwen3 ? "qwen3" : "qwen3_5", ::getpid());
   RandomCheckpointOptions opt;
   opt.preset = "large";
   opt.seed = 11;
@@ -179,7 +182,7 @@ TEST_P(LargeModel, CpuAndGpuLogitsAgreeOverLongPromptAndDecode) {
   fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, LargeModel, testing::Values(ModelFamily::Qwen3, ModelFamily::Qwen3_5),
-                         [](const testing::TestParamInfo<ModelFamily>& p) {
-                           return std::string(p.param == ModelFamily::Qwen3 ? "Qwen3" : "Qwen3_5");
+INSTANTIATE_TEST_SUITE_P(Families, LargeModel, testing::Values(Family::Qwen3, Family::Qwen3_5),
+                         [](const testing::TestParamInfo<Family>& p) {
+                           return std::string(p.param == Family::Qwen3 ? "Qwen3" : "Qwen3_5");
                          });

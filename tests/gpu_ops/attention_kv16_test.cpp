@@ -24,8 +24,8 @@
 #include "op_routes.hpp"
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/kv_append.h"
-#include "ninfer/arch_catalog.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/devices/arch_catalog.hpp"
+#include "ninfer/support/error.hpp"
 
 using namespace ninfer;
 using namespace ninfer::test;

@@ -19,9 +19,9 @@
 #include "gpu_op_env.hpp"
 #include "op_routes.hpp"
 #include "ninfer/abi/ops/attention.h"
-#include "ninfer/arch_catalog.hpp"
-#include "ninfer/error.hpp"
-#include "ninfer/occupancy.hpp"
+#include "ninfer/devices/arch_catalog.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/planning/occupancy.hpp"
 
 using namespace ninfer;
 using namespace ninfer::test;

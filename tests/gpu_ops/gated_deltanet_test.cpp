@@ -22,10 +22,10 @@
 #include "gpu_op_env.hpp"
 #include "ninfer/abi/ops/causal_conv1d.h"
 #include "ninfer/abi/ops/gated_delta_rule.h"
-#include "ninfer/arch_catalog.hpp"
-#include "ninfer/error.hpp"
-#include "ninfer/occupancy.hpp"
-#include "ninfer/planner.hpp"
+#include "ninfer/devices/arch_catalog.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/planning/occupancy.hpp"
+#include "ninfer/planning/planner.hpp"
 
 using namespace ninfer;
 using namespace ninfer::test;

@@ -26,11 +26,11 @@
 #include "gpu_op_env.hpp"
 #include "ninfer/abi/ops/conv_l2_norm.h"
 #include "ninfer/abi/ops/gated_delta_step.h"
-#include "ninfer/arch_catalog.hpp"
-#include "ninfer/error.hpp"
-#include "ninfer/planner.hpp"
-#include "ninfer/plugin_host.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/devices/arch_catalog.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/planning/planner.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 #include "op_routes.hpp"
 
 using namespace ninfer;

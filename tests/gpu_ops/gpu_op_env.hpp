@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "ninfer/device.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/devices/device.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
 #include "test_support.hpp"
 

@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "ninfer/abi/ops/linear.h"
-#include "ninfer/device.hpp"
-#include "ninfer/paths.hpp"
-#include "ninfer/planner.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/devices/device.hpp"
+#include "ninfer/support/paths.hpp"
+#include "ninfer/planning/planner.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
 
 namespace {

@@ -24,7 +24,7 @@
 
 #include "gpu_op_env.hpp"
 #include "ninfer/abi/ops/linear.h"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 #include "op_routes.hpp"
 
 using namespace ninfer;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gpu_op_env.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer::test {
 

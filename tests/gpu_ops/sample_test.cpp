@@ -9,7 +9,7 @@
 
 #include "ninfer/abi/ops/argmax.h"
 #include "ninfer/abi/ops/sample.h"
-#include "ninfer/planner.hpp"
+#include "ninfer/planning/planner.hpp"
 #include "gpu_op_env.hpp"
 #include "op_routes.hpp"
 

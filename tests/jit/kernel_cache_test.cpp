@@ -12,7 +12,7 @@
 #include <random>
 #include <thread>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/jit/kernel_cache.hpp"
 #include "ninfer/jit/nvrtc.hpp"
 #include "nvrtc_test_env.hpp"

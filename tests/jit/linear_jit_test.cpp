@@ -7,16 +7,16 @@
 #include <set>
 
 #include "ninfer/abi/ops/linear.h"
-#include "ninfer/arch_catalog.hpp"
-#include "ninfer/device.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/devices/arch_catalog.hpp"
+#include "ninfer/devices/device.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/jit/linear_gemv.hpp"
 #include "ninfer/jit/nvrtc.hpp"
 #include "nvrtc_test_env.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 #include "test_support.hpp"
 
 using namespace ninfer;

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/jit/nvrtc.hpp"
 
 namespace ninfer::test {

@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/manifest/manifest.hpp"
 
 namespace ninfer::test {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "model_test_env.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 using namespace ninfer;
 using namespace ninfer::test;

@@ -13,10 +13,10 @@
 
 #include "ninfer/checkpoint/checkpoint.hpp"
 #include "ninfer/checkpoint/safetensors_file.hpp"
-#include "ninfer/device.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/devices/device.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/models/causal_lm.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
 #include "test_support.hpp"
 

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "model_test_env.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/generation/generate.hpp"
 
 using namespace ninfer;

@@ -7,7 +7,7 @@
 
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/kv_append.h"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "op_test_env.hpp"
 
 using namespace ninfer;

@@ -2,7 +2,7 @@
 
 #include "ninfer/abi/ops/gated_delta_rule.h"
 #include "ninfer/abi/ops/linear.h"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "op_test_env.hpp"
 
 using namespace ninfer;

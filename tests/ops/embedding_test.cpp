@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "ninfer/abi/ops/embedding.h"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "op_test_env.hpp"
 
 using namespace ninfer;

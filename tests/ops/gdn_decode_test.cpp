@@ -9,7 +9,7 @@
 
 #include "ninfer/abi/ops/conv_l2_norm.h"
 #include "ninfer/abi/ops/gated_delta_step.h"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "op_test_env.hpp"
 
 using namespace ninfer;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ninfer/abi/ops/head_norm_rope_append_attention.h"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "attention_layer_case.hpp"
 #include "op_test_env.hpp"
 

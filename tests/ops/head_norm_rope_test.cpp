@@ -6,7 +6,7 @@
 #include "ninfer/abi/ops/head_norm_rope_append.h"
 #include "ninfer/abi/ops/rms_norm.h"
 #include "ninfer/abi/ops/rope.h"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "op_test_env.hpp"
 
 using namespace ninfer;

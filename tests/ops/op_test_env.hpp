@@ -11,8 +11,8 @@
 
 #include "ninfer/abi/ops/token_batch.h"
 #include "ninfer/abi/plugin_abi.h"
-#include "ninfer/device.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/devices/device.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
 #include "test_support.hpp"
 

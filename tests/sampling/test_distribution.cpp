@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/sampling/sampler.hpp"
 #include "sampling_oracle.hpp"
 #include "test_support.hpp"

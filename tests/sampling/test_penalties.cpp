@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/sampling/logits_processing.hpp"
 #include "test_support.hpp"
 

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/sampling/sampler.hpp"
 #include "test_support.hpp"
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "ninfer/arch_catalog.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/devices/arch_catalog.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 #include "test_support.hpp"
 
 namespace ninfer::test {

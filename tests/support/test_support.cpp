@@ -1,7 +1,7 @@
 #include "test_support.hpp"
 
-#include "ninfer/paths.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/support/paths.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 
 #include <fmt/format.h>
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/tokenizer/chat_format.hpp"
 #include "qwen3_tokenizer.hpp"
 #include "test_support.hpp"

@@ -2,7 +2,7 @@
 // into parts that are tokenised independently.
 #include <gtest/gtest.h>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/tokenizer/chat_format.hpp"
 #include "ninfer/tokenizer/tokenizer.hpp"
 #include "qwen3_tokenizer.hpp"

@@ -5,7 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/tokenizer/stream_decoder.hpp"
 #include "ninfer/tokenizer/tokenizer.hpp"
 #include "qwen3_tokenizer.hpp"

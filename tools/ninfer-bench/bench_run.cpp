@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <random>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer::tools {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ninfer/abi/ops/linear.h"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "rooflines.hpp"
 
 #ifdef NINFER_BENCH_CUDA

@@ -12,8 +12,8 @@
 #include "bench_run.hpp"
 #include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/checkpoint/shape_presets.hpp"
-#include "ninfer/error.hpp"
-#include "ninfer/log.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/support/log.hpp"
 #include "ninfer/models/model_setup.hpp"
 
 namespace {

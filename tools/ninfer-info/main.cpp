@@ -8,16 +8,16 @@
 #include <utility>
 #include <vector>
 
-#include "ninfer/arch_catalog.hpp"
-#include "ninfer/device.hpp"
+#include "ninfer/devices/arch_catalog.hpp"
+#include "ninfer/devices/device.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
-#include "ninfer/error.hpp"
-#include "ninfer/log.hpp"
-#include "ninfer/op_catalog.hpp"
-#include "ninfer/paths.hpp"
-#include "ninfer/planner.hpp"
-#include "ninfer/plugin_host.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/support/log.hpp"
+#include "ninfer/planning/op_catalog.hpp"
+#include "ninfer/support/paths.hpp"
+#include "ninfer/planning/planner.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 #include "plan_report.hpp"
 
 namespace {

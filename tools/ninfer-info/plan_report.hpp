@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "ninfer/planner.hpp"
+#include "ninfer/planning/planner.hpp"
 
 namespace ninfer::tools {
 

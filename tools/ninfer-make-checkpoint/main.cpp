@@ -8,8 +8,8 @@
 
 #include "ninfer/checkpoint/random_checkpoint.hpp"
 #include "ninfer/checkpoint/shape_presets.hpp"
-#include "ninfer/error.hpp"
-#include "ninfer/log.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/support/log.hpp"
 
 namespace {
 

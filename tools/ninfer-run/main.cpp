@@ -9,9 +9,9 @@
 #include <cstdio>
 #include <iostream>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/generation/generate.hpp"
-#include "ninfer/log.hpp"
+#include "ninfer/support/log.hpp"
 #include "ninfer/manifest/manifest.hpp"
 #include "ninfer/models/causal_lm.hpp"
 #include "ninfer/models/model_setup.hpp"

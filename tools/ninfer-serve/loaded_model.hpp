@@ -8,7 +8,7 @@
 
 #include "ninfer/manifest/manifest.hpp"
 #include "ninfer/models/causal_lm.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
 #include "ninfer/tokenizer/tokenizer.hpp"
 #include "serve_options.hpp"

@@ -15,8 +15,8 @@
 #include "metrics.hpp"
 #include "request_log.hpp"
 #include "loaded_model.hpp"
-#include "ninfer/error.hpp"
-#include "ninfer/log.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/support/log.hpp"
 #include "ninfer/serving/engine.hpp"
 #include "serve_options.hpp"
 

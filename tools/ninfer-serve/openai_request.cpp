@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "api_error.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/tokenizer/chat_format.hpp"
 
 namespace ninfer::tools {

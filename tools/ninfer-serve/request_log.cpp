@@ -5,7 +5,7 @@
 
 #include <chrono>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer::tools {
 namespace {

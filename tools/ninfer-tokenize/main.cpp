@@ -11,8 +11,8 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "ninfer/error.hpp"
-#include "ninfer/log.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/support/log.hpp"
 #include "ninfer/tokenizer/chat_format.hpp"
 #include "ninfer/tokenizer/tokenizer.hpp"
 

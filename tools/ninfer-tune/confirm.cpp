@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <random>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/models/causal_lm.hpp"
 #include "ninfer/runtime/backend.hpp"
 #include "tune_report.hpp"

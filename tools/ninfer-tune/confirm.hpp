@@ -5,8 +5,8 @@
 #pragma once
 
 #include "ninfer/checkpoint/checkpoint.hpp"
-#include "ninfer/plugin_host.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 #include "tuner.hpp"
 
 namespace ninfer::tools {

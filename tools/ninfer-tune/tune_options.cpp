@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer::tools {
 

@@ -2,7 +2,7 @@
 // (op, bucket, built-in choice, tuned choice, speed-up, excluded variants) as text or JSON.
 #pragma once
 
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 #include "tuner.hpp"
 
 namespace ninfer::tools {

@@ -10,9 +10,9 @@
 #include <set>
 #include <string_view>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/jit/jit_variants.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 #include "op_cases.hpp"
 
 namespace ninfer::tools {

@@ -2,6 +2,8 @@
 // Qwen3_5ForCausalLM) and nested multimodal (Qwen3_5ForConditionalGeneration: text_config /
 // vision_config) forms, rope_theta at top level or in rope_parameters, partial rotary factor,
 // per-layer types, tied embeddings. docs/checkpoints.md lists every key, its default and why.
+// Which model_types are accepted, and each family's own keys, come from the registered model
+// families (ninfer/checkpoint/model_family.hpp).
 #pragma once
 
 #include <cstdint>
@@ -12,14 +14,14 @@
 
 namespace ninfer {
 
-enum class ModelFamily { Qwen3, Qwen3_5 };
+struct ModelFamily;
 enum class LayerKind { FullAttention, LinearAttention };
 
-const char* family_name(ModelFamily f);   // "Qwen3", "Qwen3.5"
+const char* family_name(const ModelFamily* f); // "Qwen3", "Qwen3.5"; "?" for none
 const char* layer_kind_name(LayerKind k); // "full_attention", "linear_attention"
 
 struct ModelConfig {
-  ModelFamily family = ModelFamily::Qwen3;
+  const ModelFamily* family = nullptr; // a registered family (ninfer/checkpoint/model_family.hpp)
   std::string model_type;   // text model_type: "qwen3", "qwen3_5_text"
   std::string architecture; // architectures[0]
   std::string weight_prefix; // "model." or "model.language_model."
@@ -72,7 +74,7 @@ struct ModelConfig {
   int64_t num_layers_of(LayerKind k) const;
 };
 
-// The model_type values load_model_config accepts, for messages and docs.
+// The model_type values load_model_config accepts (every registered family's forms).
 const std::vector<std::string>& supported_model_types();
 
 // Reads DIR/config.json (and generation_config.json when present). Throws ninfer::Error

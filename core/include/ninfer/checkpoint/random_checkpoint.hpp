@@ -1,4 +1,4 @@
-// Random-weight checkpoints: small presets of real model families (with the real Qwen3
+// Random-weight checkpoints: small presets of the registered model families (with the real Qwen3
 // vocabulary, so the real tokenizer drives them) whose weights are drawn from a seeded,
 // deterministic initialisation. They let the runtime run end to end on a fresh machine with
 // nothing downloaded; their output is meaningless and every tool says so.
@@ -20,10 +20,16 @@ struct RandomPreset {
   std::string name;
   std::string description;
 };
+// Every registered family's random presets (ninfer/checkpoint/model_family.hpp).
 const std::vector<RandomPreset>& random_checkpoint_presets();
 
 // The preset's config, with the Qwen3 tokenizer's special-token ids. Throws listing the presets.
 ModelConfig random_checkpoint_config(const std::string& preset);
+
+// What every random preset starts from: `family` (its flat form), CPU-sized widths (hidden 256,
+// 4/2 heads of 64, MLP 768), tied embeddings, and the vocabulary and special tokens of the Qwen3
+// tokenizer the checkpoint ships with. A family's preset sets its layers and own keys.
+ModelConfig random_preset_base(const ModelFamily& family);
 
 // config.json text (flat Hugging Face form) for a config; marks it "ninfer_random_weights"
 // when `random_weights` is set.

@@ -22,11 +22,11 @@
 #include <utility>
 #include <vector>
 
-#include "ninfer/hash.hpp"
+#include "ninfer/support/hash.hpp"
 
 namespace ninfer::jit {
 
-// The core's FNV-1a (ninfer/hash.hpp), for the cache keys and payload checksums.
+// The core's FNV-1a (ninfer/support/hash.hpp), for the cache keys and payload checksums.
 using ninfer::fnv1a64;
 using ninfer::kFnvOffset;
 using ninfer::kFnvPrime;

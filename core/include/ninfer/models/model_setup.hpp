@@ -12,7 +12,7 @@
 #include "ninfer/checkpoint/checkpoint.hpp"
 #include "ninfer/manifest/manifest.hpp"
 #include "ninfer/models/causal_lm.hpp"
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
 #include "ninfer/tokenizer/tokenizer.hpp"
 

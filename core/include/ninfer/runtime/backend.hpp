@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "ninfer/abi/plugin_abi.h"
-#include "ninfer/planner.hpp"
+#include "ninfer/planning/planner.hpp"
 #include "ninfer/runtime/device_buffer.hpp"
 #include "ninfer/runtime/memory_space.hpp"
 

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/generation/generate.hpp"
 #include "ninfer/serving/reply_text.hpp"
 #include "ninfer/serving/request_handle.hpp"

@@ -1,6 +1,6 @@
-#include "ninfer/device.hpp"
+#include "ninfer/devices/device.hpp"
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 #include <fmt/format.h>
 

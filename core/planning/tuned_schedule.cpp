@@ -9,11 +9,11 @@
 #include <cstdio>
 #include <fstream>
 
-#include "ninfer/device.hpp"
-#include "ninfer/error.hpp"
-#include "ninfer/paths.hpp"
-#include "ninfer/plugin_host.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/devices/device.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/support/paths.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 
 namespace ninfer {
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "ninfer/log.hpp"
+#include "ninfer/support/log.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>

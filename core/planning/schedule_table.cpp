@@ -1,15 +1,15 @@
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/jit/jit_variants.hpp"
-#include "ninfer/occupancy.hpp"
-#include "ninfer/op_catalog.hpp"
-#include "ninfer/paths.hpp"
-#include "ninfer/plugin_host.hpp"
-#include "ninfer/yaml_schema.hpp"
+#include "ninfer/planning/occupancy.hpp"
+#include "ninfer/planning/op_catalog.hpp"
+#include "ninfer/support/paths.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
+#include "ninfer/support/yaml_schema.hpp"
 
 namespace ninfer {
 

@@ -1,4 +1,4 @@
-#include "ninfer/plugin_host.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 
 #define BOOST_DLL_USE_STD_FS
 #include <boost/dll/shared_library.hpp>
@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <set>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/jit/plugin_compiler.hpp"
 

@@ -1,4 +1,4 @@
-#include "ninfer/yaml_schema.hpp"
+#include "ninfer/support/yaml_schema.hpp"
 
 #include <fmt/format.h>
 #include <valijson/adapters/nlohmann_json_adapter.hpp>
@@ -15,7 +15,7 @@
 #include <regex>
 #include <sstream>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer {
 namespace {

@@ -1,4 +1,4 @@
-#include "ninfer/op_catalog.hpp"
+#include "ninfer/planning/op_catalog.hpp"
 
 #include <fmt/format.h>
 
@@ -25,7 +25,7 @@
 #include "ninfer/abi/ops/sigmoid_gate.h"
 #include "ninfer/abi/ops/silu_mul.h"
 #include "ninfer/abi/plugin_abi.h"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer {
 

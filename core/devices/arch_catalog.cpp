@@ -1,4 +1,4 @@
-#include "ninfer/arch_catalog.hpp"
+#include "ninfer/devices/arch_catalog.hpp"
 
 #include <fmt/format.h>
 
@@ -6,9 +6,9 @@
 #include <cctype>
 #include <cstring>
 
-#include "ninfer/error.hpp"
-#include "ninfer/paths.hpp"
-#include "ninfer/yaml_schema.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/support/paths.hpp"
+#include "ninfer/support/yaml_schema.hpp"
 
 namespace ninfer {
 namespace {

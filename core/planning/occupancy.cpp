@@ -1,4 +1,4 @@
-#include "ninfer/occupancy.hpp"
+#include "ninfer/planning/occupancy.hpp"
 
 #include <cuda_occupancy.h>
 #include <fmt/format.h>

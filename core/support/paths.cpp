@@ -1,4 +1,4 @@
-#include "ninfer/paths.hpp"
+#include "ninfer/support/paths.hpp"
 
 #include <dlfcn.h>
 

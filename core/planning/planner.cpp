@@ -1,4 +1,4 @@
-#include "ninfer/planner.hpp"
+#include "ninfer/planning/planner.hpp"
 
 #include <fmt/format.h>
 
@@ -6,11 +6,11 @@
 #include <limits>
 #include <optional>
 
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 #include "ninfer/jit/jit_variants.hpp"
-#include "ninfer/occupancy.hpp"
-#include "ninfer/plugin_host.hpp"
-#include "ninfer/schedule_table.hpp"
+#include "ninfer/planning/occupancy.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 
 namespace ninfer {
 namespace {

@@ -1,5 +1,7 @@
 // Typed access to one JSON object of a checkpoint file (config.json, its text_config, ...)
-// whose errors name the file and the full key path, so a user can find the line to fix.
+// whose errors name the file and the full key path, so a user can find the line to fix. The
+// config reader and each model family's own config keys (ninfer/checkpoint/model_family.hpp)
+// read through it.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace ninfer::checkpoint_detail {
+namespace ninfer {
 
 // Reads and parses a JSON file; throws ninfer::Error naming the file on I/O or syntax errors.
 nlohmann::json read_json_file(const std::filesystem::path& file);
@@ -44,4 +46,4 @@ class JsonFields {
   std::string path_;
 };
 
-} // namespace ninfer::checkpoint_detail
+} // namespace ninfer

@@ -1,14 +1,14 @@
-#include "qwen3_5.hpp"
+// The Qwen3.5 decoder: a Gated DeltaNet or attention block per layer (layer_types), each with an MLP.
+#include "family.hpp"
 
-#include "attention_block.hpp"
-#include "common_parts.hpp"
-#include "gated_deltanet_block.hpp"
+#include "../attention_block.hpp"
+#include "../common_parts.hpp"
+#include "../gated_deltanet_block.hpp"
 #include "ninfer/checkpoint/expected_tensors.hpp"
-#include "qwen3.hpp"
 
-namespace ninfer::models {
+namespace ninfer::models::qwen3_5 {
 
-DecoderParts build_qwen3_5(WeightLoader& w, Backend& be, const ModelConfig& cfg, const StepLimits& limits) {
+DecoderParts build_decoder(WeightLoader& w, Backend& be, const ModelConfig& cfg, const StepLimits& limits) {
   DecoderParts parts = load_top_level(w, cfg);
   const AttentionSpec attn = attention_spec(cfg);
   GatedDeltaNetSpec gdn;
@@ -30,4 +30,4 @@ DecoderParts build_qwen3_5(WeightLoader& w, Backend& be, const ModelConfig& cfg,
   return parts;
 }
 
-} // namespace ninfer::models
+} // namespace ninfer::models::qwen3_5
