@@ -22,6 +22,7 @@
 #include "ninfer/abi/ops/rope.h"
 #include "ninfer/abi/ops/sigmoid_gate.h"
 #include "ninfer/abi/ops/silu_mul.h"
+#include "ninfer/runtime/unfused_forms.hpp"
 
 namespace ninfer::models::ops {
 namespace {
@@ -30,7 +31,7 @@ int32_t i32(int64_t v) { return static_cast<int32_t>(v); }
 
 ninfer_shape shape(int64_t tokens, int64_t d0, int64_t d1 = 0, int64_t d2 = 0, int64_t d3 = 0,
                    int32_t dtype = NINFER_DTYPE_F32) {
-  return {tokens, {d0, d1, d2, d3}, dtype};
+  return {tokens, {d0, d1, d2, d3}, dtype, 0};
 }
 
 } // namespace
@@ -65,32 +66,24 @@ void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool a
 
 void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Matrix& w, bool gated, Rows y, Rows proj,
                  bool keep_normed) {
-  const ninfer_shape sh = shape(tokens, w.cols, w.rows, gated ? 1 : 0, 0, w.dtype);
-  if (be.has_variant(NINFER_OP_NORM_LINEAR, sh)) {
-    ninfer_norm_linear_args a{};
-    a.x = in.x.p;
-    a.x_row_stride = in.x.stride;
-    a.norm_w = in.w->data();
-    a.eps = in.eps;
-    a.norm_offset = in.scale == NormScale::OnePlusW ? 1 : 0;
-    a.w = w.buf.data();
-    a.w_dtype = w.dtype;
-    a.y = y.p;
-    a.y_row_stride = y.stride;
-    a.normed = keep_normed ? in.normed.p : nullptr;
-    a.normed_row_stride = in.normed.stride;
-    a.tokens = tokens;
-    a.in_features = i32(w.cols);
-    a.out_features = i32(w.rows);
-    a.gated = gated ? 1 : 0;
-    be.run(NINFER_OP_NORM_LINEAR, sh, &a);
-    return;
-  }
-  rms_norm(be, tokens, in.x, nullptr, *in.w, in.scale, in.eps, in.normed);
-  if (!gated) return linear(be, tokens, in.normed, w, y);
-  linear(be, tokens, in.normed, w, proj);
-  const int64_t half = w.rows / 2;
-  silu_mul(be, tokens, proj, proj.at(half), i32(half), y);
+  ninfer_norm_linear_args a{};
+  a.x = in.x.p;
+  a.x_row_stride = in.x.stride;
+  a.norm_w = in.w->data();
+  a.eps = in.eps;
+  a.norm_offset = in.scale == NormScale::OnePlusW ? 1 : 0;
+  a.w = w.buf.data();
+  a.w_dtype = w.dtype;
+  a.y = y.p;
+  a.y_row_stride = y.stride;
+  a.normed = keep_normed ? in.normed.p : nullptr;
+  a.normed_row_stride = in.normed.stride;
+  a.tokens = tokens;
+  a.in_features = i32(w.cols);
+  a.out_features = i32(w.rows);
+  a.gated = gated ? 1 : 0;
+  const NormLinearUnfused unfused{in.normed.p, in.normed.stride, proj.p, proj.stride};
+  be.run(NINFER_OP_NORM_LINEAR, shape(tokens, w.cols, w.rows, gated ? 1 : 0, 0, w.dtype), &a, &unfused);
 }
 
 void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids, float* logprob) {
@@ -123,54 +116,30 @@ ninfer_head_norm_rope_args head_norm_rope_args(const Step& s, HeadRows q, const 
 
 void head_norm_rope(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
                     NormScale scale, float eps, int32_t rotary_dim, double theta) {
-  const int32_t head_dim = i32(q_w.size);
-  const ninfer_shape sh = shape(s.tokens, head_dim, q.heads, k.heads, rotary_dim);
-  if (be.has_variant(NINFER_OP_HEAD_NORM_ROPE, sh)) {
-    const ninfer_head_norm_rope_args a = head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta);
-    be.run(NINFER_OP_HEAD_NORM_ROPE, sh, &a);
-    return;
-  }
-  head_rms_norm(be, s.tokens, q.rows, q.head_stride, q.heads, q_w, scale, eps);
-  head_rms_norm(be, s.tokens, k.rows, k.head_stride, k.heads, k_w, scale, eps);
-  const bool k_follows_q = k.rows.stride == q.rows.stride && k.head_stride == q.head_stride &&
-                           k.rows.p == q.rows.p + q.heads * q.head_stride;
-  if (k_follows_q) { // q and k heads back to back with one stride: one launch rotates both
-    rope(be, s, q.rows, q.head_stride, q.heads + k.heads, head_dim, rotary_dim, theta);
-  } else {
-    rope(be, s, q.rows, q.head_stride, q.heads, head_dim, rotary_dim, theta);
-    rope(be, s, k.rows, k.head_stride, k.heads, head_dim, rotary_dim, theta);
-  }
+  const ninfer_head_norm_rope_args a = head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta);
+  be.run(NINFER_OP_HEAD_NORM_ROPE, shape(s.tokens, q_w.size, q.heads, k.heads, rotary_dim), &a);
 }
 
 void head_norm_rope_append(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
                            Rows v, const ninfer_kv_cache& cache, NormScale scale, float eps, int32_t rotary_dim,
                            double theta) {
-  const ninfer_shape sh = shape(s.tokens, q_w.size, q.heads, k.heads, rotary_dim, cache.dtype);
-  if (be.has_variant(NINFER_OP_HEAD_NORM_ROPE_APPEND, sh)) {
-    const ninfer_head_norm_rope_append_args a{head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta),
-                                              {k.rows.p, k.rows.stride, v.p, v.stride, cache, s.batch, s.tokens}};
-    be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND, sh, &a);
-    return;
-  }
-  head_norm_rope(be, s, q, q_w, k, k_w, scale, eps, rotary_dim, theta);
-  kv_append(be, s, k.rows, v, cache);
+  const ninfer_head_norm_rope_append_args a{head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta),
+                                            {k.rows.p, k.rows.stride, v.p, v.stride, cache, s.batch, s.tokens}};
+  be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND, shape(s.tokens, q_w.size, q.heads, k.heads, rotary_dim, cache.dtype), &a);
 }
 
 void head_norm_rope_append_attention(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k,
                                      const Vector& k_w, Rows v, const ninfer_kv_cache& cache, NormScale scale,
                                      float eps, int32_t rotary_dim, double theta, Rows out) {
-  const ninfer_shape sh = shape(s.tokens, cache.head_dim, q.heads, cache.kv_heads, s.kv_len, cache.dtype);
-  if (s.max_seq_tokens == 1 && be.has_variant(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, sh)) {
-    const ninfer_head_norm_rope_append_attention_args a{
-        {head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta),
-         {k.rows.p, k.rows.stride, v.p, v.stride, cache, s.batch, s.tokens}},
-        {q.rows.p, q.rows.stride, q.head_stride, cache, s.batch, out.p, out.stride, s.tokens, q.heads,
-         1.0f / std::sqrt(static_cast<float>(cache.head_dim))}};
-    be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, sh, &a);
-    return;
-  }
-  head_norm_rope_append(be, s, q, q_w, k, k_w, v, cache, scale, eps, rotary_dim, theta);
-  attention(be, s, q.rows, q.head_stride, q.heads, cache, out);
+  const ninfer_head_norm_rope_append_attention_args a{
+      {head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta),
+       {k.rows.p, k.rows.stride, v.p, v.stride, cache, s.batch, s.tokens}},
+      {q.rows.p, q.rows.stride, q.head_stride, cache, s.batch, out.p, out.stride, s.tokens, q.heads,
+       1.0f / std::sqrt(static_cast<float>(cache.head_dim))}};
+  // The op takes one token per sequence: the shape says how many this call has.
+  ninfer_shape sh = shape(s.tokens, cache.head_dim, q.heads, cache.kv_heads, s.kv_len, cache.dtype);
+  sh.max_seq_tokens = s.max_seq_tokens;
+  be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, sh, &a);
 }
 
 void kv_append(Backend& be, const Step& s, Rows k, Rows v, const ninfer_kv_cache& cache) {
@@ -217,27 +186,25 @@ void l2_norm(Backend& be, int64_t tokens, Rows x, int32_t heads, int32_t dim, fl
 
 void conv_l2_norm(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
                   float* state, Rows out, int32_t norm_heads, int32_t norm_dim, float eps) {
-  const ninfer_shape sh = shape(s.tokens, channels, kernel, s.max_seq_tokens, norm_dim);
-  if (!be.has_variant(NINFER_OP_CONV_L2_NORM, sh)) {
-    causal_conv1d(be, s, x, weight, channels, kernel, state, out);
-    return l2_norm(be, s.tokens, out, norm_heads, norm_dim, eps);
-  }
   ninfer_conv_l2_norm_args a{};
   a.conv = {x.p, x.stride, weight.data(), state, out.p, out.stride, s.batch, s.tokens, channels, kernel};
   a.norm_heads = norm_heads;
   a.norm_dim = norm_dim;
   a.eps = eps;
-  be.run(NINFER_OP_CONV_L2_NORM, sh, &a);
+  be.run(NINFER_OP_CONV_L2_NORM, shape(s.tokens, channels, kernel, s.max_seq_tokens, norm_dim), &a);
 }
 
 namespace {
+// The op takes one token per sequence: the shape says how many this call has.
 ninfer_shape step_shape(const Step& s, const GdnDims& d) {
-  return shape(s.tokens, d.v_heads, d.k_dim, d.v_dim, d.k_heads);
+  ninfer_shape sh = shape(s.tokens, d.v_heads, d.k_dim, d.v_dim, d.k_heads);
+  sh.max_seq_tokens = s.max_seq_tokens;
+  return sh;
 }
 } // namespace
 
-bool has_gated_delta_step(Backend& be, const Step& s, const GdnDims& d) {
-  return s.max_seq_tokens == 1 && be.has_variant(NINFER_OP_GATED_DELTA_STEP, step_shape(s, d));
+bool gated_delta_step_reads_normed(Backend& be, const Step& s, const GdnDims& d) {
+  return be.plan(NINFER_OP_GATED_DELTA_STEP, step_shape(s, d)).unfused;
 }
 
 void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const GdnDims& d, float* state, Rows out) {
@@ -266,7 +233,9 @@ void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const
   a.v_heads = d.v_heads;
   a.k_dim = d.k_dim;
   a.v_dim = d.v_dim;
-  be.run(NINFER_OP_GATED_DELTA_STEP, step_shape(s, d), &a);
+  const GatedDeltaStepUnfused unfused{in.normed.p,     in.normed.stride,  in.w_a->buf.data(), in.w_b->buf.data(),
+                                      i32(in.w_a->cols), in.w_a->dtype,   in.g,               in.beta};
+  be.run(NINFER_OP_GATED_DELTA_STEP, step_shape(s, d), &a, &unfused);
 }
 
 void gated_delta_rule(Backend& be, const Step& s, Rows q, Rows k, Rows v, const float* g, const float* beta,

@@ -91,12 +91,15 @@ class Backend {
   const Plan& plan(std::string_view op, const ninfer_shape& shape);
   // Every plan made so far (what ran: tools report variants and schedule entries), in key order.
   std::vector<const Plan*> cached_plans() const;
-  // Whether the plugin has a variant of `op` that supports `shape` (its dtype and dims): model
-  // code asks before running an op a plugin may lack (a fused op with an unfused fallback).
+  // Whether the plugin has a variant of `op` that supports `shape` (its dtype and dims), whatever
+  // the route: for tests and tools. Model code runs the op and the planner picks its route.
   bool has_variant(std::string_view op, const ninfer_shape& shape) const;
-  // Plans and runs `op`; `args` is the op's argument struct (ninfer/abi/ops/<op>.h). Throws
-  // ninfer::Error naming op, variant and shape when planning or a launch fails.
-  void run(std::string_view op, const ninfer_shape& shape, const void* args);
+  // Plans and runs `op`; `args` is the op's argument struct (ninfer/abi/ops/<op>.h). Where the
+  // planner routes a fused op to its unfused form, the core runs the ops it fuses instead, with
+  // `unfused_extra` (ninfer/runtime/unfused_forms.hpp: the rows norm_linear's and
+  // gated_delta_step's forms need; ignored otherwise). Throws ninfer::Error naming op, variant
+  // and shape when planning or a launch fails.
+  void run(std::string_view op, const ninfer_shape& shape, const void* args, const void* unfused_extra = nullptr);
   // Runs one named variant of `op` (tests compare variants; tools time them). Unlike run(),
   // it grows the workspace when the variant needs more: it is not for model code.
   void run_variant(std::string_view op, std::string_view variant, const ninfer_shape& shape, const void* args);
@@ -146,7 +149,7 @@ class Backend {
   void release(DeviceBuffer& b) noexcept;
   void execute_plan(const Plan& p, const void* args);
 
-  using PlanKey = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t>;
+  using PlanKey = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t, int32_t>;
   const LoadedPlugin* plugin_;
   ninfer_device_info device_;
   BackendOptions options_;
