@@ -5,23 +5,14 @@
 #include <cmath>
 
 #include "ninfer/abi/ops/attention.h"
-#include "ninfer/abi/ops/causal_conv1d.h"
 #include "ninfer/abi/ops/conv_l2_norm.h"
 #include "ninfer/abi/ops/embedding.h"
-#include "ninfer/abi/ops/gated_delta_rule.h"
 #include "ninfer/abi/ops/gated_delta_step.h"
-#include "ninfer/abi/ops/gated_rms_norm.h"
-#include "ninfer/abi/ops/gdn_gating.h"
-#include "ninfer/abi/ops/head_norm_rope.h"
-#include "ninfer/abi/ops/head_norm_rope_append.h"
 #include "ninfer/abi/ops/head_norm_rope_append_attention.h"
-#include "ninfer/abi/ops/l2_norm.h"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/ops/norm_linear.h"
 #include "ninfer/abi/ops/rms_norm.h"
-#include "ninfer/abi/ops/rope.h"
 #include "ninfer/abi/ops/sigmoid_gate.h"
-#include "ninfer/abi/ops/silu_mul.h"
 #include "ninfer/runtime/unfused_forms.hpp"
 
 namespace ninfer::models::ops {
@@ -48,14 +39,6 @@ void rms_norm(Backend& be, int64_t tokens, Rows x, Rows* residual, const Vector&
                          0,        w.data(), y.p, y.stride, 0, tokens, 1, i32(w.size), eps,
                          scale == NormScale::OnePlusW ? 1 : 0};
   be.run(NINFER_OP_RMS_NORM, shape(tokens, w.size, 1), &a);
-}
-
-void head_rms_norm(Backend& be, int64_t tokens, Rows x, int64_t head_stride, int32_t heads, const Vector& w,
-                   NormScale scale, float eps) {
-  ninfer_rms_norm_args a{x.p,    x.stride,    head_stride, nullptr, 0,     0,     w.data(),
-                         x.p,    x.stride,    head_stride, tokens,  heads, i32(w.size),
-                         eps,    scale == NormScale::OnePlusW ? 1 : 0};
-  be.run(NINFER_OP_RMS_NORM, shape(tokens, w.size, heads), &a);
 }
 
 void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool accumulate) {
@@ -97,12 +80,6 @@ void sample(Backend& be, int64_t rows, Rows logits, int32_t vocab, const ninfer_
   be.run(NINFER_OP_SAMPLE, shape(rows, vocab, 0, 0, 0), &a);
 }
 
-void rope(Backend& be, const Step& s, Rows x, int64_t head_stride, int32_t heads, int32_t head_dim,
-          int32_t rotary_dim, double theta) {
-  ninfer_rope_args a{x.p, x.stride, head_stride, s.batch.token_pos, s.tokens, heads, head_dim, rotary_dim, theta};
-  be.run(NINFER_OP_ROPE, shape(s.tokens, head_dim, heads, rotary_dim), &a);
-}
-
 namespace {
 ninfer_head_norm_rope_args head_norm_rope_args(const Step& s, HeadRows q, const Vector& q_w, HeadRows k,
                                                const Vector& k_w, NormScale scale, float eps, int32_t rotary_dim,
@@ -113,20 +90,6 @@ ninfer_head_norm_rope_args head_norm_rope_args(const Step& s, HeadRows q, const 
           head_dim,   rotary_dim,    eps,               offset,   theta};
 }
 } // namespace
-
-void head_norm_rope(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
-                    NormScale scale, float eps, int32_t rotary_dim, double theta) {
-  const ninfer_head_norm_rope_args a = head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta);
-  be.run(NINFER_OP_HEAD_NORM_ROPE, shape(s.tokens, q_w.size, q.heads, k.heads, rotary_dim), &a);
-}
-
-void head_norm_rope_append(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
-                           Rows v, const ninfer_kv_cache& cache, NormScale scale, float eps, int32_t rotary_dim,
-                           double theta) {
-  const ninfer_head_norm_rope_append_args a{head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta),
-                                            {k.rows.p, k.rows.stride, v.p, v.stride, cache, s.batch, s.tokens}};
-  be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND, shape(s.tokens, q_w.size, q.heads, k.heads, rotary_dim, cache.dtype), &a);
-}
 
 void head_norm_rope_append_attention(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k,
                                      const Vector& k_w, Rows v, const ninfer_kv_cache& cache, NormScale scale,
@@ -142,46 +105,10 @@ void head_norm_rope_append_attention(Backend& be, const Step& s, HeadRows q, con
   be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, sh, &a);
 }
 
-void kv_append(Backend& be, const Step& s, Rows k, Rows v, const ninfer_kv_cache& cache) {
-  ninfer_kv_append_args a{k.p, k.stride, v.p, v.stride, cache, s.batch, s.tokens};
-  be.run(NINFER_OP_KV_APPEND, shape(s.tokens, cache.head_dim, cache.kv_heads, 0, 0, cache.dtype), &a);
-}
-
-void attention(Backend& be, const Step& s, Rows q, int64_t q_head_stride, int32_t heads,
-               const ninfer_kv_cache& cache, Rows out) {
-  ninfer_attention_args a{q.p,     q.stride,   q_head_stride, cache, s.batch, out.p, out.stride, s.tokens, heads,
-                          1.0f / std::sqrt(static_cast<float>(cache.head_dim))};
-  be.run(NINFER_OP_ATTENTION, shape(s.tokens, cache.head_dim, heads, cache.kv_heads, s.kv_len, cache.dtype), &a);
-}
-
 void sigmoid_gate(Backend& be, int64_t tokens, Rows x, Rows gate, int64_t gate_head_stride, int32_t heads,
                   int32_t head_dim) {
   ninfer_sigmoid_gate_args a{x.p, x.stride, gate.p, gate.stride, gate_head_stride, tokens, heads, head_dim};
   be.run(NINFER_OP_SIGMOID_GATE, shape(tokens, head_dim, heads), &a);
-}
-
-void silu_mul(Backend& be, int64_t tokens, Rows gate, Rows up, int32_t width, Rows out) {
-  ninfer_silu_mul_args a{gate.p, gate.stride, up.p, up.stride, out.p, out.stride, tokens, width};
-  be.run(NINFER_OP_SILU_MUL, shape(tokens, width), &a);
-}
-
-void gdn_gating(Backend& be, int64_t tokens, Rows x, const Matrix& w_a, const Matrix& w_b, const Vector& a_log,
-                const Vector& dt_bias, float* g, float* beta) {
-  ninfer_gdn_gating_args a{x.p,       x.stride, w_a.buf.data(), w_b.buf.data(), a_log.data(), dt_bias.data(), g,
-                           beta,      tokens,   i32(w_a.cols),  i32(w_a.rows),  NINFER_DTYPE_F32};
-  be.run(NINFER_OP_GDN_GATING, shape(tokens, w_a.cols, w_a.rows), &a);
-}
-
-void causal_conv1d(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
-                   float* state, Rows out) {
-  ninfer_causal_conv1d_args a{x.p, x.stride, weight.data(), state, out.p, out.stride, s.batch, s.tokens, channels,
-                              kernel};
-  be.run(NINFER_OP_CAUSAL_CONV1D, shape(s.tokens, channels, kernel), &a);
-}
-
-void l2_norm(Backend& be, int64_t tokens, Rows x, int32_t heads, int32_t dim, float eps) {
-  ninfer_l2_norm_args a{x.p, x.stride, dim, tokens, heads, dim, eps};
-  be.run(NINFER_OP_L2_NORM, shape(tokens, dim, heads), &a);
 }
 
 void conv_l2_norm(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
@@ -236,19 +163,6 @@ void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const
   const GatedDeltaStepUnfused unfused{in.normed.p,     in.normed.stride,  in.w_a->buf.data(), in.w_b->buf.data(),
                                       i32(in.w_a->cols), in.w_a->dtype,   in.g,               in.beta};
   be.run(NINFER_OP_GATED_DELTA_STEP, step_shape(s, d), &a, &unfused);
-}
-
-void gated_delta_rule(Backend& be, const Step& s, Rows q, Rows k, Rows v, const float* g, const float* beta,
-                      const GdnDims& d, float scale, float* state, Rows out) {
-  ninfer_gated_delta_rule_args a{q.p,   k.p,   q.stride, v.p,     v.stride,  g,         beta,
-                                 state, out.p, out.stride, s.batch, s.tokens, d.k_heads, d.v_heads,
-                                 d.k_dim, d.v_dim, scale};
-  be.run(NINFER_OP_GATED_DELTA_RULE, shape(s.tokens, s.max_seq_tokens, d.v_heads, d.k_dim, d.v_dim), &a);
-}
-
-void gated_rms_norm(Backend& be, int64_t tokens, Rows x, Rows z, const Vector& w, int32_t heads, float eps, Rows y) {
-  ninfer_gated_rms_norm_args a{x.p, x.stride, z.p, z.stride, w.data(), y.p, y.stride, tokens, heads, i32(w.size), eps};
-  be.run(NINFER_OP_GATED_RMS_NORM, shape(tokens, w.size, heads), &a);
 }
 
 } // namespace ninfer::models::ops

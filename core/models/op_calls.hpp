@@ -29,9 +29,6 @@ void embedding(Backend& be, const Step& s, const Matrix& table, Rows out);
 // y = rmsnorm(x [+ residual]) per row of `dim`; with a residual, residual := x + residual.
 void rms_norm(Backend& be, int64_t tokens, Rows x, Rows* residual, const Vector& w, NormScale scale, float eps,
               Rows y);
-// The same per head, in place: `heads` rows of w.size elements, head_stride apart, per token.
-void head_rms_norm(Backend& be, int64_t tokens, Rows x, int64_t head_stride, int32_t heads, const Vector& w,
-                   NormScale scale, float eps);
 
 // A block's input: the residual stream x through rms_norm with weights w. `normed` is a buffer
 // for the normed rows (written by the unfused form, or when the block asks for them).
@@ -60,45 +57,22 @@ void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids,
 void sample(Backend& be, int64_t rows, Rows logits, int32_t vocab, const ninfer_sample_row* params, int32_t* ids,
             float* logprob);
 
-void rope(Backend& be, const Step& s, Rows x, int64_t head_stride, int32_t heads, int32_t head_dim,
-          int32_t rotary_dim, double theta);
-
 // `heads` head rows per token, head_stride apart, from the start of `rows`.
 struct HeadRows {
   Rows rows;
   int64_t head_stride = 0;
   int32_t heads = 0;
 };
-// head_rms_norm of q (weights q_w) and of k (k_w), then rope of both, all in place
-// (ninfer/abi/ops/head_norm_rope.h; unfused: norm q, norm k, rope).
-void head_norm_rope(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
-                    NormScale scale, float eps, int32_t rotary_dim, double theta);
-
-void kv_append(Backend& be, const Step& s, Rows k, Rows v, const ninfer_kv_cache& cache);
-// head_norm_rope of q and k, then kv_append of those k rows (contiguous heads) and v into the
-// cache (ninfer/abi/ops/head_norm_rope_append.h; unfused: the two).
-void head_norm_rope_append(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
-                           Rows v, const ninfer_kv_cache& cache, NormScale scale, float eps, int32_t rotary_dim,
-                           double theta);
-void attention(Backend& be, const Step& s, Rows q, int64_t q_head_stride, int32_t heads,
-               const ninfer_kv_cache& cache, Rows out);
-// An attention layer after its projection: head_norm_rope_append, then attention of the q rows
-// (head stride q.head_stride) into `out` (ninfer/abi/ops/head_norm_rope_append_attention.h; the
-// op takes one token per sequence, so prompt chunks take its unfused form: the two). After it
-// the q and k rows' values are unspecified.
+// An attention layer after its projection: per-head RMSNorm of q (weights q_w) and k (k_w), rope
+// of both, kv_append of the k rows (contiguous heads) and v, then attention of the q rows (head
+// stride q.head_stride) into `out` (ninfer/abi/ops/head_norm_rope_append_attention.h). The op
+// takes one token per sequence, so prompt chunks take its unfused form: head_norm_rope_append
+// (itself fused or not), then attention. After it the q and k rows' values are unspecified.
 void head_norm_rope_append_attention(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k,
                                      const Vector& k_w, Rows v, const ninfer_kv_cache& cache, NormScale scale,
                                      float eps, int32_t rotary_dim, double theta, Rows out);
 void sigmoid_gate(Backend& be, int64_t tokens, Rows x, Rows gate, int64_t gate_head_stride, int32_t heads,
                   int32_t head_dim);
-
-void silu_mul(Backend& be, int64_t tokens, Rows gate, Rows up, int32_t width, Rows out);
-
-void gdn_gating(Backend& be, int64_t tokens, Rows x, const Matrix& w_a, const Matrix& w_b, const Vector& a_log,
-                const Vector& dt_bias, float* g, float* beta);
-void causal_conv1d(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
-                   float* state, Rows out);
-void l2_norm(Backend& be, int64_t tokens, Rows x, int32_t heads, int32_t dim, float eps);
 // causal_conv1d, then l2_norm of the output's first norm_heads heads of norm_dim channels
 // (ninfer/abi/ops/conv_l2_norm.h; unfused: the two).
 void conv_l2_norm(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
@@ -106,8 +80,6 @@ void conv_l2_norm(Backend& be, const Step& s, Rows x, const Vector& weight, int3
 struct GdnDims {
   int32_t k_heads, v_heads, k_dim, v_dim;
 };
-void gated_delta_rule(Backend& be, const Step& s, Rows q, Rows k, Rows v, const float* g, const float* beta,
-                      const GdnDims& d, float scale, float* state, Rows out);
 
 // gated_delta_step (ninfer/abi/ops/gated_delta_step.h): gating from the raw projections a and b
 // (a at a.p + t*a.stride + h, b alike), one update of the rule, gated output norm. The op takes
@@ -133,6 +105,5 @@ struct GdnStepInputs {
 // the layer's normed rows: the input projection keeps them only then.
 bool gated_delta_step_reads_normed(Backend& be, const Step& s, const GdnDims& d);
 void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const GdnDims& d, float* state, Rows out);
-void gated_rms_norm(Backend& be, int64_t tokens, Rows x, Rows z, const Vector& w, int32_t heads, float eps, Rows y);
 
 } // namespace ninfer::models::ops

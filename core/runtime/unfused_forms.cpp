@@ -134,7 +134,7 @@ void gated_delta_step(Backend& be, const ninfer_shape& s, const ninfer_gated_del
 
 } // namespace
 
-bool has_unfused_form_impl(std::string_view op) {
+bool unfused_form_implemented(std::string_view op) {
   for (const char* fused : {NINFER_OP_NORM_LINEAR, NINFER_OP_HEAD_NORM_ROPE, NINFER_OP_HEAD_NORM_ROPE_APPEND,
                             NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, NINFER_OP_CONV_L2_NORM,
                             NINFER_OP_GATED_DELTA_STEP})

@@ -6,8 +6,9 @@
 //   be.reserve_workspace(NINFER_OP_GATED_DELTA_RULE, largest_shape);   // at load time
 //   be.run(NINFER_OP_LINEAR, shape, &args);                            // plan (cached) + launch
 //
-// Model code names op contracts only; which variant runs is the planner's choice (schedule
-// table, then the planner's own route). All memory is allocated through the backend, up front:
+// Model code names op contracts only; which variant runs is the planner's choice (the
+// NINFER_UNFUSED_OPS override, the schedule table, then the planner's own route; a fused op the
+// plugin cannot run takes the core's unfused form, ninfer/runtime/unfused_forms.hpp). All memory is allocated through the backend, up front:
 // run() never allocates, and an op whose workspace was not reserved is an error, not a
 // surprise allocation in the middle of a step.
 #pragma once

@@ -41,8 +41,8 @@ struct GatedDeltaStepUnfused {
   float* beta = nullptr;
 };
 
-// Whether the core has an unfused form of `op`.
-bool has_unfused_form_impl(std::string_view op);
+// Whether the core implements an unfused form of `op` (the op catalog says which ops have one).
+bool unfused_form_implemented(std::string_view op);
 
 // Runs the ops `op` fuses for the call (`args`: the op's argument struct; `extra`: the struct
 // above for norm_linear and gated_delta_step, else ignored). Throws ninfer::Error for an op
