@@ -50,27 +50,25 @@ void GatedDeltaNetBlock::forward(Backend& be, const Step& s, const Scratch& scra
   const ops::Rows proj = scratch.proj, conv = scratch.inner, core = scratch.core;
   const ops::GdnDims dims{spec_.k_heads, spec_.v_heads, spec_.k_dim, spec_.v_dim};
   const float scale = 1.0f / std::sqrt(static_cast<float>(spec_.k_dim));
-  // A decode step on a plugin with gated_delta_step: 4 launches (projection, conv + l2 norm,
-  // step, out_proj). Otherwise the unfused chain, whose gating projects the normed rows itself.
-  const bool fused_step = ops::has_gated_delta_step(be, s, dims);
+  // The step's route is the planner's: gated_delta_step (a decode step on a plugin with it: 4
+  // launches with the projection, conv + l2 norm and out_proj) or its unfused form, whose
+  // gating projects the normed rows itself, so the projection keeps them for it.
+  const bool keep_normed = ops::gated_delta_step_reads_normed(be, s, dims);
 
   // [qkv (C) | z (value width) | a | b (v_heads each)]
-  ops::norm_linear(be, T, in, in_proj_, /*gated=*/false, proj, {}, /*keep_normed=*/!fused_step);
-  float* g = scratch.gates;
-  float* beta = scratch.gates + T * spec_.v_heads;
-  if (!fused_step) ops::gdn_gating(be, T, in.normed, w_a_, w_b_, a_log_, dt_bias_, g, beta);
+  ops::norm_linear(be, T, in, in_proj_, /*gated=*/false, proj, {}, keep_normed);
   // q's heads and then k's lead the conv row: both are l2-normalised with it.
   ops::conv_l2_norm(be, s, proj, conv_w_, C, spec_.conv_kernel, conv_state_.as<float>(), conv, 2 * spec_.k_heads,
                     spec_.k_dim, kQkL2Eps);
   const ops::Rows q = conv, k = conv.at(key_width()), v = conv.at(2 * key_width()), z = proj.at(C);
-  if (fused_step) {
-    const ops::Rows a = proj.at(C + value_width()), b = a.at(spec_.v_heads);
-    ops::gated_delta_step(be, s, {q, k, v, z, a, b, &a_log_, &dt_bias_, &norm_w_, spec_.eps, scale}, dims,
-                          recurrent_state_.as<float>(), core);
-  } else {
-    ops::gated_delta_rule(be, s, q, k, v, g, beta, dims, scale, recurrent_state_.as<float>(), core);
-    ops::gated_rms_norm(be, T, core, z, norm_w_, spec_.v_heads, spec_.eps, core);
-  }
+  const ops::Rows a = proj.at(C + value_width()), b = a.at(spec_.v_heads);
+  ops::GdnStepInputs step{q, k, v, z, a, b, &a_log_, &dt_bias_, &norm_w_, spec_.eps, scale};
+  step.normed = in.normed;
+  step.w_a = &w_a_;
+  step.w_b = &w_b_;
+  step.g = scratch.gates;
+  step.beta = scratch.gates + T * spec_.v_heads;
+  ops::gated_delta_step(be, s, step, dims, recurrent_state_.as<float>(), core);
   ops::linear(be, T, core, out_, resid, /*accumulate=*/true);
 }
 

@@ -5,23 +5,15 @@
 #include <cmath>
 
 #include "ninfer/abi/ops/attention.h"
-#include "ninfer/abi/ops/causal_conv1d.h"
 #include "ninfer/abi/ops/conv_l2_norm.h"
 #include "ninfer/abi/ops/embedding.h"
-#include "ninfer/abi/ops/gated_delta_rule.h"
 #include "ninfer/abi/ops/gated_delta_step.h"
-#include "ninfer/abi/ops/gated_rms_norm.h"
-#include "ninfer/abi/ops/gdn_gating.h"
-#include "ninfer/abi/ops/head_norm_rope.h"
-#include "ninfer/abi/ops/head_norm_rope_append.h"
 #include "ninfer/abi/ops/head_norm_rope_append_attention.h"
-#include "ninfer/abi/ops/l2_norm.h"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/ops/norm_linear.h"
 #include "ninfer/abi/ops/rms_norm.h"
-#include "ninfer/abi/ops/rope.h"
 #include "ninfer/abi/ops/sigmoid_gate.h"
-#include "ninfer/abi/ops/silu_mul.h"
+#include "ninfer/runtime/unfused_forms.hpp"
 
 namespace ninfer::models::ops {
 namespace {
@@ -30,7 +22,7 @@ int32_t i32(int64_t v) { return static_cast<int32_t>(v); }
 
 ninfer_shape shape(int64_t tokens, int64_t d0, int64_t d1 = 0, int64_t d2 = 0, int64_t d3 = 0,
                    int32_t dtype = NINFER_DTYPE_F32) {
-  return {tokens, {d0, d1, d2, d3}, dtype};
+  return {tokens, {d0, d1, d2, d3}, dtype, 0};
 }
 
 } // namespace
@@ -49,14 +41,6 @@ void rms_norm(Backend& be, int64_t tokens, Rows x, Rows* residual, const Vector&
   be.run(NINFER_OP_RMS_NORM, shape(tokens, w.size, 1), &a);
 }
 
-void head_rms_norm(Backend& be, int64_t tokens, Rows x, int64_t head_stride, int32_t heads, const Vector& w,
-                   NormScale scale, float eps) {
-  ninfer_rms_norm_args a{x.p,    x.stride,    head_stride, nullptr, 0,     0,     w.data(),
-                         x.p,    x.stride,    head_stride, tokens,  heads, i32(w.size),
-                         eps,    scale == NormScale::OnePlusW ? 1 : 0};
-  be.run(NINFER_OP_RMS_NORM, shape(tokens, w.size, heads), &a);
-}
-
 void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool accumulate) {
   ninfer_linear_args a{x.p, x.stride, w.buf.data(), y.p, y.stride, tokens, i32(w.cols), i32(w.rows), w.dtype,
                        accumulate ? 1 : 0};
@@ -65,32 +49,24 @@ void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool a
 
 void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Matrix& w, bool gated, Rows y, Rows proj,
                  bool keep_normed) {
-  const ninfer_shape sh = shape(tokens, w.cols, w.rows, gated ? 1 : 0, 0, w.dtype);
-  if (be.has_variant(NINFER_OP_NORM_LINEAR, sh)) {
-    ninfer_norm_linear_args a{};
-    a.x = in.x.p;
-    a.x_row_stride = in.x.stride;
-    a.norm_w = in.w->data();
-    a.eps = in.eps;
-    a.norm_offset = in.scale == NormScale::OnePlusW ? 1 : 0;
-    a.w = w.buf.data();
-    a.w_dtype = w.dtype;
-    a.y = y.p;
-    a.y_row_stride = y.stride;
-    a.normed = keep_normed ? in.normed.p : nullptr;
-    a.normed_row_stride = in.normed.stride;
-    a.tokens = tokens;
-    a.in_features = i32(w.cols);
-    a.out_features = i32(w.rows);
-    a.gated = gated ? 1 : 0;
-    be.run(NINFER_OP_NORM_LINEAR, sh, &a);
-    return;
-  }
-  rms_norm(be, tokens, in.x, nullptr, *in.w, in.scale, in.eps, in.normed);
-  if (!gated) return linear(be, tokens, in.normed, w, y);
-  linear(be, tokens, in.normed, w, proj);
-  const int64_t half = w.rows / 2;
-  silu_mul(be, tokens, proj, proj.at(half), i32(half), y);
+  ninfer_norm_linear_args a{};
+  a.x = in.x.p;
+  a.x_row_stride = in.x.stride;
+  a.norm_w = in.w->data();
+  a.eps = in.eps;
+  a.norm_offset = in.scale == NormScale::OnePlusW ? 1 : 0;
+  a.w = w.buf.data();
+  a.w_dtype = w.dtype;
+  a.y = y.p;
+  a.y_row_stride = y.stride;
+  a.normed = keep_normed ? in.normed.p : nullptr;
+  a.normed_row_stride = in.normed.stride;
+  a.tokens = tokens;
+  a.in_features = i32(w.cols);
+  a.out_features = i32(w.rows);
+  a.gated = gated ? 1 : 0;
+  const NormLinearUnfused unfused{in.normed.p, in.normed.stride, proj.p, proj.stride};
+  be.run(NINFER_OP_NORM_LINEAR, shape(tokens, w.cols, w.rows, gated ? 1 : 0, 0, w.dtype), &a, &unfused);
 }
 
 void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids, float* logprob) {
@@ -104,12 +80,6 @@ void sample(Backend& be, int64_t rows, Rows logits, int32_t vocab, const ninfer_
   be.run(NINFER_OP_SAMPLE, shape(rows, vocab, 0, 0, 0), &a);
 }
 
-void rope(Backend& be, const Step& s, Rows x, int64_t head_stride, int32_t heads, int32_t head_dim,
-          int32_t rotary_dim, double theta) {
-  ninfer_rope_args a{x.p, x.stride, head_stride, s.batch.token_pos, s.tokens, heads, head_dim, rotary_dim, theta};
-  be.run(NINFER_OP_ROPE, shape(s.tokens, head_dim, heads, rotary_dim), &a);
-}
-
 namespace {
 ninfer_head_norm_rope_args head_norm_rope_args(const Step& s, HeadRows q, const Vector& q_w, HeadRows k,
                                                const Vector& k_w, NormScale scale, float eps, int32_t rotary_dim,
@@ -121,68 +91,18 @@ ninfer_head_norm_rope_args head_norm_rope_args(const Step& s, HeadRows q, const 
 }
 } // namespace
 
-void head_norm_rope(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
-                    NormScale scale, float eps, int32_t rotary_dim, double theta) {
-  const int32_t head_dim = i32(q_w.size);
-  const ninfer_shape sh = shape(s.tokens, head_dim, q.heads, k.heads, rotary_dim);
-  if (be.has_variant(NINFER_OP_HEAD_NORM_ROPE, sh)) {
-    const ninfer_head_norm_rope_args a = head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta);
-    be.run(NINFER_OP_HEAD_NORM_ROPE, sh, &a);
-    return;
-  }
-  head_rms_norm(be, s.tokens, q.rows, q.head_stride, q.heads, q_w, scale, eps);
-  head_rms_norm(be, s.tokens, k.rows, k.head_stride, k.heads, k_w, scale, eps);
-  const bool k_follows_q = k.rows.stride == q.rows.stride && k.head_stride == q.head_stride &&
-                           k.rows.p == q.rows.p + q.heads * q.head_stride;
-  if (k_follows_q) { // q and k heads back to back with one stride: one launch rotates both
-    rope(be, s, q.rows, q.head_stride, q.heads + k.heads, head_dim, rotary_dim, theta);
-  } else {
-    rope(be, s, q.rows, q.head_stride, q.heads, head_dim, rotary_dim, theta);
-    rope(be, s, k.rows, k.head_stride, k.heads, head_dim, rotary_dim, theta);
-  }
-}
-
-void head_norm_rope_append(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
-                           Rows v, const ninfer_kv_cache& cache, NormScale scale, float eps, int32_t rotary_dim,
-                           double theta) {
-  const ninfer_shape sh = shape(s.tokens, q_w.size, q.heads, k.heads, rotary_dim, cache.dtype);
-  if (be.has_variant(NINFER_OP_HEAD_NORM_ROPE_APPEND, sh)) {
-    const ninfer_head_norm_rope_append_args a{head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta),
-                                              {k.rows.p, k.rows.stride, v.p, v.stride, cache, s.batch, s.tokens}};
-    be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND, sh, &a);
-    return;
-  }
-  head_norm_rope(be, s, q, q_w, k, k_w, scale, eps, rotary_dim, theta);
-  kv_append(be, s, k.rows, v, cache);
-}
-
 void head_norm_rope_append_attention(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k,
                                      const Vector& k_w, Rows v, const ninfer_kv_cache& cache, NormScale scale,
                                      float eps, int32_t rotary_dim, double theta, Rows out) {
-  const ninfer_shape sh = shape(s.tokens, cache.head_dim, q.heads, cache.kv_heads, s.kv_len, cache.dtype);
-  if (s.max_seq_tokens == 1 && be.has_variant(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, sh)) {
-    const ninfer_head_norm_rope_append_attention_args a{
-        {head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta),
-         {k.rows.p, k.rows.stride, v.p, v.stride, cache, s.batch, s.tokens}},
-        {q.rows.p, q.rows.stride, q.head_stride, cache, s.batch, out.p, out.stride, s.tokens, q.heads,
-         1.0f / std::sqrt(static_cast<float>(cache.head_dim))}};
-    be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, sh, &a);
-    return;
-  }
-  head_norm_rope_append(be, s, q, q_w, k, k_w, v, cache, scale, eps, rotary_dim, theta);
-  attention(be, s, q.rows, q.head_stride, q.heads, cache, out);
-}
-
-void kv_append(Backend& be, const Step& s, Rows k, Rows v, const ninfer_kv_cache& cache) {
-  ninfer_kv_append_args a{k.p, k.stride, v.p, v.stride, cache, s.batch, s.tokens};
-  be.run(NINFER_OP_KV_APPEND, shape(s.tokens, cache.head_dim, cache.kv_heads, 0, 0, cache.dtype), &a);
-}
-
-void attention(Backend& be, const Step& s, Rows q, int64_t q_head_stride, int32_t heads,
-               const ninfer_kv_cache& cache, Rows out) {
-  ninfer_attention_args a{q.p,     q.stride,   q_head_stride, cache, s.batch, out.p, out.stride, s.tokens, heads,
-                          1.0f / std::sqrt(static_cast<float>(cache.head_dim))};
-  be.run(NINFER_OP_ATTENTION, shape(s.tokens, cache.head_dim, heads, cache.kv_heads, s.kv_len, cache.dtype), &a);
+  const ninfer_head_norm_rope_append_attention_args a{
+      {head_norm_rope_args(s, q, q_w, k, k_w, scale, eps, rotary_dim, theta),
+       {k.rows.p, k.rows.stride, v.p, v.stride, cache, s.batch, s.tokens}},
+      {q.rows.p, q.rows.stride, q.head_stride, cache, s.batch, out.p, out.stride, s.tokens, q.heads,
+       1.0f / std::sqrt(static_cast<float>(cache.head_dim))}};
+  // The op takes one token per sequence: the shape says how many this call has.
+  ninfer_shape sh = shape(s.tokens, cache.head_dim, q.heads, cache.kv_heads, s.kv_len, cache.dtype);
+  sh.max_seq_tokens = s.max_seq_tokens;
+  be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, sh, &a);
 }
 
 void sigmoid_gate(Backend& be, int64_t tokens, Rows x, Rows gate, int64_t gate_head_stride, int32_t heads,
@@ -191,53 +111,27 @@ void sigmoid_gate(Backend& be, int64_t tokens, Rows x, Rows gate, int64_t gate_h
   be.run(NINFER_OP_SIGMOID_GATE, shape(tokens, head_dim, heads), &a);
 }
 
-void silu_mul(Backend& be, int64_t tokens, Rows gate, Rows up, int32_t width, Rows out) {
-  ninfer_silu_mul_args a{gate.p, gate.stride, up.p, up.stride, out.p, out.stride, tokens, width};
-  be.run(NINFER_OP_SILU_MUL, shape(tokens, width), &a);
-}
-
-void gdn_gating(Backend& be, int64_t tokens, Rows x, const Matrix& w_a, const Matrix& w_b, const Vector& a_log,
-                const Vector& dt_bias, float* g, float* beta) {
-  ninfer_gdn_gating_args a{x.p,       x.stride, w_a.buf.data(), w_b.buf.data(), a_log.data(), dt_bias.data(), g,
-                           beta,      tokens,   i32(w_a.cols),  i32(w_a.rows),  NINFER_DTYPE_F32};
-  be.run(NINFER_OP_GDN_GATING, shape(tokens, w_a.cols, w_a.rows), &a);
-}
-
-void causal_conv1d(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
-                   float* state, Rows out) {
-  ninfer_causal_conv1d_args a{x.p, x.stride, weight.data(), state, out.p, out.stride, s.batch, s.tokens, channels,
-                              kernel};
-  be.run(NINFER_OP_CAUSAL_CONV1D, shape(s.tokens, channels, kernel), &a);
-}
-
-void l2_norm(Backend& be, int64_t tokens, Rows x, int32_t heads, int32_t dim, float eps) {
-  ninfer_l2_norm_args a{x.p, x.stride, dim, tokens, heads, dim, eps};
-  be.run(NINFER_OP_L2_NORM, shape(tokens, dim, heads), &a);
-}
-
 void conv_l2_norm(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
                   float* state, Rows out, int32_t norm_heads, int32_t norm_dim, float eps) {
-  const ninfer_shape sh = shape(s.tokens, channels, kernel, s.max_seq_tokens, norm_dim);
-  if (!be.has_variant(NINFER_OP_CONV_L2_NORM, sh)) {
-    causal_conv1d(be, s, x, weight, channels, kernel, state, out);
-    return l2_norm(be, s.tokens, out, norm_heads, norm_dim, eps);
-  }
   ninfer_conv_l2_norm_args a{};
   a.conv = {x.p, x.stride, weight.data(), state, out.p, out.stride, s.batch, s.tokens, channels, kernel};
   a.norm_heads = norm_heads;
   a.norm_dim = norm_dim;
   a.eps = eps;
-  be.run(NINFER_OP_CONV_L2_NORM, sh, &a);
+  be.run(NINFER_OP_CONV_L2_NORM, shape(s.tokens, channels, kernel, s.max_seq_tokens, norm_dim), &a);
 }
 
 namespace {
+// The op takes one token per sequence: the shape says how many this call has.
 ninfer_shape step_shape(const Step& s, const GdnDims& d) {
-  return shape(s.tokens, d.v_heads, d.k_dim, d.v_dim, d.k_heads);
+  ninfer_shape sh = shape(s.tokens, d.v_heads, d.k_dim, d.v_dim, d.k_heads);
+  sh.max_seq_tokens = s.max_seq_tokens;
+  return sh;
 }
 } // namespace
 
-bool has_gated_delta_step(Backend& be, const Step& s, const GdnDims& d) {
-  return s.max_seq_tokens == 1 && be.has_variant(NINFER_OP_GATED_DELTA_STEP, step_shape(s, d));
+bool gated_delta_step_reads_normed(Backend& be, const Step& s, const GdnDims& d) {
+  return be.plan(NINFER_OP_GATED_DELTA_STEP, step_shape(s, d)).unfused;
 }
 
 void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const GdnDims& d, float* state, Rows out) {
@@ -266,20 +160,9 @@ void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const
   a.v_heads = d.v_heads;
   a.k_dim = d.k_dim;
   a.v_dim = d.v_dim;
-  be.run(NINFER_OP_GATED_DELTA_STEP, step_shape(s, d), &a);
-}
-
-void gated_delta_rule(Backend& be, const Step& s, Rows q, Rows k, Rows v, const float* g, const float* beta,
-                      const GdnDims& d, float scale, float* state, Rows out) {
-  ninfer_gated_delta_rule_args a{q.p,   k.p,   q.stride, v.p,     v.stride,  g,         beta,
-                                 state, out.p, out.stride, s.batch, s.tokens, d.k_heads, d.v_heads,
-                                 d.k_dim, d.v_dim, scale};
-  be.run(NINFER_OP_GATED_DELTA_RULE, shape(s.tokens, s.max_seq_tokens, d.v_heads, d.k_dim, d.v_dim), &a);
-}
-
-void gated_rms_norm(Backend& be, int64_t tokens, Rows x, Rows z, const Vector& w, int32_t heads, float eps, Rows y) {
-  ninfer_gated_rms_norm_args a{x.p, x.stride, z.p, z.stride, w.data(), y.p, y.stride, tokens, heads, i32(w.size), eps};
-  be.run(NINFER_OP_GATED_RMS_NORM, shape(tokens, w.size, heads), &a);
+  const GatedDeltaStepUnfused unfused{in.normed.p,     in.normed.stride,  in.w_a->buf.data(), in.w_b->buf.data(),
+                                      i32(in.w_a->cols), in.w_a->dtype,   in.g,               in.beta};
+  be.run(NINFER_OP_GATED_DELTA_STEP, step_shape(s, d), &a, &unfused);
 }
 
 } // namespace ninfer::models::ops

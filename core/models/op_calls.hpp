@@ -1,6 +1,8 @@
 // Typed calls of the op contracts: each fills the op's argument struct and its planning shape
-// and runs it through the backend. Blocks read as a list of ops; the variant is always the
-// planner's choice.
+// and runs it through the backend. Blocks read as a list of ops; the route is always the
+// planner's choice: a plugin variant, or for a fused op the plugin cannot run (or a schedule
+// table or NINFER_UNFUSED_OPS names so) the core's unfused form, which runs the ops it fuses
+// (ninfer/runtime/unfused_forms.hpp).
 #pragma once
 
 #include <cstdint>
@@ -27,12 +29,9 @@ void embedding(Backend& be, const Step& s, const Matrix& table, Rows out);
 // y = rmsnorm(x [+ residual]) per row of `dim`; with a residual, residual := x + residual.
 void rms_norm(Backend& be, int64_t tokens, Rows x, Rows* residual, const Vector& w, NormScale scale, float eps,
               Rows y);
-// The same per head, in place: `heads` rows of w.size elements, head_stride apart, per token.
-void head_rms_norm(Backend& be, int64_t tokens, Rows x, int64_t head_stride, int32_t heads, const Vector& w,
-                   NormScale scale, float eps);
 
 // A block's input: the residual stream x through rms_norm with weights w. `normed` is a buffer
-// for the normed rows (written when the fused op is missing, or when the block asks for them).
+// for the normed rows (written by the unfused form, or when the block asks for them).
 struct NormedInput {
   Rows x;
   const Vector* w = nullptr;
@@ -40,10 +39,10 @@ struct NormedInput {
   float eps = 1e-6f;
   Rows normed;
 };
-// y = rms_norm(in) . W^T, or gated: y = silu_mul of its two halves (W = [gate; up]). One op
-// (ninfer/abi/ops/norm_linear.h) where the plugin has a variant for the shape; otherwise
-// rms_norm into in.normed, linear (gated: into `proj`, 2x the width of y) and silu_mul, which
-// compute the same. With keep_normed, in.normed holds the normed rows afterwards either way.
+// y = rms_norm(in) . W^T, or gated: y = silu_mul of its two halves (W = [gate; up]): the op
+// ninfer/abi/ops/norm_linear.h, whose unfused form runs rms_norm into in.normed, linear (gated:
+// into `proj`, 2x the width of y) and silu_mul. With keep_normed, in.normed holds the normed
+// rows afterwards whatever the route.
 void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Matrix& w, bool gated, Rows y, Rows proj,
                  bool keep_normed);
 
@@ -58,63 +57,35 @@ void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids,
 void sample(Backend& be, int64_t rows, Rows logits, int32_t vocab, const ninfer_sample_row* params, int32_t* ids,
             float* logprob);
 
-void rope(Backend& be, const Step& s, Rows x, int64_t head_stride, int32_t heads, int32_t head_dim,
-          int32_t rotary_dim, double theta);
-
 // `heads` head rows per token, head_stride apart, from the start of `rows`.
 struct HeadRows {
   Rows rows;
   int64_t head_stride = 0;
   int32_t heads = 0;
 };
-// head_rms_norm of q (weights q_w) and of k (k_w), then rope of both, all in place. One launch
-// (ninfer/abi/ops/head_norm_rope.h) when the plugin has a variant for the shape; otherwise the
-// three separate ops (norm q, norm k, rope), which compute the same.
-void head_norm_rope(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
-                    NormScale scale, float eps, int32_t rotary_dim, double theta);
-
-void kv_append(Backend& be, const Step& s, Rows k, Rows v, const ninfer_kv_cache& cache);
-// head_norm_rope of q and k, then kv_append of those k rows (contiguous heads) and v into the
-// cache. One op (ninfer/abi/ops/head_norm_rope_append.h) when the plugin has a variant for the
-// shape; otherwise the two, which compute the same.
-void head_norm_rope_append(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k, const Vector& k_w,
-                           Rows v, const ninfer_kv_cache& cache, NormScale scale, float eps, int32_t rotary_dim,
-                           double theta);
-void attention(Backend& be, const Step& s, Rows q, int64_t q_head_stride, int32_t heads,
-               const ninfer_kv_cache& cache, Rows out);
-// An attention layer after its projection: head_norm_rope_append, then attention of the q rows
-// (head stride q.head_stride) into `out`. In a decode step (one token per sequence) one op
-// (ninfer/abi/ops/head_norm_rope_append_attention.h) when the plugin has a variant for the
-// shape; otherwise, and for prompt chunks, the two, which compute the same. After it the q and k
-// rows' values are unspecified.
+// An attention layer after its projection: per-head RMSNorm of q (weights q_w) and k (k_w), rope
+// of both, kv_append of the k rows (contiguous heads) and v, then attention of the q rows (head
+// stride q.head_stride) into `out` (ninfer/abi/ops/head_norm_rope_append_attention.h). The op
+// takes one token per sequence, so prompt chunks take its unfused form: head_norm_rope_append
+// (itself fused or not), then attention. After it the q and k rows' values are unspecified.
 void head_norm_rope_append_attention(Backend& be, const Step& s, HeadRows q, const Vector& q_w, HeadRows k,
                                      const Vector& k_w, Rows v, const ninfer_kv_cache& cache, NormScale scale,
                                      float eps, int32_t rotary_dim, double theta, Rows out);
 void sigmoid_gate(Backend& be, int64_t tokens, Rows x, Rows gate, int64_t gate_head_stride, int32_t heads,
                   int32_t head_dim);
-
-void silu_mul(Backend& be, int64_t tokens, Rows gate, Rows up, int32_t width, Rows out);
-
-void gdn_gating(Backend& be, int64_t tokens, Rows x, const Matrix& w_a, const Matrix& w_b, const Vector& a_log,
-                const Vector& dt_bias, float* g, float* beta);
-void causal_conv1d(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
-                   float* state, Rows out);
-void l2_norm(Backend& be, int64_t tokens, Rows x, int32_t heads, int32_t dim, float eps);
-// causal_conv1d, then l2_norm of the output's first norm_heads heads of norm_dim channels. One
-// op (ninfer/abi/ops/conv_l2_norm.h) where the plugin has a variant for the step; otherwise the two.
+// causal_conv1d, then l2_norm of the output's first norm_heads heads of norm_dim channels
+// (ninfer/abi/ops/conv_l2_norm.h; unfused: the two).
 void conv_l2_norm(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
                   float* state, Rows out, int32_t norm_heads, int32_t norm_dim, float eps);
 struct GdnDims {
   int32_t k_heads, v_heads, k_dim, v_dim;
 };
-void gated_delta_rule(Backend& be, const Step& s, Rows q, Rows k, Rows v, const float* g, const float* beta,
-                      const GdnDims& d, float scale, float* state, Rows out);
 
 // gated_delta_step (ninfer/abi/ops/gated_delta_step.h): gating from the raw projections a and b
-// (a at ab.p + t*ab.stride + h, b at ab_b.p + ...), one update of the rule, gated output norm.
-// No unfused fallback: the gating projections come from a different place (the caller's
-// projection instead of gdn_gating), so the caller asks has_gated_delta_step() and plans the
-// unfused chain itself when it is false.
+// (a at a.p + t*a.stride + h, b alike), one update of the rule, gated output norm. The op takes
+// one token per sequence; its unfused form (prompt chunks, or a plugin without the op) projects
+// the gating from the layer's normed rows itself (gdn_gating with w_a, w_b into g and beta), then
+// runs gated_delta_rule and gated_rms_norm.
 struct GdnStepInputs {
   Rows q, k, v, z;
   Rows a, b; // raw gating projections, one float per value head
@@ -123,9 +94,16 @@ struct GdnStepInputs {
   const Vector* norm_w = nullptr;
   float eps = 1e-6f;
   float scale = 1.f;
+  // For the unfused form: the layer's normed rows, gdn_gating's weights, rows for g and beta.
+  Rows normed;
+  const Matrix* w_a = nullptr;
+  const Matrix* w_b = nullptr;
+  float* g = nullptr; // [tokens, v_heads] each
+  float* beta = nullptr;
 };
-bool has_gated_delta_step(Backend& be, const Step& s, const GdnDims& d);
+// Whether the planner's route for this step's gated_delta_step is its unfused form, which reads
+// the layer's normed rows: the input projection keeps them only then.
+bool gated_delta_step_reads_normed(Backend& be, const Step& s, const GdnDims& d);
 void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const GdnDims& d, float* state, Rows out);
-void gated_rms_norm(Backend& be, int64_t tokens, Rows x, Rows z, const Vector& w, int32_t heads, float eps, Rows y);
 
 } // namespace ninfer::models::ops

@@ -29,8 +29,24 @@
 
 namespace ninfer {
 
+namespace {
+
+std::vector<OpInfo> with_routes(std::vector<OpInfo> ops) {
+  for (OpInfo& op : ops) {
+    for (const char* fused : {NINFER_OP_NORM_LINEAR, NINFER_OP_HEAD_NORM_ROPE, NINFER_OP_HEAD_NORM_ROPE_APPEND,
+                              NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, NINFER_OP_CONV_L2_NORM,
+                              NINFER_OP_GATED_DELTA_STEP})
+      op.unfused_form |= op.name == fused;
+    for (const char* decode : {NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, NINFER_OP_GATED_DELTA_STEP})
+      op.one_token_per_sequence |= op.name == decode;
+  }
+  return ops;
+}
+
+} // namespace
+
 const std::vector<OpInfo>& op_catalog() {
-  static const std::vector<OpInfo> ops = {
+  static const std::vector<OpInfo> ops = with_routes({
       {NINFER_OP_GDN_GATING,
        "Gated DeltaNet gating projection: g = -exp(A_log)*softplus(x.W_a^T + dt_bias), "
        "beta = sigmoid(x.W_b^T)",
@@ -86,7 +102,7 @@ const std::vector<OpInfo>& op_catalog() {
        {"vocab"}, {248320, 0, 0, 0}, NINFER_DTYPE_F32},
       {NINFER_OP_FILL_RANDOM, "seeded uniform fill of a buffer (benchmark weights built on the device)", {},
        {0, 0, 0, 0}, NINFER_DTYPE_BF16},
-  };
+  });
   return ops;
 }
 

@@ -1,16 +1,21 @@
 #include "ninfer/planning/planner.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <mutex>
 #include <optional>
+#include <set>
 
 #include "ninfer/support/error.hpp"
 #include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/planning/occupancy.hpp"
-#include "ninfer/plugin_host/plugin_host.hpp"
+#include "ninfer/planning/op_catalog.hpp"
 #include "ninfer/planning/schedule_table.hpp"
+#include "ninfer/plugin_host/plugin_host.hpp"
 
 namespace ninfer {
 namespace {
@@ -25,10 +30,22 @@ size_t workspace(const ninfer_variant& v, const ninfer_shape& s, int64_t tokens)
   return v.workspace_bytes ? v.workspace_bytes(&s, tokens) : 0;
 }
 
+// Whether the call meets the op's own condition on its shape: an op whose contract takes one
+// token per sequence serves no call that states more.
+bool contract_admits(std::string_view op, const ninfer_shape& s) {
+  const OpInfo* info = find_op(op);
+  return !(info && info->one_token_per_sequence && s.max_seq_tokens > 1);
+}
+
 bool usable(const ninfer_variant& v, const ninfer_shape& s, const ninfer_device_info& d) {
   const bool exec_ok = (v.exec == NINFER_EXEC_HOST) == (d.kind == NINFER_DEVICE_CPU);
   const bool dtype_ok = s.dtype >= 0 && s.dtype < 32 && (v.dtype_mask & (1u << s.dtype));
-  return exec_ok && dtype_ok && (!v.supports || v.supports(&s));
+  return exec_ok && dtype_ok && contract_admits(v.op, s) && (!v.supports || v.supports(&s));
+}
+
+bool has_unfused_form(std::string_view op) {
+  const OpInfo* info = find_op(op);
+  return info && info->unfused_form;
 }
 
 // Tokens one cooperative launch of `v` can cover: whole token tiles whose CTAs all fit.
@@ -38,11 +55,55 @@ int64_t single_launch_tokens(const ninfer_variant& v, int64_t cta_cap) {
 
 } // namespace
 
-Planner::Planner(const LoadedPlugin& plugin, const ninfer_device_info& device, const ScheduleTable* table)
-    : plugin_(plugin), device_(device), table_(table) {}
+OpList::OpList(std::string_view list) {
+  if (!list.empty()) list_ = fmt::format(",{},", list);
+}
+
+OpList OpList::from_env(const char* name, const char* effect) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return {};
+  static std::mutex m;
+  static std::set<std::string> announced;
+  {
+    std::lock_guard lock(m);
+    if (announced.insert(name).second) spdlog::warn("{}={}: {}", name, v, effect);
+  }
+  return OpList(v);
+}
+
+bool OpList::names(std::string_view op, const ninfer_shape& shape) const {
+  return !list_.empty() && (list_.find(fmt::format(",{},", op)) != std::string::npos ||
+                            list_.find(fmt::format(",{}@{}x{},", op, shape.dims[0], shape.dims[1])) != std::string::npos);
+}
+
+OpList unfused_ops_from_env() {
+  return OpList::from_env("NINFER_UNFUSED_OPS", "the fused ops named here run as the ops they fuse");
+}
+
+Planner::Planner(const LoadedPlugin& plugin, const ninfer_device_info& device, const ScheduleTable* table,
+                 OpList unfused)
+    : plugin_(plugin), device_(device), table_(table), unfused_(std::move(unfused)) {}
+
+Plan Planner::unfused_plan(std::string_view op, const ninfer_shape& shape, std::string source,
+                           std::string reason) const {
+  if (shape.tokens < 1) throw Error(fmt::format("{}: token count must be >= 1 (got {})", op, shape.tokens));
+  Plan p;
+  p.op = std::string(op);
+  p.plugin = plugin_.name();
+  p.variant = std::string(kUnfusedRoute);
+  p.unfused = true;
+  p.shape = shape;
+  p.device = device_;
+  p.source = std::move(source);
+  p.reason = std::move(reason);
+  return p;
+}
 
 Plan Planner::plan_variant(const ninfer_variant& v, const ninfer_shape& shape, int64_t max_ctas) const {
   if (shape.tokens < 1) throw Error(fmt::format("{}: token count must be >= 1 (got {})", v.op, shape.tokens));
+  if (!contract_admits(v.op, shape))
+    throw Error(fmt::format("{}/{}: the op takes one token per sequence, the call has up to {}", v.op, v.name,
+                            shape.max_seq_tokens));
   if (!usable(v, shape, device_))
     throw Error(fmt::format("{}/{} cannot compute this shape on {}", v.op, v.name, device_.name));
   Plan p;
@@ -121,10 +182,24 @@ Plan Planner::plan_variant(const ninfer_variant& v, const ninfer_shape& shape, i
 }
 
 Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
+  const bool unfusable = has_unfused_form(op);
+  // 0. The route override: a fused op it names runs as the ops it fuses.
+  if (unfusable && unfused_.names(op, shape))
+    return unfused_plan(op, shape, "NINFER_UNFUSED_OPS", "route override: the ops it fuses, each planned on its own");
+
   std::vector<std::string> warnings;
-  // 1. A schedule-table entry for this bucket, if its variant can run this shape here.
+  // 1. A schedule-table entry for this bucket, if its variant can run this shape here. An entry
+  //    of an op that takes one token per sequence does not apply to a call with more.
   if (table_) {
-    if (const ScheduleEntry* e = table_->lookup(op, shape)) {
+    const ScheduleEntry* e = table_->lookup(op, shape);
+    if (e && e->variant == kUnfusedRoute) {
+      if (unfusable)
+        return unfused_plan(op, shape, e->where,
+                            fmt::format("schedule table {} {}: the ops it fuses, each planned on its own",
+                                        table_->source, e->describe_bucket()));
+      warnings.push_back(fmt::format("{}: schedule entry {} -> {}: the op has no unfused form; using the "
+                                     "planner's choice", e->where, e->op, e->variant));
+    } else if (e && contract_admits(op, shape)) {
       try {
         // A run-time compiled (jit_) variant is built at its first use when the table was not
         // checked against the device (check_against builds it otherwise).
@@ -161,9 +236,22 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
     if (v->cooperative && !device_.cooperative_launch) continue;
     cands.push_back({v, occ});
   }
-  if (cands.empty())
+  if (cands.empty()) {
+    // 3. A fused op the plugin cannot run for this shape (or for a call of several tokens per
+    //    sequence, when it takes one): the core runs the ops it fuses.
+    if (unfusable) {
+      Plan p = unfused_plan(op, shape, "planner",
+                            contract_admits(op, shape)
+                                ? fmt::format("plugin {} has no variant for this shape: the ops it fuses, each "
+                                              "planned on its own", plugin_.name())
+                                : fmt::format("{} tokens of one sequence (the op takes one): the ops it fuses, "
+                                              "each planned on its own", shape.max_seq_tokens));
+      p.warnings = std::move(warnings);
+      return p;
+    }
     throw Error(fmt::format("no variant of '{}' in plugin {} can run {} tokens (dims {}x{}) on {}", op,
                             plugin_.name(), shape.tokens, shape.dims[0], shape.dims[1], device_.name));
+  }
 
   const Candidate* best = nullptr;
   std::string reason;
@@ -218,6 +306,8 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
 }
 
 void execute(const Plan& plan, const void* args, void* workspace, void* stream) {
+  if (plan.unfused)
+    throw Error(fmt::format("internal: {}'s unfused route has no launch of its own; Backend::run runs it", plan.op));
   char err[512] = {0};
   for (const auto& l : plan.launches) {
     ninfer_launch launch{l.token_begin, l.token_end, l.grid_x, l.grid_y, l.block,

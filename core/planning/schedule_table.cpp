@@ -85,12 +85,22 @@ void check_against(ScheduleTable& table, const LoadedPlugin& plugin, const ninfe
     table.entries.clear();
     return;
   }
+  // A name that is nobody's variant is a mistake in the table, not a property of the device:
+  // the load fails and says where.
+  auto refused = [&](const ScheduleEntry& e, const std::string& why) {
+    return Error(fmt::format("{}: schedule entry {} tokens [{}, {}] -> {}: {}", e.where, e.op, e.tokens_min,
+                            e.tokens_max, e.variant, why));
+  };
   for (const auto& e : table.entries) {
-    if (!find_op(e.op)) {
-      drop(e, "unknown op");
+    const OpInfo* op = find_op(e.op);
+    if (!op) throw refused(e, "unknown op (ninfer-info --list-ops lists them)");
+    if (e.variant == kUnfusedRoute) {
+      if (!op->unfused_form) throw refused(e, "the op is not a fused op; it has no unfused route");
+      kept.push_back(e);
       continue;
     }
-    // A jit_ name is built here (NVRTC or the kernel cache), before any launch is recorded.
+    // A jit_ name is built here (NVRTC or the kernel cache), before any launch is recorded; one
+    // that cannot be built on this device is dropped like a variant that cannot be resident.
     const ninfer_variant* v = nullptr;
     try {
       v = jit::resolve_variant(plugin, device, e.op, e.variant);
@@ -99,8 +109,10 @@ void check_against(ScheduleTable& table, const LoadedPlugin& plugin, const ninfe
       continue;
     }
     if (!v) {
-      drop(e, fmt::format("plugin {} has no variant '{}'", plugin.name(), e.variant));
-      continue;
+      std::string known;
+      for (const ninfer_variant* k : plugin.variants_for(e.op)) known += fmt::format("{}{}", known.empty() ? "" : ", ", k->name);
+      throw refused(e, fmt::format("plugin {} has no variant '{}' of {} (it has: {}; `{}` runs the ops a fused op fuses)",
+                            plugin.name(), e.variant, e.op, known.empty() ? "none" : known, kUnfusedRoute));
     }
     if (v->exec == NINFER_EXEC_CUDA) {
       // Static resources only here; shape-dependent shared memory is checked per plan.

@@ -12,6 +12,7 @@
 #include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/planning/schedule_table.hpp"
+#include "ninfer/runtime/unfused_forms.hpp"
 
 namespace ninfer {
 namespace {
@@ -132,7 +133,7 @@ void Backend::zero(const DeviceBuffer& dst, size_t offset, size_t bytes) {
 }
 
 const Plan& Backend::plan(std::string_view op, const ninfer_shape& s) {
-  PlanKey key{std::string(op), s.tokens, s.dims[0], s.dims[1], s.dims[2], s.dims[3], s.dtype};
+  PlanKey key{std::string(op), s.tokens, s.dims[0], s.dims[1], s.dims[2], s.dims[3], s.dtype, s.max_seq_tokens};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     try {
@@ -144,28 +145,7 @@ const Plan& Backend::plan(std::string_view op, const ninfer_shape& s) {
   return it->second;
 }
 
-namespace {
-// A comma-separated op list from the environment variable `name`, as ",a,b," ("" when unset),
-// announced once with `effect`.
-std::string env_op_list(const char* name, const char* effect) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return "";
-  spdlog::warn("{}={}: {}", name, v, effect);
-  return fmt::format(",{},", v);
-}
-// Whether `list` names op, or op@D0xD1 with the shape's first two dims.
-bool names_op(const std::string& list, std::string_view op, const ninfer_shape& shape) {
-  return !list.empty() && (list.find(fmt::format(",{},", op)) != std::string::npos ||
-                           list.find(fmt::format(",{}@{}x{},", op, shape.dims[0], shape.dims[1])) != std::string::npos);
-}
-} // namespace
-
 bool Backend::has_variant(std::string_view op, const ninfer_shape& shape) const {
-  // Diagnostics for A/B timing (docs/performance.md): fused ops named in NINFER_UNFUSED_OPS
-  // (op or op@D0xD1) look missing to model code, which then runs the ops they fuse. Results
-  // stay correct; only the route changes.
-  static const std::string unfused = env_op_list("NINFER_UNFUSED_OPS", "model code runs these ops unfused");
-  if (names_op(unfused, op, shape)) return false;
   for (const ninfer_variant* v : plugin_->variants_for(op))
     if ((v->dtype_mask & (1u << shape.dtype)) && (!v->supports || v->supports(&shape))) return true;
   return false;
@@ -185,9 +165,9 @@ namespace {
 // planning shape has those first two dims (linear@4096x4096: one projection of a model).
 // Results are wrong while it is set; it says so.
 bool skipped_for_timing(std::string_view op, const ninfer_shape& shape) {
-  static const std::string skip =
-      env_op_list("NINFER_TIMING_SKIP_OPS", "these ops are not launched, so every result is wrong");
-  return names_op(skip, op, shape);
+  static const OpList skip =
+      OpList::from_env("NINFER_TIMING_SKIP_OPS", "these ops are not launched, so every result is wrong");
+  return skip.names(op, shape);
 }
 } // namespace
 
@@ -214,12 +194,18 @@ void Backend::execute_plan(const Plan& p, const void* args) {
   }
 }
 
-void Backend::run(std::string_view op, const ninfer_shape& shape, const void* args) {
+void Backend::run(std::string_view op, const ninfer_shape& shape, const void* args, const void* unfused_extra) {
+  const Plan& p = plan(op, shape);
+  if (p.unfused) {
+    // The ops it fuses, each planned (and, while sizing, reserved for) on its own.
+    if (!sizing_ && skipped_for_timing(op, shape)) return;
+    return run_unfused(*this, op, shape, args, unfused_extra);
+  }
   if (sizing_) {
     reserve_workspace(op, shape);
     return;
   }
-  execute_plan(plan(op, shape), args);
+  execute_plan(p, args);
 }
 
 void Backend::run_variant(std::string_view op, std::string_view variant, const ninfer_shape& shape,

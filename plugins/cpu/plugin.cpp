@@ -28,7 +28,7 @@ int32_t register_gated_delta_rule(const ninfer_registrar* r) {
 }
 
 // The test build cpu-unfused (plugins/cpu/CMakeLists.txt) leaves out the fused ops, as a plugin
-// written before them would: model code must then run the ops they fuse.
+// written before them would: the planner then routes them to the core's unfused forms.
 #ifdef NINFER_CPU_WITHOUT_FUSED_OPS
 constexpr bool kFusedOps = false;
 #else

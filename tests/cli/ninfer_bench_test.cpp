@@ -130,33 +130,41 @@ TEST(NinferBench, HybridModelCountsRecurrentState) {
   EXPECT_EQ(j["results"].size(), 1u);
 }
 
-// The ops a run planned, from the report's "variants".
-std::set<std::string> planned_ops(const json& j) {
-  std::set<std::string> ops;
-  for (const json& v : j["variants"]) ops.insert(v["op"].get<std::string>());
+// The ops a run planned onto a plugin variant, and those it ran as their unfused form, from the
+// report's "variants".
+struct PlannedOps {
+  std::set<std::string> variant, unfused;
+};
+PlannedOps planned_ops(const json& j) {
+  PlannedOps ops;
+  for (const json& v : j["variants"])
+    (v["variant"] == "unfused" ? ops.unfused : ops.variant).insert(v["op"].get<std::string>());
   return ops;
 }
 
-// NINFER_UNFUSED_OPS switches a fused route to its fallback (docs/architecture.md): the hybrid
-// preset's decode plans its fused ops by default, and with the switch plans none of them but
-// the ops they fuse instead.
+// NINFER_UNFUSED_OPS routes fused ops to their unfused forms (docs/architecture.md): the hybrid
+// preset's decode plans its fused ops onto the plugin by default, and with the switch runs them
+// as the ops they fuse.
 TEST(NinferBench, UnfusedOpsSwitchPlansTheFallbackOps) {
   const std::string args = "--preset qwen3_5-cpu-small --skip-prefill --contexts 8 --batches 1 --decode-steps 2 "
                            "--repeats 1 --warmup 0";
   const char* const fused_ops[] = {"norm_linear", "head_norm_rope_append", "conv_l2_norm", "gated_delta_step"};
-  const std::set<std::string> fused = planned_ops(bench_json(args));
-  for (const char* op : fused_ops) EXPECT_TRUE(fused.count(op)) << op << " not planned by default";
-  EXPECT_FALSE(fused.count("silu_mul")) << "the fused MLP projection needs no silu_mul";
-  EXPECT_FALSE(fused.count("head_norm_rope")) << "head_norm_rope_append includes it";
-  // head_norm_rope_append's fallback is head_norm_rope + kv_append; unfusing both reaches the
-  // norm and rope ops themselves.
-  const std::set<std::string> unfused = planned_ops(bench_json(
+  const PlannedOps fused = planned_ops(bench_json(args));
+  for (const char* op : fused_ops) EXPECT_TRUE(fused.variant.count(op)) << op << " not planned by default";
+  EXPECT_FALSE(fused.variant.count("silu_mul")) << "the fused MLP projection needs no silu_mul";
+  EXPECT_FALSE(fused.variant.count("head_norm_rope")) << "head_norm_rope_append includes it";
+  // head_norm_rope_append's unfused form runs head_norm_rope (itself routed) + kv_append;
+  // unfusing both reaches the norm and rope ops themselves.
+  const PlannedOps unfused = planned_ops(bench_json(
       args, "NINFER_UNFUSED_OPS=norm_linear,head_norm_rope_append,head_norm_rope,conv_l2_norm,gated_delta_step"));
-  for (const char* op : fused_ops) EXPECT_FALSE(unfused.count(op)) << op << " planned although unfused";
-  EXPECT_FALSE(unfused.count("head_norm_rope")) << "head_norm_rope planned although unfused";
+  for (const char* op : fused_ops) {
+    EXPECT_FALSE(unfused.variant.count(op)) << op << " planned onto the plugin although unfused";
+    EXPECT_TRUE(unfused.unfused.count(op)) << op << " did not take its unfused form";
+  }
+  EXPECT_FALSE(unfused.variant.count("head_norm_rope")) << "head_norm_rope planned although unfused";
   for (const char* op :
        {"silu_mul", "rope", "kv_append", "causal_conv1d", "l2_norm", "gated_delta_rule", "gated_rms_norm"})
-    EXPECT_TRUE(unfused.count(op)) << op << " (a fallback op) not planned";
+    EXPECT_TRUE(unfused.variant.count(op)) << op << " (a fallback op) not planned";
 }
 
 TEST(NinferBench, RefusesBadInputClearly) {

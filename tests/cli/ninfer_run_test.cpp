@@ -86,14 +86,14 @@ TEST(NinferRun, GreedyIdsMatchTransformersOnEveryFixture) {
 }
 
 // NINFER_UNFUSED_OPS (an A/B switch, docs/architecture.md) changes the route, never the answer:
-// with every fused op treated as missing, the model runs the ops they fuse and still produces
-// transformers' greedy ids, and says on stderr that the switch is on.
+// with the fused ops routed to their unfused forms, the model runs the ops they fuse and still
+// produces transformers' greedy ids, and says on stderr that the switch is on.
 TEST(NinferRun, UnfusedOpsSwitchKeepsTheReferenceIds) {
   const std::string env =
       "NINFER_UNFUSED_OPS=norm_linear,head_norm_rope_append,head_norm_rope,conv_l2_norm,gated_delta_step";
   for (const char* fixture : {"tiny-qwen3", "tiny-qwen3_5"}) {
     const std::string err = expect_reference_greedy_ids(fixture, env);
-    EXPECT_NE(err.find("model code runs these ops unfused"), std::string::npos) << fixture << ": " << err;
+    EXPECT_NE(err.find("the fused ops named here run as the ops they fuse"), std::string::npos) << fixture << ": " << err;
   }
 }
 

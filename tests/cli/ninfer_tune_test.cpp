@@ -106,12 +106,18 @@ TEST_F(TuneTest, TablesFromElsewhereOrWithUnknownEntriesAreRefused) {
   std::ofstream(table) << std::regex_replace(good, std::regex("plugin_version: [^\\n]+"), "plugin_version: 0.0.0-other");
   run = run_model();
   EXPECT_NE(run.err.find("refused"), std::string::npos) << run.err;
-  // An entry for an op or variant that does not exist is dropped, by name.
-  std::ofstream(table) << good << "  - {op: no_such_op, tokens: [1, 8], variant: fast}\n"
-                       << "  - {op: linear, tokens: [1, 8], variant: no_such_variant}\n";
+  // An entry for an op or variant that does not exist is an error in the table: the table is
+  // refused, naming the entry's line, and the run goes on with the built-in one.
+  std::ofstream(table) << good << "  - {op: no_such_op, tokens: [1, 8], variant: fast}\n";
   run = run_model();
   EXPECT_EQ(run.status, 0) << run.err;
-  EXPECT_NE(run.err.find("no_such_op tokens [1, 8] -> fast rejected: unknown op"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("refused"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(table.string() + ":"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("no_such_op tokens [1, 8] -> fast: unknown op"), std::string::npos) << run.err;
+  std::ofstream(table) << good << "  - {op: linear, tokens: [1, 8], variant: no_such_variant}\n";
+  run = run_model();
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("refused"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("has no variant 'no_such_variant'"), std::string::npos) << run.err;
   // Not a table at all: refused, the run goes on with the built-in one.
   std::ofstream(table) << "format: [";

@@ -354,7 +354,7 @@ TEST(GdnDecodeArgs, NormedHeadsBeyondTheChannelsAreRefused) {
 
 // ---- routing, without a GPU -----------------------------------------------------------------
 
-TEST(GdnDecodePlan, DecodeShapesPlanToDecodeAndTheRestHaveNoCudaPlan) {
+TEST(GdnDecodePlan, DecodeShapesPlanToDecodeAndTheRestTakeTheUnfusedForm) {
   const std::vector<Card> cards = cards_with_plugins();
   if (cards.empty()) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
   for (const Card& card : cards) {
@@ -387,7 +387,15 @@ TEST(GdnDecodePlan, DecodeShapesPlanToDecodeAndTheRestHaveNoCudaPlan) {
                                     ninfer_shape{T, {10240, 4, 1, 2048}, NINFER_DTYPE_F32}}) {
         EXPECT_FALSE(conv->supports(&s)) << "dims " << s.dims[0] << " " << s.dims[1] << " " << s.dims[2] << " "
                                          << s.dims[3];
-        EXPECT_THROW(planner.plan(NINFER_OP_CONV_L2_NORM, s), Error);
+        EXPECT_TRUE(planner.plan(NINFER_OP_CONV_L2_NORM, s).unfused) << "the plugin has no variant: the ops it fuses";
+      }
+      // A step whose shape states several tokens of one sequence (a prompt chunk) is not the
+      // op's: the decode variant supports its dims, the planner still takes the unfused form.
+      for (const GdnShape& g : kShapes) {
+        ninfer_shape prompt{T + 1, {g.v_heads, g.k_dim, g.v_dim, g.k_heads}, NINFER_DTYPE_F32};
+        prompt.max_seq_tokens = static_cast<int32_t>(T + 1);
+        EXPECT_TRUE(step->supports(&prompt)) << g.name;
+        EXPECT_TRUE(planner.plan(NINFER_OP_GATED_DELTA_STEP, prompt).unfused) << g.name;
       }
       // Heads other than 128 x 128, and value heads that are not a multiple of the key heads, go
       // to the unfused gdn_gating + gated_delta_rule + gated_rms_norm.
@@ -397,7 +405,7 @@ TEST(GdnDecodePlan, DecodeShapesPlanToDecodeAndTheRestHaveNoCudaPlan) {
                                     ninfer_shape{T, {3, 128, 128, 2}, NINFER_DTYPE_F32}}) {
         EXPECT_FALSE(step->supports(&s)) << "dims " << s.dims[0] << " " << s.dims[1] << " " << s.dims[2] << " "
                                          << s.dims[3];
-        EXPECT_THROW(planner.plan(NINFER_OP_GATED_DELTA_STEP, s), Error);
+        EXPECT_TRUE(planner.plan(NINFER_OP_GATED_DELTA_STEP, s).unfused) << "the plugin has no variant: the ops it fuses";
       }
     }
   }

@@ -40,8 +40,9 @@ nlohmann::json plan_to_json(const Plan& p) {
       {"variant", p.variant},
       {"cooperative", p.cooperative},
       {"library", p.library},
-      {"threads_per_block", p.host ? 0 : p.v->resources.threads_per_block},
-      {"registers_per_thread", p.host ? 0 : p.v->resources.registers_per_thread},
+      {"threads_per_block", p.host || p.unfused ? 0 : p.v->resources.threads_per_block},
+      {"registers_per_thread", p.host || p.unfused ? 0 : p.v->resources.registers_per_thread},
+      {"unfused", p.unfused},
       {"blocks_per_sm", p.blocks_per_sm},
       {"residency", p.residency},
       {"limiter", p.limiter},
@@ -67,6 +68,8 @@ std::string plan_to_text(const Plan& p) {
     s += fmt::format("  helper       {} ({} threads x {} registers): {} blocks/SM x {} SMs = {} CTAs\n",
                      p.v->resources.symbol, p.v->resources.threads_per_block, p.v->resources.registers_per_thread,
                      p.blocks_per_sm, p.device.sm_count, p.residency);
+  } else if (p.unfused) {
+    s += "  kernels      none of its own: the ops it fuses run one after another, each planned for its shape\n";
   } else if (!p.host) {
     s += fmt::format("  kernel       {} threads x {} registers, {} B dynamic shared memory\n",
                      p.v->resources.threads_per_block, p.v->resources.registers_per_thread,

@@ -52,7 +52,7 @@ std::vector<tools::ShapeToTune> model_shapes(Backend& be, const Checkpoint& ck, 
   std::map<std::tuple<std::string, int64_t, int64_t, int64_t, int32_t>, int64_t> widest;
   for (const Plan* p : be.cached_plans())
     for (const std::string& op : o.ops)
-      if (p->op == op) {
+      if (p->op == op && !p->unfused) { // an unfused route has no variant to time
         int64_t& t = widest[{op, p->shape.dims[0], p->shape.dims[1], p->shape.dims[2], p->shape.dtype}];
         t = std::max(t, p->shape.tokens);
       }

@@ -88,6 +88,11 @@ typedef struct ninfer_shape {
   int64_t tokens;
   int64_t dims[4];
   int32_t dtype; /* ninfer_dtype */
+  /* The most tokens of one sequence in the call (1: a decode step), where the caller states it;
+   * 0: not stated. An op whose contract takes one token per sequence (its header says so) is
+   * planned onto a plugin variant only when this is 0 or 1; the core runs the ops it fuses
+   * otherwise. */
+  int32_t max_seq_tokens;
 } ninfer_shape;
 
 /* One launch as the planner decided it. */

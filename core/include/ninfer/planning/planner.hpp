@@ -36,8 +36,11 @@ struct PlannedLaunch {
 struct Plan {
   std::string op;
   std::string plugin;
-  std::string variant; // also the route name: "split8", "unsplit", "reference"
-  const ninfer_variant* v = nullptr;
+  std::string variant; // also the route name: "split8", "unsplit", "reference", "unfused"
+  const ninfer_variant* v = nullptr; // null for the unfused route
+  // The core's unfused form of a fused op (OpInfo::unfused_form): no launch of its own; running
+  // it runs the ops it fuses, each planned for its own shape (ninfer/runtime/unfused_forms.hpp).
+  bool unfused = false;
   ninfer_shape shape{};
   ninfer_device_info device{};
   bool cooperative = false;
@@ -54,22 +57,49 @@ struct Plan {
   size_t workspace_bytes = 0; // the largest launch's; one buffer serves all (stream-ordered)
 };
 
+// Ops named by a comma-separated list: `op`, or `op@D0xD1` for the calls whose planning shape
+// has those first two dims (linear@4096x4096: one projection of a model).
+class OpList {
+ public:
+  OpList() = default;
+  explicit OpList(std::string_view list);
+  // The list in environment variable `name` (empty when unset); the first read of each variable
+  // in the process logs it with `effect`.
+  static OpList from_env(const char* name, const char* effect);
+  bool names(std::string_view op, const ninfer_shape& shape) const;
+  bool empty() const { return list_.empty(); }
+
+ private:
+  std::string list_; // ",a,b@1x2," or empty
+};
+
+// The route override of NINFER_UNFUSED_OPS: fused ops it names run as the ops they fuse (an A/B
+// switch for a fused kernel against its components; results stay correct).
+OpList unfused_ops_from_env();
+
 class Planner {
  public:
   // `table` may be null (planner's own choices only). The plugin and table must outlive it.
-  Planner(const LoadedPlugin& plugin, const ninfer_device_info& device,
-          const ScheduleTable* table = nullptr);
+  // Fused ops named in `unfused` take their unfused route whatever the table says.
+  Planner(const LoadedPlugin& plugin, const ninfer_device_info& device, const ScheduleTable* table = nullptr,
+          OpList unfused = unfused_ops_from_env());
 
-  // Throws ninfer::Error when no variant of the plugin can compute the op on this device.
+  // The route for (op, shape), decided here and only here: the unfused override, then a schedule
+  // table entry (a plugin variant, or `unfused` for a fused op), then the planner's own choice
+  // among the plugin's variants, and for a fused op the plugin cannot run, its unfused form.
+  // Throws ninfer::Error when none of them can compute the op on this device.
   Plan plan(std::string_view op, const ninfer_shape& shape) const;
   // Plans one named variant (tests, ninfer-tune); `max_ctas` <= 0 means no cap beyond
   // residency. Throws when the variant cannot run on this device for this shape.
   Plan plan_variant(const ninfer_variant& v, const ninfer_shape& shape, int64_t max_ctas = 0) const;
 
  private:
+  Plan unfused_plan(std::string_view op, const ninfer_shape& shape, std::string source, std::string reason) const;
+
   const LoadedPlugin& plugin_;
   ninfer_device_info device_;
   const ScheduleTable* table_;
+  OpList unfused_;
 };
 
 // Runs a plan's launches in order on `stream` (a cudaStream_t, or null for host variants).

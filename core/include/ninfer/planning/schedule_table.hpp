@@ -1,9 +1,11 @@
 // Schedule tables: per op and token-count bucket, the variant a plugin should use. Built-in
 // tables ship per architecture (arch/schedules/<arch>.yaml); a per-device table written by
 // ninfer-tune overrides them. Tables are validated by schemas/schedule.schema.json, then
-// checked against the real (or described) device: an entry that names an unknown op or
-// variant, or whose launch could not be legal there, is dropped with a warning naming it,
-// and the planner's own choice is used for its bucket.
+// checked against the plugin and the real (or described) device: an entry that names an
+// unknown op or a variant the plugin does not have is an error naming its FILE:LINE; an entry
+// whose launch could not be legal there (or a jit_ variant that cannot be built) is dropped
+// with a warning naming it, and the planner's own choice is used for its bucket. The variant
+// `unfused` of a fused op routes it to the ops it fuses (OpInfo::unfused_form).
 #pragma once
 
 #include <cstdint>
@@ -65,7 +67,9 @@ struct ScheduleTable {
 ScheduleTable load_schedule_table(const std::filesystem::path& file,
                                   const std::filesystem::path& schema_dir);
 
-// Drops entries that cannot be used with `plugin` on `device`, recording a warning for each.
+// Throws ninfer::Error ("FILE:LINE: ...") for an entry naming an unknown op or a variant that
+// `plugin` does not have; drops entries that cannot be used on `device`, recording a warning
+// for each.
 void check_against(ScheduleTable& table, const LoadedPlugin& plugin, const ninfer_device_info& device);
 
 // The built-in table for a plugin's architecture, checked against `device`; an empty table

@@ -6,8 +6,9 @@
 //   be.reserve_workspace(NINFER_OP_GATED_DELTA_RULE, largest_shape);   // at load time
 //   be.run(NINFER_OP_LINEAR, shape, &args);                            // plan (cached) + launch
 //
-// Model code names op contracts only; which variant runs is the planner's choice (schedule
-// table, then the planner's own route). All memory is allocated through the backend, up front:
+// Model code names op contracts only; which variant runs is the planner's choice (the
+// NINFER_UNFUSED_OPS override, the schedule table, then the planner's own route; a fused op the
+// plugin cannot run takes the core's unfused form, ninfer/runtime/unfused_forms.hpp). All memory is allocated through the backend, up front:
 // run() never allocates, and an op whose workspace was not reserved is an error, not a
 // surprise allocation in the middle of a step.
 #pragma once
@@ -91,12 +92,15 @@ class Backend {
   const Plan& plan(std::string_view op, const ninfer_shape& shape);
   // Every plan made so far (what ran: tools report variants and schedule entries), in key order.
   std::vector<const Plan*> cached_plans() const;
-  // Whether the plugin has a variant of `op` that supports `shape` (its dtype and dims): model
-  // code asks before running an op a plugin may lack (a fused op with an unfused fallback).
+  // Whether the plugin has a variant of `op` that supports `shape` (its dtype and dims), whatever
+  // the route: for tests and tools. Model code runs the op and the planner picks its route.
   bool has_variant(std::string_view op, const ninfer_shape& shape) const;
-  // Plans and runs `op`; `args` is the op's argument struct (ninfer/abi/ops/<op>.h). Throws
-  // ninfer::Error naming op, variant and shape when planning or a launch fails.
-  void run(std::string_view op, const ninfer_shape& shape, const void* args);
+  // Plans and runs `op`; `args` is the op's argument struct (ninfer/abi/ops/<op>.h). Where the
+  // planner routes a fused op to its unfused form, the core runs the ops it fuses instead, with
+  // `unfused_extra` (ninfer/runtime/unfused_forms.hpp: the rows norm_linear's and
+  // gated_delta_step's forms need; ignored otherwise). Throws ninfer::Error naming op, variant
+  // and shape when planning or a launch fails.
+  void run(std::string_view op, const ninfer_shape& shape, const void* args, const void* unfused_extra = nullptr);
   // Runs one named variant of `op` (tests compare variants; tools time them). Unlike run(),
   // it grows the workspace when the variant needs more: it is not for model code.
   void run_variant(std::string_view op, std::string_view variant, const ninfer_shape& shape, const void* args);
@@ -146,7 +150,7 @@ class Backend {
   void release(DeviceBuffer& b) noexcept;
   void execute_plan(const Plan& p, const void* args);
 
-  using PlanKey = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t>;
+  using PlanKey = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t, int32_t>;
   const LoadedPlugin* plugin_;
   ninfer_device_info device_;
   BackendOptions options_;

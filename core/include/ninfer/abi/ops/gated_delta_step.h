@@ -19,7 +19,9 @@
  * norm_w [v_dim] float32; state [slots, v_heads, k_dim, v_dim] float32 (row = key index); out
  * [T, v_heads, v_dim] float32 with row stride out_token_stride, not overlapping the inputs.
  * Planning shape: tokens = T, dims[0] = v_heads, dims[1] = k_dim, dims[2] = v_dim,
- * dims[3] = k_heads, dtype = F32.
+ * dims[3] = k_heads, dtype = F32, max_seq_tokens = the most tokens of one sequence where the
+ * caller states it: a plugin variant is planned only when it is 0 or 1, and the core runs
+ * gdn_gating, gated_delta_rule and gated_rms_norm otherwise.
  *
  * Ordering: a variant may read the batch arrays, the weights and the slots' state while the
  * kernel launched before it on the stream still runs (programmatic dependent launch), so that

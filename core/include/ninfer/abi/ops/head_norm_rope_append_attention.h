@@ -13,7 +13,9 @@
  * A plugin fuses them so that the new query meets the cache in the launch that normalises and
  * rotates it: one latency-bound launch fewer per attention layer (docs/ops.md).
  * Planning shape: attention's (tokens = T, dims[0] = head_dim, dims[1] = heads, dims[2] =
- * kv_heads, dims[3] = the longest attended span), dtype = the cache dtype.
+ * kv_heads, dims[3] = the longest attended span), dtype = the cache dtype, max_seq_tokens = the
+ * most tokens of one sequence where the caller states it: a plugin variant is planned only when
+ * it is 0 or 1, and the core runs the two ops otherwise.
  *
  * Ordering: both ops' (a variant may read the batch arrays, positions, weights and the cache
  * rows before each sequence's position while the kernel before it still runs).

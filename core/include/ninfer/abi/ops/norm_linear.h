@@ -11,7 +11,8 @@
  *            (w holds the gate rows, then the up rows), silu(z) = z / (1 + exp(-z))
  *   normed != NULL: normed[t, k] = xn[k] (for a second consumer of the normed rows)
  * It equals rms_norm (no residual) into a buffer, linear on it, and (gated) silu_mul on the two
- * halves; the model runs exactly those ops where a plugin has no variant for the shape.
+ * halves; the core runs exactly those ops (its unfused form) where a plugin has no variant for
+ * the shape.
  *
  * Shapes: x [T, K] float32, row stride x_row_stride; norm_w [K] float32; w [out_features, K]
  * contiguous in w_dtype (F32 or BF16); y [T, out_features (gated: / 2)] float32, row stride
