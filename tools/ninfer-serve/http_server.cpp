@@ -267,14 +267,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     req.peer = peer_;
     auto ex = std::make_shared<Exchange>(weak_from_this());
     watch();
-    asio::post(server_.workers, [&server = server_, req = std::move(req), ex] {
+    const auto handle = [&server = server_, ex](const HttpRequest& req) {
       try {
         server.handler(req, ex);
       } catch (const std::exception& e) {
         spdlog::error("{} {}: {}", req.method, req.path, e.what());
         ex->reply(500, "application/json", error_json(500, e.what()));
       }
-    });
+    };
+    // GETs (/health, /metrics, /v1/models) are quick: answered here, so that they never wait
+    // behind requests being parsed and tokenised on the workers.
+    if (req.method == "GET") return handle(req);
+    asio::post(server_.workers, [handle, req = std::move(req)] { handle(req); });
   }
 
   // While the reply is prepared, keep reading: pipelined requests are kept for later, and the

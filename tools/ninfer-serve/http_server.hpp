@@ -5,7 +5,8 @@
 // leaves while its request is queued or running is noticed at once (its socket is watched
 // while the answer is prepared), so the request can be cancelled.
 //
-// Handlers run on a small worker pool and answer through an Exchange, from any thread.
+// The handler runs on a small worker pool (GET requests: on the I/O thread, so they must be
+// quick) and answers through an Exchange, from any thread.
 // docs/serving.md lists the limits and why this library (not cpp-httplib 0.11).
 #pragma once
 
@@ -68,7 +69,8 @@ class Exchange {
 class HttpServer {
  public:
   using Handler = std::function<void(const HttpRequest&, std::shared_ptr<Exchange>)>;
-  // `handler` runs on one of `workers` threads for every request read whole.
+  // `handler` runs for every request read whole: on one of `workers` threads, or for a GET on
+  // the I/O thread that read it.
   HttpServer(HttpLimits limits, Handler handler, int io_threads = 2, int workers = 4);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
