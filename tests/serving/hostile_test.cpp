@@ -327,11 +327,13 @@ TEST(NinferServeHostile, ConnectionBudgetHasATotalAndAPerPeerLimit) {
     EXPECT_NE(r->body.find("--max-connections-per-peer"), std::string::npos) << r->body;
     EXPECT_TRUE(over.closed_within(milliseconds(1000)));
   }
-  // Another peer is still served (4 connections of 6).
-  const auto other = ask(server.port(), get_text("/health"), milliseconds(2000), "127.0.0.2");
+  // Another peer is still served (4 connections of 6; this one stays open).
+  idle.push_back(std::make_unique<Conn>(server.port(), "127.0.0.2"));
+  idle.back()->send(get_text("/health"));
+  const auto other = idle.back()->response(milliseconds(2000));
   ASSERT_TRUE(other);
   EXPECT_EQ(other->status, 200);
-  for (int i = 0; i < 3; ++i) idle.push_back(std::make_unique<Conn>(server.port(), "127.0.0.3"));
+  for (int i = 0; i < 2; ++i) idle.push_back(std::make_unique<Conn>(server.port(), "127.0.0.3"));
   std::this_thread::sleep_for(milliseconds(200));
   {
     const auto r = ask(server.port(), get_text("/health"), milliseconds(2000), "127.0.0.4");

@@ -442,6 +442,7 @@ void HttpServer::Impl::accept() {
         }
         if (per_peer[peer] == 0) per_peer.erase(peer);
       }
+      spdlog::debug("connection from {}{}", peer, refusal.empty() ? "" : ": refused, " + refusal);
       auto c = std::make_shared<Connection>(std::move(socket), *this, peer, refusal.empty());
       if (refusal.empty())
         c->run([](Connection& c) { c.start(); });
