@@ -77,6 +77,7 @@ struct HttpServer::Impl {
 
   asio::io_context io;
   tcp::acceptor acceptor{io};
+  asio::steady_timer retry{io};
   asio::thread_pool workers;
 
   void accept();
@@ -449,7 +450,13 @@ void HttpServer::Impl::accept() {
       else
         c->run([refusal](Connection& c) { c.refuse(refusal); });
     } else {
-      spdlog::warn("accept: {}", ec.message()); // e.g. out of file descriptors: keep going
+      // Out of file descriptors, say: back off a little rather than spin on the error.
+      spdlog::warn("accept: {}; retrying in 100 ms", ec.message());
+      retry.expires_after(Ms(100));
+      retry.async_wait([this](beast::error_code e) {
+        if (!e) accept();
+      });
+      return;
     }
     accept();
   });
@@ -497,6 +504,7 @@ void HttpServer::stop() {
   asio::post(impl_->io, [impl = impl_.get()] {
     beast::error_code ignored;
     impl->acceptor.close(ignored);
+    impl->retry.cancel();
   });
   for (auto& c : open) c->run([](Connection& c) { c.close_now(); });
 }
