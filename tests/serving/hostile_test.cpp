@@ -130,6 +130,10 @@ class Conn {
       r.headers[name] = line.substr(line.find_first_not_of(' ', colon + 1));
     }
     size_t pos = head_end + 4;
+    if (r.status / 100 == 1) { // interim: no body
+      in_.erase(0, pos);
+      return r;
+    }
     if (r.headers.count("content-length")) {
       const size_t n = std::stoul(r.headers["content-length"]);
       if (in_.size() < pos + n) return std::nullopt;
@@ -354,8 +358,8 @@ TEST(NinferServeHostile, ConnectionBudgetHasATotalAndAPerPeerLimit) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
-// --max-body-bytes: a larger body is 413 (declared or chunked), one within it is served;
-// --max-headers and --max-header-bytes: 431.
+// --max-body-bytes: a larger body is 413 (declared or chunked), one within it is served (also
+// when the client waits for 100 Continue); --max-headers and --max-header-bytes: 431.
 TEST(NinferServeHostile, OversizedBodiesAre413AndTooManyHeaders431) {
   ServerProcess server(tiny_args({"--max-body-bytes", "1000", "--max-headers", "20"}));
   const auto body_of = [](size_t ids) {
@@ -393,6 +397,23 @@ TEST(NinferServeHostile, OversizedBodiesAre413AndTooManyHeaders431) {
   r = ask(server.port(), "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(40000, 'a') + "\r\n\r\n");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 431);
+  // curl's way with large bodies: the head first, with Expect: 100-continue.
+  {
+    Conn c(server.port());
+    const std::string text = post_text("/v1/completions", small, "Expect: 100-continue\r\n");
+    const size_t body_at = text.find("\r\n\r\n") + 4;
+    c.send(text.substr(0, body_at));
+    const auto t0 = Clock::now();
+    while (c.received().find("\r\n\r\n") == std::string::npos && seconds_since(t0) < 5) c.pump(milliseconds(50));
+    EXPECT_EQ(c.received().rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << c.received();
+    c.send(text.substr(body_at));
+    const auto r2 = c.response(milliseconds(5000));
+    ASSERT_TRUE(r2);
+    EXPECT_EQ(r2->status, 100); // the interim response, then the answer
+    const auto r3 = c.response(milliseconds(5000));
+    ASSERT_TRUE(r3);
+    EXPECT_EQ(r3->status, 200) << r3->body;
+  }
   EXPECT_EQ(ask(server.port(), get_text("/health"))->status, 200);
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
