@@ -49,8 +49,9 @@ struct RawResponse {
 // (any of 127.0.0.0/8 reaches the server, so tests can be several peers).
 class Conn {
  public:
-  explicit Conn(int port, const char* from = "127.0.0.1") {
+  explicit Conn(int port, const char* from = "127.0.0.1", int receive_buffer = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (receive_buffer > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
     sockaddr_in local{};
     local.sin_family = AF_INET;
     inet_pton(AF_INET, from, &local.sin_addr);
@@ -545,6 +546,31 @@ TEST(NinferServeHostile, PrefillOfAClientThatLeavesStopsEarly) {
     EXPECT_LT(lines.back()["prefill_s"].get<double>(), full_s * 0.6)
         << "stream " << stream << ": the prefill went on after the client left (whole prefill " << full_s << " s)";
   }
+  EXPECT_EQ(server.stop(), 0) << server.log();
+  fs::remove(log);
+}
+
+// A client that stops reading its stream is dropped after --write-timeout-ms of no progress,
+// and its request is cancelled (it does not decode on into a buffer nobody reads).
+TEST(NinferServeHostile, StreamNobodyReadsIsDroppedAfterTheWriteTimeout) {
+  const fs::path log = temp_log("write-timeout");
+  ServerProcess server({"--checkpoint", (fixtures_dir() / "tiny-qwen3").string(), "--device", "cpu", "--max-context",
+                        "8192", "--max-concurrency", "1", "--write-timeout-ms", "1000", "--request-log", log.string()});
+  Conn c(server.port(), "127.0.0.1", 2048);
+  json req = completion({1, 2, 3}, 8000, true);
+  req["return_token_ids"] = true;
+  req["logprobs"] = 5; // large events: the socket's buffers fill sooner
+  ASSERT_TRUE(c.send(post_text("/v1/completions", req.dump())));
+  std::vector<json> lines;
+  const auto t0 = Clock::now();
+  while (lines.empty() && seconds_since(t0) < 60) {
+    std::this_thread::sleep_for(milliseconds(50));
+    lines = read_log(log);
+  }
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["finish_reason"], "cancelled");
+  EXPECT_LT(lines[0]["decode_tokens"].get<int>(), 8000);
+  EXPECT_EQ(ask(server.port(), post_text("/v1/completions", completion({1, 2}, 2).dump()))->status, 200);
   EXPECT_EQ(server.stop(), 0) << server.log();
   fs::remove(log);
 }
