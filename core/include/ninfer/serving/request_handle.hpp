@@ -70,7 +70,7 @@ class RequestHandle {
   // Without blocking: the result once finished and every piece was taken.
   std::optional<ServeResult> try_result();
   // Called (on the scheduler's thread, possibly with its lock held: post work elsewhere, do
-  // not block) after every push and at the finish; also once at once, for what came before.
+  // not block) after every push and at the finish, and once right away for what came earlier.
   void set_notify(std::function<void()> notify);
   ServeResult wait();
   // wait() for at most `timeout`: nullopt if the request is still running.
