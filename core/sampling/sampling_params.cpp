@@ -21,8 +21,10 @@ void SamplingParams::validate() const {
   require(top_k >= 0, "top_k", ">= 0 (0 turns it off)", static_cast<double>(top_k));
   require(top_p > 0 && top_p <= 1, "top_p", "in (0, 1] (1 turns it off)", top_p);
   require(min_p >= 0 && min_p <= 1, "min_p", "in [0, 1] (0 turns it off)", min_p);
-  require(std::isfinite(repetition_penalty) && repetition_penalty > 0, "repetition_penalty",
-          "> 0 (1 turns it off)", repetition_penalty);
+  // Penalised logits are divided (or multiplied) by it in float: outside this range they
+  // overflow to infinity (1e-300 rounds to a float 0) or the output only degenerates.
+  require(repetition_penalty >= kMinRepetitionPenalty && repetition_penalty <= kMaxRepetitionPenalty,
+          "repetition_penalty", "in [0.01, 100] (1 turns it off)", repetition_penalty);
   // OpenAI's range; larger values only make the output degenerate.
   require(presence_penalty >= -2 && presence_penalty <= 2, "presence_penalty",
           "in [-2, 2] (0 turns it off)", presence_penalty);

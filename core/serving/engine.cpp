@@ -55,6 +55,20 @@ std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r, RequestOption
   return handle;
 }
 
+void Engine::cancel(RequestHandle& handle) {
+  handle.cancel();
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = pending_.begin(); it != pending_.end(); ++it)
+      if (it->handle.get() == &handle) {
+        drop(*it, "cancelled");
+        pending_.erase(it);
+        break;
+      }
+  }
+  cv_.notify_all();
+}
+
 void Engine::shutdown(bool cancel_running) {
   {
     std::lock_guard lock(mutex_);

@@ -3,19 +3,52 @@
 namespace ninfer::serving {
 
 void RequestHandle::push(StreamPiece piece) {
+  std::function<void()> notify;
   {
     std::lock_guard lock(mutex_);
     pieces_.push_back(std::move(piece));
+    notify = notify_;
   }
   cv_.notify_all();
+  if (notify) notify();
 }
 
 void RequestHandle::finish(ServeResult result) {
+  std::function<void()> notify;
   {
     std::lock_guard lock(mutex_);
     result_ = std::move(result);
+    notify = notify_;
   }
   cv_.notify_all();
+  if (notify) notify();
+}
+
+void RequestHandle::set_notify(std::function<void()> notify) {
+  {
+    std::lock_guard lock(mutex_);
+    notify_ = notify;
+  }
+  if (notify) notify();
+}
+
+std::optional<StreamPiece> RequestHandle::try_next_piece() {
+  std::lock_guard lock(mutex_);
+  if (pieces_.empty()) return std::nullopt;
+  StreamPiece p = std::move(pieces_.front());
+  pieces_.pop_front();
+  return p;
+}
+
+bool RequestHandle::finished() {
+  std::lock_guard lock(mutex_);
+  return result_.has_value();
+}
+
+std::optional<ServeResult> RequestHandle::try_result() {
+  std::lock_guard lock(mutex_);
+  if (!pieces_.empty() || !result_) return std::nullopt;
+  return *result_;
 }
 
 std::optional<StreamPiece> RequestHandle::next_piece() {

@@ -186,12 +186,34 @@ TEST(Sampler, RejectsOutOfRangeParametersNamingTheField) {
   p = {};
   p.repetition_penalty = 0.0;
   expect_error(p, "repetition_penalty");
+  // Dividing by a penalty that rounds to 0 in float (or nearly) makes the logits infinite.
+  for (double tiny_or_huge : {1e-300, 1e-3, 1e3, 1e300}) {
+    p = {};
+    p.repetition_penalty = tiny_or_huge;
+    expect_error(p, "repetition_penalty");
+  }
   p = {};
   p.presence_penalty = 3.0;
   expect_error(p, "presence_penalty");
   p = {};
   p.frequency_penalty = -2.5;
   expect_error(p, "frequency_penalty");
+}
+
+// The extremes of the repetition penalty's range keep penalised logits finite and sampleable.
+TEST(Sampler, RepetitionPenaltyAtItsBoundsKeepsLogitsFinite) {
+  for (double penalty : {0.01, 100.0}) {
+    SamplingParams p;
+    p.repetition_penalty = penalty;
+    p.top_logprobs = 2;
+    const std::vector<TokenId> prompt{0, 1, 2};
+    Sampler s(p, prompt);
+    const std::vector<float> logits{-30.0f, 30.0f, 29.0f, 1.0f};
+    const SampleResult r = s.sample(logits);
+    EXPECT_GE(r.token, 0);
+    EXPECT_LT(r.token, 4);
+    EXPECT_TRUE(std::isfinite(r.logprob));
+  }
 }
 
 TEST(Sampler, NaNLogitsAreAnErrorNotAToken) {

@@ -135,3 +135,25 @@ TEST(ServingEngine, ShutdownCancelsQueuedRequests) {
   EXPECT_EQ(queued->wait().finish_reason, "cancelled");
   EXPECT_THROW(engine.submit(greedy(fx.cases[1].prompt, 4)), QueueFull);
 }
+
+// Engine::cancel on a queued request gives its queue place back at once (not at the next
+// scheduler step): the request is finished as cancelled before cancel returns, and another
+// request fits into the queue straight away.
+TEST(ServingEngine, CancellingAQueuedRequestFreesItsPlaceAtOnce) {
+  const Fixture fx = Fixture::load("tiny-qwen3");
+  Backend be = cpu_model_backend();
+  auto lm = model(be, fx, 1, 4096);
+  Engine engine(*lm, nullptr, {1}); // one slot, one queue place
+  auto running = engine.submit(greedy(fx.cases[0].prompt, 4000));
+  auto queued = engine.submit(greedy(fx.cases[1].prompt, 4));
+  EXPECT_THROW(engine.submit(greedy({1, 2, 3}, 4)), QueueFull);
+  engine.cancel(*queued);
+  const auto r = queued->wait_for(std::chrono::milliseconds(0));
+  ASSERT_TRUE(r.has_value()) << "the queued request was not finished by cancel";
+  EXPECT_EQ(r->finish_reason, "cancelled");
+  EXPECT_TRUE(r->generated_ids.empty());
+  auto next = engine.submit(greedy({1, 2, 3}, 3)); // the freed place, while the slot is still busy
+  engine.cancel(*running);
+  EXPECT_EQ(running->wait().finish_reason, "cancelled");
+  EXPECT_EQ(next->wait().generated_ids.size(), 3u);
+}

@@ -78,6 +78,10 @@ std::unique_ptr<httplib::Client> ServerProcess::client() const {
   return c;
 }
 
+void ServerProcess::signal(int sig) const {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
 int ServerProcess::stop() {
   if (pid_ <= 0) return -1;
   kill(pid_, SIGTERM);

@@ -20,6 +20,9 @@ class ServerProcess {
   ServerProcess& operator=(const ServerProcess&) = delete;
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  // Sends `sig` without waiting (stop() then collects the exit status).
+  void signal(int sig) const;
   std::unique_ptr<httplib::Client> client() const;
   // SIGTERM, then waits; returns the exit status (-1 when killed by a signal or stuck).
   int stop();

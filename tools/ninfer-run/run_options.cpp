@@ -16,7 +16,7 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--top-k", o.top_k, "Keep the K most likely tokens (0 = off)");
   app.add_option("--top-p", o.top_p, "Nucleus sampling: smallest set with this much probability");
   app.add_option("--min-p", o.min_p, "Drop tokens below min-p x the top probability");
-  app.add_option("--repetition-penalty", o.repetition_penalty, "HF repetition penalty (1 = off)");
+  app.add_option("--repetition-penalty", o.repetition_penalty, "HF repetition penalty, in [0.01, 100] (1 = off)");
   app.add_option("--presence-penalty", o.presence_penalty, "OpenAI presence penalty");
   app.add_option("--frequency-penalty", o.frequency_penalty, "OpenAI frequency penalty");
   app.add_option("--seed", o.seed, "Seed for reproducible sampling");

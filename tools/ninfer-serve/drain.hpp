@@ -1,6 +1,6 @@
 // Graceful shutdown's bookkeeping: how many generation requests are in flight, and whether
-// new ones are still taken. cpp-httplib's stop() cuts streams short, so the server first
-// drains (new requests get 503, running ones finish) and only then stops listening.
+// new ones are still taken. Stopping the HTTP server closes every connection, so the server
+// first drains (new requests and /health get 503, running ones finish) and only then stops.
 #pragma once
 
 #include <chrono>
@@ -19,6 +19,10 @@ class Drain {
     if (draining_) return nullptr;
     ++in_flight_;
     return std::shared_ptr<void>(this, [](void* self) { static_cast<Drain*>(self)->leave(); });
+  }
+  bool draining() {
+    std::lock_guard lock(mutex_);
+    return draining_;
   }
   void start() {
     std::lock_guard lock(mutex_);

@@ -2,11 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
-#include <memory>
+#include <mutex>
 
 #include "api_error.hpp"
-#include "client_socket.hpp"
 #include "openai_request.hpp"
 #include "openai_response.hpp"
 
@@ -18,10 +16,7 @@ using nlohmann::json;
 // Generated text is whole UTF-8, but a prompt echo or an odd stop string might not be.
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  res.set_content(dump(e.body()), "application/json");
-}
+void send_error(Exchange& ex, const ApiError& e) { ex.reply(e.status, "application/json", dump(e.body())); }
 
 std::shared_ptr<serving::RequestHandle> submit(serving::Engine& engine, Endpoint ep, ParsedRequest& p) {
   try {
@@ -46,139 +41,146 @@ std::optional<ApiError> failure(const serving::ServeResult& r) {
   return std::nullopt;
 }
 
-struct StreamState {
+std::string event(const std::string& data) { return "data: " + data + "\n\n"; }
+
+// One generation request between its submission and its reply. pump() runs on a worker after
+// each notification from the engine; the mutex keeps pumps of one request in order.
+struct Reply {
   std::shared_ptr<serving::RequestHandle> handle;
+  std::shared_ptr<Exchange> ex;
   ResponseMeta meta;
-  bool include_usage;
-  bool token_ids; // return_token_ids: a chunk per token, with its id
-  std::shared_ptr<void> in_flight; // released when the response is gone
-  bool started = false;
+  bool stream = false;
+  bool include_usage = false;
+  bool token_ids = false; // return_token_ids: a chunk per token, with its id
+  std::mutex mutex;
+  bool ended = false;
   int64_t text_offset = 0; // completions logprobs: where the next token's text starts
-};
 
-bool write_event(httplib::DataSink& sink, const std::string& data) {
-  const std::string event = "data: " + data + "\n\n";
-  return sink.write(event.data(), event.size());
-}
-
-// Server-sent events: one `data: {chunk}` per text piece, the finish chunk, the usage chunk
-// if asked for, then `data: [DONE]`. A failed write means the client left: cancel.
-void stream_response(httplib::Response& res, std::shared_ptr<StreamState> st) {
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [st](size_t, httplib::DataSink& sink) {
-        if (!st->started) {
-          st->started = true;
-          // OpenAI opens a chat stream with the role and empty content.
-          if (st->meta.endpoint == Endpoint::Chat && !write_event(sink, dump(text_chunk(st->meta, "", true)))) {
-            st->handle->cancel();
-            return false;
-          }
-          return true;
-        }
-        if (auto piece = st->handle->next_piece()) {
-          // With token ids or logprobs every token gets a chunk, even one that adds no text yet.
-          const bool per_token = (st->token_ids || st->meta.logprobs) && piece->token >= 0;
-          if (piece->text.empty() && !per_token) return true;
-          json chunk = text_chunk(st->meta, piece->text, false, piece->reasoning);
-          if (st->token_ids)
-            chunk["choices"][0]["token_ids"] = piece->token >= 0 ? json::array({piece->token}) : json::array();
-          if (st->meta.logprobs && piece->token >= 0)
-            chunk["choices"][0]["logprobs"] =
-                logprobs_json(st->meta, std::span<const int32_t>(&piece->token, 1),
-                              std::span<const float>(&piece->logprob, 1),
-                              std::span<const std::vector<TokenLogprob>>(&piece->top_logprobs, 1), st->text_offset);
-          if (!write_event(sink, dump(chunk))) {
-            st->handle->cancel();
-            return false;
-          }
-          return true;
-        }
-        const serving::ServeResult r = st->handle->wait();
-        if (auto err = failure(r)) {
-          write_event(sink, dump(err->body()));
-        } else {
-          write_event(sink, dump(finish_chunk(st->meta, r.finish_reason)));
-          if (st->include_usage) write_event(sink, dump(usage_chunk(st->meta, r)));
-        }
-        write_event(sink, "[DONE]");
-        sink.done();
-        return true;
-      },
-      [st](bool success) {
-        if (!success) st->handle->cancel();
-      });
-}
-
-httplib::Server::Handler generation_handler(const LoadedModel& model, serving::Engine& engine, Drain& drain,
-                                            Endpoint ep) {
-  return [&model, &engine, &drain, ep](const httplib::Request& req, httplib::Response& res) {
-    try {
-      std::shared_ptr<void> in_flight = drain.enter();
-      if (!in_flight) throw ApiError(503, "the server is shutting down", "server_error");
-      ParsedRequest p = parse_request(ep, req.body, model);
-      auto handle = submit(engine, ep, p);
-      ResponseMeta meta = new_response_meta(ep, model.name);
-      meta.logprobs = p.logprobs;
-      meta.reasoning = p.options.reasoning.has_value();
-      meta.tokenizer = model.tok();
-      if (p.stream) {
-        stream_response(res, std::make_shared<StreamState>(StreamState{handle, meta, p.include_usage, p.return_token_ids, in_flight}));
-        return;
-      }
-      // Not streamed: nothing is written until the end, so watch the connection instead; a
-      // client that hung up cancels its request, which frees its slot (or queue place).
-      const int fd = client_socket(req);
-      std::optional<serving::ServeResult> done;
-      while (!(done = handle->wait_for(std::chrono::milliseconds(50)))) {
-        if (fd >= 0 && peer_closed(fd)) {
-          handle->cancel();
-          spdlog::debug("{} {}: the client closed the connection; request cancelled", req.method, req.path);
-          handle->wait();
-          return; // nobody to answer
-        }
-      }
-      const serving::ServeResult& r = *done;
-      if (auto err = failure(r)) throw *err;
-      res.set_content(dump(completion_json(meta, r, p.return_token_ids)), "application/json");
-    } catch (const ApiError& e) {
-      send_error(res, e);
-    } catch (const std::exception& e) {
-      spdlog::error("{} {}: {}", req.method, req.path, e.what());
-      send_error(res, ApiError(500, e.what(), "server_error"));
+  void pump() {
+    std::lock_guard lock(mutex);
+    if (ended) return;
+    if (!stream) {
+      const auto r = handle->wait_for(std::chrono::milliseconds(0));
+      if (!r) return;
+      ended = true;
+      if (auto err = failure(*r)) return send_error(*ex, *err);
+      ex->reply(200, "application/json", dump(completion_json(meta, *r, token_ids)));
+      return;
     }
-  };
-}
+    // Server-sent events: one `data: {chunk}` per text piece, the finish chunk, the usage
+    // chunk if asked for, then `data: [DONE]`.
+    std::string out;
+    while (auto piece = handle->try_next_piece()) {
+      // With token ids or logprobs every token gets a chunk, even one that adds no text yet.
+      const bool per_token = (token_ids || meta.logprobs) && piece->token >= 0;
+      if (piece->text.empty() && !per_token) continue;
+      json chunk = text_chunk(meta, piece->text, false, piece->reasoning);
+      if (token_ids) chunk["choices"][0]["token_ids"] = piece->token >= 0 ? json::array({piece->token}) : json::array();
+      if (meta.logprobs && piece->token >= 0)
+        chunk["choices"][0]["logprobs"] =
+            logprobs_json(meta, std::span<const int32_t>(&piece->token, 1), std::span<const float>(&piece->logprob, 1),
+                          std::span<const std::vector<TokenLogprob>>(&piece->top_logprobs, 1), text_offset);
+      out += event(dump(chunk));
+    }
+    const auto r = handle->try_result();
+    if (r) {
+      if (auto err = failure(*r)) {
+        out += event(dump(err->body()));
+      } else {
+        out += event(dump(finish_chunk(meta, r->finish_reason)));
+        if (include_usage) out += event(dump(usage_chunk(meta, *r)));
+      }
+      out += event("[DONE]");
+    }
+    if (!out.empty()) ex->send(std::move(out));
+    if (r) {
+      ended = true;
+      ex->end_stream();
+    }
+  }
+};
 
 } // namespace
 
-void add_routes(httplib::Server& server, const LoadedModel& model, serving::Engine& engine, Drain& drain,
-                const std::string& api_key) {
-  server.set_pre_routing_handler([api_key](const httplib::Request& req, httplib::Response& res) {
-    if (api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + api_key) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, ApiError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
-                             "invalid_request_error", {}, "invalid_api_key"));
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 404)
-      send_error(res, ApiError(404, "no route " + req.method + " " + req.path, "invalid_request_error", {}, "unknown_url"));
-    else
-      send_error(res, ApiError(res.status, "HTTP " + std::to_string(res.status), "invalid_request_error"));
-  });
-  server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"ok"})", "application/json");
-  });
-  server.Get("/v1/models", [&model, &engine](const httplib::Request&, httplib::Response& res) {
-    const json m{{"id", model.name}, {"object", "model"}, {"created", 0}, {"owned_by", "ninfer"},
-                 {"max_model_len", engine.max_context()}};
-    res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
-  });
-  server.Post("/v1/chat/completions", generation_handler(model, engine, drain, Endpoint::Chat));
-  server.Post("/v1/completions", generation_handler(model, engine, drain, Endpoint::Completions));
+bool same_secret(std::string_view a, std::string_view b) {
+  const size_t n = std::max(a.size(), b.size());
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
+Routes::Routes(const LoadedModel& model, serving::Engine& engine, Drain& drain, const ServerMetrics& metrics,
+               std::string api_key, std::function<void(std::function<void()>)> defer)
+    : model_(model), engine_(engine), drain_(drain), metrics_(metrics), api_key_(std::move(api_key)),
+      defer_(std::move(defer)) {}
+
+void Routes::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
+  if (req.path == "/health") {
+    if (req.method != "GET") return send_error(*ex, ApiError(405, "use GET /health"));
+    // While draining, a load balancer should stop sending here.
+    if (drain_.draining()) return ex->reply(503, "application/json", R"({"status":"draining"})");
+    return ex->reply(200, "application/json", R"({"status":"ok"})");
+  }
+  if (!api_key_.empty() && !same_secret(req.header("Authorization"), "Bearer " + api_key_))
+    return send_error(*ex, ApiError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
+                                    "invalid_request_error", {}, "invalid_api_key"));
+  if (req.method == "GET" && req.path == "/v1/models") {
+    const json m{{"id", model_.name}, {"object", "model"}, {"created", 0}, {"owned_by", "ninfer"},
+                 {"max_model_len", engine_.max_context()}};
+    return ex->reply(200, "application/json", dump(json{{"object", "list"}, {"data", json::array({m})}}));
+  }
+  if (req.method == "GET" && req.path == "/metrics")
+    return ex->reply(200, "text/plain; version=0.0.4", metrics_.render(engine_, *model_.backend));
+  if (req.method == "POST" && req.path == "/v1/chat/completions") return generate(req, ex, true);
+  if (req.method == "POST" && req.path == "/v1/completions") return generate(req, ex, false);
+  send_error(*ex, ApiError(404, "no route " + req.method + " " + req.path, "invalid_request_error", {}, "unknown_url"));
+}
+
+void Routes::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& ex, bool chat) {
+  const Endpoint ep = chat ? Endpoint::Chat : Endpoint::Completions;
+  try {
+    std::shared_ptr<void> in_flight = drain_.enter();
+    if (!in_flight) throw ApiError(503, "the server is shutting down", "server_error");
+    ParsedRequest p = parse_request(ep, req.body, model_);
+    auto handle = submit(engine_, ep, p);
+    auto reply = std::make_shared<Reply>();
+    reply->handle = handle;
+    reply->ex = ex;
+    reply->meta = new_response_meta(ep, model_.name);
+    reply->meta.logprobs = p.logprobs;
+    reply->meta.reasoning = p.options.reasoning.has_value();
+    reply->meta.tokenizer = model_.tok();
+    reply->stream = p.stream;
+    reply->include_usage = p.include_usage;
+    reply->token_ids = p.return_token_ids;
+    // Held until the reply's last byte is written (or the client is gone): draining waits.
+    ex->hold(std::move(in_flight));
+    // A client that leaves cancels its request, queued (its place is freed at once) or running.
+    ex->on_disconnect([&engine = engine_, handle] { engine.cancel(*handle); });
+    if (reply->stream) {
+      ex->start_stream("text/event-stream");
+      // OpenAI opens a chat stream with the role and empty content.
+      if (chat) ex->send(event(dump(text_chunk(reply->meta, "", true))));
+    }
+    // The reply lives until it is written (or its client is gone); the engine's notifications
+    // hold it only weakly.
+    ex->hold(reply);
+    std::weak_ptr<Reply> weak = reply;
+    handle->set_notify([weak, defer = defer_] {
+      auto r = weak.lock();
+      if (!r || (!r->stream && !r->handle->finished())) return;
+      defer([r] { r->pump(); });
+    });
+  } catch (const ApiError& e) {
+    send_error(*ex, e);
+  } catch (const std::exception& e) {
+    spdlog::error("{} {}: {}", req.method, req.path, e.what());
+    send_error(*ex, ApiError(500, e.what(), "server_error"));
+  }
 }
 
 } // namespace ninfer::tools

@@ -1,8 +1,9 @@
 // ninfer-serve: an OpenAI-compatible HTTP server (docs/serving.md) on one model, with
 // continuous batching across --max-concurrency sequences. SIGINT / SIGTERM stop accepting,
 // let the requests in flight finish (a second signal cancels them), and exit 0.
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <fmt/format.h>
-#include <httplib.h>
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "http_routes.hpp"
+#include "http_server.hpp"
 #include "metrics.hpp"
 #include "request_log.hpp"
 #include "loaded_model.hpp"
@@ -52,20 +54,14 @@ int serve(const tools::ServeOptions& o) {
   };
   serving::Engine engine(*model.lm, model.tok(), eo);
 
-  httplib::Server server;
-  // Every waiting or running request holds an HTTP thread (streams block on their handle).
-  const size_t threads = static_cast<size_t>(o.max_concurrency + o.max_pending_requests) + 4;
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // Replies are moved along on a few workers (the engine notifies from its scheduler thread).
+  boost::asio::thread_pool workers(2);
+  const auto defer = [&workers](std::function<void()> task) { boost::asio::post(workers, std::move(task)); };
   tools::Drain drain;
-  tools::add_routes(server, model, engine, drain, o.api_key);
-  server.Get("/metrics", [&metrics, &engine, &model](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.render(engine, *model.backend), "text/plain; version=0.0.4");
-  });
-
-  int port = o.port;
-  if (port == 0) port = server.bind_to_any_port(o.host);
-  else if (!server.bind_to_port(o.host, port)) port = -1;
-  if (port < 0) throw Error(fmt::format("cannot listen on {}:{}: is the port in use? (try --port)", o.host, o.port));
+  tools::Routes routes(model, engine, drain, metrics, o.api_key, defer);
+  auto server = std::make_unique<tools::HttpServer>(
+      o.http, [&routes](const tools::HttpRequest& req, std::shared_ptr<tools::Exchange> ex) { routes.handle(req, ex); });
+  const int port = server->listen(o.host, o.port);
   fmt::print(stderr, "ninfer-serve: serving '{}' on http://{}:{} ({} slots, context {})\n", model.name, o.host, port,
              o.max_concurrency, engine.max_context());
 
@@ -81,15 +77,17 @@ int serve(const tools::ServeOptions& o) {
           spdlog::info("second signal: cancelling the requests in flight");
           engine.shutdown(true);
         }
-      // A non-streamed reply is written just after its handler returns (and leaves the drain).
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    server.stop();
+    // Every reply in flight has been written whole (a request leaves the drain after its
+    // last byte): closing the connections now loses nothing.
+    server->stop();
   });
-  server.listen_after_bind(); // returns after stop(), once the in-flight requests are answered
+  server->run(); // returns after stop()
   pthread_kill(waiter.native_handle(), SIGUSR1);
   waiter.join();
   engine.shutdown(false);
+  workers.join();
+  server.reset();
   fmt::print(stderr, "ninfer-serve: stopped\n");
   return 0;
 }

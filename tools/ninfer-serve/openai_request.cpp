@@ -52,7 +52,9 @@ std::string content_text(const json& content, const std::string& param) {
   if (!content.is_array()) throw bad_param(param, "expected a string or an array of text parts");
   std::string text;
   for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    const json* type = part.is_object() ? field(part, "type") : nullptr;
+    const json* t = part.is_object() ? field(part, "text") : nullptr;
+    if (!type || !type->is_string() || type->get<std::string>() != "text" || !t || !t->is_string())
       throw bad_param(param, "only {\"type\": \"text\", \"text\": ...} parts are supported");
     text += part["text"].get<std::string>();
   }
@@ -146,15 +148,89 @@ void check_model(const json& body, const LoadedModel& model) {
                    "invalid_request_error", "model", "model_not_found");
 }
 
+// nlohmann's DOM parser, plus where in the document it is (`messages[0].content`), so that a
+// value the parser rejects (a number beyond a double, such as 1e999) names its field.
+class LocatingParser {
+ public:
+  explicit LocatingParser(json& out) : dom_(out, true) {}
+
+  bool null() { return value(dom_.null()); }
+  bool boolean(bool v) { return value(dom_.boolean(v)); }
+  bool number_integer(json::number_integer_t v) { return value(dom_.number_integer(v)); }
+  bool number_unsigned(json::number_unsigned_t v) { return value(dom_.number_unsigned(v)); }
+  bool number_float(json::number_float_t v, const json::string_t& s) { return value(dom_.number_float(v, s)); }
+  bool string(json::string_t& v) { return value(dom_.string(v)); }
+  bool binary(json::binary_t& v) { return value(dom_.binary(v)); }
+  bool start_object(std::size_t n) {
+    path_.push_back({false, 0, {}});
+    return dom_.start_object(n);
+  }
+  bool key(json::string_t& k) {
+    path_.back().key = k;
+    return dom_.key(k);
+  }
+  bool end_object() {
+    path_.pop_back();
+    return value(dom_.end_object());
+  }
+  bool start_array(std::size_t n) {
+    path_.push_back({true, 0, {}});
+    return dom_.start_array(n);
+  }
+  bool end_array() {
+    path_.pop_back();
+    return value(dom_.end_array());
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    // 406: a number that does not fit (1e999); anything else is malformed JSON.
+    if (e.id == 406) throw bad_param(where(), "the number is out of range (it must fit a double)");
+    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()));
+  }
+
+ private:
+  struct Step {
+    bool array;
+    size_t index;
+    std::string key;
+  };
+  bool value(bool ok) {
+    if (!path_.empty() && path_.back().array) ++path_.back().index;
+    return ok;
+  }
+  std::string where() const {
+    std::string out;
+    for (const Step& s : path_)
+      out += s.array ? fmt::format("[{}]", s.index) : (out.empty() ? "" : ".") + s.key;
+    return out;
+  }
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::vector<Step> path_;
+};
+
+json parse_body(const std::string& text) {
+  json body;
+  LocatingParser sax(body);
+  json::sax_parse(text, &sax);
+  return body;
+}
+
+ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedModel& model);
+
 } // namespace
 
 ParsedRequest parse_request(Endpoint endpoint, const std::string& text, const LoadedModel& model) {
-  json body;
+  const json body = parse_body(text);
   try {
-    body = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()));
+    return parse_fields(endpoint, body, model);
+  } catch (const json::exception& e) {
+    // A field of an unexpected type that a check above missed: still the client's mistake.
+    throw ApiError(400, fmt::format("the request body has a field of an unexpected type: {}", e.what()));
   }
+}
+
+namespace {
+
+ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedModel& model) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   check_model(body, model);
   ParsedRequest out;
@@ -182,7 +258,8 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text, const Lo
   if (auto v = number(body, "min_p", 0, 1)) r.sampling.min_p = *v;
   if (auto v = number(body, "presence_penalty", -2, 2)) r.sampling.presence_penalty = *v;
   if (auto v = number(body, "frequency_penalty", -2, 2)) r.sampling.frequency_penalty = *v;
-  if (auto v = number(body, "repetition_penalty", 0, 100)) r.sampling.repetition_penalty = *v;
+  if (auto v = number(body, "repetition_penalty", kMinRepetitionPenalty, kMaxRepetitionPenalty))
+    r.sampling.repetition_penalty = *v;
   if (auto v = integer(body, "seed", INT64_MIN, INT64_MAX)) r.sampling.seed = static_cast<uint64_t>(*v);
   try {
     r.sampling.validate();
@@ -204,5 +281,7 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text, const Lo
   out.return_token_ids = boolean(body, "return_token_ids");
   return out;
 }
+
+} // namespace
 
 } // namespace ninfer::tools

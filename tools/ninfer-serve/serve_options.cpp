@@ -33,6 +33,34 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("--kv-dtype", o.kv_dtype,
                  "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (overrides the manifest)");
   app.add_option("--served-model-name", o.served_model_name, "Model id clients use (default: the manifest's name)");
+  // The HTTP front end's limits (docs/serving.md, "Limits").
+  HttpLimits& h = o.http;
+  app.add_option("--max-connections", h.max_connections, "Open connections in all; more are refused with 503")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--max-connections-per-peer", h.max_connections_per_peer,
+                 "Open connections from one client address; more are refused with 503")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  const auto ms_option = [&app](const char* name, std::chrono::milliseconds& v, const char* help) {
+    app.add_option_function<int64_t>(name, [&v](int64_t x) { v = std::chrono::milliseconds(x); }, help)
+        ->default_str(std::to_string(v.count()))
+        ->check(CLI::Range(int64_t{1}, int64_t{24} * 3600 * 1000));
+  };
+  ms_option("--request-head-timeout-ms", h.head_timeout,
+            "A request line and headers must arrive within this many ms (408; an idle connection is closed)");
+  ms_option("--request-body-timeout-ms", h.body_timeout, "A request body must arrive within this many ms after its head (408)");
+  ms_option("--write-timeout-ms", h.write_timeout,
+            "A client that reads nothing of its reply for this many ms is disconnected (its request cancelled)");
+  app.add_option("--max-body-bytes", h.max_body_bytes, "Largest request body; larger ones get 413")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  app.add_option("--max-header-bytes", h.max_header_bytes, "Largest request line plus headers; larger ones get 431")
+      ->capture_default_str()
+      ->check(CLI::Range(uint32_t{256}, uint32_t{1} << 20));
+  app.add_option("--max-headers", h.max_headers, "Most header fields in a request; more get 431")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{10000}));
   app.add_flag("-v,--verbose", o.verbose, "Debug logging on stderr");
 }
 

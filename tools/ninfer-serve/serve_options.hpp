@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "http_server.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,6 +30,7 @@ struct ServeOptions {
   std::optional<std::string> dtype;
   std::optional<std::string> kv_dtype;
   std::string served_model_name;    // default: the manifest's name
+  HttpLimits http;                  // connection budget, deadlines and size limits
   bool verbose = false;
 };
 

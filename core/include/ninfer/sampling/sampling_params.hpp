@@ -9,6 +9,10 @@ namespace ninfer {
 
 using TokenId = int32_t;
 
+// The repetition penalty's allowed range (validate()).
+inline constexpr double kMinRepetitionPenalty = 0.01;
+inline constexpr double kMaxRepetitionPenalty = 100.0;
+
 struct SamplingParams {
   double temperature = 1.0;        // 0 = greedy (argmax of the penalised logits)
   int64_t top_k = 0;               // keep the k most likely tokens; 0 = off

@@ -87,6 +87,10 @@ class Engine {
   // max_new_tokens is capped by the context: generation ends with "length" when it is full.
   std::shared_ptr<RequestHandle> submit(GenerationRequest request, RequestOptions options = {});
 
+  // The client of `handle` went away: a queued request gives its place back at once; a
+  // running one stops at the next step (within one prefill chunk or one decode step).
+  void cancel(RequestHandle& handle);
+
   // Refuses new requests, cancels the queued ones, lets running ones finish (or cancels them
   // too when `cancel_running`), and joins the scheduler. Idempotent.
   void shutdown(bool cancel_running = false);

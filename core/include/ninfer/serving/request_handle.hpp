@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -63,9 +64,18 @@ class RequestHandle {
   // HTTP side. next_piece blocks until a piece or the end; returns nullopt once finished and
   // every piece was taken.
   std::optional<StreamPiece> next_piece();
+  // Without blocking: the next piece if one is ready.
+  std::optional<StreamPiece> try_next_piece();
+  bool finished();
+  // Without blocking: the result once finished and every piece was taken.
+  std::optional<ServeResult> try_result();
+  // Called (on the scheduler's thread, possibly with its lock held: post work elsewhere, do
+  // not block) after every push and at the finish, and once right away for what came earlier.
+  void set_notify(std::function<void()> notify);
   ServeResult wait();
   // wait() for at most `timeout`: nullopt if the request is still running.
   std::optional<ServeResult> wait_for(std::chrono::milliseconds timeout);
+  // Sets the flag the scheduler checks between steps. Engine::cancel also frees a queue place.
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
 
@@ -74,6 +84,7 @@ class RequestHandle {
   std::condition_variable cv_;
   std::deque<StreamPiece> pieces_;
   std::optional<ServeResult> result_;
+  std::function<void()> notify_;
   std::atomic<bool> cancelled_{false};
 };
 
