@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "api_error.hpp"
-#include "ninfer/error.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer::tools {
 
