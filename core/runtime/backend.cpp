@@ -9,7 +9,6 @@
 #include <string_view>
 
 #include "ninfer/error.hpp"
-#include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/plugin_host.hpp"
 #include "ninfer/schedule_table.hpp"
 
@@ -167,7 +166,7 @@ bool Backend::has_variant(std::string_view op, const ninfer_shape& shape) const 
   static const std::string unfused = env_op_list("NINFER_UNFUSED_OPS", "model code runs these ops unfused");
   if (names_op(unfused, op, shape)) return false;
   for (const ninfer_variant* v : plugin_->variants_for(op))
-    if ((v->dtype_mask & (1u << shape.dtype)) && (!v->supports || v->supports(&shape))) return true;
+    if ((v->dtype_mask & (1u << shape.dtype)) && (!v->supports || v->supports(v->ctx, &shape))) return true;
   return false;
 }
 
@@ -224,8 +223,11 @@ void Backend::run(std::string_view op, const ninfer_shape& shape, const void* ar
 
 void Backend::run_variant(std::string_view op, std::string_view variant, const ninfer_shape& shape,
                           const void* args) {
-  const ninfer_variant* v = jit::resolve_variant(*plugin_, device_, op, variant); // jit_ names are built here
-  if (!v) throw Error(fmt::format("plugin {} has no variant '{}' of op '{}'", plugin_->name(), variant, op));
+  std::string why_unknown;
+  const ninfer_variant* v = plugin_->resolve_variant(device_, op, variant, &why_unknown); // on-demand ones built here
+  if (!v)
+    throw Error(fmt::format("plugin {} has no variant '{}' of op '{}'{}", plugin_->name(), variant, op,
+                            why_unknown.empty() ? "" : ": " + why_unknown));
   const Plan p = planner_.plan_variant(*v, shape);
   if (p.workspace_bytes > workspace_.bytes()) { // tests and tools only: models reserve up front
     workspace_ = DeviceBuffer();

@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include "ninfer/error.hpp"
-#include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/occupancy.hpp"
 #include "ninfer/op_catalog.hpp"
 #include "ninfer/paths.hpp"
@@ -90,16 +89,18 @@ void check_against(ScheduleTable& table, const LoadedPlugin& plugin, const ninfe
       drop(e, "unknown op");
       continue;
     }
-    // A jit_ name is built here (NVRTC or the kernel cache), before any launch is recorded.
+    // A variant the plugin makes on demand is built here, before any launch is recorded.
     const ninfer_variant* v = nullptr;
+    std::string why_unknown;
     try {
-      v = jit::resolve_variant(plugin, device, e.op, e.variant);
+      v = plugin.resolve_variant(device, e.op, e.variant, &why_unknown);
     } catch (const Error& err) {
       drop(e, err.what());
       continue;
     }
     if (!v) {
-      drop(e, fmt::format("plugin {} has no variant '{}'", plugin.name(), e.variant));
+      drop(e, fmt::format("plugin {} has no variant '{}'{}", plugin.name(), e.variant,
+                          why_unknown.empty() ? "" : ": " + why_unknown));
       continue;
     }
     if (v->exec == NINFER_EXEC_CUDA) {

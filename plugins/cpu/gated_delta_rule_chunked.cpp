@@ -37,9 +37,9 @@ struct Scratch {
 
 // The chunked form pays off only for sequences of several tokens; decode steps (one token per
 // sequence) plan to the recurrent variant.
-int32_t supports(const ninfer_shape* s) { return gdr::supports_any(s) && s->dims[0] >= 2; }
+int32_t supports(const void*, const ninfer_shape* s) { return gdr::supports_any(s) && s->dims[0] >= 2; }
 
-size_t workspace_bytes(const ninfer_shape* s, int64_t) {
+size_t workspace_bytes(const void*, const ninfer_shape* s, int64_t) {
   return sizeof(double) * Scratch::doubles(s->dims[2], s->dims[3]) * static_cast<size_t>(thread_count());
 }
 
@@ -118,7 +118,7 @@ void run_chunk(const gdr::Head& hd, const Scratch& w, int64_t c0, int64_t L) {
   }
 }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_gated_delta_rule_args*>(args);
   if (!gdr::heads_ok(a))
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "v_heads %d is not a multiple of k_heads %d",

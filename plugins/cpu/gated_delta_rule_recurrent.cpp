@@ -11,12 +11,12 @@
 namespace ninfer::cpu_plugin {
 namespace {
 
-size_t per_worker_doubles(const ninfer_shape* s) {
+size_t per_worker_doubles(const void*, const ninfer_shape* s) {
   const int64_t kd = s->dims[2], vd = s->dims[3];
   return static_cast<size_t>(kd * vd + vd);
 }
 
-size_t workspace_bytes(const ninfer_shape* s, int64_t) {
+size_t workspace_bytes(const void*, const ninfer_shape* s, int64_t) {
   return sizeof(double) * per_worker_doubles(s) * static_cast<size_t>(thread_count());
 }
 
@@ -53,7 +53,7 @@ void gdr::run_recurrent_head(const gdr::Head& hd, double* S, double* u) {
 
 namespace {
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_gated_delta_rule_args*>(args);
   if (!gdr::heads_ok(a))
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "v_heads %d is not a multiple of k_heads %d",
