@@ -39,7 +39,7 @@ int32_t step_supports(const void*, const ninfer_shape* s) {
 }
 
 // Per worker: the recurrent form's double state and row; then g and beta of the call's tokens.
-size_t per_worker_doubles(const void*, const ninfer_shape* s) { return static_cast<size_t>(s->dims[1] * s->dims[2] + s->dims[2]); }
+size_t per_worker_doubles(const ninfer_shape* s) { return static_cast<size_t>(s->dims[1] * s->dims[2] + s->dims[2]); }
 size_t step_workspace(const void*, const ninfer_shape* s, int64_t tokens) {
   return sizeof(double) * per_worker_doubles(s) * static_cast<size_t>(thread_count()) +
          sizeof(float) * 2 * static_cast<size_t>(tokens * s->dims[0]);

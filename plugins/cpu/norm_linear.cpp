@@ -68,7 +68,7 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, cha
 // and silu_mul), for the tests that compare a GPU with this emulation
 // (tests/gpu_models/large_model_test.cpp). Never the planner's own choice: a table names it.
 size_t emulate_workspace(const void*, const ninfer_shape* s, int64_t tokens) {
-  return workspace(s, tokens) + static_cast<size_t>(tokens) * static_cast<size_t>(s->dims[0]) * sizeof(float);
+  return workspace(nullptr, s, tokens) + static_cast<size_t>(tokens) * static_cast<size_t>(s->dims[0]) * sizeof(float);
 }
 
 int32_t launch_emulate_bf16_x(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {

@@ -236,7 +236,7 @@ int32_t supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 && s->dims[0] % vec == 0;
 }
 
-size_t cast_bytes(const void*, const ninfer_shape* s, int64_t tokens) {
+size_t cast_bytes(const ninfer_shape* s, int64_t tokens) {
   if (s->dtype != NINFER_DTYPE_BF16) return 0;
   const int64_t rows = tokens < kChunkTokens ? tokens : kChunkTokens;
   return align_up(static_cast<size_t>(rows) * static_cast<size_t>(s->dims[0]) * 2);
