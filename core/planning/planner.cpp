@@ -11,11 +11,10 @@
 #include <set>
 
 #include "ninfer/support/error.hpp"
-#include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/planning/occupancy.hpp"
 #include "ninfer/planning/op_catalog.hpp"
-#include "ninfer/planning/schedule_table.hpp"
 #include "ninfer/plugin_host/plugin_host.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 
 namespace ninfer {
 namespace {
@@ -23,11 +22,11 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 size_t dyn_smem(const ninfer_variant& v, const ninfer_shape& s) {
-  return v.dynamic_smem_bytes ? v.dynamic_smem_bytes(&s) : 0;
+  return v.dynamic_smem_bytes ? v.dynamic_smem_bytes(v.ctx, &s) : 0;
 }
 
 size_t workspace(const ninfer_variant& v, const ninfer_shape& s, int64_t tokens) {
-  return v.workspace_bytes ? v.workspace_bytes(&s, tokens) : 0;
+  return v.workspace_bytes ? v.workspace_bytes(v.ctx, &s, tokens) : 0;
 }
 
 // Whether the call meets the op's own condition on its shape: an op whose contract takes one
@@ -40,7 +39,7 @@ bool contract_admits(std::string_view op, const ninfer_shape& s) {
 bool usable(const ninfer_variant& v, const ninfer_shape& s, const ninfer_device_info& d) {
   const bool exec_ok = (v.exec == NINFER_EXEC_HOST) == (d.kind == NINFER_DEVICE_CPU);
   const bool dtype_ok = s.dtype >= 0 && s.dtype < 32 && (v.dtype_mask & (1u << s.dtype));
-  return exec_ok && dtype_ok && contract_admits(v.op, s) && (!v.supports || v.supports(&s));
+  return exec_ok && dtype_ok && contract_admits(v.op, s) && (!v.supports || v.supports(v.ctx, &s));
 }
 
 bool has_unfused_form(std::string_view op) {
@@ -201,10 +200,13 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
                                      "planner's choice", e->where, e->op, e->variant));
     } else if (e && contract_admits(op, shape)) {
       try {
-        // A run-time compiled (jit_) variant is built at its first use when the table was not
+        // A variant the plugin makes on demand is built at its first use when the table was not
         // checked against the device (check_against builds it otherwise).
-        const ninfer_variant* v = jit::resolve_variant(plugin_, device_, op, e->variant);
-        if (!v) throw Error(fmt::format("plugin {} has no variant '{}'", plugin_.name(), e->variant));
+        std::string why_unknown;
+        const ninfer_variant* v = plugin_.resolve_variant(device_, op, e->variant, &why_unknown);
+        if (!v)
+          throw Error(fmt::format("plugin {} has no variant '{}'{}", plugin_.name(), e->variant,
+                                  why_unknown.empty() ? "" : ": " + why_unknown));
         Plan p = plan_variant(*v, shape, e->max_ctas.value_or(0));
         p.source = e->where;
         p.reason = fmt::format("schedule table {} {}", table_->source, e->describe_bucket());
@@ -312,7 +314,7 @@ void execute(const Plan& plan, const void* args, void* workspace, void* stream) 
   for (const auto& l : plan.launches) {
     ninfer_launch launch{l.token_begin, l.token_end, l.grid_x, l.grid_y, l.block,
                          plan.cooperative ? 1 : 0, l.dynamic_smem, workspace, l.workspace_bytes};
-    if (plan.v->launch(args, &launch, stream, err, sizeof err) != NINFER_OK)
+    if (plan.v->launch(plan.v->ctx, args, &launch, stream, err, sizeof err) != NINFER_OK)
       throw Error(fmt::format("{}/{} on {} failed for tokens [{}, {}): {}", plan.op, plan.variant,
                               plan.device.name, l.token_begin, l.token_end, err));
   }

@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include "ninfer/support/error.hpp"
-#include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/planning/occupancy.hpp"
 #include "ninfer/planning/op_catalog.hpp"
 #include "ninfer/support/paths.hpp"
@@ -99,11 +98,12 @@ void check_against(ScheduleTable& table, const LoadedPlugin& plugin, const ninfe
       kept.push_back(e);
       continue;
     }
-    // A jit_ name is built here (NVRTC or the kernel cache), before any launch is recorded; one
-    // that cannot be built on this device is dropped like a variant that cannot be resident.
+    // A variant the plugin makes on demand is built here, before any launch is recorded; one that
+    // cannot be made for this device is dropped like a variant that cannot be resident.
     const ninfer_variant* v = nullptr;
+    std::string why_unknown;
     try {
-      v = jit::resolve_variant(plugin, device, e.op, e.variant);
+      v = plugin.resolve_variant(device, e.op, e.variant, &why_unknown);
     } catch (const Error& err) {
       drop(e, err.what());
       continue;
@@ -111,8 +111,9 @@ void check_against(ScheduleTable& table, const LoadedPlugin& plugin, const ninfe
     if (!v) {
       std::string known;
       for (const ninfer_variant* k : plugin.variants_for(e.op)) known += fmt::format("{}{}", known.empty() ? "" : ", ", k->name);
-      throw refused(e, fmt::format("plugin {} has no variant '{}' of {} (it has: {}; `{}` runs the ops a fused op fuses)",
-                            plugin.name(), e.variant, e.op, known.empty() ? "none" : known, kUnfusedRoute));
+      throw refused(e, fmt::format("plugin {} has no variant '{}' of {}{} (it has: {}; `{}` runs the ops a fused op fuses)",
+                                   plugin.name(), e.variant, e.op, why_unknown.empty() ? "" : ": " + why_unknown,
+                                   known.empty() ? "none" : known, kUnfusedRoute));
     }
     if (v->exec == NINFER_EXEC_CUDA) {
       // Static resources only here; shape-dependent shared memory is checked per plan.

@@ -9,10 +9,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <set>
 
 #include "ninfer/support/error.hpp"
-#include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/jit/plugin_compiler.hpp"
 
 namespace ninfer {
@@ -61,8 +61,6 @@ int32_t add_variant(void* ctx, const ninfer_variant* v) {
     if (!r.symbol || r.threads_per_block < 1 || r.registers_per_thread < 1)
       return refuse("CUDA variant without kernel resources");
   }
-  if (jit::is_jit_variant_name(v->name))
-    return refuse("the 'jit_' prefix is reserved for run-time compiled variants (ninfer/jit/jit_variants.hpp)");
   if (rc->plugin->find_variant(v->op, v->name)) return refuse("registered twice");
   rc->plugin->variants.push_back(v);
   return NINFER_OK;
@@ -74,7 +72,46 @@ int32_t compile_cuda(void*, const ninfer_cuda_program* programs, int32_t count, 
   return jit::compile_for_plugin(programs, count, cc_major, cc_minor, images, err, err_len);
 }
 
+// The registrar handed to make_variant: the compiler only (nothing is registered then).
+int32_t refuse_registration(void*, const ninfer_variant*) { return NINFER_ERR_INVALID_ARGUMENT; }
+const ninfer_registrar kServices{nullptr, refuse_registration, compile_cuda};
+
 } // namespace
+
+const ninfer_variant* LoadedPlugin::resolve_variant(const ninfer_device_info& device, std::string_view op,
+                                                    std::string_view name, std::string* why_unknown) const {
+  if (const ninfer_variant* v = find_variant(op, name)) return v;
+  if (!abi->make_variant) return nullptr;
+  const std::string op_s(op), name_s(name);
+  const ninfer_variant* v = nullptr;
+  char err[4096] = {0};
+  const int32_t rc = abi->make_variant(&kServices, &device, op_s.c_str(), name_s.c_str(), &v, err, sizeof err);
+  if (rc == NINFER_ERR_UNSUPPORTED) {
+    if (why_unknown) *why_unknown = err;
+    return nullptr;
+  }
+  if (rc != NINFER_OK || !v)
+    throw Error(fmt::format("plugin {} cannot make {}/{} for {}: {}", abi->name, op, name, device.name,
+                            err[0] ? err : "no reason given"));
+  if (!v->op || !v->name || op != v->op || name != v->name || !v->launch)
+    throw Error(fmt::format("plugin {} made {}/{} with another op or name, or without a launch function", abi->name,
+                            op, name));
+  return v;
+}
+
+std::vector<std::string> LoadedPlugin::sweep_variant_names(std::string_view op, int64_t tokens) const {
+  std::vector<std::string> out;
+  if (!abi->sweep_variant_names) return out;
+  const std::string op_s(op);
+  std::vector<char> buf(4096);
+  int32_t n = abi->sweep_variant_names(op_s.c_str(), tokens, buf.data(), buf.size());
+  if (n < 0) {
+    buf.resize(1 << 20);
+    n = abi->sweep_variant_names(op_s.c_str(), tokens, buf.data(), buf.size());
+  }
+  for (const char* p = buf.data(); n > 0 && *p; p += std::strlen(p) + 1, --n) out.emplace_back(p);
+  return out;
+}
 
 std::vector<const ninfer_variant*> LoadedPlugin::variants_for(std::string_view op) const {
   std::vector<const ninfer_variant*> out;

@@ -9,10 +9,9 @@
 #include <string_view>
 
 #include "ninfer/support/error.hpp"
-#include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/plugin_host/plugin_host.hpp"
-#include "ninfer/planning/schedule_table.hpp"
 #include "ninfer/runtime/unfused_forms.hpp"
+#include "ninfer/planning/schedule_table.hpp"
 
 namespace ninfer {
 namespace {
@@ -147,7 +146,7 @@ const Plan& Backend::plan(std::string_view op, const ninfer_shape& s) {
 
 bool Backend::has_variant(std::string_view op, const ninfer_shape& shape) const {
   for (const ninfer_variant* v : plugin_->variants_for(op))
-    if ((v->dtype_mask & (1u << shape.dtype)) && (!v->supports || v->supports(&shape))) return true;
+    if ((v->dtype_mask & (1u << shape.dtype)) && (!v->supports || v->supports(v->ctx, &shape))) return true;
   return false;
 }
 
@@ -210,8 +209,11 @@ void Backend::run(std::string_view op, const ninfer_shape& shape, const void* ar
 
 void Backend::run_variant(std::string_view op, std::string_view variant, const ninfer_shape& shape,
                           const void* args) {
-  const ninfer_variant* v = jit::resolve_variant(*plugin_, device_, op, variant); // jit_ names are built here
-  if (!v) throw Error(fmt::format("plugin {} has no variant '{}' of op '{}'", plugin_->name(), variant, op));
+  std::string why_unknown;
+  const ninfer_variant* v = plugin_->resolve_variant(device_, op, variant, &why_unknown); // on-demand ones built here
+  if (!v)
+    throw Error(fmt::format("plugin {} has no variant '{}' of op '{}'{}", plugin_->name(), variant, op,
+                            why_unknown.empty() ? "" : ": " + why_unknown));
   const Plan p = planner_.plan_variant(*v, shape);
   if (p.workspace_bytes > workspace_.bytes()) { // tests and tools only: models reserve up front
     workspace_ = DeviceBuffer();

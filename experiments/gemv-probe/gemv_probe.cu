@@ -5,7 +5,7 @@
 // its own copy of W (so nothing is served from L2 across launches), launched with programmatic
 // stream serialization like the plugins' kernels, and reports the median microseconds per launch
 // and the fraction of the measured device-to-device copy rate. Designs:
-//   base      the plugins' linear/gemv_cc1 kernel itself (core/jit/kernels/linear_gemv.cu, t128 r2 v8)
+//   base      the plugins' linear/gemv_cc1 kernel itself (plugins/cuda/kernels/linear_gemv_template.cuh, t128 r2 v8)
 //   s<T>_r<R>_u<U>_k<S>   T threads per CTA; each group of S warps owns R rows and splits the
 //             reduction S ways (partial sums added in shared memory, in a fixed order); each lane
 //             keeps R x U 16-byte loads in flight before it uses any
@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "../../core/jit/kernels/linear_gemv.cu"
+#include "../../plugins/cuda/kernels/linear_gemv_template.cuh"
 
 #define CHECK(x)                                                                                      \
   do {                                                                                                \

@@ -8,9 +8,9 @@
 namespace ninfer::cpu_plugin {
 namespace {
 
-int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0; }
+int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0; }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char*, size_t) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char*, size_t) {
   const auto& a = *static_cast<const ninfer_argmax_args*>(args);
   for (int64_t r = l->token_begin; r < l->token_end; ++r) {
     const float* row = a.logits + r * a.row_stride;

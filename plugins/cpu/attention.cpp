@@ -17,7 +17,7 @@ namespace {
 
 constexpr int32_t kMaxHeadDim = 512; // the accumulator lives on the stack
 
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   const int64_t head_dim = s->dims[0], heads = s->dims[1], kv_heads = s->dims[2];
   return s->tokens > 0 && head_dim > 0 && head_dim <= kMaxHeadDim && kv_heads > 0 && heads % kv_heads == 0;
 }
@@ -134,7 +134,7 @@ struct EmulateMmaF16 {
 };
 
 template <template <class> class Fn>
-int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_attention_args*>(args);
   const auto& c = a.cache;
   if (c.head_dim > kMaxHeadDim || c.kv_heads <= 0 || a.heads % c.kv_heads)
@@ -163,9 +163,9 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_
 
 } // namespace
 
-int32_t attention_supports(const ninfer_shape* s) { return supports(s); }
-int32_t attention_launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
-  return launch<Reference>(args, l, stream, err, err_len);
+int32_t attention_supports(const void*, const ninfer_shape* s) { return supports(nullptr, s); }
+int32_t attention_launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+  return launch<Reference>(nullptr, args, l, stream, err, err_len);
 }
 
 // `reference` first: the planner keeps the first of equally good variants, so the emulation

@@ -15,7 +15,7 @@ namespace {
 
 constexpr int32_t kMaxKernel = 16;
 
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] >= 1 && s->dims[1] <= kMaxKernel;
 }
 
@@ -36,7 +36,7 @@ void channel(const ninfer_causal_conv1d_args& a, int32_t seq, int32_t c) {
   std::copy(win, win + K - 1, state);
 }
 
-int32_t launch(const void* args, const ninfer_launch*, void*, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch*, void*, char* err, size_t err_len) {
   return causal_conv1d_call(*static_cast<const ninfer_causal_conv1d_args*>(args), err, err_len);
 }
 

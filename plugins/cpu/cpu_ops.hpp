@@ -25,12 +25,12 @@ int32_t register_sample(const ninfer_registrar* r);
 int32_t register_fill_random(const ninfer_registrar* r);
 
 // The shapes and launches of head_norm_rope and kv_append, which head_norm_rope_append composes.
-int32_t head_norm_rope_supports(const ninfer_shape* s);
-int32_t head_norm_rope_launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len);
-int32_t kv_append_launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len);
+int32_t head_norm_rope_supports(const void*, const ninfer_shape* s);
+int32_t head_norm_rope_launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len);
+int32_t kv_append_launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len);
 // The shapes and reference launch of attention, which head_norm_rope_append_attention composes.
-int32_t attention_supports(const ninfer_shape* s);
-int32_t attention_launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len);
+int32_t attention_supports(const void*, const ninfer_shape* s);
+int32_t attention_launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len);
 
 // linear (the blocked kernel) for rows [t0, t1) of `a`: what norm_linear runs after its norm.
 void linear_rows(const ninfer_linear_args& a, int64_t t0, int64_t t1);

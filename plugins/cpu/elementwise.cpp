@@ -17,10 +17,10 @@ void silu_mul_row(const float* gate, const float* up, float* o, int64_t width) {
 
 namespace {
 
-int32_t supports_width(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0; }
-int32_t supports_heads(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+int32_t supports_width(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0; }
+int32_t supports_heads(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
 
-int32_t silu_mul(const void* args, const ninfer_launch* l, void*, char*, size_t) {
+int32_t silu_mul(const void*, const void* args, const ninfer_launch* l, void*, char*, size_t) {
   const auto& a = *static_cast<const ninfer_silu_mul_args*>(args);
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
     const float* g = a.gate + t * a.gate_row_stride;
@@ -30,7 +30,7 @@ int32_t silu_mul(const void* args, const ninfer_launch* l, void*, char*, size_t)
   return NINFER_OK;
 }
 
-int32_t sigmoid_gate(const void* args, const ninfer_launch* l, void*, char*, size_t) {
+int32_t sigmoid_gate(const void*, const void* args, const ninfer_launch* l, void*, char*, size_t) {
   const auto& a = *static_cast<const ninfer_sigmoid_gate_args*>(args);
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
     for (int32_t h = 0; h < a.heads; ++h) {

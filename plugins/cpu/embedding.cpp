@@ -9,9 +9,9 @@
 namespace ninfer::cpu_plugin {
 namespace {
 
-int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_embedding_args*>(args);
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
     const int32_t id = a.ids[t];

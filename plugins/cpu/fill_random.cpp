@@ -24,9 +24,9 @@ uint16_t to_bf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-int32_t supports(const ninfer_shape* s) { return s->tokens > 0; }
+int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0; }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_fill_random_args*>(args);
   if (a.dtype != NINFER_DTYPE_F32 && a.dtype != NINFER_DTYPE_BF16)
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "fill_random/reference: dtype must be F32 or BF16");

@@ -37,9 +37,9 @@ struct Scratch {
 
 // The chunked form pays off only for sequences of several tokens; decode steps (one token per
 // sequence) plan to the recurrent variant.
-int32_t supports(const ninfer_shape* s) { return gdr::supports_any(s) && s->dims[0] >= 2; }
+int32_t supports(const void*, const ninfer_shape* s) { return gdr::supports_any(nullptr, s) && s->dims[0] >= 2; }
 
-size_t workspace_bytes(const ninfer_shape* s, int64_t) {
+size_t workspace_bytes(const void*, const ninfer_shape* s, int64_t) {
   return sizeof(double) * Scratch::doubles(s->dims[2], s->dims[3]) * static_cast<size_t>(thread_count());
 }
 
@@ -118,15 +118,15 @@ void run_chunk(const gdr::Head& hd, const Scratch& w, int64_t c0, int64_t L) {
   }
 }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_gated_delta_rule_args*>(args);
   if (!gdr::heads_ok(a))
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "v_heads %d is not a multiple of k_heads %d",
                 a.v_heads, a.k_heads);
   const ninfer_shape s{a.tokens, {2, a.v_heads, a.k_dim, a.v_dim}, NINFER_DTYPE_F32};
-  if (!l->workspace || l->workspace_bytes < workspace_bytes(&s, a.tokens))
+  if (!l->workspace || l->workspace_bytes < workspace_bytes(nullptr, &s, a.tokens))
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "workspace of %zu bytes is smaller than the %zu needed",
-                l->workspace_bytes, workspace_bytes(&s, a.tokens));
+                l->workspace_bytes, workspace_bytes(nullptr, &s, a.tokens));
   const size_t slice = Scratch::doubles(a.k_dim, a.v_dim);
   parallel_for_workers(static_cast<int64_t>(a.batch.num_seqs) * a.v_heads, 1, [&](int64_t b, int64_t e, int wk) {
     const Scratch w(static_cast<double*>(l->workspace) + slice * wk, a.k_dim, a.v_dim);

@@ -10,7 +10,7 @@
 
 namespace ninfer::cpu_plugin::gdr {
 
-inline int32_t supports_any(const ninfer_shape* s) {
+inline int32_t supports_any(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 && s->dims[2] > 0 && s->dims[3] > 0;
 }
 

@@ -16,7 +16,7 @@ size_t per_worker_doubles(const ninfer_shape* s) {
   return static_cast<size_t>(kd * vd + vd);
 }
 
-size_t workspace_bytes(const ninfer_shape* s, int64_t) {
+size_t workspace_bytes(const void*, const ninfer_shape* s, int64_t) {
   return sizeof(double) * per_worker_doubles(s) * static_cast<size_t>(thread_count());
 }
 
@@ -53,15 +53,15 @@ void gdr::run_recurrent_head(const gdr::Head& hd, double* S, double* u) {
 
 namespace {
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_gated_delta_rule_args*>(args);
   if (!gdr::heads_ok(a))
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "v_heads %d is not a multiple of k_heads %d",
                 a.v_heads, a.k_heads);
   const ninfer_shape s{a.tokens, {1, a.v_heads, a.k_dim, a.v_dim}, NINFER_DTYPE_F32};
-  if (!l->workspace || l->workspace_bytes < workspace_bytes(&s, a.tokens))
+  if (!l->workspace || l->workspace_bytes < workspace_bytes(nullptr, &s, a.tokens))
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "workspace of %zu bytes is smaller than the %zu needed",
-                l->workspace_bytes, workspace_bytes(&s, a.tokens));
+                l->workspace_bytes, workspace_bytes(nullptr, &s, a.tokens));
   auto* ws = static_cast<double*>(l->workspace);
   const size_t slice = per_worker_doubles(&s);
   parallel_for_workers(static_cast<int64_t>(a.batch.num_seqs) * a.v_heads, 1, [&](int64_t b, int64_t e, int w) {

@@ -15,11 +15,11 @@
 namespace ninfer::cpu_plugin {
 namespace {
 
-int32_t conv_supports(const ninfer_shape* s) {
+int32_t conv_supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] >= 1 && s->dims[1] <= 16 && s->dims[3] > 0;
 }
 
-int32_t conv_l2_norm(const void* args, const ninfer_launch*, void*, char* err, size_t err_len) {
+int32_t conv_l2_norm(const void*, const void* args, const ninfer_launch*, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_conv_l2_norm_args*>(args);
   const auto& c = a.conv;
   if (a.norm_heads < 0 || a.norm_dim <= 0 || static_cast<int64_t>(a.norm_heads) * a.norm_dim > c.channels)
@@ -33,19 +33,19 @@ int32_t conv_l2_norm(const void* args, const ninfer_launch*, void*, char* err, s
   return NINFER_OK;
 }
 
-int32_t step_supports(const ninfer_shape* s) {
+int32_t step_supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 && s->dims[2] > 0 && s->dims[3] > 0 &&
          s->dims[0] % s->dims[3] == 0;
 }
 
 // Per worker: the recurrent form's double state and row; then g and beta of the call's tokens.
 size_t per_worker_doubles(const ninfer_shape* s) { return static_cast<size_t>(s->dims[1] * s->dims[2] + s->dims[2]); }
-size_t step_workspace(const ninfer_shape* s, int64_t tokens) {
+size_t step_workspace(const void*, const ninfer_shape* s, int64_t tokens) {
   return sizeof(double) * per_worker_doubles(s) * static_cast<size_t>(thread_count()) +
          sizeof(float) * 2 * static_cast<size_t>(tokens * s->dims[0]);
 }
 
-int32_t gated_delta_step(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+int32_t gated_delta_step(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_gated_delta_step_args*>(args);
   const int32_t H = a.v_heads;
   if (a.k_heads <= 0 || H <= 0 || H % a.k_heads != 0)
@@ -56,9 +56,9 @@ int32_t gated_delta_step(const void* args, const ninfer_launch* l, void*, char* 
                 "gated_delta_step/reference: %lld tokens from %d sequences; a decode step has one token per sequence",
                 static_cast<long long>(a.tokens), a.batch.num_seqs);
   const ninfer_shape s{a.tokens, {H, a.k_dim, a.v_dim, a.k_heads}, NINFER_DTYPE_F32};
-  if (!l->workspace || l->workspace_bytes < step_workspace(&s, a.tokens))
+  if (!l->workspace || l->workspace_bytes < step_workspace(nullptr, &s, a.tokens))
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "gated_delta_step/reference: workspace of %zu bytes, %zu needed",
-                l->workspace_bytes, step_workspace(&s, a.tokens));
+                l->workspace_bytes, step_workspace(nullptr, &s, a.tokens));
   auto* ws = static_cast<double*>(l->workspace);
   const size_t slice = per_worker_doubles(&s);
   float* g = reinterpret_cast<float*>(ws + slice * thread_count());

@@ -22,12 +22,12 @@ double load(const void* base, int64_t i, int32_t dtype) {
 
 double softplus(double z) { return z > 20.0 ? z : std::log1p(std::exp(z)); }
 
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   return (s->dtype == NINFER_DTYPE_F32 || s->dtype == NINFER_DTYPE_BF16) && s->dims[0] > 0 &&
          s->dims[1] > 0 && s->tokens > 0;
 }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char*, size_t) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char*, size_t) {
   const auto& a = *static_cast<const ninfer_gdn_gating_args*>(args);
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
     for (int32_t h = 0; h < a.heads; ++h) {

@@ -9,13 +9,13 @@
 
 namespace ninfer::cpu_plugin {
 
-int32_t head_norm_rope_supports(const ninfer_shape* s) {
+int32_t head_norm_rope_supports(const void*, const ninfer_shape* s) {
   const int64_t head_dim = s->dims[0], q_heads = s->dims[1], k_heads = s->dims[2], rotary = s->dims[3];
   return s->tokens > 0 && head_dim > 0 && q_heads >= 0 && k_heads >= 0 && q_heads + k_heads > 0 && rotary > 0 &&
          rotary % 2 == 0 && rotary <= head_dim;
 }
 
-int32_t head_norm_rope_launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+int32_t head_norm_rope_launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_head_norm_rope_args*>(args);
   if (a.rotary_dim <= 0 || a.rotary_dim % 2 || a.rotary_dim > a.head_dim)
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "rotary_dim %d must be even and in (0, head_dim=%d]",

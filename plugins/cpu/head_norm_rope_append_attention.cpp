@@ -9,9 +9,9 @@ namespace ninfer::cpu_plugin {
 namespace {
 
 // attention's shapes; the rope's (rotary_dim) are checked by its launch.
-int32_t supports(const ninfer_shape* s) { return attention_supports(s); }
+int32_t supports(const void*, const ninfer_shape* s) { return attention_supports(nullptr, s); }
 
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_head_norm_rope_append_attention_args*>(args);
   if (const char* why = ninfer_head_norm_rope_append_attention_untied(&a))
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "%s", why);
@@ -23,9 +23,9 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
                   "sequence %d has %d tokens in this call; the op takes decode steps (one token per sequence)", i,
                   b.seq_start[i + 1] - b.seq_start[i]);
   }
-  if (int32_t rc = head_norm_rope_launch(&a.prep.rope, l, stream, err, err_len); rc != NINFER_OK) return rc;
-  if (int32_t rc = kv_append_launch(&a.prep.append, l, stream, err, err_len); rc != NINFER_OK) return rc;
-  return attention_launch(&a.attn, l, stream, err, err_len);
+  if (int32_t rc = head_norm_rope_launch(nullptr, &a.prep.rope, l, stream, err, err_len); rc != NINFER_OK) return rc;
+  if (int32_t rc = kv_append_launch(nullptr, &a.prep.append, l, stream, err, err_len); rc != NINFER_OK) return rc;
+  return attention_launch(nullptr, &a.attn, l, stream, err, err_len);
 }
 
 } // namespace

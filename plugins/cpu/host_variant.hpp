@@ -18,9 +18,9 @@ inline constexpr uint32_t kKvCacheDtypes = kF32OrBf16 | (1u << NINFER_DTYPE_F16)
 // A host variant: one launch covers the whole call (the planner gives host variants a single
 // launch over [0, T)), so sequential ops see whole sequences.
 inline ninfer_variant host_variant(const char* op, const char* name, uint32_t dtype_mask,
-                                   int32_t (*supports)(const ninfer_shape*),
-                                   int32_t (*launch)(const void*, const ninfer_launch*, void*, char*, size_t),
-                                   size_t (*workspace_bytes)(const ninfer_shape*, int64_t) = nullptr) {
+                                   int32_t (*supports)(const void*, const ninfer_shape*),
+                                   int32_t (*launch)(const void*, const void*, const ninfer_launch*, void*, char*, size_t),
+                                   size_t (*workspace_bytes)(const void*, const ninfer_shape*, int64_t) = nullptr) {
   ninfer_variant v{};
   v.op = op;
   v.name = name;

@@ -10,7 +10,7 @@
 namespace ninfer::cpu_plugin {
 namespace {
 
-int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
 
 template <class E>
 void store_row(void* cache, int64_t at, const float* src, int64_t n) {
@@ -38,7 +38,7 @@ int32_t append(const ninfer_kv_append_args& a, const ninfer_launch* l, char* err
 
 } // namespace
 
-int32_t kv_append_launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+int32_t kv_append_launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_kv_append_args*>(args);
   switch (a.cache.dtype) {
     case NINFER_DTYPE_F32: return append<KvF32>(a, l, err, err_len);

@@ -26,7 +26,7 @@ Kernel best_kernel() {
   return linear_kernel_generic;
 }
 
-int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
 
 // y rows [t0, t1) of `a`, blocks of weight rows spread over the pool.
 void run_blocked(const ninfer_linear_args& a, int64_t t0, int64_t t1) {
@@ -46,7 +46,7 @@ void run_blocked(const ninfer_linear_args& a, int64_t t0, int64_t t1) {
   });
 }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char*, size_t) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char*, size_t) {
   run_blocked(*static_cast<const ninfer_linear_args*>(args), l->token_begin, l->token_end);
   return NINFER_OK;
 }
@@ -56,11 +56,11 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char*, size_t) {
 // bf16 (nearest even) before the product, which then runs exactly as `blocked`; float32
 // weights keep x as it is (cublaslt multiplies them in float32 too). Never chosen by the
 // planner's own route (`blocked` comes first); a schedule table names it.
-size_t emulate_workspace(const ninfer_shape* s, int64_t tokens) {
+size_t emulate_workspace(const void*, const ninfer_shape* s, int64_t tokens) {
   return static_cast<size_t>(tokens) * static_cast<size_t>(s->dims[0]) * sizeof(float);
 }
 
-int32_t launch_emulate_bf16_x(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+int32_t launch_emulate_bf16_x(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_linear_args*>(args);
   const size_t need = static_cast<size_t>((l->token_end - l->token_begin) * a.in_features) * sizeof(float);
   if (a.w_dtype != NINFER_DTYPE_F32 && (!l->workspace || l->workspace_bytes < need))

@@ -11,13 +11,13 @@
 namespace ninfer::cpu_plugin {
 namespace {
 
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   const bool gated = s->dims[2] != 0;
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 && (!gated || s->dims[1] % 2 == 0);
 }
 
 // The normed rows (unless the caller keeps them) and, gated, the projection before SwiGLU.
-size_t workspace(const ninfer_shape* s, int64_t tokens) {
+size_t workspace(const void*, const ninfer_shape* s, int64_t tokens) {
   return static_cast<size_t>(tokens) * static_cast<size_t>(s->dims[0] + (s->dims[2] ? s->dims[1] : 0)) *
          sizeof(float);
 }
@@ -27,7 +27,7 @@ size_t workspace(const ninfer_shape* s, int64_t tokens) {
 int32_t run(const ninfer_norm_linear_args& a, const ninfer_launch* l, bool round_x, char* err, size_t err_len) {
   const int64_t t0 = l->token_begin, rows = l->token_end - t0, K = a.in_features, N = a.out_features;
   const ninfer_shape s{rows, {K, N, a.gated, 0}, a.w_dtype};
-  const size_t need = workspace(&s, rows) + (round_x ? static_cast<size_t>(rows * K) * sizeof(float) : 0);
+  const size_t need = workspace(nullptr, &s, rows) + (round_x ? static_cast<size_t>(rows * K) * sizeof(float) : 0);
   if (!l->workspace || l->workspace_bytes < need)
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "norm_linear: workspace of %zu bytes, %zu needed",
                 l->workspace_bytes, need);
@@ -59,7 +59,7 @@ int32_t run(const ninfer_norm_linear_args& a, const ninfer_launch* l, bool round
   return NINFER_OK;
 }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   return run(*static_cast<const ninfer_norm_linear_args*>(args), l, false, err, err_len);
 }
 
@@ -67,11 +67,11 @@ int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_
 // takes one token; the model then runs rms_norm, linear on `cublaslt`, which rounds x to bf16,
 // and silu_mul), for the tests that compare a GPU with this emulation
 // (tests/gpu_models/large_model_test.cpp). Never the planner's own choice: a table names it.
-size_t emulate_workspace(const ninfer_shape* s, int64_t tokens) {
-  return workspace(s, tokens) + static_cast<size_t>(tokens) * static_cast<size_t>(s->dims[0]) * sizeof(float);
+size_t emulate_workspace(const void*, const ninfer_shape* s, int64_t tokens) {
+  return workspace(nullptr, s, tokens) + static_cast<size_t>(tokens) * static_cast<size_t>(s->dims[0]) * sizeof(float);
 }
 
-int32_t launch_emulate_bf16_x(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+int32_t launch_emulate_bf16_x(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   return run(*static_cast<const ninfer_norm_linear_args*>(args), l, true, err, err_len);
 }
 

@@ -16,7 +16,7 @@
 namespace ninfer::cpu_plugin {
 namespace {
 
-int32_t supports_rows(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+int32_t supports_rows(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
 
 double sum_squares(const float* r, int32_t n) {
   double ss = 0;
@@ -43,7 +43,7 @@ void gated_rms_norm_row(const float* x, const float* z, float* y, int32_t dim, c
 
 namespace {
 
-int32_t rms_norm(const void* args, const ninfer_launch* l, void*, char*, size_t) {
+int32_t rms_norm(const void*, const void* args, const ninfer_launch* l, void*, char*, size_t) {
   const auto& a = *static_cast<const ninfer_rms_norm_args*>(args);
   const double offset = a.weight_offset ? 1.0 : 0.0;
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
@@ -62,7 +62,7 @@ int32_t rms_norm(const void* args, const ninfer_launch* l, void*, char*, size_t)
   return NINFER_OK;
 }
 
-int32_t l2_norm(const void* args, const ninfer_launch* l, void*, char*, size_t) {
+int32_t l2_norm(const void*, const void* args, const ninfer_launch* l, void*, char*, size_t) {
   const auto& a = *static_cast<const ninfer_l2_norm_args*>(args);
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
     for (int32_t h = 0; h < a.heads; ++h) l2_norm_row(a.x + t * a.token_stride + h * a.head_stride, a.dim, a.eps);
@@ -70,7 +70,7 @@ int32_t l2_norm(const void* args, const ninfer_launch* l, void*, char*, size_t) 
   return NINFER_OK;
 }
 
-int32_t gated_rms_norm(const void* args, const ninfer_launch* l, void*, char*, size_t) {
+int32_t gated_rms_norm(const void*, const void* args, const ninfer_launch* l, void*, char*, size_t) {
   const auto& a = *static_cast<const ninfer_gated_rms_norm_args*>(args);
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
     for (int32_t h = 0; h < a.heads; ++h) {

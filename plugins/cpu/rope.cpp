@@ -29,12 +29,12 @@ void rope_rotate_row(float* x, int32_t half, const double* cos_in, const double*
 
 namespace {
 
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   const int64_t head_dim = s->dims[0], rotary = s->dims[2];
   return s->tokens > 0 && head_dim > 0 && s->dims[1] > 0 && rotary > 0 && rotary % 2 == 0 && rotary <= head_dim;
 }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_rope_args*>(args);
   if (a.rotary_dim <= 0 || a.rotary_dim % 2 || a.rotary_dim > a.head_dim)
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "rotary_dim %d must be even and in (0, head_dim=%d]",

@@ -16,7 +16,7 @@
 namespace ninfer::cpu_plugin {
 namespace {
 
-int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[0] <= (1 << 30); }
+int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[0] <= (1 << 30); }
 
 struct RowResult {
   int32_t id;
@@ -102,7 +102,7 @@ RowResult sample_row(const float* l, int32_t V, const ninfer_sample_row& P) {
   return result(kept.back()); // unreachable: u < total
 }
 
-int32_t launch(const void* args, const ninfer_launch* l, void*, char*, size_t) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char*, size_t) {
   const auto& a = *static_cast<const ninfer_sample_args*>(args);
   parallel_for(l->token_end - l->token_begin, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {

@@ -4,6 +4,7 @@
 #include <initializer_list>
 
 #include "cuda_variant.hpp"
+#include "jit/jit_variants.hpp"
 #include "ninfer/abi/plugin_abi.h"
 #if NINFER_RUNTIME_RESOURCES
 #include "generic_plugin.hpp"
@@ -74,6 +75,8 @@ const ninfer_plugin kPlugin = {
         (NINFER_ARCH_SPECIFIC ? NINFER_CAP_ARCH_SPECIFIC : 0) | kFallback,
     score,
     register_variants,
+    ninfer::cuda_plugin::make_jit_variant,
+    ninfer::cuda_plugin::jit_sweep_variant_names,
 };
 
 } // namespace

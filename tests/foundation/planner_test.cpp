@@ -27,7 +27,7 @@ ninfer_shape gating_shape(int64_t tokens, int32_t dtype, int64_t hidden = 5120, 
   return s;
 }
 
-size_t dyn(const ninfer_variant& v, const ninfer_shape& s) { return v.dynamic_smem_bytes ? v.dynamic_smem_bytes(&s) : 0; }
+size_t dyn(const ninfer_variant& v, const ninfer_shape& s) { return v.dynamic_smem_bytes ? v.dynamic_smem_bytes(v.ctx, &s) : 0; }
 
 // Residency of a variant for a shape by the independent rules.
 int64_t oracle_residency(const ninfer_variant& v, const ninfer_shape& s, const ninfer_device_info& d) {
@@ -88,7 +88,7 @@ TEST(Planner, ForcedCooperativeVariantsAreSlicedNeverOversubscribed) {
     for (const ninfer_variant* v : c.plugin->variants_for(NINFER_OP_GDN_GATING)) {
       for (int64_t T = 1; T <= 8192; T += (T < 512 ? 1 : 7)) {
         const ninfer_shape s = gating_shape(T, NINFER_DTYPE_BF16);
-        if (v->supports && !v->supports(&s)) continue; // declined (per_head: long calls)
+        if (v->supports && !v->supports(v->ctx, &s)) continue; // declined (per_head: long calls)
         expect_legal(planner.plan_variant(*v, s), c.dev);
         if (HasFatalFailure()) return;
       }
@@ -140,7 +140,7 @@ TEST(Planner, RouteBoundariesFollowResidencyOnEachCard) {
       const ninfer_variant* best = nullptr;
       int64_t best_tokens = 0;
       for (const ninfer_variant* v : c.plugin->variants_for(NINFER_OP_GDN_GATING)) {
-        if (v->cooperative || (v->supports && !v->supports(&s))) continue;
+        if (v->cooperative || (v->supports && !v->supports(v->ctx, &s))) continue;
         const int64_t tokens = oracle_residency(*v, s, c.dev) * v->tokens_per_cta;
         if (tokens > best_tokens) best = v, best_tokens = tokens;
       }
@@ -250,7 +250,7 @@ TEST(Planner, EveryRegisteredOpPlansLegallyOnEveryCardOfItsArchitecture) {
                        op.default_dtype};
         bool any_supports = false;
         for (const ninfer_variant* v : c.plugin->variants_for(op_name))
-          any_supports |= (v->dtype_mask & (1u << s.dtype)) && (!v->supports || v->supports(&s));
+          any_supports |= (v->dtype_mask & (1u << s.dtype)) && (!v->supports || v->supports(v->ctx, &s));
         if (!any_supports) continue;
         const Plan p = planner.plan(op_name, s);
         expect_legal(p, c.dev);
@@ -293,7 +293,7 @@ TEST(Planner, LibraryVariantsAreOneLaunchOverTheWholeRange) {
           ASSERT_EQ(p.launches.size(), 1u);
           EXPECT_EQ(p.launches[0].token_begin, 0);
           EXPECT_EQ(p.launches[0].token_end, T);
-          EXPECT_EQ(p.workspace_bytes, p.v->workspace_bytes ? p.v->workspace_bytes(&s, T) : 0u);
+          EXPECT_EQ(p.workspace_bytes, p.v->workspace_bytes ? p.v->workspace_bytes(p.v->ctx, &s, T) : 0u);
           EXPECT_NE(p.source, "planner") << "only a schedule table picks a library variant";
         }
         EXPECT_FALSE(own.plan(NINFER_OP_LINEAR, s).library) << c.dev.name << " T=" << T;

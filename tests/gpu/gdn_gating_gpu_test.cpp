@@ -73,7 +73,7 @@ Inputs make_inputs(int32_t dtype, std::mt19937_64& rng) {
     pool.emplace_back([&, t] {
       ninfer_launch l{kMaxTokens * t / threads, kMaxTokens * (t + 1) / threads, 1, 1, 1, 0, 0, nullptr, 0};
       char err[128];
-      ref->launch(&args, &l, nullptr, err, sizeof err);
+      ref->launch(ref->ctx, &args, &l, nullptr, err, sizeof err);
     });
   for (auto& th : pool) th.join();
   in.g_ref.assign(g.begin(), g.end());
@@ -88,7 +88,7 @@ std::set<int64_t> token_counts(const LoadedPlugin& plugin, const ninfer_device_i
   ninfer_shape s{1, {kHidden, kHeads, 0, 0}, dtype};
   for (const ninfer_variant* v : plugin.variants_for(NINFER_OP_GDN_GATING)) {
     if (!v->cooperative) continue;
-    const int64_t res = occupancy(v->resources, v->dynamic_smem_bytes(&s), dev).residency;
+    const int64_t res = occupancy(v->resources, v->dynamic_smem_bytes(v->ctx, &s), dev).residency;
     const int64_t cap = res / v->split_k * v->tokens_per_cta;
     for (int64_t t : {cap - 1, cap, cap + 1, 2 * cap + 1})
       if (t >= 1 && t <= kMaxTokens) ts.insert(t);
@@ -141,7 +141,7 @@ TEST(GpuGdnGating, MatchesCpuReferenceOnEveryRouteAndBoundary) {
       routes_seen.insert(chosen.variant);
       run_and_check(chosen, in, T, "T=" + std::to_string(T) + " route " + chosen.variant + " dtype " + std::to_string(dtype));
       for (const ninfer_variant* v : gpu().plugin->variants_for(NINFER_OP_GDN_GATING)) {
-        if (v->supports && !v->supports(&s)) continue; // declined shapes (per_head: long calls)
+        if (v->supports && !v->supports(v->ctx, &s)) continue; // declined shapes (per_head: long calls)
         const Plan forced = planner.plan_variant(*v, s);
         run_and_check(forced, in, T, "T=" + std::to_string(T) + " forced " + v->name + " (" +
                                          std::to_string(forced.launches.size()) + " launches) dtype " +

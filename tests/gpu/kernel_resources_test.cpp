@@ -16,7 +16,7 @@ TEST(GpuKernels, FuncAttributesMatchBuildTimeResources) {
     ASSERT_NE(v->query_loaded_resources, nullptr) << v->op << "/" << v->name;
     ninfer_kernel_resources live{};
     char err[256] = {0};
-    ASSERT_EQ(v->query_loaded_resources(&live, err, sizeof err), NINFER_OK) << err;
+    ASSERT_EQ(v->query_loaded_resources(v->ctx, &live, err, sizeof err), NINFER_OK) << err;
     const ninfer_kernel_resources& built = v->resources;
     EXPECT_STREQ(live.symbol, built.symbol);
     EXPECT_EQ(live.registers_per_thread, built.registers_per_thread) << built.symbol;
@@ -32,10 +32,10 @@ TEST(GpuKernels, PlannerResidencyEqualsTheDriversForEveryVariant) {
     const OpInfo& op = require_op(v->op);
     for (int32_t dtype : {NINFER_DTYPE_BF16, NINFER_DTYPE_F32}) {
       ninfer_shape s{1, {op.default_dims[0], op.default_dims[1], op.default_dims[2], op.default_dims[3]}, dtype};
-      const size_t dyn = v->dynamic_smem_bytes ? v->dynamic_smem_bytes(&s) : 0;
+      const size_t dyn = v->dynamic_smem_bytes ? v->dynamic_smem_bytes(v->ctx, &s) : 0;
       int32_t driver = -1;
       char err[256] = {0};
-      ASSERT_EQ(v->query_driver_blocks_per_sm(dyn, &driver, err, sizeof err), NINFER_OK) << err;
+      ASSERT_EQ(v->query_driver_blocks_per_sm(v->ctx, dyn, &driver, err, sizeof err), NINFER_OK) << err;
       EXPECT_EQ(occupancy(v->resources, dyn, gpu().device).blocks_per_sm, driver)
           << v->op << "/" << v->name << " with " << dyn << " B dynamic shared memory";
     }

@@ -51,7 +51,7 @@ TEST(GpuGenericPlugin, ScoresBelowTheExactPluginAndCoversItsVariants) {
   for (const ninfer_variant* v : g->variants) {
     ninfer_kernel_resources live{};
     char err[256] = {0};
-    ASSERT_EQ(v->query_loaded_resources(&live, err, sizeof err), NINFER_OK) << err;
+    ASSERT_EQ(v->query_loaded_resources(v->ctx, &live, err, sizeof err), NINFER_OK) << err;
     EXPECT_EQ(live.registers_per_thread, v->resources.registers_per_thread) << v->op << "/" << v->name;
     EXPECT_EQ(live.static_smem_bytes, v->resources.static_smem_bytes) << v->op << "/" << v->name;
   }

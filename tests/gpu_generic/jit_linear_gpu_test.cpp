@@ -22,8 +22,8 @@
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/devices/device.hpp"
 #include "ninfer/support/error.hpp"
-#include "ninfer/jit/jit_variants.hpp"
-#include "ninfer/jit/linear_gemv.hpp"
+#include "gemv_family.hpp"
+#include "ninfer/jit/nvrtc.hpp"
 #include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
 #include "ninfer/planning/schedule_table.hpp"
@@ -32,6 +32,7 @@
 namespace fs = std::filesystem;
 using namespace ninfer;
 using namespace ninfer::jit;
+using namespace ninfer::cuda_plugin::jit;
 
 namespace {
 
@@ -239,8 +240,10 @@ TEST(GpuJitLinear, ResourcesAreTheLoadedFunctionsAndResidencyTheDrivers) {
   Backend be = backend();
   for (const GemvParams& p : all_points()) {
     const std::string name = gemv_name(p);
-    const ninfer_variant& v = jit_variant(*live().plugin, dev, NINFER_OP_LINEAR, name);
-    EXPECT_EQ(&v, resolve_variant(*live().plugin, dev, NINFER_OP_LINEAR, name)) << "built once per process";
+    const ninfer_variant* made = live().plugin->resolve_variant(dev, NINFER_OP_LINEAR, name);
+    ASSERT_NE(made, nullptr) << name;
+    const ninfer_variant& v = *made;
+    EXPECT_EQ(&v, live().plugin->resolve_variant(dev, NINFER_OP_LINEAR, name)) << "built once per process";
     EXPECT_EQ(std::string(v.name), name);
     EXPECT_EQ(v.tokens_per_cta, p.tokens);
     EXPECT_EQ(v.resources.threads_per_block, p.threads);
@@ -249,24 +252,28 @@ TEST(GpuJitLinear, ResourcesAreTheLoadedFunctionsAndResidencyTheDrivers) {
     EXPECT_GT(v.resources.registers_per_thread, 0) << name;
     EXPECT_LE(v.resources.registers_per_thread, 255) << name;
 
-    // An independent load of the same image: the variant reports the kernel that needs more registers.
-    const KernelCache cache; // the image jit_variant compiled (a miss compiles it again)
-    const CompiledKernel k = compile(gemv_request(p, dev.cc_major, dev.cc_minor), &cache);
+    // An independent load of the same program: the variant reports the kernel that needs more registers.
+    CompileRequest r;
+    r.name = "linear/" + name;
+    r.source = gemv_program_source(p);
+    r.cc_major = dev.cc_major;
+    r.cc_minor = dev.cc_minor;
+    const CompiledKernel k = compile(r, nullptr);
     const LoadedModule m(k, dev.ordinal);
-    const auto rb = m.resources(gemv_expression(p, NINFER_DTYPE_BF16), p.threads);
-    const auto rf = m.resources(gemv_expression(p, NINFER_DTYPE_F32), p.threads);
+    const auto rb = m.resources(gemv_kernel_name(true), p.threads);
+    const auto rf = m.resources(gemv_kernel_name(false), p.threads);
     EXPECT_EQ(v.resources.registers_per_thread, std::max(rb.registers_per_thread, rf.registers_per_thread)) << name;
-    const std::set<std::string> symbols{rb.symbol, rf.symbol};
+    const std::set<std::string> symbols{gemv_kernel_name(true), gemv_kernel_name(false)};
     EXPECT_EQ(symbols.count(v.resources.symbol), 1u) << v.resources.symbol;
 
     ninfer_kernel_resources q{};
     char err[256] = {0};
-    ASSERT_EQ(v.query_loaded_resources(&q, err, sizeof err), NINFER_OK) << err;
+    ASSERT_EQ(v.query_loaded_resources(v.ctx, &q, err, sizeof err), NINFER_OK) << err;
     EXPECT_EQ(q.registers_per_thread, v.resources.registers_per_thread);
     EXPECT_EQ(q.static_smem_bytes, v.resources.static_smem_bytes);
     EXPECT_EQ(q.local_bytes_per_thread, v.resources.local_bytes_per_thread);
     int32_t driver_blocks = 0;
-    ASSERT_EQ(v.query_driver_blocks_per_sm(0, &driver_blocks, err, sizeof err), NINFER_OK) << err;
+    ASSERT_EQ(v.query_driver_blocks_per_sm(v.ctx, 0, &driver_blocks, err, sizeof err), NINFER_OK) << err;
     const Plan plan = be.planner().plan_variant(v, {p.tokens, {4096, 4096, 0, 0}, NINFER_DTYPE_BF16});
     EXPECT_EQ(plan.blocks_per_sm, driver_blocks) << name << ": the planner's residency from these resources";
     std::printf("  %-26s %3d registers, %3d B local, %d CTAs/SM\n", name.c_str(), v.resources.registers_per_thread,
@@ -330,7 +337,7 @@ TEST(GpuJitLinear, ATunedTableInTheCacheNamingAJitVariantIsUsedAtStart) {
   fs::remove_all(cache);
 }
 
-// Decode steps are CUDA graphs: a JIT launch (cuLaunchKernel) recorded once replays correctly.
+// Decode steps are CUDA graphs: a JIT launch (cudaLaunchKernel) recorded once replays correctly.
 TEST(GpuJitLinear, ARecordedJitLaunchReplays) {
   REQUIRE_LIVE_GPU();
   Backend be = backend();

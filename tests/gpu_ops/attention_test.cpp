@@ -281,7 +281,7 @@ TEST_P(GpuAttentionMmaVsCpu, TensorCorePrefillMatchesTheCpuReferenceWithinBf16Ro
       };
       int ran = 0;
       for (const ninfer_variant* v : gpu->plugin().variants_for(NINFER_OP_ATTENTION)) {
-        if (!mma_variant(v->name) || !v->supports(&shape)) continue;
+        if (!mma_variant(v->name) || !v->supports(v->ctx, &shape)) continue;
         gpu->run_variant(NINFER_OP_ATTENTION, v->name, shape, &ga);
         if (!check(std::string("variant ") + v->name, v->name)) return; // the other calls would mostly repeat it
         ++ran;
@@ -326,7 +326,7 @@ TEST(GpuAttention, TokensOutsideTheCacheGetNaNRowsAndNoFault) {
   const int64_t width = int64_t{l.heads} * 128;
   int ran = 0;
   for (const ninfer_variant* v : gpu->plugin().variants_for(NINFER_OP_ATTENTION)) {
-    if (!v->supports(&shape)) continue;
+    if (!v->supports(v->ctx, &shape)) continue;
     gpu->run_variant(NINFER_OP_ATTENTION, v->name, shape, &ga);
     const std::vector<float> out = get<float>(*gpu, gin.out, l.out_elems(T));
     int64_t bad_rows_finite = 0, good_row_nan = 0;
@@ -361,8 +361,8 @@ TEST(GpuAttentionPlan, DecodeSplitsFollowResidencyOnEveryDescribedCard) {
       EXPECT_LE(T * split, p.residency) << dev.name << " " << p.variant;
       // No registered decode variant with more splits serves this shape and fits.
       for (const ninfer_variant* v : plugin->variants_for(NINFER_OP_ATTENTION)) {
-        if (!v->cooperative || v->split_k <= split || !v->supports(&s)) continue;
-        const Occupancy occ = occupancy(v->resources, v->dynamic_smem_bytes(&s), dev);
+        if (!v->cooperative || v->split_k <= split || !v->supports(v->ctx, &s)) continue;
+        const Occupancy occ = occupancy(v->resources, v->dynamic_smem_bytes(v->ctx, &s), dev);
         EXPECT_GT(T * v->split_k, occ.residency) << dev.name << " T=" << T << ": " << v->name << " would fit but "
                                                  << p.variant << " was chosen";
       }

@@ -55,7 +55,7 @@ TEST(GpuAttentionTiming, DISABLED_PrefillVariantsOnQwenShapes) {
       const double flop = 4.0 * sh.head_dim * sh.heads * (double(T) * (T + 1) / 2);
       int timed = 0;
       for (const ninfer_variant* var : gpu->plugin().variants_for(NINFER_OP_ATTENTION)) {
-        if (var->cooperative || !var->supports(&shape)) continue;
+        if (var->cooperative || !var->supports(var->ctx, &shape)) continue;
         gpu->run_variant(NINFER_OP_ATTENTION, var->name, shape, &a); // warm-up (and module load)
         gpu->synchronize();
         std::vector<double> ms;

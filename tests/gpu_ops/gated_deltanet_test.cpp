@@ -115,7 +115,7 @@ std::string route_name(const std::string& r) { return r.empty() ? "planner's cho
 std::string run_route(Backend& be, const char* op, const std::string& route, const ninfer_shape& s,
                       const void* args) {
   const ninfer_variant* v = route.empty() ? nullptr : be.plugin().find_variant(op, route);
-  if (v && v->supports(&s)) {
+  if (v && v->supports(v->ctx, &s)) {
     be.run_variant(op, route, s, args);
     return route;
   }
@@ -442,10 +442,10 @@ TEST(GpuGatedDeltaNetPlan, DecodeToRecurrentPrefillToChunkedOnEveryDescribedCard
         EXPECT_EQ(p.variant, "recurrent") << dev.name << " decode of " << T << " sequences, head dim " << dim;
       }
       const ninfer_shape probe{64, {64, 48, dim, dim}, NINFER_DTYPE_F32};
-      const bool fits = occupancy(chunked->resources, chunked->dynamic_smem_bytes(&probe), dev).blocks_per_sm > 0;
+      const bool fits = occupancy(chunked->resources, chunked->dynamic_smem_bytes(chunked->ctx, &probe), dev).blocks_per_sm > 0;
       const bool parallel_fits =
-          parallel->supports(&probe) &&
-          occupancy(parallel->resources, parallel->dynamic_smem_bytes(&probe), dev).blocks_per_sm > 0;
+          parallel->supports(parallel->ctx, &probe) &&
+          occupancy(parallel->resources, parallel->dynamic_smem_bytes(parallel->ctx, &probe), dev).blocks_per_sm > 0;
       if (dim <= 128) {
         EXPECT_TRUE(fits) << dev.name << ": the chunked form's tiles for head dim " << dim << " do not fit";
         EXPECT_TRUE(parallel_fits) << dev.name << ": the chunk-parallel form cannot run head dim " << dim;

@@ -385,7 +385,7 @@ TEST(GdnDecodePlan, DecodeShapesPlanToDecodeAndTheRestTakeTheUnfusedForm) {
                                     ninfer_shape{T * 64, {10240, 4, 64, 128}, NINFER_DTYPE_F32},
                                     ninfer_shape{T, {10240, 17, 1, 128}, NINFER_DTYPE_F32},
                                     ninfer_shape{T, {10240, 4, 1, 2048}, NINFER_DTYPE_F32}}) {
-        EXPECT_FALSE(conv->supports(&s)) << "dims " << s.dims[0] << " " << s.dims[1] << " " << s.dims[2] << " "
+        EXPECT_FALSE(conv->supports(conv->ctx, &s)) << "dims " << s.dims[0] << " " << s.dims[1] << " " << s.dims[2] << " "
                                          << s.dims[3];
         EXPECT_TRUE(planner.plan(NINFER_OP_CONV_L2_NORM, s).unfused) << "the plugin has no variant: the ops it fuses";
       }
@@ -403,7 +403,7 @@ TEST(GdnDecodePlan, DecodeShapesPlanToDecodeAndTheRestTakeTheUnfusedForm) {
                                     ninfer_shape{T, {48, 128, 64, 16}, NINFER_DTYPE_F32},
                                     ninfer_shape{T, {4, 64, 64, 2}, NINFER_DTYPE_F32},
                                     ninfer_shape{T, {3, 128, 128, 2}, NINFER_DTYPE_F32}}) {
-        EXPECT_FALSE(step->supports(&s)) << "dims " << s.dims[0] << " " << s.dims[1] << " " << s.dims[2] << " "
+        EXPECT_FALSE(step->supports(step->ctx, &s)) << "dims " << s.dims[0] << " " << s.dims[1] << " " << s.dims[2] << " "
                                          << s.dims[3];
         EXPECT_TRUE(planner.plan(NINFER_OP_GATED_DELTA_STEP, s).unfused) << "the plugin has no variant: the ops it fuses";
       }

@@ -139,7 +139,7 @@ TEST(HeadNormRopeAppendAttentionGpu, EveryRouteMatchesTheTwoOpsOfThePlugin) {
             const ninfer_variant* v =
                 two_ops ? gpu->plugin().find_variant(NINFER_OP_ATTENTION, route.substr(9))
                         : gpu->plugin().find_variant(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, route);
-            if (v && v->supports && !v->supports(&probe)) continue; // a split this shape's keys do not fill
+            if (v && v->supports && !v->supports(v->ctx, &probe)) continue; // a split this shape's keys do not fill
           }
           const Result got = run(*gpu, l, seqs, dtype, proj, wq, wk, kc, vc, route);
           const std::string what = std::to_string(l.q_heads) + "q/" + std::to_string(l.kv_heads) + "kv x " +

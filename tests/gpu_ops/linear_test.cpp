@@ -98,7 +98,7 @@ constexpr double kBf16ActivationRelL2 = 0x1p-8;
 std::string variant_for(Backend& be, const std::string& route, const ninfer_shape& s) {
   if (route.empty()) return be.plan(NINFER_OP_LINEAR, s).variant;
   const ninfer_variant* v = be.plugin().find_variant(NINFER_OP_LINEAR, route);
-  return v && (v->dtype_mask & (1u << s.dtype)) && (!v->supports || v->supports(&s)) ? route : "";
+  return v && (v->dtype_mask & (1u << s.dtype)) && (!v->supports || v->supports(v->ctx, &s)) ? route : "";
 }
 
 bool rounds_x_to_bf16(const std::string& variant, int32_t dtype) {

@@ -48,7 +48,7 @@ VariantRuns run_variants_then_plan(Backend& be, const char* op, const ninfer_sha
                                    Check check) {
   VariantRuns runs;
   for (const ninfer_variant* v : be.plugin().variants_for(op)) {
-    if (!(v->dtype_mask & (1u << shape.dtype)) || (v->supports && !v->supports(&shape))) continue;
+    if (!(v->dtype_mask & (1u << shape.dtype)) || (v->supports && !v->supports(v->ctx, &shape))) continue;
     try {
       be.run_variant(op, v->name, shape, args);
     } catch (const Error& e) {

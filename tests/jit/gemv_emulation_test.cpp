@@ -1,4 +1,4 @@
-// The run-time compiled linear kernels (core/jit/kernels/linear_gemv.cu) executed on the host,
+// The run-time compiled linear kernels (plugins/cuda/kernels/linear_gemv_template.cuh) executed on the host,
 // so CI checks their arithmetic and indexing without a GPU: the source is compiled here as C++
 // with a few stand-ins for CUDA built-ins; the 32 lanes of a warp are coroutines (ucontext) on
 // one thread that take turns, and a warp shuffle is a point where every lane has stored its value
@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "ninfer/jit/linear_gemv.hpp"
+#include "gemv_family.hpp"
 
 // --- stand-ins for the CUDA built-ins the kernel source uses -------------------------------
 #define __global__
@@ -127,7 +127,7 @@ void run_warp(int warp, unsigned bx, unsigned by, const std::function<void(int)>
   if (w.failed) std::rethrow_exception(w.failed);
 }
 
-#include "linear_gemv.cu"
+#include "linear_gemv_template.cuh"
 
 namespace {
 
@@ -172,8 +172,8 @@ std::pair<double, bool> run(const Case& c, int accumulate, std::mt19937& rng) {
       for (int warp = 0; warp < TH / 32; ++warp) {
         if ((static_cast<int64_t>(bx) * (TH / 32) + warp) * R >= c.N) continue; // a warp without rows returns at once
         run_warp(warp, bx, by, [&](int) {
-          if (c.bf16) ninfer_jit::gemv_bf16<TH, R, V, M>(x.data(), xs, w, y.data(), ys, c.K, c.N, 0, c.T, accumulate);
-          else ninfer_jit::gemv_f32<TH, R, V, M>(x.data(), xs, w, y.data(), ys, c.K, c.N, 0, c.T, accumulate);
+          if (c.bf16) ninfer_jit::gemv<ninfer_jit::Bf16, TH, R, V, M>(x.data(), xs, w, y.data(), ys, c.K, c.N, 0, c.T, accumulate);
+          else ninfer_jit::gemv<ninfer_jit::F32, TH, R, V, M>(x.data(), xs, w, y.data(), ys, c.K, c.N, 0, c.T, accumulate);
         });
       }
   double worst = 0;
@@ -207,7 +207,7 @@ const Case kCases[] = {{264, 0, 0, 4, 3, true}, {133, 0, 0, 0, 0, false}, {136, 
 
 template <int TH, int R, int V, int M>
 void check_point(std::set<std::string>& seen, std::mt19937& rng) {
-  const std::string name = ninfer::jit::gemv_name({TH, R, V, M});
+  const std::string name = ninfer::cuda_plugin::jit::gemv_name({TH, R, V, M});
   seen.insert(name);
   int i = 0;
   for (Case c : kCases) {
@@ -244,7 +244,7 @@ TEST(JitGemvHostEmulation, EverySweepPointMatchesAFloat64Oracle) {
   // The instantiations above are exactly ninfer-tune's sweep (if the sweep changes, so must they).
   std::set<std::string> sweep;
   for (int64_t t : {1, 2, 4, 8})
-    for (const auto& p : ninfer::jit::gemv_sweep(t)) sweep.insert(ninfer::jit::gemv_name(p));
+    for (const auto& p : ninfer::cuda_plugin::jit::gemv_sweep(t)) sweep.insert(ninfer::cuda_plugin::jit::gemv_name(p));
   EXPECT_EQ(seen, sweep);
 }
 

@@ -1,6 +1,7 @@
-// The run-time compiled linear family without a GPU (CI): variant names and their parsing, the
-// sweep, NVRTC compiles of every sweep point for sm_80 and sm_90, and the messages a bad name, a
-// compile error or a device that cannot run them give (through schedule tables and backends too).
+// The CUDA plugins' run-time compiled linear family without a GPU (CI): variant names and their
+// parsing, the sweep, NVRTC compiles of every sweep point for sm_80 and sm_90, and the messages a
+// bad name, a compile error or a device that cannot run them give (through the plugins'
+// make_variant, schedule tables and backends).
 // Launching them is tested on the GPU (tests/gpu_generic/jit_linear_gpu_test.cpp).
 #include <gtest/gtest.h>
 
@@ -10,8 +11,7 @@
 #include "ninfer/devices/arch_catalog.hpp"
 #include "ninfer/devices/device.hpp"
 #include "ninfer/support/error.hpp"
-#include "ninfer/jit/jit_variants.hpp"
-#include "ninfer/jit/linear_gemv.hpp"
+#include "gemv_family.hpp"
 #include "ninfer/jit/nvrtc.hpp"
 #include "nvrtc_test_env.hpp"
 #include "ninfer/plugin_host/plugin_host.hpp"
@@ -21,6 +21,7 @@
 
 using namespace ninfer;
 using namespace ninfer::jit;
+using namespace ninfer::cuda_plugin::jit;
 
 namespace {
 
@@ -35,11 +36,29 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 std::string build_error(const LoadedPlugin& plugin, const ninfer_device_info& dev, const std::string& op,
                         const std::string& name) {
   try {
-    jit_variant(plugin, dev, op, name);
+    if (!plugin.resolve_variant(dev, op, name)) return "(unknown name)";
   } catch (const Error& e) {
     return e.what();
   }
   return "";
+}
+
+// The built CUDA plugins (cuda-generic, a fallback, is left out: it registers only for a live GPU).
+std::vector<const LoadedPlugin*> cuda_plugins() {
+  std::vector<const LoadedPlugin*> out;
+  for (const auto& p : test::build_plugins().plugins())
+    if ((p->abi->capabilities & NINFER_CAP_CUDA) && !p->fallback()) out.push_back(p.get());
+  return out;
+}
+
+// The NVRTC request of one parameter set, as the plugins hand it to the core's compiler.
+CompileRequest gemv_request(const GemvParams& p, int major, int minor) {
+  CompileRequest r;
+  r.name = "linear/" + gemv_name(p);
+  r.source = gemv_program_source(p);
+  r.cc_major = major;
+  r.cc_minor = minor;
+  return r;
 }
 
 } // namespace
@@ -56,7 +75,7 @@ TEST(JitGemvName, EveryValidParameterSetRoundTrips) {
           const auto back = parse_gemv_name(name, &why);
           ASSERT_TRUE(back) << name << ": " << why;
           EXPECT_EQ(*back, p) << name;
-          EXPECT_TRUE(is_jit_variant_name(name));
+          EXPECT_TRUE(is_gemv_name(name));
           ++n;
         }
   EXPECT_EQ(n, 4 * 4 * 3 * 8);
@@ -104,17 +123,23 @@ TEST(JitGemvSweep, TwelvePointsPerDecodeBucketWithOneTileCoveringIt) {
       names.insert(gemv_name(p));
     }
     EXPECT_EQ(names.size(), grid.size()) << "no duplicates";
-    EXPECT_EQ(jit_sweep_names(NINFER_OP_LINEAR, t).size(), grid.size());
-    for (const std::string& n : jit_sweep_names(NINFER_OP_LINEAR, t)) EXPECT_EQ(names.count(n), 1u) << n;
+    for (const LoadedPlugin* p : cuda_plugins()) { // what ninfer-tune gets through the plugin ABI
+      const std::vector<std::string> offered = p->sweep_variant_names(NINFER_OP_LINEAR, t);
+      EXPECT_EQ(offered.size(), grid.size()) << p->name();
+      for (const std::string& n : offered) EXPECT_EQ(names.count(n), 1u) << n;
+    }
   }
   EXPECT_TRUE(gemv_sweep(0).empty());
   EXPECT_TRUE(gemv_sweep(kGemvMaxTokens + 1).empty());
-  EXPECT_TRUE(jit_sweep_names(NINFER_OP_LINEAR, 64).empty());
-  EXPECT_TRUE(jit_sweep_names("gdn_gating", 1).empty());
+  for (const LoadedPlugin* p : cuda_plugins()) {
+    EXPECT_TRUE(p->sweep_variant_names(NINFER_OP_LINEAR, 64).empty());
+    EXPECT_TRUE(p->sweep_variant_names("gdn_gating", 1).empty());
+  }
+  EXPECT_TRUE(test::build_plugins().find("cpu")->sweep_variant_names(NINFER_OP_LINEAR, 1).empty());
 }
 
 // Every point ninfer-tune can time compiles to machine code for the H200 (sm_90) and the oldest
-// architecture the family is for (sm_80), and holds both dtype kernels under their lowered names.
+// architecture the family is for (sm_80), and holds both dtype kernels under their entry names.
 TEST(JitGemvCompile, EverySweepPointCompilesForSm80AndSm90) {
   NINFER_REQUIRE_NVRTC();
   std::set<std::string> done;
@@ -128,11 +153,8 @@ TEST(JitGemvCompile, EverySweepPointCompilesForSm80AndSm90) {
         EXPECT_EQ(k.entry.kind, PayloadKind::Cubin) << gemv_name(p);
         EXPECT_EQ(k.arch, "sm_" + std::to_string(major * 10 + minor));
         EXPECT_EQ(k.entry.image.compare(0, 4, "\x7f" "ELF"), 0) << "a cubin is an ELF file";
-        for (int32_t dtype : {NINFER_DTYPE_BF16, NINFER_DTYPE_F32}) {
-          const std::string lowered = k.lowered_name(gemv_expression(p, dtype));
-          EXPECT_EQ(lowered.rfind("_ZN10ninfer_jit", 0), 0u) << lowered;
-          EXPECT_TRUE(contains(k.entry.image, lowered)) << lowered << " is not in the cubin";
-        }
+        for (bool bf16 : {true, false})
+          EXPECT_TRUE(contains(k.entry.image, gemv_kernel_name(bf16))) << gemv_kernel_name(bf16) << " is not in the cubin";
       }
     }
   EXPECT_EQ(done.size(), 4u * 12u); // m = 1, 2, 4, 8
@@ -142,7 +164,7 @@ TEST(JitGemvCompile, ACardNewerThanNvrtcKnowsGetsPtx) {
   NINFER_REQUIRE_NVRTC();
   const CompiledKernel k = compile(gemv_request({128, 4, 8, 1}, 99, 0), nullptr);
   EXPECT_EQ(k.entry.kind, PayloadKind::Ptx);
-  EXPECT_TRUE(contains(k.entry.image, ".entry " + k.lowered_name(gemv_expression({128, 4, 8, 1}, NINFER_DTYPE_BF16))));
+  EXPECT_TRUE(contains(k.entry.image, std::string(".entry ") + gemv_kernel_name(true)));
 }
 
 TEST(JitGemvCompile, ACompileErrorNamesTheVariantAndShowsNvrtcsLog) {
@@ -160,61 +182,68 @@ TEST(JitGemvCompile, ACompileErrorNamesTheVariantAndShowsNvrtcsLog) {
   }
 }
 
-// Everything that can be refused before compiling is, with the name in the message.
+// Everything that can be refused before compiling is, with the name in the message: names that
+// are no variant come back unknown (with the reason where the name looks like the family's), and
+// a variant that cannot be made for the device throws with the plugin's reason.
 TEST(JitVariants, RefusalsNameTheVariantAndSayWhy) {
   const LoadedPlugin& cpu = cpu_plugin();
   const ninfer_device_info host = host_device();
-  EXPECT_TRUE(contains(build_error(cpu, host, NINFER_OP_LINEAR, "jit_gemv_t128_r4_v8_m1"), "CUDA devices only"));
-  EXPECT_TRUE(contains(build_error(cpu, host, NINFER_OP_LINEAR, "jit_gemv_t128_r4_v8_m1"), "'jit_gemv_t128_r4_v8_m1'"));
-  const std::string bad = build_error(cpu, host, NINFER_OP_LINEAR, "jit_gemv_t128_r4");
-  EXPECT_TRUE(contains(bad, "'jit_gemv_t128_r4' is not a run-time compiled linear variant")) << bad;
-  const std::string op = build_error(cpu, host, "gdn_gating", "jit_gemv_t128_r4_v8_m1");
-  EXPECT_TRUE(contains(op, "op 'gdn_gating' has no run-time compiled variants")) << op;
+  EXPECT_EQ(cpu.resolve_variant(host, NINFER_OP_LINEAR, "jit_gemv_t128_r4_v8_m1"), nullptr)
+      << "the CPU plugin makes no variants";
+  EXPECT_NE(cpu.resolve_variant(host, NINFER_OP_LINEAR, cpu.variants_for(NINFER_OP_LINEAR).front()->name), nullptr);
+  if (cuda_plugins().empty()) GTEST_SKIP() << "no CUDA plugin in this build";
 
-  // A described card: no loaded kernel to read resources from.
   const ArchCatalog cat = ArchCatalog::load_default();
   const ninfer_device_info h200 = cat.describe(cat.require_device("H200"));
-  for (const auto& p : test::build_plugins().plugins()) {
-    if (!(p->abi->capabilities & NINFER_CAP_CUDA)) continue;
-    const std::string m = build_error(*p, h200, NINFER_OP_LINEAR, "jit_gemv_t128_r4_v8_m1");
-    EXPECT_TRUE(contains(m, "need the live device")) << m;
+  for (const LoadedPlugin* p : cuda_plugins()) {
+    const std::string on_host = build_error(*p, host, NINFER_OP_LINEAR, "jit_gemv_t128_r4_v8_m1");
+    EXPECT_TRUE(contains(on_host, "CUDA devices only")) << on_host;
+    EXPECT_TRUE(contains(on_host, "linear/jit_gemv_t128_r4_v8_m1") && contains(on_host, p->name())) << on_host;
+    // A described card: no loaded kernel to read resources from.
+    const std::string described = build_error(*p, h200, NINFER_OP_LINEAR, "jit_gemv_t128_r4_v8_m1");
+    EXPECT_TRUE(contains(described, "need the live device")) << described;
+
+    std::string why;
+    EXPECT_EQ(p->resolve_variant(h200, NINFER_OP_LINEAR, "jit_gemv_t128_r4", &why), nullptr);
+    EXPECT_TRUE(contains(why, "'jit_gemv_t128_r4' is not a run-time compiled linear variant")) << why;
+    why.clear();
+    EXPECT_EQ(p->resolve_variant(h200, "gdn_gating", "jit_gemv_t128_r4_v8_m1", &why), nullptr);
+    EXPECT_TRUE(contains(why, "op 'gdn_gating' has no run-time compiled variants")) << why;
+    why = "unchanged";
+    EXPECT_EQ(p->resolve_variant(h200, NINFER_OP_LINEAR, "no_such_variant", &why), nullptr);
+    EXPECT_EQ(why, "") << "a name outside every family has no reason to give";
   }
-  EXPECT_EQ(resolve_variant(cpu, host, NINFER_OP_LINEAR, "no_such_variant"), nullptr) << "not a jit_ name";
-  EXPECT_NE(resolve_variant(cpu, host, NINFER_OP_LINEAR, cpu.variants_for(NINFER_OP_LINEAR).front()->name), nullptr);
 }
 
-// A schedule table naming JIT variants that cannot be built here drops those entries with the
-// reason (and keeps the rest); the planner and run_variant report them the same way.
-TEST(JitVariants, TablesAndBackendsReportUnbuildableNamesWithoutCrashing) {
-  const LoadedPlugin& cpu = cpu_plugin();
-  const ninfer_device_info host = host_device();
-  const std::string good_cpu = cpu.variants_for(NINFER_OP_LINEAR).front()->name;
+// A schedule table naming JIT variants that cannot be made here drops those entries with the
+// reason (and keeps the rest); the planner reports them the same way.
+TEST(JitVariants, TablesAndPlannersReportUnbuildableNamesWithoutCrashing) {
+  if (cuda_plugins().empty()) GTEST_SKIP() << "no CUDA plugin in this build";
+  const LoadedPlugin& plugin = *cuda_plugins().front();
+  const ArchCatalog cat = ArchCatalog::load_default();
+  const ninfer_device_info card = cat.describe(cat.require_device("H200"));
+  const std::string good = plugin.variants_for(NINFER_OP_LINEAR).front()->name;
   ScheduleTable t;
   t.source = "jit-test.yaml";
-  t.arch = cpu.arch();
+  t.arch = plugin.arch();
   t.entries = {{NINFER_OP_LINEAR, 1, 1, "jit_gemv_t128_r4_v8_m1", std::nullopt, "jit-test.yaml:3"},
                {NINFER_OP_LINEAR, 2, 2, "jit_gemv_bogus", std::nullopt, "jit-test.yaml:4"},
-               {NINFER_OP_LINEAR, 3, 8, good_cpu, std::nullopt, "jit-test.yaml:5"}};
+               {NINFER_OP_LINEAR, 3, 8, good, std::nullopt, "jit-test.yaml:5"}};
   ScheduleTable unchecked = t;
-  check_against(t, cpu, host);
+  check_against(t, plugin, card);
   ASSERT_EQ(t.entries.size(), 1u);
-  EXPECT_EQ(t.entries[0].variant, good_cpu);
+  EXPECT_EQ(t.entries[0].variant, good);
   ASSERT_EQ(t.warnings.size(), 2u);
-  EXPECT_TRUE(contains(t.warnings[0], "jit-test.yaml:3") && contains(t.warnings[0], "CUDA devices only")) << t.warnings[0];
+  EXPECT_TRUE(contains(t.warnings[0], "jit-test.yaml:3") && contains(t.warnings[0], "need the live device"))
+      << t.warnings[0];
   EXPECT_TRUE(contains(t.warnings[1], "'jit_gemv_bogus' is not a run-time compiled linear variant")) << t.warnings[1];
 
-  // A table handed to a backend unchecked: the planner falls back to its own choice with a warning.
-  Backend be(cpu, host, BackendOptions{"", 0, &unchecked, false});
-  const ninfer_shape s{1, {64, 32, 0, 0}, NINFER_DTYPE_F32};
-  const Plan& p = be.plan(NINFER_OP_LINEAR, s);
-  EXPECT_FALSE(is_jit_variant_name(p.variant));
+  // A table handed to a planner unchecked: the planner falls back to its own choice with a warning.
+  const Planner planner(plugin, card, &unchecked);
+  const ninfer_shape s{1, {4096, 4096, 0, 0}, NINFER_DTYPE_BF16};
+  const Plan p = planner.plan(NINFER_OP_LINEAR, s);
+  EXPECT_FALSE(is_gemv_name(p.variant));
   ASSERT_FALSE(p.warnings.empty());
-  EXPECT_TRUE(contains(p.warnings[0], "jit_gemv_t128_r4_v8_m1") && contains(p.warnings[0], "CUDA devices only"))
+  EXPECT_TRUE(contains(p.warnings[0], "jit_gemv_t128_r4_v8_m1") && contains(p.warnings[0], "need the live device"))
       << p.warnings[0];
-  try {
-    be.run_variant(NINFER_OP_LINEAR, "jit_gemv_t128_r4_v8_m1", s, nullptr);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_TRUE(contains(e.what(), "'jit_gemv_t128_r4_v8_m1'")) << e.what();
-  }
 }

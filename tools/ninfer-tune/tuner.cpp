@@ -11,7 +11,6 @@
 #include <string_view>
 
 #include "ninfer/support/error.hpp"
-#include "ninfer/jit/jit_variants.hpp"
 #include "ninfer/plugin_host/plugin_host.hpp"
 #include "op_cases.hpp"
 
@@ -105,12 +104,12 @@ TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& sh
         for (const ninfer_variant* v : be.plugin().variants_for(op))
           if (std::string_view(v->name).rfind("emulate_", 0) != 0) names.push_back(v->name);
         if (o.jit_sweep)
-          for (std::string& n : jit::jit_sweep_names(op, t)) names.push_back(std::move(n));
+          for (std::string& n : be.plugin().sweep_variant_names(op, t)) names.push_back(std::move(n));
         for (const std::string& name : names) {
           check_interrupt();
           const ninfer_variant* v = nullptr;
           try {
-            v = jit::resolve_variant(be.plugin(), be.device(), op, name);
+            v = be.plugin().resolve_variant(be.device(), op, name);
           } catch (const Error& e) {
             const std::string why = fmt::format("{}: cannot be built: {}", name, e.what());
             if (std::find(b.excluded.begin(), b.excluded.end(), why) == b.excluded.end()) b.excluded.push_back(why);

@@ -112,9 +112,9 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)
 namespace ninfer::cuda_plugin {
 namespace {
 
-int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0; }
+int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0; }
 
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   ninfer_argmax_args a = *static_cast<const ninfer_argmax_args*>(args);
   int64_t first = l->token_begin;
   void* params[] = {&a, &first};
@@ -129,12 +129,12 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
   return NINFER_OK;
 }
 
-int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
+int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
   return query_kernel_attributes(reinterpret_cast<const void*>(ninfer_argmax_rows), "ninfer_argmax_rows", kThreads,
                                  out, err, err_len);
 }
 
-int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
+int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
   return query_driver_blocks(reinterpret_cast<const void*>(ninfer_argmax_rows), kThreads, dyn, blocks, err, err_len);
 }
 

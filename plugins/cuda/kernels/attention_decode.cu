@@ -182,18 +182,18 @@ size_t decode_smem_bytes(const DecodeKernel& k, int64_t group, int32_t cache_dty
 }
 
 template <int V>
-size_t dyn_smem(const ninfer_shape* s) {
+size_t dyn_smem(const void*, const ninfer_shape* s) {
   if (decode_by_keys(kernel_of(V).hd) && s->dims[2] <= 0) return 0;
   return decode_smem_bytes(kernel_of(V), s->dims[2] > 0 ? s->dims[1] / s->dims[2] : 0, s->dtype);
 }
 
 template <int V>
-size_t workspace(const ninfer_shape* s, int64_t) {
+size_t workspace(const void*, const ninfer_shape* s, int64_t) {
   return workspace_bytes(*s);
 }
 
 template <int V>
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   return basic_shape_ok(*s, kernel_of(V).hd) && decode_serves(*s, split_of(V));
 }
 
@@ -241,7 +241,7 @@ unsigned decode_cluster(const void* kernel, const ninfer_attention_args& a, cons
 }
 
 template <int V>
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_attention_args*>(args);
   const char* name = g_names[V];
   if (int32_t rc = check_args(a, *l, kernel_of(V).hd, name, err, err_len); rc != NINFER_OK) return rc;
@@ -267,14 +267,14 @@ constexpr int class_of(int v) { return v / kDecodeSplitCount; }
 
 // The live-resource queries of the variants planned with g_planned[P].
 template <int P>
-int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
+int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
   const PlannedKernel& p = g_planned[P];
   return query_kernel_attributes(reinterpret_cast<const void*>(p.kernel), p.symbol, kDecodeThreads, out, err,
                                  err_len);
 }
 
 template <int P>
-int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
+int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
   return query_driver_blocks(reinterpret_cast<const void*>(g_planned[P].kernel), kDecodeThreads, dyn, blocks, err,
                              err_len);
 }
@@ -313,16 +313,16 @@ char g_fold_names[kDecodeSplitCount][32]; // "fold_split512_hd128"
 
 constexpr size_t fold_smem_bytes() { return decode_mma_smem_bytes(kFoldHd) + decode_fold_extra_bytes(kFoldHd); }
 
-size_t fold_dyn_smem(const ninfer_shape*) { return fold_smem_bytes(); }
+size_t fold_dyn_smem(const void*, const ninfer_shape*) { return fold_smem_bytes(); }
 
 template <int S>
-int32_t fold_supports(const ninfer_shape* s) {
+int32_t fold_supports(const void*, const ninfer_shape* s) {
   return basic_shape_ok(*s, kFoldHd) && s->dims[0] % 8 == 0 && (kFoldDtypeMask >> s->dtype & 1u) &&
          decode_serves(*s, kDecodeSplits[S]);
 }
 
 template <int S>
-int32_t fold_launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t fold_launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   const auto& f = *static_cast<const ninfer_head_norm_rope_append_attention_args*>(args);
   const ninfer_attention_args& a = f.attn;
   const ninfer_head_norm_rope_args& r = f.prep.rope;

@@ -35,11 +35,11 @@ struct PrefillVariant {
   // the live-resource queries read it. Set at registration.
   static inline int planned = 0;
   static const PrefillKernel& k() { return Table()[V]; }
-  static size_t dyn_smem(const ninfer_shape*) { return k().smem; }
-  static size_t workspace(const ninfer_shape* s, int64_t) { return workspace_bytes(*s); }
-  static int32_t supports(const ninfer_shape* s) { return basic_shape_ok(*s, k().hd); }
+  static size_t dyn_smem(const void*, const ninfer_shape*) { return k().smem; }
+  static size_t workspace(const void*, const ninfer_shape* s, int64_t) { return workspace_bytes(*s); }
+  static int32_t supports(const void*, const ninfer_shape* s) { return basic_shape_ok(*s, k().hd); }
 
-  static int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+  static int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
     const PrefillKernel& d = k();
     const auto& a = *static_cast<const ninfer_attention_args*>(args);
     if (int32_t rc = check_args(a, *l, d.hd, d.name, err, err_len); rc != NINFER_OK) return rc;
@@ -52,12 +52,12 @@ struct PrefillVariant {
                          false, stream, d.name, err, err_len);
   }
 
-  static int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
+  static int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
     return query_kernel_attributes(reinterpret_cast<const void*>(k().kernels[planned]), k().symbols[planned],
                                    k().threads, out, err, err_len);
   }
 
-  static int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
+  static int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
     return query_driver_blocks(reinterpret_cast<const void*>(k().kernels[planned]), k().threads, dyn, blocks, err,
                                err_len);
   }

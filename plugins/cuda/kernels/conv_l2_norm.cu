@@ -109,14 +109,14 @@ const KernelInfo kKernel = {NINFER_OP_CONV_L2_NORM, "decode", "ninfer_conv_l2_no
                             reinterpret_cast<const void*>(ninfer_conv_l2_norm_decode), kThreads};
 
 // Decode steps only (dims[2], the longest sequence of the call, is 1).
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] >= 1 && s->dims[1] <= kMaxKernel && s->dims[2] == 1 &&
          s->dims[3] >= 1 && s->dims[3] <= kMaxNormDim;
 }
 
-size_t dynamic_smem(const ninfer_shape*) { return kSmemBytes; }
+size_t dynamic_smem(const void*, const ninfer_shape*) { return kSmemBytes; }
 
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   ninfer_conv_l2_norm_args a = *static_cast<const ninfer_conv_l2_norm_args*>(args);
   const ninfer_causal_conv1d_args& cv = a.conv;
   if (cv.kernel < 1 || cv.kernel > kMaxKernel)

@@ -109,7 +109,7 @@ struct SiluMulDef : SlicedRowsDefBase {
   using Args = ninfer_silu_mul_args;
   static constexpr const char* op = NINFER_OP_SILU_MUL;
   static KernelPair kernels() { return {"ninfer_silu_mul_f32", reinterpret_cast<const void*>(ninfer_silu_mul_f32)}; }
-  static int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0; }
+  static int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0; }
 };
 
 struct SigmoidGateDef : SlicedRowsDefBase {
@@ -118,7 +118,7 @@ struct SigmoidGateDef : SlicedRowsDefBase {
   static KernelPair kernels() {
     return {"ninfer_sigmoid_gate_f32", reinterpret_cast<const void*>(ninfer_sigmoid_gate_f32)};
   }
-  static int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+  static int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
 };
 
 } // namespace

@@ -74,7 +74,7 @@ struct EmbeddingDef : TokenDefDefaults {
             reinterpret_cast<const void*>(ninfer_embedding_bf16)};
   }
   static int32_t dtype(const Args& a) { return a.dtype; }
-  static int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+  static int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
   static const char* invalid(const Args& a, const ninfer_launch&) {
     return a.dtype == NINFER_DTYPE_F32 || a.dtype == NINFER_DTYPE_BF16 ? nullptr : "table dtype must be F32 or BF16";
   }

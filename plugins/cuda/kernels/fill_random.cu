@@ -65,7 +65,7 @@ struct FillRandomDef : TokenDefDefaults {
   static constexpr int threads = kThreads;
   static constexpr uint32_t dtype_mask = kF32OrBf16Mask;
   static KernelPair kernels() { return {"ninfer_fill_random", reinterpret_cast<const void*>(ninfer_fill_random)}; }
-  static int32_t supports(const ninfer_shape* s) { return s->tokens > 0; }
+  static int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0; }
   static int32_t dtype(const Args& a) { return a.dtype; }
   static const char* invalid(const Args& a, const ninfer_launch&) {
     return a.dtype == NINFER_DTYPE_F32 || a.dtype == NINFER_DTYPE_BF16 ? nullptr : "dtype must be F32 or BF16";

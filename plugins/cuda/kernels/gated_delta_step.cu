@@ -137,14 +137,14 @@ const KernelInfo kKernel = {NINFER_OP_GATED_DELTA_STEP, "decode", "ninfer_gated_
                             reinterpret_cast<const void*>(ninfer_gated_delta_step_decode), kThreads};
 
 // dims: v_heads, k_dim, v_dim, k_heads.
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] == kDim && s->dims[2] == kDim && s->dims[3] > 0 &&
          s->dims[0] % s->dims[3] == 0;
 }
 
-size_t dynamic_smem(const ninfer_shape*) { return kSmemBytes; }
+size_t dynamic_smem(const void*, const ninfer_shape*) { return kSmemBytes; }
 
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   ninfer_gated_delta_step_args a = *static_cast<const ninfer_gated_delta_step_args*>(args);
   if (int32_t rc = check_head_ratio("gated_delta_step/decode", a.k_heads, a.v_heads, err, err_len); rc != NINFER_OK)
     return rc;

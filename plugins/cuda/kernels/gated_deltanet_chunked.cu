@@ -228,13 +228,13 @@ const KernelInfo kKernel = {NINFER_OP_GATED_DELTA_RULE, "chunked64", "ninfer_gat
 
 // The chunked form pays off only for sequences of several tokens; decode steps (one token per
 // sequence) plan to the recurrent form.
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] >= 2 && s->dims[1] > 0 && s->dims[2] > 0 && s->dims[3] > 0;
 }
 
-size_t dynamic_smem(const ninfer_shape* s) { return smem_bytes(s->dims[2]); }
+size_t dynamic_smem(const void*, const ninfer_shape* s) { return smem_bytes(s->dims[2]); }
 
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   ninfer_gated_delta_rule_args a = *static_cast<const ninfer_gated_delta_rule_args*>(args);
   if (int32_t rc = check_head_ratio("gated_delta_rule/chunked64", a.k_heads, a.v_heads, err, err_len); rc != NINFER_OK)
     return rc;

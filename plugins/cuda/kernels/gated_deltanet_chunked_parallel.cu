@@ -528,18 +528,18 @@ const KernelInfo kKernel = {NINFER_OP_GATED_DELTA_RULE, "chunked64_parallel", "n
 
 // Like chunked64: only calls with a sequence of two or more tokens (decode steps plan to the
 // recurrent form), and head dims up to kMaxDim.
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] >= 2 && s->dims[1] > 0 && s->dims[2] > 0 && s->dims[2] <= kMaxDim &&
          s->dims[3] > 0 && s->dims[3] <= kMaxDim;
 }
 
 // The planner checks residency with the described kernel and this figure, the largest of the
 // four kernels' needs (each is launched with its own).
-size_t dynamic_smem(const ninfer_shape* s) {
+size_t dynamic_smem(const void*, const ninfer_shape* s) {
   return max_smem(static_cast<int>(s->dims[2]), static_cast<int>(s->dims[3]));
 }
 
-size_t workspace_bytes(const ninfer_shape* s, int64_t tokens) {
+size_t workspace_bytes(const void*, const ninfer_shape* s, int64_t tokens) {
   return Workspace(nullptr, tokens, s->dims[1], s->dims[2], s->dims[3]).bytes;
 }
 
@@ -554,7 +554,7 @@ int32_t launch_one(const void* kernel, const char* what, dim3 grid, int threads,
               grid.y, grid.z, threads, smem, cudaGetErrorString(rc));
 }
 
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   ninfer_gated_delta_rule_args a = *static_cast<const ninfer_gated_delta_rule_args*>(args);
   constexpr const char* kName = "gated_delta_rule/chunked64_parallel";
   if (int32_t rc = check_head_ratio(kName, a.k_heads, a.v_heads, err, err_len); rc != NINFER_OK) return rc;

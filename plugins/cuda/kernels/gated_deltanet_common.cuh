@@ -56,10 +56,10 @@ int32_t describe_kernel(const KernelInfo& k, int32_t tokens_per_cta, int32_t spl
 template <const KernelInfo& K>
 int32_t describe_form(int32_t tokens_per_cta, int32_t split_k, ninfer_variant& v, char* err, size_t err_len) {
   if (int32_t rc = describe_kernel(K, tokens_per_cta, split_k, v, err, err_len); rc != NINFER_OK) return rc;
-  v.query_loaded_resources = [](ninfer_kernel_resources* out, char* e, size_t e_len) {
+  v.query_loaded_resources = [](const void*, ninfer_kernel_resources* out, char* e, size_t e_len) {
     return query_kernel_attributes(K.kernel, K.symbol, K.threads, out, e, e_len);
   };
-  v.query_driver_blocks_per_sm = [](size_t dyn, int32_t* blocks, char* e, size_t e_len) {
+  v.query_driver_blocks_per_sm = [](const void*, size_t dyn, int32_t* blocks, char* e, size_t e_len) {
     return query_driver_blocks(K.kernel, K.threads, dyn, blocks, e, e_len);
   };
   return NINFER_OK;
@@ -67,10 +67,10 @@ int32_t describe_form(int32_t tokens_per_cta, int32_t split_k, ninfer_variant& v
 
 // What a single-kernel form adds to describe_form: its shape hooks and its launch.
 struct FormHooks {
-  size_t (*dynamic_smem)(const ninfer_shape*);
-  int32_t (*supports)(const ninfer_shape*);
-  int32_t (*launch)(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len);
-  size_t (*workspace)(const ninfer_shape*, int64_t tokens_in_launch) = nullptr;
+  size_t (*dynamic_smem)(const void*, const ninfer_shape*);
+  int32_t (*supports)(const void*, const ninfer_shape*);
+  int32_t (*launch)(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len);
+  size_t (*workspace)(const void*, const ninfer_shape*, int64_t tokens_in_launch) = nullptr;
 };
 
 // Registers kernel K's form: describe_form, the hooks, then the registrar. The variant lives in

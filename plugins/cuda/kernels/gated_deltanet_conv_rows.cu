@@ -303,13 +303,13 @@ namespace {
 const KernelInfo kKernel = {NINFER_OP_CAUSAL_CONV1D, "rows", "ninfer_causal_conv1d_rows",
                             reinterpret_cast<const void*>(ninfer_causal_conv1d_rows), kThreads};
 
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] >= 1 && s->dims[1] <= kMaxKernel;
 }
 
-size_t dynamic_smem(const ninfer_shape*) { return smem_bytes(); }
+size_t dynamic_smem(const void*, const ninfer_shape*) { return smem_bytes(); }
 
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   ninfer_causal_conv1d_args a = *static_cast<const ninfer_causal_conv1d_args*>(args);
   if (a.kernel < 1 || a.kernel > kMaxKernel)
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "causal_conv1d/rows: kernel %d outside [1, %d]", a.kernel,

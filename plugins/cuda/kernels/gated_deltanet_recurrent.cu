@@ -109,13 +109,13 @@ namespace {
 const KernelInfo kKernel = {NINFER_OP_GATED_DELTA_RULE, "recurrent", "ninfer_gated_delta_rule_recurrent",
                             reinterpret_cast<const void*>(ninfer_gated_delta_rule_recurrent), kThreads};
 
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 && s->dims[2] > 0 && s->dims[3] > 0;
 }
 
-size_t dynamic_smem(const ninfer_shape* s) { return sizeof(float) * smem_floats(s->dims[2]); }
+size_t dynamic_smem(const void*, const ninfer_shape* s) { return sizeof(float) * smem_floats(s->dims[2]); }
 
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   ninfer_gated_delta_rule_args a = *static_cast<const ninfer_gated_delta_rule_args*>(args);
   if (int32_t rc = check_head_ratio("gated_delta_rule/recurrent", a.k_heads, a.v_heads, err, err_len); rc != NINFER_OK)
     return rc;

@@ -261,7 +261,7 @@ const GatingVariantDef kDefs[kVariants] = {
 size_t elem_size(int32_t dtype) { return dtype == NINFER_DTYPE_F32 ? 4 : 2; }
 
 template <int V>
-size_t dyn_smem(const ninfer_shape* s) {
+size_t dyn_smem(const void*, const ninfer_shape* s) {
   const GatingVariantDef& d = kDefs[V];
   if (d.form == Form::PerHead) return 0;
   const size_t klen = slice_len(static_cast<int>(s->dims[0]), d.split);
@@ -271,12 +271,12 @@ size_t dyn_smem(const ninfer_shape* s) {
 }
 
 template <int V>
-size_t workspace(const ninfer_shape* s, int64_t launch_tokens) {
+size_t workspace(const void*, const ninfer_shape* s, int64_t launch_tokens) {
   const GatingVariantDef& d = kDefs[V];
   return d.form != Form::Split ? 0 : d.split * launch_tokens * 2 * s->dims[1] * sizeof(float);
 }
 
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   return (s->dtype == NINFER_DTYPE_F32 || s->dtype == NINFER_DTYPE_BF16) && s->dims[0] > 0 &&
          s->dims[1] > 0 && s->tokens > 0;
 }
@@ -284,10 +284,10 @@ int32_t supports(const ninfer_shape* s) {
 // per_head re-reads a head's weights for every tile of 4 tokens: right for decode, wasteful for
 // a prompt, so it declines long calls (and the planner's own route never meets it there).
 constexpr int64_t kPerHeadMaxTokens = 64;
-int32_t supports_per_head(const ninfer_shape* s) { return supports(s) && s->tokens <= kPerHeadMaxTokens; }
+int32_t supports_per_head(const void*, const ninfer_shape* s) { return supports(nullptr, s) && s->tokens <= kPerHeadMaxTokens; }
 
 template <int V>
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   const GatingVariantDef& d = kDefs[V];
   ninfer_gdn_gating_args a = *static_cast<const ninfer_gdn_gating_args*>(args);
   GatingKernel k = a.dtype == NINFER_DTYPE_F32 ? d.kernel_f32 : d.kernel_bf16;
@@ -314,7 +314,7 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
 GatingKernel g_planned_kernel[kVariants];
 
 template <int V>
-int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
+int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
   const bool f32 = g_planned_kernel[V] == kDefs[V].kernel_f32;
   return query_kernel_attributes(reinterpret_cast<const void*>(g_planned_kernel[V]),
                                  f32 ? kDefs[V].symbol_f32 : kDefs[V].symbol_bf16,
@@ -322,7 +322,7 @@ int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
 }
 
 template <int V>
-int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
+int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
   return query_driver_blocks(reinterpret_cast<const void*>(g_planned_kernel[V]), kDefs[V].threads, dyn, blocks, err,
                              err_len);
 }

@@ -412,19 +412,19 @@ constexpr const char* kSymbolBf16 = "ninfer_gdn_gating_mma_bf16";
 PartialsKernel g_planned = nullptr;
 const char* g_planned_symbol = nullptr;
 
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   return (s->dtype == NINFER_DTYPE_F32 || s->dtype == NINFER_DTYPE_BF16) && s->dims[0] > 0 && s->dims[1] > 0 &&
          s->dims[1] <= kMaxHeads && s->tokens >= kMinTokens;
 }
 
-size_t dyn_smem(const ninfer_shape* s) { return smem_bytes(static_cast<int>(s->dims[1])); }
+size_t dyn_smem(const void*, const ninfer_shape* s) { return smem_bytes(static_cast<int>(s->dims[1])); }
 
-size_t workspace(const ninfer_shape* s, int64_t launch_tokens) {
+size_t workspace(const void*, const ninfer_shape* s, int64_t launch_tokens) {
   const int split = slices(launch_tokens, static_cast<int>(s->dims[0]), s->dtype == NINFER_DTYPE_F32 ? 4 : 2);
   return static_cast<size_t>(split) * launch_tokens * 2 * s->dims[1] * sizeof(float);
 }
 
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   ninfer_gdn_gating_args a = *static_cast<const ninfer_gdn_gating_args*>(args);
   int64_t b = l->token_begin, e = l->token_end;
   // grid.y: the slices this launch's token count gets (the planner's grid.y is kSplit, the
@@ -468,12 +468,12 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
   return NINFER_OK;
 }
 
-int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
+int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
   return query_kernel_attributes(reinterpret_cast<const void*>(g_planned), g_planned_symbol, kThreads, out, err,
                                  err_len);
 }
 
-int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
+int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
   return query_driver_blocks(reinterpret_cast<const void*>(g_planned), kThreads, dyn, blocks, err, err_len);
 }
 

@@ -257,9 +257,9 @@ struct HeadNormRopeDef : TokenDefDefaults {
   static KernelPair kernels() {
     return {"ninfer_head_norm_rope_f32", reinterpret_cast<const void*>(ninfer_head_norm_rope_f32)};
   }
-  static int32_t supports(const ninfer_shape* s) { return rope_shape_fits(s, s->dims[1] + s->dims[2]); }
+  static int32_t supports(const void*, const ninfer_shape* s) { return rope_shape_fits(s, s->dims[1] + s->dims[2]); }
   static const char* invalid(const Args& a, const ninfer_launch& l) { return rope_args_invalid(a, l); }
-  static size_t dynamic_smem(const ninfer_shape* s) { return table_bytes(s->dims[3]); }
+  static size_t dynamic_smem(const void*, const ninfer_shape* s) { return table_bytes(s->dims[3]); }
   static dim3 grid(const Args& a, const ninfer_launch& l) { return rope_grid(a.q_heads + a.k_heads, l); }
 };
 
@@ -275,7 +275,7 @@ struct HeadNormRopeAppendDef : TokenDefDefaults {
     return {"ninfer_head_norm_rope_append_f32", reinterpret_cast<const void*>(ninfer_head_norm_rope_append_f32),
             "ninfer_head_norm_rope_append_bf16", reinterpret_cast<const void*>(ninfer_head_norm_rope_append_bf16)};
   }
-  static int32_t supports(const ninfer_shape* s) {
+  static int32_t supports(const void*, const ninfer_shape* s) {
     return s->dims[2] > 0 && rope_shape_fits(s, s->dims[1] + 2 * s->dims[2]);
   }
   static int32_t dtype(const Args& a) { return a.append.cache.dtype; }
@@ -291,7 +291,7 @@ struct HeadNormRopeAppendDef : TokenDefDefaults {
     if (const char* why = ninfer_head_norm_rope_append_untied(&a)) return why;
     return rope_args_invalid(a.rope, l);
   }
-  static size_t dynamic_smem(const ninfer_shape* s) { return table_bytes(s->dims[3]); }
+  static size_t dynamic_smem(const void*, const ninfer_shape* s) { return table_bytes(s->dims[3]); }
   static dim3 grid(const Args& a, const ninfer_launch& l) { return rope_grid(a.rope.q_heads + 2 * a.rope.k_heads, l); }
 };
 

@@ -73,7 +73,7 @@ struct KvAppendDef : TokenDefDefaults {
     return {"ninfer_kv_append_f32", reinterpret_cast<const void*>(ninfer_kv_append_f32), "ninfer_kv_append_bf16",
             reinterpret_cast<const void*>(ninfer_kv_append_bf16)};
   }
-  static int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+  static int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
   static int32_t dtype(const Args& a) { return a.cache.dtype; }
   static TokenKernel kernel(const Args& a) {
     return a.cache.dtype == NINFER_DTYPE_F16 ? reinterpret_cast<const void*>(ninfer_kv_append_f16) : nullptr;

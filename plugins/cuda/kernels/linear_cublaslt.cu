@@ -230,7 +230,7 @@ int32_t lt_matmul(cublasLtHandle_t h, cudaStream_t stream, cudaDataType_t in_typ
   return NINFER_OK;
 }
 
-int32_t supports(const ninfer_shape* s) {
+int32_t supports(const void*, const ninfer_shape* s) {
   // 16-byte W rows (and cast rows) only: what the fast cuBLASLt kernels take and every model has.
   const int64_t vec = s->dtype == NINFER_DTYPE_BF16 ? 8 : 4;
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 && s->dims[0] % vec == 0;
@@ -242,9 +242,9 @@ size_t cast_bytes(const ninfer_shape* s, int64_t tokens) {
   return align_up(static_cast<size_t>(rows) * static_cast<size_t>(s->dims[0]) * 2);
 }
 
-size_t workspace_bytes(const ninfer_shape* s, int64_t tokens) { return cast_bytes(s, tokens) + kLtWorkspaceBytes; }
+size_t workspace_bytes(const void*, const ninfer_shape* s, int64_t tokens) { return cast_bytes(s, tokens) + kLtWorkspaceBytes; }
 // cublaslt_x2: a second cast buffer for the low halves.
-size_t workspace_bytes_x2(const ninfer_shape* s, int64_t tokens) {
+size_t workspace_bytes_x2(const void*, const ninfer_shape* s, int64_t tokens) {
   return 2 * cast_bytes(s, tokens) + kLtWorkspaceBytes;
 }
 
@@ -259,7 +259,7 @@ int32_t launch_impl(const void* args, const ninfer_launch* l, void* stream_ptr, 
     return NINFER_ERR_INVALID_ARGUMENT;
   }
   const ninfer_shape shape{a.tokens, {a.in_features, a.out_features, 0, 0}, a.w_dtype};
-  if (!supports(&shape)) {
+  if (!supports(nullptr, &shape)) {
     std::snprintf(err, err_len, "linear/cublaslt: in_features %d is not a multiple of %d", a.in_features,
                   a.w_dtype == NINFER_DTYPE_BF16 ? 8 : 4);
     return NINFER_ERR_INVALID_ARGUMENT;
@@ -319,19 +319,19 @@ int32_t launch_impl(const void* args, const ninfer_launch* l, void* stream_ptr, 
   return NINFER_OK;
 }
 
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   return launch_impl(args, l, stream, err, err_len, false);
 }
-int32_t launch_x2(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch_x2(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   return launch_impl(args, l, stream, err, err_len, true);
 }
 
-int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
+int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
   return query_kernel_attributes(reinterpret_cast<const void*>(ninfer_linear_cast_bf16), "ninfer_linear_cast_bf16",
                                  kCastThreads, out, err, err_len);
 }
 
-int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
+int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
   return query_driver_blocks(reinterpret_cast<const void*>(ninfer_linear_cast_bf16), kCastThreads, dyn, blocks, err,
                              err_len);
 }

@@ -232,9 +232,9 @@ struct GemvDefBase : TokenDefDefaults {
   static constexpr uint32_t dtype_mask = kF32OrBf16Mask;
   static_assert(kGemvThreads == gemv_bf16::kThreads, "both kernels launch with the variant's block size");
   static int32_t dtype(const Args& a) { return a.w_dtype; }
-  static int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+  static int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
   // The CUDA-core kernel stages x in dynamic shared memory; the tensor-core one needs none.
-  static size_t dynamic_smem(const ninfer_shape* s) {
+  static size_t dynamic_smem(const void*, const ninfer_shape* s) {
     if (uses_mma(s->dtype, s->dims[0])) return 0;
     return static_cast<size_t>(TPC) * x_chunk(static_cast<int>(s->dims[0]), TPC) * sizeof(float);
   }

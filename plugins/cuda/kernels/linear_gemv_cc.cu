@@ -1,5 +1,5 @@
 // linear for one or two tokens on the CUDA cores (contract: ninfer/abi/ops/linear.h): the
-// run-time compiled GEMV family's kernel (core/jit/kernels/linear_gemv.cu), prebuilt with the
+// run-time compiled GEMV family's kernel (linear_gemv_template.cuh), prebuilt with the
 // parameters that won `ninfer-tune --jit-sweep` on the H200, so decode gets it without NVRTC.
 //   gemv_cc1  = jit_gemv_t128_r2_v8_m1: 128 threads, 2 weight rows per warp, 8 weights per
 //               16-byte load, one token per CTA. H200, Qwen3-8B matrices at T = 1: 389.9 us
@@ -26,7 +26,7 @@
 #include "grid_dependency.cuh"
 #include "ninfer/abi/ops/linear.h"
 // Plain CUDA C++ in namespace ninfer_jit, no includes of its own (it is NVRTC's input as is).
-#include "../../../core/jit/kernels/linear_gemv.cu"
+#include "linear_gemv_template.cuh"
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include "../cuda_variant.hpp"
@@ -95,7 +95,7 @@ struct GemvCcDefBase : TokenDefDefaults {
   static constexpr uint32_t dtype_mask = kF32OrBf16Mask;
   static int32_t dtype(const Args& a) { return a.w_dtype; }
   // The kernel takes in_features and out_features as int.
-  static int32_t supports(const ninfer_shape* s) {
+  static int32_t supports(const void*, const ninfer_shape* s) {
     return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 && s->dims[0] <= INT32_MAX && s->dims[1] <= INT32_MAX;
   }
   // No shared memory and no alignment demand (the template falls back to scalar loads), so the

@@ -202,7 +202,7 @@ struct TiledDefBase : TokenDefDefaults {
   static constexpr int32_t geometry = NINFER_GEOMETRY_TOKEN_TILED;
   static constexpr uint32_t dtype_mask = kF32OrBf16Mask;
   static int32_t dtype(const Args& a) { return a.w_dtype; }
-  static int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+  static int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
   static const char* invalid(const Args& a, const ninfer_launch& l) { return linear_args_invalid(a, l, nullptr); }
   static dim3 grid(const Args& a, const ninfer_launch& l) {
     return linear_grid(a.out_features, TileShape<TM, TN>::BN, l.grid_x);

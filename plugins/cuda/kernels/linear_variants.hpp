@@ -42,12 +42,12 @@ inline dim3 one_wave_grid(const void* kernel, int threads, size_t dynamic_smem, 
 // A message when the arguments break the contract or disagree with the planned shape (whose
 // dynamic shared memory the launch carries), else nullptr.
 inline const char* linear_args_invalid(const ninfer_linear_args& a, const ninfer_launch& l,
-                                       size_t (*dynamic_smem)(const ninfer_shape*)) {
+                                       size_t (*dynamic_smem)(const void*, const ninfer_shape*)) {
   if (a.w_dtype != NINFER_DTYPE_F32 && a.w_dtype != NINFER_DTYPE_BF16) return "w_dtype must be F32 or BF16";
   if (a.in_features < 1 || a.out_features < 1) return "in_features and out_features must be >= 1";
   if (dynamic_smem) {
     const ninfer_shape s{a.tokens, {a.in_features, a.out_features, 0, 0}, a.w_dtype};
-    if (dynamic_smem(&s) > l.dynamic_smem_bytes) return "in_features is larger than the planned shape's dims[0]";
+    if (dynamic_smem(nullptr, &s) > l.dynamic_smem_bytes) return "in_features is larger than the planned shape's dims[0]";
   }
   return nullptr;
 }
@@ -77,7 +77,7 @@ struct OneTokenVectorLinearDef : TokenDefDefaults {
   static int32_t dtype(const Args& a) { return a.w_dtype; }
   // One token (a batch streams W once for all its tokens through gemv2-8 or cuBLASLt), rows of
   // whole 16-byte vectors.
-  static int32_t supports(const ninfer_shape* s) { return one_token_vector_rows(*s); }
+  static int32_t supports(const void*, const ninfer_shape* s) { return one_token_vector_rows(*s); }
   static const char* invalid(const Args& a, const ninfer_launch& l) {
     if (const char* why = linear_args_invalid(a, l, nullptr)) return why;
     if (a.in_features % 8 != 0) return "in_features must be a multiple of 8";

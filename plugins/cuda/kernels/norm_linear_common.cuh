@@ -98,7 +98,7 @@ struct DefBase : TokenDefDefaults {
   static int32_t dtype(const Args& a) { return a.w_dtype; }
   // One token: the weights stream once per token, so batches take rms_norm + a batch GEMV
   // (the model's fallback) instead. 16-byte rows for the vector loads.
-  static int32_t supports(const ninfer_shape* s) {
+  static int32_t supports(const void*, const ninfer_shape* s) {
     const bool gated = s->dims[2] != 0;
     return one_token_vector_rows(*s) && (!gated || s->dims[1] % 2 == 0);
   }

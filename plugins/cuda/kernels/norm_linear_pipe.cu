@@ -138,9 +138,9 @@ struct NormLinearPipeDef : norm_linear::DefBase<norm_linear_pipe::kGroups> {
     return {"ninfer_norm_linear_pipe_f32", reinterpret_cast<const void*>(ninfer_norm_linear_pipe_f32),
             "ninfer_norm_linear_pipe_bf16", reinterpret_cast<const void*>(ninfer_norm_linear_pipe_bf16)};
   }
-  static size_t dynamic_smem(const ninfer_shape* s) { return norm_linear_pipe::smem_bytes(s->dims[0]); }
-  static int32_t supports(const ninfer_shape* s) {
-    return DefBase::supports(s) && s->dims[0] <= norm_linear_pipe::kMaxInFeatures;
+  static size_t dynamic_smem(const void*, const ninfer_shape* s) { return norm_linear_pipe::smem_bytes(s->dims[0]); }
+  static int32_t supports(const void*, const ninfer_shape* s) {
+    return DefBase::supports(nullptr, s) && s->dims[0] <= norm_linear_pipe::kMaxInFeatures;
   }
   static const char* invalid(const Args& a, const ninfer_launch& l) {
     if (const char* why = DefBase::invalid(a, l)) return why;

@@ -236,7 +236,7 @@ namespace {
 struct NormDefBase : TokenDefDefaults {
   static constexpr const char* name = "rows";
   static constexpr int threads = kNormThreads;
-  static int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+  static int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
 };
 
 template <bool kInRegisters>

@@ -69,7 +69,7 @@ struct RopeDef : TokenDefDefaults {
   static constexpr const char* name = "token_table";
   static constexpr int threads = kThreads;
   static KernelPair kernels() { return {"ninfer_rope_f32", reinterpret_cast<const void*>(ninfer_rope_f32)}; }
-  static int32_t supports(const ninfer_shape* s) {
+  static int32_t supports(const void*, const ninfer_shape* s) {
     const int64_t head_dim = s->dims[0], heads = s->dims[1], rotary = s->dims[2];
     return s->tokens > 0 && head_dim > 0 && heads > 0 && rotary > 0 && rotary % 2 == 0 && rotary <= head_dim;
   }
@@ -80,7 +80,7 @@ struct RopeDef : TokenDefDefaults {
       return "rotary_dim is larger than the planned shape's dims[2]";
     return nullptr;
   }
-  static size_t dynamic_smem(const ninfer_shape* s) {
+  static size_t dynamic_smem(const void*, const ninfer_shape* s) {
     const size_t half = static_cast<size_t>(s->dims[2] > 0 ? s->dims[2] / 2 : 0);
     return half * (sizeof(double) + 2 * sizeof(float));
   }

@@ -519,7 +519,7 @@ extern "C" __global__ void __launch_bounds__(512) ninfer_sample_rows_vec(ninfer_
 namespace ninfer::cuda_plugin {
 namespace {
 
-int32_t supports(const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[0] <= (1 << 30); }
+int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[0] <= (1 << 30); }
 
 struct SampleForm {
   const void* kernel;
@@ -533,7 +533,7 @@ const SampleForm kForms[] = {
 };
 
 template <int F>
-int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   ninfer_sample_args a = *static_cast<const ninfer_sample_args*>(args);
   int64_t first = l->token_begin;
   void* params[] = {&a, &first};
@@ -548,12 +548,12 @@ int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err
 }
 
 template <int F>
-int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
+int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
   return query_kernel_attributes(kForms[F].kernel, kForms[F].symbol, kThreads, out, err, err_len);
 }
 
 template <int F>
-int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
+int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
   return query_driver_blocks(kForms[F].kernel, kThreads, dyn, blocks, err, err_len);
 }
 

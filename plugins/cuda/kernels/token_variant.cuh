@@ -8,9 +8,9 @@
 //     static constexpr const char* name = ...;      // variant name
 //     static constexpr int threads = ...;           // block size = the kernel's __launch_bounds__
 //     static KernelPair kernels();                  // f32 kernel and, if any, the bf16 one
-//     static int32_t supports(const ninfer_shape*);
+//     static int32_t supports(const void* ctx, const ninfer_shape*);
 //     // and, where the defaults do not fit: tokens_per_cta, split_k, geometry, dtype_mask,
-//     // dynamic_smem(const ninfer_shape*), dtype(const Args&), grid(const Args&, const ninfer_launch&),
+//     // dynamic_smem(const void* ctx, const ninfer_shape*), dtype(const Args&), grid(const Args&, const ninfer_launch&),
 //     // invalid(const Args&, const ninfer_launch&) (a message when the arguments break the contract, else nullptr),
 //     // kernel(const Args&) (a kernel other than the pair's for these arguments, else nullptr)
 //   };
@@ -77,7 +77,7 @@ struct TokenVariant {
     return dtype == NINFER_DTYPE_BF16 && D::kernels().bf16 ? D::kernels().bf16 : D::kernels().f32;
   }
 
-  static int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+  static int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
     typename D::Args a = *static_cast<const typename D::Args*>(args);
     if (const char* why = D::invalid(a, *l)) {
       std::snprintf(err, err_len, "%s/%s: %s", D::op, D::name, why);
@@ -107,11 +107,11 @@ struct TokenVariant {
     return NINFER_OK;
   }
 
-  static int32_t query(ninfer_kernel_resources* out, char* err, size_t err_len) {
+  static int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
     return query_kernel_attributes(planned, planned_symbol, D::threads, out, err, err_len);
   }
 
-  static int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
+  static int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
     return query_driver_blocks(planned, D::threads, dyn, blocks, err, err_len);
   }
 

@@ -5,7 +5,7 @@
 #include "ninfer/abi/plugin_abi.h"
 
 namespace {
-int32_t launch(const void*, const ninfer_launch*, void*, char*, size_t) { return NINFER_OK; }
+int32_t launch(const void*, const void*, const ninfer_launch*, void*, char*, size_t) { return NINFER_OK; }
 int32_t score(const ninfer_device_info*, char* why, size_t n) {
   std::snprintf(why, n, "never");
   return 0;

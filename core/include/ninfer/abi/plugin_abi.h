@@ -22,8 +22,10 @@
 extern "C" {
 #endif
 
-#define NINFER_PLUGIN_ABI_VERSION 3u /* 2: the registrar offers run-time compilation;
-                                          3: ninfer_linear_args.accumulate */
+#define NINFER_PLUGIN_ABI_VERSION 4u /* 2: the registrar offers run-time compilation;
+                                          3: ninfer_linear_args.accumulate;
+                                          4: variant callbacks take the variant's ctx, plugins may
+                                             make variants on demand, ninfer_shape.max_seq_tokens */
 #define NINFER_PLUGIN_ENTRY_SYMBOL "ninfer_plugin_entry"
 
 /* Capability bits a plugin advertises in its descriptor. */
@@ -108,6 +110,8 @@ typedef struct ninfer_launch {
   size_t workspace_bytes;
 } ninfer_launch;
 
+/* Every callback receives the variant's `ctx` first, so one function can serve many variants
+ * (a plugin that builds variants at run time hands each its own object). */
 typedef struct ninfer_variant {
   const char* op;      /* op contract name, e.g. "gdn_gating" */
   const char* name;    /* variant name, unique per op within a plugin, e.g. "split4" */
@@ -118,23 +122,25 @@ typedef struct ninfer_variant {
   int32_t tokens_per_cta;
   uint32_t dtype_mask; /* bit (1 << ninfer_dtype) for each supported input dtype */
   ninfer_kernel_resources resources;
+  const void* ctx;     /* handed back to every callback below; NULL when they need none */
   /* Dynamic shared memory and workspace for a shape; both may be NULL (meaning 0). */
-  size_t (*dynamic_smem_bytes)(const ninfer_shape* shape);
-  size_t (*workspace_bytes)(const ninfer_shape* shape, int64_t tokens_in_launch);
+  size_t (*dynamic_smem_bytes)(const void* ctx, const ninfer_shape* shape);
+  size_t (*workspace_bytes)(const void* ctx, const ninfer_shape* shape, int64_t tokens_in_launch);
   /* Returns 1 when the variant can compute this shape (dims it was written for). */
-  int32_t (*supports)(const ninfer_shape* shape);
+  int32_t (*supports)(const void* ctx, const ninfer_shape* shape);
   /* Executes one planned launch. `args` is the op's argument struct (see ninfer/abi/ops/),
    * `stream` a cudaStream_t for CUDA variants (NULL for host ones). Writes a message to `err`
    * on failure. */
-  int32_t (*launch)(const void* args, const ninfer_launch* launch, void* stream, char* err,
+  int32_t (*launch)(const void* ctx, const void* args, const ninfer_launch* launch, void* stream, char* err,
                     size_t err_len);
   /* CUDA variants: reads the loaded kernel's attributes on the current device
    * (cudaFuncGetAttributes), so tests can compare them with `resources`. NULL for host. */
-  int32_t (*query_loaded_resources)(ninfer_kernel_resources* out, char* err, size_t err_len);
+  int32_t (*query_loaded_resources)(const void* ctx, ninfer_kernel_resources* out, char* err, size_t err_len);
   /* CUDA variants: the driver's own residency figure for this kernel on the current device
    * (cudaOccupancyMaxActiveBlocksPerMultiprocessor at the variant's block size), so tests can
    * compare it with the planner's. NULL for host. */
-  int32_t (*query_driver_blocks_per_sm)(size_t dynamic_smem_bytes, int32_t* blocks, char* err, size_t err_len);
+  int32_t (*query_driver_blocks_per_sm)(const void* ctx, size_t dynamic_smem_bytes, int32_t* blocks, char* err,
+                                        size_t err_len);
 } ninfer_variant;
 
 /* One CUDA C++ translation unit for the core's run-time compiler (NVRTC, with its on-disk
@@ -184,6 +190,20 @@ typedef struct ninfer_plugin {
   int32_t (*score)(const ninfer_device_info* device, char* why, size_t why_len);
   /* Adds every variant this plugin provides. Must not call into a device. */
   int32_t (*register_variants)(const ninfer_registrar* registrar);
+  /* Optional (NULL: none). A variant made on demand for the live `device` from its name alone,
+   * when a schedule table or a tool names one the plugin did not register (a family of
+   * parameterised kernels compiled at run time, say). `services` offers compile_cuda as at
+   * registration (its add_variant refuses). NINFER_OK with *out valid for the life of the
+   * process (the same pointer for the same device, op and name); NINFER_ERR_UNSUPPORTED when
+   * there is no variant of that name (err may say why, e.g. a malformed parameter in a family
+   * name); another code, with the reason in err, when the variant exists but cannot be made
+   * for this device. May touch the device. */
+  int32_t (*make_variant)(const ninfer_registrar* services, const ninfer_device_info* device, const char* op,
+                          const char* name, const ninfer_variant** out, char* err, size_t err_len);
+  /* Optional (NULL: none). The on-demand variant names worth timing for `op` at a bucket of
+   * `tokens` (ninfer-tune's sweep), written to names[] as NUL-terminated strings back to back,
+   * ending with an empty one. Returns how many there are, or -1 when names_len is too small. */
+  int32_t (*sweep_variant_names)(const char* op, int64_t tokens, char* names, size_t names_len);
 } ninfer_plugin;
 
 typedef const ninfer_plugin* (*ninfer_plugin_entry_fn)(void);

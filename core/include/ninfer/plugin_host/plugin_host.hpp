@@ -35,6 +35,16 @@ struct LoadedPlugin {
   std::vector<const ninfer_variant*> variants_for(std::string_view op) const;
   const ninfer_variant* find_variant(std::string_view op, std::string_view name) const;
   std::vector<std::string> ops() const;
+
+  // The registered variant `name` of `op`; else one the plugin makes on demand for `device`
+  // (ninfer_plugin::make_variant: compiled for the live card, kept for the process); else
+  // nullptr, with the plugin's reason in `why_unknown` when it gave one. Throws ninfer::Error
+  // with the plugin's reason when the variant exists but cannot be made here (a described card,
+  // no NVRTC, a compile error).
+  const ninfer_variant* resolve_variant(const ninfer_device_info& device, std::string_view op, std::string_view name,
+                                        std::string* why_unknown = nullptr) const;
+  // The on-demand variant names the plugin offers ninfer-tune for `op` at a bucket of `tokens`.
+  std::vector<std::string> sweep_variant_names(std::string_view op, int64_t tokens) const;
 };
 
 struct PluginProblem {

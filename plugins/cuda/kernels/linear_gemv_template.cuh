@@ -1,14 +1,14 @@
-// linear for decode-sized token counts, compiled at run time by NVRTC (core/jit/linear_gemv.cpp)
-// for the GPU at hand: y[t, n] = sum_k x[t, k] * w[n, k], or y[t, n] += that when `accumulate`
-// is nonzero (contract: ninfer/abi/ops/linear.h).
+// linear for decode-sized token counts (contract: ninfer/abi/ops/linear.h):
+// y[t, n] = sum_k x[t, k] * w[n, k], or y[t, n] += that when `accumulate` is nonzero.
 //
-// This file is embedded into libninfer_core at build time and handed to NVRTC as is: plain CUDA
-// C++17, no #include and no architecture-specific instruction, so it compiles for sm_80 and every
-// later architecture. The CUDA plugins compile this file too: plugins/cuda/kernels/linear_gemv_cc.cu
-// includes it for the prebuilt linear/gemv_cc1 and gemv_cc2 (jit_gemv_t128_r2_v8_m1 / _m2), with
-// entry points of their own around gemv<> below; keep it free of includes and of anything nvcc
-// and NVRTC would read differently. Each run-time variant instantiates one parameter set; its name
-// jit_gemv_t<THREADS>_r<ROWS>_v<VEC>_m<TOKENS> spells them:
+// Two builds read this file. The CUDA plugins compile it at run time with NVRTC for the GPU at
+// hand, one parameter set per variant (jit/gemv_family.cpp appends the entry points; the file is
+// embedded into the plugins as text), and linear_gemv_cc.cu includes it for the prebuilt
+// linear/gemv_cc1 and gemv_cc2 (jit_gemv_t128_r2_v8_m1 / _m2), with entry points of their own
+// around gemv<> below. So it stays plain CUDA C++17 with no #include and no
+// architecture-specific instruction (it compiles for sm_80 and every later architecture), free of
+// anything nvcc and NVRTC would read differently. A run-time variant's name
+// jit_gemv_t<THREADS>_r<ROWS>_v<VEC>_m<TOKENS> spells its parameters:
 //   THREADS  threads per CTA (a multiple of 32)
 //   ROWS     rows of W (outputs) per warp; a CTA owns THREADS / 32 * ROWS consecutive rows, so
 //            grid.x = ceil(out_features / that), a number that follows from the shape alone
@@ -197,22 +197,6 @@ __device__ __forceinline__ void gemv(const float* __restrict__ x, long long x_st
         }
       }
   }
-}
-
-// The entry points, one per weight dtype. Kernel arguments are plain values rather than the ABI's
-// ninfer_linear_args, so this source needs no header of the core and cannot disagree with it.
-template <int THREADS, int ROWS, int VEC, int TOKENS>
-__global__ void __launch_bounds__(THREADS)
-    gemv_bf16(const float* x, long long x_stride, const void* w, float* y, long long y_stride, int K, int N,
-              long long begin, long long end, int accumulate) {
-  gemv<Bf16, THREADS, ROWS, VEC, TOKENS>(x, x_stride, w, y, y_stride, K, N, begin, end, accumulate);
-}
-
-template <int THREADS, int ROWS, int VEC, int TOKENS>
-__global__ void __launch_bounds__(THREADS)
-    gemv_f32(const float* x, long long x_stride, const void* w, float* y, long long y_stride, int K, int N,
-             long long begin, long long end, int accumulate) {
-  gemv<F32, THREADS, ROWS, VEC, TOKENS>(x, x_stride, w, y, y_stride, K, N, begin, end, accumulate);
 }
 
 } // namespace ninfer_jit

@@ -1,6 +1,7 @@
-// The run-time compiled `linear` family for decode-sized token counts (core/jit/kernels/linear_gemv.cu):
-// its parameters, the variant names that spell them, the sweep ninfer-tune times, and the NVRTC
-// request that compiles one parameter set. No device is needed for anything here.
+// The run-time compiled `linear` family for decode-sized token counts
+// (kernels/linear_gemv_template.cuh): its parameters, the variant names that spell them, the sweep
+// ninfer-tune times, and the NVRTC program that compiles one parameter set. Plain C++, no CUDA:
+// the plugins build their variants from it and the CPU tests check it.
 //
 // Names: jit_gemv_t<threads>_r<rows>_v<vec>_m<tokens>, e.g. jit_gemv_t128_r4_v8_m1:
 //   t  threads per CTA: 64, 128, 256, 512 (whole warps)
@@ -16,9 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ninfer/jit/nvrtc.hpp"
-
-namespace ninfer::jit {
+namespace ninfer::cuda_plugin::jit {
 
 struct GemvParams {
   int threads = 128;
@@ -28,9 +27,12 @@ struct GemvParams {
   bool operator==(const GemvParams&) const = default;
 };
 
+// Names starting with this are the family's; the plugin registers none of them, it makes them on
+// demand (ninfer_plugin::make_variant).
 inline constexpr std::string_view kGemvPrefix = "jit_gemv_";
 inline constexpr int kGemvMaxTokens = 8; // the family is for decode: 1..8 tokens per CTA
 
+bool is_gemv_name(std::string_view name);
 std::string gemv_name(const GemvParams& p);
 // The parameters a name spells; nullopt, and why in `why`, when it is not a valid name.
 std::optional<GemvParams> parse_gemv_name(std::string_view name, std::string* why);
@@ -40,10 +42,12 @@ std::optional<GemvParams> parse_gemv_name(std::string_view name, std::string* wh
 // so one CTA covers the bucket and W is streamed once. Empty for larger buckets.
 std::vector<GemvParams> gemv_sweep(int64_t tokens);
 
-// The kernel source (embedded at build time) and the NVRTC request for one parameter set: the
-// two name expressions of gemv_expression(p, BF16 / F32), compiled for compute cc_major.cc_minor.
-const std::string& gemv_source();
-std::string gemv_expression(const GemvParams& p, int32_t w_dtype);
-CompileRequest gemv_request(const GemvParams& p, int cc_major, int cc_minor);
+// The kernel template's text (embedded at build time).
+const std::string& gemv_template_source();
+// The NVRTC program of one parameter set: the template and two extern "C" entry points,
+// gemv_kernel_name(BF16 / F32 weights), with the (x, x_stride, w, y, y_stride, K, N, begin, end,
+// accumulate) arguments of the template's gemv().
+std::string gemv_program_source(const GemvParams& p);
+const char* gemv_kernel_name(bool bf16_weights);
 
-} // namespace ninfer::jit
+} // namespace ninfer::cuda_plugin::jit
