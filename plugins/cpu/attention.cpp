@@ -81,7 +81,7 @@ void attend_row(const ninfer_attention_args& a, int64_t t, int32_t h) {
 // exp2(s - running max) rounded to fp16 before it scales its value row and joins the sum.
 // Products and sums in double (the GPU's float32 accumulation differs only in order). With a
 // float16 cache the rounding of K and V already happened in kv_append (rounding again is exact).
-constexpr int32_t kMmaKeyTile = 32; // the key tile of plugins/cuda/kernels/attention_prefill_mma.cu
+constexpr int32_t kMmaKeyTile = 32; // the key tile of plugins/cuda/kernels/attention/prefill_mma.cu
 
 template <class E>
 void attend_row_emulate_f16(const ninfer_attention_args& a, int64_t t, int32_t h) {

@@ -289,7 +289,7 @@ TEST(LinearGpu, ModelShapesMatchCpu) {
 }
 
 // The CUDA-core GEMV variants (gemv_cc1, gemv_cc2: the run-time compiled jit_gemv kernel
-// prebuilt, linear_gemv_cc.cu) where decode runs them: one and two tokens (and three, a partial
+// prebuilt, linear/linear_gemv_warp.cu) where decode runs them: one and two tokens (and three, a partial
 // second tile of gemv_cc2) on Qwen3-8B's qkv (K 4096, N 6144) and down (K 12288, N 4096)
 // projections and an odd N (the last CTA's last warp has one row), with x rows contiguous,
 // strided but 16-byte aligned (the vector path) and strided off alignment (the scalar path), y
@@ -351,10 +351,10 @@ TEST(LinearGpu, CudaCoreGemvMatchesCpuAtDecodeTokenCounts) {
 }
 
 // The split-reduction GEMVs (gemv_k4: each row's reduction across four warps, partial sums
-// added in shared memory; linear_gemv_k4.cu; gemv_k4_early, the same with its launch wait after
+// added in shared memory; linear/linear_gemv_4warps.cu; gemv_k4_early, the same with its launch wait after
 // the first weight loads, must equal gemv_k4 bit for bit; gemv_pipe: the same in one wave of resident CTAs
 // that walk row blocks in turn, so the larger shapes give each CTA several blocks, with the next
-// block's loads issued before the current one's sums; linear_gemv_pipe.cu) at one token, on the decode
+// block's loads issued before the current one's sums; linear/linear_gemv_4warps_one_wave.cu) at one token, on the decode
 // projections whose reductions split unevenly or not at all: Qwen3-8B's qkv and down,
 // Qwen3.5-27B's down (K 17408: 2176 vectors, 544 per warp), an odd N (the last CTA has one
 // output), a K of 13 vectors (slices of 4, 4, 4, 1) and of one vector (three idle warps); f32
