@@ -2,10 +2,10 @@
 // function then rope's, per head row, so the result is bit for bit that of the two ops.
 #include <vector>
 
-#include "cpu_ops.hpp"
-#include "host_variant.hpp"
+#include "common/cpu_ops.hpp"
+#include "common/host_variant.hpp"
 #include "ninfer/abi/ops/head_norm_rope.h"
-#include "row_math.hpp"
+#include "common/row_math.hpp"
 
 namespace ninfer::cpu_plugin {
 

@@ -1,10 +1,10 @@
 // embedding on the host (contract: ninfer/abi/ops/embedding.h).
 #include <cstring>
 
-#include "cpu_ops.hpp"
-#include "host_variant.hpp"
+#include "common/cpu_ops.hpp"
+#include "common/host_variant.hpp"
 #include "ninfer/abi/ops/embedding.h"
-#include "numerics.hpp"
+#include "common/numerics.hpp"
 
 namespace ninfer::cpu_plugin {
 namespace {

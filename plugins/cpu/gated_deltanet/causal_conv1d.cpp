@@ -3,12 +3,12 @@
 // sums in double.
 #include <algorithm>
 
-#include "cpu_ops.hpp"
-#include "gdn_math.hpp"
-#include "host_variant.hpp"
+#include "common/cpu_ops.hpp"
+#include "gated_deltanet/gated_deltanet_math.hpp"
+#include "common/host_variant.hpp"
 #include "ninfer/abi/ops/causal_conv1d.h"
-#include "numerics.hpp"
-#include "parallel.hpp"
+#include "common/numerics.hpp"
+#include "common/parallel.hpp"
 
 namespace ninfer::cpu_plugin {
 namespace {

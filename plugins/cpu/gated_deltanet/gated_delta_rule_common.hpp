@@ -49,7 +49,7 @@ struct Head {
 };
 
 // The recurrent form for one (sequence, value head): its tokens in order, the state carried in
-// S (k_dim x v_dim doubles), u a v_dim scratch row (gated_delta_rule_recurrent.cpp).
+// S (k_dim x v_dim doubles), u a v_dim scratch row (gated_deltanet/gated_delta_rule_recurrent.cpp).
 void run_recurrent_head(const Head& hd, double* S, double* u);
 
 } // namespace ninfer::cpu_plugin::gdr

@@ -2,11 +2,11 @@
 // linear kernel and SiLU-multiply run one after another on the same row functions as the ops
 // they fuse, so a model computes the same bits with or without this op (the model tests check
 // that against cpu-unfused, tests/models/unfused_fallback_test.cpp).
-#include "cpu_ops.hpp"
-#include "host_variant.hpp"
+#include "common/cpu_ops.hpp"
+#include "common/host_variant.hpp"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/ops/norm_linear.h"
-#include "row_math.hpp"
+#include "common/row_math.hpp"
 
 namespace ninfer::cpu_plugin {
 namespace {

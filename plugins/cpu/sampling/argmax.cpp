@@ -1,8 +1,8 @@
 // argmax on the host (contract: ninfer/abi/ops/argmax.h); the log-sum-exp in double.
 #include <cmath>
 
-#include "cpu_ops.hpp"
-#include "host_variant.hpp"
+#include "common/cpu_ops.hpp"
+#include "common/host_variant.hpp"
 #include "ninfer/abi/ops/argmax.h"
 
 namespace ninfer::cpu_plugin {

@@ -1,8 +1,8 @@
 // head_norm_rope_append on the host (contract: ninfer/abi/ops/head_norm_rope_append.h): the
 // launches of head_norm_rope and kv_append one after the other, so the result is bit for bit
 // that of the two ops.
-#include "cpu_ops.hpp"
-#include "host_variant.hpp"
+#include "common/cpu_ops.hpp"
+#include "common/host_variant.hpp"
 #include "ninfer/abi/ops/head_norm_rope_append.h"
 
 namespace ninfer::cpu_plugin {

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "cpu_ops.hpp"
-#include "gdn_math.hpp"
+#include "common/cpu_ops.hpp"
+#include "gated_deltanet/gated_deltanet_math.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
 
 namespace ninfer::cpu_plugin {

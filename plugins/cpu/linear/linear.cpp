@@ -2,11 +2,11 @@
 // best instruction set this CPU has and spreads blocks of weight rows over the thread pool.
 #include <algorithm>
 
-#include "cpu_ops.hpp"
-#include "host_variant.hpp"
-#include "numerics.hpp"
+#include "common/cpu_ops.hpp"
+#include "common/host_variant.hpp"
+#include "common/numerics.hpp"
 #include "ninfer/abi/ops/linear.h"
-#include "parallel.hpp"
+#include "common/parallel.hpp"
 
 namespace ninfer::cpu_plugin {
 

@@ -1,37 +1,19 @@
-// The fused Gated DeltaNet ops on the host: conv_l2_norm (contract: ninfer/abi/ops/conv_l2_norm.h)
-// and gated_delta_step (ninfer/abi/ops/gated_delta_step.h). Each runs the code of the ops it
-// fuses, one after another, so a model gets the bits of the unfused chain from the same inputs.
+// gated_delta_step on the host (contract: ninfer/abi/ops/gated_delta_step.h): a Gated DeltaNet
+// decode step after the conv (gating from the raw a and b projections, one delta-rule step, the
+// gated output norm), running the code of the ops it fuses, so a model gets the bits of the
+// unfused chain from the same inputs.
 #include <cstdint>
 
-#include "cpu_ops.hpp"
-#include "gated_delta_rule_common.hpp"
-#include "gdn_math.hpp"
-#include "host_variant.hpp"
-#include "ninfer/abi/ops/conv_l2_norm.h"
+#include "common/cpu_ops.hpp"
+#include "gated_deltanet/gated_delta_rule_common.hpp"
+#include "gated_deltanet/gated_deltanet_math.hpp"
+#include "common/host_variant.hpp"
 #include "ninfer/abi/ops/gated_delta_step.h"
-#include "parallel.hpp"
-#include "row_math.hpp"
+#include "common/parallel.hpp"
+#include "common/row_math.hpp"
 
 namespace ninfer::cpu_plugin {
 namespace {
-
-int32_t conv_supports(const ninfer_shape* s) {
-  return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] >= 1 && s->dims[1] <= 16 && s->dims[3] > 0;
-}
-
-int32_t conv_l2_norm(const void* args, const ninfer_launch*, void*, char* err, size_t err_len) {
-  const auto& a = *static_cast<const ninfer_conv_l2_norm_args*>(args);
-  const auto& c = a.conv;
-  if (a.norm_heads < 0 || a.norm_dim <= 0 || static_cast<int64_t>(a.norm_heads) * a.norm_dim > c.channels)
-    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
-                "conv_l2_norm/reference: %d heads of %d channels exceed the %d channels", a.norm_heads, a.norm_dim,
-                c.channels);
-  if (int32_t rc = causal_conv1d_call(c, err, err_len); rc != NINFER_OK) return rc;
-  for (int64_t t = 0; t < c.tokens; ++t)
-    for (int32_t h = 0; h < a.norm_heads; ++h)
-      l2_norm_row(c.out + t * c.out_token_stride + static_cast<int64_t>(h) * a.norm_dim, a.norm_dim, a.eps);
-  return NINFER_OK;
-}
 
 int32_t step_supports(const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 && s->dims[2] > 0 && s->dims[3] > 0 &&
@@ -87,13 +69,10 @@ int32_t gated_delta_step(const void* args, const ninfer_launch* l, void*, char* 
 
 } // namespace
 
-int32_t register_gdn_decode(const ninfer_registrar* r) {
-  static const ninfer_variant conv =
-      host_variant(NINFER_OP_CONV_L2_NORM, "reference", kF32Only, conv_supports, conv_l2_norm);
-  static const ninfer_variant step =
+int32_t register_gated_delta_step(const ninfer_registrar* r) {
+  static const ninfer_variant v =
       host_variant(NINFER_OP_GATED_DELTA_STEP, "reference", kF32Only, step_supports, gated_delta_step, step_workspace);
-  if (int32_t rc = r->add_variant(r->ctx, &conv); rc != NINFER_OK) return rc;
-  return r->add_variant(r->ctx, &step);
+  return r->add_variant(r->ctx, &v);
 }
 
 } // namespace ninfer::cpu_plugin

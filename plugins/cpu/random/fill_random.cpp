@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "cpu_ops.hpp"
-#include "host_variant.hpp"
+#include "common/cpu_ops.hpp"
+#include "common/host_variant.hpp"
 #include "ninfer/abi/ops/fill_random.h"
 
 namespace ninfer::cpu_plugin {

@@ -2,10 +2,10 @@
 // float16 or bfloat16 cache, rounded to nearest even on the way in.
 #include <cstring>
 
-#include "cpu_ops.hpp"
-#include "host_variant.hpp"
+#include "common/cpu_ops.hpp"
+#include "common/host_variant.hpp"
 #include "ninfer/abi/ops/kv_append.h"
-#include "numerics.hpp"
+#include "common/numerics.hpp"
 
 namespace ninfer::cpu_plugin {
 namespace {

@@ -1,4 +1,5 @@
-// Registration functions of the CPU reference plugin's op families.
+// Registration functions of the CPU reference plugin's ops, one per op contract
+// (plugins/cpu/<family>/<op>.cpp), and what the fused ops share with the ops they fuse.
 #pragma once
 
 #include "ninfer/abi/ops/linear.h"
@@ -8,7 +9,9 @@ namespace ninfer::cpu_plugin {
 
 int32_t register_gdn_gating(const ninfer_registrar* r);
 int32_t register_embedding(const ninfer_registrar* r);
-int32_t register_norms(const ninfer_registrar* r); // rms_norm, l2_norm, gated_rms_norm
+int32_t register_rms_norm(const ninfer_registrar* r);
+int32_t register_l2_norm(const ninfer_registrar* r);
+int32_t register_gated_rms_norm(const ninfer_registrar* r);
 int32_t register_linear(const ninfer_registrar* r);
 int32_t register_rope(const ninfer_registrar* r);
 int32_t register_head_norm_rope(const ninfer_registrar* r); // rms_norm + rope of q and k heads
@@ -17,9 +20,11 @@ int32_t register_head_norm_rope_append_attention(const ninfer_registrar* r); // 
 int32_t register_norm_linear(const ninfer_registrar* r);    // rms_norm + linear (+ silu_mul)
 int32_t register_kv_append(const ninfer_registrar* r);
 int32_t register_attention(const ninfer_registrar* r);
-int32_t register_elementwise(const ninfer_registrar* r); // silu_mul, sigmoid_gate
+int32_t register_silu_mul(const ninfer_registrar* r);
+int32_t register_sigmoid_gate(const ninfer_registrar* r);
 int32_t register_causal_conv1d(const ninfer_registrar* r);
-int32_t register_gdn_decode(const ninfer_registrar* r); // conv_l2_norm, gated_delta_step
+int32_t register_conv_l2_norm(const ninfer_registrar* r);     // causal_conv1d + l2_norm
+int32_t register_gated_delta_step(const ninfer_registrar* r); // gdn_gating + gated_delta_rule + gated_rms_norm
 int32_t register_argmax(const ninfer_registrar* r);
 int32_t register_sample(const ninfer_registrar* r);
 int32_t register_fill_random(const ninfer_registrar* r);

@@ -1,16 +1,16 @@
 // attention on the host (contract: ninfer/abi/ops/attention.h). One (token, head) row at a
 // time with an online softmax in double: no score buffer, so no workspace, and the result
 // does not depend on how rows are split across threads. The cache is float32, float16 or
-// bfloat16 (E: numerics.hpp's KvF32 / KvF16 / KvBf16); its elements widen exactly.
+// bfloat16 (E: common/numerics.hpp's KvF32 / KvF16 / KvBf16); its elements widen exactly.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "cpu_ops.hpp"
-#include "host_variant.hpp"
-#include "numerics.hpp"
+#include "common/cpu_ops.hpp"
+#include "common/host_variant.hpp"
+#include "common/numerics.hpp"
 #include "ninfer/abi/ops/attention.h"
-#include "parallel.hpp"
+#include "common/parallel.hpp"
 
 namespace ninfer::cpu_plugin {
 namespace {

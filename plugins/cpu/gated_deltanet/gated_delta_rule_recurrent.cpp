@@ -3,10 +3,10 @@
 // double within a call (a per-worker slice of the caller's workspace).
 #include <cmath>
 
-#include "cpu_ops.hpp"
-#include "gated_delta_rule_common.hpp"
-#include "host_variant.hpp"
-#include "parallel.hpp"
+#include "common/cpu_ops.hpp"
+#include "gated_deltanet/gated_delta_rule_common.hpp"
+#include "common/host_variant.hpp"
+#include "common/parallel.hpp"
 
 namespace ninfer::cpu_plugin {
 namespace {

@@ -9,10 +9,10 @@
 
 namespace ninfer::cpu_plugin {
 
-// causal_conv1d's whole call (checks, then every (sequence, channel) in parallel): causal_conv1d.cpp.
+// causal_conv1d's whole call (checks, then every (sequence, channel) in parallel): gated_deltanet/causal_conv1d.cpp.
 int32_t causal_conv1d_call(const ninfer_causal_conv1d_args& a, char* err, size_t err_len);
 
-// gdn_gating's formulas on a raw projection (gdn_gating.cpp):
+// gdn_gating's formulas on a raw projection (gated_deltanet/gdn_gating.cpp):
 // g = -exp(a_log) * softplus(a + dt_bias) and beta = sigmoid(b), in double, rounded once.
 float gdn_log_decay(double a, float a_log, float dt_bias);
 float gdn_beta(double b);

@@ -3,10 +3,10 @@
 #include <cmath>
 #include <vector>
 
-#include "cpu_ops.hpp"
-#include "host_variant.hpp"
+#include "common/cpu_ops.hpp"
+#include "common/host_variant.hpp"
 #include "ninfer/abi/ops/rope.h"
-#include "row_math.hpp"
+#include "common/row_math.hpp"
 
 namespace ninfer::cpu_plugin {
 

@@ -7,11 +7,11 @@
 #include <numeric>
 #include <vector>
 
-#include "cpu_ops.hpp"
-#include "host_variant.hpp"
+#include "common/cpu_ops.hpp"
+#include "common/host_variant.hpp"
 #include "ninfer/abi/ops/sample.h"
 #include "ninfer/abi/ops/sample_math.h"
-#include "parallel.hpp"
+#include "common/parallel.hpp"
 
 namespace ninfer::cpu_plugin {
 namespace {
