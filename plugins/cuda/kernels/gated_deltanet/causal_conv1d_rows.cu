@@ -35,7 +35,7 @@
 #include "ninfer/abi/ops/causal_conv1d.h"
 #include "common/pointwise_math.cuh"
 
-namespace ninfer::cuda_plugin::gdn {
+namespace ninfer::cuda_plugin::gated_deltanet {
 namespace conv_rows {
 
 constexpr int kThreads = 128;
@@ -248,7 +248,7 @@ __device__ void conv_item(const ninfer_causal_conv1d_args& a, const SeqInfo* inf
 // token batch's offsets are (token_batch.h), so a call has fewer than 2^31 tokens.
 template <int KW>
 __device__ void conv_items(const ninfer_causal_conv1d_args& a, int begin, int end) {
-  SeqInfo* info = reinterpret_cast<SeqInfo*>(ninfer_gdn_smem);
+  SeqInfo* info = reinterpret_cast<SeqInfo*>(ninfer_gated_deltanet_smem);
   const int C = a.channels;
   const int tiles = (end - begin + kTokensPerItem - 1) / kTokensPerItem;
   const int64_t items = static_cast<int64_t>(tiles) * ((C + kChannelsPerItem - 1) / kChannelsPerItem);
@@ -286,17 +286,17 @@ __device__ void conv_rows(const ninfer_causal_conv1d_args& a, int begin, int end
 }
 
 } // namespace conv_rows
-} // namespace ninfer::cuda_plugin::gdn
+} // namespace ninfer::cuda_plugin::gated_deltanet
 
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gdn::conv_rows::kThreads,
-                                                    ninfer::cuda_plugin::gdn::conv_rows::kMinBlocksPerSm)
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gated_deltanet::conv_rows::kThreads,
+                                                    ninfer::cuda_plugin::gated_deltanet::conv_rows::kMinBlocksPerSm)
     ninfer_causal_conv1d_rows(ninfer_causal_conv1d_args a, int64_t token_begin, int64_t token_end) {
   ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::gdn::conv_rows::conv_rows(a, static_cast<int>(token_begin), static_cast<int>(token_end));
+  ninfer::cuda_plugin::gated_deltanet::conv_rows::conv_rows(a, static_cast<int>(token_begin), static_cast<int>(token_end));
 }
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
-namespace ninfer::cuda_plugin::gdn {
+namespace ninfer::cuda_plugin::gated_deltanet {
 namespace conv_rows {
 namespace {
 
@@ -337,5 +337,5 @@ int32_t register_causal_conv1d_rows(const ninfer_registrar* r, char* err, size_t
                                            err_len);
 }
 
-} // namespace ninfer::cuda_plugin::gdn
+} // namespace ninfer::cuda_plugin::gated_deltanet
 #endif // __CUDACC_RTC__

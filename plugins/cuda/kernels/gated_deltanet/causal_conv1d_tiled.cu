@@ -20,7 +20,7 @@
 #include "ninfer/abi/ops/causal_conv1d.h"
 #include "common/grid_dependency.cuh"
 
-namespace ninfer::cuda_plugin::gdn {
+namespace ninfer::cuda_plugin::gated_deltanet {
 namespace {
 
 constexpr int kThreads = 128;
@@ -53,7 +53,7 @@ __device__ __forceinline__ float window(const ninfer_causal_conv1d_args& a, cons
 }
 
 __device__ void conv_tiles(const ninfer_causal_conv1d_args& a, int64_t begin, int64_t end) {
-  TokenInfo* info = reinterpret_cast<TokenInfo*>(ninfer_gdn_smem);
+  TokenInfo* info = reinterpret_cast<TokenInfo*>(ninfer_gated_deltanet_smem);
   const int K = a.kernel, hist = K - 1;
   const int64_t C = a.channels;
   const int64_t slice = (C + gridDim.y - 1) / gridDim.y;
@@ -113,16 +113,16 @@ __device__ void conv_tiles(const ninfer_causal_conv1d_args& a, int64_t begin, in
 }
 
 } // namespace
-} // namespace ninfer::cuda_plugin::gdn
+} // namespace ninfer::cuda_plugin::gated_deltanet
 
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gdn::kThreads)
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gated_deltanet::kThreads)
     ninfer_causal_conv1d_tiled(ninfer_causal_conv1d_args a, int64_t token_begin, int64_t token_end) {
   ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::gdn::conv_tiles(a, token_begin, token_end);
+  ninfer::cuda_plugin::gated_deltanet::conv_tiles(a, token_begin, token_end);
 }
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
-namespace ninfer::cuda_plugin::gdn {
+namespace ninfer::cuda_plugin::gated_deltanet {
 namespace {
 
 const KernelInfo kKernel = {NINFER_OP_CAUSAL_CONV1D, "tiled", "ninfer_causal_conv1d_tiled",
@@ -155,5 +155,5 @@ int32_t register_causal_conv1d(const ninfer_registrar* r, char* err, size_t err_
   return register_form<kKernel>(r, kTokensPerCta, kChannelSlices, {dynamic_smem, supports, launch}, err, err_len);
 }
 
-} // namespace ninfer::cuda_plugin::gdn
+} // namespace ninfer::cuda_plugin::gated_deltanet
 #endif // __CUDACC_RTC__

@@ -22,9 +22,9 @@
 
 // Every byte of shared memory these kernels use is dynamic (sized per shape by the variant),
 // so the build-time table's static figure is zero and the planner sees the real total.
-extern __shared__ __align__(16) unsigned char ninfer_gdn_smem[];
+extern __shared__ __align__(16) unsigned char ninfer_gated_deltanet_smem[];
 
-namespace ninfer::cuda_plugin::gdn {
+namespace ninfer::cuda_plugin::gated_deltanet {
 
 // CUDA's limit on grid.z, where the gated delta rule puts its (value head, column block) problems.
 constexpr int32_t kMaxGridZ = 65535;
@@ -133,4 +133,4 @@ int32_t register_conv_l2_norm(const ninfer_registrar* r, char* err, size_t err_l
 int32_t register_gated_delta_step(const ninfer_registrar* r, char* err, size_t err_len);
 #endif
 
-} // namespace ninfer::cuda_plugin::gdn
+} // namespace ninfer::cuda_plugin::gated_deltanet

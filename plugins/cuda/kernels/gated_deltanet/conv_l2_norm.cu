@@ -20,7 +20,7 @@
 #include "ninfer/abi/ops/conv_l2_norm.h"
 #include "common/pointwise_math.cuh"
 
-namespace ninfer::cuda_plugin::gdn {
+namespace ninfer::cuda_plugin::gated_deltanet {
 namespace {
 
 constexpr int kThreads = 128;
@@ -56,7 +56,7 @@ __device__ __forceinline__ float conv_channel(const ninfer_causal_conv1d_args& a
 }
 
 __device__ void conv_l2_norm_decode(const ninfer_conv_l2_norm_args& a, int64_t begin, int64_t end) {
-  float* red = reinterpret_cast<float*>(ninfer_gdn_smem);
+  float* red = reinterpret_cast<float*>(ninfer_gated_deltanet_smem);
   const ninfer_causal_conv1d_args& cv = a.conv;
   const int64_t c0 = static_cast<int64_t>(blockIdx.y) * a.norm_dim;
   const int64_t c_end = c0 + a.norm_dim < cv.channels ? c0 + a.norm_dim : cv.channels;
@@ -93,16 +93,16 @@ __device__ void conv_l2_norm_decode(const ninfer_conv_l2_norm_args& a, int64_t b
 }
 
 } // namespace
-} // namespace ninfer::cuda_plugin::gdn
+} // namespace ninfer::cuda_plugin::gated_deltanet
 
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gdn::kThreads)
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gated_deltanet::kThreads)
     ninfer_conv_l2_norm_decode(ninfer_conv_l2_norm_args a, int64_t token_begin, int64_t token_end) {
   ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::gdn::conv_l2_norm_decode(a, token_begin, token_end);
+  ninfer::cuda_plugin::gated_deltanet::conv_l2_norm_decode(a, token_begin, token_end);
 }
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
-namespace ninfer::cuda_plugin::gdn {
+namespace ninfer::cuda_plugin::gated_deltanet {
 namespace {
 
 const KernelInfo kKernel = {NINFER_OP_CONV_L2_NORM, "decode", "ninfer_conv_l2_norm_decode",
@@ -149,5 +149,5 @@ int32_t register_conv_l2_norm(const ninfer_registrar* r, char* err, size_t err_l
   return register_form<kKernel>(r, 1, 1, {dynamic_smem, supports, launch}, err, err_len);
 }
 
-} // namespace ninfer::cuda_plugin::gdn
+} // namespace ninfer::cuda_plugin::gated_deltanet
 #endif // __CUDACC_RTC__

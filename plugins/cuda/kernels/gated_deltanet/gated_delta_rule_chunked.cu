@@ -32,7 +32,7 @@
 #include "ninfer/abi/ops/gated_delta_rule.h"
 #include "common/grid_dependency.cuh"
 
-namespace ninfer::cuda_plugin::gdn {
+namespace ninfer::cuda_plugin::gated_deltanet {
 namespace {
 
 constexpr int kThreads = 256;
@@ -100,7 +100,7 @@ __device__ void stage_chunk(const ninfer_gated_delta_rule_args& a, const Tiles& 
 __device__ void chunked(const ninfer_gated_delta_rule_args& a, int64_t begin, int64_t end) {
   const int K = a.k_dim, V = a.v_dim, Hv = a.v_heads;
   const Layout lay(K);
-  float* base = reinterpret_cast<float*>(ninfer_gdn_smem);
+  float* base = reinterpret_cast<float*>(ninfer_gated_deltanet_smem);
   const Tiles s{base + lay.S, base + lay.Kc, base + lay.Qc, base + lay.U, base + lay.M,
                 base + lay.G, base + lay.beta, base + lay.wlast, static_cast<int>(lay.kpitch)};
   const int vblocks = (V + kCols - 1) / kCols;
@@ -211,16 +211,16 @@ __device__ void chunked(const ninfer_gated_delta_rule_args& a, int64_t begin, in
 }
 
 } // namespace
-} // namespace ninfer::cuda_plugin::gdn
+} // namespace ninfer::cuda_plugin::gated_deltanet
 
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gdn::kThreads)
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gated_deltanet::kThreads)
     ninfer_gated_delta_rule_chunked64(ninfer_gated_delta_rule_args a, int64_t token_begin, int64_t token_end) {
   ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::gdn::chunked(a, token_begin, token_end);
+  ninfer::cuda_plugin::gated_deltanet::chunked(a, token_begin, token_end);
 }
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
-namespace ninfer::cuda_plugin::gdn {
+namespace ninfer::cuda_plugin::gated_deltanet {
 namespace {
 
 const KernelInfo kKernel = {NINFER_OP_GATED_DELTA_RULE, "chunked64", "ninfer_gated_delta_rule_chunked64",
@@ -260,5 +260,5 @@ int32_t register_gated_delta_rule_chunked(const ninfer_registrar* r, char* err, 
   return register_form<kKernel>(r, kChunk, 1, {dynamic_smem, supports, launch}, err, err_len);
 }
 
-} // namespace ninfer::cuda_plugin::gdn
+} // namespace ninfer::cuda_plugin::gated_deltanet
 #endif // __CUDACC_RTC__

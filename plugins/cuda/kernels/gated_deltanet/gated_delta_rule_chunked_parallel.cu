@@ -39,7 +39,7 @@
 #include <algorithm>
 #endif
 
-namespace ninfer::cuda_plugin::gdn::parallel {
+namespace ninfer::cuda_plugin::gated_deltanet::parallel {
 namespace {
 
 constexpr int kMaxDim = 128;
@@ -200,9 +200,9 @@ __device__ inline void stage_async(float* tile, int pitch, const float* src, int
 }
 
 } // namespace
-} // namespace ninfer::cuda_plugin::gdn::parallel
+} // namespace ninfer::cuda_plugin::gated_deltanet::parallel
 
-using namespace ninfer::cuda_plugin::gdn::parallel;
+using namespace ninfer::cuda_plugin::gated_deltanet::parallel;
 
 // ---- 0. chunk table ------------------------------------------------------------------------
 // table[q] = (first token, tokens) of the launch's q-th chunk, sequences in batch order, then
@@ -256,13 +256,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   const int kh = h / (Hv / a.k_heads);
   const int kc = round_up(K, 4), vc = round_up(V, 4);
   const PrepareLayout L(K, V);
-  float* sm = reinterpret_cast<float*>(ninfer_gdn_smem);
+  float* sm = reinterpret_cast<float*>(ninfer_gated_deltanet_smem);
   float *X = sm + L.X, *A = sm + L.A, *T = sm + L.T, *P = sm + L.P, *G = sm + L.G, *B = sm + L.B, *EG = sm + L.EG;
   const int64_t row0 = c0 - begin; // workspace row of the chunk's first token
 
   stage_rows(X, L.pitch, a.k + static_cast<int64_t>(c0) * a.qk_token_stride + static_cast<int64_t>(kh) * K,
              a.qk_token_stride, n, K, L.fill);
-  ninfer::cuda_plugin::gdn::scan_decay(a.g + static_cast<int64_t>(c0) * Hv + h, a.beta + static_cast<int64_t>(c0) * Hv + h, Hv, n, G, B);
+  ninfer::cuda_plugin::gated_deltanet::scan_decay(a.g + static_cast<int64_t>(c0) * Hv + h, a.beta + static_cast<int64_t>(c0) * Hv + h, Hv, n, G, B);
   for (int idx = threadIdx.x; idx < kChunk * kChunk; idx += kThreads) {
     const int i = idx / kChunk, j = idx - i * kChunk;
     T[i * kTPitch + j] = i == j ? 1.f : 0.f;
@@ -330,7 +330,7 @@ extern "C" __global__ void __launch_bounds__(kCarryThreads, 2)
   const int K = a.k_dim, V = a.v_dim, Hv = a.v_heads;
   const CarryLayout L(K);
   const int kc = L.kc, pitch = L.pitch;
-  float* sm = reinterpret_cast<float*>(ninfer_gdn_smem);
+  float* sm = reinterpret_cast<float*>(ninfer_gated_deltanet_smem);
   float *tiles = sm + L.tiles, *S = sm + L.S, *Ubuf = sm + L.U, *Gbuf = sm + L.G;
   const int vblocks = (V + kCarryCols - 1) / kCarryCols;
   const int h = blockIdx.y / vblocks, v0 = (blockIdx.y % vblocks) * kCarryCols;
@@ -480,7 +480,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   const int kh = h / (Hv / a.k_heads);
   const int kc = round_up(K, 4), vc = round_up(V, 4);
   const OutputsLayout L(K, V);
-  float* sm = reinterpret_cast<float*>(ninfer_gdn_smem);
+  float* sm = reinterpret_cast<float*>(ninfer_gated_deltanet_smem);
   float *Xq = sm + L.Xq, *Xk = sm + L.Xk, *M = sm + L.M, *G = sm + L.G;
   const int64_t row0 = c0 - begin;
   const int64_t qk0 = static_cast<int64_t>(c0) * a.qk_token_stride + static_cast<int64_t>(kh) * K;
@@ -518,7 +518,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 // ---- host side --------------------------------------------------------------------------------
-namespace ninfer::cuda_plugin::gdn {
+namespace ninfer::cuda_plugin::gated_deltanet {
 namespace {
 
 using namespace parallel;
@@ -613,5 +613,5 @@ int32_t register_gated_delta_rule_chunked_parallel(const ninfer_registrar* r, ch
   return register_form<kKernel>(r, kChunk, 1, {dynamic_smem, supports, launch, workspace_bytes}, err, err_len);
 }
 
-} // namespace ninfer::cuda_plugin::gdn
+} // namespace ninfer::cuda_plugin::gated_deltanet
 #endif // __CUDACC_RTC__

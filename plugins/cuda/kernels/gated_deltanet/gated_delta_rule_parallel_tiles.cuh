@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-namespace ninfer::cuda_plugin::gdn::parallel {
+namespace ninfer::cuda_plugin::gated_deltanet::parallel {
 
 constexpr int kChunk = 64;
 constexpr unsigned kFullWarp = 0xffffffffu;
@@ -170,4 +170,4 @@ __device__ inline void invert_unit_lower(const float* A, float* T, float* P) {
   }
 }
 
-} // namespace ninfer::cuda_plugin::gdn::parallel
+} // namespace ninfer::cuda_plugin::gated_deltanet::parallel

@@ -20,7 +20,7 @@
 #include "ninfer/abi/ops/gated_delta_rule.h"
 #include "common/grid_dependency.cuh"
 
-namespace ninfer::cuda_plugin::gdn {
+namespace ninfer::cuda_plugin::gated_deltanet {
 namespace {
 
 constexpr int kThreads = 128;
@@ -35,7 +35,7 @@ size_t smem_floats(int64_t k_dim) { return k_dim * kCols + 2 * k_dim + 2 * kWarp
 
 __device__ void recurrent(const ninfer_gated_delta_rule_args& a, int64_t begin, int64_t end) {
   const int K = a.k_dim, V = a.v_dim, Hv = a.v_heads;
-  float* S = reinterpret_cast<float*>(ninfer_gdn_smem);
+  float* S = reinterpret_cast<float*>(ninfer_gated_deltanet_smem);
   float* kq = S + K * kCols;
   float* red = kq + 2 * K;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -94,16 +94,16 @@ __device__ void recurrent(const ninfer_gated_delta_rule_args& a, int64_t begin, 
 }
 
 } // namespace
-} // namespace ninfer::cuda_plugin::gdn
+} // namespace ninfer::cuda_plugin::gated_deltanet
 
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gdn::kThreads)
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gated_deltanet::kThreads)
     ninfer_gated_delta_rule_recurrent(ninfer_gated_delta_rule_args a, int64_t token_begin, int64_t token_end) {
   ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::gdn::recurrent(a, token_begin, token_end);
+  ninfer::cuda_plugin::gated_deltanet::recurrent(a, token_begin, token_end);
 }
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
-namespace ninfer::cuda_plugin::gdn {
+namespace ninfer::cuda_plugin::gated_deltanet {
 namespace {
 
 const KernelInfo kKernel = {NINFER_OP_GATED_DELTA_RULE, "recurrent", "ninfer_gated_delta_rule_recurrent",
@@ -140,5 +140,5 @@ int32_t register_gated_delta_rule_recurrent(const ninfer_registrar* r, char* err
   return register_form<kKernel>(r, 1, 1, {dynamic_smem, supports, launch}, err, err_len);
 }
 
-} // namespace ninfer::cuda_plugin::gdn
+} // namespace ninfer::cuda_plugin::gated_deltanet
 #endif // __CUDACC_RTC__

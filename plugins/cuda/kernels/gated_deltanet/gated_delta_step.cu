@@ -24,7 +24,7 @@
 #include "ninfer/abi/ops/gated_delta_step.h"
 #include "common/pointwise_math.cuh"
 
-namespace ninfer::cuda_plugin::gdn {
+namespace ninfer::cuda_plugin::gated_deltanet {
 namespace {
 
 constexpr int kThreads = 256;
@@ -40,7 +40,7 @@ constexpr size_t kSmemBytes = sizeof(float) * kSmemFloats;
 #endif
 
 __device__ void gated_delta_step_decode(const ninfer_gated_delta_step_args& a, int64_t begin, int64_t end) {
-  float* kq = reinterpret_cast<float*>(ninfer_gdn_smem); // k [0, kDim), scale*q [kDim, 2 kDim)
+  float* kq = reinterpret_cast<float*>(ninfer_gated_deltanet_smem); // k [0, kDim), scale*q [kDim, 2 kDim)
   float* pred_part = kq + 2 * kDim;                      // [2][kDim]
   float* o_part = pred_part + 2 * kDim;                  // [2][kDim]
   float* ss_part = o_part + 2 * kDim;                    // [kWarps]
@@ -122,15 +122,15 @@ __device__ void gated_delta_step_decode(const ninfer_gated_delta_step_args& a, i
 }
 
 } // namespace
-} // namespace ninfer::cuda_plugin::gdn
+} // namespace ninfer::cuda_plugin::gated_deltanet
 
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gdn::kThreads)
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gated_deltanet::kThreads)
     ninfer_gated_delta_step_decode(ninfer_gated_delta_step_args a, int64_t token_begin, int64_t token_end) {
-  ninfer::cuda_plugin::gdn::gated_delta_step_decode(a, token_begin, token_end); // its own launch wait
+  ninfer::cuda_plugin::gated_deltanet::gated_delta_step_decode(a, token_begin, token_end); // its own launch wait
 }
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
-namespace ninfer::cuda_plugin::gdn {
+namespace ninfer::cuda_plugin::gated_deltanet {
 namespace {
 
 const KernelInfo kKernel = {NINFER_OP_GATED_DELTA_STEP, "decode", "ninfer_gated_delta_step_decode",
@@ -171,5 +171,5 @@ int32_t register_gated_delta_step(const ninfer_registrar* r, char* err, size_t e
   return register_form<kKernel>(r, 1, 1, {dynamic_smem, supports, launch}, err, err_len);
 }
 
-} // namespace ninfer::cuda_plugin::gdn
+} // namespace ninfer::cuda_plugin::gated_deltanet
 #endif // __CUDACC_RTC__

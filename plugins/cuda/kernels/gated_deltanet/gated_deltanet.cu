@@ -28,7 +28,7 @@
 #include "common/grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
-namespace gdn {
+namespace gated_deltanet {
 
 int32_t fail(int32_t status, char* err, size_t err_len, const char* fmt, ...) {
   if (err && err_len) {
@@ -70,16 +70,16 @@ int32_t describe_kernel(const KernelInfo& k, int32_t tokens_per_cta, int32_t spl
   return NINFER_OK;
 }
 
-} // namespace gdn
+} // namespace gated_deltanet
 
 int32_t register_gated_deltanet(const ninfer_registrar* r, char* err, size_t err_len) {
   // chunked64_parallel before chunked64: where both reach the same residency x tokens per
   // CTA, the planner keeps the first registered.
-  for (auto reg : {gdn::register_causal_conv1d, gdn::register_causal_conv1d_rows,
-                   gdn::register_gated_delta_rule_chunked_parallel,
-                   gdn::register_gated_delta_rule_chunked,
-                   gdn::register_gated_delta_rule_recurrent, gdn::register_conv_l2_norm,
-                   gdn::register_gated_delta_step})
+  for (auto reg : {gated_deltanet::register_causal_conv1d, gated_deltanet::register_causal_conv1d_rows,
+                   gated_deltanet::register_gated_delta_rule_chunked_parallel,
+                   gated_deltanet::register_gated_delta_rule_chunked,
+                   gated_deltanet::register_gated_delta_rule_recurrent, gated_deltanet::register_conv_l2_norm,
+                   gated_deltanet::register_gated_delta_step})
     if (int32_t rc = reg(r, err, err_len); rc != NINFER_OK) return rc;
   return NINFER_OK;
 }

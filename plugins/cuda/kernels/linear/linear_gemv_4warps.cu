@@ -1,6 +1,6 @@
 // linear for one token with each row's reduction split across four warps: `gemv_k4` (contract:
 // ninfer/abi/ops/linear.h). The H200's table routes every one-token projection here (o_proj,
-// down_proj, GDN out_proj, the LM head; the first projections run norm_linear).
+// down_proj, Gated DeltaNet out_proj, the LM head; the first projections run norm_linear).
 //
 // Why: a decode step is a chain of dependent GEMVs of 8-600 MB each. With a whole row per warp
 // (gemv_cc1) a warp walks its 8-35 KB rows one memory round trip per 512 elements, so a short
