@@ -26,10 +26,12 @@ void l2_norm_row(float* x, int32_t dim, float eps);
 // float32 (pointwise/gated_rms_norm.cpp). y may be x.
 void gated_rms_norm_row(const float* x, const float* z, float* y, int32_t dim, const float* weight, float eps);
 
-// o[i] = silu(gate[i]) * up[i] for i < width, in double, rounded once to float32 (pointwise/silu_mul.cpp).
+// o[i] = silu(gate[i]) * up[i] for i < width, in double, rounded once to float32
+// (pointwise/silu_mul.cpp).
 void silu_mul_row(const float* gate, const float* up, float* o, int64_t width);
 
-// cos and sin of position * theta^(-2i / rotary_dim), i < rotary_dim / 2, in double (pointwise/rope.cpp).
+// cos and sin of position * theta^(-2i / rotary_dim), i < rotary_dim / 2, in double
+// (pointwise/rope.cpp).
 void rope_angles(int32_t position, double theta, int32_t rotary_dim, double* cos_out, double* sin_out);
 // Rotates the half-split pairs (x[i], x[i + half]), i < half, by the angles' cos and sin.
 void rope_rotate_row(float* x, int32_t half, const double* cos_in, const double* sin_in);

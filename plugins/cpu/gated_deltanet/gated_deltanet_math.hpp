@@ -9,7 +9,8 @@
 
 namespace ninfer::cpu_plugin {
 
-// causal_conv1d's whole call (checks, then every (sequence, channel) in parallel): gated_deltanet/causal_conv1d.cpp.
+// causal_conv1d's whole call (checks, then every (sequence, channel) in parallel):
+// gated_deltanet/causal_conv1d.cpp.
 int32_t causal_conv1d_call(const ninfer_causal_conv1d_args& a, char* err, size_t err_len);
 
 // gdn_gating's formulas on a raw projection (gated_deltanet/gdn_gating.cpp):

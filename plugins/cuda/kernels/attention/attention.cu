@@ -1,12 +1,6 @@
-// CUDA variants of: attention (contract: ninfer/abi/ops/attention.h).
-//
-//   prefill_hd{64,128,256}              flash-attention style, float32, any call (attention/prefill.cu)
-//   prefill_mma_hd{128,256}             the same on bf16 tensor cores (mma.sync), float32
-//                                       accumulation; the planner's prefill choice
-//                                       (attention/prefill_mma.cu)
-//   decode_split{2..512}_hd{64,128,256} split-KV decode for calls of up to 64 tokens; the
-//                                       planner picks the split count from residency
-//                                       (attention/decode.cu)
+// Registration of the CUDA variants of attention (contract: ninfer/abi/ops/attention.h): the
+// float32 prefill (prefill.cu), the tensor-core prefill (prefill_mma.cu) and the split-KV
+// decode (decode.cu), each named by form, split count and head-dim class.
 //
 // Every variant reads a float32, float16 or bfloat16 cache (its dtype_mask; the planning shape's
 // dtype is the cache's): it has one kernel per cache dtype and launches the call's.

@@ -23,8 +23,8 @@
 //   - tensor cores (attention/decode_mma.cuh): each warp its own 16-key tiles with the whole
 //     group as the rows of one MMA; hd128 with a 16-bit cache (Qwen3);
 //   - warps own keys (attention/decode_keys.cuh): each warp its own tiles with all of the group's
-//     rows, meeting once at the end; hd256 (Qwen3.5). Measured on the H200 (docs/performance.md,
-//     "Tenth session"): Qwen3.5-27B at context 4096 69.5 -> 70.7 tok/s; on Qwen3-8B (hd128) it
+//     rows, meeting once at the end; hd256 (Qwen3.5). Measured on the H200 (docs/performance.md):
+//     Qwen3.5-27B at context 4096 69.5 -> 70.7 tok/s; on Qwen3-8B (hd128) it
 //     was slower (197.0 / 178.7 against 221.9 / 191.1 at contexts 0 / 4096), bound by instruction
 //     latency with its 250 registers.
 //
@@ -90,14 +90,16 @@ NINFER_ATTENTION_DECODE(decode_hd256_kvbf16, __nv_bfloat16, 256)
 NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvf16, __half, 128)
 NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvbf16, __nv_bfloat16, 128)
 
-// head_norm_rope_append_attention: the same kernel with the fold (attention/head_norm_rope_append_attention.cuh).
+// head_norm_rope_append_attention: the same kernel with the fold
+// (attention/head_norm_rope_append_attention.cuh).
 #define NINFER_ATTENTION_DECODE_FOLD(NAME, E, HD)                                                            \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, 2)            \
-      ninfer_attention_##NAME(ninfer_head_norm_rope_append_attention_args a, int64_t b, int64_t e, float* ws) { \
+      ninfer_head_norm_rope_append_attention_##NAME(ninfer_head_norm_rope_append_attention_args a, int64_t b,     \
+                                                    int64_t e, float* ws) {                                  \
     ninfer::cuda_plugin::attention::decode_split_mma<E, HD, true>(a.attn, a.prep, b, e, ws);                \
   }
-NINFER_ATTENTION_DECODE_FOLD(decode_fold_hd128_kvf16, __half, 128)
-NINFER_ATTENTION_DECODE_FOLD(decode_fold_hd128_kvbf16, __nv_bfloat16, 128)
+NINFER_ATTENTION_DECODE_FOLD(decode_hd128_kvf16, __half, 128)
+NINFER_ATTENTION_DECODE_FOLD(decode_hd128_kvbf16, __nv_bfloat16, 128)
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::attention {
@@ -230,7 +232,7 @@ int32_t check_decode_launch(const ninfer_attention_args& a, const ninfer_launch&
 // 1 (the chunks meet through L2). On the H200 a kernel of the fold's block and shared memory
 // (two CTAs per SM) fits 14 clusters of 16, 30 of 8, 62 of 4: Qwen3-8B at batch 1 and 4,096 keys
 // (8 clusters of 16) merges in clusters, batch 8 (64 clusters of 4) through L2, where clusters
-// measured 1,099.8 tok/s against 1,186.6 (docs/performance.md, "Fourteenth session").
+// measure 1,099.8 tok/s against 1,186.6 (docs/performance.md).
 unsigned decode_cluster(const void* kernel, const ninfer_attention_args& a, const ninfer_launch& l) {
   const int kvh = a.cache.kv_heads, chunks = chunks_per_head(l.grid_y, kvh);
   if (!cluster_launch_enabled() || chunks < 2 || chunks > kDecodeMaxClusterChunks || l.grid_y != kvh * chunks ||
@@ -300,16 +302,17 @@ void fill_all(ninfer_variant* out, std::integer_sequence<int, V...>) {
 }
 
 // head_norm_rope_append_attention's variants: the hd128 class's tensor-core decode with the fold
-// (attention/head_norm_rope_append_attention.cuh), one per split count, 16-bit caches with 16-byte rows only; one
-// kernel per cache dtype. Planned like the attention's (same split rule, residency, workspace).
+// (attention/head_norm_rope_append_attention.cuh), one per split count, 16-bit caches with 16-byte
+// rows only; one kernel per cache dtype. Planned like the attention's (same split rule, residency,
+// workspace).
 using FoldKernel = void (*)(ninfer_head_norm_rope_append_attention_args, int64_t, int64_t, float*);
 constexpr int kFoldHd = 128;
-const char* const kFoldSymbols[kKvDtypeCount] = {nullptr, "ninfer_attention_decode_fold_hd128_kvf16",
-                                                 "ninfer_attention_decode_fold_hd128_kvbf16"};
-const FoldKernel kFoldKernels[kKvDtypeCount] = {nullptr, ninfer_attention_decode_fold_hd128_kvf16,
-                                                ninfer_attention_decode_fold_hd128_kvbf16};
+const char* const kFoldSymbols[kKvDtypeCount] = {nullptr, "ninfer_head_norm_rope_append_attention_decode_hd128_kvf16",
+                                                 "ninfer_head_norm_rope_append_attention_decode_hd128_kvbf16"};
+const FoldKernel kFoldKernels[kKvDtypeCount] = {nullptr, ninfer_head_norm_rope_append_attention_decode_hd128_kvf16,
+                                                ninfer_head_norm_rope_append_attention_decode_hd128_kvbf16};
 constexpr uint32_t kFoldDtypeMask = (1u << NINFER_DTYPE_F16) | (1u << NINFER_DTYPE_BF16);
-char g_fold_names[kDecodeSplitCount][32]; // "fold_split512_hd128"
+char g_fold_names[kDecodeSplitCount][32]; // "decode_split512_hd128"
 
 constexpr size_t fold_smem_bytes() { return decode_mma_smem_bytes(kFoldHd) + decode_fold_extra_bytes(kFoldHd); }
 
@@ -345,7 +348,7 @@ int32_t fold_launch(const void* args, const ninfer_launch* l, void* stream, char
 
 template <int S>
 void fill_fold(ninfer_variant& v) {
-  std::snprintf(g_fold_names[S], sizeof g_fold_names[S], "fold_split%d_hd%d", kDecodeSplits[S], kFoldHd);
+  std::snprintf(g_fold_names[S], sizeof g_fold_names[S], "decode_split%d_hd%d", kDecodeSplits[S], kFoldHd);
   fill_decode_common(v, kDecodeSplits[S]);
   v.op = NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION;
   v.name = g_fold_names[S];

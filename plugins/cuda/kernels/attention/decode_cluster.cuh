@@ -9,7 +9,7 @@
 // Why: without a cluster the chunks meet through L2 (partials, a fence, a ticket, and the last
 // chunk's merge_row, attention/decode_merge.cuh). A timing probe of the Qwen3-8B decode on the
 // H200 put that tail at 3.6 us of the launch's 14.5 us per layer at 4,096 keys
-// (docs/performance.md, "Fourteenth session"); a cluster barrier and one shared-memory round
+// (docs/performance.md); a cluster barrier and one shared-memory round
 // trip between SMs of one GPC replace it.
 #pragma once
 

@@ -76,7 +76,7 @@ __device__ void merge_row(const ninfer_attention_args& a, const float* ws, int64
 // head's partials in shared memory (`stage`, `stage_bytes` of it free): one cp.async round trip
 // for every chunk's rows, where merge_row's warps make one for the chunks' maxima and then one per
 // 8 chunks' rows. A probe of the Qwen3-8B decode on the H200 put the cross-CTA merge at 6 us per
-// layer at 4,096 keys (32 chunks per kv head; docs/performance.md, "Eighteenth session"), most
+// layer at 4,096 keys (32 chunks per kv head; docs/performance.md), most
 // of it those round trips in the launch's tail. Same arithmetic in the same order as merge_row,
 // so both give the same bits. False (nothing done) when the partials and their weights do not
 // fit in `stage_bytes` or are not 16-byte aligned; the caller then merges with merge_row.

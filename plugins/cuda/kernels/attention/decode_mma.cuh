@@ -13,8 +13,8 @@
 // Why: the row-owning kernel (attention/decode_rows.cuh) spent ~1,000 instructions per 32-key
 // tile and row, one warp per scheduler, and ncu put its time in instruction latency: at 4,096
 // keys it took 26.5 us per Qwen3-8B layer where the layer's 16.8 MB of cache streams in 4 us, and
-// neither twice the CTAs nor half the tiles per CTA moved it (docs/performance.md, "Eleventh
-// session"). On tensor cores 16 keys x 16 rows are ~100 instructions.
+// neither twice the CTAs nor half the tiles per CTA moved it (docs/performance.md). On tensor
+// cores 16 keys x 16 rows are ~100 instructions.
 //
 // Precision is the tensor-core prefill's: q is rounded to the cache's format (K and V are used
 // as stored), P is rounded before P V, and the sums add the rounded weights; products accumulate
@@ -81,11 +81,11 @@ struct MmaMergeSlot {
   float m, l, pad[2], o[HD];
 };
 
-// The fold's rows for kv head kh (attention/head_norm_rope_append_attention.cuh): warp tasks are the group's q rows
-// (normalised, rotated, scaled, rounded into the A tile), then, when the CTA holds the token's
-// own key, its k row (normalised and rotated) and its v row (as projected), each rounded to the
-// cache dtype, written to the cache and staged for the tile. Rows past the group were zeroed
-// before the launch wait.
+// The fold's rows for kv head kh (attention/head_norm_rope_append_attention.cuh): warp tasks are
+// the group's q rows (normalised, rotated, scaled, rounded into the A tile), then, when the CTA
+// holds the token's own key, its k row (normalised and rotated) and its v row (as projected), each
+// rounded to the cache dtype, written to the cache and staged for the tile. Rows past the group
+// were zeroed before the launch wait.
 template <class E, int HD>
 __device__ void fold_rows(const ninfer_attention_args& a, const ninfer_head_norm_rope_append_args& prep,
                           const FoldSmem<E, HD>& fs, E* qs, const KvRows<E>& kv, const CtaWork& w, int kh, bool own,
@@ -128,8 +128,8 @@ __device__ void fold_rows(const ninfer_attention_args& a, const ninfer_head_norm
   }
 }
 
-// kFold: head_norm_rope_append_attention (attention/head_norm_rope_append_attention.cuh), `prep` its first half;
-// otherwise the attention op, `prep` unused.
+// kFold: head_norm_rope_append_attention (attention/head_norm_rope_append_attention.cuh), `prep`
+// its first half; otherwise the attention op, `prep` unused.
 template <class E, int HD, bool kFold>
 __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_head_norm_rope_append_args& prep,
                                  int64_t tb, int64_t te, float* ws) {
@@ -151,9 +151,9 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
   const FoldSmem<E, HD> fs(smem + decode_mma_smem_bytes(HD)); // kFold only
   const ninfer_kv_cache& cache = a.cache;
   const int kvh = cache.kv_heads, group = a.heads / kvh, hd = cache.head_dim;
-  // Before the launch wait (common/grid_dependency.cuh): which keys this CTA takes (the step's batch
-  // arrays, uploaded before the step) and its first kv head's first tile as far as it holds keys
-  // before the sequence's first position in this call, which earlier steps wrote. Both overlap
+  // Before the launch wait (common/grid_dependency.cuh): which keys this CTA takes (the step's
+  // batch arrays, uploaded before the step) and its first kv head's first tile as far as it holds
+  // keys before the sequence's first position in this call, which earlier steps wrote. Both overlap
   // the previous kernel; the rest of the tile (this call's own keys) is copied after the wait.
   const CtaWork w = cta_work(a, tb, te);
   const int settled = settled_keys(a, w);
@@ -275,7 +275,8 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
       cluster_merge<HD>(a, cluster_rows, w.t, kh, w.cluster, w.chunk);
     } else if (chunks > 1) {
       // The merge's stage: the q tile and the K/V tiles. A CTA with chunks > 1 has one kv head
-      // (cta_work: splits >= kv_heads), so nothing reads them again, not even the q tile's zero rows.
+      // (cta_work: splits >= kv_heads), so nothing reads them again, not even the q tile's zero
+      // rows.
       merge_if_last_chunk<HD>(a, ws, tb, w.tt, kh, chunks, reinterpret_cast<float*>(smem), decode_mma_smem_bytes(HD));
     }
   }

@@ -3,11 +3,10 @@
 //
 // Why warps own keys for hd256: with warps owning rows (attention/decode_rows.cuh) a Qwen3.5-27B
 // CTA (group of 6) waited on one shared tile at a time, two barriers per tile, its FMAs stalled
-// on shared-memory loads (ncu on the H200, ninth session: 46 us per layer at 4,096 keys). Here
+// on shared-memory loads (ncu on the H200: 46 us per layer at 4,096 keys). Here
 // each warp takes different tiles with all of the group's rows, so the CTA's memory round trips
 // run side by side, and the warps meet once, at the end. On the H200 this took the 27B from 69.5
-// to 70.7 tok/s at context 4096; for Qwen3-8B's hd128 it was slower (docs/performance.md,
-// "Tenth session").
+// to 70.7 tok/s at context 4096; for Qwen3-8B's hd128 it is slower (docs/performance.md).
 //
 // Work split inside a warp:
 //   scores  lane j reads key j's row straight from global memory (16-byte vectors, a batch in

@@ -5,9 +5,9 @@
 // writes the new K and V rows to the cache, and hands them to the warp whose tile holds that key
 // through shared memory, since the cache row is written by this very launch.
 //
-// Why: in a decode step head_norm_rope_append was a launch of its own between the projection and
-// the attention, ~1.1 us per Qwen3-8B layer at context 0 and ~3.4 us at 4,096 keys in the
-// session's ablation (docs/performance.md, "Thirteenth session"). Here the rotation's cos/sin
+// Why: in a decode step head_norm_rope_append alone is a launch between the projection and the
+// attention, ~1.1 us per Qwen3-8B layer at context 0 and ~3.4 us at 4,096 keys in an ablation
+// on the H200 (docs/performance.md). Here the rotation's cos/sin
 // are computed before the launch wait and the rows take one round trip after it, which the
 // attention paid anyway for its q rows.
 #pragma once
@@ -36,10 +36,10 @@ struct FoldSmem {
         k(reinterpret_cast<E*>(rows + kDecodeWarps * HD)), v(k + HD) {}
 };
 
-// What the fold needs before the launch wait (common/grid_dependency.cuh): cos and sin of the rotation
-// at `position`, pair by pair, as head_norm_rope evaluates them, and the norm weights (weights
-// are never written by a step; 0 past head_dim). Every thread of the CTA calls it; a barrier
-// must follow before they are read.
+// What the fold needs before the launch wait (common/grid_dependency.cuh): cos and sin of the
+// rotation at `position`, pair by pair, as head_norm_rope evaluates them, and the norm weights
+// (weights are never written by a step; 0 past head_dim). Every thread of the CTA calls it; a
+// barrier must follow before they are read.
 template <class E, int HD>
 __device__ void fold_prepare(const ninfer_head_norm_rope_args& r, int position, const FoldSmem<E, HD>& fs) {
   for (int i = threadIdx.x; i < r.rotary_dim / 2; i += blockDim.x)

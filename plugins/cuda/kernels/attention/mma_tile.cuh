@@ -56,8 +56,9 @@ __device__ LaneAddrs lane_addrs(const T* qw, const T* ks, const T* vs, int lane)
   constexpr int P = mma_pitch(HD);
   const int r = lane & 7, mi = lane >> 3;
   // q: A fragment, matrices (rows 0-7 | 8-15) x (dims 0-7 | 8-15), row half first.
-  // K: B fragments of two 8-key tiles, matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15), dim half first.
-  // V: B fragments (transposed) of two 8-dim tiles, matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15), key half first.
+  // K: B fragments of two 8-key tiles, matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15), dim half
+  // first. V: B fragments (transposed) of two 8-dim tiles, matrices (keys 0-7 | 8-15) x (dims 0-7 |
+  // 8-15), key half first.
   return {mma::smem_addr(qw + ((mi & 1) * 8 + r) * P + (mi >> 1) * 8),
           mma::smem_addr(ks + ((mi >> 1) * 8 + r) * P + (mi & 1) * 8),
           mma::smem_addr(vs + ((mi & 1) * 8 + r) * P + (mi >> 1) * 8)};

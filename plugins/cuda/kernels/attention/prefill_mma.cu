@@ -74,8 +74,8 @@ __device__ __forceinline__ void stage_vec(typename In::T* p, const uint4& raw) {
   }
 }
 
-// Stages keys [key0, key0 + nkeys) of K and V in the input format, zero rows after them (the cache holds
-// NaN or garbage there, and 0 * NaN would poison P V) and zero dims past head_dim.
+// Stages keys [key0, key0 + nkeys) of K and V in the input format, zero rows after them (the cache
+// holds NaN or garbage there, and 0 * NaN would poison P V) and zero dims past head_dim.
 template <class In, class E, int HD, int BC, int THREADS>
 __device__ void stage_kv(typename In::T* ks, typename In::T* vs, const KvRows<E>& kv, int key0, int nkeys) {
   constexpr int P = mma_pitch(HD);

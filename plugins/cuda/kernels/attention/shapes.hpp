@@ -60,9 +60,8 @@ constexpr int64_t kDecodeMaxPartials = 1024;
 // A split into chunks is only worth it when each chunk still has this many keys: one 16-key tile
 // per warp of the tensor-core kernel's 8 (attention/decode_mma.cuh). On the H200, 128 against
 // 256 measured +2.3-2.6% on Qwen3-8B decode at 256-1,024 keys and +1.1% on Qwen3.5-27B at 1,024,
-// the same at 4,096 and at batch 8 (docs/performance.md, "Seventeenth session"); 64 made the
-// partials and their merge cost more than the extra chunks bought (the ninth session, on the
-// 27B's row-owning kernel).
+// the same at 4,096 and at batch 8 (docs/performance.md); 64 makes the partials and their
+// merge cost more than the extra chunks buy (measured on the 27B's row-owning kernel).
 constexpr int64_t kMinChunkKeys = 128;
 
 // Split counts registered as decode variants; the planner takes the largest whose CTAs are
@@ -134,8 +133,8 @@ NINFER_HD_FN constexpr size_t smem_bytes(int hd_class, int rows) {
                           static_cast<size_t>(kKeysPerTile) * hd_class);
 }
 
-// Shared memory of one key-owning decode CTA (DecodeSmem in attention/decode_keys.cuh): a pass's q rows
-// and one result slot per warp and row.
+// Shared memory of one key-owning decode CTA (DecodeSmem in attention/decode_keys.cuh): a pass's q
+// rows and one result slot per warp and row.
 NINFER_HD_FN constexpr size_t decode_keys_smem_bytes(int hd_class, int64_t group) {
   const size_t rows = static_cast<size_t>(decode_pass_rows(group));
   return sizeof(float) * (rows * hd_class + static_cast<size_t>(kDecodeWarps) * rows * partial_floats(hd_class));

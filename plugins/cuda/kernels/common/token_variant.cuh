@@ -10,9 +10,10 @@
 //     static KernelPair kernels();                  // f32 kernel and, if any, the bf16 one
 //     static int32_t supports(const ninfer_shape*);
 //     // and, where the defaults do not fit: tokens_per_cta, split_k, geometry, dtype_mask,
-//     // dynamic_smem(const ninfer_shape*), dtype(const Args&), grid(const Args&, const ninfer_launch&),
-//     // invalid(const Args&, const ninfer_launch&) (a message when the arguments break the contract, else nullptr),
-//     // kernel(const Args&) (a kernel other than the pair's for these arguments, else nullptr)
+//     // dynamic_smem(const ninfer_shape*), dtype(const Args&), grid(const Args&, const
+//     ninfer_launch&), // invalid(const Args&, const ninfer_launch&) (a message when the arguments
+//     break the contract, else nullptr), // kernel(const Args&) (a kernel other than the pair's for
+//     these arguments, else nullptr)
 //   };
 //
 // Kernels take (Args, int64_t token_begin, int64_t token_end). None is cooperative.

@@ -1,10 +1,10 @@
 // causal_conv1d on CUDA for prompts: variant "rows" (contract: ninfer/abi/ops/causal_conv1d.h).
 //
-// Why a second variant: "tiled" (gated_deltanet/causal_conv1d_tiled.cu) gives each thread one channel and
-// reads every window entry with its own 4-byte load, `kernel` loads per output; on the H200 a
-// 4096-token prompt of Qwen3.5-27B (10,240 channels, kernel 4) took 375 us per layer, against
-// ~80 us to stream x in and out back once. Its shape suits a decode step (one token spread over
-// 80 CTAs), so decode keeps it and the schedule tables send prompts here
+// Why a second variant: "tiled" (gated_deltanet/causal_conv1d_tiled.cu) gives each thread one
+// channel and reads every window entry with its own 4-byte load, `kernel` loads per output; on the
+// H200 a 4096-token prompt of Qwen3.5-27B (10,240 channels, kernel 4) took 375 us per layer,
+// against ~80 us to stream x in and out back once. Its shape suits a decode step (one token spread
+// over 80 CTAs), so decode keeps it and the schedule tables send prompts here
 // (arch/schedules/*.yaml, docs/cuda-gated-deltanet.md).
 //
 // A work item is (a tile of kTokensPerItem consecutive tokens of the launch, a block of

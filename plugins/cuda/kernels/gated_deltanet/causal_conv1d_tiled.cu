@@ -46,7 +46,8 @@ __host__ __device__ constexpr int tile_span(int kernel) { return kTokensPerCta +
 size_t smem_bytes(int kernel) { return sizeof(TokenInfo) * static_cast<size_t>(tile_span(kernel)); }
 #endif
 
-// Element `idx` of the sequence's window for channel c: the kernel-1 state entries, then its inputs.
+// Element `idx` of the sequence's window for channel c: the kernel-1 state entries, then its
+// inputs.
 __device__ __forceinline__ float window(const ninfer_causal_conv1d_args& a, const float* st, int32_t first, int idx,
                                         int hist, int64_t c) {
   return idx < hist ? st[idx] : a.x[static_cast<int64_t>(first + idx - hist) * a.x_token_stride + c];

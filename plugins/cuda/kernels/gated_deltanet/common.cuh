@@ -7,8 +7,8 @@
 // never cooperative). The gated delta rule adds grid.z = value heads x value-column blocks:
 // those are independent problems of the op whose count comes from the call's arguments, not
 // from the device, and a non-cooperative launch is legal for any number of them. The fused
-// decode ops (gated_deltanet/conv_l2_norm.cu, gated_deltanet/gated_delta_step.cu) take one token per CTA and add grid.y for
-// theirs: channel blocks of one normed head, or value heads.
+// decode ops (gated_deltanet/conv_l2_norm.cu, gated_deltanet/gated_delta_step.cu) take one token
+// per CTA and add grid.y for theirs: channel blocks of one normed head, or value heads.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,8 +1,8 @@
 // gated_delta_rule, chunk-parallel form on CUDA (contract: ninfer/abi/ops/gated_delta_rule.h),
 // variant "chunked64_parallel". Used for prefill; the same algebra as chunked64
-// (gated_deltanet/gated_delta_rule_chunked.cu, whose header derives it), organised so that only the part that
-// carries the state runs chunk after chunk. For a chunk of n <= 64 tokens, G the cumulative
-// log decay from the chunk start, S the state before the chunk, q already times `scale`:
+// (gated_deltanet/gated_delta_rule_chunked.cu, whose header derives it), organised so that only the
+// part that carries the state runs chunk after chunk. For a chunk of n <= 64 tokens, G the
+// cumulative log decay from the chunk start, S the state before the chunk, q already times `scale`:
 //   A   = strictly lower, A_ij = beta_i e^{G_i - G_j} (k_i . k_j);   T = (I + A)^{-1}
 //   W   = T diag(beta e^G) K,   U0 = T diag(beta) V                 (no S: any chunk, any time)
 //   U   = U0 - W S                                                   (the chunk's delta rows)

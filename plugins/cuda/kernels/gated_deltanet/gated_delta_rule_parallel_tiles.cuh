@@ -1,6 +1,7 @@
 // Shared-memory tile pieces of the chunk-parallel gated delta rule
-// (gated_deltanet/gated_delta_rule_chunked_parallel.cu): staging 64-row tiles, the two register-tiled float32
-// products it is built from, and the inverse of a 64 x 64 unit lower-triangular matrix.
+// (gated_deltanet/gated_delta_rule_chunked_parallel.cu): staging 64-row tiles, the two
+// register-tiled float32 products it is built from, and the inverse of a 64 x 64 unit
+// lower-triangular matrix.
 //
 // Conventions. A tile is 64 rows (one chunk's tokens) of `pitch` floats; pitches are multiples
 // of 4 so rows can be read as float4, and the tile products read whole float4 groups, so

@@ -53,9 +53,9 @@ __device__ void gated_delta_step_decode(const ninfer_gated_delta_step_args& a, i
   const float dt_bias = a.dt_bias[h];
   const float norm_w = a.norm_w[c];
   // The head's weights above and the first token's state rows are loaded before the launch wait
-  // (common/grid_dependency.cuh): only this op writes the state, one token per sequence, so the kernel
-  // running before this one (the conv) cannot be writing them; the batch arrays were uploaded
-  // before the step.
+  // (common/grid_dependency.cuh): only this op writes the state, one token per sequence, so the
+  // kernel running before this one (the conv) cannot be writing them; the batch arrays were
+  // uploaded before the step.
   int64_t t = begin + blockIdx.x;
   float S[kRows];
   float* st = nullptr;

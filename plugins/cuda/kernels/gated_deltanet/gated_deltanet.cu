@@ -1,14 +1,14 @@
-// CUDA variants of the Gated DeltaNet ops: causal_conv1d (gated_deltanet/causal_conv1d_tiled.cu, "tiled",
-// for decode; gated_deltanet/causal_conv1d_rows.cu, "rows", for prompts: the schedule tables route by
-// token count) and the
-// three forms of gated_delta_rule, recurrent for decode (gated_deltanet/gated_delta_rule_recurrent.cu) and two
-// chunked ones for prefill: chunked64 (gated_deltanet/gated_delta_rule_chunked.cu, one CTA walks a sequence's
-// chunks) and chunked64_parallel (gated_deltanet/gated_delta_rule_chunked_parallel.cu, everything but the
-// state carry parallel over chunks). Two fused decode ops join them: conv_l2_norm "decode"
-// (gated_deltanet/conv_l2_norm.cu: the conv and the L2 norm of q and k) and gated_delta_step "decode"
-// (gated_deltanet/gated_delta_step.cu: gating, one delta-rule step and the gated output norm), which turn a
-// decode step's five launches per layer into two. This file registers them all and holds the
-// launch and description helpers they share (gated_deltanet/common.cuh).
+// CUDA variants of the Gated DeltaNet ops: causal_conv1d (gated_deltanet/causal_conv1d_tiled.cu,
+// "tiled", for decode; gated_deltanet/causal_conv1d_rows.cu, "rows", for prompts: the schedule
+// tables route by token count) and the three forms of gated_delta_rule, recurrent for decode
+// (gated_deltanet/gated_delta_rule_recurrent.cu) and two chunked ones for prefill: chunked64
+// (gated_deltanet/gated_delta_rule_chunked.cu, one CTA walks a sequence's chunks) and
+// chunked64_parallel (gated_deltanet/gated_delta_rule_chunked_parallel.cu, everything but the state
+// carry parallel over chunks). Two fused decode ops join them: conv_l2_norm "decode"
+// (gated_deltanet/conv_l2_norm.cu: the conv and the L2 norm of q and k) and gated_delta_step
+// "decode" (gated_deltanet/gated_delta_step.cu: gating, one delta-rule step and the gated output
+// norm), which turn a decode step's five launches per layer into two. This file registers them all
+// and holds the launch and description helpers they share (gated_deltanet/common.cuh).
 //
 // Routing needs no code here: the chunked forms support only calls with a sequence of two or
 // more tokens, so decode steps can only plan to the recurrent form; for prefill the planner

@@ -10,8 +10,9 @@
 // both dot products over the whole hidden size, every load of the head's weights in flight at
 // once, no workspace and no barrier. The planner, not this file, decides how many CTAs a
 // launch may have; the built-in schedule tables send decode (1-8 tokens) to per_head and
-// prompts (65+ tokens) to the tensor-core variant `mma` (gated_deltanet/gdn_gating_mma.cu, registered at the
-// end of register_gdn_gating). The gating epilogue all of them share is gated_deltanet/gdn_gating_common.cuh.
+// prompts (65+ tokens) to the tensor-core variant `mma` (gated_deltanet/gdn_gating_mma.cu,
+// registered at the end of register_gdn_gating). The gating epilogue all of them share is
+// gated_deltanet/gdn_gating_common.cuh.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -1,6 +1,7 @@
 // What the gdn_gating kernels share (contract: ninfer/abi/ops/gdn_gating.h): the gating
 // epilogue, used by the CUDA-core variants (gated_deltanet/gdn_gating.cu) and the tensor-core one
-// (gated_deltanet/gdn_gating_mma.cu), so every variant applies the same float32 math to its dot products.
+// (gated_deltanet/gdn_gating_mma.cu), so every variant applies the same float32 math to its dot
+// products.
 #pragma once
 
 #include <cstddef>
@@ -25,8 +26,8 @@ __device__ __forceinline__ void write_gates(const ninfer_gdn_gating_args& a, int
 }
 
 #ifndef __CUDACC_RTC__ // host side
-// Registers the tensor-core variant (gated_deltanet/gdn_gating_mma.cu); called by register_gdn_gating after
-// the CUDA-core variants.
+// Registers the tensor-core variant (gated_deltanet/gdn_gating_mma.cu); called by
+// register_gdn_gating after the CUDA-core variants.
 int32_t register_gdn_gating_mma(const ninfer_registrar* r, char* err, size_t err_len);
 #endif
 

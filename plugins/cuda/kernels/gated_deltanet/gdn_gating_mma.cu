@@ -1,5 +1,6 @@
-// gdn_gating on the tensor cores, for prompts: variant `mma` (contract: ninfer/abi/ops/gdn_gating.h;
-// the CUDA-core variants are in gated_deltanet/gdn_gating.cu, docs/cuda-gated-deltanet.md has the numbers).
+// gdn_gating on the tensor cores, for prompts: variant `mma` (contract:
+// ninfer/abi/ops/gdn_gating.h; the CUDA-core variants are in gated_deltanet/gdn_gating.cu,
+// docs/cuda-gated-deltanet.md has the numbers).
 //
 // The op is the product [T x hidden] . [hidden x 2*heads] (a and b of every head) and a
 // pointwise epilogue. Its floor is one read of x (Qwen3.5-27B, 4096 tokens, float32: 84 MB).
@@ -339,7 +340,8 @@ __device__ void partials(const ninfer_gdn_gating_args& a, int64_t tok_begin, int
     cp_async_wait<0>();
     __syncthreads(); // the next tile's first copies reuse the stages
 
-    // acc[m][j][e]: token row wm*32 + 16m + g + 8*(e >> 1), output column 8*(j0 + j) + 2c + (e & 1).
+    // acc[m][j][e]: token row wm*32 + 16m + g + 8*(e >> 1), output column 8*(j0 + j) + 2c + (e &
+    // 1).
     const int g = lane >> 2, cq = lane & 3;
     float* out = ws + static_cast<int64_t>(blockIdx.y) * launch_tokens * n_out;
 #pragma unroll

@@ -6,7 +6,7 @@
 //           float32 accumulation on the tensor cores. Rounding x to bf16 is this variant's only
 //           departure from the float32 contract (relative error ~2^-9 per x element, see
 //           docs/cuda-pointwise-linear.md); the GEMV variants keep x in float32.
-//   cublaslt_x2 (bf16 W): x split into bf16 hi + lo (hi = bf16(x), lo = bf16(x - hi)) and two
+//   cublaslt_x_hi_lo (bf16 W): x split into bf16 hi + lo (hi = bf16(x), lo = bf16(x - hi)) and two
 //           products accumulated in float32: ~16 significant bits of x for twice the tensor-core
 //           work. On the H200 it cut the 24-layer model's per-row error vs the float32-activation
 //           CPU reference from 2.7e-2 to 1.7e-2 (prompt) and 1.1e-2 to 3.6e-3 (decode), and cost
@@ -20,7 +20,7 @@
 // cuBLASLt choose its grids. Row strides of x and y are honoured (ldb / ldc).
 //
 // a.accumulate: the first product of each chunk runs with beta = 1 and C = D = y (one layout
-// for both, y's row stride included), so y += x.W^T in the library's epilogue; cublaslt_x2's
+// for both, y's row stride included), so y += x.W^T in the library's epilogue; cublaslt_x_hi_lo's
 // second product always has beta = 1. cuBLASLt supports C == D in place when the two layouts
 // are the same, which they are here.
 //
@@ -65,7 +65,7 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 } // namespace ninfer::cuda_plugin
 
 // out[r][k] = bf16(x[r * stride + k]) for r < rows, k < K; 8 elements per thread, grid-stride.
-// With `lo`: also lo[r][k] = bf16(x - out), the part of x that bf16 dropped (cublaslt_x2).
+// With `lo`: also lo[r][k] = bf16(x - out), the part of x that bf16 dropped (cublaslt_x_hi_lo).
 extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kCastThreads)
     ninfer_linear_cast_bf16(const float* x, int64_t stride, int64_t rows, int32_t K, __nv_bfloat16* out,
                             __nv_bfloat16* lo) {
@@ -243,8 +243,8 @@ size_t cast_bytes(const ninfer_shape* s, int64_t tokens) {
 }
 
 size_t workspace_bytes(const ninfer_shape* s, int64_t tokens) { return cast_bytes(s, tokens) + kLtWorkspaceBytes; }
-// cublaslt_x2: a second cast buffer for the low halves.
-size_t workspace_bytes_x2(const ninfer_shape* s, int64_t tokens) {
+// cublaslt_x_hi_lo: a second cast buffer for the low halves.
+size_t workspace_bytes_x_hi_lo(const ninfer_shape* s, int64_t tokens) {
   return 2 * cast_bytes(s, tokens) + kLtWorkspaceBytes;
 }
 
@@ -322,7 +322,7 @@ int32_t launch_impl(const void* args, const ninfer_launch* l, void* stream_ptr, 
 int32_t launch(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   return launch_impl(args, l, stream, err, err_len, false);
 }
-int32_t launch_x2(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
+int32_t launch_x_hi_lo(const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   return launch_impl(args, l, stream, err, err_len, true);
 }
 
@@ -339,7 +339,7 @@ int32_t driver_blocks(size_t dyn, int32_t* blocks, char* err, size_t err_len) {
 } // namespace
 
 int32_t register_linear_cublaslt(const ninfer_registrar* r, char* err, size_t err_len) {
-  static ninfer_variant v{}, x2{};
+  static ninfer_variant v{}, hi_lo{};
   const BuildResource* cast = find_build_resource("ninfer_linear_cast_bf16");
   if (!cast) {
     std::snprintf(err, err_len, "linear/cublaslt: kernel missing from the build resource table");
@@ -364,11 +364,11 @@ int32_t register_linear_cublaslt(const ninfer_registrar* r, char* err, size_t er
   if (int32_t rc = r->add_variant(r->ctx, &v); rc != NINFER_OK) return rc;
   // The same with the activation split into bf16 hi + lo: float32-accurate products on the
   // tensor cores at twice their work (the float32-weight path is the same as cublaslt's).
-  x2 = v;
-  x2.name = "cublaslt_x2";
-  x2.workspace_bytes = workspace_bytes_x2;
-  x2.launch = launch_x2;
-  return r->add_variant(r->ctx, &x2);
+  hi_lo = v;
+  hi_lo.name = "cublaslt_x_hi_lo";
+  hi_lo.workspace_bytes = workspace_bytes_x_hi_lo;
+  hi_lo.launch = launch_x_hi_lo;
+  return r->add_variant(r->ctx, &hi_lo);
 }
 
 } // namespace ninfer::cuda_plugin

@@ -172,8 +172,8 @@ __device__ void linear_tiled(const ninfer_linear_args& a, int64_t begin, int64_t
 } // namespace
 } // namespace ninfer::cuda_plugin
 
-// MIN_CTAS: CTAs per SM the register allocation must allow. Unbounded, tiled128 takes 145
-// registers (one 256-thread CTA per SM) and tiled64 95; the caps cost a few bytes of spills.
+// MIN_CTAS: CTAs per SM the register allocation must allow. Unbounded, fma_tile128 takes 145
+// registers (one 256-thread CTA per SM) and fma_tile64 95; the caps cost a few bytes of spills.
 #define NINFER_TILED(NAME, TM, TN, MIN_CTAS)                                                                     \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kTiledThreads, MIN_CTAS)                    \
       ninfer_linear_##NAME##_f32(ninfer_linear_args a, int64_t b, int64_t e) {                                   \
@@ -186,8 +186,8 @@ __device__ void linear_tiled(const ninfer_linear_args& a, int64_t begin, int64_t
     ninfer::cuda_plugin::linear_tiled<__nv_bfloat16, TM, TN>(a, b, e);                                           \
   }
 
-NINFER_TILED(tiled64, 4, 4, 3)
-NINFER_TILED(tiled128, 8, 8, 2)
+NINFER_TILED(fma_tile64, 4, 4, 3)
+NINFER_TILED(fma_tile128, 8, 8, 2)
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
@@ -209,26 +209,26 @@ struct TiledDefBase : TokenDefDefaults {
   }
 };
 
-struct Tiled64Def : TiledDefBase<4, 4> {
-  static constexpr const char* name = "tiled64";
+struct FmaTile64Def : TiledDefBase<4, 4> {
+  static constexpr const char* name = "fma_tile64";
   static KernelPair kernels() {
-    return {"ninfer_linear_tiled64_f32", reinterpret_cast<const void*>(ninfer_linear_tiled64_f32),
-            "ninfer_linear_tiled64_bf16", reinterpret_cast<const void*>(ninfer_linear_tiled64_bf16)};
+    return {"ninfer_linear_fma_tile64_f32", reinterpret_cast<const void*>(ninfer_linear_fma_tile64_f32),
+            "ninfer_linear_fma_tile64_bf16", reinterpret_cast<const void*>(ninfer_linear_fma_tile64_bf16)};
   }
 };
 
-struct Tiled128Def : TiledDefBase<8, 8> {
-  static constexpr const char* name = "tiled128";
+struct FmaTile128Def : TiledDefBase<8, 8> {
+  static constexpr const char* name = "fma_tile128";
   static KernelPair kernels() {
-    return {"ninfer_linear_tiled128_f32", reinterpret_cast<const void*>(ninfer_linear_tiled128_f32),
-            "ninfer_linear_tiled128_bf16", reinterpret_cast<const void*>(ninfer_linear_tiled128_bf16)};
+    return {"ninfer_linear_fma_tile128_f32", reinterpret_cast<const void*>(ninfer_linear_fma_tile128_f32),
+            "ninfer_linear_fma_tile128_bf16", reinterpret_cast<const void*>(ninfer_linear_fma_tile128_bf16)};
   }
 };
 
 } // namespace
 
-int32_t register_linear_tiled(const ninfer_registrar* r, char* err, size_t err_len) {
-  return add_token_variants<Tiled64Def, Tiled128Def>(r, err, err_len);
+int32_t register_linear_fma_tiles(const ninfer_registrar* r, char* err, size_t err_len) {
+  return add_token_variants<FmaTile64Def, FmaTile128Def>(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

@@ -1,28 +1,28 @@
-// linear for one token with each row's reduction split across four warps: `gemv_k4` (contract:
+// linear for one token with each row's reduction split across four warps: `gemv_4warps` (contract:
 // ninfer/abi/ops/linear.h). The H200's table routes every one-token projection here (o_proj,
 // down_proj, Gated DeltaNet out_proj, the LM head; the first projections run norm_linear).
 //
 // Why: a decode step is a chain of dependent GEMVs of 8-600 MB each. With a whole row per warp
-// (gemv_cc1) a warp walks its 8-35 KB rows one memory round trip per 512 elements, so a short
+// (gemv_warp_t1) a warp walks its 8-35 KB rows one memory round trip per 512 elements, so a short
 // matrix is mostly ramp-up and round trips: the Qwen3-8B's o_proj (4096 x 4096) took 14 us, 56%
 // of the copy rate. Split four ways, each warp's walk is a quarter as long and four times as many
-// warps are in flight. In a graph of 32 dependent launches (tools/gemv-probe) this design
+// warps are in flight. In a graph of 32 dependent launches (experiments/gemv-probe) this design
 // streamed every Qwen3-8B / Qwen3.5-27B projection at 81-104% of the copy rate against 56-90%
-// for gemv_cc1 and 63-100% for cuBLASLt; in the decode step it is worth +3% (8B) and +5% (27B)
-// tok/s over cuBLASLt (docs/performance.md "Eighth session").
+// for gemv_warp_t1 and 63-100% for cuBLASLt; in the decode step it is worth +3% (8B) and +5% (27B)
+// tok/s over cuBLASLt (docs/performance.md).
 //
 // Layout: 256 threads = 8 warps = 2 row groups x 4 reduction slices. A group owns two weight rows
 // (two outputs); slice j streams the j-th quarter of both rows, two 16-byte loads per row in flight
 // per lane. The warps' partial sums meet in shared memory and are added in slice order, so results
 // are deterministic (graph replay equals eager, bit for bit). No L2 prefetch before the launch
 // wait: a variant that requested 1 KB of each warp's rows first decoded within +-0.5% of this
-// one, and in a chain of GEMVs alone it cost time (tools/gemv-probe).
+// one, and in a chain of GEMVs alone it cost time (experiments/gemv-probe).
 //
-// gemv_k4_early: the same kernel with the launch wait after each lane's first weight loads (into
-// registers, not an L2 hint). Eighteenth session, H200 decode at batch 1 with every one-token
-// linear on it: Qwen3-8B 242.0 / 225.4 -> 245.9 / 230.3 tok/s at context 0 / 4,096, but
-// Qwen3.5-27B 77.8 / 75.4 -> 76.1 / 73.7. So the sm_90 table routes only the 8B's shapes to it
-// (arch/schedules/sm_90.yaml; docs/performance.md "Eighteenth session").
+// gemv_4warps_early_loads: the same kernel with the launch wait after each lane's first weight
+// loads (into registers, not an L2 hint). H200 decode at batch 1 with every one-token linear on
+// it: Qwen3-8B 242.0 / 225.4 -> 245.9 / 230.3 tok/s at context 0 / 4,096, but Qwen3.5-27B
+// 77.8 / 75.4 -> 76.1 / 73.7. So the sm_90 table routes only the 8B's shapes to it
+// (arch/schedules/sm_90.yaml; docs/performance.md).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -39,7 +39,7 @@
 #include "common/token_variant.cuh"
 #endif
 
-namespace ninfer::cuda_plugin::gemv_k4 {
+namespace ninfer::cuda_plugin::gemv_4warps {
 
 using namespace split4; // the layout (linear/row_pair_stream.cuh)
 constexpr int kOutputsPerCta = 2 * kGroups;
@@ -62,10 +62,10 @@ __device__ __forceinline__ void slice_dot(const W* w, const float* __restrict__ 
   acc[1] = warp_sum(acc[1]);
 }
 
-// kEarly (gemv_k4_early): the launch wait comes after each lane's first weight loads are issued,
-// not first: weights are never written during a step (common/grid_dependency.cuh), so the first batch of
-// every resident CTA streams while the previous kernel finishes (an attention launch's merge
-// tail, a norm). x, y and everything else are read after the wait.
+// kEarly (gemv_4warps_early_loads): the launch wait comes after each lane's first weight loads are
+// issued, not first: weights are never written during a step (common/grid_dependency.cuh), so the
+// first batch of every resident CTA streams while the previous kernel finishes (an attention
+// launch's merge tail, a norm). x, y and everything else are read after the wait.
 template <class W, bool kEarly>
 __device__ void run(const ninfer_linear_args& a, int64_t begin, int64_t end) {
   if (!kEarly) grid_dependency_prologue();
@@ -84,7 +84,7 @@ __device__ void run(const ninfer_linear_args& a, int64_t begin, int64_t end) {
     const float* const x = a.x + t * a.x_row_stride;
     if constexpr (kEarly)
       slice_dot(w, x, a.in_features, row0, row1, acc, wait_once);
-    else // gemv_k4: the stream without the hook, so its code is what it was before gemv_k4_early
+    else // gemv_4warps: the stream without the hook, so its code is what it was before gemv_4warps_early_loads
       slice_dot(w, x, a.in_features, row0, row1, acc, NoReady{});
     if (lane == 0) partial[warp][0] = acc[0], partial[warp][1] = acc[1];
     __syncthreads();
@@ -101,49 +101,50 @@ __device__ void run(const ninfer_linear_args& a, int64_t begin, int64_t end) {
   wait_once(); // a CTA without tokens still waits (the prologue's rule)
 }
 
-} // namespace ninfer::cuda_plugin::gemv_k4
+} // namespace ninfer::cuda_plugin::gemv_4warps
 
-#define NINFER_GEMV_K4(NAME, EARLY)                                                                               \
-  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_k4::kThreads)                           \
+#define NINFER_GEMV_4WARPS(NAME, EARLY)                                                                               \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_4warps::kThreads)                           \
       ninfer_linear_##NAME##_f32(ninfer_linear_args a, int64_t b, int64_t e) {                                   \
-    ninfer::cuda_plugin::gemv_k4::run<float, EARLY>(a, b, e);                                                     \
+    ninfer::cuda_plugin::gemv_4warps::run<float, EARLY>(a, b, e);                                                     \
   }                                                                                                               \
-  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_k4::kThreads)                           \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_4warps::kThreads)                           \
       ninfer_linear_##NAME##_bf16(ninfer_linear_args a, int64_t b, int64_t e) {                                  \
-    ninfer::cuda_plugin::gemv_k4::run<__nv_bfloat16, EARLY>(a, b, e);                                             \
+    ninfer::cuda_plugin::gemv_4warps::run<__nv_bfloat16, EARLY>(a, b, e);                                             \
   }
-NINFER_GEMV_K4(gemv_k4, false)
-NINFER_GEMV_K4(gemv_k4_early, true)
+NINFER_GEMV_4WARPS(gemv_4warps, false)
+NINFER_GEMV_4WARPS(gemv_4warps_early_loads, true)
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
-struct GemvK4Def : OneTokenVectorLinearDef {
-  static constexpr const char* name = "gemv_k4";
-  static constexpr int threads = gemv_k4::kThreads;
+struct Gemv4WarpsDef : OneTokenVectorLinearDef {
+  static constexpr const char* name = "gemv_4warps";
+  static constexpr int threads = gemv_4warps::kThreads;
   static KernelPair kernels() {
-    return {"ninfer_linear_gemv_k4_f32", reinterpret_cast<const void*>(ninfer_linear_gemv_k4_f32),
-            "ninfer_linear_gemv_k4_bf16", reinterpret_cast<const void*>(ninfer_linear_gemv_k4_bf16)};
+    return {"ninfer_linear_gemv_4warps_f32", reinterpret_cast<const void*>(ninfer_linear_gemv_4warps_f32),
+            "ninfer_linear_gemv_4warps_bf16", reinterpret_cast<const void*>(ninfer_linear_gemv_4warps_bf16)};
   }
-  // grid.x: blocks of kOutputsPerCta outputs (from the shape alone); grid.y: the planner's token tiles.
+  // grid.x: blocks of kOutputsPerCta outputs (from the shape alone); grid.y: the planner's token
+  // tiles.
   static dim3 grid(const Args& a, const ninfer_launch& l) {
-    return linear_grid(a.out_features, gemv_k4::kOutputsPerCta, l.grid_x);
+    return linear_grid(a.out_features, gemv_4warps::kOutputsPerCta, l.grid_x);
   }
 };
 
-struct GemvK4EarlyDef : GemvK4Def {
-  static constexpr const char* name = "gemv_k4_early";
+struct Gemv4WarpsEarlyLoadsDef : Gemv4WarpsDef {
+  static constexpr const char* name = "gemv_4warps_early_loads";
   static KernelPair kernels() {
-    return {"ninfer_linear_gemv_k4_early_f32", reinterpret_cast<const void*>(ninfer_linear_gemv_k4_early_f32),
-            "ninfer_linear_gemv_k4_early_bf16", reinterpret_cast<const void*>(ninfer_linear_gemv_k4_early_bf16)};
+    return {"ninfer_linear_gemv_4warps_early_loads_f32", reinterpret_cast<const void*>(ninfer_linear_gemv_4warps_early_loads_f32),
+            "ninfer_linear_gemv_4warps_early_loads_bf16", reinterpret_cast<const void*>(ninfer_linear_gemv_4warps_early_loads_bf16)};
   }
 };
 
 } // namespace
 
-int32_t register_linear_gemv_k4(const ninfer_registrar* r, char* err, size_t err_len) {
-  return add_token_variants<GemvK4Def, GemvK4EarlyDef>(r, err, err_len);
+int32_t register_linear_gemv_4warps(const ninfer_registrar* r, char* err, size_t err_len) {
+  return add_token_variants<Gemv4WarpsDef, Gemv4WarpsEarlyLoadsDef>(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

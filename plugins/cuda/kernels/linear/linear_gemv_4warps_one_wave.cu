@@ -1,9 +1,10 @@
-// linear for one token in one wave: `gemv_pipe` (contract: ninfer/abi/ops/linear.h). gemv_k4's
-// layout (256 threads = 2 row pairs x 4 reduction slices, partial sums added in shared memory in
-// slice order, so results are deterministic and bit-identical to gemv_k4's) on the one-wave
-// pipelined stream of linear/row_pair_one_wave.cuh: the grid is at most the device's resident CTAs, each
-// CTA walks row blocks in turn, and every lane keeps its next batch of weight loads in flight,
-// the first one issued before the launch wait. Why one wave: linear/row_pair_one_wave.cuh.
+// linear for one token in one wave: `gemv_4warps_one_wave` (contract: ninfer/abi/ops/linear.h).
+// gemv_4warps's layout (256 threads = 2 row pairs x 4 reduction slices, partial sums added in
+// shared memory in slice order, so results are deterministic and bit-identical to gemv_4warps's) on
+// the one-wave pipelined stream of linear/row_pair_one_wave.cuh: the grid is at most the device's
+// resident CTAs, each CTA walks row blocks in turn, and every lane keeps its next batch of weight
+// loads in flight, the first one issued before the launch wait. Why one wave:
+// linear/row_pair_one_wave.cuh.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -20,7 +21,7 @@
 #include "common/token_variant.cuh"
 #endif
 
-namespace ninfer::cuda_plugin::gemv_pipe {
+namespace ninfer::cuda_plugin::gemv_4warps_one_wave {
 
 using namespace split4; // the layout (linear/row_pair_stream.cuh)
 constexpr int kOutputsPerBlock = 2 * kGroups;
@@ -69,40 +70,40 @@ __device__ void run(const ninfer_linear_args& a, int64_t begin, int64_t end) {
   if (begin >= end) grid_dependency_prologue(); // an empty range still waits before it ends
 }
 
-} // namespace ninfer::cuda_plugin::gemv_pipe
+} // namespace ninfer::cuda_plugin::gemv_4warps_one_wave
 
 // No prologue first: the pipeline calls it after issuing the first weight loads.
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_pipe::kThreads)
-    ninfer_linear_gemv_pipe_f32(ninfer_linear_args a, int64_t b, int64_t e) {
-  ninfer::cuda_plugin::gemv_pipe::run<float>(a, b, e);
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_4warps_one_wave::kThreads)
+    ninfer_linear_gemv_4warps_one_wave_f32(ninfer_linear_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::gemv_4warps_one_wave::run<float>(a, b, e);
 }
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_pipe::kThreads)
-    ninfer_linear_gemv_pipe_bf16(ninfer_linear_args a, int64_t b, int64_t e) {
-  ninfer::cuda_plugin::gemv_pipe::run<__nv_bfloat16>(a, b, e);
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_4warps_one_wave::kThreads)
+    ninfer_linear_gemv_4warps_one_wave_bf16(ninfer_linear_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::gemv_4warps_one_wave::run<__nv_bfloat16>(a, b, e);
 }
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
-struct GemvPipeDef : OneTokenVectorLinearDef {
-  static constexpr const char* name = "gemv_pipe";
-  static constexpr int threads = gemv_pipe::kThreads;
+struct Gemv4WarpsOneWaveDef : OneTokenVectorLinearDef {
+  static constexpr const char* name = "gemv_4warps_one_wave";
+  static constexpr int threads = gemv_4warps_one_wave::kThreads;
   static KernelPair kernels() {
-    return {"ninfer_linear_gemv_pipe_f32", reinterpret_cast<const void*>(ninfer_linear_gemv_pipe_f32),
-            "ninfer_linear_gemv_pipe_bf16", reinterpret_cast<const void*>(ninfer_linear_gemv_pipe_bf16)};
+    return {"ninfer_linear_gemv_4warps_one_wave_f32", reinterpret_cast<const void*>(ninfer_linear_gemv_4warps_one_wave_f32),
+            "ninfer_linear_gemv_4warps_one_wave_bf16", reinterpret_cast<const void*>(ninfer_linear_gemv_4warps_one_wave_bf16)};
   }
   // One wave: the row blocks, at most as many CTAs as the device holds at once.
   static dim3 grid(const Args& a, const ninfer_launch&) {
     const TokenKernel k = a.w_dtype == NINFER_DTYPE_BF16 ? kernels().bf16 : kernels().f32;
-    return one_wave_grid(k, gemv_pipe::kThreads, 0, a.out_features, gemv_pipe::kOutputsPerBlock);
+    return one_wave_grid(k, gemv_4warps_one_wave::kThreads, 0, a.out_features, gemv_4warps_one_wave::kOutputsPerBlock);
   }
 };
 
 } // namespace
 
-int32_t register_linear_gemv_pipe(const ninfer_registrar* r, char* err, size_t err_len) {
-  return add_token_variants<GemvPipeDef>(r, err, err_len);
+int32_t register_linear_gemv_4warps_one_wave(const ninfer_registrar* r, char* err, size_t err_len) {
+  return add_token_variants<Gemv4WarpsOneWaveDef>(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

@@ -1,8 +1,8 @@
 // linear, decode-sized: GEMV-style kernels that stream the weight matrix once per tile of TPC
-// tokens (contract: ninfer/abi/ops/linear.h). Each variant gemv<TPC> has two kernels:
+// tokens (contract: ninfer/abi/ops/linear.h). Each variant gemv_mma_t<TPC> has two kernels:
 //
-// bf16 weights with 16-byte rows (every model shape): linear/linear_gemv_mma_bf16.cuh, tensor-core MMAs
-// on W as loaded, x split into bf16 hi + lo so the result keeps float32 accuracy, split-K
+// bf16 weights with 16-byte rows (every model shape): linear/linear_gemv_mma_bf16.cuh, tensor-core
+// MMAs on W as loaded, x split into bf16 hi + lo so the result keeps float32 accuracy, split-K
 // across the CTA's warps. What decode speed rests on.
 //
 // float32 weights, and bf16 rows that are not 16-byte vectors (in_features % 8 != 0), take the
@@ -177,12 +177,12 @@ __device__ void linear_gemv(const ninfer_linear_args& a, int64_t begin, int64_t 
 // shared-memory reads of x per byte of W stay within the SM's shared-memory bandwidth.
 #define NINFER_GEMV(TPC, R, U)                                                                                  \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kGemvThreads)                              \
-      ninfer_linear_gemv##TPC##_f32(ninfer_linear_args a, int64_t b, int64_t e) {                               \
+      ninfer_linear_gemv_mma_t##TPC##_f32(ninfer_linear_args a, int64_t b, int64_t e) {                               \
     ninfer::cuda_plugin::grid_dependency_prologue(); \
     ninfer::cuda_plugin::linear_gemv<float, TPC, R, U>(a, b, e);                                                \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kGemvThreads)                              \
-      ninfer_linear_gemv##TPC##_bf16(ninfer_linear_args a, int64_t b, int64_t e) {                              \
+      ninfer_linear_gemv_mma_t##TPC##_bf16(ninfer_linear_args a, int64_t b, int64_t e) {                              \
     ninfer::cuda_plugin::grid_dependency_prologue(); \
     ninfer::cuda_plugin::linear_gemv<__nv_bfloat16, TPC, R, U>(a, b, e);                                        \
   }
@@ -192,15 +192,15 @@ NINFER_GEMV(2, 1, 4)
 NINFER_GEMV(4, 2, 2)
 NINFER_GEMV(8, 4, 1)
 
-// The bf16 tensor-core kernels (linear/linear_gemv_mma_bf16.cuh): MR = 2 row tiles of 16 per warp, U = 4
-// k steps in flight, 16 sixteen-byte loads per lane (8 KiB per warp, ~128 KiB per SM at two
+// The bf16 tensor-core kernels (linear/linear_gemv_mma_bf16.cuh): MR = 2 row tiles of 16 per warp,
+// U = 4 k steps in flight, 16 sixteen-byte loads per lane (8 KiB per warp, ~128 KiB per SM at two
 // CTAs per SM), at most 128 registers. Measured on the H200 against the alternatives
-// (docs/results/2026-11-30-h200-linear-bench-*.txt): one row tile with 4 steps in flight
+// (tests/gpu_ops/linear_bench.cu): one row tile with 4 steps in flight
 // (77 registers, 3 CTAs/SM) reached 55-88% of the copy bandwidth at T = 1, one row tile with 8
 // steps 45-79%, this one 55-98%; two row tiles also halve the x reads per byte of W.
 #define NINFER_GEMV_MMA(TPC, MR, U)                                                                           \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_bf16::kThreads, 2)                   \
-      ninfer_linear_gemv##TPC##_bf16_mma(ninfer_linear_args a, int64_t b, int64_t e) {                        \
+      ninfer_linear_gemv_mma_t##TPC##_bf16_mma(ninfer_linear_args a, int64_t b, int64_t e) {                        \
     ninfer::cuda_plugin::grid_dependency_prologue(); \
     ninfer::cuda_plugin::gemv_bf16::gemv<TPC, MR, U>(a, b, e);                                                \
   }                                                                                                           \
@@ -255,15 +255,15 @@ struct GemvDefBase : TokenDefDefaults {
 
 #define NINFER_GEMV_DEF(TPC, R)                                                                            \
   struct Gemv##TPC##Def : GemvDefBase<TPC, R, kGemv##TPC##MmaRows> {                                       \
-    static constexpr const char* name = "gemv" #TPC;                                                       \
+    static constexpr const char* name = "gemv_mma_t" #TPC;                                                       \
     static KernelPair kernels() {                                                                          \
-      return {"ninfer_linear_gemv" #TPC "_f32", reinterpret_cast<const void*>(ninfer_linear_gemv##TPC##_f32), \
-              "ninfer_linear_gemv" #TPC "_bf16_mma",                                                       \
-              reinterpret_cast<const void*>(ninfer_linear_gemv##TPC##_bf16_mma)};                          \
+      return {"ninfer_linear_gemv_mma_t" #TPC "_f32", reinterpret_cast<const void*>(ninfer_linear_gemv_mma_t##TPC##_f32), \
+              "ninfer_linear_gemv_mma_t" #TPC "_bf16_mma",                                                       \
+              reinterpret_cast<const void*>(ninfer_linear_gemv_mma_t##TPC##_bf16_mma)};                          \
     }                                                                                                      \
     static TokenKernel kernel(const Args& a) {                                                             \
       if (a.w_dtype == NINFER_DTYPE_BF16 && !uses_mma(a.w_dtype, a.in_features))                          \
-        return reinterpret_cast<const void*>(ninfer_linear_gemv##TPC##_bf16);                             \
+        return reinterpret_cast<const void*>(ninfer_linear_gemv_mma_t##TPC##_bf16);                             \
       return nullptr; /* the pair's kernel for the dtype */                                                \
     }                                                                                                      \
   };
@@ -274,7 +274,7 @@ NINFER_GEMV_DEF(8, 4)
 
 } // namespace
 
-int32_t register_linear_gemv(const ninfer_registrar* r, char* err, size_t err_len) {
+int32_t register_linear_gemv_mma(const ninfer_registrar* r, char* err, size_t err_len) {
   return add_token_variants<Gemv1Def, Gemv2Def, Gemv4Def, Gemv8Def>(r, err, err_len);
 }
 

@@ -1,11 +1,11 @@
 // linear for one or two tokens on the CUDA cores (contract: ninfer/abi/ops/linear.h): the
 // run-time compiled GEMV family's kernel (core/jit/kernels/linear_gemv.cu), prebuilt with the
 // parameters that won `ninfer-tune --jit-sweep` on the H200, so decode gets it without NVRTC.
-//   gemv_cc1  = jit_gemv_t128_r2_v8_m1: 128 threads, 2 weight rows per warp, 8 weights per
+//   gemv_warp_t1  = jit_gemv_t128_r2_v8_m1: 128 threads, 2 weight rows per warp, 8 weights per
 //               16-byte load, one token per CTA. H200, Qwen3-8B matrices at T = 1: 389.9 us
-//               against 456.4 us for the tensor-core gemv1; one-token forward pass 6,120 ->
+//               against 456.4 us for the tensor-core gemv_mma_t1; one-token forward pass 6,120 ->
 //               5,963 us (docs/performance.md "ninfer-tune --jit-sweep").
-//   gemv_cc2  = jit_gemv_t128_r2_v8_m2: the same shape with two tokens per CTA (W streamed once
+//   gemv_warp_t2  = jit_gemv_t128_r2_v8_m2: the same shape with two tokens per CTA (W streamed once
 //               for both). Not measured yet; registered so ninfer-tune and linear_bench time it.
 // With one activation row the tensor-core GEMV's x hi/lo split and fragment shuffles cost more
 // than the MMAs save; a plain float32 FMA per weight is enough to stream W at the copy rate.
@@ -44,7 +44,7 @@ constexpr int kCcVec = 8;
 constexpr int kCcRowsPerCta = kCcThreads / 32 * kCcRowsPerWarp;
 
 template <class W, int TOKENS>
-__device__ __forceinline__ void gemv_cc(const ninfer_linear_args& a, int64_t begin, int64_t end) {
+__device__ __forceinline__ void gemv_warp(const ninfer_linear_args& a, int64_t begin, int64_t end) {
   ninfer_jit::gemv<W, kCcThreads, kCcRowsPerWarp, kCcVec, TOKENS>(a.x, a.x_row_stride, a.w, a.y, a.y_row_stride,
                                                                    a.in_features, a.out_features, begin, end,
                                                                    a.accumulate);
@@ -66,16 +66,16 @@ __device__ __forceinline__ void prefetch_weights(const ninfer_linear_args& a) {
 
 #define NINFER_GEMV_CC(TOKENS)                                                                            \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kCcThreads)                          \
-      ninfer_linear_gemv_cc##TOKENS##_f32(ninfer_linear_args a, int64_t b, int64_t e) {                   \
+      ninfer_linear_gemv_warp_t##TOKENS##_f32(ninfer_linear_args a, int64_t b, int64_t e) {                   \
     ninfer::cuda_plugin::prefetch_weights<ninfer_jit::F32>(a);                                            \
     ninfer::cuda_plugin::grid_dependency_prologue();                                                      \
-    ninfer::cuda_plugin::gemv_cc<ninfer_jit::F32, TOKENS>(a, b, e);                                       \
+    ninfer::cuda_plugin::gemv_warp<ninfer_jit::F32, TOKENS>(a, b, e);                                       \
   }                                                                                                       \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kCcThreads)                          \
-      ninfer_linear_gemv_cc##TOKENS##_bf16(ninfer_linear_args a, int64_t b, int64_t e) {                  \
+      ninfer_linear_gemv_warp_t##TOKENS##_bf16(ninfer_linear_args a, int64_t b, int64_t e) {                  \
     ninfer::cuda_plugin::prefetch_weights<ninfer_jit::Bf16>(a);                                           \
     ninfer::cuda_plugin::grid_dependency_prologue();                                                      \
-    ninfer::cuda_plugin::gemv_cc<ninfer_jit::Bf16, TOKENS>(a, b, e);                                      \
+    ninfer::cuda_plugin::gemv_warp<ninfer_jit::Bf16, TOKENS>(a, b, e);                                      \
   }
 
 NINFER_GEMV_CC(1)
@@ -86,7 +86,7 @@ namespace ninfer::cuda_plugin {
 namespace {
 
 template <int TOKENS>
-struct GemvCcDefBase : TokenDefDefaults {
+struct GemvWarpDefBase : TokenDefDefaults {
   using Args = ninfer_linear_args;
   static constexpr const char* op = NINFER_OP_LINEAR;
   static constexpr int threads = kCcThreads;
@@ -106,23 +106,23 @@ struct GemvCcDefBase : TokenDefDefaults {
   static dim3 grid(const Args& a, const ninfer_launch& l) { return linear_grid(a.out_features, kCcRowsPerCta, l.grid_x); }
 };
 
-#define NINFER_GEMV_CC_DEF(TOKENS)                                                                        \
-  struct GemvCc##TOKENS##Def : GemvCcDefBase<TOKENS> {                                                    \
-    static constexpr const char* name = "gemv_cc" #TOKENS;                                                \
+#define NINFER_GEMV_WARP_DEF(TOKENS)                                                                        \
+  struct GemvWarpT##TOKENS##Def : GemvWarpDefBase<TOKENS> {                                                    \
+    static constexpr const char* name = "gemv_warp_t" #TOKENS;                                                \
     static KernelPair kernels() {                                                                         \
-      return {"ninfer_linear_gemv_cc" #TOKENS "_f32",                                                     \
-              reinterpret_cast<const void*>(ninfer_linear_gemv_cc##TOKENS##_f32),                         \
-              "ninfer_linear_gemv_cc" #TOKENS "_bf16",                                                    \
-              reinterpret_cast<const void*>(ninfer_linear_gemv_cc##TOKENS##_bf16)};                       \
+      return {"ninfer_linear_gemv_warp_t" #TOKENS "_f32",                                                     \
+              reinterpret_cast<const void*>(ninfer_linear_gemv_warp_t##TOKENS##_f32),                         \
+              "ninfer_linear_gemv_warp_t" #TOKENS "_bf16",                                                    \
+              reinterpret_cast<const void*>(ninfer_linear_gemv_warp_t##TOKENS##_bf16)};                       \
     }                                                                                                     \
   };
-NINFER_GEMV_CC_DEF(1)
-NINFER_GEMV_CC_DEF(2)
+NINFER_GEMV_WARP_DEF(1)
+NINFER_GEMV_WARP_DEF(2)
 
 } // namespace
 
-int32_t register_linear_gemv_cc(const ninfer_registrar* r, char* err, size_t err_len) {
-  return add_token_variants<GemvCc1Def, GemvCc2Def>(r, err, err_len);
+int32_t register_linear_gemv_warp(const ninfer_registrar* r, char* err, size_t err_len) {
+  return add_token_variants<GemvWarpT1Def, GemvWarpT2Def>(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

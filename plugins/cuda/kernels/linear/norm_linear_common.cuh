@@ -1,7 +1,8 @@
-// What norm_linear's CUDA variants (contract: ninfer/abi/ops/norm_linear.h) share: gemv_cc1
-// (linear/norm_linear_gemv_warp.cu: a warp per row pair, the whole reduction) and gemv_k4 (linear/norm_linear_gemv_4warps.cu: four
-// warps per row pair, a quarter of the reduction each). The same rows, the same arithmetic per
-// weight vector, the same stores and the same launch conditions; they differ in who adds what.
+// What norm_linear's CUDA variants (contract: ninfer/abi/ops/norm_linear.h) share: gemv_warp_t1
+// (linear/norm_linear_gemv_warp.cu: a warp per row pair, the whole reduction) and gemv_4warps
+// (linear/norm_linear_gemv_4warps.cu: four warps per row pair, a quarter of the reduction each).
+// The same rows, the same arithmetic per weight vector, the same stores and the same launch
+// conditions; they differ in who adds what.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -87,8 +88,8 @@ __device__ __forceinline__ void store_normed(const ninfer_norm_linear_args& a, i
 }
 
 #ifndef __CUDACC_RTC__
-// The variant definition (common/token_variant.cuh) less its name, block size and kernels, for kernels
-// whose CTA owns kPairsPerCta row pairs.
+// The variant definition (common/token_variant.cuh) less its name, block size and kernels, for
+// kernels whose CTA owns kPairsPerCta row pairs.
 template <int kPairsPerCta>
 struct DefBase : TokenDefDefaults {
   using Args = ninfer_norm_linear_args;

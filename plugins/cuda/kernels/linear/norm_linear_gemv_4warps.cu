@@ -1,20 +1,20 @@
-// norm_linear for one token with each row pair's reduction split across four warps: `gemv_k4`
-// (contract: ninfer/abi/ops/norm_linear.h). gemv_cc1's fused norm (linear/norm_linear_gemv_warp.cu) on linear's
-// gemv_k4 stream (linear/linear_gemv_4warps.cu).
+// norm_linear for one token with each row pair's reduction split across four warps: `gemv_4warps`
+// (contract: ninfer/abi/ops/norm_linear.h). gemv_warp_t1's fused norm
+// (linear/norm_linear_gemv_warp.cu) on linear's gemv_4warps stream (linear/linear_gemv_4warps.cu).
 //
 // Why: on the H200 the split reduction lifted the short one-token GEMVs from 56-83% to 85-104% of
 // the copy rate, because each warp's walk is a quarter as long and four times as many warps are
-// in flight (docs/performance.md "Eighth session"); norm_linear's q|k|v and gate|up projections
-// are such GEMVs. But routed for one token in the decode step it was 3-5% slower than gemv_cc1 on
-// the Qwen3-8B and the Qwen3.5-27B (docs/performance.md "Tenth session": the x and norm-weight
+// in flight (docs/performance.md); norm_linear's q|k|v and gate|up projections
+// are such GEMVs. But routed for one token in the decode step it was 3-5% slower than gemv_warp_t1
+// on the Qwen3-8B and the Qwen3.5-27B (docs/performance.md: the x and norm-weight
 // reads each of the four slices repeats cost more than the shorter walk buys). So no built-in
-// table routes it: it is registered after gemv_cc1 (the planner's own route stays gemv_cc1) for
-// ninfer-tune, the A/B scripts and table entries that name it, e.g. on other cards.
+// table routes it: it is registered after gemv_warp_t1 (the planner's own route stays gemv_warp_t1)
+// for ninfer-tune, the A/B scripts and table entries that name it, e.g. on other cards.
 //
 // Layout: 256 threads = 8 warps = 2 row groups x 4 reduction slices. Gated, a group computes one
 // output (gate row n and up row n + N/2: silu(gate) * up); otherwise two adjacent ones (rows n,
-// n + 1), as in linear's gemv_k4. Slice j streams the j-th quarter of both rows, multiplies x by
-// the norm weight as it reads it and sums x^2 over its quarter on the side. The slices' dot
+// n + 1), as in linear's gemv_4warps. Slice j streams the j-th quarter of both rows, multiplies x
+// by the norm weight as it reads it and sums x^2 over its quarter on the side. The slices' dot
 // products and x^2 partials meet in shared memory and are added in slice order, so results are
 // deterministic (graph replay equals eager, bit for bit); the inverse RMS then scales the sums.
 // No L2 prefetch before the launch wait (it competed with the previous GEMV's stream, see
@@ -35,7 +35,7 @@
 #include "common/token_variant.cuh"
 #endif
 
-namespace ninfer::cuda_plugin::norm_linear_k4 {
+namespace ninfer::cuda_plugin::norm_linear_4warps {
 
 using namespace split4; // the layout (linear/row_pair_stream.cuh)
 
@@ -80,36 +80,36 @@ __device__ void run(const ninfer_norm_linear_args& a, int64_t begin, int64_t end
   }
 }
 
-} // namespace ninfer::cuda_plugin::norm_linear_k4
+} // namespace ninfer::cuda_plugin::norm_linear_4warps
 
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::norm_linear_k4::kThreads)
-    ninfer_norm_linear_k4_f32(ninfer_norm_linear_args a, int64_t b, int64_t e) {
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::norm_linear_4warps::kThreads)
+    ninfer_norm_linear_gemv_4warps_f32(ninfer_norm_linear_args a, int64_t b, int64_t e) {
   ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::norm_linear_k4::run<float>(a, b, e);
+  ninfer::cuda_plugin::norm_linear_4warps::run<float>(a, b, e);
 }
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::norm_linear_k4::kThreads)
-    ninfer_norm_linear_k4_bf16(ninfer_norm_linear_args a, int64_t b, int64_t e) {
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::norm_linear_4warps::kThreads)
+    ninfer_norm_linear_gemv_4warps_bf16(ninfer_norm_linear_args a, int64_t b, int64_t e) {
   ninfer::cuda_plugin::grid_dependency_prologue();
-  ninfer::cuda_plugin::norm_linear_k4::run<__nv_bfloat16>(a, b, e);
+  ninfer::cuda_plugin::norm_linear_4warps::run<__nv_bfloat16>(a, b, e);
 }
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
-struct NormLinearK4Def : norm_linear::DefBase<norm_linear_k4::kGroups> {
-  static constexpr const char* name = "gemv_k4";
-  static constexpr int threads = norm_linear_k4::kThreads;
+struct NormLinear4WarpsDef : norm_linear::DefBase<norm_linear_4warps::kGroups> {
+  static constexpr const char* name = "gemv_4warps";
+  static constexpr int threads = norm_linear_4warps::kThreads;
   static KernelPair kernels() {
-    return {"ninfer_norm_linear_k4_f32", reinterpret_cast<const void*>(ninfer_norm_linear_k4_f32),
-            "ninfer_norm_linear_k4_bf16", reinterpret_cast<const void*>(ninfer_norm_linear_k4_bf16)};
+    return {"ninfer_norm_linear_gemv_4warps_f32", reinterpret_cast<const void*>(ninfer_norm_linear_gemv_4warps_f32),
+            "ninfer_norm_linear_gemv_4warps_bf16", reinterpret_cast<const void*>(ninfer_norm_linear_gemv_4warps_bf16)};
   }
 };
 
 } // namespace
 
-int32_t register_norm_linear_k4(const ninfer_registrar* r, char* err, size_t err_len) {
-  return add_token_variants<NormLinearK4Def>(r, err, err_len);
+int32_t register_norm_linear_gemv_4warps(const ninfer_registrar* r, char* err, size_t err_len) {
+  return add_token_variants<NormLinear4WarpsDef>(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

@@ -1,17 +1,18 @@
-// norm_linear for one token in one wave: `gemv_pipe` (contract: ninfer/abi/ops/norm_linear.h).
-// linear's gemv_pipe (linear/linear_gemv_4warps_one_wave.cu: 2 row pairs x 4 reduction slices per 256-thread CTA,
-// a grid of at most the device's resident CTAs walking row blocks in turn, the next weight loads
-// always in flight, the first before the launch wait; linear/row_pair_one_wave.cuh says why) with the
-// block's RMS norm folded in, and for the MLP the SwiGLU (linear/norm_linear_common.cuh: a gated pair
-// is gate row n and up row n + N/2).
+// norm_linear for one token in one wave: `gemv_4warps_one_wave` (contract:
+// ninfer/abi/ops/norm_linear.h). linear's gemv_4warps_one_wave
+// (linear/linear_gemv_4warps_one_wave.cu: 2 row pairs x 4 reduction slices per 256-thread CTA, a
+// grid of at most the device's resident CTAs walking row blocks in turn, the next weight loads
+// always in flight, the first before the launch wait; linear/row_pair_one_wave.cuh says why) with
+// the block's RMS norm folded in, and for the MLP the SwiGLU (linear/norm_linear_common.cuh: a
+// gated pair is gate row n and up row n + N/2).
 //
 // The norm is done once per CTA, not per row block: right after the launch wait (the first
 // weight batch is in flight by then) the CTA stages x * (offset + norm weight) in shared memory
 // and sums x^2 with a block reduction; every block then reads x from shared memory with nothing
 // left of the norm in the loop but the inverse RMS, which scales the finished dot products.
-// (gemv_cc1 and gemv_k4 read the norm weight next to x for every vector and sum x^2 per warp;
-// without those two, gemv_cc1's decode step measured 1% faster.) Partial sums meet in shared
-// memory in slice order: deterministic, so graph replay equals eager bit for bit.
+// (gemv_warp_t1 and gemv_4warps read the norm weight next to x for every vector and sum x^2 per
+// warp; without those two, gemv_warp_t1's decode step measured 1% faster.) Partial sums meet in
+// shared memory in slice order: deterministic, so graph replay equals eager bit for bit.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -28,7 +29,7 @@
 #include "common/token_variant.cuh"
 #endif
 
-namespace ninfer::cuda_plugin::norm_linear_pipe {
+namespace ninfer::cuda_plugin::norm_linear_4warps_one_wave {
 
 using namespace split4; // the layout (linear/row_pair_stream.cuh)
 constexpr int kMaxInFeatures = 16384; // the staged row: 64 KB of shared memory at most
@@ -115,51 +116,51 @@ __device__ void run(const ninfer_norm_linear_args& a, int64_t begin, int64_t end
   if (begin >= end) grid_dependency_prologue(); // an empty range still waits before it ends
 }
 
-} // namespace ninfer::cuda_plugin::norm_linear_pipe
+} // namespace ninfer::cuda_plugin::norm_linear_4warps_one_wave
 
 // No prologue first: the pipeline calls it after issuing the first weight loads.
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::norm_linear_pipe::kThreads)
-    ninfer_norm_linear_pipe_f32(ninfer_norm_linear_args a, int64_t b, int64_t e) {
-  ninfer::cuda_plugin::norm_linear_pipe::run<float>(a, b, e);
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::norm_linear_4warps_one_wave::kThreads)
+    ninfer_norm_linear_gemv_4warps_one_wave_f32(ninfer_norm_linear_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::norm_linear_4warps_one_wave::run<float>(a, b, e);
 }
-extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::norm_linear_pipe::kThreads)
-    ninfer_norm_linear_pipe_bf16(ninfer_norm_linear_args a, int64_t b, int64_t e) {
-  ninfer::cuda_plugin::norm_linear_pipe::run<__nv_bfloat16>(a, b, e);
+extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::norm_linear_4warps_one_wave::kThreads)
+    ninfer_norm_linear_gemv_4warps_one_wave_bf16(ninfer_norm_linear_args a, int64_t b, int64_t e) {
+  ninfer::cuda_plugin::norm_linear_4warps_one_wave::run<__nv_bfloat16>(a, b, e);
 }
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
 namespace {
 
-struct NormLinearPipeDef : norm_linear::DefBase<norm_linear_pipe::kGroups> {
-  static constexpr const char* name = "gemv_pipe";
-  static constexpr int threads = norm_linear_pipe::kThreads;
+struct NormLinear4WarpsOneWaveDef : norm_linear::DefBase<norm_linear_4warps_one_wave::kGroups> {
+  static constexpr const char* name = "gemv_4warps_one_wave";
+  static constexpr int threads = norm_linear_4warps_one_wave::kThreads;
   static KernelPair kernels() {
-    return {"ninfer_norm_linear_pipe_f32", reinterpret_cast<const void*>(ninfer_norm_linear_pipe_f32),
-            "ninfer_norm_linear_pipe_bf16", reinterpret_cast<const void*>(ninfer_norm_linear_pipe_bf16)};
+    return {"ninfer_norm_linear_gemv_4warps_one_wave_f32", reinterpret_cast<const void*>(ninfer_norm_linear_gemv_4warps_one_wave_f32),
+            "ninfer_norm_linear_gemv_4warps_one_wave_bf16", reinterpret_cast<const void*>(ninfer_norm_linear_gemv_4warps_one_wave_bf16)};
   }
-  static size_t dynamic_smem(const ninfer_shape* s) { return norm_linear_pipe::smem_bytes(s->dims[0]); }
+  static size_t dynamic_smem(const ninfer_shape* s) { return norm_linear_4warps_one_wave::smem_bytes(s->dims[0]); }
   static int32_t supports(const ninfer_shape* s) {
-    return DefBase::supports(s) && s->dims[0] <= norm_linear_pipe::kMaxInFeatures;
+    return DefBase::supports(s) && s->dims[0] <= norm_linear_4warps_one_wave::kMaxInFeatures;
   }
   static const char* invalid(const Args& a, const ninfer_launch& l) {
     if (const char* why = DefBase::invalid(a, l)) return why;
-    if (norm_linear_pipe::smem_bytes(a.in_features) > l.dynamic_smem_bytes)
+    if (norm_linear_4warps_one_wave::smem_bytes(a.in_features) > l.dynamic_smem_bytes)
       return "in_features is larger than the planned shape's dims[0]";
     return nullptr;
   }
   // One wave: the row blocks, at most as many CTAs as the device holds at once.
   static dim3 grid(const Args& a, const ninfer_launch& l) {
     const TokenKernel k = a.w_dtype == NINFER_DTYPE_BF16 ? kernels().bf16 : kernels().f32;
-    return one_wave_grid(k, norm_linear_pipe::kThreads, l.dynamic_smem_bytes, norm_linear_pipe::pairs(a),
-                         norm_linear_pipe::kGroups);
+    return one_wave_grid(k, norm_linear_4warps_one_wave::kThreads, l.dynamic_smem_bytes, norm_linear_4warps_one_wave::pairs(a),
+                         norm_linear_4warps_one_wave::kGroups);
   }
 };
 
 } // namespace
 
-int32_t register_norm_linear_pipe(const ninfer_registrar* r, char* err, size_t err_len) {
-  return add_token_variants<NormLinearPipeDef>(r, err, err_len);
+int32_t register_norm_linear_gemv_4warps_one_wave(const ninfer_registrar* r, char* err, size_t err_len) {
+  return add_token_variants<NormLinear4WarpsOneWaveDef>(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

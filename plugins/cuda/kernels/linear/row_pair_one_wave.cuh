@@ -1,16 +1,16 @@
-// The weight stream of the one-wave decode GEMVs (linear's and norm_linear's gemv_pipe): a grid
-// of at most the device's resident CTAs whose CTAs walk row blocks b = blockIdx.x,
+// The weight stream of the one-wave decode GEMVs (linear's and norm_linear's gemv_4warps_one_wave):
+// a grid of at most the device's resident CTAs whose CTAs walk row blocks b = blockIdx.x,
 // b + gridDim.x, ..., each warp streaming its slice of two weight rows per block with the next
 // batch of loads always in flight while the current one is used, across block boundaries too.
 //
-// Why (tools/gemv-probe CHAIN=1, H200, 36 Qwen3-8B layers of q|k|v, o, gate|up and down in one
-// graph of PDL launches): the multi-wave GEMVs the decode step ran (gemv_cc1 for the first
-// projections, gemv_k4 for the others) took 117.7 us per layer, 77% of the copy rate, although
+// Why (experiments/gemv-probe CHAIN=1, H200, 36 Qwen3-8B layers of q|k|v, o, gate|up and down in
+// one graph of PDL launches): the multi-wave GEMVs the decode step ran (gemv_warp_t1 for the first
+// projections, gemv_4warps for the others) took 117.7 us per layer, 77% of the copy rate, although
 // each streams at 82-102% behind launches of its own kind. One wave with two batches in flight
 // took 99.6 us (92%), and 97.3 us (94%) with the first batch issued before the launch wait.
 // A multi-wave grid triggers its dependent launch only once its last wave has started, and each
 // wave's CTAs start with an empty pipe; a single wave keeps every lane's loads in flight from the
-// first cycle to its last row block (docs/performance.md "Fifteenth session").
+// first cycle to its last row block (docs/performance.md).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,14 +24,14 @@ namespace ninfer::cuda_plugin {
 
 // This warp's walk over the CTA's row blocks b = blockIdx.x, b + gridDim.x, ... < blocks (a
 // dynamic order, CTAs taking blocks from a ticket counter so that CTAs starting late take fewer,
-// measured slower in the Qwen3-8B's decode step: docs/performance.md "Fifteenth session").
+// measured slower in the Qwen3-8B's decode step: docs/performance.md).
 // rows(b, r) gives weight row r (0 or 1) of this warp in block b (in range: a clamped row is
-// computed and never stored by the caller). Vectors `range` of both rows are streamed lane-strided, kSteps loads
-// per row per batch; a batch is issued before the previous one is used. The first batch is
-// issued before wait() is called, so wait() may be the launch wait (common/grid_dependency.cuh: the
-// weights are never written by a step). step(v, wv) runs for every vector v of the warp's range
-// in order (wv[r]: row r's 16 bytes); done(b) after block b's last vector, by every warp of the
-// CTA the same number of times (a place for barriers).
+// computed and never stored by the caller). Vectors `range` of both rows are streamed lane-strided,
+// kSteps loads per row per batch; a batch is issued before the previous one is used. The first
+// batch is issued before wait() is called, so wait() may be the launch wait
+// (common/grid_dependency.cuh: the weights are never written by a step). step(v, wv) runs for every
+// vector v of the warp's range in order (wv[r]: row r's 16 bytes); done(b) after block b's last
+// vector, by every warp of the CTA the same number of times (a place for barriers).
 template <int kSteps, class W, class Rows, class Wait, class Step, class Done>
 __device__ __forceinline__ void stream_row_pair_blocks(const W* w, int K, int blocks, VectorRange range, Rows rows,
                                                        Wait&& wait, Step&& step, Done&& done) {

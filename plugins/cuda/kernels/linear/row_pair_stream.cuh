@@ -1,6 +1,6 @@
 // The weight stream of the one-token CUDA-core GEMVs in which a warp owns two weight rows
-// (linear's gemv_k4, norm_linear's gemv_cc1 and gemv_k4): one copy of the loop, so a change to
-// how W is loaded reaches every kernel that streams it this way.
+// (linear's gemv_4warps, norm_linear's gemv_warp_t1 and gemv_4warps): one copy of the loop, so a
+// change to how W is loaded reaches every kernel that streams it this way.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,13 +12,13 @@
 namespace ninfer::cuda_plugin {
 
 // The split layout of the one-token GEMVs whose row pairs' reductions are cut four ways (linear's
-// and norm_linear's gemv_k4 and gemv_pipe): 256 threads = 8 warps = 2 row groups x 4 slices, each
-// lane keeping two 16-byte loads per row in flight.
+// and norm_linear's gemv_4warps and gemv_4warps_one_wave): 256 threads = 8 warps = 2 row groups x 4
+// slices, each lane keeping two 16-byte loads per row in flight.
 namespace split4 {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kSlices = 4;                // warps sharing one row pair
-constexpr int kGroups = kWarps / kSlices; // row pairs per CTA (gemv_pipe: per row block)
+constexpr int kGroups = kWarps / kSlices; // row pairs per CTA (gemv_4warps_one_wave: per row block)
 constexpr int kSteps = 2;                 // 16-byte loads per row per lane and batch
 } // namespace split4
 
@@ -63,7 +63,7 @@ __device__ __forceinline__ VectorRange slice_range(int vectors, int slice, int s
 // the end when the lane has no vectors): a kernel's launch wait goes there, so that its first
 // weights stream while the previous kernel finishes. NoReady (the kernels that wait first) leaves
 // the loop exactly as it was before the hook: with a flag that is merely dead, nvcc still
-// reshaped the float32 loop of gemv_k4.
+// reshaped the float32 loop of gemv_4warps.
 struct NoReady {
   __device__ void operator()() const {}
 };

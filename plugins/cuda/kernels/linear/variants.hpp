@@ -1,8 +1,6 @@
-// What the linear kernel families (linear/linear_gemv_mma.cu, linear/linear_gemv_warp.cu, linear/linear_gemv_4warps.cu,
-// linear/linear_gemv_4warps_one_wave.cu, linear/linear_fma_tiles.cu, linear/linear_cublaslt.cu) and norm_linear's (linear/norm_linear_gemv_warp.cu,
-// linear/norm_linear_gemv_4warps.cu, linear/norm_linear_gemv_4warps_one_wave.cu)
-// share: argument checks, the CUDA grid, the one-token vector GEMVs' shape and alignment rules,
-// and their registration functions (called by register_linear in linear/linear.cu).
+// What the linear and norm_linear variant families of this folder share: argument checks, the
+// CUDA grid, the one-token vector GEMVs' shape and alignment rules, and their registration
+// functions (called by register_linear in linear/linear.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,9 +28,9 @@ inline dim3 linear_grid(int32_t out_features, int rows_per_cta, int32_t token_ti
   return dim3(blocks, tiles);
 }
 
-// The grid of a one-wave kernel (linear/row_pair_one_wave.cuh) over `items` in blocks of `per_block`:
-// one CTA per block, but at most as many as the device holds at once (resident_ctas), so every
-// CTA is resident from the start and walks blocks in turn.
+// The grid of a one-wave kernel (linear/row_pair_one_wave.cuh) over `items` in blocks of
+// `per_block`: one CTA per block, but at most as many as the device holds at once (resident_ctas),
+// so every CTA is resident from the start and walks blocks in turn.
 inline dim3 one_wave_grid(const void* kernel, int threads, size_t dynamic_smem, int64_t items, int per_block) {
   const int64_t blocks = (items + per_block - 1) / per_block;
   const int resident = resident_ctas(kernel, dim3(static_cast<unsigned>(threads)), dynamic_smem);
@@ -52,7 +50,7 @@ inline const char* linear_args_invalid(const ninfer_linear_args& a, const ninfer
   return nullptr;
 }
 
-// The one-token vector GEMVs (gemv_k4, norm_linear): a shape of one token whose rows are whole
+// The one-token vector GEMVs (gemv_4warps, norm_linear): a shape of one token whose rows are whole
 // 16-byte vectors (in_features a multiple of 8) and whose sizes fit the kernels' int32 indices.
 inline bool one_token_vector_rows(const ninfer_shape& s) {
   return s.tokens == 1 && s.dims[0] > 0 && s.dims[0] % 8 == 0 && s.dims[0] <= INT32_MAX && s.dims[1] > 0 &&
@@ -68,15 +66,16 @@ inline bool x_rows_aligned16(const float* x, int64_t tokens, int64_t row_stride)
 }
 
 // The variant definition (common/token_variant.cuh) of a one-token linear GEMV that loads 16-byte
-// vectors of x and W (gemv_k4, gemv_pipe), less its name, block size, kernels and grid.
+// vectors of x and W (gemv_4warps, gemv_4warps_one_wave), less its name, block size, kernels and
+// grid.
 struct OneTokenVectorLinearDef : TokenDefDefaults {
   using Args = ninfer_linear_args;
   static constexpr const char* op = NINFER_OP_LINEAR;
   static constexpr int32_t geometry = NINFER_GEOMETRY_TOKEN_TILED;
   static constexpr uint32_t dtype_mask = kF32OrBf16Mask;
   static int32_t dtype(const Args& a) { return a.w_dtype; }
-  // One token (a batch streams W once for all its tokens through gemv2-8 or cuBLASLt), rows of
-  // whole 16-byte vectors.
+  // One token (a batch streams W once for all its tokens through gemv_mma_t2..t8 or cuBLASLt), rows
+  // of whole 16-byte vectors.
   static int32_t supports(const ninfer_shape* s) { return one_token_vector_rows(*s); }
   static const char* invalid(const Args& a, const ninfer_launch& l) {
     if (const char* why = linear_args_invalid(a, l, nullptr)) return why;
@@ -87,14 +86,15 @@ struct OneTokenVectorLinearDef : TokenDefDefaults {
   }
 };
 
-int32_t register_linear_gemv(const ninfer_registrar* r, char* err, size_t err_len);  // linear/linear_gemv_mma.cu
-int32_t register_linear_gemv_cc(const ninfer_registrar* r, char* err, size_t err_len); // linear/linear_gemv_warp.cu
-int32_t register_linear_gemv_k4(const ninfer_registrar* r, char* err, size_t err_len); // linear/linear_gemv_4warps.cu
-int32_t register_linear_gemv_pipe(const ninfer_registrar* r, char* err, size_t err_len); // linear/linear_gemv_4warps_one_wave.cu
-int32_t register_linear_tiled(const ninfer_registrar* r, char* err, size_t err_len); // linear/linear_fma_tiles.cu
-int32_t register_linear_cublaslt(const ninfer_registrar* r, char* err, size_t err_len); // linear/linear_cublaslt.cu
-int32_t register_norm_linear(const ninfer_registrar* r, char* err, size_t err_len); // linear/norm_linear_gemv_warp.cu (op norm_linear)
-int32_t register_norm_linear_k4(const ninfer_registrar* r, char* err, size_t err_len); // linear/norm_linear_gemv_4warps.cu (op norm_linear)
-int32_t register_norm_linear_pipe(const ninfer_registrar* r, char* err, size_t err_len); // linear/norm_linear_gemv_4warps_one_wave.cu (op norm_linear)
+// One per variant family, each defined in the file of the same name (linear/<name>.cu).
+int32_t register_linear_gemv_mma(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_linear_gemv_warp(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_linear_gemv_4warps(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_linear_gemv_4warps_one_wave(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_linear_fma_tiles(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_linear_cublaslt(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_norm_linear_gemv_warp(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_norm_linear_gemv_4warps(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_norm_linear_gemv_4warps_one_wave(const ninfer_registrar* r, char* err, size_t err_len);
 
 } // namespace ninfer::cuda_plugin

@@ -1,6 +1,7 @@
-// How the kernels that write the KV cache (pointwise/kv_append.cu, pointwise/head_norm_rope.cu's append form) place
-// a token's rows and round its values (contract: ninfer/abi/ops/kv_append.h): one copy of the
-// rule, so both writers agree on where a row goes, which tokens are skipped and the rounding.
+// How the kernels that write the KV cache (pointwise/kv_append.cu, pointwise/head_norm_rope.cu's
+// append form) place a token's rows and round its values (contract: ninfer/abi/ops/kv_append.h):
+// one copy of the rule, so both writers agree on where a row goes, which tokens are skipped and the
+// rounding.
 #pragma once
 
 #include <cuda_bf16.h>
