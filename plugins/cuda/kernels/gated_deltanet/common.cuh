@@ -1,4 +1,4 @@
-// What the Gated DeltaNet kernel files (gated_deltanet_*.cu) share: how one of their kernels
+// What the Gated DeltaNet kernel files (gated_deltanet/*.cu) share: how one of their kernels
 // is described to the planner and launched, and the family's registration pieces.
 //
 // Launch geometry. The planner sizes grid.x from the call's tokens (tokens_per_cta) and
