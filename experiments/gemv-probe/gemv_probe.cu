@@ -5,12 +5,12 @@
 // its own copy of W (so nothing is served from L2 across launches), launched with programmatic
 // stream serialization like the plugins' kernels, and reports the median microseconds per launch
 // and the fraction of the measured device-to-device copy rate. Designs:
-//   base      the plugins' linear/gemv_cc1 kernel itself (plugins/cuda/kernels/linear_gemv_template.cuh, t128 r2 v8)
+//   base      the plugins' linear/gemv_warp_t1 kernel itself (plugins/cuda/kernels/linear/gemv_warp_template.cuh, t128 r2 v8)
 //   s<T>_r<R>_u<U>_k<S>   T threads per CTA; each group of S warps owns R rows and splits the
 //             reduction S ways (partial sums added in shared memory, in a fixed order); each lane
 //             keeps R x U 16-byte loads in flight before it uses any
 //   cublas    cublasGemmEx, bf16 x and W, float32 y (what linear/cublaslt runs)
-//   p<C>_<T>_r<R>_u<U>_k<S>, e<C>_...   the one-wave pipelined walk (what the plugins' gemv_pipe
+//   p<C>_<T>_r<R>_u<U>_k<S>, e<C>_...   the one-wave pipelined walk (what the plugins' gemv_4warps_one_wave
 //             runs, row_pair_pipe.cuh): at most C CTAs per SM walking row blocks, the next batch
 //             of loads in flight while the current one is used; e: the first batch issued
 //             before the launch wait
@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "../../plugins/cuda/kernels/linear_gemv_template.cuh"
+#include "../../plugins/cuda/kernels/linear/gemv_warp_template.cuh"
 
 #define CHECK(x)                                                                                      \
   do {                                                                                                \

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <initializer_list>
 
-#include "cpu_ops.hpp"
+#include "common/cpu_ops.hpp"
 #include "ninfer/abi/plugin_abi.h"
 
 namespace {
@@ -37,13 +37,14 @@ constexpr bool kFusedOps = true;
 
 int32_t register_variants(const ninfer_registrar* r) {
   using namespace ninfer::cpu_plugin;
-  for (auto reg : {register_gdn_gating, register_embedding, register_norms, register_linear, register_rope,
-                   register_kv_append, register_attention, register_elementwise, register_causal_conv1d,
-                   register_gated_delta_rule, register_argmax, register_sample, register_fill_random})
+  for (auto reg : {register_gdn_gating, register_embedding, register_rms_norm, register_l2_norm,
+                   register_gated_rms_norm, register_linear, register_rope, register_kv_append, register_attention,
+                   register_silu_mul, register_sigmoid_gate, register_causal_conv1d, register_gated_delta_rule,
+                   register_argmax, register_sample, register_fill_random})
     if (int32_t rc = reg(r); rc != NINFER_OK) return rc;
   if (kFusedOps)
-    for (auto reg : {register_head_norm_rope, register_head_norm_rope_append, register_head_norm_rope_append_attention, register_norm_linear,
-                     register_gdn_decode})
+    for (auto reg : {register_head_norm_rope, register_head_norm_rope_append, register_head_norm_rope_append_attention,
+                     register_norm_linear, register_conv_l2_norm, register_gated_delta_step})
       if (int32_t rc = reg(r); rc != NINFER_OK) return rc;
   return NINFER_OK;
 }

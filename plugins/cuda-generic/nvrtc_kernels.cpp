@@ -1,8 +1,8 @@
 // cuda-generic: the shared kernels compiled with NVRTC for the card that is present, and the
 // map from each kernel's host stub (what the shared launch code names) to its NVRTC twin.
 //
-// Each plugins/cuda/kernels/*.cu that defines kernels is one NVRTC program: its host side is
-// left out under __CUDACC_RTC__, and what remains is the same device code the exact plugins
+// Each plugins/cuda/kernels/<family>/*.cu that defines kernels is one NVRTC program: its host side
+// is left out under __CUDACC_RTC__, and what remains is the same device code the exact plugins
 // compile with nvcc. The core compiles the programs (registrar->compile_cuda: NVRTC, its kernel
 // cache, all cores), this file loads the images as CUDA libraries (context-independent) and
 // looks every registered kernel up by its extern "C" name. From then on device_entry() hands

@@ -11,7 +11,8 @@ struct SourceFile {
   const char* text;
 };
 
-// Every plugins/cuda/kernels/*.cu that defines kernels: one NVRTC program each.
+// Every plugins/cuda/kernels/<family>/*.cu that defines kernels: one NVRTC program each, named
+// by its file name (unique across the families).
 extern const SourceFile kPrograms[];
 extern const size_t kProgramCount;
 // What they may include: the kernels' own headers, the ABI's op contracts, and the stand-ins

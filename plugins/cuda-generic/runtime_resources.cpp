@@ -19,7 +19,7 @@
 
 #include "build_resources.hpp"
 #include "generic_plugin.hpp"
-#include "kernels/grid_dependency.cuh"
+#include "kernels/common/grid_dependency.cuh"
 
 namespace ninfer::cuda_plugin {
 namespace {

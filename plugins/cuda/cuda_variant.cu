@@ -1,5 +1,5 @@
 #include "cuda_variant.hpp"
-#include "kernels/grid_dependency.cuh"
+#include "kernels/common/grid_dependency.cuh"
 
 #include <cuda_runtime.h>
 

@@ -21,7 +21,8 @@ int32_t query_kernel_attributes(const void* kernel, const char* symbol, int32_t 
 int32_t query_driver_blocks(const void* kernel, int32_t threads_per_block, size_t dynamic_smem, int32_t* blocks,
                             char* err, size_t err_len);
 
-// One registration function per kernel family (kernels/<family>.cu).
+// One registration function per op family or op (kernels/<family>/<family>.cu, else the op's
+// own file).
 int32_t register_gdn_gating(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_pointwise_ops(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_linear(const ninfer_registrar* r, char* err, size_t err_len);

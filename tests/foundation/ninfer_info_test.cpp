@@ -71,13 +71,13 @@ TEST(NinferInfo, LibraryPlanIsOneCallOverAllTokens) {
 
 // One-token linear on an RTX 4090 (a decode step's projections) is the prebuilt CUDA-core GEMV
 // of arch/schedules/sm_89.yaml: one ordinary launch of 128-thread CTAs over the token. (The
-// H200's table takes gemv_k4 there, measured faster inside its decode step.)
+// H200's table takes gemv_4warps there, measured faster inside its decode step.)
 TEST(NinferInfo, OneTokenLinearOnAnRtx4090IsTheCudaCoreGemv) {
   if (!plugin_for_arch("sm_89")) GTEST_SKIP() << "build has no sm_89 plugin";
   const ProcessOutput r = run_info("--plan linear --tokens 1 --dtype bf16 --device-model 'RTX 4090' --json");
   ASSERT_EQ(r.status, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["variant"], "gemv_cc1");
+  EXPECT_EQ(j["variant"], "gemv_warp_t1");
   EXPECT_EQ(j["library"], false);
   EXPECT_EQ(j["cooperative"], false);
   ASSERT_EQ(j["launches"].size(), 1u);

@@ -305,11 +305,11 @@ TEST(Planner, LibraryVariantsAreOneLaunchOverTheWholeRange) {
 }
 
 // Decode's linear on the H200 (arch/schedules/sm_90.yaml, from the table, for both weight dtypes
-// and every Qwen3-8B and Qwen3.5-27B projection): one token runs gemv_k4 (eighth session: measured
-// faster than cuBLASLt inside the decode step) as one ordinary launch of 256-thread CTAs, four
-// outputs each, and the 8B's o_proj, down_proj and LM head its early-wait twin gemv_k4_early
-// (eighteenth session: faster on the 8B, slower on the 27B's shapes); two and more tokens run
-// cuBLASLt as one library launch per call.
+// and every Qwen3-8B and Qwen3.5-27B projection): one token runs gemv_4warps (measured faster
+// than cuBLASLt inside the decode step) as one ordinary launch of 256-thread CTAs, four outputs
+// each, and the 8B's o_proj, down_proj and LM head its twin gemv_4warps_early_loads (faster on
+// the 8B, slower on the 27B's shapes); two and more tokens run cuBLASLt as one library launch
+// per call.
 TEST(Planner, DecodeLinearOnTheH200RunsTheSplitGemvForOneTokenAndCublasLtForMore) {
   const LoadedPlugin* plugin = plugin_for_arch("sm_90");
   if (!plugin) GTEST_SKIP() << "build has no sm_90 plugin";
@@ -329,7 +329,7 @@ TEST(Planner, DecodeLinearOnTheH200RunsTheSplitGemvForOneTokenAndCublasLtForMore
         const Plan p = planner.plan(NINFER_OP_LINEAR, s);
         const std::string what = "K=" + std::to_string(sh.K) + " N=" + std::to_string(sh.N) + " dtype " +
                                  std::to_string(dtype) + " T=" + std::to_string(tokens);
-        EXPECT_EQ(p.variant, tokens > 1 ? "cublaslt" : qwen3_8b_shape ? "gemv_k4_early" : "gemv_k4") << what;
+        EXPECT_EQ(p.variant, tokens > 1 ? "cublaslt" : qwen3_8b_shape ? "gemv_4warps_early_loads" : "gemv_4warps") << what;
         EXPECT_NE(p.source.find("sm_90.yaml:"), std::string::npos) << p.source;
         EXPECT_EQ(p.library, tokens > 1) << what;
         EXPECT_FALSE(p.cooperative);

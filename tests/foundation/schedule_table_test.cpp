@@ -64,11 +64,11 @@ TEST(ScheduleTable, BuiltInTablesLoadAndAreLegalOnTheirCards) {
 // Every table shipped in arch/schedules passes the schema and is named after its architecture.
 // cuda-generic's (compute_80) is reached by no described card (that plugin registers only on a
 // live GPU), so it is checked here: it carries sm_90's linear routes for whole token buckets
-// (docs/performance.md "cuda-generic": without them every linear takes the tiled kernels, 13-20x
-// slower), and every variant it names exists in the sm_90 plugin, which compiles the same kernel
-// sources. sm_90's per-matrix entries (dims ranges) are left out of the comparison: the one there
-// now, gemv_k4_early, differs from gemv_k4 only under programmatic launch, which cuda-generic
-// never uses.
+// (without them every linear takes the fma_tile kernels, 13-20x slower on the H200), and every
+// variant it names exists in the sm_90 plugin, which compiles the same kernel sources. sm_90's
+// per-matrix entries (dims ranges) are left out of the comparison: the one there now,
+// gemv_4warps_early_loads, differs from gemv_4warps only under programmatic launch, which
+// cuda-generic never uses.
 TEST(ScheduleTable, EveryShippedTableLoadsAndCudaGenericCarriesTheSm90LinearRoutes) {
   std::map<std::string, ScheduleTable> tables;
   for (const auto& f : fs::directory_iterator(data_dir() / "arch" / "schedules")) {
@@ -157,10 +157,10 @@ TEST(ScheduleTable, DimsRangesRouteTheMatricesOfOneBucketApart) {
   Sm90 s;
   if (!s.plugin) GTEST_SKIP() << "build has no sm_90 plugin";
   const fs::path f = write_table("format: ninfer-schedule/1\narch: sm_90\nentries:\n"
-                                 "  - {op: linear, tokens: [1, 1], dims: [[8192, 65536]], variant: gemv_pipe}\n"
+                                 "  - {op: linear, tokens: [1, 1], dims: [[8192, 65536]], variant: gemv_4warps_one_wave}\n"
                                  "  - {op: linear, tokens: [1, 1], dims: [[1, 8191], [100000, 1000000]], "
-                                 "variant: gemv_pipe}\n"
-                                 "  - {op: linear, tokens: [1, 1], variant: gemv_k4}\n");
+                                 "variant: gemv_4warps_one_wave}\n"
+                                 "  - {op: linear, tokens: [1, 1], variant: gemv_4warps}\n");
   ScheduleTable t = load_schedule_table(f, data_dir() / "schemas");
   check_against(t, *s.plugin, s.dev);
   ASSERT_TRUE(t.warnings.empty()) << t.warnings.front();
@@ -171,9 +171,9 @@ TEST(ScheduleTable, DimsRangesRouteTheMatricesOfOneBucketApart) {
     const char* variant;
     int line;
   };
-  for (const Case& c : {Case{12288, 4096, "gemv_pipe", 4}, Case{4096, 4096, "gemv_k4", 6},
-                        Case{4096, 151936, "gemv_pipe", 5}, Case{65544, 4096, "gemv_k4", 6},
-                        Case{8184, 4096, "gemv_k4", 6}}) {
+  for (const Case& c : {Case{12288, 4096, "gemv_4warps_one_wave", 4}, Case{4096, 4096, "gemv_4warps", 6},
+                        Case{4096, 151936, "gemv_4warps_one_wave", 5}, Case{65544, 4096, "gemv_4warps", 6},
+                        Case{8184, 4096, "gemv_4warps", 6}}) {
     const ninfer_shape shape{1, {c.in, c.out, 0, 0}, NINFER_DTYPE_BF16};
     const Plan p = planner.plan(NINFER_OP_LINEAR, shape);
     EXPECT_EQ(p.variant, c.variant) << c.in << " x " << c.out;

@@ -121,7 +121,7 @@ TEST_P(LargeModel, CpuAndGpuLogitsAgreeOverLongPromptAndDecode) {
   // and prefill attention on the float32 kernel (the fast routes round activations to bf16).
   ScheduleTable f32_routes;
   f32_routes.arch = gpu->plugin().arch();
-  f32_routes.entries = {{"linear", 9, 1 << 30, "tiled128", std::nullopt, "test"},
+  f32_routes.entries = {{"linear", 9, 1 << 30, "fma_tile128", std::nullopt, "test"},
                         {"attention", 65, 1 << 30, "prefill_hd128", std::nullopt, "test"}};
   Backend gpu_f32(model_test_plugins(), gpu->device(), BackendOptions{gpu->plugin().name(), 0, &f32_routes, false});
   auto cuda_f32 = CausalLM::load(ck, gpu_f32, mo);

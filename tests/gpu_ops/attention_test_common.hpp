@@ -65,7 +65,7 @@ constexpr RowTolerance kF16AttentionRows{"fp16-attention-row-rel-l2", 3e-3};
 
 inline bool mma_variant(const std::string& name) { return name.rfind("prefill_mma", 0) == 0; }
 // The split-KV decode of the hd128 class runs on tensor cores when the cache is float16 or
-// bfloat16 (attention_decode_mma.cuh), rounding q and the weights to the cache's format as the
+// bfloat16 (attention/decode_mma.cuh), rounding q and the weights to the cache's format as the
 // prefill does: held to that format's row tolerance. Other decode calls attend in float32.
 inline const RowTolerance* tensor_core_decode(const std::string& variant, int32_t cache_dtype) {
   const std::string cls = "_hd128";

@@ -1,7 +1,8 @@
 // The fused Gated DeltaNet decode ops on the CUDA plugin against the CPU reference plugin:
 // conv_l2_norm (causal conv + SiLU, then the L2 norm of the q and k heads) and gated_delta_step
 // (gating from the raw a and b projections, one delta-rule step, the gated output norm), both
-// "decode" variants of kernels/conv_l2_norm.cu and kernels/gated_delta_step.cu.
+// "decode" variants of kernels/gated_deltanet/conv_l2_norm.cu and
+// kernels/gated_deltanet/gated_delta_step.cu.
 //
 // Each test runs a scenario of decode steps that carries state across calls: a batch of four
 // sequences whose slots are not in sequence order, then one sequence, then three, then four in

@@ -1,8 +1,8 @@
 // gdn_gating on the CUDA plugin at the shapes the Qwen3.5-27B boundary test
 // (tests/gpu/gdn_gating_gpu_test.cpp: hidden 5120, 48 heads, dense rows) does not reach, aimed
-// at the tensor-core variant `mma` (kernels/gdn_gating_mma.cu) and run by every variant that
-// accepts them plus the planner's choice, float32 and bf16 inputs, against the CPU reference
-// plugin (double sums):
+// at the tensor-core variant `mma` (kernels/gated_deltanet/gdn_gating_mma.cu) and run by every
+// variant that accepts them plus the planner's choice, float32 and bf16 inputs, against the CPU
+// reference plugin (double sums):
 //   - hidden sizes that are not multiples of mma's K chunk (32 float32 / 64 bf16 elements) or of
 //     a 16-byte vector, and ones so small that some of its 4 K slices are empty;
 //   - token counts that are not multiples of its 128-token tile, down to its 64-token minimum;

@@ -289,9 +289,9 @@ int main(int argc, char** argv) {
       std::vector<std::string> routes{""};
       if (!quick) {
         for (int tile : {1, 2, 4, 8})
-          if (tile >= T) routes.push_back("gemv" + std::to_string(tile));
+          if (tile >= T) routes.push_back("gemv_mma_t" + std::to_string(tile));
         for (int tile : {1, 2}) // the CUDA-core GEMV (jit_gemv_t128_r2_v8 prebuilt)
-          if (tile >= T) routes.push_back("gemv_cc" + std::to_string(tile));
+          if (tile >= T) routes.push_back("gemv_warp_t" + std::to_string(tile));
         routes.push_back("cublaslt");
       }
       b.run_shape(sh, NINFER_DTYPE_BF16, {T}, routes);
@@ -301,15 +301,16 @@ int main(int argc, char** argv) {
                                    {"27b.gate_up", 5120, 34816}, {"27b.down", 17408, 5120}};
   for (const Shape& sh : prefill) {
     b.run_shape(sh, NINFER_DTYPE_BF16, {8, 12, 16, 24, 32, 48, 64, 96, 128},
-                {"", "gemv8", "cublaslt", "tiled64"});
+                {"", "gemv_mma_t8", "cublaslt", "fma_tile64"});
     b.run_shape(sh, NINFER_DTYPE_BF16, {256, 512, 1024, 2048, 4096, 8192}, {"", "cublaslt"});
   }
-  b.run_shape({"8b.o", 4096, 4096}, NINFER_DTYPE_BF16, {256, 1024}, {"tiled64", "tiled128"});
+  b.run_shape({"8b.o", 4096, 4096}, NINFER_DTYPE_BF16, {256, 1024}, {"fma_tile64", "fma_tile128"});
   // float32 weights share the schedule table: where does cuBLASLt's exact float32 win?
   b.run_shape({"8b.o", 4096, 4096}, NINFER_DTYPE_F32, {1, 8, 16, 32, 64, 128, 256, 1024, 4096},
-              {"", "gemv8", "tiled64", "tiled128", "cublaslt"});
-  // float32 weights at one token: the CUDA-core GEMV routed there (gemv_cc1) against gemv1's.
-  b.run_shape({"8b.o", 4096, 4096}, NINFER_DTYPE_F32, {1}, {"gemv1", "gemv_cc1"});
-  b.run_shape({"8b.down", 12288, 4096}, NINFER_DTYPE_F32, {1}, {"gemv1", "gemv_cc1"});
+              {"", "gemv_mma_t8", "fma_tile64", "fma_tile128", "cublaslt"});
+  // float32 weights at one token: the CUDA-core GEMV routed there (gemv_warp_t1) against
+  // gemv_mma_t1's.
+  b.run_shape({"8b.o", 4096, 4096}, NINFER_DTYPE_F32, {1}, {"gemv_mma_t1", "gemv_warp_t1"});
+  b.run_shape({"8b.down", 12288, 4096}, NINFER_DTYPE_F32, {1}, {"gemv_mma_t1", "gemv_warp_t1"});
   return 0;
 }

@@ -142,7 +142,7 @@ std::string describe_check(const std::string& variant, int32_t dtype, const Mism
 // K: multiples of 8 (16-byte weight rows) and not (scalar path), shorter than one warp step
 // and longer than a k-tile, and a long row of whole 16-byte vectors; N: odd, below one GEMV row
 // block, not a multiple of any tile.
-// T: 1..8 are the GEMV tiles, 16/17 and 64 straddle tiled64, 255 and 1000 tiled128.
+// T: 1..8 are the GEMV tiles, 16/17 and 64 straddle fma_tile64, 255 and 1000 fma_tile128.
 TEST(LinearGpu, EveryVariantMatchesCpuAcrossTileEdges) {
   NINFER_REQUIRE_CUDA_BACKEND();
   auto rng = fresh_rng("gpu linear tile edges");
@@ -181,8 +181,9 @@ TEST(LinearGpu, EveryVariantMatchesCpuAcrossTileEdges) {
 }
 
 // T = 1..9, 16, 17, every linear bucket edge of the built-in schedule table +-1, and T = 4096,
-// 4097, 4100 (at and past the cuBLASLt variant's 4096-row chunk): the planner's choice and every variant against a float64
-// oracle, bf16 and f32 weights, x rows strided both 16-byte aligned (K + 4) and not (K + 1).
+// 4097, 4100 (at and past the cuBLASLt variant's 4096-row chunk): the planner's choice and every
+// variant against a float64 oracle, bf16 and f32 weights, x rows strided both 16-byte aligned (K +
+// 4) and not (K + 1).
 TEST(LinearGpu, BucketBoundariesMatchFloat64Oracle) {
   NINFER_REQUIRE_CUDA_BACKEND();
   auto rng = fresh_rng("gpu linear bucket boundaries");
@@ -288,13 +289,13 @@ TEST(LinearGpu, ModelShapesMatchCpu) {
     }
 }
 
-// The CUDA-core GEMV variants (gemv_cc1, gemv_cc2: the run-time compiled jit_gemv kernel
-// prebuilt, linear_gemv_cc.cu) where decode runs them: one and two tokens (and three, a partial
-// second tile of gemv_cc2) on Qwen3-8B's qkv (K 4096, N 6144) and down (K 12288, N 4096)
-// projections and an odd N (the last CTA's last warp has one row), with x rows contiguous,
+// The CUDA-core GEMV variants (gemv_warp_t1, gemv_warp_t2: the run-time compiled jit_gemv kernel
+// prebuilt, linear/linear_gemv_warp.cu) where decode runs them: one and two tokens (and three, a
+// partial second tile of gemv_warp_t2) on Qwen3-8B's qkv (K 4096, N 6144) and down (K 12288, N
+// 4096) projections and an odd N (the last CTA's last warp has one row), with x rows contiguous,
 // strided but 16-byte aligned (the vector path) and strided off alignment (the scalar path), y
 // rows strided with poisoned padding; against the CPU reference (`gpu-f32-vs-cpu-reference`:
-// both keep x and the sums in float32). The planner's choice at one and two tokens (gemv_cc1 on
+// both keep x and the sums in float32). The planner's choice at one and two tokens (gemv_warp_t1 on
 // the sm_89 / sm_120a tables, cuBLASLt on the H200's where the rows allow it) is checked on the
 // same inputs, with the tolerance its arithmetic earns.
 TEST(LinearGpu, CudaCoreGemvMatchesCpuAtDecodeTokenCounts) {
@@ -302,7 +303,7 @@ TEST(LinearGpu, CudaCoreGemvMatchesCpuAtDecodeTokenCounts) {
   auto rng = fresh_rng("gpu linear cuda-core gemv");
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
-  const std::vector<std::string> variants{"gemv_cc1", "gemv_cc2"};
+  const std::vector<std::string> variants{"gemv_warp_t1", "gemv_warp_t2"};
   for (const std::string& name : variants)
     ASSERT_NE(gpu->plugin().find_variant(NINFER_OP_LINEAR, name), nullptr)
         << gpu->plugin().name() << " registers no linear/" << name;
@@ -350,23 +351,23 @@ TEST(LinearGpu, CudaCoreGemvMatchesCpuAtDecodeTokenCounts) {
     }
 }
 
-// The split-reduction GEMVs (gemv_k4: each row's reduction across four warps, partial sums
-// added in shared memory; linear_gemv_k4.cu; gemv_k4_early, the same with its launch wait after
-// the first weight loads, must equal gemv_k4 bit for bit; gemv_pipe: the same in one wave of resident CTAs
-// that walk row blocks in turn, so the larger shapes give each CTA several blocks, with the next
-// block's loads issued before the current one's sums; linear_gemv_pipe.cu) at one token, on the decode
-// projections whose reductions split unevenly or not at all: Qwen3-8B's qkv and down,
-// Qwen3.5-27B's down (K 17408: 2176 vectors, 544 per warp), an odd N (the last CTA has one
-// output), a K of 13 vectors (slices of 4, 4, 4, 1) and of one vector (three idle warps); f32
-// and bf16 weights, x contiguous and strided; y rows strided with poisoned padding. Against the
-// CPU reference (`gpu-f32-vs-cpu-reference`). x off 16-byte alignment is refused with an error,
-// not computed wrong.
+// The split-reduction GEMVs (gemv_4warps: each row's reduction across four warps, partial sums
+// added in shared memory; linear/linear_gemv_4warps.cu; gemv_4warps_early_loads, the same with its
+// launch wait after the first weight loads, must equal gemv_4warps bit for bit;
+// gemv_4warps_one_wave: the same in one wave of resident CTAs that walk row blocks in turn, so the
+// larger shapes give each CTA several blocks, with the next block's loads issued before the current
+// one's sums; linear/linear_gemv_4warps_one_wave.cu) at one token, on the decode projections whose
+// reductions split unevenly or not at all: Qwen3-8B's qkv and down, Qwen3.5-27B's down (K 17408:
+// 2176 vectors, 544 per warp), an odd N (the last CTA has one output), a K of 13 vectors (slices of
+// 4, 4, 4, 1) and of one vector (three idle warps); f32 and bf16 weights, x contiguous and strided;
+// y rows strided with poisoned padding. Against the CPU reference (`gpu-f32-vs-cpu-reference`). x
+// off 16-byte alignment is refused with an error, not computed wrong.
 TEST(LinearGpu, SplitReductionGemvMatchesCpuAtOneToken) {
   NINFER_REQUIRE_CUDA_BACKEND();
   auto rng = fresh_rng("gpu linear split-reduction gemv");
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
-  const std::vector<std::string> variants{"gemv_k4", "gemv_k4_early", "gemv_pipe"};
+  const std::vector<std::string> variants{"gemv_4warps", "gemv_4warps_early_loads", "gemv_4warps_one_wave"};
   for (const std::string& name : variants)
     ASSERT_NE(gpu->plugin().find_variant(NINFER_OP_LINEAR, name), nullptr)
         << gpu->plugin().name() << " registers no linear/" << name;
@@ -388,7 +389,7 @@ TEST(LinearGpu, SplitReductionGemvMatchesCpuAtOneToken) {
         std::copy(x.begin(), x.end(), xpad.begin() + x_offset);
         LinearCall call(*gpu, xpad, sh.K, w, dtype, 1, sh.K, sh.N, ys);
         call.args.x += x_offset;
-        std::vector<float> k4_bits; // gemv_k4's output: gemv_k4_early moves only the launch wait
+        std::vector<float> k4_bits; // gemv_4warps's output: gemv_4warps_early_loads moves only the launch wait
         for (const std::string& v : variants) {
           call.poison(*gpu);
           run_route(*gpu, NINFER_OP_LINEAR, v, call.shape, &call.args);
@@ -398,10 +399,10 @@ TEST(LinearGpu, SplitReductionGemvMatchesCpuAtOneToken) {
                             << describe_check(v, dtype, m);
           EXPECT_TRUE(padding_still_poisoned(y, 1, sh.N, ys)) << describe(dtype, 1, sh.K, sh.N) << ", " << v;
           const std::vector<float> rows = row_elements(y, 1, sh.N, ys);
-          if (v == "gemv_k4") k4_bits = rows;
-          if (v == "gemv_k4_early")
+          if (v == "gemv_4warps") k4_bits = rows;
+          if (v == "gemv_4warps_early_loads")
             EXPECT_EQ(std::memcmp(rows.data(), k4_bits.data(), rows.size() * sizeof(float)), 0)
-                << describe(dtype, 1, sh.K, sh.N) << ": gemv_k4_early differs from gemv_k4 in its bits";
+                << describe(dtype, 1, sh.K, sh.N) << ": gemv_4warps_early_loads differs from gemv_4warps in its bits";
         }
       }
       if (sh.K == 4096 && sh.N == 1027) { // x 4 bytes off alignment
@@ -416,21 +417,22 @@ TEST(LinearGpu, SplitReductionGemvMatchesCpuAtOneToken) {
 }
 
 // accumulate = 1: y += x.W^T on y's previous contents (the residual-stream update), for the
-// planner's choice and every variant (gemv1/2/4/8, gemv_cc1/2, gemv_k4(_early), gemv_pipe, tiled64/128, cublaslt,
-// cublaslt_x2 and whatever else the plugin registers), f32 and bf16 weights, decode and prefill
-// token counts, a vector-path shape, a scalar-path one (K % 8 != 0, odd N) and a wide one. y
-// starts as random y0 in its rows and NaN in the padding past each row (which must stay NaN);
-// accumulate = 0 on the same inputs starts from all-NaN y, so a kernel that read y would fail.
-// Oracle: float64 dot products, plus y0 when accumulating. For cublaslt with bf16 weights the
-// `bf16-activation-rounding` bound applies to the product alone, so y0 is taken off its output
-// first (a variant that dropped y0 is then off by |y0| ~ |x.W^T|, far past the 2^-8 bound).
+// planner's choice and every variant the plugin registers (those named below must be there),
+// f32 and bf16 weights, decode and prefill token counts, a vector-path shape, a scalar-path one
+// (K % 8 != 0, odd N) and a wide one. y starts as random y0 in its rows and NaN in the padding past
+// each row (which must stay NaN); accumulate = 0 on the same inputs starts from all-NaN y, so a
+// kernel that read y would fail. Oracle: float64 dot products, plus y0 when accumulating. For
+// cublaslt with bf16 weights the `bf16-activation-rounding` bound applies to the product alone, so
+// y0 is taken off its output first (a variant that dropped y0 is then off by |y0| ~ |x.W^T|, far
+// past the 2^-8 bound).
 TEST(LinearGpu, AccumulateAddsToYAndZeroIgnoresItInEveryVariant) {
   NINFER_REQUIRE_CUDA_BACKEND();
   auto rng = fresh_rng("gpu linear accumulate");
   auto gpu = make_cuda_backend();
   const auto routes = op_routes(*gpu, NINFER_OP_LINEAR);
-  for (const char* name : {"gemv1", "gemv2", "gemv4", "gemv8", "gemv_cc1", "gemv_cc2", "gemv_k4", "gemv_k4_early",
-                           "gemv_pipe", "tiled64", "tiled128", "cublaslt"})
+  for (const char* name : {"gemv_mma_t1", "gemv_mma_t2", "gemv_mma_t4", "gemv_mma_t8", "gemv_warp_t1", "gemv_warp_t2",
+                           "gemv_4warps", "gemv_4warps_early_loads", "gemv_4warps_one_wave", "fma_tile64", "fma_tile128",
+                           "cublaslt"})
     EXPECT_NE(gpu->plugin().find_variant(NINFER_OP_LINEAR, name), nullptr)
         << gpu->plugin().name() << " registers no linear/" << name;
   struct Shape {

@@ -14,11 +14,11 @@ using namespace ninfer::test;
 namespace {
 
 // Qwen3-8B q|k|v and gate|up, Qwen3.5-27B GDN qkv|z and gate|up, and widths that leave a CTA
-// partly empty (odd outputs, a half of 35 rows, a K of one 16-byte vector; gemv_k4's CTA has 2
+// partly empty (odd outputs, a half of 35 rows, a K of one 16-byte vector; gemv_4warps's CTA has 2
 // gated / 4 plain outputs, and its K quarters of 40 and 8 leave whole slices empty). K = 2056
-// (257 bf16 / 514 f32 vectors) ends gemv_k4's quarters mid-step, the last one shorter, after
-// more than one round of loads. gemv_pipe's one wave of resident CTAs walks several row blocks
-// each on the model shapes (6144 blocks of 2 gated pairs on the 8B's gate|up) and one on the
+// (257 bf16 / 514 f32 vectors) ends gemv_4warps's quarters mid-step, the last one shorter, after
+// more than one round of loads. gemv_4warps_one_wave's one wave of resident CTAs walks several row
+// blocks each on the model shapes (6144 blocks of 2 gated pairs on the 8B's gate|up) and one on the
 // small ones.
 const NormLinearShape kShapes[] = {{4096, 6144, false}, {4096, 24576, true}, {5120, 16384, false},
                                    {5120, 34816, true}, {136, 70, true},     {40, 9, false},

@@ -1,6 +1,6 @@
 // Programmatic dependent launch lets an op's kernel start while the kernel before it on the
 // stream still runs; what the op reads before its launch wait must be what that kernel cannot be
-// writing (grid_dependency.cuh; the Ordering paragraphs of attention.h, gated_delta_step.h,
+// writing (common/grid_dependency.cuh; the Ordering paragraphs of attention.h, gated_delta_step.h,
 // head_norm_rope.h, token_batch.h). Each test puts a kernel of its own right before the op: it
 // lets the op launch at once, waits 200 us, then writes the op's inputs that the previous kernel
 // of a real step writes (this call's KV rows, the projection rows, the conv's outputs). The op

@@ -1,4 +1,4 @@
-// The run-time compiled linear kernels (plugins/cuda/kernels/linear_gemv_template.cuh) executed on the host,
+// The run-time compiled linear kernels (plugins/cuda/kernels/linear/gemv_warp_template.cuh) executed on the host,
 // so CI checks their arithmetic and indexing without a GPU: the source is compiled here as C++
 // with a few stand-ins for CUDA built-ins; the 32 lanes of a warp are coroutines (ucontext) on
 // one thread that take turns, and a warp shuffle is a point where every lane has stored its value
@@ -127,7 +127,7 @@ void run_warp(int warp, unsigned bx, unsigned by, const std::function<void(int)>
   if (w.failed) std::rethrow_exception(w.failed);
 }
 
-#include "linear_gemv_template.cuh"
+#include "linear/gemv_warp_template.cuh"
 
 namespace {
 

@@ -119,31 +119,34 @@ TEST_F(GenericNvrtc, ABrokenProgramIsNamedWithNvrtcsLog) {
   EXPECT_NE(msg.find("undeclared_x"), std::string::npos) << msg;
 }
 
-// Every runtime call on a kernel must go through device_entry() (grid_dependency.cu), or
+// Every runtime call on a kernel must go through device_entry() (common/grid_dependency.cu), or
 // cuda-generic would hand the runtime the compute_80 PTX stub instead of its NVRTC kernel.
 TEST(GenericNvrtcSources, NoKernelSourceCallsTheRuntimeOnAKernelDirectly) {
   const std::regex direct(R"(\b(cudaFuncSetAttribute|cudaFuncGetAttributes|cudaOccupancyMaxActiveBlocksPerMultiprocessor|cudaLaunchKernel\w*|cudaLaunchCooperativeKernel)\s*\()");
   const std::filesystem::path root = NINFER_SOURCE_ROOT;
   int scanned = 0;
-  for (const auto& dir : {root / "plugins/cuda/kernels", root / "plugins/cuda", root / "plugins/cuda-generic"}) {
-    for (const auto& e : std::filesystem::directory_iterator(dir)) {
-      const auto ext = e.path().extension();
-      if (ext != ".cu" && ext != ".cuh" && ext != ".hpp" && ext != ".cpp") continue;
-      const std::string name = e.path().filename().string();
-      if (name == "grid_dependency.cu") continue; // the one place that maps kernels
-      std::ifstream in(e.path());
-      std::stringstream text;
-      text << in.rdbuf();
-      // Comments and string literals (messages naming these functions) are not calls.
-      static const std::regex comment_or_string(R"(//[^\n]*|"(\\.|[^"\\])*")");
-      const std::string s = std::regex_replace(text.str(), comment_or_string, "\"\"");
-      // A call is fine when its arguments pass the kernel through device_entry().
-      for (std::sregex_iterator m(s.begin(), s.end(), direct), end; m != end; ++m) {
-        const std::string call = s.substr(m->position(), s.find(';', m->position()) - m->position());
-        EXPECT_NE(call.find("device_entry("), std::string::npos) << e.path() << " calls the runtime directly: " << call;
-      }
-      ++scanned;
+  // The kernel families' folders under plugins/cuda/kernels, then the plugins' own sources.
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root / "plugins/cuda/kernels"))
+    files.push_back(e.path());
+  for (const auto& dir : {root / "plugins/cuda", root / "plugins/cuda-generic"})
+    for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  for (const auto& path : files) {
+    const auto ext = path.extension();
+    if (ext != ".cu" && ext != ".cuh" && ext != ".hpp" && ext != ".cpp") continue;
+    if (path.filename() == "grid_dependency.cu") continue; // the one place that maps kernels
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    // Comments and string literals (messages naming these functions) are not calls.
+    static const std::regex comment_or_string(R"(//[^\n]*|"(\\.|[^"\\])*")");
+    const std::string s = std::regex_replace(text.str(), comment_or_string, "\"\"");
+    // A call is fine when its arguments pass the kernel through device_entry().
+    for (std::sregex_iterator m(s.begin(), s.end(), direct), end; m != end; ++m) {
+      const std::string call = s.substr(m->position(), s.find(';', m->position()) - m->position());
+      EXPECT_NE(call.find("device_entry("), std::string::npos) << path << " calls the runtime directly: " << call;
     }
+    ++scanned;
   }
   EXPECT_GT(scanned, 20);
 }

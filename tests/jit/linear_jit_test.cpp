@@ -99,7 +99,7 @@ TEST(JitGemvName, MalformedNamesAreRefusedWithTheNameAndTheReason) {
       {"jit_gemv_t128_r4_v16_m1", "vector width 16"},
       {"jit_gemv_t128_r4_v8_m9", "tokens per CTA 9"},
       {"jit_gemv_t128_r4_v8_m99999999999999999999", "fields"}, // overflows int
-      {"gemv1", "does not start with"},
+      {"gemv_mma_t1", "does not start with"},
   };
   for (const auto& [name, reason] : bad) {
     std::string why;

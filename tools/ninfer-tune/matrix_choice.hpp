@@ -1,7 +1,7 @@
 // --by-matrix: which matrices of a token bucket ninfer-tune routes apart from the bucket's
 // choice. The bucket's variant is the fastest summed over the model's matrices; one matrix may
-// still run faster on another variant (on the H200 the 8B's built-in choices were each one's
-// best, docs/performance.md "Sixteenth session", but other cards need not agree).
+// still run faster on another variant (on the H200 the 8B's built-in choices are each one's
+// best, docs/performance.md, but other cards need not agree).
 #pragma once
 
 #include <array>

@@ -1,5 +1,5 @@
 // The run-time compiled `linear` family for decode-sized token counts
-// (kernels/linear_gemv_template.cuh): its parameters, the variant names that spell them, the sweep
+// (kernels/linear/gemv_warp_template.cuh): its parameters, the variant names that spell them, the sweep
 // ninfer-tune times, and the NVRTC program that compiles one parameter set. Plain C++, no CUDA:
 // the plugins build their variants from it and the CPU tests check it.
 //

@@ -1,5 +1,5 @@
 /* How the tokens of one op call map to sequences. Shared by the ops that read or write
- * per-sequence state (KV cache, GDN conv and recurrent state) or need positions.
+ * per-sequence state (KV cache, Gated DeltaNet conv and recurrent state) or need positions.
  *
  * A call carries T tokens from `num_seqs` sequences. The tokens of sequence i are the
  * contiguous rows [seq_start[i], seq_start[i+1]) in order, at consecutive positions; the

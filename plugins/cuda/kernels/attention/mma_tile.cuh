@@ -1,0 +1,148 @@
+// The per-warp step of flash attention 2 on tensor cores, shared by the tensor-core prefill
+// (attention/prefill_mma.cu) and the tensor-core split-KV decode (attention/decode_mma.cuh): a
+// warp's 16 query rows against one K/V tile of 16-bit elements in shared memory, S = Q K^T and
+// P V on m16n8k16 MMAs with the online softmax in registers between them (log2 domain: q arrives
+// multiplied by scale * log2(e)).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "attention/mma.cuh"
+#include "attention/tile.cuh"
+
+namespace ninfer::cuda_plugin::attention {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// 16-bit elements per shared-memory row: head dims plus 8, so the 8 rows one ldmatrix reads fall
+// in distinct banks (row pitch 16 bytes past a multiple of 128).
+__host__ __device__ constexpr int mma_pitch(int hd) { return hd + 8; }
+
+// Online-softmax state of one thread: rows g and g + 8 of its warp's 16, output dims
+// 8 n + 2c, 8 n + 2c + 1 of each (the C fragment layout).
+template <int HD>
+struct MmaRows {
+  float o[HD / 8][4]; // unnormalised output
+  float m[2];         // running max (log2 domain), -inf before any visible key
+  float l[2];         // this thread's share of the running sum of weights
+
+  __device__ void reset() {
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] = 0.f;
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+  }
+  // Row g + 8 i's total weight: the sum of its 4 lanes' shares (all 4 get it; the whole warp
+  // calls it).
+  __device__ float total(int i) const {
+    float t = l[i];
+    t += __shfl_xor_sync(kFullMask, t, 1);
+    return t + __shfl_xor_sync(kFullMask, t, 2);
+  }
+};
+
+// This lane's ldmatrix row addresses in the q tile (the warp's rows), K tile and V tile; the
+// loops below add constant offsets.
+struct LaneAddrs {
+  uint32_t q, k, v;
+};
+
+template <int HD, class T>
+__device__ LaneAddrs lane_addrs(const T* qw, const T* ks, const T* vs, int lane) {
+  constexpr int P = mma_pitch(HD);
+  const int r = lane & 7, mi = lane >> 3;
+  // q: A fragment, matrices (rows 0-7 | 8-15) x (dims 0-7 | 8-15), row half first.
+  // K: B fragments of two 8-key tiles, matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15), dim half
+  // first. V: B fragments (transposed) of two 8-dim tiles, matrices (keys 0-7 | 8-15) x (dims 0-7 |
+  // 8-15), key half first.
+  return {mma::smem_addr(qw + ((mi & 1) * 8 + r) * P + (mi >> 1) * 8),
+          mma::smem_addr(ks + ((mi >> 1) * 8 + r) * P + (mi & 1) * 8),
+          mma::smem_addr(vs + ((mi & 1) * 8 + r) * P + (mi >> 1) * 8)};
+}
+
+// One key tile (keys key0 ...) against the warp's 16 rows. Row g may see keys at positions
+// <= last[0], row g + 8 <= last[1] (-1: none); `mask` says whether any key of the tile lies
+// past some row's position.
+template <class In, int HD, int BC>
+__device__ void attend_tile_mma(MmaRows<HD>& st, const LaneAddrs& ad, int key0, const int (&last)[2], bool mask,
+                                int lane) {
+  constexpr int NT = BC / 8, kRowBytes = mma_pitch(HD) * 2;
+  const int c = lane & 3;
+
+  // S = Q K^T: A from the q tile (ldmatrix), B from the K tile, whose key rows are the
+  // columns of K^T (ldmatrix without transpose gives b0/b1 of two 8-key tiles).
+  float s[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[n][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    uint32_t a[4];
+    mma::ldsm_x4(a, ad.q + kk * 32);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+      uint32_t b[4];
+      mma::ldsm_x4(b, ad.k + n * 8 * kRowBytes + kk * 32);
+      In::mma(s[n], a, b[0], b[1]);
+      In::mma(s[n + 1], a, b[2], b[3]);
+    }
+  }
+
+  if (mask) {
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (key0 + n * 8 + 2 * c + (e & 1) > last[e >> 1]) s[n][e] = -INFINITY;
+  }
+
+  // Online softmax per row: the row's 4 threads (same g) share max and, at the end, sum.
+  float mu[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+    const float m_new = fmaxf(st.m[i], mx);
+    mu[i] = m_new == -INFINITY ? 0.f : m_new; // nothing visible yet: exp2(-inf - 0) = 0 below
+    const float alpha = exp2f(st.m[i] - mu[i]);  // 0 on the row's first visible tile
+    st.m[i] = m_new;
+    st.l[i] *= alpha;
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n) {
+      st.o[n][2 * i] *= alpha;
+      st.o[n][2 * i + 1] *= alpha;
+    }
+  }
+
+  // P V, 16 keys per step: the C fragments of score tiles 2j and 2j+1 form the A fragment.
+  // The sums add the rounded weights the MMA multiplies.
+#pragma unroll
+  for (int j = 0; j < BC / 16; ++j) {
+    uint32_t a[4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uint32_t p = In::pack(exp2f(s[2 * j + h][2 * i] - mu[i]), exp2f(s[2 * j + h][2 * i + 1] - mu[i]));
+        st.l[i] += In::low(p) + In::high(p);
+        a[2 * h + i] = p;
+      }
+#pragma unroll
+    for (int n = 0; n < HD / 8; n += 2) {
+      uint32_t b[4];
+      mma::ldsm_x4_trans(b, ad.v + j * 16 * kRowBytes + n * 16);
+      In::mma(st.o[n], a, b[0], b[1]);
+      In::mma(st.o[n + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+} // namespace ninfer::cuda_plugin::attention

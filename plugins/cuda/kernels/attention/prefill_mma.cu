@@ -1,0 +1,269 @@
+// attention, prefill form on tensor cores (contract: ninfer/abi/ops/attention.h): flash
+// attention 2 style with mma.sync on fp16 or bf16 inputs (one template, two variant families).
+//
+// One CTA takes consecutive tokens (the planner's token tile: 128 for hd128 with 8 warps, 64
+// for hd256 with 4) of one query head (grid.z); each warp owns 16 query rows. The CTA walks the
+// keys of their sequence in tiles of 32 keys, and for each tile every warp computes S = Q K^T
+// (m16n8k16 MMAs), updates its rows' online softmax in registers, and adds P V (MMAs again, P
+// taken straight from the S accumulators). No score matrix exists anywhere; shared memory
+// holds the q tile and one K and one V tile.
+//
+// Precision: the contract's q is float32, its cache float32, float16 or bfloat16 (one kernel per
+// cache dtype). They are rounded to the input format (In: fp16 or bf16) while they are staged
+// into shared memory (q already multiplied by scale * log2(e), so the softmax runs on exp2; a
+// cache already in the input format is copied as it is, so an fp16 cache gives the fp16 variants
+// exactly the K and V a float32 cache would), P is rounded before P V, and the running sum adds the
+// rounded weights so the output stays a convex combination of (rounded) value rows. Both
+// products accumulate in float32, the softmax (max, exp2, sums) is float32, the output is
+// float32. Expected error per output row (relative L2): about 4e-3 with bf16, 5e-4 with fp16,
+// whose range (65504) bounds q * scale, K and V (docs/cuda-attention.md).
+//
+// Causality and batches work as in the float32 prefill (attention/prefill.cu): the key loop of
+// a tile stops at its last token's position, a key tile is masked only where it crosses some
+// row's position, a warp whose rows all end before a tile skips it, tiles run latest tokens
+// first, and a tile whose tokens belong to several sequences is processed one sequence at a
+// time (tokens of other sequences are inactive rows). GQA: head h reads kv head
+// h / (heads / kv_heads); the heads of one kv head share its tiles through L2.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "attention/mma_tile.cuh"
+#include "attention/tile.cuh"
+#include "common/grid_dependency.cuh"
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
+#include <utility>
+
+#include "../../cuda_variant.hpp"
+#include "attention/host.hpp"
+#include "attention/prefill_family.hpp"
+#endif
+
+namespace ninfer::cuda_plugin::attention {
+namespace {
+
+// Tiles of the two head-dim classes, shared by the kernel entry points and their variants.
+constexpr int kMmaKeyTile = 32, kHd128Warps = 8, kHd256Warps = 4;
+
+#ifndef __CUDACC_RTC__ // host side
+// q tile (16 rows per warp), K tile, V tile.
+constexpr size_t mma_smem_bytes(int hd, int warps, int key_tile) {
+  return sizeof(__nv_bfloat16) * static_cast<size_t>(16 * warps + 2 * key_tile) * mma_pitch(hd);
+}
+#endif
+
+// One 16-byte cache vector (KvElem<E>::kVec elements) as elements of the input format at p
+// (8-byte aligned for 4 elements, 16-byte for 8): copied when the cache is in the input format,
+// else widened and rounded.
+template <class In, class E>
+__device__ __forceinline__ void stage_vec(typename In::T* p, const uint4& raw) {
+  if constexpr (std::is_same_v<E, typename In::T>) {
+    *reinterpret_cast<uint4*>(p) = raw;
+  } else {
+    constexpr int kVec = KvElem<E>::kVec;
+    float f[kVec];
+    KvElem<E>::widen(raw, f);
+    if constexpr (kVec == 4) {
+      *reinterpret_cast<uint2*>(p) = make_uint2(In::pack(f[0], f[1]), In::pack(f[2], f[3]));
+    } else {
+      *reinterpret_cast<uint4*>(p) =
+          make_uint4(In::pack(f[0], f[1]), In::pack(f[2], f[3]), In::pack(f[4], f[5]), In::pack(f[6], f[7]));
+    }
+  }
+}
+
+// Stages keys [key0, key0 + nkeys) of K and V in the input format, zero rows after them (the cache
+// holds NaN or garbage there, and 0 * NaN would poison P V) and zero dims past head_dim.
+template <class In, class E, int HD, int BC, int THREADS>
+__device__ void stage_kv(typename In::T* ks, typename In::T* vs, const KvRows<E>& kv, int key0, int nkeys) {
+  constexpr int P = mma_pitch(HD);
+  if (kv.vec) {
+    constexpr int kIters = BC * TileVec<E, HD>::kPerRow / THREADS;
+    // Loads in flight per thread; 8-warp CTAs (2 per SM at 128 registers, the output block
+    // live meanwhile) take fewer at a time, having twice the threads issuing them.
+    constexpr int kBatch = THREADS >= 256 || kIters < 4 ? 2 : 4;
+    static_assert(BC * TileVec<E, HD>::kPerRow % THREADS == 0 && kIters % kBatch == 0, "tile must split evenly");
+#pragma unroll 1
+    for (int it0 = 0; it0 < kIters; it0 += kBatch) {
+      uint4 kr[kBatch], vr[kBatch];
+#pragma unroll
+      for (int it = 0; it < kBatch; ++it) // all loads of the batch in flight before any store
+        fetch_vec<E, HD>(kv, key0, nkeys, TileVec<E, HD>(threadIdx.x + (it0 + it) * THREADS), kr[it], vr[it]);
+#pragma unroll
+      for (int it = 0; it < kBatch; ++it) {
+        const TileVec<E, HD> at(threadIdx.x + (it0 + it) * THREADS);
+        stage_vec<In, E>(ks + at.j * P + at.d, kr[it]);
+        stage_vec<In, E>(vs + at.j * P + at.d, vr[it]);
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < BC * HD; i += THREADS) {
+      const int j = i / HD, d = i % HD;
+      float kx = 0.f, vx = 0.f;
+      if (j < nkeys && d < kv.head_dim) {
+        const int64_t off = static_cast<int64_t>(key0 + j) * kv.pos_stride + d;
+        kx = KvElem<E>::load(kv.k + off);
+        vx = KvElem<E>::load(kv.v + off);
+      }
+      ks[j * P + d] = In::from(kx);
+      vs[j * P + d] = In::from(vx);
+    }
+  }
+}
+
+template <class In, class E, int HD, int WARPS, int BC>
+__device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, int64_t te) {
+  using T = typename In::T;
+  constexpr int P = mma_pitch(HD), kRowsPerCta = 16 * WARPS;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* const qs = reinterpret_cast<T*>(smem);
+  T* const ks = qs + kRowsPerCta * P;
+  T* const vs = ks + BC * P;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  T* const qw = qs + warp * 16 * P; // this warp's 16 q rows
+  const LaneAddrs ad = lane_addrs<HD>(qw, ks, vs, lane);
+  const ninfer_kv_cache& cache = a.cache;
+  const int h = blockIdx.z, group = a.heads / cache.kv_heads, hd = cache.head_dim;
+  const float qscale = a.scale * kLog2e;
+  const ninfer_token_batch& b = a.batch;
+  const int64_t ntiles = (te - tb + kRowsPerCta - 1) / kRowsPerCta;
+  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const int64_t t0 = tb + (ntiles - 1 - tile) * kRowsPerCta; // latest tokens (the most keys) first
+    const int64_t t1 = t0 + kRowsPerCta < te ? t0 + kRowsPerCta : te;
+    for (int64_t s0 = t0; s0 < t1;) {
+      // The tile's tokens of one sequence: [s0, s1), at consecutive positions.
+      const int seq = b.token_seq[s0];
+      const int64_t seq_end = b.seq_start[seq + 1];
+      const int64_t s1 = seq_end < t1 && seq_end > s0 ? seq_end : t1;
+      const int slot = b.seq_slot[seq];
+      const int last_pos = b.token_pos[s1 - 1];
+      const bool ok = in_cache(cache, slot, b.token_pos[s0]) && in_cache(cache, slot, last_pos);
+
+      // Rows g and g + 8 of this warp: their tokens and the last key position each may see.
+      int last[2];
+      bool active[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int64_t t = t0 + warp * 16 + g + 8 * i;
+        active[i] = t >= s0 && t < s1;
+        last[i] = active[i] && ok ? b.token_pos[t] : -1;
+      }
+      const int warp_last = __reduce_max_sync(kFullMask, max(last[0], last[1]));
+      const int warp_first_last = __reduce_min_sync(kFullMask, min(last[0], last[1]));
+
+      // This warp's q rows, times scale * log2(e), rounded to In; zero in rows of other sequences.
+      __syncwarp(); // the warp's lanes are done reading the previous segment's q rows
+      for (int rr = 0; rr < 16; ++rr) {
+        const int64_t t = t0 + warp * 16 + rr;
+        const bool on = t >= s0 && t < s1;
+        const float* src = on ? a.q + t * a.q_token_stride + static_cast<int64_t>(h) * a.q_head_stride : nullptr;
+        for (int d = lane; d < HD; d += 32)
+          qw[rr * P + d] = In::from(src && d < hd ? __ldg(src + d) * qscale : 0.f);
+      }
+      __syncwarp();
+
+      MmaRows<HD> st;
+      st.reset();
+      const int kmax = ok ? last_pos : -1;
+      const KvRows<E> kv = kv_rows<E>(cache, ok ? slot : 0, h / group);
+      for (int key0 = 0; key0 <= kmax; key0 += BC) {
+        const int nkeys = kmax + 1 - key0 < BC ? kmax + 1 - key0 : BC;
+        __syncthreads(); // every warp is done with the previous K/V tile
+        stage_kv<In, E, HD, BC, WARPS * 32>(ks, vs, kv, key0, nkeys);
+        __syncthreads();
+        if (warp_last >= key0)
+          attend_tile_mma<In, HD, BC>(st, ad, key0, last, key0 + BC - 1 > warp_first_last, lane);
+      }
+
+      // Normalise and store: row sums from the row's 4 threads; NaN for a row that saw no key
+      // (only a token whose slot or position lies outside the cache).
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const float l = st.total(i);
+        if (!active[i]) continue;
+        const float inv = l > 0.f ? 1.f / l : __int_as_float(0x7fc00000);
+        float* dst = a.out + (t0 + warp * 16 + g + 8 * i) * a.out_token_stride + static_cast<int64_t>(h) * hd;
+#pragma unroll
+        for (int n = 0; n < HD / 8; ++n) {
+          const int d = n * 8 + 2 * c;
+          if (d < hd) dst[d] = st.o[n][2 * i] * inv;
+          if (d + 1 < hd) dst[d + 1] = st.o[n][2 * i + 1] * inv;
+        }
+      }
+      s0 = s1;
+    }
+  }
+}
+
+} // namespace
+} // namespace ninfer::cuda_plugin::attention
+
+// Kernel entry points: extern "C" so their cubin names are the symbols of the build-time
+// resource table. (input format, head dim class, warps, keys per tile, resident CTAs asked of
+// ptxas; the two formats have the same tiles and residency, registers within 4):
+//   hd128  8 warps (128 tokens), 32 keys, 2 CTAs/SM: 128 registers (sm_90: a 4-byte spill).
+//          Measured on the H200 against 4 warps x 64 keys at 3 CTAs/SM (166 registers): 151 vs
+//          146 TFLOP/s at 4096 tokens, 183 vs 172 at 8192 (docs/cuda-attention.md): a CTA of
+//          128 rows reads each K/V tile from L2 for twice the rows.
+//   hd256  4 warps ( 64 tokens), 32 keys, 2 CTAs/SM: 240 registers (a 16 x 256 output block is
+//          128 float registers per thread; 8 warps would leave one CTA per SM).
+// One kernel per cache dtype (E); 16-bit caches add _kvf16 / _kvbf16 to the name.
+#define NINFER_ATTENTION_PREFILL_MMA_KV(NAME, IN, E, HD, WARPS, MIN_BLOCKS)                                  \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::WARPS * 32, MIN_BLOCKS)       \
+      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float*) {                        \
+    ninfer::cuda_plugin::grid_dependency_prologue();                                                          \
+    using namespace ninfer::cuda_plugin::attention;                                                           \
+    prefill_mma_tiles<mma::IN, E, HD, WARPS, kMmaKeyTile>(a, b, e);                                           \
+  }
+#define NINFER_ATTENTION_PREFILL_MMA(NAME, IN, HD, WARPS, MIN_BLOCKS)                                        \
+  NINFER_ATTENTION_PREFILL_MMA_KV(NAME, IN, float, HD, WARPS, MIN_BLOCKS)                                    \
+  NINFER_ATTENTION_PREFILL_MMA_KV(NAME##_kvf16, IN, __half, HD, WARPS, MIN_BLOCKS)                           \
+  NINFER_ATTENTION_PREFILL_MMA_KV(NAME##_kvbf16, IN, __nv_bfloat16, HD, WARPS, MIN_BLOCKS)
+NINFER_ATTENTION_PREFILL_MMA(prefill_mma_f16_hd128, F16Inputs, 128, kHd128Warps, 2)
+NINFER_ATTENTION_PREFILL_MMA(prefill_mma_f16_hd256, F16Inputs, 256, kHd256Warps, 2)
+NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd128, Bf16Inputs, 128, kHd128Warps, 2)
+NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd256, Bf16Inputs, 256, kHd256Warps, 2)
+
+#ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
+namespace ninfer::cuda_plugin::attention {
+namespace {
+
+// Only the Qwen head-dim classes: the hd64 class (the fixtures' 16 and 32) stays on the
+// float32 kernel, whose results the fixtures' float32 golden logits are held to.
+// fp16 first: the two formats plan identically and the planner keeps the first of equally
+// good variants, so fp16 (8x finer rounding) is the default and the bf16 pair is what a
+// schedule table names for a model whose q * scale, K or V exceed fp16's range.
+constexpr int kMmaVariants = 4;
+
+// In the order of the kernel entry points above; threads, tokens and shared memory follow
+// from each class's warps; one kernel per cache dtype.
+#define NINFER_MMA_KERNEL(NAME, HD, WARPS)                                                                   \
+  {HD,                                                                                                       \
+   WARPS * 32,                                                                                               \
+   16 * WARPS,                                                                                               \
+   mma_smem_bytes(HD, WARPS, kMmaKeyTile),                                                                   \
+   #NAME,                                                                                                    \
+   {"ninfer_attention_" #NAME, "ninfer_attention_" #NAME "_kvf16", "ninfer_attention_" #NAME "_kvbf16"},    \
+   {ninfer_attention_##NAME, ninfer_attention_##NAME##_kvf16, ninfer_attention_##NAME##_kvbf16}}
+
+const PrefillKernel* mma_kernels() {
+  static const PrefillKernel k[kMmaVariants] = {
+      NINFER_MMA_KERNEL(prefill_mma_f16_hd128, 128, kHd128Warps),
+      NINFER_MMA_KERNEL(prefill_mma_f16_hd256, 256, kHd256Warps),
+      NINFER_MMA_KERNEL(prefill_mma_hd128, 128, kHd128Warps),
+      NINFER_MMA_KERNEL(prefill_mma_hd256, 256, kHd256Warps),
+  };
+  return k;
+}
+#undef NINFER_MMA_KERNEL
+
+} // namespace
+
+int32_t register_attention_prefill_mma(const ninfer_registrar* r, char* err, size_t err_len) {
+  return register_prefill_kernels<mma_kernels>(r, err, err_len, std::make_integer_sequence<int, kMmaVariants>{});
+}
+
+} // namespace ninfer::cuda_plugin::attention
+#endif // __CUDACC_RTC__
