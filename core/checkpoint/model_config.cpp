@@ -39,6 +39,8 @@ const std::vector<std::string>& supported_model_types() {
 
 namespace {
 
+constexpr int64_t kMaxLayers = 1024;
+
 constexpr const char* kSupportedText =
     "qwen3 (Qwen3ForCausalLM), qwen3_5_text (Qwen3_5ForCausalLM), "
     "qwen3_5 (Qwen3_5ForConditionalGeneration)";
@@ -93,7 +95,8 @@ LayerKind parse_layer_kind(const JsonFields& f, const std::string& name, ModelFa
   if (name == "full_attention" || name == "attention") return LayerKind::FullAttention;
   if ((name == "linear_attention" || name == "mamba") && family == ModelFamily::Qwen3_5)
     return LayerKind::LinearAttention;
-  f.fail("layer_types", fmt::format("contains '{}', which {} does not support (expected {})", name,
+  f.fail("layer_types", fmt::format("contains '{}', which {} does not support (expected {})",
+                                    name.size() > 60 ? name.substr(0, 60) + "..." : name,
                                     family_name(family),
                                     family == ModelFamily::Qwen3_5 ? "full_attention or linear_attention"
                                                                    : "full_attention"));
@@ -201,6 +204,9 @@ ModelConfig parse(const nlohmann::json& root_json, const std::filesystem::path& 
   c.hidden_size = t.integer("hidden_size");
   c.intermediate_size = t.integer("intermediate_size");
   c.num_layers = t.integer("num_hidden_layers");
+  // The layer list is allocated from this count: bound it before anything is.
+  if (c.num_layers < 1 || c.num_layers > kMaxLayers)
+    t.fail("num_hidden_layers", fmt::format("is {}; it must be between 1 and {}", c.num_layers, kMaxLayers));
   c.num_attention_heads = t.integer("num_attention_heads");
   c.num_key_value_heads = t.opt_integer("num_key_value_heads").value_or(c.num_attention_heads);
   if (c.num_attention_heads <= 0) t.fail("num_attention_heads", "must be positive");

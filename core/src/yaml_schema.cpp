@@ -8,13 +8,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <regex>
 #include <sstream>
+#include <unordered_map>
 
+#include "ninfer/bounded_file.hpp"
 #include "ninfer/error.hpp"
 
 namespace ninfer {
@@ -27,6 +31,102 @@ std::string read_file(const std::filesystem::path& p) {
   ss << in.rdbuf();
   return ss.str();
 }
+
+// What a YAML document may hold, checked on the parsed tree before anything walks it: yaml-cpp
+// shares an aliased node instead of copying it, but every walk (the conversion for the schema,
+// the loaders) expands aliases, so 500 bytes of nested aliases would become billions of nodes.
+constexpr size_t kMaxNodes = 1'000'000; // counted with aliases expanded
+constexpr int kMaxDepth = 64;
+
+// "runtime.max_concurrency", "devices[3].name": a node's place for messages.
+std::string child_path(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+class TreeCheck {
+ public:
+  explicit TreeCheck(const std::string& origin) : origin_(origin) {}
+
+  void check(const YAML::Node& n, const std::string& path, int depth) {
+    if (++nodes_ > kMaxNodes)
+      throw Error(fmt::format("{}: more than {} nodes once aliases are expanded (the limit); a document this "
+                              "large is a mistake or an alias bomb",
+                              origin_, kMaxNodes));
+    if (depth > kMaxDepth)
+      throw Error(fmt::format("{}: {}: nested deeper than {} levels (the limit)", where(origin_, n),
+                              path.empty() ? "(document)" : path, kMaxDepth));
+    switch (n.Type()) {
+      case YAML::NodeType::Scalar:
+        if (n.Scalar().size() > kMaxYamlScalarBytes)
+          throw Error(fmt::format("{}: {}: a value of {} characters, longer than the limit of {}", where(origin_, n),
+                                  path.empty() ? "(document)" : path, n.Scalar().size(), kMaxYamlScalarBytes));
+        return;
+      case YAML::NodeType::Sequence: {
+        size_t i = 0;
+        for (const auto& e : n) check(e, fmt::format("{}[{}]", path, i++), depth + 1);
+        return;
+      }
+      case YAML::NodeType::Map: {
+        std::unordered_map<std::string, YAML::Mark> seen;
+        for (const auto& kv : n) {
+          if (!kv.first.IsScalar())
+            throw Error(fmt::format("{}: {}: a key must be a plain value, not a {}", where(origin_, kv.first),
+                                    path.empty() ? "(document)" : path,
+                                    kv.first.IsMap() ? "mapping" : kv.first.IsSequence() ? "list" : "null"));
+          check(kv.first, path, depth + 1);
+          const std::string key = child_path(path, kv.first.Scalar());
+          auto [it, fresh] = seen.emplace(kv.first.Scalar(), kv.first.Mark());
+          if (!fresh)
+            throw Error(fmt::format("{}: {}: duplicate key (first at line {}); each key may appear once",
+                                    where(origin_, kv.first), key, it->second.line + 1));
+          check(kv.second, key, depth + 1);
+        }
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+ private:
+  const std::string& origin_;
+  size_t nodes_ = 0;
+};
+
+bool digits(const std::string& s, size_t& i) {
+  const size_t start = i;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  return i > start;
+}
+
+// YAML 1.2 core schema: [-+]?[0-9]+
+bool is_int(const std::string& s) {
+  size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+  return digits(s, i) && i == s.size();
+}
+
+// YAML 1.2 core schema: [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?  (a scan: a
+// recursive regex engine overflows the stack on long scalars)
+bool is_float(const std::string& s) {
+  size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (!digits(s, i)) return false;
+  } else {
+    if (!digits(s, i)) return false;
+    if (i < s.size() && s[i] == '.') {
+      ++i;
+      digits(s, i);
+    }
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    if (!digits(s, i)) return false;
+  }
+  return i == s.size();
+}
+
 
 // Schemas are parsed once per process.
 const valijson::Schema& schema_for(const std::filesystem::path& schema_file) {
@@ -73,20 +173,11 @@ nlohmann::json to_json(const YAML::Node& n) {
       break;
   }
   const std::string& s = n.Scalar();
-  if (n.Tag() == "!") return s; // quoted
-  static const std::regex int_re("[-+]?[0-9]+");
-  static const std::regex float_re("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
-  if (std::regex_match(s, int_re)) {
-    try {
-      return std::stoll(s);
-    } catch (const std::out_of_range&) {
-      return s;
-    }
-  }
-  if (std::regex_match(s, float_re)) return std::stod(s);
-  if (s == "true" || s == "True" || s == "TRUE") return true;
-  if (s == "false" || s == "False" || s == "FALSE") return false;
-  if (s == "null" || s == "Null" || s == "NULL" || s == "~") return nullptr;
+  const std::string type = yaml_scalar_type(n);
+  if (type == "integer") return std::strtoll(s.c_str(), nullptr, 10);
+  if (type == "number") return std::strtod(s.c_str(), nullptr);
+  if (type == "boolean") return s[0] == 't' || s[0] == 'T';
+  if (type == "null") return nullptr;
   return s;
 }
 
@@ -133,12 +224,34 @@ YAML::Node validate(YAML::Node root, const std::string& origin,
   }
   auto [node, key] = locate(root, best.context);
   std::string value;
-  if (node.IsScalar()) value = fmt::format(" (got '{}')", node.Scalar());
+  if (node.IsScalar()) value = fmt::format(" (got '{}')", shortened_value(node.Scalar()));
   throw Error(fmt::format("{}: {}: {}{} [schema {}]", where(origin, node), key, best.description,
                           value, schema_file.filename().string()));
 }
 
 } // namespace
+
+std::string yaml_scalar_type(const YAML::Node& n) {
+  if (!n.IsScalar()) return n.IsMap() ? "object" : n.IsSequence() ? "array" : "null";
+  const std::string& s = n.Scalar();
+  if (n.Tag() == "!") return "string"; // quoted
+  if (is_int(s)) {
+    errno = 0;
+    std::strtoll(s.c_str(), nullptr, 10);
+    return errno == ERANGE ? "string" : "integer"; // too large: the schema says what it wanted
+  }
+  if (is_float(s))  // a double's overflow stays text; an underflow is the nearest double
+    return std::isinf(std::strtod(s.c_str(), nullptr)) ? "string" : "number";
+  if (s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" || s == "FALSE")
+    return "boolean";
+  if (s == "null" || s == "Null" || s == "NULL" || s == "~") return "null";
+  return "string";
+}
+
+std::string shortened_value(const std::string& s, size_t limit) {
+  if (s.size() <= limit) return s;
+  return fmt::format("{}... ({} characters)", s.substr(0, limit), s.size());
+}
 
 std::string where(const std::string& origin, const YAML::Node& node) {
   const YAML::Mark m = node.Mark();
@@ -146,8 +259,7 @@ std::string where(const std::string& origin, const YAML::Node& node) {
   return fmt::format("{}:{}", origin, m.line + 1);
 }
 
-YAML::Node parse_validated_yaml(const std::string& text, const std::string& origin,
-                                const std::filesystem::path& schema_file) {
+YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -155,13 +267,23 @@ YAML::Node parse_validated_yaml(const std::string& text, const std::string& orig
     throw Error(fmt::format("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1,
                             e.mark.column + 1, e.msg));
   }
-  return validate(root, origin, schema_file);
+  TreeCheck(origin).check(root, "", 0);
+  return root;
+}
+
+std::string read_yaml_file(const std::filesystem::path& file) {
+  if (!std::filesystem::exists(file)) throw Error(fmt::format("{}: file not found", file.string()));
+  return read_bounded_file(file, kMaxYamlFileBytes, "a YAML file");
+}
+
+YAML::Node parse_validated_yaml(const std::string& text, const std::string& origin,
+                                const std::filesystem::path& schema_file) {
+  return validate(parse_yaml(text, origin), origin, schema_file);
 }
 
 YAML::Node load_validated_yaml(const std::filesystem::path& file,
                                const std::filesystem::path& schema_file) {
-  if (!std::filesystem::exists(file)) throw Error(fmt::format("{}: file not found", file.string()));
-  return parse_validated_yaml(read_file(file), file.string(), schema_file);
+  return parse_validated_yaml(read_yaml_file(file), file.string(), schema_file);
 }
 
 } // namespace ninfer
