@@ -39,6 +39,6 @@ for t in "${targets[@]}"; do
     echo "   finding: $(ls -t "$findings" | head -1) (log: $build_dir/fuzz/$t.log)"
     grep -m3 -E "ERROR|unexpected exception|runtime error" "$build_dir/fuzz/$t.log" || true
   fi
-  grep -E "stat::number_of_executed_runs|stat::peak_rss_mb" "$build_dir/fuzz/$t.log" | tr '\n' ' '; echo
+  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$build_dir/fuzz/$t.log" | tr '\n' ' '; echo
 done
 exit $status

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -15,7 +16,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include "ninfer/bounded_file.hpp"
@@ -35,51 +38,69 @@ std::string read_file(const std::filesystem::path& p) {
 // What a YAML document may hold, checked on the parsed tree before anything walks it: yaml-cpp
 // shares an aliased node instead of copying it, but every walk (the conversion for the schema,
 // the loaders) expands aliases, so 500 bytes of nested aliases would become billions of nodes.
-constexpr size_t kMaxNodes = 1'000'000; // counted with aliases expanded
+constexpr size_t kMaxNodes = 200'000; // counted with aliases expanded
 constexpr int kMaxDepth = 64;
 
-// "runtime.max_concurrency", "devices[3].name": a node's place for messages.
-std::string child_path(const std::string& parent, const std::string& key) {
-  return parent.empty() ? key : parent + "." + key;
+// Where a node sits, as a chain up to the document; rendered ("runtime.max_concurrency",
+// "devices[3].name") only for a message, so the walk itself allocates nothing per node.
+struct Place {
+  const Place* parent;
+  const YAML::Node* key; // the map key leading here, or nullptr for a list element
+  size_t index;          // the list index, when key is nullptr
+
+  std::string render() const {
+    std::string up = parent ? parent->render() : std::string();
+    if (key) return up.empty() ? key->Scalar() : up + "." + key->Scalar();
+    return fmt::format("{}[{}]", up, index);
+  }
+};
+
+std::string render(const Place* p) {
+  const std::string s = p ? p->render() : std::string();
+  return s.empty() ? "(document)" : shortened_value(s, 200);
 }
 
 class TreeCheck {
  public:
   explicit TreeCheck(const std::string& origin) : origin_(origin) {}
 
-  void check(const YAML::Node& n, const std::string& path, int depth) {
+  void check(const YAML::Node& n, const Place* place, int depth) {
     if (++nodes_ > kMaxNodes)
       throw Error(fmt::format("{}: more than {} nodes once aliases are expanded (the limit); a document this "
                               "large is a mistake or an alias bomb",
                               origin_, kMaxNodes));
     if (depth > kMaxDepth)
-      throw Error(fmt::format("{}: {}: nested deeper than {} levels (the limit)", where(origin_, n),
-                              path.empty() ? "(document)" : path, kMaxDepth));
+      throw Error(fmt::format("{}: {}: nested deeper than {} levels (the limit)", where(origin_, n), render(place),
+                              kMaxDepth));
     switch (n.Type()) {
       case YAML::NodeType::Scalar:
         if (n.Scalar().size() > kMaxYamlScalarBytes)
           throw Error(fmt::format("{}: {}: a value of {} characters, longer than the limit of {}", where(origin_, n),
-                                  path.empty() ? "(document)" : path, n.Scalar().size(), kMaxYamlScalarBytes));
+                                  render(place), n.Scalar().size(), kMaxYamlScalarBytes));
         return;
       case YAML::NodeType::Sequence: {
         size_t i = 0;
-        for (const auto& e : n) check(e, fmt::format("{}[{}]", path, i++), depth + 1);
+        for (const auto& e : n) {
+          const Place here{place, nullptr, i++};
+          check(e, &here, depth + 1);
+        }
         return;
       }
       case YAML::NodeType::Map: {
-        std::unordered_map<std::string, YAML::Mark> seen;
+        std::unordered_map<std::string_view, YAML::Mark> seen;
         for (const auto& kv : n) {
           if (!kv.first.IsScalar())
             throw Error(fmt::format("{}: {}: a key must be a plain value, not a {}", where(origin_, kv.first),
-                                    path.empty() ? "(document)" : path,
+                                    render(place),
                                     kv.first.IsMap() ? "mapping" : kv.first.IsSequence() ? "list" : "null"));
-          check(kv.first, path, depth + 1);
-          const std::string key = child_path(path, kv.first.Scalar());
+          check(kv.first, place, depth + 1);
+          const Place here{place, &kv.first, 0};
+          // The key's text lives in the document, which outlives this map's walk.
           auto [it, fresh] = seen.emplace(kv.first.Scalar(), kv.first.Mark());
           if (!fresh)
             throw Error(fmt::format("{}: {}: duplicate key (first at line {}); each key may appear once",
-                                    where(origin_, kv.first), key, it->second.line + 1));
-          check(kv.second, key, depth + 1);
+                                    where(origin_, kv.first), render(&here), it->second.line + 1));
+          check(kv.second, &here, depth + 1);
         }
         return;
       }
@@ -92,6 +113,37 @@ class TreeCheck {
   const std::string& origin_;
   size_t nodes_ = 0;
 };
+
+// The offset of the first byte that is not part of well-formed UTF-8 (no overlong forms,
+// surrogates or code points past U+10FFFF), if any. The validator's string checks decode
+// UTF-8 without checking it.
+std::optional<size_t> invalid_utf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF; // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c == 0xE0) len = 3, lo = 0xA0;
+    else if (c == 0xED) len = 3, hi = 0x9F;
+    else if (c >= 0xE1 && c <= 0xEF) len = 3;
+    else if (c == 0xF0) len = 4, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3) len = 4;
+    else if (c == 0xF4) len = 4, hi = 0x8F;
+    else return i;
+    if (i + len > n || p[i + 1] < lo || p[i + 1] > hi) return i;
+    for (size_t k = 2; k < len; ++k)
+      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return i;
+    i += len;
+  }
+  return std::nullopt;
+}
 
 bool digits(const std::string& s, size_t& i) {
   const size_t start = i;
@@ -126,7 +178,6 @@ bool is_float(const std::string& s) {
   }
   return i == s.size();
 }
-
 
 // Schemas are parsed once per process.
 const valijson::Schema& schema_for(const std::filesystem::path& schema_file) {
@@ -260,6 +311,10 @@ std::string where(const std::string& origin, const YAML::Node& node) {
 }
 
 YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
+  if (auto at = invalid_utf8(text)) {
+    const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(*at), '\n'));
+    throw Error(fmt::format("{}:{}: not valid UTF-8 (byte {} of the file); save it as UTF-8", origin, line, *at));
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -267,7 +322,7 @@ YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
     throw Error(fmt::format("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1,
                             e.mark.column + 1, e.msg));
   }
-  TreeCheck(origin).check(root, "", 0);
+  TreeCheck(origin).check(root, nullptr, 0);
   return root;
 }
 

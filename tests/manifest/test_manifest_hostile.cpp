@@ -79,6 +79,18 @@ TEST_F(ManifestHostile, DuplicateKeyNamesTheKeyAndBothLines) {
   expect_has(msg, {f.string() + ":3", "checkpoint", "duplicate key", "line 1"});
 }
 
+// Found by fuzz/manifest_fuzz.cpp: the schema validator's length check decoded invalid UTF-8
+// with an out-of-bounds table read.
+TEST_F(ManifestHostile, InvalidUtf8IsRefusedWithItsLine) {
+  const auto f = manifest("checkpoint: ck\nname: \"ab\x86\xff\"\n");
+  expect_has(error(f), {f.string() + ":2", "not valid UTF-8", "byte 24"});
+  // Overlong forms and surrogates are not UTF-8 either; real multi-byte text is.
+  EXPECT_NE(error(manifest("checkpoint: ck\nname: \xC0\xAF\n")).find("not valid UTF-8"), std::string::npos);
+  EXPECT_NE(error(manifest("checkpoint: ck\nname: \xED\xA0\x80\n")).find("not valid UTF-8"), std::string::npos);
+  EXPECT_EQ(load_manifest(manifest("checkpoint: ck\nname: \xC3\xA9t\xC3\xA9 \xF0\x9F\x99\x82\n")).name,
+            "\xC3\xA9t\xC3\xA9 \xF0\x9F\x99\x82");
+}
+
 TEST_F(ManifestHostile, NonScalarKeyIsRefused) {
   const auto f = manifest("checkpoint: ck\n? [a, b]\n: c\n");
   expect_has(error(f), {f.string() + ":2", "key"});

@@ -19,7 +19,7 @@ inline constexpr size_t kMaxYamlScalarBytes = 65536;
 std::string read_yaml_file(const std::filesystem::path& file);
 
 // Parses YAML text and checks it holds no duplicate or non-scalar keys, no scalar over
-// kMaxYamlScalarBytes, no nesting deeper than 64 and at most a million nodes with aliases
+// kMaxYamlScalarBytes, no nesting deeper than 64 and at most 200,000 nodes with aliases
 // expanded. Throws ninfer::Error naming `origin`, the line and the key.
 YAML::Node parse_yaml(const std::string& text, const std::string& origin);
 
