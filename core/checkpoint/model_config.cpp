@@ -40,6 +40,7 @@ const std::vector<std::string>& supported_model_types() {
 namespace {
 
 constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxDimension = int64_t{1} << 20;
 
 constexpr const char* kSupportedText =
     "qwen3 (Qwen3ForCausalLM), qwen3_5_text (Qwen3_5ForCausalLM), "
@@ -247,6 +248,10 @@ ModelConfig parse(const nlohmann::json& root_json, const std::filesystem::path& 
 void validate_model_config(const ModelConfig& c) {
   auto positive = [&](const char* key, int64_t v) {
     if (v <= 0) invalid(c, fmt::format("{} must be positive, got {}", key, v));
+    // Sizes and counts multiply into tensor shapes (2*heads*head_dim, conv channels x hidden):
+    // bounded here, no product of them overflows.
+    if (v > kMaxDimension && std::string_view(key) != "max_position_embeddings")
+      invalid(c, fmt::format("{} is {}, above the limit of {}", key, v, kMaxDimension));
   };
   positive("vocab_size", c.vocab_size);
   positive("hidden_size", c.hidden_size);

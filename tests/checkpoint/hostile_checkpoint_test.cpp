@@ -79,6 +79,21 @@ TEST_F(CheckpointHostile, IntegersBeyondTwoToThe31AreRefused) {
   expect_has(config_error(j), {"'eos_token_id'"});
 }
 
+// Found with fuzz-config_json under UBSan: the conv width 2*NK*KD + NV*VD overflowed int64.
+TEST_F(CheckpointHostile, DimensionsThatWouldOverflowTensorShapesAreRefused) {
+  json j = test::read_json(test::fixtures_dir() / "tiny-qwen3_5" / "config.json");
+  for (const char* k : {"linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads", "linear_value_head_dim"})
+    j[k] = 2147483647;
+  expect_has(config_error(j), {(ck() / "config.json").string(), "linear_num_key_heads", "1048576"});
+  j = config();
+  j["head_dim"] = 2000000;
+  expect_has(config_error(j), {"head_dim", "1048576"});
+  j = config();
+  j["max_position_embeddings"] = 10000000;  // long contexts are not a tensor dimension
+  test::write_json(ck() / "config.json", j);
+  EXPECT_EQ(load_model_config(ck()).max_position_embeddings, 10000000);
+}
+
 TEST_F(CheckpointHostile, ValuesInMessagesAreShortened) {
   json j = config();
   j["num_attention_heads"] = std::string(1 << 20, 'x');
