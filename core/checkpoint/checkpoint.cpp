@@ -72,9 +72,16 @@ struct Checkpoint::Impl {
 
 namespace {
 
+// A shard must be a file of the checkpoint folder itself: a name with a separator, "." or
+// ".." (or an absolute path) would map weights from somewhere else.
+bool plain_file_name(const std::string& s) {
+  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
+         s.find('\0') == std::string::npos;
+}
+
 // weight_map from model.safetensors.index.json: tensor -> shard file name.
 std::vector<std::pair<std::string, std::string>> read_index(const std::filesystem::path& index) {
-  const nlohmann::json doc = read_json_file(index);
+  const nlohmann::json doc = read_json_file(index, kMaxIndexJsonBytes);
   const JsonFields top(doc, index);
   const auto& map = doc.find("weight_map");
   if (map == doc.end() || !map->is_object())
@@ -82,7 +89,12 @@ std::vector<std::pair<std::string, std::string>> read_index(const std::filesyste
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [name, file] : map->items()) {
     if (!file.is_string()) top.fail("weight_map", fmt::format("entry {} is not a file name", name));
-    out.emplace_back(name, file.get<std::string>());
+    const std::string shard = file.get<std::string>();
+    if (!plain_file_name(shard))
+      top.fail("weight_map", fmt::format("puts {} in '{}', which is not a plain file name; shards are files of the "
+                                         "checkpoint folder itself (no '/', '.' or '..')",
+                                         name, shard.size() > 200 ? shard.substr(0, 200) + "..." : shard));
+    out.emplace_back(name, shard);
   }
   return out;
 }

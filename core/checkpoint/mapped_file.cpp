@@ -11,17 +11,22 @@
 #include <cstring>
 #include <utility>
 
+#include "ninfer/support/bounded_file.hpp"
 #include "ninfer/support/error.hpp"
 
 namespace ninfer::checkpoint_detail {
 
 MappedFile::MappedFile(const std::filesystem::path& file) : path_(file) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  // Checked before open(): opening a FIFO blocks until something writes to it.
+  require_regular_file(file);
+  // O_NONBLOCK: should the file have been swapped for a FIFO since the check, open() still
+  // returns, and fstat below refuses it.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw Error(fmt::format("cannot open {}: {}", file.string(), std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw Error(fmt::format("{} is not a regular file", file.string()));
+    throw Error(fmt::format("{}: not a regular file", file.string()));
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {

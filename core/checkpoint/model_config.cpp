@@ -25,6 +25,9 @@ int64_t ModelConfig::num_layers_of(LayerKind k) const {
 
 namespace {
 
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxDimension = int64_t{1} << 20;
+
 // Where each part of the config lives: the text model's keys are at the top level of a flat
 // config and under text_config in the nested multimodal one.
 struct Sources {
@@ -85,7 +88,8 @@ LayerKind parse_layer_kind(const JsonFields& f, const std::string& name, const M
   if (name == "full_attention" || name == "attention") kind = LayerKind::FullAttention;
   if (name == "linear_attention" || name == "mamba") kind = LayerKind::LinearAttention;
   if (kind && has_kind(family, *kind)) return *kind;
-  f.fail("layer_types", fmt::format("contains '{}', which {} does not support (expected {})", name, family.name,
+  f.fail("layer_types", fmt::format("contains '{}', which {} does not support (expected {})",
+                                    name.size() > 60 ? name.substr(0, 60) + "..." : name, family.name,
                                     kind_names(family, " or ")));
 }
 
@@ -171,6 +175,9 @@ ModelConfig parse(const nlohmann::json& root_json, const std::filesystem::path& 
   c.hidden_size = t.integer("hidden_size");
   c.intermediate_size = t.integer("intermediate_size");
   c.num_layers = t.integer("num_hidden_layers");
+  // The layer list is allocated from this count: bound it before anything is.
+  if (c.num_layers < 1 || c.num_layers > kMaxLayers)
+    t.fail("num_hidden_layers", fmt::format("is {}; it must be between 1 and {}", c.num_layers, kMaxLayers));
   c.num_attention_heads = t.integer("num_attention_heads");
   c.num_key_value_heads = t.opt_integer("num_key_value_heads").value_or(c.num_attention_heads);
   if (c.num_attention_heads <= 0) t.fail("num_attention_heads", "must be positive");
@@ -209,6 +216,10 @@ void validate_model_config(const ModelConfig& c) {
   const ModelFamily& family = family_of(c);
   auto positive = [&](const char* key, int64_t v) {
     if (v <= 0) invalid(c, fmt::format("{} must be positive, got {}", key, v));
+    // Sizes and counts multiply into tensor shapes (2*heads*head_dim, conv channels x hidden):
+    // bounded here, no product of them overflows.
+    if (v > kMaxDimension && std::string_view(key) != "max_position_embeddings")
+      invalid(c, fmt::format("{} is {}, above the limit of {}", key, v, kMaxDimension));
   };
   positive("vocab_size", c.vocab_size);
   positive("hidden_size", c.hidden_size);

@@ -9,6 +9,7 @@
 #include <limits>
 #include <optional>
 
+#include "ninfer/checkpoint/json_fields.hpp"
 #include "ninfer/support/error.hpp"
 
 namespace ninfer::checkpoint_detail {
@@ -26,24 +27,28 @@ std::optional<DType> parse_dtype(const std::string& s) {
 
 class HeaderParser {
  public:
-  explicit HeaderParser(const MappedFile& f) : f_(f) {}
+  HeaderParser(const unsigned char* data, size_t size, const std::filesystem::path& path)
+      : data_(data), size_(size), path_(path) {}
 
   SafetensorsContents parse() {
-    if (f_.size() < 8)
+    if (size_ < 8)
       corrupt(fmt::format("{} bytes, shorter than the 8-byte header length that starts every safetensors file",
-                          f_.size()));
+                          size_));
     uint64_t header_len;
-    std::memcpy(&header_len, f_.data(), 8);
-    if (header_len > f_.size() - 8)
-      corrupt(fmt::format("header length {} runs past the end of the file ({} bytes)", header_len, f_.size()));
+    std::memcpy(&header_len, data_, 8);
+    if (header_len > size_ - 8)
+      corrupt(fmt::format("header length {} runs past the end of the file ({} bytes)", header_len, size_));
     if (header_len > kMaxHeaderBytes)
       corrupt(fmt::format("header length {} is over the format's 100 MB limit", header_len));
     data_begin_ = 8 + header_len;
-    data_size_ = f_.size() - data_begin_;
+    data_size_ = size_ - data_begin_;
 
+    const auto* text = reinterpret_cast<const char*>(data_ + 8);
+    if (auto at = json_too_deep(text, header_len, kMaxJsonDepth))
+      corrupt(fmt::format("the header is nested deeper than {} levels (at byte {})", kMaxJsonDepth, 8 + *at));
     nlohmann::json header;
     try {
-      header = nlohmann::json::parse(f_.data() + 8, f_.data() + data_begin_);
+      header = nlohmann::json::parse(data_ + 8, data_ + data_begin_);
     } catch (const nlohmann::json::exception& e) {
       corrupt(fmt::format("the header is not valid JSON ({})", e.what()));
     }
@@ -61,10 +66,10 @@ class HeaderParser {
 
  private:
   [[noreturn]] void corrupt(const std::string& what) const {
-    throw Error(fmt::format("truncated or corrupt file {}: {}", f_.path().string(), what));
+    throw Error(fmt::format("truncated or corrupt file {}: {}", path_.string(), what));
   }
   [[noreturn]] void corrupt_tensor(const std::string& name, const std::string& what) const {
-    corrupt(fmt::format("tensor {}: {}", name, what));
+    corrupt(fmt::format("tensor {}: {}", name.size() > 200 ? name.substr(0, 200) + "..." : name, what));
   }
 
   std::vector<int64_t> read_shape(const std::string& name, const nlohmann::json& entry) const {
@@ -72,7 +77,7 @@ class HeaderParser {
     if (it == entry.end() || !it->is_array()) corrupt_tensor(name, "header entry has no 'shape' list");
     std::vector<int64_t> shape;
     for (const auto& d : *it) {
-      if (!d.is_number_unsigned()) corrupt_tensor(name, fmt::format("shape element {} is not a size", d.dump()));
+      if (!d.is_number_unsigned()) corrupt_tensor(name, fmt::format("shape element {} is not a size", shown(d)));
       const uint64_t v = d.get<uint64_t>();
       if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         corrupt_tensor(name, fmt::format("shape element {} is too large", v));
@@ -109,16 +114,17 @@ class HeaderParser {
                                        begin, end, data_size_));
     if (end > begin) spans_.push_back({begin, end, name}); // empty tensors own no bytes
 
-    const std::string dtype_str = dt->get<std::string>();
+    std::string dtype_str = dt->get<std::string>();
+    if (dtype_str.size() > 20) dtype_str = dtype_str.substr(0, 20) + "..."; // only ever shown
     const std::optional<DType> dtype = parse_dtype(dtype_str);
     if (!dtype) {
       if (Checkpoint::is_auxiliary(name)) {
-        out.unreadable.push_back({name, dtype_str, f_.path()});
+        out.unreadable.push_back({name, dtype_str, path_});
         return;
       }
       throw Error(fmt::format("{}: tensor {} has dtype {}, which ninfer does not read (supported: F32, BF16, "
                               "F16); convert the checkpoint, e.g. to bfloat16",
-                              f_.path().string(), name, dtype_str));
+                              path_.string(), name.size() > 200 ? name.substr(0, 200) + "..." : name, dtype_str));
     }
     const auto want = byte_count(shape, dtype_size(*dtype));
     if (!want || *want != end - begin)
@@ -130,9 +136,9 @@ class HeaderParser {
     v.name = name;
     v.dtype = *dtype;
     v.shape = shape;
-    v.data = f_.data() + data_begin_ + begin;
+    v.data = data_ + data_begin_ + begin;
     v.bytes = static_cast<size_t>(end - begin);
-    v.file = f_.path();
+    v.file = path_;
     out.tensors.push_back(std::move(v));
   }
 
@@ -148,13 +154,21 @@ class HeaderParser {
     uint64_t begin, end;
     std::string name;
   };
-  const MappedFile& f_;
+  const unsigned char* data_;
+  size_t size_;
+  const std::filesystem::path& path_;
   uint64_t data_begin_ = 0, data_size_ = 0;
   std::vector<Span> spans_;
 };
 
 } // namespace
 
-SafetensorsContents parse_safetensors(const MappedFile& file) { return HeaderParser(file).parse(); }
+SafetensorsContents parse_safetensors(const unsigned char* data, size_t size, const std::filesystem::path& path) {
+  return HeaderParser(data, size, path).parse();
+}
+
+SafetensorsContents parse_safetensors(const MappedFile& file) {
+  return parse_safetensors(file.data(), file.size(), file.path());
+}
 
 } // namespace ninfer::checkpoint_detail

@@ -26,5 +26,8 @@ struct SafetensorsContents {
 };
 
 SafetensorsContents parse_safetensors(const MappedFile& file);
+// The same for bytes already in memory (`path` names them in messages); TensorView::data
+// points into `data`.
+SafetensorsContents parse_safetensors(const unsigned char* data, size_t size, const std::filesystem::path& path);
 
 } // namespace ninfer::checkpoint_detail

@@ -27,18 +27,18 @@ std::string read_text(const fs::path& p) {
 
 // Validation by the schema; on failure, a plain-language explanation of the same problem
 // when schema_explain finds it, else the validator's own message.
-YAML::Node load_checked(const fs::path& file, const fs::path& schema_file) {
+YAML::Node load_checked(const std::string& text, const fs::path& file, const fs::path& schema_file) {
   try {
-    return load_validated_yaml(file, schema_file);
+    return parse_validated_yaml(text, file.string(), schema_file);
   } catch (const Error&) {
-    if (!fs::is_regular_file(file)) throw;
     std::optional<std::string> better;
     try {
-      const YAML::Node root = YAML::Load(read_text(file));
+      const YAML::Node root = parse_yaml(text, file.string());
       const nlohmann::json schema = nlohmann::json::parse(read_text(schema_file));
       better = explain_schema_violation(root, schema, file.string());
     } catch (const std::exception&) {
-      // Syntax errors and unreadable files: the original message already says it best.
+      // Syntax errors, documents over a limit and unreadable schemas: the original message
+      // already says it best.
     }
     if (better) throw Error(*better);
     throw;
@@ -55,9 +55,13 @@ fs::path resolve(const fs::path& base, const std::string& p) {
 }
 
 fs::path require_folder(const fs::path& dir, const std::string& where_prefix, const std::string& fix) {
-  if (!fs::exists(dir))
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (ec && st.type() != fs::file_type::not_found)  // e.g. a name too long for the file system
+    throw Error(fmt::format("{}cannot use {}: {}", where_prefix, shortened_value(dir.string(), 200), ec.message()));
+  if (!fs::exists(st))
     throw Error(fmt::format("{}folder not found: {}{}", where_prefix, dir.string(), fix));
-  if (!fs::is_directory(dir))
+  if (!fs::is_directory(st))
     throw Error(fmt::format("{}checkpoint must be a folder (a Hugging Face checkpoint with config.json "
                             "and *.safetensors), but {} is a file",
                             where_prefix, dir.string()));
@@ -66,7 +70,8 @@ fs::path require_folder(const fs::path& dir, const std::string& where_prefix, co
 
 std::optional<fs::path> default_tokenizer(const fs::path& checkpoint) {
   fs::path t = checkpoint / "tokenizer.json";
-  if (fs::is_regular_file(t)) return t;
+  std::error_code ec;
+  if (fs::is_regular_file(t, ec)) return t;
   return std::nullopt;
 }
 
@@ -149,7 +154,11 @@ Manifest load_manifest(const fs::path& file) {
 }
 
 Manifest load_manifest(const fs::path& file, const fs::path& schema_file) {
-  const YAML::Node root = load_checked(file, schema_file);
+  return parse_manifest(read_yaml_file(file), file, schema_file);
+}
+
+Manifest parse_manifest(const std::string& text, const fs::path& file, const fs::path& schema_file) {
+  const YAML::Node root = load_checked(text, file, schema_file);
   const std::string origin = file.string();
   const fs::path base = fs::absolute(file).parent_path();
 
@@ -166,7 +175,8 @@ Manifest load_manifest(const fs::path& file, const fs::path& schema_file) {
   if (root["dtype"]) m.dtype = parse_enum(root["dtype"].as<std::string>(), kWeightDTypes);
   if (const YAML::Node t = root["tokenizer"]) {
     const fs::path p = resolve(base, t.as<std::string>());
-    if (!fs::is_regular_file(p))
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec))
       throw Error(fmt::format("{}: tokenizer: file not found: {} (written as '{}', relative to the "
                               "manifest's folder); point it at a tokenizer.json or remove the key to "
                               "use <checkpoint>/tokenizer.json",

@@ -4,7 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <regex>
+#include <cstdlib>
 #include <vector>
 
 #include "ninfer/support/yaml_schema.hpp"
@@ -14,25 +14,13 @@ namespace {
 
 // The JSON type a YAML scalar has under YAML 1.2's core schema, as load_validated_yaml
 // resolves it before validation (quoted scalars stay strings).
-std::string scalar_type(const YAML::Node& n) {
-  if (!n.IsScalar()) return n.IsMap() ? "object" : n.IsSequence() ? "array" : "null";
-  const std::string& s = n.Scalar();
-  if (n.Tag() == "!") return "string";
-  static const std::regex int_re("[-+]?[0-9]+");
-  static const std::regex float_re("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
-  if (std::regex_match(s, int_re)) return "integer";
-  if (std::regex_match(s, float_re)) return "number";
-  if (s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" || s == "FALSE")
-    return "boolean";
-  if (s == "null" || s == "Null" || s == "NULL" || s == "~") return "null";
-  return "string";
-}
+std::string scalar_type(const YAML::Node& n) { return yaml_scalar_type(n); }
 
 std::string describe(const YAML::Node& n) {
   if (n.IsMap()) return "a mapping";
   if (n.IsSequence()) return "a list";
   if (!n.IsScalar() || scalar_type(n) == "null") return "nothing";
-  return fmt::format("'{}'", n.Scalar());
+  return fmt::format("'{}'", shortened_value(n.Scalar()));
 }
 
 std::string expected_type(const std::string& t) {
@@ -112,7 +100,7 @@ struct Walker {
         }
       }
     }
-    return fmt::format("{}: unknown key{} (known keys here: {})", at(key_node, prefix + key), hint,
+    return fmt::format("{}: unknown key{} (known keys here: {})", at(key_node, prefix + shortened_value(key)), hint,
                        fmt::join(here, ", "));
   }
 
@@ -139,7 +127,7 @@ struct Walker {
                            describe(n));
     }
     if (n.IsScalar() && (scalar_type(n) == "integer" || scalar_type(n) == "number")) {
-      const double v = n.as<double>();
+      const double v = std::strtod(n.Scalar().c_str(), nullptr);
       if (schema.contains("minimum") && v < schema["minimum"].get<double>())
         return fmt::format("{}: expected a value >= {}, got {}", at(located, key), schema["minimum"].dump(),
                            describe(n));

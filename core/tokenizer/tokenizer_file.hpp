@@ -30,7 +30,15 @@ struct TokenizerSpec {
   std::vector<std::string> split_patterns;  // applied in order, each to the previous one's pieces
 };
 
+// Token ids size the id -> token tables, so they are bounded before anything is allocated
+// (the largest vocabularies in use hold about 262,000 tokens).
+inline constexpr int64_t kTokenIdLimit = int64_t{1} << 22;  // ids are below 4,194,304
+inline constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{256} << 20;
+inline constexpr int kMaxTokenizerJsonDepth = 64;
+
 // `path` is a tokenizer.json file or a folder that holds one.
 TokenizerSpec read_tokenizer_file(const std::filesystem::path& path);
+// The same for the text of a file (`source` names it in messages).
+TokenizerSpec read_tokenizer_text(const std::string& text, const std::string& source);
 
 } // namespace ninfer::tokenizer_detail

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ninfer/support/error.hpp"
+#include "hostile_files.hpp"
 #include "ninfer/tokenizer/tokenizer.hpp"
 #include "test_support.hpp"
 
@@ -191,6 +192,63 @@ TEST(TokenizerFile, InvalidUtf8TextAndUnknownIdsAreErrors) {
   const std::string id_msg = error_of([&] { tok.decode(std::vector<int32_t>{1, 999}); });
   EXPECT_NE(id_msg.find("999"), std::string::npos) << id_msg;
   EXPECT_THROW(tok.decode(std::vector<int32_t>{-1}), Error);
+}
+
+// Ids size the id -> token tables, so a huge one must be refused before anything is allocated.
+TEST(TokenizerFile, HugeTokenIdsAreRefusedNamingKeyAndLimit) {
+  TempDir dir;
+  json j = tiny_tokenizer(json::array(), json::object(),
+                          json::array({{{"id", 1000000000}, {"content", "<big>"}, {"special", true}}}));
+  auto file = dir.write("added.json", j.dump());
+  std::string msg = error_of([&] { Tokenizer::load(file); });
+  EXPECT_NE(msg.find(file.string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("added_tokens[0].id"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("4194304"), std::string::npos) << msg;
+  j = tiny_tokenizer(json::array(), json{{"zz", 1000000000}});
+  file = dir.write("vocab.json", j.dump());
+  msg = error_of([&] { Tokenizer::load(file); });
+  EXPECT_NE(msg.find(file.string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.vocab.zz"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("4194304"), std::string::npos) << msg;
+  // The largest allowed id loads.
+  j = tiny_tokenizer(json::array(), json::object(), json::array({{{"id", 4194303}, {"content", "<top>"}}}));
+  EXPECT_EQ(Tokenizer::load(dir.write("top.json", j.dump())).token_id("<top>"), 4194303);
+}
+
+TEST(TokenizerFile, DeepNestingIsRefused) {
+  TempDir dir;
+  json j = tiny_tokenizer(json::array(), json::object());
+  std::string text = j.dump();
+  text.insert(text.size() - 1, ", \"x\": " + std::string(100000, '[') + std::string(100000, ']'));
+  const auto file = dir.write("deep.json", text);
+  const std::string msg = error_of([&] { Tokenizer::load(file); });
+  EXPECT_NE(msg.find(file.string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nested"), std::string::npos) << msg;
+}
+
+TEST(TokenizerFile, MalformedStepListsNameTheKey) {
+  TempDir dir;
+  json j = tiny_tokenizer(json::array(), json::object());
+  j["pre_tokenizer"]["pretokenizers"] = json{{"a", 1}};
+  auto file = dir.write("steps.json", j.dump());
+  std::string msg = error_of([&] { Tokenizer::load(file); });
+  EXPECT_NE(msg.find("pre_tokenizer.pretokenizers"), std::string::npos) << msg;
+  j = tiny_tokenizer(json::array(), json::object());
+  j["normalizer"] = json{{"type", "Sequence"}, {"normalizers", 5}};
+  file = dir.write("norm.json", j.dump());
+  msg = error_of([&] { Tokenizer::load(file); });
+  EXPECT_NE(msg.find("normalizer.normalizers"), std::string::npos) << msg;
+}
+
+TEST(TokenizerFile, FifoIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const fs::path fifo = dir.path() / "tokenizer.json";
+  test::make_fifo(fifo);
+  for (const fs::path& p : {fifo, dir.path()}) {
+    const std::string msg = test::error_within(10, [&] { Tokenizer::load(p); }, fifo);
+    EXPECT_NE(msg.find(fifo.string()), std::string::npos) << msg;
+    EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
+  }
 }
 
 } // namespace

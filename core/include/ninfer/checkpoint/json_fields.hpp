@@ -14,8 +14,24 @@
 
 namespace ninfer {
 
-// Reads and parses a JSON file; throws ninfer::Error naming the file on I/O or syntax errors.
-nlohmann::json read_json_file(const std::filesystem::path& file);
+// Limits on a checkpoint's JSON files, checked before anything is parsed.
+inline constexpr uint64_t kMaxConfigJsonBytes = uint64_t{16} << 20;  // config.json, generation_config.json
+inline constexpr uint64_t kMaxIndexJsonBytes = uint64_t{64} << 20;   // model.safetensors.index.json
+inline constexpr int kMaxJsonDepth = 64;
+// Every integer of a config file: larger values are mistakes, and keeping them below 2^31
+// keeps products of two (a matrix's element count) far from overflowing.
+inline constexpr int64_t kMaxConfigInteger = 2147483647;
+
+// Reads and parses a JSON file of at most `max_bytes` that must be a regular file nested at
+// most kMaxJsonDepth deep; throws ninfer::Error naming the file on I/O, size or syntax errors.
+nlohmann::json read_json_file(const std::filesystem::path& file, uint64_t max_bytes = kMaxConfigJsonBytes);
+
+// The byte offset where `text` opens its (max_depth+1)-th nested array or object, if it does
+// (a scan that respects strings; parsing and printing such a document recurse that deep).
+std::optional<size_t> json_too_deep(const char* text, size_t size, int max_depth);
+
+// A value for a message: its JSON text, cut after `limit` characters.
+std::string shown(const nlohmann::json& v, size_t limit = 60);
 
 class JsonFields {
  public:
@@ -41,6 +57,7 @@ class JsonFields {
 
  private:
   const nlohmann::json* value(const std::string& key) const; // nullptr when absent/null
+  std::optional<int64_t> bounded_integer(const nlohmann::json& v, const std::string& key) const;
   const nlohmann::json& obj_;
   std::filesystem::path file_;
   std::string path_;

@@ -66,6 +66,9 @@ struct Manifest {
 Manifest load_manifest(const std::filesystem::path& file);
 // Same, with an explicit schema file (tests, tools run from a source tree).
 Manifest load_manifest(const std::filesystem::path& file, const std::filesystem::path& schema_file);
+// Same, for the text of a manifest said to be at `file` (paths in it are relative to its folder).
+Manifest parse_manifest(const std::string& text, const std::filesystem::path& file,
+                        const std::filesystem::path& schema_file);
 
 // The manifest `ninfer-run --checkpoint DIR` uses: DIR (relative to the working directory)
 // with every default. Throws ninfer::Error if DIR is not a folder.

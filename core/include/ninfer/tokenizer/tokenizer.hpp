@@ -17,6 +17,10 @@
 
 namespace ninfer {
 
+namespace tokenizer_detail {
+struct TokenizerSpec;
+}
+
 struct DecodeOptions {
   // Leave out tokens marked "special" in tokenizer.json (<|im_end|>, <|endoftext|>, ...); tokens
   // that are added but not special (<think>, <tool_call>) are kept, as in Hugging Face.
@@ -37,6 +41,8 @@ class Tokenizer {
   // `path` is a tokenizer.json or a folder holding one. Throws ninfer::Error naming the file for
   // a missing file, malformed JSON, or a tokenizer kind this implementation does not support.
   static Tokenizer load(const std::filesystem::path& path);
+  // Same, for the text of a tokenizer.json (`source` names it in messages).
+  static Tokenizer from_json(const std::string& text, const std::string& source);
 
   // Text (UTF-8; invalid UTF-8 throws ninfer::Error naming the byte offset) -> token ids.
   std::vector<int32_t> encode(std::string_view text) const;
@@ -70,6 +76,7 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  static Tokenizer from_spec(tokenizer_detail::TokenizerSpec spec);
   std::shared_ptr<const Impl> impl_;
 };
 
