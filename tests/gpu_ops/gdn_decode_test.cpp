@@ -395,7 +395,7 @@ TEST(GdnDecodePlan, DecodeShapesPlanToDecodeAndTheRestTakeTheUnfusedForm) {
       for (const GdnShape& g : kShapes) {
         ninfer_shape prompt{T + 1, {g.v_heads, g.k_dim, g.v_dim, g.k_heads}, NINFER_DTYPE_F32};
         prompt.max_seq_tokens = static_cast<int32_t>(T + 1);
-        EXPECT_TRUE(step->supports(&prompt)) << g.name;
+        EXPECT_TRUE(step->supports(step->ctx, &prompt)) << g.name;
         EXPECT_TRUE(planner.plan(NINFER_OP_GATED_DELTA_STEP, prompt).unfused) << g.name;
       }
       // Heads other than 128 x 128, and value heads that are not a multiple of the key heads, go
