@@ -282,7 +282,7 @@ TEST(GpuJitLinear, ResourcesAreTheLoadedFunctionsAndResidencyTheDrivers) {
 }
 
 // A table naming JIT variants: kept by check_against, planned by name, run correctly; a name that
-// does not parse is dropped with a warning naming it.
+// does not parse fails the load at its line, naming it.
 TEST(GpuJitLinear, AScheduleTableNamingJitVariantsIsHonoured) {
   REQUIRE_LIVE_GPU();
   const LoadedPlugin& plugin = *live().plugin;
@@ -290,12 +290,19 @@ TEST(GpuJitLinear, AScheduleTableNamingJitVariantsIsHonoured) {
   t.source = "jit-gpu-test.yaml";
   t.arch = plugin.arch();
   t.entries = {{NINFER_OP_LINEAR, 1, 1, "jit_gemv_t128_r4_v8_m1", std::nullopt, "jit-gpu-test.yaml:3"},
-               {NINFER_OP_LINEAR, 2, 8, "jit_gemv_t256_r2_v8_m8", std::nullopt, "jit-gpu-test.yaml:4"},
-               {NINFER_OP_LINEAR, 9, 9, "jit_gemv_t128_r4_v8_m99", std::nullopt, "jit-gpu-test.yaml:5"}};
+               {NINFER_OP_LINEAR, 2, 8, "jit_gemv_t256_r2_v8_m8", std::nullopt, "jit-gpu-test.yaml:4"}};
+  ScheduleTable bad = t;
+  bad.entries.push_back({NINFER_OP_LINEAR, 9, 9, "jit_gemv_t128_r4_v8_m99", std::nullopt, "jit-gpu-test.yaml:5"});
+  try {
+    check_against(bad, plugin, *live().dev);
+    ADD_FAILURE() << "a name that does not parse must fail the load";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("jit-gpu-test.yaml:5"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("jit_gemv_t128_r4_v8_m99"), std::string::npos) << e.what();
+  }
   check_against(t, plugin, *live().dev);
   ASSERT_EQ(t.entries.size(), 2u);
-  ASSERT_EQ(t.warnings.size(), 1u);
-  EXPECT_NE(t.warnings[0].find("jit_gemv_t128_r4_v8_m99"), std::string::npos) << t.warnings[0];
+  EXPECT_TRUE(t.warnings.empty());
   Backend be = backend(&t);
   auto rng = test::fresh_rng("GpuJitLinearTable");
   for (int64_t T : {1, 5, 8}) {

@@ -215,8 +215,9 @@ TEST(JitVariants, RefusalsNameTheVariantAndSayWhy) {
   }
 }
 
-// A schedule table naming JIT variants that cannot be made here drops those entries with the
-// reason (and keeps the rest); the planner reports them the same way.
+// A schedule table naming a JIT variant that cannot be made here drops that entry with the
+// reason (and keeps the rest), and the planner reports it the same way; a name that is no
+// variant at all fails the load at its line, with the plugin's reason.
 TEST(JitVariants, TablesAndPlannersReportUnbuildableNamesWithoutCrashing) {
   if (cuda_plugins().empty()) GTEST_SKIP() << "no CUDA plugin in this build";
   const LoadedPlugin& plugin = *cuda_plugins().front();
@@ -227,16 +228,24 @@ TEST(JitVariants, TablesAndPlannersReportUnbuildableNamesWithoutCrashing) {
   t.source = "jit-test.yaml";
   t.arch = plugin.arch();
   t.entries = {{NINFER_OP_LINEAR, 1, 1, "jit_gemv_t128_r4_v8_m1", std::nullopt, "jit-test.yaml:3"},
-               {NINFER_OP_LINEAR, 2, 2, "jit_gemv_bogus", std::nullopt, "jit-test.yaml:4"},
                {NINFER_OP_LINEAR, 3, 8, good, std::nullopt, "jit-test.yaml:5"}};
   ScheduleTable unchecked = t;
   check_against(t, plugin, card);
   ASSERT_EQ(t.entries.size(), 1u);
   EXPECT_EQ(t.entries[0].variant, good);
-  ASSERT_EQ(t.warnings.size(), 2u);
+  ASSERT_EQ(t.warnings.size(), 1u);
   EXPECT_TRUE(contains(t.warnings[0], "jit-test.yaml:3") && contains(t.warnings[0], "need the live device"))
       << t.warnings[0];
-  EXPECT_TRUE(contains(t.warnings[1], "'jit_gemv_bogus' is not a run-time compiled linear variant")) << t.warnings[1];
+
+  ScheduleTable bogus = unchecked;
+  bogus.entries.push_back({NINFER_OP_LINEAR, 2, 2, "jit_gemv_bogus", std::nullopt, "jit-test.yaml:4"});
+  try {
+    check_against(bogus, plugin, card);
+    FAIL() << "a name that is no variant must fail the load";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "jit-test.yaml:4")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "'jit_gemv_bogus' is not a run-time compiled linear variant")) << e.what();
+  }
 
   // A table handed to a planner unchecked: the planner falls back to its own choice with a warning.
   const Planner planner(plugin, card, &unchecked);
