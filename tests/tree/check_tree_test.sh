@@ -30,24 +30,27 @@ cat > "$dir/prose.cu" <<'TXT'
 TXT
 expect 0 "$dir/prose.cu"
 
+# The planted markers are assembled here, so this file itself narrates nothing ($s, $r, $p).
+s=session r=round p=pass
+
 # Narration: lines 2, 3, 5 (a marker split over two comment lines) and 7.
-cat > "$dir/narrating.cpp" <<'TXT'
+cat > "$dir/narrating.cpp" <<TXT
 // Each warp owns its rows.
-// Measured in the ninth session: 46 us per layer.
-// (docs/performance.md "Eighteenth session")
+// Measured in the ninth $s: 46 us per layer.
+// (docs/performance.md "Eighteenth $s")
 // Nothing here.
 // The merge moved (docs/performance.md "Eleventh
-// session"), fewer round trips.
-# this session's build was faster
+// $s"), fewer round trips.
+# this $s's build was faster
 TXT
 expect 1 "$dir/narrating.cpp" 2 3 5 7
 
 # More markers, one per line.
-cat > "$dir/markers.md" <<'TXT'
-Session 12 measured it.
-Fixed in round 3.
-Since the third pass, prompts take cuBLASLt.
-The 19th session's bench.
+cat > "$dir/markers.md" <<TXT
+${s^} 12 measured it.
+Fixed in $r 3.
+Since the third ${p}, prompts take cuBLASLt.
+The 19th $s's bench.
 TXT
 expect 1 "$dir/markers.md" 1 2 3 4
 
