@@ -45,7 +45,7 @@ PlannedModule plan_module(const TensorView& t, ModuleRole role, const RoleSettin
   const std::string role_name = module_role_name(role);
   if (m.cols % m.group != 0)
     throw Error(fmt::format("{}: group_size {} (role {}) does not divide the {} input channels of {} {}; choose a "
-                            "divisor of {} or -1 (one scale per output channel)",
+                            "divisor of {} (--group-size or the recipe) or -1 (one scale per output channel)",
                             where, m.group, role_name, m.cols, t.name, shape_string(t.shape), m.cols));
   const int per_word = 32 / m.bits;
   if (m.cols % per_word != 0)

@@ -91,7 +91,12 @@ void apply_overrides(Recipe& recipe, const RecipeOverrides& o) {
   if (o.format) recipe.format = *o.format;
   if (o.bits) recipe.bits = *o.bits;
   if (o.group_size) recipe.group_size = *o.group_size;
-  if (o.bits || o.group_size) check_setting("the command line (--bits, --group-size)", recipe.bits, recipe.group_size);
+  std::string flags;
+  if (o.format) flags += fmt::format(" --format {}", quant_format_name(*o.format));
+  if (o.bits) flags += fmt::format(" --bits {}", *o.bits);
+  if (o.group_size) flags += fmt::format(" --group-size {}", *o.group_size);
+  if (!flags.empty()) recipe.origin += " with" + flags; // messages then say where a value came from
+  if (o.bits || o.group_size) check_setting(recipe.origin, recipe.bits, recipe.group_size);
 }
 
 void check_recipe(const Recipe& recipe) {
