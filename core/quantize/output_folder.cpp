@@ -187,11 +187,12 @@ void write_safetensors_shard(const fs::path& file, std::span<const OutputTensor>
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(len >> (8 * i));
   write_all(fd.get(), len_bytes, 8, file);
   write_all(fd.get(), text.data(), text.size(), file);
-  std::vector<std::byte> buf;
+  std::vector<std::byte> buf; // grows to the largest tensor; the filler writes every byte
   for (size_t i = 0; i < tensors.size(); ++i) {
-    buf.assign(tensors[i].bytes, std::byte{0});
-    fill(i, std::span<std::byte>(buf));
-    write_all(fd.get(), buf.data(), buf.size(), file);
+    if (buf.size() < tensors[i].bytes) buf.resize(tensors[i].bytes);
+    const std::span<std::byte> dst(buf.data(), tensors[i].bytes);
+    fill(i, dst);
+    write_all(fd.get(), dst.data(), dst.size(), file);
   }
   sync_fd(fd.get(), file);
   fd.close_checked(file);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "ninfer/support/error.hpp"
 
@@ -65,6 +66,48 @@ float next_up(float v, DType d) {
 
 } // namespace
 
+namespace {
+
+// Rows [begin, end) of rtn_quantize; returns the first problem instead of throwing, so threads
+// can report it.
+std::string quantize_rows(const float* w, RtnMatrix& m, int64_t begin, int64_t end, const std::string& tensor) {
+  const int qmax = rtn_qmax(m.bits);
+  const int64_t cols = m.cols, group = m.group, G = cols / group;
+  for (int64_t n = begin; n < end; ++n) {
+    for (int64_t g = 0; g < G; ++g) {
+      const float* x = w + n * cols + g * group;
+      float absmax = 0;
+      for (int64_t k = 0; k < group; ++k) {
+        if (!std::isfinite(x[k]))
+          return fmt::format("{}: element [{}, {}] is {}; a weight must be finite to be quantized", tensor, n,
+                             g * group + k, x[k]);
+        absmax = std::max(absmax, std::fabs(x[k]));
+      }
+      float s = 1.0f;
+      if (absmax > 0) {
+        s = round_to_dtype(absmax / static_cast<float>(qmax), m.scale_dtype);
+        // Rounding the scale down (or into a subnormal) may push the extreme past qmax + 1/2,
+        // where the clamp would cost more than half a step.
+        while (s == 0 || static_cast<double>(absmax) / s > qmax + 0.5) s = next_up(s, m.scale_dtype);
+        if (!std::isfinite(s))
+          return fmt::format("{}: row {} group {} has max |w| = {}, whose scale {} / {} does not fit in {} (largest "
+                             "65504); quantize with --format compressed-tensors from a bf16 source or leave this "
+                             "module unquantized",
+                             tensor, n, g, absmax, absmax, qmax, dtype_name(m.scale_dtype));
+      }
+      m.scales[static_cast<size_t>(n * G + g)] = s;
+      int8_t* q = m.q.data() + n * cols + g * group;
+      for (int64_t k = 0; k < group; ++k) {
+        const double r = std::nearbyint(static_cast<double>(x[k]) / s); // default mode: half to even
+        q[k] = static_cast<int8_t>(std::clamp(r, -static_cast<double>(qmax), static_cast<double>(qmax)));
+      }
+    }
+  }
+  return {};
+}
+
+} // namespace
+
 RtnMatrix rtn_quantize(const float* w, int64_t rows, int64_t cols, int bits, int64_t group, DType scale_dtype,
                        const std::string& tensor) {
   if (bits != 4 && bits != 8) throw Error(fmt::format("{}: {} bits is not supported (4 or 8)", tensor, bits));
@@ -78,37 +121,19 @@ RtnMatrix rtn_quantize(const float* w, int64_t rows, int64_t cols, int bits, int
   m.scale_dtype = scale_dtype;
   m.q.resize(static_cast<size_t>(rows * cols));
   m.scales.resize(static_cast<size_t>(rows * (cols / group)));
-  const int qmax = rtn_qmax(bits);
-  for (int64_t n = 0; n < rows; ++n) {
-    for (int64_t g = 0; g < cols / group; ++g) {
-      const float* x = w + n * cols + g * group;
-      float absmax = 0;
-      for (int64_t k = 0; k < group; ++k) {
-        if (!std::isfinite(x[k]))
-          throw Error(fmt::format("{}: element [{}, {}] is {}; a weight must be finite to be quantized", tensor, n,
-                                  g * group + k, x[k]));
-        absmax = std::max(absmax, std::fabs(x[k]));
-      }
-      float s = 1.0f;
-      if (absmax > 0) {
-        s = round_to_dtype(absmax / static_cast<float>(qmax), scale_dtype);
-        // Rounding the scale down (or into a subnormal) may push the extreme past qmax + 1/2,
-        // where the clamp would cost more than half a step.
-        while (s == 0 || static_cast<double>(absmax) / s > qmax + 0.5) s = next_up(s, scale_dtype);
-        if (!std::isfinite(s))
-          throw Error(fmt::format("{}: row {} group {} has max |w| = {}, whose scale {} / {} does not fit in {} "
-                                  "(largest 65504); quantize with --format compressed-tensors from a bf16 source or "
-                                  "leave this module unquantized",
-                                  tensor, n, g, absmax, absmax, qmax, dtype_name(scale_dtype)));
-      }
-      m.scales[static_cast<size_t>(n * (cols / group) + g)] = s;
-      int8_t* q = m.q.data() + n * cols + g * group;
-      for (int64_t k = 0; k < group; ++k) {
-        const double r = std::nearbyint(static_cast<double>(x[k]) / s); // default mode: half to even
-        q[k] = static_cast<int8_t>(std::clamp(r, -static_cast<double>(qmax), static_cast<double>(qmax)));
-      }
-    }
-  }
+  // Rows are independent, so threads give the same bytes as one: a 27B's matrices take minutes
+  // on one core.
+  const int64_t threads = std::clamp<int64_t>(std::min<int64_t>(std::thread::hardware_concurrency(), 32), 1,
+                                              std::max<int64_t>(1, rows * cols / (1 << 20)));
+  std::vector<std::string> problems(static_cast<size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      problems[static_cast<size_t>(t)] = quantize_rows(w, m, rows * t / threads, rows * (t + 1) / threads, tensor);
+    });
+  for (auto& th : pool) th.join();
+  for (const auto& p : problems)
+    if (!p.empty()) throw Error(p); // the first row range's, whatever the thread count
   return m;
 }
 
