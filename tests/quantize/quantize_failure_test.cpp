@@ -178,6 +178,9 @@ TEST(NinferQuantizeFailure, EveryBadInputNamesTheProblem) {
          return base(tmp, in);
        }, {"model.layers.1.self_attn.k_proj.weight", "missing"}},
       {"unknown flag", with({"--calibration", "x.txt"}), {"--calibration"}, 109},
+      {"no --out", [](const fs::path&, const fs::path& in) {
+         return std::vector<std::string>{"--checkpoint", in.string()};
+       }, {"--out is required"}, 106},
       {"bad shard size", with({"--max-shard-size", "lots"}), {"--max-shard-size", "lots"}},
   };
   for (const auto& c : cases) {
@@ -187,11 +190,19 @@ TEST(NinferQuantizeFailure, EveryBadInputNamesTheProblem) {
     const auto r = test::run_quantize(c.args(tmp.path(), src.dir));
     EXPECT_EQ(r.status, c.status) << r.err;
     for (const auto& m : c.message) EXPECT_NE(r.err.find(m), std::string::npos) << "'" << m << "' not in: " << r.err;
-    if (c.status != 109) EXPECT_EQ(r.err.rfind("ninfer-quantize: error: ", 0), 0u) << r.err;
+    if (c.status == 1) EXPECT_EQ(r.err.rfind("ninfer-quantize: error: ", 0), 0u) << r.err;
     EXPECT_FALSE(fs::exists(tmp / "out" / "model.safetensors")) << "something was written";
     for (const auto& e : fs::directory_iterator(tmp.path()))
       EXPECT_EQ(e.path().filename().string().find(".partial-"), std::string::npos) << e.path();
   }
+}
+
+TEST(NinferQuantizeFailure, HelpDescribesTheFlags) {
+  const auto r = test::run_quantize({"--help"});
+  EXPECT_EQ(r.status, 0);
+  for (const char* flag : {"--checkpoint", "--out", "--recipe", "--format", "--bits", "--group-size", "--force",
+                           "--max-shard-size", "Exit status"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 
 } // namespace

@@ -42,7 +42,7 @@ int run(int argc, char** argv) {
                "recipe says otherwise. The output appears whole or not at all."};
   app.footer("Examples:\n  ninfer-quantize --checkpoint ../checkpoints/Qwen3.5-27B --out ../checkpoints/Qwen3.5-27B-int4\n"
              "  ninfer-quantize --checkpoint ./Qwen3-8B --out ./Qwen3-8B-gptq --format gptq --bits 4 --group-size 128\n"
-             "  ninfer-quantize --checkpoint ./Qwen3-8B --out ./Qwen3-8B-w8 --recipe models/quantize-int8-channel.yaml\n"
+             "  ninfer-quantize --checkpoint ./Qwen3.5-27B --out ./Qwen3.5-27B-mixed --recipe models/quantize-qwen3_5-int4-mixed.yaml\n"
              "Exit status: 0 written; 1 any problem with the input, recipe or output (one line naming it); the "
              "option parser's own codes (e.g. 106 missing option, 109 unknown flag) for bad flags.");
   QuantizeOptions opt;
