@@ -48,6 +48,19 @@ TEST(QuantizeRecipe, ExamplesLoadAndResolve) {
   check_recipe(b);
 }
 
+// models/ holds manifests and, named quantize-*.yaml, recipes: each recipe must load.
+TEST(QuantizeRecipe, EveryRecipeInModelsLoads) {
+  int count = 0;
+  for (const auto& e : std::filesystem::directory_iterator(test::source_dir() / "models")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("quantize-", 0) != 0 || e.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(name);
+    check_recipe(load_recipe(e.path(), schema()));
+    ++count;
+  }
+  EXPECT_GE(count, 2);
+}
+
 TEST(QuantizeRecipe, CommandLineOverridesDefaultsNotModuleEntries) {
   Recipe r = parse_recipe("bits: 4\nmodules:\n  mlp.down_proj: {bits: 8}\n  lm_head: {}\n", "r.yaml", schema());
   apply_overrides(r, {QuantFormat::Gptq, 8, 64});
