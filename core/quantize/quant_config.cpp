@@ -1,0 +1,154 @@
+#include "ninfer/quantize/quant_config.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <tuple>
+
+namespace ninfer {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// Modules sharing one (bits, group size or per-channel) setting.
+struct Setting {
+  int bits;
+  int64_t group; // kChannelGroup for one scale per output channel
+  auto operator<=>(const Setting&) const = default;
+};
+
+Setting setting_of(const PlannedModule& m) { return {m.bits, m.channel ? kChannelGroup : m.group}; }
+
+// The setting most modules use (the config's default); the others become per-role overrides.
+Setting main_setting(const QuantizePlan& plan) {
+  std::map<Setting, size_t> count;
+  for (const auto& m : plan.quantized) ++count[setting_of(m)];
+  Setting best{4, 128};
+  size_t most = 0;
+  for (const auto& [s, n] : count)
+    if (n > most) best = s, most = n;
+  return best;
+}
+
+// Roles whose modules use setting `s`, each once, in role order.
+std::vector<ModuleRole> roles_with(const QuantizePlan& plan, const Setting& s) {
+  std::vector<ModuleRole> out;
+  for (ModuleRole r : all_module_roles())
+    for (const auto& m : plan.quantized)
+      if (m.role == r && setting_of(m) == s) {
+        out.push_back(r);
+        break;
+      }
+  return out;
+}
+
+// A regex for every module of a role: "re:.*\.mlp\.down_proj$" style, without the "re:".
+std::string role_regex(ModuleRole r) {
+  if (r == ModuleRole::LmHead) return "lm_head$";
+  std::string name = module_role_name(r), escaped;
+  for (char c : name) escaped += c == '.' ? std::string("\\.") : std::string(1, c);
+  return ".*\\." + escaped + "$";
+}
+
+json ct_weights(const Setting& s) {
+  json w;
+  w["num_bits"] = s.bits;
+  w["type"] = "int";
+  w["symmetric"] = true;
+  w["group_size"] = s.group == kChannelGroup ? json(nullptr) : json(s.group);
+  w["strategy"] = s.group == kChannelGroup ? "channel" : "group";
+  w["block_structure"] = nullptr;
+  w["dynamic"] = false;
+  w["actorder"] = nullptr;
+  w["observer"] = "minmax";
+  w["observer_kwargs"] = json::object();
+  return w;
+}
+
+json ct_group(const json& targets, const Setting& s) {
+  json g;
+  g["targets"] = targets;
+  g["weights"] = ct_weights(s);
+  g["input_activations"] = nullptr;
+  g["output_activations"] = nullptr;
+  g["format"] = "pack-quantized";
+  return g;
+}
+
+json compressed_tensors(const QuantizePlan& plan) {
+  const Setting main = main_setting(plan);
+  json groups = json::object();
+  groups["group_0"] = ct_group(json::array({"Linear"}), main);
+  std::map<Setting, bool> seen{{main, true}};
+  for (const auto& m : plan.quantized) {
+    const Setting s = setting_of(m);
+    if (seen[s]) continue;
+    seen[s] = true;
+    json targets = json::array();
+    for (ModuleRole r : roles_with(plan, s)) targets.push_back("re:" + role_regex(r));
+    groups[fmt::format("group_{}", groups.size())] = ct_group(targets, s);
+  }
+  json c;
+  c["config_groups"] = groups;
+  c["format"] = "pack-quantized";
+  c["global_compression_ratio"] = nullptr;
+  c["ignore"] = plan.unquantized_linears;
+  c["kv_cache_scheme"] = nullptr;
+  c["quant_method"] = "compressed-tensors";
+  c["quantization_status"] = "compressed";
+  c["sparsity_config"] = json::object();
+  c["transform_config"] = json::object();
+  c["version"] = "0.12.2";
+  return c;
+}
+
+json gptq(const QuantizePlan& plan) {
+  const Setting main = main_setting(plan);
+  json dynamic = json::object();
+  // Exclusions first: a loader stops at the first rule a module matches.
+  for (ModuleRole r : plan.roles_present) {
+    if (r == ModuleRole::LmHead) continue; // said by "lm_head" below
+    bool quantized = false;
+    for (const auto& m : plan.quantized) quantized |= m.role == r;
+    if (!quantized) dynamic["-:" + role_regex(r).substr(0, role_regex(r).size() - 1) + ".*"] = json::object();
+  }
+  if (plan.has_visual) dynamic["-:.*visual\\..*"] = json::object();
+  if (plan.has_mtp) dynamic["-:.*mtp\\..*"] = json::object();
+  std::map<Setting, bool> seen{{main, true}};
+  for (const auto& m : plan.quantized) {
+    const Setting s = setting_of(m);
+    if (seen[s]) continue;
+    seen[s] = true;
+    for (ModuleRole r : roles_with(plan, s)) dynamic["+:" + role_regex(r)] = {{"bits", s.bits}, {"group_size", s.group}};
+  }
+  json in_block = json::array();
+  bool lm_head = false;
+  for (ModuleRole r : plan.roles_present) {
+    bool quantized = false;
+    for (const auto& m : plan.quantized) quantized |= m.role == r;
+    if (r == ModuleRole::LmHead) lm_head = quantized;
+    else if (quantized) in_block.push_back(module_role_name(r));
+  }
+  json c;
+  c["quant_method"] = "gptq";
+  c["checkpoint_format"] = "gptq";
+  c["bits"] = main.bits;
+  c["group_size"] = main.group;
+  c["sym"] = true;
+  c["desc_act"] = false;
+  c["static_groups"] = false;
+  c["lm_head"] = lm_head;
+  c["dynamic"] = dynamic;
+  c["modules_in_block_to_quantize"] = json::array({in_block});
+  c["meta"] = {{"quantizer", json::array({"ninfer-quantize"})}, {"method", "rtn"}};
+  return c;
+}
+
+} // namespace
+
+nlohmann::ordered_json quantization_config(const QuantizePlan& plan) {
+  return plan.format == QuantFormat::Gptq ? gptq(plan) : compressed_tensors(plan);
+}
+
+} // namespace ninfer

@@ -1,0 +1,268 @@
+#include "ninfer/quantize/quantize_checkpoint.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <optional>
+
+#include "ninfer/checkpoint/checkpoint.hpp"
+#include "ninfer/checkpoint/expected_tensors.hpp"
+#include "ninfer/checkpoint/json_fields.hpp"
+#include "ninfer/quantize/output_folder.hpp"
+#include "ninfer/quantize/quant_config.hpp"
+#include "ninfer/quantize/quantize_plan.hpp"
+#include "ninfer/quantize/rtn.hpp"
+#include "ninfer/support/error.hpp"
+#include "quantize_progress.hpp"
+
+namespace ninfer {
+
+namespace fs = std::filesystem;
+using quantize_detail::QuantizeProgress;
+
+namespace {
+
+// Files of the input folder that are weights (never copied: the output has its own).
+bool weight_file(const std::string& name) {
+  for (const char* ext : {".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".msgpack", ".h5"})
+    if (name.size() >= std::strlen(ext) && name.compare(name.size() - std::strlen(ext), std::strlen(ext), ext) == 0)
+      return true;
+  return name == "model.safetensors.index.json" || name == "pytorch_model.bin.index.json";
+}
+
+// One input tensor becomes one output unit: its copy, or the packed tensors of its module.
+struct Unit {
+  const TensorView* source = nullptr;
+  std::optional<PlannedModule> module;
+};
+
+std::vector<OutputTensor> unit_outputs(const Unit& u, size_t index, QuantFormat format) {
+  auto t = [&](std::string name, const char* dtype, std::vector<int64_t> shape, size_t elem) {
+    size_t bytes = elem;
+    for (int64_t d : shape) bytes *= static_cast<size_t>(d);
+    return OutputTensor{std::move(name), dtype, std::move(shape), bytes, index};
+  };
+  if (!u.module)
+    return {OutputTensor{u.source->name, dtype_name(u.source->dtype), u.source->shape, u.source->bytes, index}};
+  const PlannedModule& m = *u.module;
+  const int64_t per = 32 / m.bits, G = m.cols / m.group;
+  const size_t sd = dtype_size(m.scale_dtype);
+  if (format == QuantFormat::CompressedTensors)
+    return {t(m.module + ".weight_packed", "I32", {m.rows, m.cols / per}, 4),
+            t(m.module + ".weight_scale", dtype_name(m.scale_dtype), {m.rows, G}, sd),
+            t(m.module + ".weight_shape", "I64", {2}, 8)};
+  return {t(m.module + ".qweight", "I32", {m.cols / per, m.rows}, 4),
+          t(m.module + ".qzeros", "I32", {G, m.rows / per}, 4),
+          t(m.module + ".scales", dtype_name(m.scale_dtype), {G, m.rows}, sd),
+          t(m.module + ".g_idx", "I32", {m.cols}, 4)};
+}
+
+// The bytes of every output tensor of the unit being written, made when its first is asked for.
+class UnitBytes {
+ public:
+  explicit UnitBytes(QuantFormat format) : format_(format) {}
+
+  void fill(const Unit& u, size_t index, size_t part, std::span<std::byte> dst) {
+    if (!u.module) {
+      std::memcpy(dst.data(), u.source->data, dst.size());
+      return;
+    }
+    if (index != current_) make(u, index);
+    const std::string& b = parts_.at(part);
+    if (b.size() != dst.size())
+      throw Error(fmt::format("internal: {} part {} has {} bytes, expected {}", u.module->module, part, b.size(),
+                              dst.size()));
+    std::memcpy(dst.data(), b.data(), b.size());
+  }
+
+ private:
+  template <class T>
+  static std::string bytes_of(const std::vector<T>& v) {
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)); // little-endian host
+  }
+  static std::string scales_of(const std::vector<float>& v, DType d) {
+    std::string s;
+    s.reserve(v.size() * dtype_size(d));
+    for (float x : v) append_scalar(s, x, d);
+    return s;
+  }
+
+  void make(const Unit& u, size_t index) {
+    const PlannedModule& m = *u.module;
+    std::vector<float> w = to_f32(*u.source);
+    const RtnMatrix q = rtn_quantize(w.data(), m.rows, m.cols, m.bits, m.group, m.scale_dtype, m.tensor);
+    w = {};
+    parts_.clear();
+    if (format_ == QuantFormat::CompressedTensors) {
+      parts_.push_back(bytes_of(pack_compressed_tensors(q)));
+      parts_.push_back(scales_of(q.scales, m.scale_dtype));
+      parts_.push_back(bytes_of(std::vector<int64_t>{m.rows, m.cols}));
+    } else {
+      parts_.push_back(bytes_of(pack_gptq_qweight(q)));
+      parts_.push_back(bytes_of(gptq_qzeros(q)));
+      parts_.push_back(scales_of(gptq_scales(q), m.scale_dtype));
+      parts_.push_back(bytes_of(gptq_g_idx(q)));
+    }
+    current_ = index;
+  }
+
+  QuantFormat format_;
+  size_t current_ = SIZE_MAX;
+  std::vector<std::string> parts_;
+};
+
+// The input's pages of a tensor already written are not needed again: dropping them keeps the
+// resident set near one tensor (they come back from the file if touched).
+void release_pages(const TensorView& t) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(t.data) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(t.data) + t.bytes) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+std::optional<size_t> kill_after() {
+  const char* s = std::getenv("NINFER_QUANTIZE_TEST_KILL_AFTER");
+  if (!s || !*s) return std::nullopt;
+  return static_cast<size_t>(std::strtoull(s, nullptr, 10));
+}
+
+nlohmann::ordered_json read_config(const fs::path& dir) {
+  const fs::path file = dir / "config.json";
+  (void)read_json_file(file, kMaxConfigJsonBytes); // the checkpoint module's limits and messages
+  // Parsed again keeping the key order, so the written config reads like the original.
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(text.str());
+  for (const char* key : {"quantization_config", "compression_config"}) {
+    const bool top = cfg.contains(key);
+    const bool text = cfg.contains("text_config") && cfg["text_config"].is_object() && cfg["text_config"].contains(key);
+    if (top || text)
+      throw Error(fmt::format("{}: the checkpoint is already quantized ({}{} is set); ninfer-quantize reads bf16, "
+                              "fp16 or fp32 checkpoints",
+                              file.string(), text && !top ? "text_config." : "", key));
+  }
+  return cfg;
+}
+
+} // namespace
+
+QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  check_recipe(o.recipe);
+  std::error_code ec;
+  if (!fs::is_directory(o.checkpoint, ec))
+    throw Error(fmt::format("--checkpoint {}: not a folder (a Hugging Face checkpoint with config.json and "
+                            "*.safetensors)",
+                            o.checkpoint.string()));
+  if (fs::exists(o.out, ec) && fs::equivalent(o.checkpoint, o.out, ec))
+    throw Error(fmt::format("--out {} is the input checkpoint itself; write the quantized one elsewhere",
+                            o.out.string()));
+  nlohmann::ordered_json config = read_config(o.checkpoint);
+  const Checkpoint ck = Checkpoint::open(o.checkpoint);
+  require_all(ck);
+  const QuantizePlan plan = plan_quantization(ck, o.recipe);
+
+  // Every input tensor, in name order, as one unit; unreadable ones stop here, before writing.
+  std::map<std::string, const PlannedModule*> by_tensor;
+  for (const auto& m : plan.quantized) by_tensor[m.tensor] = &m;
+  std::vector<Unit> units;
+  std::vector<OutputTensor> outputs;
+  std::vector<size_t> part_of; // outputs[i] is part part_of[i] of its unit
+  uint64_t bytes_in = 0;
+  for (const std::string& name : ck.names()) {
+    if (!ck.has(name))
+      throw Error(fmt::format("{}; ninfer-quantize copies every tensor it does not quantize and cannot copy this one",
+                              [&] {
+                                try {
+                                  (void)ck.tensor(name);
+                                } catch (const Error& e) {
+                                  return std::string(e.what());
+                                }
+                                return name;
+                              }()));
+    Unit u;
+    u.source = &ck.tensor(name);
+    if (auto it = by_tensor.find(name); it != by_tensor.end()) u.module = *it->second;
+    bytes_in += u.source->bytes;
+    auto outs = unit_outputs(u, units.size(), plan.format);
+    for (size_t p = 0; p < outs.size(); ++p) {
+      outputs.push_back(std::move(outs[p]));
+      part_of.push_back(p);
+    }
+    units.push_back(std::move(u));
+  }
+
+  StagingFolder staging(o.out, o.force);
+  const auto shards = plan_shards(outputs, o.max_shard_bytes);
+  QuantizeProgress progress(o.progress, units.size(), bytes_in);
+  UnitBytes unit_bytes(plan.format);
+  const std::optional<size_t> kill = kill_after();
+  std::map<std::string, std::string> weight_map;
+  size_t units_done = 0;
+  uint64_t bytes_done = 0, bytes_out = 0;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const auto [begin, end] = shards[s];
+    const std::string file = shard_file_name(s, shards.size());
+    std::span<const OutputTensor> tensors(outputs.data() + begin, end - begin);
+    write_safetensors_shard(staging.path() / file, tensors, [&](size_t i, std::span<std::byte> dst) {
+      const OutputTensor& t = outputs[begin + i];
+      const Unit& u = units[t.unit];
+      unit_bytes.fill(u, t.unit, part_of[begin + i], dst);
+      const bool last_part = begin + i + 1 == outputs.size() || outputs[begin + i + 1].unit != t.unit;
+      if (!last_part) return;
+      ++units_done;
+      bytes_done += u.source->bytes;
+      release_pages(*u.source);
+      progress.update(units_done, bytes_done, u.source->name);
+      if (kill && units_done >= *kill) std::raise(SIGKILL);
+    });
+    for (const auto& t : tensors) {
+      weight_map[t.name] = file;
+      bytes_out += t.bytes;
+    }
+  }
+  progress.finish();
+
+  if (shards.size() > 1) {
+    nlohmann::ordered_json index;
+    index["metadata"] = {{"total_size", bytes_out}};
+    index["weight_map"] = nlohmann::ordered_json::object();
+    for (const auto& [name, file] : weight_map) index["weight_map"][name] = file;
+    write_file_synced(staging.path() / "model.safetensors.index.json", index.dump(2) + "\n");
+  }
+  // Published quantized Qwen3.5 checkpoints keep quantization_config at the top level, beside
+  // text_config, where transformers and vLLM look for it.
+  config["quantization_config"] = quantization_config(plan);
+  write_file_synced(staging.path() / "config.json", config.dump(2) + "\n");
+  for (const auto& e : fs::directory_iterator(o.checkpoint)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name[0] == '.' || name == "config.json" || weight_file(name) || !e.is_regular_file()) continue;
+    copy_file_synced(e.path(), staging.path() / name);
+    spdlog::debug("copied {}", name);
+  }
+  staging.commit();
+
+  QuantizeSummary sum;
+  sum.out = staging.target();
+  sum.tensors_in = units.size();
+  sum.modules_quantized = plan.quantized.size();
+  sum.tensors_copied = plan.copied.size();
+  sum.shards = shards.size();
+  sum.bytes_in = bytes_in;
+  sum.bytes_out = bytes_out;
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return sum;
+}
+
+} // namespace ninfer

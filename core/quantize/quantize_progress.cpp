@@ -1,0 +1,59 @@
+#include "quantize_progress.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace ninfer::quantize_detail {
+
+namespace {
+
+std::string duration(double s) {
+  if (s < 60) return fmt::format("{:.0f}s", s);
+  if (s < 3600) return fmt::format("{}m{:02d}s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  return fmt::format("{}h{:02d}m", static_cast<int>(s) / 3600, static_cast<int>(s) % 3600 / 60);
+}
+
+std::string size(uint64_t b) {
+  if (b >= 1'000'000'000) return fmt::format("{:.2f} GB", b / 1e9);
+  if (b >= 1'000'000) return fmt::format("{:.1f} MB", b / 1e6);
+  return fmt::format("{:.1f} kB", b / 1e3);
+}
+
+} // namespace
+
+QuantizeProgress::QuantizeProgress(bool enabled, size_t tensors, uint64_t bytes)
+    : enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1), tensors_(tensors), bytes_(bytes),
+      start_(std::chrono::steady_clock::now()), last_(start_) {}
+
+QuantizeProgress::~QuantizeProgress() { finish(); }
+
+void QuantizeProgress::update(size_t tensors_done, uint64_t bytes_done, const std::string& current) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  const double since = std::chrono::duration<double>(now - last_).count();
+  if (since < (tty_ ? 0.1 : 10.0) && tensors_done < tensors_) return;
+  last_ = now;
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const std::string eta = bytes_done > 0 && bytes_done < bytes_
+                              ? ", ETA " + duration(elapsed * static_cast<double>(bytes_ - bytes_done) /
+                                                    static_cast<double>(bytes_done))
+                              : "";
+  const std::string line = fmt::format("quantizing: tensor {} of {}, {} of {}{}  {}", tensors_done, tensors_,
+                                       size(bytes_done), size(bytes_), eta, current);
+  if (tty_) {
+    fmt::print(stderr, "\r\033[K{}", line.substr(0, 160));
+    drawn_ = true;
+  } else {
+    fmt::print(stderr, "{}\n", line);
+  }
+  std::fflush(stderr);
+}
+
+void QuantizeProgress::finish() {
+  if (drawn_) fmt::print(stderr, "\r\033[K");
+  drawn_ = false;
+}
+
+} // namespace ninfer::quantize_detail

@@ -1,0 +1,112 @@
+// Quantization recipes: the built-in default, the examples in models/, the schema's and the
+// program's refusals (each naming the file, line and key), and module roles of tensor names.
+#include <gtest/gtest.h>
+
+#include "ninfer/quantize/module_roles.hpp"
+#include "ninfer/quantize/recipe.hpp"
+#include "ninfer/support/error.hpp"
+#include "test_support.hpp"
+
+namespace ninfer {
+namespace {
+
+std::filesystem::path schema() { return test::source_dir() / "schemas" / "quantize_recipe.schema.json"; }
+
+std::string error_of(const std::string& yaml) {
+  try {
+    Recipe r = parse_recipe(yaml, "r.yaml", schema());
+    check_recipe(r);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(QuantizeRecipe, DefaultKeepsLmHeadAndGdnGatesUnquantized) {
+  const Recipe r = default_recipe();
+  EXPECT_EQ(r.format, QuantFormat::CompressedTensors);
+  EXPECT_EQ(r.method, QuantMethod::Rtn);
+  for (ModuleRole role : all_module_roles()) {
+    const bool kept = role == ModuleRole::LmHead || role == ModuleRole::GdnA || role == ModuleRole::GdnB;
+    EXPECT_EQ(r.setting(role).quantize, !kept) << module_role_name(role);
+    EXPECT_EQ(r.setting(role).bits, 4);
+    EXPECT_EQ(r.setting(role).group_size, 128);
+  }
+}
+
+TEST(QuantizeRecipe, ExamplesLoadAndResolve) {
+  const auto dir = test::source_dir() / "models";
+  const Recipe a = load_recipe(dir / "quantize-int4-g128.yaml", schema());
+  EXPECT_EQ(a.setting(ModuleRole::MlpDown).bits, 4);
+  EXPECT_FALSE(a.setting(ModuleRole::LmHead).quantize);
+  const Recipe b = load_recipe(dir / "quantize-qwen3_5-int4-mixed.yaml", schema());
+  EXPECT_EQ(b.format, QuantFormat::Gptq);
+  EXPECT_EQ(b.setting(ModuleRole::GdnQkv).bits, 8);
+  EXPECT_EQ(b.setting(ModuleRole::AttnQ).bits, 4);
+  EXPECT_FALSE(b.setting(ModuleRole::GdnA).quantize);
+  check_recipe(a);
+  check_recipe(b);
+}
+
+// models/ holds manifests and, named quantize-*.yaml, recipes: each recipe must load.
+TEST(QuantizeRecipe, EveryRecipeInModelsLoads) {
+  int count = 0;
+  for (const auto& e : std::filesystem::directory_iterator(test::source_dir() / "models")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("quantize-", 0) != 0 || e.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(name);
+    check_recipe(load_recipe(e.path(), schema()));
+    ++count;
+  }
+  EXPECT_GE(count, 2);
+}
+
+TEST(QuantizeRecipe, CommandLineOverridesDefaultsNotModuleEntries) {
+  Recipe r = parse_recipe("bits: 4\nmodules:\n  mlp.down_proj: {bits: 8}\n  lm_head: {}\n", "r.yaml", schema());
+  apply_overrides(r, {QuantFormat::Gptq, 8, 64});
+  EXPECT_EQ(r.format, QuantFormat::Gptq);
+  EXPECT_EQ(r.setting(ModuleRole::AttnQ).bits, 8);
+  EXPECT_EQ(r.setting(ModuleRole::AttnQ).group_size, 64);
+  EXPECT_EQ(r.setting(ModuleRole::MlpDown).bits, 8);
+  EXPECT_TRUE(r.setting(ModuleRole::LmHead).quantize); // named without quantize: false
+  try {
+    apply_overrides(r, {std::nullopt, 3, std::nullopt});
+    FAIL() << "--bits 3 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--bits"), std::string::npos) << e.what();
+  }
+}
+
+TEST(QuantizeRecipe, RefusalsNameTheProblem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"format: awq\n", "r.yaml:1"},
+      {"bits: 3\n", "bits"},
+      {"group_size: 0\n", "group_size"},
+      {"modules:\n  mlp.gate: {bits: 4}\n", "mlp.gate"},
+      {"modules:\n  lm_head: {bits: 4, scale: 2}\n", "scale"},
+      {"method: gptq\n", "not implemented yet"},
+      {"bits: 4\nbits: 8\n", "duplicate key"},
+  };
+  for (const auto& [yaml, want] : cases) {
+    const std::string e = error_of(yaml);
+    EXPECT_NE(e.find(want), std::string::npos) << yaml << " -> " << (e.empty() ? "(accepted)" : e);
+  }
+}
+
+TEST(QuantizeRecipe, ModuleRolesOfTensorNames) {
+  EXPECT_EQ(module_role_of("model.layers.3.self_attn.q_proj.weight", "model."), ModuleRole::AttnQ);
+  EXPECT_EQ(module_role_of("model.language_model.layers.10.linear_attn.in_proj_qkv.weight", "model.language_model."),
+            ModuleRole::GdnQkv);
+  EXPECT_EQ(module_role_of("lm_head.weight", "model."), ModuleRole::LmHead);
+  for (const char* other : {"model.embed_tokens.weight", "model.layers.0.input_layernorm.weight",
+                            "model.layers.0.linear_attn.conv1d.weight", "model.layers.0.linear_attn.A_log",
+                            "model.layers.0.linear_attn.dt_bias", "mtp.layers.0.mlp.down_proj.weight",
+                            "model.visual.blocks.0.attn.qkv.weight", "model.layers.x.mlp.up_proj.weight",
+                            "model.layers.0.mlp.up_proj.bias", "model.layers.0.lm_head.weight"})
+    EXPECT_FALSE(module_role_of(other, "model.").has_value()) << other;
+  // The multimodal layout's text weights are not "model." ones.
+  EXPECT_FALSE(module_role_of("model.language_model.layers.0.mlp.up_proj.weight", "model.").has_value());
+}
+
+} // namespace
+} // namespace ninfer
