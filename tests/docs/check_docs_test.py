@@ -83,6 +83,13 @@ def main():
     expect(rc == 1 and "planted.md:1:" in out and "missing from the table: embedding" in out,
            "a table missing ops fails naming them\n" + out)
 
+    flags = "<!-- ninfer-check-flags: ninfer-tokenize -->\n| option | meaning |\n|---|---|\n| `--tokenizer` | x |\n"
+    rc, out = run_docs(args, flags)
+    expect(rc == 1 and "planted.md:1:" in out and "never names: --text" in out,
+           "options of --help the file never names fail\n" + out)
+    rc, out = run_docs(args, flags + "| `--no-such-flag` | y |\n")
+    expect(rc == 1 and "--help does not list: --no-such-flag" in out, "a table option --help lacks fails\n" + out)
+
     rc, out = run_docs(args, f"{fence}console ninfer-check\n$ ls checkpoints/Qwen3-0.6B/config.json models/qwen3-8b.yaml\ncheckpoints/Qwen3-0.6B/config.json\nmodels/qwen3-8b.yaml\n{fence}\n")
     expect(rc == 0, "a named checkpoint folder gets a stand-in; models/ holds the manifests\n" + out)
 
