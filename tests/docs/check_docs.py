@@ -29,7 +29,8 @@ manifests with `max_new_tokens` capped at 16, `checkpoints/NAME` is a random-wei
 made by ninfer-make-checkpoint when a command names it (the preset NAME if it is one, else
 qwen3_5-cpu-small for a Qwen3.5/3.6 name and qwen3-cpu-small otherwise, seed 0), and every
 other top-level entry of the source tree (but build*, checkpoints and hidden ones) is a link to it. CUDA devices are
-hidden (CUDA_VISIBLE_DEVICES=-1), so output is a machine without a GPU.
+hidden (CUDA_VISIBLE_DEVICES=-1), so output is a machine without a GPU, and the cache folder
+(tuned tables, kernel cache) is the scratch folder's own.
 
   check_docs.py --bin build/bin --source .              check every file
   check_docs.py --bin build/bin --source . docs/cli.md  check one
@@ -208,9 +209,13 @@ class Scratch:
             open(os.path.join(self.root, "models", os.path.basename(m)), "w", encoding="utf-8").write(text)
         os.makedirs(os.path.join(self.root, "checkpoints"))
         self.presets = None
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("NINFER_")}
+        # NINFER_* and dev.sh's BUILD_DIR / JOBS of the caller would point the commands elsewhere.
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("NINFER_") and k not in ("BUILD_DIR", "JOBS")}
         self.env["PATH"] = self.bin + os.pathsep + self.env.get("PATH", "")
         self.env["CUDA_VISIBLE_DEVICES"] = "-1"
+        # Tuned tables and kernel caches of the user's own cache folder would change the plans.
+        self.env["XDG_CACHE_HOME"] = os.path.join(self.root, ".cache")
         self.env["LC_ALL"] = "C.UTF-8"
 
     def close(self):
