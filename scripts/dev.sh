@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine (Debian 12 with the CUDA 13 toolkit in /usr/local/cuda):
 #   scripts/dev.sh run    install what is missing, build, run the main job
+#   scripts/dev.sh demo   the main job again with the tools already built (no setup, no build)
 #   scripts/dev.sh test   install what is missing, build, run every test (CI runs this)
 #   scripts/dev.sh setup | build | install PREFIX
 # BUILD_DIR (default build) and JOBS (default: all cores) can be set in the environment.
@@ -50,9 +51,14 @@ build() {
 }
 
 # The main job: a small random-weight Qwen3.5 checkpoint with the real Qwen3 tokenizer (made
-# once; nothing is downloaded), then a chat completion on the best device that runs it.
+# once, in checkpoints/ like every checkpoint; nothing is downloaded), then a chat completion on
+# the best device that runs it.
 run_main() {
-  local demo="$build_dir/demo/qwen3_5-cpu-small"
+  local demo="$root/checkpoints/qwen3_5-cpu-small"
+  if [[ ! -x "$build_dir/bin/ninfer-run" ]]; then
+    echo "dev.sh: no tools in $build_dir/bin: build them first (bash scripts/dev.sh run)" >&2
+    exit 1
+  fi
   if [[ ! -f "$demo/config.json" ]]; then
     log "making the demo checkpoint $demo (random weights)"
     "$build_dir/bin/ninfer-make-checkpoint" --preset qwen3_5-cpu-small --seed 0 \
@@ -72,7 +78,8 @@ case "${1:-}" in
   setup) setup ;;
   build) setup && build ;;
   run) setup && build && run_main ;;
+  demo) run_main ;;
   test) setup && build && run_tests ;;
   install) setup && build && cmake --install "$build_dir" --prefix "${2:?usage: dev.sh install PREFIX}" ;;
-  *) echo "usage: scripts/dev.sh run|test|setup|build|install PREFIX" >&2; exit 2 ;;
+  *) echo "usage: scripts/dev.sh run|demo|test|setup|build|install PREFIX" >&2; exit 2 ;;
 esac
