@@ -82,7 +82,14 @@ QuantizePlan plan_quantization(const Checkpoint& ck, const Recipe& recipe) {
     else if (Checkpoint::is_auxiliary(name) && ck.has(name) && auxiliary_linear(ck.tensor(name)))
       plan.unquantized_linears.push_back(name.substr(0, name.size() - 7));
   }
-  for (const auto& [role, entry] : recipe.modules)
+  for (const auto& [role, entry] : recipe.modules) {
+    // A tied model's output projection is its embedding, which is never quantized: a recipe
+    // keeping lm_head as it is holds for it too (one recipe serves a model family's sizes).
+    if (role == ModuleRole::LmHead && ck.config().tie_word_embeddings && !recipe.setting(role).quantize) continue;
+    if (role == ModuleRole::LmHead && ck.config().tie_word_embeddings)
+      throw Error(fmt::format("{}: modules: lm_head of {} is tied to the embedding (tie_word_embeddings), which "
+                              "stays unquantized; give it {{quantize: false}} or leave it out",
+                              entry.where, ck.dir().string()));
     if (!present.count(role)) {
       std::vector<std::string> have;
       for (ModuleRole r : present) have.push_back(module_role_name(r));
@@ -90,6 +97,7 @@ QuantizePlan plan_quantization(const Checkpoint& ck, const Recipe& recipe) {
                               entry.where, module_role_name(role), ck.dir().string(),
                               ck.config().config_path.filename().string(), fmt::join(have, ", ")));
     }
+  }
   for (ModuleRole r : all_module_roles())
     if (present.count(r)) plan.roles_present.push_back(r);
   if (plan.quantized.empty())

@@ -25,7 +25,7 @@ table's first column be one that `TOOL --help` lists.
 
 The commands run with bash in a scratch folder laid out as the repository root: `build/bin` is
 the tools being checked (also first on PATH), `models/` holds copies of the repository's
-manifests with `max_new_tokens` capped at 16, `checkpoints/NAME` is a random-weight stand-in
+manifests with `max_new_tokens` capped at 16 (its folders, such as recipes/, linked), `checkpoints/NAME` is a random-weight stand-in
 made by ninfer-make-checkpoint when a command names it (the preset NAME if it is one, else
 qwen3_5-cpu-small for a Qwen3.5/3.6 name and qwen3-cpu-small otherwise, seed 0), and every
 other top-level entry of the source tree (but build*, checkpoints and hidden ones) is a link to it. CUDA devices are
@@ -207,6 +207,8 @@ class Scratch:
             text = open(m, encoding="utf-8").read()
             text = re.sub(r"^(\s*max_new_tokens:\s*)\d+", rf"\g<1>{MAX_NEW_TOKENS}", text, flags=re.M)
             open(os.path.join(self.root, "models", os.path.basename(m)), "w", encoding="utf-8").write(text)
+        for d in glob.glob(os.path.join(self.source, "models", "*", "")):  # recipes/: as they are
+            os.symlink(d.rstrip("/"), os.path.join(self.root, "models", os.path.basename(d.rstrip("/"))))
         os.makedirs(os.path.join(self.root, "checkpoints"))
         self.presets = None
         # NINFER_* and dev.sh's BUILD_DIR / JOBS of the caller would point the commands elsewhere.

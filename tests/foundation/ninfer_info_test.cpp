@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "described_cards.hpp"
@@ -14,9 +15,20 @@ namespace {
 
 using ninfer::test::ProcessOutput;
 
+// An empty cache directory of this test process: the machine's own ~/.cache/ninfer may hold a
+// tuned table (from any ninfer-tune run), which the default run would report instead of none.
+const std::string& empty_cache_dir() {
+  static const std::string dir = [] {
+    std::string t = "/tmp/ninfer-info-test-cache-XXXXXX";
+    if (!mkdtemp(t.data())) ADD_FAILURE() << "mkdtemp failed";
+    return t;
+  }();
+  return dir;
+}
+
 // Runs ninfer-info with `args`; stderr is appended after stdout when asked.
 ProcessOutput run_info(const std::string& args, bool with_stderr = false) {
-  ProcessOutput r = run_process(std::string(NINFER_INFO_BIN) + " " + args);
+  ProcessOutput r = run_process("NINFER_CACHE_DIR=" + empty_cache_dir() + " " + std::string(NINFER_INFO_BIN) + " " + args);
   if (with_stderr) r.out += r.err;
   return r;
 }

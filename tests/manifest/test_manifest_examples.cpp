@@ -47,8 +47,6 @@ TEST(ManifestExamples, EveryModelsYamlLoads) {
   int count = 0;
   for (const auto& entry : fs::directory_iterator(source_root() / "models")) {
     if (entry.path().extension() != ".yaml") continue;
-    // models/quantize-*.yaml are ninfer-quantize recipes (quantize_tests loads each).
-    if (entry.path().filename().string().rfind("quantize-", 0) == 0) continue;
     SCOPED_TRACE(entry.path().string());
     const Manifest m = load_in_scratch(read(entry.path()), entry.path().filename().string());
     EXPECT_FALSE(m.name.empty());

@@ -35,11 +35,11 @@ TEST(QuantizeRecipe, DefaultKeepsLmHeadAndGdnGatesUnquantized) {
 }
 
 TEST(QuantizeRecipe, ExamplesLoadAndResolve) {
-  const auto dir = test::source_dir() / "models";
-  const Recipe a = load_recipe(dir / "quantize-int4-g128.yaml", schema());
+  const auto dir = test::source_dir() / "models" / "recipes";
+  const Recipe a = load_recipe(dir / "int4-g128.yaml", schema());
   EXPECT_EQ(a.setting(ModuleRole::MlpDown).bits, 4);
   EXPECT_FALSE(a.setting(ModuleRole::LmHead).quantize);
-  const Recipe b = load_recipe(dir / "quantize-qwen3_5-int4-mixed.yaml", schema());
+  const Recipe b = load_recipe(dir / "qwen3_5-int4-mixed.yaml", schema());
   EXPECT_EQ(b.format, QuantFormat::Gptq);
   EXPECT_EQ(b.setting(ModuleRole::GdnQkv).bits, 8);
   EXPECT_EQ(b.setting(ModuleRole::AttnQ).bits, 4);
@@ -48,12 +48,12 @@ TEST(QuantizeRecipe, ExamplesLoadAndResolve) {
   check_recipe(b);
 }
 
-// models/ holds manifests and, named quantize-*.yaml, recipes: each recipe must load.
+// models/recipes/ holds ninfer-quantize recipes: each must load.
 TEST(QuantizeRecipe, EveryRecipeInModelsLoads) {
   int count = 0;
-  for (const auto& e : std::filesystem::directory_iterator(test::source_dir() / "models")) {
+  for (const auto& e : std::filesystem::directory_iterator(test::source_dir() / "models" / "recipes")) {
     const std::string name = e.path().filename().string();
-    if (name.rfind("quantize-", 0) != 0 || e.path().extension() != ".yaml") continue;
+    if (e.path().extension() != ".yaml") continue;
     SCOPED_TRACE(name);
     check_recipe(load_recipe(e.path(), schema()));
     ++count;

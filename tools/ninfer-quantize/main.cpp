@@ -40,9 +40,9 @@ int run(int argc, char** argv) {
                "the decoder layers become int4 or int8; embeddings, norms, lm_head, Gated DeltaNet in_proj_a / "
                "in_proj_b, conv1d, A_log, dt_bias, the vision tower and MTP weights are copied unchanged unless the "
                "recipe says otherwise. The output appears whole or not at all."};
-  app.footer("Examples:\n  ninfer-quantize --checkpoint ../checkpoints/Qwen3.5-27B --out ../checkpoints/Qwen3.5-27B-int4\n"
+  app.footer("Examples:\n  ninfer-quantize --checkpoint checkpoints/Qwen3.5-27B --out checkpoints/Qwen3.5-27B-int4\n"
              "  ninfer-quantize --checkpoint ./Qwen3-8B --out ./Qwen3-8B-gptq --format gptq --bits 4 --group-size 128\n"
-             "  ninfer-quantize --checkpoint ./Qwen3.5-27B --out ./Qwen3.5-27B-mixed --recipe models/quantize-qwen3_5-int4-mixed.yaml\n"
+             "  ninfer-quantize --checkpoint checkpoints/Qwen3.5-27B --out checkpoints/Qwen3.5-27B-mixed --recipe models/recipes/qwen3_5-int4-mixed.yaml\n"
              "Exit status: 0 written; 1 any problem with the input, recipe or output (one line naming it); the "
              "option parser's own codes (e.g. 106 missing option, 109 unknown flag) for bad flags.");
   QuantizeOptions opt;
