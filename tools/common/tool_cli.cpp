@@ -37,7 +37,9 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, cons
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "{}: error: {}\nRun with --help for the options.\n", tool, e.what());
+    std::string message = e.what();
+    if (message.rfind(tool + ": ", 0) == 0) message.erase(0, tool.size() + 2); // CLI11 may name the app itself
+    fmt::print(stderr, "{}: error: {}\nRun with --help for the options.\n", tool, message);
     return kExitUsage;
   }
   return std::nullopt;

@@ -79,6 +79,8 @@ void check_bench_options(const BenchOptions& o) {
     throw UsageError("--prefill-chunk, --decode-steps and --repeats must be >= 1, --warmup >= 0");
   if (o.preset.empty() && o.manifest.empty() && o.checkpoint.empty())
     throw UsageError("nothing to measure: give --preset NAME (see --list-presets), a manifest or --checkpoint DIR");
+  if (o.dtype != "bfloat16" && o.dtype != "bf16" && o.dtype != "float32" && o.dtype != "f32" && o.dtype != "auto")
+    throw UsageError(fmt::format("--dtype {}: expected bfloat16, float32 or auto", o.dtype));
   try {
     parse_device_spec(o.device);
   } catch (const Error& e) {

@@ -18,7 +18,11 @@ namespace fs = std::filesystem;
 
 constexpr size_t kMaxListed = 20; // tensor problems listed one per line; the rest are counted
 
-std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }
+// "1.41 GiB", or "12.0 MiB" below a GiB.
+std::string gib(double bytes) {
+  if (bytes >= 1024.0 * 1024.0 * 1024.0) return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0));
+}
 
 // Every expected tensor: present, of the config's shape, in a dtype the loader reads. All
 // problems are collected (a broken download usually has many).
@@ -128,14 +132,14 @@ CheckpointReport check_checkpoint(const fs::path& dir, std::optional<int64_t> co
       for (int64_t x : e.shape) n *= static_cast<double>(x);
       params += n;
     }
+    r.checks.push_back({"files", true,
+                        fmt::format("{} safetensors file(s), {}", ck->files().size(),
+                                    gib(static_cast<double>(ck->data_bytes())))});
     r.checks.push_back({"config", true,
                         fmt::format("{} ({}, {}): {} layers, hidden {}, vocab {}, {:.2f} B parameters{}",
                                     family_name(cfg.family), cfg.model_type, cfg.architecture, cfg.num_layers,
                                     cfg.hidden_size, cfg.vocab_size, params / 1e9,
                                     cfg.random_weights ? " (RANDOM weights)" : "")});
-    r.checks.push_back({"files", true,
-                        fmt::format("{} safetensors file(s), {}", ck->files().size(),
-                                    gib(static_cast<double>(ck->data_bytes())))});
     r.checks.push_back(check_tensors(*ck));
   }
   r.checks.push_back(check_tokenizer(dir, ck ? &ck->config() : nullptr));

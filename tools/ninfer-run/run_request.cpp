@@ -34,11 +34,11 @@ std::vector<int32_t> one_shot_prompt_ids(const RunOptions& o, const Manifest& m,
     }
     return ids;
   }
+  std::string text = prompt_text(o);
   if (!tok)
     throw Error(fmt::format("a text prompt needs a tokenizer and {} has none: set `tokenizer:` in the manifest or "
                             "use --prompt-ids",
                             m.checkpoint.string()));
-  std::string text = prompt_text(o);
   if (o.chat) {
     if (m.chat_template == ChatTemplate::None)
       throw Error(fmt::format("--chat: the manifest sets chat_template: none ({})", m.where("chat_template")));
