@@ -1,6 +1,7 @@
 #include "interactive_chat.hpp"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -25,8 +26,8 @@ static_assert(std::atomic<bool>::is_always_lock_free);
 
 extern "C" void on_sigint(int) { g_interrupted.store(true); }
 
-// Ctrl-C sets the flag instead of ending the process. No SA_RESTART: a read blocked at the
-// prompt returns with EINTR, so Ctrl-C there is seen at once.
+// Ctrl-C sets the flag instead of ending the process; generation and the prompt's reader look
+// at it.
 void catch_sigint() {
   struct sigaction sa{};
   sa.sa_handler = on_sigint;
@@ -37,19 +38,22 @@ void catch_sigint() {
 
 enum class Input { Line, End, Interrupted };
 
-// One line of stdin without its newline.
+// One line of stdin without its newline. Read a byte at a time with poll() in short rounds, so a
+// Ctrl-C that lands just before the read (not inside it) is seen too.
 Input read_line(std::string& line) {
   line.clear();
   for (;;) {
-    const int c = std::fgetc(stdin);
-    if (c == EOF) {
-      const bool interrupted = std::ferror(stdin) && errno == EINTR;
-      std::clearerr(stdin);
-      if (interrupted || g_interrupted.load()) return Input::Interrupted;
-      return line.empty() ? Input::End : Input::Line;
-    }
+    if (g_interrupted.load()) return Input::Interrupted;
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 100);
+    if (ready < 0 && errno != EINTR) return Input::End;
+    if (ready <= 0) continue;
+    char c = 0;
+    const ssize_t n = ::read(STDIN_FILENO, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return line.empty() ? Input::End : Input::Line;
     if (c == '\n') return Input::Line;
-    line.push_back(static_cast<char>(c));
+    line.push_back(c);
   }
 }
 
