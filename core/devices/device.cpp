@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #ifdef NINFER_WITH_CUDA_RUNTIME
@@ -17,7 +19,11 @@ ninfer_device_info host_device() {
   ninfer_device_info d{};
   d.kind = NINFER_DEVICE_CPU;
   d.ordinal = -1;
-  std::snprintf(d.name, sizeof d.name, "host CPU (%u threads)", std::thread::hardware_concurrency());
+  // The threads the CPU plugin will use (it reads the same variable; --threads sets it).
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  if (const char* s = std::getenv("NINFER_CPU_THREADS"); s && std::atoi(s) >= 1)
+    threads = static_cast<unsigned>(std::min(std::atoi(s), 256));
+  std::snprintf(d.name, sizeof d.name, "host CPU (%u threads)", threads);
   std::snprintf(d.arch, sizeof d.arch, "cpu");
   return d;
 }
@@ -30,7 +36,19 @@ Discovery discover_devices() {
   int count = 0;
   cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc != cudaSuccess) {
-    out.note = fmt::format("no CUDA device: {}", cudaGetErrorString(rc));
+    // Said as what the user has, not as the runtime's code: "insufficient driver" with no
+    // driver at all reads as "update the driver" when the fix is --device cpu.
+    if (rc == cudaErrorInsufficientDriver && out.driver_version == 0)
+      out.note = "no NVIDIA GPU found (no NVIDIA driver is loaded)";
+    else if (rc == cudaErrorInsufficientDriver)
+      out.note = fmt::format("no usable NVIDIA GPU: the driver supports CUDA {}.{}, this build needs {}.{} (update "
+                             "the driver)",
+                             out.driver_version / 1000, out.driver_version % 1000 / 10, out.runtime_version / 1000,
+                             out.runtime_version % 1000 / 10);
+    else if (rc == cudaErrorNoDevice)
+      out.note = "no NVIDIA GPU found (the driver reports none)";
+    else
+      out.note = fmt::format("no usable NVIDIA GPU ({})", cudaGetErrorString(rc));
     cudaGetLastError(); // clear the sticky-free error so later calls start clean
     return out;
   }
@@ -61,20 +79,20 @@ Discovery discover_devices() {
     d.memory_bytes = static_cast<int64_t>(p.totalGlobalMem);
     out.cuda.push_back(d);
   }
-  if (out.cuda.empty()) out.note = "no CUDA device: the runtime reports none";
+  if (out.cuda.empty()) out.note = "no NVIDIA GPU found (the CUDA runtime reports none)";
 #else
-  out.note = "no CUDA device: this build has no CUDA runtime";
+  out.note = "no NVIDIA GPU support: this build of ninfer has no CUDA (configured with NINFER_CUDA=OFF)";
 #endif
   return out;
 }
 
 DeviceSpec parse_device_spec(const std::string& text) {
-  if (text == "auto") return {DeviceSpec::Kind::Auto, 0};
-  if (text == "cpu") return {DeviceSpec::Kind::Cpu, 0};
-  if (text == "cuda") return {DeviceSpec::Kind::Cuda, 0};
+  if (text == "auto") return {DeviceSpec::Kind::Auto, 0, text};
+  if (text == "cpu") return {DeviceSpec::Kind::Cpu, 0, text};
+  if (text == "cuda") return {DeviceSpec::Kind::Cuda, 0, text};
   if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.size() < 9 &&
       text.find_first_not_of("0123456789", 5) == std::string::npos)
-    return {DeviceSpec::Kind::Cuda, std::stoi(text.substr(5))};
+    return {DeviceSpec::Kind::Cuda, std::stoi(text.substr(5)), text};
   throw Error(fmt::format("--device {}: expected auto, cpu, cuda or cuda:N", text));
 }
 
@@ -90,9 +108,11 @@ std::vector<ninfer_device_info> devices_for(const DeviceSpec& spec, const Discov
     case DeviceSpec::Kind::Cuda:
       break;
   }
+  if (disc.cuda.empty())
+    throw Error(fmt::format("--device {}: {}; use --device cpu (or auto)", spec.text, disc.note));
   if (spec.index >= static_cast<int>(disc.cuda.size()))
-    throw Error(fmt::format("--device cuda:{}: {}", spec.index,
-                            disc.cuda.empty() ? disc.note : fmt::format("only {} CUDA device(s)", disc.cuda.size())));
+    throw Error(fmt::format("--device {}: there are only {} NVIDIA GPU(s), cuda:0 to cuda:{}", spec.text,
+                            disc.cuda.size(), disc.cuda.size() - 1));
   return {disc.cuda[static_cast<size_t>(spec.index)]};
 }
 

@@ -19,19 +19,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-void check_request(const CausalLM& lm, const Tokenizer* tokenizer, const GenerationRequest& r) {
+void check_request(const CausalLM& lm, int32_t slot, const Tokenizer* tokenizer, const GenerationRequest& r) {
   if (r.prompt_ids.empty()) throw Error("the prompt is empty: give at least one token");
   if (r.max_new_tokens < 0) throw Error(fmt::format("max_new_tokens must be >= 0 (got {})", r.max_new_tokens));
   const int64_t ctx = lm.options().max_context;
-  const int64_t need = static_cast<int64_t>(r.prompt_ids.size()) + std::max<int64_t>(r.max_new_tokens, 1);
-  if (static_cast<int64_t>(r.prompt_ids.size()) >= ctx)
+  // A continued sequence keeps what its slot holds: the earlier turns count against the context.
+  const int64_t prompt = static_cast<int64_t>(r.prompt_ids.size()) + (r.append ? lm.position(slot) : 0);
+  const int64_t need = prompt + std::max<int64_t>(r.max_new_tokens, 1);
+  if (prompt >= ctx)
     throw Error(fmt::format("the prompt has {} tokens but the context holds {}: shorten the prompt or raise "
                             "max_context (manifest runtime.max_context, --max-context)",
-                            r.prompt_ids.size(), ctx));
+                            prompt, ctx));
   if (need > ctx)
     throw Error(fmt::format("the prompt ({} tokens) plus {} new tokens exceed the context of {}: lower --max-new "
                             "or raise max_context",
-                            r.prompt_ids.size(), r.max_new_tokens, ctx));
+                            prompt, r.max_new_tokens, ctx));
   if (!tokenizer && !r.stop.strings.empty()) throw Error("stop strings need a tokenizer");
 }
 
@@ -49,8 +51,8 @@ std::vector<std::vector<TokenLogprob>> prompt_top(std::span<const float> all, in
 } // namespace
 
 GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer, const GenerationRequest& request,
-                          const TextSink& on_text) {
-  check_request(lm, tokenizer, request);
+                          const TextSink& on_text, const PrefillProgress& on_prefill) {
+  check_request(lm, slot, tokenizer, request);
   const int64_t vocab = lm.vocab_size();
   GenerationResult res;
   Sampler sampler(request.sampling, request.prompt_ids);
@@ -66,16 +68,30 @@ GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer
     if (on_text) on_text(text);
   };
 
+  auto cancelled = [&] { return request.cancel && request.cancel->load(); };
   const auto start = Clock::now();
-  lm.reset(slot);
+  if (!request.append) lm.reset(slot);
+  // The prompt goes in the model's own chunks (prefill appends), so progress can be reported
+  // and a cancel honoured between them; the results are those of one prefill call.
   std::vector<float> logits;
-  if (request.prompt_logprobs > 0) {
-    std::vector<float> all = lm.prefill(slot, request.prompt_ids, LogitsFor::All);
-    const int64_t rows = static_cast<int64_t>(request.prompt_ids.size());
-    res.prompt_top = prompt_top(all, rows, vocab, request.prompt_logprobs);
-    logits.assign(all.end() - vocab, all.end());
-  } else {
-    logits = lm.prefill(slot, request.prompt_ids, LogitsFor::Last);
+  const std::span<const int32_t> prompt(request.prompt_ids);
+  const size_t chunk = static_cast<size_t>(lm.options().prefill_chunk);
+  const LogitsFor rows = request.prompt_logprobs > 0 ? LogitsFor::All : LogitsFor::Last;
+  for (size_t at = 0; at < prompt.size(); at += chunk) {
+    if (cancelled()) {
+      res.finish_reason = "cancelled";
+      res.timings.prefill_s = seconds_since(start);
+      return res;
+    }
+    const std::span<const int32_t> part = prompt.subspan(at, std::min(chunk, prompt.size() - at));
+    std::vector<float> out = lm.prefill(slot, part, rows);
+    if (rows == LogitsFor::All) {
+      std::vector<std::vector<TokenLogprob>> top =
+          prompt_top(out, static_cast<int64_t>(part.size()), vocab, request.prompt_logprobs);
+      res.prompt_top.insert(res.prompt_top.end(), top.begin(), top.end());
+    }
+    logits.assign(out.end() - vocab, out.end());
+    if (on_prefill) on_prefill(static_cast<int64_t>(at + part.size()), static_cast<int64_t>(prompt.size()));
   }
   res.timings.prefill_s = seconds_since(start);
 
@@ -105,6 +121,10 @@ GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer
     lm.queue_decode(slots, ids, std::span(&rs, 1));
   };
   for (int64_t step = 0; step < request.max_new_tokens; ++step) {
+    if (cancelled()) {
+      res.finish_reason = "cancelled";
+      break;
+    }
     if (step > 0 && device_pick) { // waits for the step (decode time, not sampling time)
       std::vector<float> lp;
       const std::vector<int32_t> chosen = lm.next_picks(&lp);

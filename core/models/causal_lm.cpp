@@ -126,6 +126,18 @@ void CausalLM::reset(int32_t slot) {
   positions_[static_cast<size_t>(slot)] = 0;
 }
 
+bool CausalLM::can_truncate() const { return config_.num_layers_of(LayerKind::LinearAttention) == 0; }
+
+void CausalLM::truncate(int32_t slot, int64_t tokens) {
+  check_slot(slot);
+  if (!can_truncate())
+    throw Error("this model has Gated DeltaNet layers, whose recurrent state cannot be rolled back: reset the slot");
+  const int64_t pos = positions_[static_cast<size_t>(slot)];
+  if (tokens < 0 || tokens > pos)
+    throw Error(fmt::format("cannot truncate slot {} to {} tokens: it holds {}", slot, tokens, pos));
+  positions_[static_cast<size_t>(slot)] = tokens;
+}
+
 bool CausalLM::decode_graphs_active() const { return decoder_->decode_recording(); }
 size_t CausalLM::decode_graphs_recorded() const { return decoder_->decode_recordings(); }
 

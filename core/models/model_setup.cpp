@@ -1,6 +1,7 @@
 #include "ninfer/models/model_setup.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "ninfer/devices/device.hpp"
@@ -89,8 +90,14 @@ ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice
 
   ModelOnDevice out;
   out.plugins = std::make_unique<PluginHost>();
-  out.plugins->load_directory(choice.plugin_dir.empty() ? default_plugin_dir()
-                                                        : std::filesystem::path(choice.plugin_dir));
+  const std::filesystem::path dir = choice.plugin_dir.empty() ? default_plugin_dir() : std::filesystem::path(choice.plugin_dir);
+  out.plugins->load_directory(dir);
+  if (!choice.plugin.empty() && !out.plugins->find(choice.plugin)) {
+    std::vector<std::string> names;
+    for (const auto& p : out.plugins->plugins()) names.push_back(p->name());
+    throw Error(fmt::format("--plugin {}: no plugin of that name in {} (available: {})", choice.plugin, dir.string(),
+                            names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
+  }
   std::string failures;
   for (const ninfer_device_info& dev : devices_for(parse_device_spec(choice.device), discover_devices())) {
     try {

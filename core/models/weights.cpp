@@ -19,7 +19,10 @@ constexpr float kMatrixHalfWidth = 0.02f * 1.7320508f;
 } // namespace
 
 WeightLoader::WeightLoader(const Checkpoint& ck, Backend& backend, WeightPrecision precision)
-    : ck_(ck), backend_(backend), precision_(precision) {}
+    : progress_("loading weights", static_cast<int64_t>(expected_tensors(ck.config()).size())), ck_(ck),
+      backend_(backend), precision_(precision) {}
+
+void WeightLoader::count_loaded(const std::string& name) { progress_.update(++loaded_, name); }
 
 int32_t WeightLoader::storage_dtype(std::initializer_list<std::string> names) const {
   switch (precision_) {
@@ -78,6 +81,7 @@ Matrix WeightLoader::stack(std::initializer_list<std::string> names, const std::
       }
     }
     offset += count * elem;
+    count_loaded(n);
   }
   return m;
 }
@@ -89,6 +93,7 @@ Vector WeightLoader::vector(const std::string& name, const std::string& what) {
   std::vector<float> f32 = t.data ? to_f32(t) : synthetic_values(t);
   v.buf = backend_.allocate(f32.size() * 4, MemoryUse::Weights, what);
   backend_.upload(v.buf, 0, f32.data(), f32.size() * 4);
+  count_loaded(name);
   return v;
 }
 

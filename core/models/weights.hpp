@@ -11,6 +11,7 @@
 
 #include "ninfer/checkpoint/checkpoint.hpp"
 #include "ninfer/checkpoint/expected_tensors.hpp"
+#include "ninfer/checkpoint/progress.hpp"
 #include "ninfer/models/causal_lm.hpp"
 #include "ninfer/runtime/backend.hpp"
 
@@ -51,6 +52,10 @@ class WeightLoader {
   void fill_synthetic(const Matrix& m, size_t offset_bytes, const TensorView& t);
   std::vector<float> synthetic_values(const TensorView& t);
   std::unordered_map<std::string, ExpectedTensor> synthetic_specs_; // by name, made at first use
+  // A loading bar on stderr (only on a terminal): a large checkpoint takes minutes to read.
+  void count_loaded(const std::string& name);
+  ProgressLine progress_;
+  int64_t loaded_ = 0;
 
   const Checkpoint& ck_;
   Backend& backend_;

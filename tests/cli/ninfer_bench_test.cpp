@@ -168,22 +168,24 @@ TEST(NinferBench, UnfusedOpsSwitchPlansTheFallbackOps) {
 }
 
 TEST(NinferBench, RefusesBadInputClearly) {
+  // Exit 2: the command line (checked before anything loads); 1: the model or the device.
   struct Case {
     const char* args;
     const char* says;
+    int status;
   } cases[] = {
-      {"--preset nope --device cpu", "presets: qwen3-0.6b"},
-      {"--device cpu", "give --preset NAME"},
-      {"--preset qwen3-cpu-small --prompt-lengths 0 --device cpu", "--prompt-lengths: 0"},
-      {"--preset qwen3-cpu-small --batches 2,-1 --device cpu", "--batches: -1"},
-      {"--preset qwen3-cpu-small --skip-prefill --skip-decode --device cpu", "leave nothing"},
-      {"--preset qwen3-cpu-small --dtype fp8 --device cpu", "--dtype fp8"},
-      {"--preset qwen3-cpu-small --device cuda:7", "cuda"},
-      {"--preset qwen3-cpu-small --prompt-lengths 40000 --device cpu --skip-decode", "max_position_embeddings = 32768"},
+      {"--preset nope --device cpu", "presets: qwen3-0.6b", 1},
+      {"--device cpu", "give --preset NAME", 2},
+      {"--preset qwen3-cpu-small --prompt-lengths 0 --device cpu", "--prompt-lengths: 0", 2},
+      {"--preset qwen3-cpu-small --batches 2,-1 --device cpu", "--batches: -1", 2},
+      {"--preset qwen3-cpu-small --skip-prefill --skip-decode --device cpu", "leave nothing", 2},
+      {"--preset qwen3-cpu-small --dtype fp8 --device cpu", "--dtype fp8", 2},
+      {"--preset qwen3-cpu-small --device cuda:7", "cuda", 1},
+      {"--preset qwen3-cpu-small --prompt-lengths 40000 --device cpu --skip-decode", "max_position_embeddings = 32768", 1},
   };
   for (const Case& c : cases) {
     const ProcessOutput r = bench(c.args);
-    EXPECT_EQ(r.status, 1) << c.args;
+    EXPECT_EQ(r.status, c.status) << c.args;
     EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_EQ(r.err.find("internal error"), std::string::npos) << c.args << "\n" << r.err;
   }
@@ -191,4 +193,32 @@ TEST(NinferBench, RefusesBadInputClearly) {
   EXPECT_EQ(list.status, 0);
   for (const char* p : {"qwen3-0.6b", "qwen3-8b", "qwen3-32b", "qwen3_5-27b"})
     EXPECT_NE(list.out.find(p), std::string::npos) << p;
+}
+
+// On the CPU, a run that names no points measures CPU-sized ones (a GPU's 32,768-token
+// prefill would take hours there), says so, and says what it is measuring as it goes.
+TEST(NinferBench, CpuRunWithoutPointsMeasuresCpuSizedPoints) {
+  const json j = bench_json("--preset qwen3-cpu-small --repeats 1 --warmup 0");
+  ASSERT_TRUE(j.contains("results"));
+  std::set<int64_t> prompts, contexts, batches;
+  for (const json& r : j["results"]) {
+    if (r["phase"] == "prefill") prompts.insert(r["prompt_tokens"].get<int64_t>());
+    else {
+      contexts.insert(r["context"].get<int64_t>());
+      batches.insert(r["batch"].get<int64_t>());
+    }
+  }
+  EXPECT_EQ(prompts, (std::set<int64_t>{64, 256}));
+  EXPECT_EQ(contexts, (std::set<int64_t>{0, 256}));
+  EXPECT_EQ(batches, (std::set<int64_t>{1, 2}));
+  EXPECT_LT(j["max_context"].get<int64_t>(), 1024);
+
+  const ProcessOutput text = bench("--preset qwen3-cpu-small --device cpu --repeats 1 --warmup 0 --skip-decode");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.err.find("CPU-sized points"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("measuring prefill of 256 tokens"), std::string::npos) << text.err;
+  // Points given on the command line are measured as given.
+  const json given = bench_json("--preset qwen3-cpu-small --prompt-lengths 20 --skip-decode --repeats 1 --warmup 0");
+  ASSERT_EQ(given["results"].size(), 1u);
+  EXPECT_EQ(given["results"][0]["prompt_tokens"], 20);
 }

@@ -170,21 +170,33 @@ TEST_F(TuneTest, AnInterruptedRunWritesNothing) {
 }
 
 TEST_F(TuneTest, RefusesBadInputClearly) {
+  // Exit 2: the command line (checked before anything loads); 1: the model or the device.
   struct Case {
     std::string args, says;
+    int status;
   } cases[] = {
-      {"--device cpu", "no model"},
-      {std::string(kSmall) + " --buckets 0", "--buckets: 0 is outside"},
-      {std::string(kSmall) + " --buckets 17", "--buckets: 17 is outside"},
-      {std::string(kSmall) + " --ops attention", "cannot be tuned"},
-      {"--preset nope --device cpu", "unknown shape preset"},
-      {"--preset qwen3-cpu-small --device cpu --repeats 0", "--repeats must be >= 1"},
-      {std::string(kSmall) + " --jit-sweep", "--jit-sweep needs a CUDA device"},
+      {"--device cpu", "no model", 2},
+      {std::string(kSmall) + " --buckets 0", "--buckets: 0 is outside", 2},
+      {std::string(kSmall) + " --buckets 17", "--buckets: 17 is outside", 2},
+      {std::string(kSmall) + " --ops attention", "cannot be tuned", 1},
+      {"--preset nope --device cpu", "unknown shape preset", 1},
+      {"--preset qwen3-cpu-small --device cpu --repeats 0", "--repeats must be >= 1", 2},
+      {std::string(kSmall) + " --jit-sweep", "--jit-sweep needs a CUDA device", 1},
   };
   for (const Case& c : cases) {
     const ProcessOutput r = tune(c.args);
-    EXPECT_EQ(r.status, 1) << c.args;
+    EXPECT_EQ(r.status, c.status) << c.args;
     EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
   }
   EXPECT_FALSE(fs::exists(cache / "schedules"));
+}
+
+// --device defaults to auto, as in every tool: the first GPU, else the CPU (this machine's
+// plugin, named in the first line).
+TEST_F(TuneTest, DeviceDefaultsToAuto) {
+  const ProcessOutput r =
+      tune("--preset qwen3-cpu-small --prefill-chunk 16 --repeats 1 --buckets 1 --ops linear --dry-run --no-confirm");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(r.err.find("on host CPU") != std::string::npos || r.err.find("with plugin cuda") != std::string::npos)
+      << r.err;
 }

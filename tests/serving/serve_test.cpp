@@ -307,6 +307,22 @@ TEST(NinferServe, ErrorsHaveOpenAiShapeAndStatus) {
                "prompt longer than the context (256)");
   expect_error(post(*c, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}}), 400, "",
                "chat on a model without a tokenizer");
+  // A max_tokens the context cannot hold next to the prompt is refused up front (400), not cut
+  // short where the context fills: 3 + 254 > 256, while 3 + 253 fits exactly.
+  const Reply too_long = post(*c, "/v1/completions", greedy_ids_request({1, 2, 3}, 254));
+  expect_error(too_long, 400, "max_tokens", "max_tokens beyond the context");
+  EXPECT_EQ(too_long.body["error"]["code"], "context_length_exceeded");
+  EXPECT_NE(too_long.body["error"]["message"].get<std::string>().find("at most 253"), std::string::npos)
+      << too_long.body.dump();
+  r = greedy_ids_request({1, 2, 3}, 4);
+  r.erase("max_tokens");
+  r["max_completion_tokens"] = 300;
+  expect_error(post(*c, "/v1/completions", r), 400, "max_completion_tokens", "max_completion_tokens beyond the context");
+  r = greedy_ids_request({1, 2, 3}, 253);
+  r["ignore_eos"] = true;
+  const Reply fits = post(*c, "/v1/completions", r);
+  ASSERT_EQ(fits.status, 200) << fits.body.dump();
+  EXPECT_EQ(fits.body["usage"]["completion_tokens"], 253);
   // Still serving after all that.
   EXPECT_EQ(post(*c, "/v1/completions", greedy_ids_request({1, 2}, 3)).status, 200);
   EXPECT_EQ(server.stop(), 0) << server.log();

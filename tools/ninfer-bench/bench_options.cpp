@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "ninfer/checkpoint/random_checkpoint.hpp"
+#include "ninfer/devices/device.hpp"
 #include "ninfer/support/error.hpp"
+#include "tool_cli.hpp"
 
 namespace ninfer::tools {
 
@@ -26,11 +29,17 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (default: a preset's "
                  "auto, a manifest's own)");
   app.add_option("--seed", o.seed, "Seed of a preset's weights and of the prompts")->capture_default_str();
-  app.add_option("--prompt-lengths", o.prompt_lengths, "Prefill points (tokens)")->delimiter(',')->capture_default_str();
-  app.add_option("--contexts", o.contexts, "Decode context depths (tokens)")->delimiter(',')->capture_default_str();
-  app.add_option("--batches", o.batches, "Decode batch sizes (sequences)")->delimiter(',')->capture_default_str();
+  auto given = [&o](const auto&) { o.points_given = true; };
+  app.add_option("--prompt-lengths", o.prompt_lengths, "Prefill points (tokens; on a CPU: 64,256)")
+      ->delimiter(',')->capture_default_str()->each(given);
+  app.add_option("--contexts", o.contexts, "Decode context depths (tokens; on a CPU: 0,256)")
+      ->delimiter(',')->capture_default_str()->each(given);
+  app.add_option("--batches", o.batches, "Decode batch sizes (sequences; on a CPU: 1,2)")
+      ->delimiter(',')->capture_default_str()->each(given);
   app.add_option("--prefill-chunk", o.prefill_chunk, "Most tokens of one forward pass")->capture_default_str();
-  app.add_option("--decode-steps", o.decode_steps, "Timed decode steps per repeat")->capture_default_str();
+  app.add_option("--decode-steps", o.decode_steps, "Timed decode steps per repeat (on a CPU: 8)")
+      ->capture_default_str()->each(given);
+  add_threads_option(app, o.threads);
   app.add_option("--warmup", o.warmup, "Untimed runs before timing (decode: 4 steps each)")->capture_default_str();
   app.add_option("--repeats", o.repeats, "Timed repeats (median, min and max are reported)")->capture_default_str();
   app.add_flag("--skip-prefill", o.skip_prefill, "Measure decode only");
@@ -40,22 +49,43 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_flag("-v,--verbose", o.verbose, "Debug logging on stderr");
 }
 
+bool benches_cpu(const BenchOptions& o) {
+  if (o.device == "cpu") return true;
+  for (const auto& p : random_checkpoint_presets())
+    if (p.name == o.preset) return true;
+  return o.device == "auto" && discover_devices().cuda.empty();
+}
+
+void use_cpu_points(BenchOptions& o) {
+  o.prompt_lengths = kCpuPromptLengths;
+  o.contexts = kCpuContexts;
+  o.batches = kCpuBatches;
+  o.decode_steps = kCpuDecodeSteps;
+}
+
 void check_bench_options(const BenchOptions& o) {
   auto positive = [](const std::vector<int64_t>& v, const char* flag, bool zero_ok) {
-    if (v.empty()) throw Error(fmt::format("{} needs at least one value", flag));
+    if (v.empty()) throw UsageError(fmt::format("{} needs at least one value", flag));
     for (int64_t x : v)
-      if (x < (zero_ok ? 0 : 1)) throw Error(fmt::format("{}: {} is not a valid size", flag, x));
+      if (x < (zero_ok ? 0 : 1)) throw UsageError(fmt::format("{}: {} is not a valid size", flag, x));
   };
   if (!o.skip_prefill) positive(o.prompt_lengths, "--prompt-lengths", false);
   if (!o.skip_decode) {
     positive(o.contexts, "--contexts", true);
     positive(o.batches, "--batches", false);
   }
-  if (o.skip_prefill && o.skip_decode) throw Error("--skip-prefill and --skip-decode leave nothing to measure");
+  if (o.skip_prefill && o.skip_decode) throw UsageError("--skip-prefill and --skip-decode leave nothing to measure");
   if (o.prefill_chunk < 1 || o.decode_steps < 1 || o.repeats < 1 || o.warmup < 0)
-    throw Error("--prefill-chunk, --decode-steps and --repeats must be >= 1, --warmup >= 0");
+    throw UsageError("--prefill-chunk, --decode-steps and --repeats must be >= 1, --warmup >= 0");
   if (o.preset.empty() && o.manifest.empty() && o.checkpoint.empty())
-    throw Error("nothing to measure: give --preset NAME (see --list-presets), a manifest or --checkpoint DIR");
+    throw UsageError("nothing to measure: give --preset NAME (see --list-presets), a manifest or --checkpoint DIR");
+  if (o.dtype != "bfloat16" && o.dtype != "bf16" && o.dtype != "float32" && o.dtype != "f32" && o.dtype != "auto")
+    throw UsageError(fmt::format("--dtype {}: expected bfloat16, float32 or auto", o.dtype));
+  try {
+    parse_device_spec(o.device);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
 }
 
 } // namespace ninfer::tools

@@ -34,7 +34,20 @@ struct BenchOptions {
   bool no_cuda_graph = false;
   bool json = false;
   bool verbose = false;
+  std::optional<int> threads; // the CPU plugin's
+  bool points_given = false;  // --prompt-lengths, --contexts, --batches or --decode-steps given
 };
+
+// The points measured on a CPU when none is given: the GPU defaults (a 32,768-token prefill)
+// would run for hours there. A --device cpu run, a CPU preset (the random-checkpoint presets)
+// or --device auto on a machine without a GPU takes them.
+inline const std::vector<int64_t> kCpuPromptLengths{64, 256};
+inline const std::vector<int64_t> kCpuContexts{0, 256};
+inline const std::vector<int64_t> kCpuBatches{1, 2};
+inline constexpr int32_t kCpuDecodeSteps = 8;
+// Whether `o` is a CPU run in that sense.
+bool benches_cpu(const BenchOptions& o);
+void use_cpu_points(BenchOptions& o);
 
 void add_bench_options(CLI::App& app, BenchOptions& o);
 // Throws ninfer::Error for values that cannot be measured (empty lists, non-positive sizes).

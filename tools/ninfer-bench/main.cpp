@@ -2,6 +2,7 @@
 // of its roofline (docs/performance.md). A shape preset needs no checkpoint: its weights are
 // drawn on the device from a seed.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "ninfer/support/error.hpp"
 #include "ninfer/support/log.hpp"
 #include "ninfer/models/model_setup.hpp"
+#include "tool_cli.hpp"
 
 namespace {
 
@@ -67,6 +69,14 @@ int run(BenchOptions o) {
     return 0;
   }
   tools::check_bench_options(o);
+  tools::apply_threads(o.threads);
+  if (!o.points_given && tools::benches_cpu(o)) {
+    tools::use_cpu_points(o);
+    if (!o.json)
+      fmt::print(stderr, "ninfer-bench: CPU-sized points (prompts {}, contexts {}, batches {}; --prompt-lengths, "
+                         "--contexts, --batches set others)\n",
+                 fmt::join(o.prompt_lengths, ","), fmt::join(o.contexts, ","), fmt::join(o.batches, ","));
+  }
   ModelFiles files = model_files(o);
   tools::fit_to_model(o, files.checkpoint.config().max_position_embeddings);
   files.manifest.runtime.max_context = tools::needed_context(o);
@@ -110,16 +120,8 @@ int main(int argc, char** argv) {
              "  ninfer-bench --preset qwen3_5-27b --prompt-lengths 4096 --contexts 0,4096 --batches 1 --json\n"
              "  ninfer-bench models/qwen3-8b.yaml --skip-prefill --batches 1,8");
   tools::add_bench_options(app, o);
-  CLI11_PARSE(app, argc, argv);
+  tools::add_version_flag(app, "ninfer-bench");
+  if (auto rc = tools::parse_command_line(app, argc, argv, "ninfer-bench")) return *rc;
   init_logging(o.verbose);
-  try {
-    return run(o);
-  } catch (const Error& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "ninfer-bench: error: {}\n", e.what());
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "ninfer-bench: internal error: {}\n", e.what());
-  }
-  return 1;
+  return tools::run_tool("ninfer-bench", [&] { return run(o); });
 }

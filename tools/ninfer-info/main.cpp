@@ -18,7 +18,9 @@
 #include "ninfer/planning/planner.hpp"
 #include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/planning/schedule_table.hpp"
+#include "checkpoint_report.hpp"
 #include "plan_report.hpp"
+#include "tool_cli.hpp"
 
 namespace {
 
@@ -37,6 +39,8 @@ struct Options {
   bool list_ops = false;
   bool list_models = false;
   bool verbose = false;
+  std::string checkpoint;              // --checkpoint DIR: check the folder and exit
+  std::optional<int64_t> max_context;  // for --checkpoint's KV estimate
 };
 
 int32_t parse_dtype(const std::string& s) {
@@ -96,6 +100,12 @@ Plan make_plan(const Options& o, const PluginHost& host, const ninfer_device_inf
 }
 
 int run(const Options& o) {
+  if (!o.checkpoint.empty()) {
+    const tools::CheckpointReport r = tools::check_checkpoint(o.checkpoint, o.max_context);
+    std::cout << tools::report_text(r);
+    return r.problems() == 0 ? tools::kExitOk : tools::kExitFailure;
+  }
+  if (o.max_context) throw tools::UsageError("--max-context goes with --checkpoint DIR");
   if (o.list_models) {
     ArchCatalog cat = ArchCatalog::load_default();
     for (const auto& d : cat.devices())
@@ -109,13 +119,13 @@ int run(const Options& o) {
                  op.summary);
     return 0;
   }
-  if (o.tokens < 1) throw Error(fmt::format("--tokens must be >= 1 (got {})", o.tokens));
+  if (o.tokens < 1) throw tools::UsageError(fmt::format("--tokens must be >= 1 (got {})", o.tokens));
 
   PluginHost host;
   const auto dir = o.plugin_dir.empty() ? default_plugin_dir() : std::filesystem::path(o.plugin_dir);
   host.load_directory(dir);
   if (!o.forced_plugin.empty() && !host.find(o.forced_plugin))
-    throw Error(fmt::format("--plugin {}: no such plugin in {}", o.forced_plugin, dir.string()));
+    throw Error(tools::no_such_plugin(o.forced_plugin, dir, host));
   const Discovery disc = discover_devices();
 
   if (!o.plan_op.empty()) {
@@ -133,7 +143,7 @@ int run(const Options& o) {
   for (const auto& d : disc.cuda) choices.emplace_back(d, host.choose(d, o.forced_plugin));
   choices.emplace_back(host_device(), host.choose(host_device(), o.forced_plugin));
 
-  fmt::print("ninfer {} — plugin directory {}\n\n", NINFER_VERSION, dir.string());
+  fmt::print("ninfer {} — plugin directory {}\n\n", tools::build_version(), dir.string());
   fmt::print("Plugins\n");
   for (const auto& p : host.plugins()) {
     if (p->deferred) {
@@ -183,15 +193,14 @@ int main(int argc, char** argv) {
   app.add_flag("--json", o.json, "Print the plan as JSON");
   app.add_flag("--list-ops", o.list_ops, "List the op contracts");
   app.add_flag("--list-device-models", o.list_models, "List the cards that can be described with --device-model");
+  app.add_option("--checkpoint", o.checkpoint,
+                 "Check a checkpoint folder (files, tensor shapes and dtypes, tokenizer, memory needed) and exit: 0 "
+                 "when it is ready to run, 1 with the problems listed");
+  app.add_option("--max-context", o.max_context,
+                 "With --checkpoint: the context of the KV-cache estimate (default: the model's, at most 32768)");
   app.add_flag("-v,--verbose", o.verbose, "Debug logging");
-  CLI11_PARSE(app, argc, argv);
+  ninfer::tools::add_version_flag(app, "ninfer-info");
+  if (auto rc = ninfer::tools::parse_command_line(app, argc, argv, "ninfer-info")) return *rc;
   ninfer::init_logging(o.verbose);
-  try {
-    return run(o);
-  } catch (const ninfer::Error& e) {
-    fmt::print(stderr, "ninfer-info: error: {}\n", e.what());
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "ninfer-info: internal error: {}\n", e.what());
-  }
-  return 1;
+  return ninfer::tools::run_tool("ninfer-info", [&] { return run(o); });
 }

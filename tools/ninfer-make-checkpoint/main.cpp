@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "tool_cli.hpp"
+
 #include <iostream>
 
 #include "ninfer/checkpoint/random_checkpoint.hpp"
@@ -39,17 +41,17 @@ int run(int argc, char** argv) {
   app.add_flag("--force", opt.force, "replace --out if it is an earlier random checkpoint");
   app.add_flag("--list-presets", list, "list the presets and exit");
   app.add_flag("-v,--verbose", verbose, "debug logging");
-  CLI11_PARSE(app, argc, argv);
+  ninfer::tools::add_version_flag(app, "ninfer-make-checkpoint");
+  if (auto rc = ninfer::tools::parse_command_line(app, argc, argv, "ninfer-make-checkpoint")) return *rc;
   init_logging(verbose);
 
   if (list) {
     for (const auto& p : shape_presets()) fmt::print("{:<20} {}\n", p.name, p.description);
     return 0;
   }
-  if (opt.preset.empty() || opt.out.empty() || opt.tokenizer.empty()) {
-    std::cerr << "error: --preset, --out and --tokenizer are required (see --help; --list-presets lists presets)\n";
-    return 2;
-  }
+  if (opt.preset.empty() || opt.out.empty() || opt.tokenizer.empty())
+    throw ninfer::tools::UsageError("--preset, --out and --tokenizer are required (see --help; --list-presets lists "
+                                    "presets)");
   opt.dtype = dtype == "bf16" ? DType::BF16 : DType::F32;
   opt.config = shape_preset_config(opt.preset); // throws, listing the presets, for an unknown name
 
@@ -67,10 +69,5 @@ int run(int argc, char** argv) {
 } // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const ninfer::Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
+  return ninfer::tools::run_tool("ninfer-make-checkpoint", [&] { return run(argc, argv); });
 }

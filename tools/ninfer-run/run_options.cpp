@@ -1,15 +1,25 @@
 #include "run_options.hpp"
 
+#include <fmt/format.h>
+
+#include "ninfer/devices/device.hpp"
+#include "tool_cli.hpp"
+
 namespace ninfer::tools {
 
 void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("manifest", o.manifest, "Model manifest (YAML, see docs/manifest.md)");
   app.add_option("--checkpoint", o.checkpoint, "Hugging Face checkpoint folder (instead of a manifest)");
   auto* prompt = app.add_option("--prompt", o.prompt, "Prompt text");
-  app.add_option("--prompt-ids", o.prompt_ids, "Prompt as token ids: 1,2,3")->delimiter(',')->excludes(prompt);
-  app.add_flag("--chat", o.chat, "Wrap --prompt as a user turn in the Qwen chat format");
-  app.add_option("--system", o.system, "System message for --chat");
-  app.add_flag("--no-think", o.no_think, "With --chat: Qwen's thinking switch off (empty <think> block)");
+  auto* file = app.add_option("--prompt-file", o.prompt_file, "Read the prompt text from a file (- : standard input)");
+  auto* ids = app.add_option("--prompt-ids", o.prompt_ids, "Prompt as token ids: 1,2,3")->delimiter(',');
+  prompt->excludes(file)->excludes(ids);
+  file->excludes(ids);
+  app.add_flag("-i,--interactive", o.interactive,
+               "Chat turn after turn on the terminal (history kept; /reset, /exit; Ctrl-C stops an answer)");
+  app.add_flag("--chat", o.chat, "Wrap the prompt as a user turn in the Qwen chat format");
+  app.add_option("--system", o.system, "System message for --chat / --interactive");
+  app.add_flag("--no-think", o.no_think, "With --chat / --interactive: Qwen's thinking off (empty <think> block)");
   app.add_option("--max-new", o.max_new, "Most tokens to generate (default: the manifest's, 512)");
   app.add_flag("--greedy", o.greedy, "Always take the most likely token (temperature 0)");
   app.add_option("--temperature", o.temperature, "Sampling temperature (0 = greedy)");
@@ -27,15 +37,72 @@ void add_run_options(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_option("--plugin-dir", o.plugin_dir, "Plugin directory (default: $NINFER_PLUGIN_DIR, else the install's)");
   app.add_option("--plugin", o.plugin, "Use this plugin (it must support the device)");
-  app.add_option("--dtype", o.dtype, "Weights: auto, float32, bfloat16 (overrides the manifest)");
+  add_threads_option(app, o.threads);
+  app.add_option("--dtype", o.dtype, "Weights: auto, float32, bfloat16 (overrides the manifest)")
+      ->check(CLI::IsMember({"auto", "float32", "bfloat16"}));
   app.add_option("--kv-dtype", o.kv_dtype,
-                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (overrides the manifest)");
-  app.add_option("--max-context", o.max_context, "Tokens one sequence may hold (overrides the manifest)");
+                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (overrides the manifest)")
+      ->check(CLI::IsMember({"auto", "float32", "float16", "bfloat16"}));
+  app.add_option("--max-context", o.max_context,
+                 "Tokens one sequence may hold (default: the manifest's; unset there, one-shot runs take the prompt "
+                 "plus --max-new)");
   app.add_flag("--no-cuda-graph", o.no_cuda_graph, "Diagnostic: launch decode kernels one by one (no CUDA graphs)");
-  app.add_flag("--json", o.json, "Print one JSON object instead of streaming text");
+  app.add_flag("--json", o.json, "Print one JSON object (per turn with --interactive) instead of streaming text");
   app.add_option("--logprobs", o.logprobs, "With --json: K most likely [id, logprob] pairs per generated token");
   app.add_flag("--echo", o.echo, "With --json --logprobs: also the K most likely next tokens at each prompt position");
   app.add_flag("-v,--verbose", o.verbose, "Debug logging on stderr");
+}
+
+std::vector<std::string> check_run_options(const RunOptions& o) {
+  std::vector<std::string> warnings;
+  if (o.manifest.empty() && o.checkpoint.empty())
+    throw UsageError("no model: give a MANIFEST file or --checkpoint DIR (see ninfer-run --help)");
+  if (!o.manifest.empty() && !o.checkpoint.empty())
+    throw UsageError("give either a MANIFEST or --checkpoint DIR, not both");
+  try {
+    parse_device_spec(o.device);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  const bool text_prompt = o.prompt || o.prompt_file;
+  if (o.interactive) {
+    if (!o.prompt_ids.empty()) throw UsageError("--interactive takes text turns, not --prompt-ids");
+    if (o.prompt_file && *o.prompt_file == "-")
+      throw UsageError("--interactive reads its turns from standard input: --prompt-file - cannot read it too");
+    if (o.echo) throw UsageError("--echo is for one prompt: it does not go with --interactive");
+    if (o.chat) warnings.push_back("--chat has no effect with --interactive (every turn is a chat turn)");
+  } else {
+    if (!text_prompt && o.prompt_ids.empty())
+      throw UsageError("no prompt: give --prompt TEXT, --prompt-file FILE, --prompt-ids 1,2,3 or --interactive");
+    if (o.chat && !o.prompt_ids.empty()) throw UsageError("--chat needs --prompt text, not --prompt-ids");
+  }
+  if (o.logprobs && *o.logprobs < 0) throw UsageError(fmt::format("--logprobs must be >= 0 (got {})", *o.logprobs));
+  const int64_t logprobs = o.logprobs.value_or(0);
+  if ((logprobs > 0 || o.echo) && !o.json) throw UsageError("--logprobs and --echo need --json");
+  if (o.echo && logprobs == 0) throw UsageError("--echo needs --logprobs K (K >= 1)");
+  if (o.max_new && *o.max_new < 0) throw UsageError(fmt::format("--max-new must be >= 0 (got {})", *o.max_new));
+  if (o.max_context && *o.max_context < 2)
+    throw UsageError(fmt::format("--max-context must be at least 2 (got {})", *o.max_context));
+  if (o.greedy && o.temperature && *o.temperature != 0)
+    throw UsageError("--greedy and --temperature contradict each other: give one of them");
+  if (o.threads && (*o.threads < 1 || *o.threads > 256))
+    throw UsageError(fmt::format("--threads {}: expected 1 to 256", *o.threads));
+
+  if (!o.chat_format()) {
+    if (o.system) warnings.push_back("--system has no effect without --chat or --interactive");
+    if (o.no_think) warnings.push_back("--no-think has no effect without --chat or --interactive");
+  }
+  const bool greedy = o.greedy || (o.temperature && *o.temperature == 0);
+  if (greedy) {
+    if (o.top_k || o.top_p || o.min_p) warnings.push_back("--top-k, --top-p and --min-p have no effect with greedy decoding");
+    if (o.seed) warnings.push_back("--seed has no effect with greedy decoding (nothing is drawn)");
+  }
+  if (o.device == "cpu") {
+    if (o.no_cuda_graph) warnings.push_back("--no-cuda-graph has no effect with --device cpu");
+  } else if (o.device.rfind("cuda", 0) == 0 && o.threads) {
+    warnings.push_back("--threads has no effect with --device " + o.device + " (it sets the CPU plugin's threads)");
+  }
+  return warnings;
 }
 
 } // namespace ninfer::tools

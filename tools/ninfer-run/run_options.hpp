@@ -13,11 +13,12 @@ namespace ninfer::tools {
 struct RunOptions {
   std::string manifest;             // positional MANIFEST
   std::string checkpoint;           // --checkpoint DIR (implicit manifest)
-  std::string prompt;
-  bool prompt_given = false;
+  std::optional<std::string> prompt;
+  std::optional<std::string> prompt_file; // "-": standard input
   std::vector<int64_t> prompt_ids;
+  bool interactive = false;
   bool chat = false;
-  std::string system;
+  std::optional<std::string> system;
   bool no_think = false;
   std::optional<int64_t> max_new;
   bool greedy = false;
@@ -30,17 +31,24 @@ struct RunOptions {
   std::string device = "auto";
   std::string plugin_dir;
   std::string plugin;
+  std::optional<int> threads;
   std::optional<std::string> dtype;
   std::optional<std::string> kv_dtype;
   std::optional<int64_t> max_context;
   bool json = false;
   bool no_cuda_graph = false;
-  int64_t logprobs = 0;
+  std::optional<int64_t> logprobs;
   bool echo = false;
   bool verbose = false;
+
+  bool chat_format() const { return chat || interactive; } // prompts go through the chat template
 };
 
 // Declares every flag on `app`, bound to `o`.
 void add_run_options(CLI::App& app, RunOptions& o);
+
+// Checks the flags against each other before anything is read or loaded: throws UsageError for
+// a combination that cannot work, and returns a warning for each flag that has no effect as given.
+std::vector<std::string> check_run_options(const RunOptions& o);
 
 } // namespace ninfer::tools

@@ -1,5 +1,6 @@
 #include "http_routes.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <mutex>
@@ -19,6 +20,18 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 void send_error(Exchange& ex, const ApiError& e) { ex.reply(e.status, "application/json", dump(e.body())); }
 
 std::shared_ptr<serving::RequestHandle> submit(serving::Engine& engine, Endpoint ep, ParsedRequest& p) {
+  // A limit the context cannot hold is refused up front (as vLLM does) rather than cut short
+  // where the context fills; a prompt alone too long is the engine's 413 below.
+  const int64_t prompt = static_cast<int64_t>(p.generation.prompt_ids.size());
+  const int64_t ctx = engine.max_context();
+  const int64_t asked = p.generation.max_new_tokens;
+  if (!p.max_tokens_field.empty() && prompt < ctx && asked > ctx - prompt)
+    throw ApiError(400,
+                   fmt::format("this model's context holds {} tokens, but the request asks for {} ({} in the {}, {} "
+                               "{}): set {} to at most {}",
+                               ctx, prompt + asked, prompt, ep == Endpoint::Chat ? "messages" : "prompt",
+                               p.max_tokens_field, asked, p.max_tokens_field, ctx - prompt),
+                   "invalid_request_error", p.max_tokens_field, "context_length_exceeded");
   try {
     return engine.submit(std::move(p.generation), p.options);
   } catch (const serving::PromptTooLong& e) {

@@ -21,6 +21,7 @@
 #include "ninfer/support/log.hpp"
 #include "ninfer/serving/engine.hpp"
 #include "serve_options.hpp"
+#include "tool_cli.hpp"
 
 namespace {
 
@@ -101,14 +102,11 @@ int main(int argc, char** argv) {
              "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
              "    -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}'");
   tools::add_serve_options(app, o);
-  CLI11_PARSE(app, argc, argv);
+  tools::add_version_flag(app, "ninfer-serve");
+  if (auto rc = tools::parse_command_line(app, argc, argv, "ninfer-serve")) return *rc;
   init_logging(o.verbose);
-  try {
+  return tools::run_tool("ninfer-serve", [&] {
+    tools::check_serve_options(o);
     return serve(o);
-  } catch (const Error& e) {
-    fmt::print(stderr, "ninfer-serve: error: {}\n", e.what());
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "ninfer-serve: internal error: {}\n", e.what());
-  }
-  return 1;
+  });
 }

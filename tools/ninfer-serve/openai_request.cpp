@@ -267,7 +267,11 @@ ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedMode
     throw ApiError(400, e.what());
   }
   auto max_tokens = integer(body, "max_completion_tokens", 1, INT64_MAX);
-  if (!max_tokens) max_tokens = integer(body, "max_tokens", 1, INT64_MAX);
+  if (max_tokens) out.max_tokens_field = "max_completion_tokens";
+  if (!max_tokens) {
+    max_tokens = integer(body, "max_tokens", 1, INT64_MAX);
+    if (max_tokens) out.max_tokens_field = "max_tokens";
+  }
   r.max_new_tokens = max_tokens.value_or(model.manifest.max_new_tokens);
   r.stop.strings = stop_strings(body);
   if (!r.stop.strings.empty() && !model.tokenizer) throw bad_param("stop", "stop strings need a tokenizer and this model has none");

@@ -24,6 +24,10 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;   // stream_options.include_usage
   bool return_token_ids = false; // extension: choices[].token_ids (streamed: one chunk per token)
+  // "max_tokens" or "max_completion_tokens" when the request set the limit (then prompt plus
+  // limit must fit the context); empty when the manifest's default applies (generation then
+  // stops where the context is full).
+  std::string max_tokens_field;
 };
 
 // `body` is the raw request text (malformed JSON is a 400 too).

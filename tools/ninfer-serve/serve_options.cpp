@@ -1,5 +1,10 @@
 #include "serve_options.hpp"
 
+#include <fmt/format.h>
+
+#include "ninfer/devices/device.hpp"
+#include "tool_cli.hpp"
+
 namespace ninfer::tools {
 
 void add_serve_options(CLI::App& app, ServeOptions& o) {
@@ -29,9 +34,12 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
       ->capture_default_str();
   app.add_option("--plugin-dir", o.plugin_dir, "Plugin directory (default: $NINFER_PLUGIN_DIR, else the install's)");
   app.add_option("--plugin", o.plugin, "Use this plugin (it must support the device)");
-  app.add_option("--dtype", o.dtype, "Weights: auto, float32, bfloat16 (overrides the manifest)");
+  add_threads_option(app, o.threads);
+  app.add_option("--dtype", o.dtype, "Weights: auto, float32, bfloat16 (overrides the manifest)")
+      ->check(CLI::IsMember({"auto", "float32", "bfloat16"}));
   app.add_option("--kv-dtype", o.kv_dtype,
-                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (overrides the manifest)");
+                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (overrides the manifest)")
+      ->check(CLI::IsMember({"auto", "float32", "float16", "bfloat16"}));
   app.add_option("--served-model-name", o.served_model_name, "Model id clients use (default: the manifest's name)");
   // The HTTP front end's limits (docs/serving.md, "Limits").
   HttpLimits& h = o.http;
@@ -62,6 +70,23 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{10000}));
   app.add_flag("-v,--verbose", o.verbose, "Debug logging on stderr");
+}
+
+void check_serve_options(const ServeOptions& o) {
+  if (o.manifest.empty() && o.checkpoint.empty())
+    throw UsageError("no model: give a MANIFEST file or --checkpoint DIR (see ninfer-serve --help)");
+  if (!o.manifest.empty() && !o.checkpoint.empty()) throw UsageError("give either a MANIFEST or --checkpoint DIR, not both");
+  try {
+    parse_device_spec(o.device);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  if (o.max_context && *o.max_context < 2)
+    throw UsageError(fmt::format("--max-context must be at least 2 (got {})", *o.max_context));
+  if (o.threads && (*o.threads < 1 || *o.threads > 256))
+    throw UsageError(fmt::format("--threads {}: expected 1 to 256", *o.threads));
+  if (o.device == "cpu" && o.no_cuda_graph) warn("ninfer-serve", "--no-cuda-graph has no effect with --device cpu");
+  apply_threads(o.threads);
 }
 
 } // namespace ninfer::tools

@@ -29,11 +29,14 @@ struct ServeOptions {
   std::string plugin;
   std::optional<std::string> dtype;
   std::optional<std::string> kv_dtype;
+  std::optional<int> threads;       // the CPU plugin's
   std::string served_model_name;    // default: the manifest's name
   HttpLimits http;                  // connection budget, deadlines and size limits
   bool verbose = false;
 };
 
 void add_serve_options(CLI::App& app, ServeOptions& o);
+// Checks the flags before anything loads (UsageError) and applies --threads.
+void check_serve_options(const ServeOptions& o);
 
 } // namespace ninfer::tools

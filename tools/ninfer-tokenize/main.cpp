@@ -4,6 +4,8 @@
 //   ninfer-tokenize --tokenizer PATH --text "Hello world"      -> {"ids": [9707, 1879]}
 //   ninfer-tokenize --tokenizer PATH --decode 9707,1879        -> Hello world
 #include <CLI/CLI.hpp>
+
+#include "tool_cli.hpp"
 #include <fmt/format.h>
 
 #include <charconv>
@@ -90,18 +92,12 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-special", o.skip_special, "with --decode: leave out special tokens such as <|im_end|>");
   text->excludes(decode)->excludes(stdin_flag);
   stdin_flag->excludes(decode);
-  try {
-    app.parse(argc, argv);
-    if (o.decode.empty() && !text->count() && !o.text_from_stdin)
-      throw CLI::ValidationError("one of --text, --stdin or --decode is required");
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  ninfer::tools::add_version_flag(app, "ninfer-tokenize");
+  if (auto rc = ninfer::tools::parse_command_line(app, argc, argv, "ninfer-tokenize")) return *rc;
   init_logging(false);
-  try {
+  return ninfer::tools::run_tool("ninfer-tokenize", [&] {
+    if (o.decode.empty() && !text->count() && !o.text_from_stdin)
+      throw ninfer::tools::UsageError("one of --text, --stdin or --decode is required");
     return run(o);
-  } catch (const Error& e) {
-    std::cerr << "ninfer-tokenize: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

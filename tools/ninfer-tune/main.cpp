@@ -11,6 +11,7 @@
 
 #include "ninfer/checkpoint/shape_presets.hpp"
 #include "ninfer/devices/device.hpp"
+#include "tool_cli.hpp"
 #include "ninfer/support/error.hpp"
 #include "ninfer/jit/nvrtc.hpp"
 #include "ninfer/support/log.hpp"
@@ -74,7 +75,9 @@ int run(TuneOptions& o) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   PluginHost plugins;
-  plugins.load_directory(o.plugin_dir.empty() ? default_plugin_dir() : std::filesystem::path(o.plugin_dir));
+  const std::filesystem::path dir = o.plugin_dir.empty() ? default_plugin_dir() : std::filesystem::path(o.plugin_dir);
+  plugins.load_directory(dir);
+  if (!o.plugin.empty() && !plugins.find(o.plugin)) throw Error(tools::no_such_plugin(o.plugin, dir, plugins));
   const auto devices = devices_for(parse_device_spec(o.device), discover_devices());
   if (devices.empty()) throw Error(fmt::format("--device {}: no such device here", o.device));
   const ninfer_device_info dev = devices.front();
@@ -128,20 +131,13 @@ int main(int argc, char** argv) {
   app.footer("Examples:\n  ninfer-tune --preset qwen3-8b\n  ninfer-tune models/qwen3.5-27b.yaml --ops linear --budget-seconds 300\n"
              "  ninfer-tune --preset qwen3-8b --buckets 1,8,64 --dry-run --json");
   tools::add_tune_options(app, o);
-  CLI11_PARSE(app, argc, argv);
+  tools::add_version_flag(app, "ninfer-tune");
+  if (auto rc = tools::parse_command_line(app, argc, argv, "ninfer-tune")) return *rc;
   init_logging(o.verbose);
-  try {
-    return run(o);
-  } catch (const Error& e) {
-    std::fflush(stdout);
-    if (tools::g_tune_interrupted) {
-      fmt::print(stderr, "ninfer-tune: interrupted; no table written\n");
-      return 130;
-    }
-    fmt::print(stderr, "ninfer-tune: error: {}\n", e.what());
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "ninfer-tune: internal error: {}\n", e.what());
+  const int rc = tools::run_tool("ninfer-tune", [&] { return run(o); });
+  if (rc != tools::kExitOk && tools::g_tune_interrupted) {
+    fmt::print(stderr, "ninfer-tune: interrupted; no table written\n");
+    return tools::kExitInterrupted;
   }
-  return 1;
+  return rc;
 }

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
+#include "ninfer/devices/device.hpp"
 #include "ninfer/support/error.hpp"
+#include "tool_cli.hpp"
 
 namespace ninfer::tools {
 
@@ -14,7 +16,7 @@ void add_tune_options(CLI::App& app, TuneOptions& o) {
   auto* ck = app.add_option("--checkpoint", o.checkpoint, "Hugging Face checkpoint folder whose shapes are tuned");
   preset->excludes(manifest)->excludes(ck);
   manifest->excludes(ck);
-  app.add_option("--device", o.device, "cuda, cuda:N or cpu")->capture_default_str();
+  app.add_option("--device", o.device, "auto (the first GPU, else the CPU), cuda, cuda:N or cpu")->capture_default_str();
   app.add_option("--plugin-dir", o.plugin_dir, "Plugin directory (default: $NINFER_PLUGIN_DIR, else the install's)");
   app.add_option("--plugin", o.plugin, "Tune this plugin (default: the best-scoring one)");
   app.add_option("--ops", o.ops, "Ops to tune")->delimiter(',')->capture_default_str();
@@ -41,15 +43,20 @@ void add_tune_options(CLI::App& app, TuneOptions& o) {
 
 void check_tune_options(TuneOptions& o) {
   if (o.preset.empty() && o.manifest.empty() && o.checkpoint.empty())
-    throw Error("no model: give --preset NAME, a manifest or --checkpoint DIR (its shapes are tuned)");
+    throw UsageError("no model: give --preset NAME, a manifest or --checkpoint DIR (its shapes are tuned)");
   if (o.prefill_chunk < 1 || o.repeats < 1 || o.budget_seconds <= 0)
-    throw Error("--prefill-chunk and --repeats must be >= 1, --budget-seconds > 0");
-  if (o.ops.empty()) throw Error("--ops needs at least one op");
+    throw UsageError("--prefill-chunk and --repeats must be >= 1, --budget-seconds > 0");
+  if (o.ops.empty()) throw UsageError("--ops needs at least one op");
+  try {
+    parse_device_spec(o.device);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
   if (o.buckets.empty())
     for (int64_t b = 1; b <= o.prefill_chunk; b *= 2) o.buckets.push_back(b);
   for (int64_t b : o.buckets)
     if (b < 1 || b > o.prefill_chunk)
-      throw Error(fmt::format("--buckets: {} is outside [1, --prefill-chunk = {}]", b, o.prefill_chunk));
+      throw UsageError(fmt::format("--buckets: {} is outside [1, --prefill-chunk = {}]", b, o.prefill_chunk));
   std::sort(o.buckets.begin(), o.buckets.end());
   o.buckets.erase(std::unique(o.buckets.begin(), o.buckets.end()), o.buckets.end());
 }

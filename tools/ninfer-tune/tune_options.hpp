@@ -12,7 +12,7 @@ namespace ninfer::tools {
 
 struct TuneOptions {
   std::string preset, manifest, checkpoint; // the model (shapes only; weights are drawn)
-  std::string device = "cuda";
+  std::string device = "auto"; // as every tool: the first GPU, else the CPU
   std::string plugin_dir, plugin;
   std::vector<std::string> ops{"linear", "norm_linear", "gdn_gating"};
   std::vector<int64_t> buckets; // empty: 1, 2, 4 ... up to --prefill-chunk

@@ -12,7 +12,7 @@ namespace ninfer {
 
 struct Discovery {
   std::vector<ninfer_device_info> cuda;
-  std::string note; // why no CUDA device was found, empty otherwise
+  std::string note; // why no CUDA device was found ("no NVIDIA GPU found (...)"), empty otherwise
   int driver_version = 0;
   int runtime_version = 0;
 };
@@ -24,11 +24,13 @@ ninfer_device_info host_device();
 struct DeviceSpec {
   enum class Kind { Auto, Cpu, Cuda } kind = Kind::Auto;
   int index = 0; // cuda:N
+  std::string text; // as given, for messages
 };
 DeviceSpec parse_device_spec(const std::string& text);
 
 // The devices a spec names, best first: auto lists every CUDA device, then the host. Throws
-// ninfer::Error (with discovery's note) when a named CUDA device is not there.
+// ninfer::Error when a named CUDA device is not there: with no GPU, discovery's note and "use
+// --device cpu".
 std::vector<ninfer_device_info> devices_for(const DeviceSpec& spec, const Discovery& discovery);
 
 // "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)".

@@ -3,6 +3,7 @@
 // server's scheduler batches the same steps across sequences.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -25,6 +26,13 @@ struct GenerationRequest {
   int64_t max_new_tokens = 256;
   StopConditions stop;          // stop token ids (not emitted) and stop strings (not emitted)
   int64_t prompt_logprobs = 0;  // K most likely next tokens after each prompt prefix (--echo)
+  // Continue the slot's sequence: prompt_ids are appended to what the slot already holds (the
+  // next turn of a chat whose earlier turns are still in the KV cache and GDN state) instead of
+  // starting afresh. The context must hold the slot's tokens, the prompt and max_new_tokens.
+  bool append = false;
+  // When set (by another thread or a signal handler), generation stops: between prefill chunks
+  // and before each new token. finish_reason is then "cancelled".
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct GenerationTimings {
@@ -40,7 +48,7 @@ struct GenerationResult {
   std::vector<std::vector<TokenLogprob>> generated_top; // per generated id (sampling.top_logprobs)
   std::vector<std::vector<TokenLogprob>> prompt_top;    // per prompt position (prompt_logprobs)
   std::string text;                            // decoded output, stop string removed
-  std::string finish_reason;                   // "stop" (token or string) or "length"
+  std::string finish_reason;                   // "stop" (token or string), "length" or "cancelled"
   std::optional<std::string> stop_string;      // which stop string ended it
   std::optional<int32_t> stop_token;           // which stop token ended it
   uint64_t seed = 0;                           // the sampler's seed (replay with --seed)
@@ -51,10 +59,18 @@ struct GenerationResult {
 // a possible stop string).
 using TextSink = std::function<void(std::string_view)>;
 
-// Runs the request on `slot` of `lm` (the slot is reset first). `tokenizer` may be null: then
-// no text is produced and stop strings are an error. Throws ninfer::Error for a bad request
-// (empty prompt, ids outside the vocabulary, prompt plus max_new_tokens beyond the context).
+// Called after each prefill chunk (CausalLM's prefill_chunk tokens) with the prompt tokens done.
+using PrefillProgress = std::function<void(int64_t done, int64_t total)>;
+
+// Runs the request on `slot` of `lm` (the slot is reset first unless request.append). `tokenizer`
+// may be null: then no text is produced and stop strings are an error. Throws ninfer::Error for a
+// bad request (empty prompt, ids outside the vocabulary, prompt plus max_new_tokens beyond the
+// context).
+//
+// Afterwards the slot holds a prefix of prompt_ids + generated_ids + [stop_token] (decode steps
+// may have run ahead of the last token read): its lm.position() tokens, which a later request
+// with `append` continues.
 GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer, const GenerationRequest& request,
-                          const TextSink& on_text = {});
+                          const TextSink& on_text = {}, const PrefillProgress& on_prefill = {});
 
 } // namespace ninfer

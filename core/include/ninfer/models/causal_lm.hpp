@@ -92,6 +92,13 @@ class CausalLM {
   int64_t position(int32_t slot) const;
   // Forgets the slot's sequence: position 0, GDN state zeroed.
   void reset(int32_t slot);
+  // Whether truncate() can roll a slot back: only a model without Gated DeltaNet layers, whose
+  // whole state per token is its KV rows (a recurrent state cannot be rewound).
+  bool can_truncate() const;
+  // Keeps the first `tokens` of the slot's sequence (at most position()); the next prefill or
+  // decode continues from there, overwriting the KV rows after it. Throws ninfer::Error when
+  // !can_truncate() or `tokens` is beyond the slot's position.
+  void truncate(int32_t slot, int64_t tokens);
   // Benchmarks only: the slot continues at position `tokens` as if that many had been
   // prefilled, without computing them. Decode then reads `tokens` KV rows per attention layer
   // (zeros, or what an earlier sequence left), so its cost is that of a real context that deep.

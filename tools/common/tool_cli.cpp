@@ -1,0 +1,76 @@
+#include "tool_cli.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "ninfer/plugin_host/plugin_host.hpp"
+
+namespace ninfer::tools {
+
+const char* build_version() { return NINFER_BUILD_VERSION; }
+
+void add_version_flag(CLI::App& app, const std::string& tool) {
+  app.set_version_flag("--version", tool + " " + build_version(), "Print the version and exit");
+}
+
+CLI::Option* add_threads_option(CLI::App& app, std::optional<int>& threads) {
+  return app.add_option("--threads", threads,
+                        "Threads of the CPU plugin (default: $NINFER_CPU_THREADS, else every hardware thread)");
+}
+
+void apply_threads(const std::optional<int>& threads) {
+  if (!threads) return;
+  if (*threads < 1 || *threads > 256) throw UsageError(fmt::format("--threads {}: expected 1 to 256", *threads));
+  ::setenv("NINFER_CPU_THREADS", std::to_string(*threads).c_str(), 1);
+}
+
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, const std::string& tool) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) { // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fflush(stdout);
+    std::string message = e.what();
+    if (message.rfind(tool + ": ", 0) == 0) message.erase(0, tool.size() + 2); // CLI11 may name the app itself
+    fmt::print(stderr, "{}: error: {}\nRun with --help for the options.\n", tool, message);
+    return kExitUsage;
+  }
+  return std::nullopt;
+}
+
+int run_tool(const std::string& tool, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "{}: error: {}\n", tool, e.what());
+    return kExitUsage;
+  } catch (const Error& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "{}: error: {}\n", tool, e.what());
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "{}: internal error: {}\n", tool, e.what());
+  }
+  return kExitFailure;
+}
+
+std::string no_such_plugin(const std::string& name, const std::filesystem::path& dir, const PluginHost& plugins) {
+  std::vector<std::string> names;
+  for (const auto& p : plugins.plugins()) names.push_back(p->name());
+  return fmt::format("--plugin {}: no plugin of that name in {} (available: {})", name, dir.string(),
+                     names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
+}
+
+void warn(const std::string& tool, const std::string& message) {
+  fmt::print(stderr, "{}: warning: {}\n", tool, message);
+}
+
+} // namespace ninfer::tools
