@@ -63,6 +63,40 @@ void expect_same_top_logprobs(const std::vector<float>& quantized, const std::ve
   }
 }
 
+ModelOptions fixture_options() {
+  ModelOptions o;
+  o.max_context = 256;
+  o.max_sequences = kPrompts;
+  o.weights = WeightPrecision::F32;
+  o.kv_cache = KvCachePrecision::F32;
+  return o;
+}
+
+// Random prompts prefilled on both models, then greedy decode steps: the same ids at every
+// step, the twin's top log-probabilities at every row.
+void expect_twin_outputs(CausalLM& q_lm, CausalLM& t_lm, int64_t vocab, const char* what) {
+  auto rng = fresh_rng(what);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab) - 1);
+  for (int32_t slot = 0; slot < kPrompts; ++slot) {
+    std::vector<int32_t> prompt(static_cast<size_t>(5 + 9 * slot));
+    for (auto& id : prompt) id = token(rng);
+    const auto q_rows = q_lm.prefill(slot, prompt, LogitsFor::All);
+    const auto t_rows = t_lm.prefill(slot, prompt, LogitsFor::All);
+    for (int64_t r = 0; r < static_cast<int64_t>(prompt.size()); ++r)
+      expect_same_top_logprobs(row(q_rows, r, vocab), row(t_rows, r, vocab), fmt::format("prompt {} row {}", slot, r));
+    std::vector<float> q_last = row(q_rows, static_cast<int64_t>(prompt.size()) - 1, vocab);
+    std::vector<float> t_last = row(t_rows, static_cast<int64_t>(prompt.size()) - 1, vocab);
+    for (int step = 0; step < kDecodeSteps; ++step) {
+      const int32_t q_id = argmax(q_last), t_id = argmax(t_last);
+      ASSERT_EQ(q_id, t_id) << "prompt " << slot << " greedy step " << step;
+      q_last = q_lm.decode(std::vector<int32_t>{slot}, std::vector<int32_t>{q_id});
+      t_last = t_lm.decode(std::vector<int32_t>{slot}, std::vector<int32_t>{t_id});
+      expect_same_top_logprobs(q_last, t_last, fmt::format("prompt {} decode step {}", slot, step));
+      if (testing::Test::HasFailure()) return;
+    }
+  }
+}
+
 TEST_P(QuantFixtureTest, GivesItsDequantizedTwinsOutputs) {
   const auto dir = fixtures_dir() / "quant" / GetParam().name;
   const Checkpoint quantized = Checkpoint::open(dir / "quantized");
@@ -73,15 +107,10 @@ TEST_P(QuantFixtureTest, GivesItsDequantizedTwinsOutputs) {
   EXPECT_TRUE(unrecognised_tensors(quantized).empty()) << "every packed tensor belongs to a projection";
 
   Backend be = cpu_model_backend();
-  ModelOptions o;
-  o.max_context = 256;
-  o.max_sequences = kPrompts;
-  o.weights = WeightPrecision::F32;
-  o.kv_cache = KvCachePrecision::F32;
-  auto q_lm = CausalLM::load(quantized, be, o);
+  auto q_lm = CausalLM::load(quantized, be, fixture_options());
   const size_t weights_after_quantized = be.memory().in_use[static_cast<size_t>(MemoryUse::Weights)];
   const auto formats = be.memory().weights_by_format;
-  auto t_lm = CausalLM::load(twin, be, o);
+  auto t_lm = CausalLM::load(twin, be, fixture_options());
   const size_t twin_weights = be.memory().in_use[static_cast<size_t>(MemoryUse::Weights)] - weights_after_quantized;
   EXPECT_LT(weights_after_quantized, twin_weights) << "the quantized projections stay packed on the backend";
   const bool has_quantized_format = std::any_of(formats.begin(), formats.end(), [&](const auto& f) {
@@ -89,28 +118,21 @@ TEST_P(QuantFixtureTest, GivesItsDequantizedTwinsOutputs) {
   });
   EXPECT_TRUE(has_quantized_format) << "the memory budget counts the quantized weights by format: "
                                     << be.memory().describe();
+  expect_twin_outputs(*q_lm, *t_lm, quantized.config().vocab_size, "quantized fixture prompts");
+}
 
-  auto rng = fresh_rng("quantized fixture prompts");
-  const int64_t V = quantized.config().vocab_size;
-  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(V) - 1);
-  for (int32_t slot = 0; slot < kPrompts; ++slot) {
-    std::vector<int32_t> prompt(static_cast<size_t>(5 + 9 * slot));
-    for (auto& id : prompt) id = token(rng);
-    const auto q_rows = q_lm->prefill(slot, prompt, LogitsFor::All);
-    const auto t_rows = t_lm->prefill(slot, prompt, LogitsFor::All);
-    for (int64_t r = 0; r < static_cast<int64_t>(prompt.size()); ++r)
-      expect_same_top_logprobs(row(q_rows, r, V), row(t_rows, r, V), fmt::format("prompt {} row {}", slot, r));
-    std::vector<float> q_last = row(q_rows, static_cast<int64_t>(prompt.size()) - 1, V);
-    std::vector<float> t_last = row(t_rows, static_cast<int64_t>(prompt.size()) - 1, V);
-    for (int step = 0; step < kDecodeSteps; ++step) {
-      const int32_t q_id = argmax(q_last), t_id = argmax(t_last);
-      ASSERT_EQ(q_id, t_id) << "prompt " << slot << " greedy step " << step;
-      q_last = q_lm->decode(std::vector<int32_t>{slot}, std::vector<int32_t>{q_id});
-      t_last = t_lm->decode(std::vector<int32_t>{slot}, std::vector<int32_t>{t_id});
-      expect_same_top_logprobs(q_last, t_last, fmt::format("prompt {} decode step {}", slot, step));
-      if (HasFailure()) return;
-    }
-  }
+// The plugin without the fused ops (cpu-unfused): norm_linear runs as rms_norm and linear, and
+// the quantized weights' description must reach that linear.
+TEST_P(QuantFixtureTest, GivesItsTwinsOutputsThroughTheUnfusedForms) {
+  PluginHost unfused_host;
+  ASSERT_TRUE(unfused_host.load_file(NINFER_UNFUSED_PLUGIN_FILE)) << NINFER_UNFUSED_PLUGIN_FILE;
+  const auto dir = fixtures_dir() / "quant" / GetParam().name;
+  const Checkpoint quantized = Checkpoint::open(dir / "quantized");
+  const Checkpoint twin = Checkpoint::open(dir / "twin");
+  Backend be(*unfused_host.plugins().front(), host_device());
+  auto q_lm = CausalLM::load(quantized, be, fixture_options());
+  auto t_lm = CausalLM::load(twin, be, fixture_options());
+  expect_twin_outputs(*q_lm, *t_lm, quantized.config().vocab_size, "quantized fixture prompts, unfused");
 }
 
 INSTANTIATE_TEST_SUITE_P(Quant, QuantFixtureTest,
