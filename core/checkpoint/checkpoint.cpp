@@ -213,8 +213,8 @@ const TensorView& Checkpoint::tensor(const std::string& name) const {
   auto it = impl_->tensors.find(name);
   if (it != impl_->tensors.end()) return it->second;
   if (auto u = impl_->unreadable.find(name); u != impl_->unreadable.end())
-    throw Error(fmt::format("{}: tensor {} has dtype {}, which ninfer does not read (supported: F32, BF16, F16)",
-                            u->second.file.string(), name, u->second.dtype));
+    throw Error(fmt::format("{}: tensor {} has dtype {}, which ninfer does not read (supported: {})",
+                            u->second.file.string(), name, u->second.dtype, readable_dtypes()));
   throw Error(fmt::format("tensor {} is missing from {}; text weights are expected under '{}' (from {}); the "
                           "checkpoint is incomplete or does not match its config.json",
                           name, impl_->files_list(), impl_->config.weight_prefix,

@@ -3,7 +3,9 @@
 #include <fmt/ranges.h>
 
 #include <bit>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "ninfer/checkpoint/checkpoint.hpp"
 #include "ninfer/support/error.hpp"
@@ -18,11 +20,26 @@ const char* dtype_name(DType d) {
     case DType::F32: return "F32";
     case DType::BF16: return "BF16";
     case DType::F16: return "F16";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+    case DType::F8_E4M3: return "F8_E4M3";
   }
   return "?";
 }
 
-size_t dtype_size(DType d) { return d == DType::F32 ? 4 : 2; }
+size_t dtype_size(DType d) {
+  switch (d) {
+    case DType::F32:
+    case DType::I32: return 4;
+    case DType::BF16:
+    case DType::F16: return 2;
+    case DType::I64: return 8;
+    case DType::F8_E4M3: return 1;
+  }
+  return 0;
+}
+
+const char* readable_dtypes() { return "F32, BF16, F16, I32, I64, F8_E4M3"; }
 
 int64_t TensorView::numel() const {
   int64_t n = 1;
@@ -67,6 +84,15 @@ float f16_to_f32(uint16_t h) {
   return std::bit_cast<float>(bits);
 }
 
+float e4m3_to_f32(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  float v;
+  if (e == 15 && m == 7) v = std::numeric_limits<float>::quiet_NaN();
+  else if (e == 0) v = std::ldexp(static_cast<float>(m), -9);       // subnormal: m/8 * 2^-6
+  else v = std::ldexp(static_cast<float>(8 + m), e - 10);          // (1 + m/8) * 2^(e-7)
+  return (b & 0x80) ? -v : v;
+}
+
 void to_f32(const TensorView& t, int64_t first, int64_t count, float* out) {
   if (first < 0 || count < 0 || first + count > t.numel())
     throw Error(fmt::format("tensor {}: elements [{}, {}) are outside its {} elements", t.name, first,
@@ -87,6 +113,16 @@ void to_f32(const TensorView& t, int64_t first, int64_t count, float* out) {
       }
       return;
     }
+    case DType::F8_E4M3: {
+      const unsigned char* p = base + first;
+      for (int64_t i = 0; i < count; ++i) out[i] = e4m3_to_f32(p[i]);
+      return;
+    }
+    case DType::I32:
+    case DType::I64:
+      throw Error(fmt::format("{}: tensor {} holds {} integers where float values are expected (a quantized "
+                              "checkpoint's packed tensor under a plain weight's name?)",
+                              t.file.string(), t.name, dtype_name(t.dtype)));
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "ninfer/checkpoint/quantized_tensors.hpp"
 #include "ninfer/support/error.hpp"
 
 namespace ninfer {
@@ -115,7 +116,29 @@ const TensorView& require(const Checkpoint& ck, const ExpectedTensor& e) {
 void require_all(const Checkpoint& ck) {
   std::vector<std::string> problems;
   size_t count = 0;
+  auto problem = [&](std::string what) {
+    ++count;
+    if (problems.size() < 12) problems.push_back(std::move(what));
+  };
   for (const auto& e : expected_tensors(ck.config())) {
+    // A projection may be stored quantized: its packed tensors stand for it (and must hold a
+    // matrix of the expected shape).
+    if (e.role == TensorRole::Linear) {
+      std::optional<QuantizedModule> q;
+      try {
+        q = find_quantized(ck, e.name);
+      } catch (const Error& err) {
+        problem(err.what());
+        continue;
+      }
+      if (q) {
+        if (std::vector<int64_t>{q->rows, q->cols} != e.shape)
+          problem(fmt::format("{} ({}, {} bits) holds a {} matrix, expected {} = {}", q->module,
+                              quant_method_name(q->method), q->scheme.bits,
+                              shape_string({q->rows, q->cols}), shape_string(e.shape), e.origin));
+        continue;
+      }
+    }
     if (!ck.has(e.name)) {
       ++count;
       if (problems.size() < 12) problems.push_back(fmt::format("missing {} {}", e.name, shape_string(e.shape)));
@@ -135,7 +158,15 @@ void require_all(const Checkpoint& ck) {
 
 std::vector<std::string> unrecognised_tensors(const Checkpoint& ck) {
   std::set<std::string> expected;
-  for (const auto& e : expected_tensors(ck.config())) expected.insert(e.name);
+  for (const auto& e : expected_tensors(ck.config())) {
+    expected.insert(e.name);
+    if (e.role != TensorRole::Linear) continue;
+    try {
+      if (const auto q = find_quantized(ck, e.name)) expected.insert(q->tensors.begin(), q->tensors.end());
+    } catch (const Error&) {
+      // require_all reports it
+    }
+  }
   std::vector<std::string> out;
   for (const auto& n : ck.names())
     if (!expected.count(n) && !Checkpoint::is_auxiliary(n)) out.push_back(n);

@@ -201,6 +201,12 @@ ModelConfig parse(const nlohmann::json& root_json, const std::filesystem::path& 
   c.dtype = dtype.value_or("");
   c.mtp_num_hidden_layers = t.opt_integer("mtp_num_hidden_layers").value_or(0);
   c.random_weights = root.opt_boolean("ninfer_random_weights").value_or(false);
+  if (const auto q = root_json.find("quantization_config"); q != root_json.end() && !q->is_null())
+    c.quantization = parse_quantization_config(*q, path, "quantization_config");
+  else if (nested && root_json.at("text_config").contains("quantization_config") &&
+           !root_json.at("text_config").at("quantization_config").is_null())
+    c.quantization = parse_quantization_config(root_json.at("text_config").at("quantization_config"), path,
+                                               "text_config.quantization_config");
   read_token_ids(s, dir, c);
   return c;
 }

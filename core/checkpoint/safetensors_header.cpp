@@ -22,6 +22,9 @@ std::optional<DType> parse_dtype(const std::string& s) {
   if (s == "F32") return DType::F32;
   if (s == "BF16") return DType::BF16;
   if (s == "F16") return DType::F16;
+  if (s == "I32") return DType::I32;
+  if (s == "I64") return DType::I64;
+  if (s == "F8_E4M3") return DType::F8_E4M3;
   return std::nullopt;
 }
 
@@ -122,9 +125,10 @@ class HeaderParser {
         out.unreadable.push_back({name, dtype_str, path_});
         return;
       }
-      throw Error(fmt::format("{}: tensor {} has dtype {}, which ninfer does not read (supported: F32, BF16, "
-                              "F16); convert the checkpoint, e.g. to bfloat16",
-                              path_.string(), name.size() > 200 ? name.substr(0, 200) + "..." : name, dtype_str));
+      throw Error(fmt::format("{}: tensor {} has dtype {}, which ninfer does not read (supported: {}); convert "
+                              "the checkpoint, e.g. to bfloat16",
+                              path_.string(), name.size() > 200 ? name.substr(0, 200) + "..." : name, dtype_str,
+                              readable_dtypes()));
     }
     const auto want = byte_count(shape, dtype_size(*dtype));
     if (!want || *want != end - begin)

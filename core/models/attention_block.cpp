@@ -20,9 +20,9 @@ AttentionSpec attention_spec(const ModelConfig& cfg) {
 AttentionBlock::AttentionBlock(WeightLoader& w, Backend& be, const std::string& p, const AttentionSpec& spec,
                                const StepLimits& limits)
     : spec_(spec),
-      qkv_(w.matrix({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"},
-                    p + "self_attn q|k|v")),
-      o_(w.matrix({p + "self_attn.o_proj.weight"}, p + "self_attn.o_proj")),
+      qkv_(w.projection({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"},
+                        p + "self_attn q|k|v")),
+      o_(w.matrix(p + "self_attn.o_proj.weight", p + "self_attn.o_proj")),
       q_norm_(w.vector(p + "self_attn.q_norm.weight", p + "self_attn.q_norm")),
       k_norm_(w.vector(p + "self_attn.k_norm.weight", p + "self_attn.k_norm")) {
   const size_t elems = static_cast<size_t>(limits.max_sequences) * limits.max_context * kv_width();

@@ -42,7 +42,8 @@ class AttentionBlock final : public Mixer {
   int64_t kv_width() const { return int64_t{spec_.kv_heads} * spec_.head_dim; }
 
   AttentionSpec spec_;
-  Matrix qkv_, o_;
+  Projection qkv_;
+  Matrix o_;
   Vector q_norm_, k_norm_;
   DeviceBuffer k_cache_, v_cache_;
   ninfer_kv_cache cache_{};

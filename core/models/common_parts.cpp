@@ -8,9 +8,9 @@ namespace ninfer::models {
 DecoderParts load_top_level(WeightLoader& w, const ModelConfig& cfg) {
   DecoderParts parts;
   const std::string& p = cfg.weight_prefix;
-  parts.embedding = w.matrix({p + "embed_tokens.weight"}, "embed_tokens");
+  parts.embedding = w.table(p + "embed_tokens.weight", "embed_tokens");
   parts.final_norm = w.vector(p + "norm.weight", "final norm");
-  if (!cfg.tie_word_embeddings) parts.lm_head = w.matrix({"lm_head.weight"}, "lm_head");
+  if (!cfg.tie_word_embeddings) parts.lm_head = w.matrix("lm_head.weight", "lm_head");
   parts.norm_scale = cfg.norm_weight_offset ? ops::NormScale::OnePlusW : ops::NormScale::W;
   parts.eps = static_cast<float>(cfg.rms_norm_eps);
   return parts;

@@ -13,14 +13,15 @@ GatedDeltaNetBlock::GatedDeltaNetBlock(WeightLoader& w, Backend& be, const std::
                                        const GatedDeltaNetSpec& spec, const StepLimits& limits)
     : spec_(spec),
       // a and b ride along as the last 2 x v_heads rows: a decode step's gating then needs no
-      // projection of its own (gated_delta_step takes the raw a, b).
-      in_proj_(w.matrix({p + "linear_attn.in_proj_qkv.weight", p + "linear_attn.in_proj_z.weight",
-                         p + "linear_attn.in_proj_a.weight", p + "linear_attn.in_proj_b.weight"},
-                        p + "linear_attn qkv|z|a|b")),
+      // projection of its own (gated_delta_step takes the raw a, b). In quantized checkpoints a
+      // and b stay float while qkv and z are packed: two parts (weights.hpp).
+      in_proj_(w.projection({p + "linear_attn.in_proj_qkv.weight", p + "linear_attn.in_proj_z.weight",
+                             p + "linear_attn.in_proj_a.weight", p + "linear_attn.in_proj_b.weight"},
+                            p + "linear_attn qkv|z|a|b")),
       // Prompts: gdn_gating takes its weights in the activations' dtype (float32 here); they are small.
-      w_a_(w.matrix_f32({p + "linear_attn.in_proj_a.weight"}, p + "linear_attn.in_proj_a")),
-      w_b_(w.matrix_f32({p + "linear_attn.in_proj_b.weight"}, p + "linear_attn.in_proj_b")),
-      out_(w.matrix({p + "linear_attn.out_proj.weight"}, p + "linear_attn.out_proj")),
+      w_a_(w.matrix_f32(p + "linear_attn.in_proj_a.weight", p + "linear_attn.in_proj_a")),
+      w_b_(w.matrix_f32(p + "linear_attn.in_proj_b.weight", p + "linear_attn.in_proj_b")),
+      out_(w.matrix(p + "linear_attn.out_proj.weight", p + "linear_attn.out_proj")),
       a_log_(w.vector(p + "linear_attn.A_log", p + "linear_attn.A_log")),
       dt_bias_(w.vector(p + "linear_attn.dt_bias", p + "linear_attn.dt_bias")),
       // [channels, 1, kernel] flattens to the op's [channels, kernel].

@@ -43,7 +43,8 @@ class GatedDeltaNetBlock final : public Mixer {
   }
 
   GatedDeltaNetSpec spec_;
-  Matrix in_proj_, w_a_, w_b_, out_;
+  Projection in_proj_;
+  Matrix w_a_, w_b_, out_;
   Vector a_log_, dt_bias_, conv_w_, norm_w_;
   DeviceBuffer conv_state_, recurrent_state_;
 };

@@ -18,7 +18,8 @@ class MlpBlock {
 
  private:
   int64_t intermediate_;
-  Matrix gate_up_, down_;
+  Projection gate_up_;
+  Matrix down_;
 };
 
 } // namespace ninfer::models

@@ -13,6 +13,7 @@
 #include "ninfer/abi/ops/norm_linear.h"
 #include "ninfer/abi/ops/rms_norm.h"
 #include "ninfer/abi/ops/sigmoid_gate.h"
+#include "ninfer/abi/ops/silu_mul.h"
 #include "ninfer/runtime/unfused_forms.hpp"
 
 namespace ninfer::models::ops {
@@ -43,8 +44,16 @@ void rms_norm(Backend& be, int64_t tokens, Rows x, Rows* residual, const Vector&
 
 void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool accumulate) {
   ninfer_linear_args a{x.p, x.stride, w.buf.data(), y.p, y.stride, tokens, i32(w.cols), i32(w.rows), w.dtype,
-                       accumulate ? 1 : 0};
+                       accumulate ? 1 : 0, w.wq()};
   be.run(NINFER_OP_LINEAR, shape(tokens, w.cols, w.rows, 0, 0, w.dtype), &a);
+}
+
+void linear(Backend& be, int64_t tokens, Rows x, const Projection& w, Rows y, bool accumulate) {
+  int64_t at = 0;
+  for (const Matrix& part : w.parts) {
+    linear(be, tokens, x, part, y.at(at), accumulate);
+    at += part.rows;
+  }
 }
 
 void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Matrix& w, bool gated, Rows y, Rows proj,
@@ -65,8 +74,28 @@ void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Matri
   a.in_features = i32(w.cols);
   a.out_features = i32(w.rows);
   a.gated = gated ? 1 : 0;
+  a.wq = w.wq();
   const NormLinearUnfused unfused{in.normed.p, in.normed.stride, proj.p, proj.stride};
   be.run(NINFER_OP_NORM_LINEAR, shape(tokens, w.cols, w.rows, gated ? 1 : 0, 0, w.dtype), &a, &unfused);
+}
+
+void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Projection& w, bool gated, Rows y, Rows proj,
+                 bool keep_normed) {
+  if (w.parts.size() == 1) return norm_linear(be, tokens, in, w.parts.front(), gated, y, proj, keep_normed);
+  // Parts of different layouts: the first normalises the rows (kept in in.normed) and projects
+  // them, the others project the kept rows; gated, all write `proj` and silu_mul of its halves
+  // gives y.
+  const Rows out = gated ? proj : y;
+  norm_linear(be, tokens, in, w.parts.front(), /*gated=*/false, out, {}, /*keep_normed=*/true);
+  int64_t at = w.parts.front().rows;
+  for (size_t i = 1; i < w.parts.size(); ++i) {
+    linear(be, tokens, in.normed, w.parts[i], out.at(at));
+    at += w.parts[i].rows;
+  }
+  if (!gated) return;
+  const int32_t half = i32(w.rows / 2);
+  const ninfer_silu_mul_args m{proj.p, proj.stride, proj.p + half, proj.stride, y.p, y.stride, tokens, half};
+  be.run(NINFER_OP_SILU_MUL, shape(tokens, half), &m);
 }
 
 void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids, float* logprob) {

@@ -45,10 +45,17 @@ struct NormedInput {
 // rows afterwards whatever the route.
 void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Matrix& w, bool gated, Rows y, Rows proj,
                  bool keep_normed);
+// The same for a stacked projection: one op for one part; with several (layouts that cannot be
+// one matrix, weights.hpp), norm_linear of the first keeping the normed rows, linear of the
+// others on them, and (gated) silu_mul, so in.normed is written whatever keep_normed says.
+void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Projection& w, bool gated, Rows y, Rows proj,
+                 bool keep_normed);
 
 // y[:, 0:w.rows] = x[:, 0:w.cols] . W^T; with `accumulate`, y[:, 0:w.rows] += that (y updated in
 // place: a residual stream takes o_proj / down_proj without a separate add).
 void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool accumulate = false);
+// The same for a stacked projection: one linear per part, into its columns of y.
+void linear(Backend& be, int64_t tokens, Rows x, const Projection& w, Rows y, bool accumulate = false);
 
 // ids[r] = argmax of logits row r (ties: lowest id), logprob[r] its log-probability.
 void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids, float* logprob);

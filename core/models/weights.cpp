@@ -1,6 +1,7 @@
 #include "weights.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <cstring>
 
@@ -24,7 +25,30 @@ WeightLoader::WeightLoader(const Checkpoint& ck, Backend& backend, WeightPrecisi
 
 void WeightLoader::count_loaded(const std::string& name) { progress_.update(++loaded_, name); }
 
-int32_t WeightLoader::storage_dtype(std::initializer_list<std::string> names) const {
+namespace {
+
+int32_t codes_dtype(QuantCodes c) {
+  switch (c) {
+    case QuantCodes::Int4: return NINFER_DTYPE_INT4;
+    case QuantCodes::Int8: return NINFER_DTYPE_INT8;
+    case QuantCodes::Fp8E4M3: return NINFER_DTYPE_FP8_E4M3;
+  }
+  return NINFER_DTYPE_INT4;
+}
+
+int32_t scale_dtype(DType d) {
+  return d == DType::BF16 ? NINFER_DTYPE_BF16 : d == DType::F16 ? NINFER_DTYPE_F16 : NINFER_DTYPE_F32;
+}
+
+// Whether `b` can be stacked under `a` as rows of one canonical matrix.
+bool same_layout(const QuantizedMatrix& a, const QuantizedMatrix& b) {
+  return a.codes_type == b.codes_type && a.cols == b.cols && a.group_size == b.group_size &&
+         a.scale_dtype == b.scale_dtype && a.g_idx == b.g_idx;
+}
+
+} // namespace
+
+int32_t WeightLoader::storage_dtype(const std::vector<std::string>& names) const {
   switch (precision_) {
     case WeightPrecision::F32: return NINFER_DTYPE_F32;
     case WeightPrecision::BF16: return NINFER_DTYPE_BF16;
@@ -36,17 +60,128 @@ int32_t WeightLoader::storage_dtype(std::initializer_list<std::string> names) co
   return NINFER_DTYPE_BF16;
 }
 
-Matrix WeightLoader::matrix(std::initializer_list<std::string> names, const std::string& what) {
-  return stack(names, what, storage_dtype(names));
+Matrix WeightLoader::matrix(const std::string& name, const std::string& what) {
+  if (const auto q = find_quantized(ck_, name)) {
+    std::vector<QuantizedMatrix> parts;
+    parts.push_back(read_quantized(ck_, *q));
+    count_loaded(name);
+    return stack_quantized(parts, what);
+  }
+  return stack({name}, what, storage_dtype({name}));
 }
 
-Matrix WeightLoader::matrix_f32(std::initializer_list<std::string> names, const std::string& what) {
-  return stack(names, what, NINFER_DTYPE_F32);
+Projection WeightLoader::projection(std::initializer_list<std::string> names, const std::string& what) {
+  Projection p;
+  std::vector<std::string> plain;
+  std::vector<QuantizedMatrix> quantized;
+  auto close_run = [&] {
+    if (!plain.empty()) p.parts.push_back(stack(plain, what, storage_dtype(plain)));
+    if (!quantized.empty()) p.parts.push_back(stack_quantized(quantized, what));
+    plain.clear();
+    quantized.clear();
+  };
+  for (const auto& n : names) {
+    if (const auto q = find_quantized(ck_, n)) {
+      QuantizedMatrix m = read_quantized(ck_, *q);
+      count_loaded(n);
+      if (!plain.empty() || (!quantized.empty() && !same_layout(quantized.front(), m))) close_run();
+      quantized.push_back(std::move(m));
+    } else {
+      if (!quantized.empty()) close_run();
+      plain.push_back(n);
+    }
+  }
+  close_run();
+  for (const Matrix& m : p.parts) {
+    if (p.cols && m.cols != p.cols)
+      throw Error(fmt::format("{}: its parts have {} and {} columns; stacked projections share their inputs", what,
+                              p.cols, m.cols));
+    p.cols = m.cols;
+    p.rows += m.rows;
+  }
+  if (p.parts.size() > 1) {
+    std::string formats;
+    for (const Matrix& m : p.parts) formats += fmt::format("{}{} rows {}", formats.empty() ? "" : ", ", m.rows, m.format);
+    spdlog::debug("{}: {} parts of different layouts ({}), one linear each", what, p.parts.size(), formats);
+  }
+  return p;
 }
 
-Matrix WeightLoader::stack(std::initializer_list<std::string> names, const std::string& what, int32_t dtype) {
+Matrix WeightLoader::matrix_f32(const std::string& name, const std::string& what) {
+  if (const auto q = find_quantized(ck_, name)) {
+    const QuantizedMatrix m = read_quantized(ck_, *q);
+    count_loaded(name);
+    return upload_f32(m.dequantize(), m.rows, m.cols, what);
+  }
+  return stack({name}, what, NINFER_DTYPE_F32);
+}
+
+Matrix WeightLoader::table(const std::string& name, const std::string& what) {
+  if (const auto q = find_quantized(ck_, name))
+    throw Error(fmt::format("{}: {} is stored quantized ({}, {}); ninfer reads quantized linear projections, the "
+                            "token embedding must be a float tensor",
+                            q->file.string(), name, quant_method_name(q->method), quant_codes_name(q->codes)));
+  return stack({name}, what, storage_dtype({name}));
+}
+
+Matrix WeightLoader::upload_f32(const std::vector<float>& values, int64_t rows, int64_t cols, const std::string& what) {
+  Matrix m;
+  m.dtype = NINFER_DTYPE_F32;
+  m.rows = rows;
+  m.cols = cols;
+  m.format = "float32";
+  m.buf = backend_.allocate_weights(values.size() * 4, m.format, what);
+  backend_.upload(m.buf, 0, values.data(), values.size() * 4);
+  return m;
+}
+
+// The parts (all of the same layout, same_layout) as rows of one matrix in the canonical layout.
+// The repacking happened on the host (read_quantized), one tensor at a time; the goal is
+// to upload the packed tensors as they are and repack them on the device, which a 27B model's
+// load time will want.
+Matrix WeightLoader::stack_quantized(std::vector<QuantizedMatrix>& parts, const std::string& what) {
+  const QuantizedMatrix& first = parts.front();
+  Matrix m;
+  m.dtype = codes_dtype(first.codes_type);
+  m.cols = first.cols;
+  m.format = first.label();
+  bool any_zeros = false;
+  for (const auto& p : parts) {
+    m.rows += p.rows;
+    any_zeros = any_zeros || !p.zeros.empty();
+  }
+  const int64_t G = first.groups(), row_bytes = first.row_bytes();
+  const size_t scale_bytes = dtype_size(first.scale_dtype);
+  m.buf = backend_.allocate_weights(static_cast<size_t>(m.rows * row_bytes), m.format, what + " codes");
+  m.scales = backend_.allocate_weights(static_cast<size_t>(m.rows * G) * scale_bytes, m.format, what + " scales");
+  if (any_zeros) m.zeros = backend_.allocate_weights(static_cast<size_t>(m.rows * G), m.format, what + " zero points");
+  if (!first.g_idx.empty()) {
+    m.g_idx = backend_.allocate_weights(first.g_idx.size() * 4, m.format, what + " g_idx");
+    backend_.upload(m.g_idx, 0, first.g_idx.data(), first.g_idx.size() * 4);
+  }
+  int64_t row = 0;
+  for (auto& p : parts) {
+    backend_.upload(m.buf, static_cast<size_t>(row * row_bytes), p.codes.data(), p.codes.size());
+    backend_.upload(m.scales, static_cast<size_t>(row * G) * scale_bytes, p.scales.data(), p.scales.size());
+    if (any_zeros) {
+      // A symmetric part among asymmetric ones: its zero points written out.
+      if (p.zeros.empty()) p.zeros.assign(static_cast<size_t>(p.rows * G), static_cast<uint8_t>(1u << (p.bits() - 1)));
+      backend_.upload(m.zeros, static_cast<size_t>(row * G), p.zeros.data(), p.zeros.size());
+    }
+    row += p.rows;
+  }
+  m.quant.scales = m.scales.data();
+  m.quant.zeros = any_zeros ? m.zeros.as<const uint8_t>() : nullptr;
+  m.quant.g_idx = first.g_idx.empty() ? nullptr : m.g_idx.as<const int32_t>();
+  m.quant.scale_dtype = scale_dtype(first.scale_dtype);
+  m.quant.group_size = static_cast<int32_t>(first.group_size);
+  return m;
+}
+
+Matrix WeightLoader::stack(const std::vector<std::string>& names, const std::string& what, int32_t dtype) {
   Matrix m;
   m.dtype = dtype;
+  m.format = dtype == NINFER_DTYPE_F32 ? "float32" : "bfloat16";
   for (const auto& n : names) {
     const TensorView& t = ck_.tensor(n);
     if (t.shape.size() != 2)
@@ -57,7 +192,7 @@ Matrix WeightLoader::stack(std::initializer_list<std::string> names, const std::
     m.rows += t.shape[0];
   }
   const size_t elem = dtype == NINFER_DTYPE_F32 ? 4 : 2;
-  m.buf = backend_.allocate(static_cast<size_t>(m.rows * m.cols) * elem, MemoryUse::Weights, what);
+  m.buf = backend_.allocate_weights(static_cast<size_t>(m.rows * m.cols) * elem, m.format, what);
   size_t offset = 0;
   std::vector<float> f32;
   std::vector<uint16_t> b16;
@@ -91,7 +226,7 @@ Vector WeightLoader::vector(const std::string& name, const std::string& what) {
   Vector v;
   v.size = t.numel();
   std::vector<float> f32 = t.data ? to_f32(t) : synthetic_values(t);
-  v.buf = backend_.allocate(f32.size() * 4, MemoryUse::Weights, what);
+  v.buf = backend_.allocate_weights(f32.size() * 4, "float32", what);
   backend_.upload(v.buf, 0, f32.data(), f32.size() * 4);
   count_loaded(name);
   return v;

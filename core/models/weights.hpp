@@ -1,6 +1,7 @@
 // Weights on the backend, and the loader that puts them there from a Checkpoint: dtype policy
-// (WeightPrecision), row-stacking of projections that run as one matrix (q|k|v, gate|up,
-// qkv|z), and shape checks that name the tensor.
+// (WeightPrecision), quantized projections in the canonical layout (ninfer/abi/ops/quant_weight.h),
+// row-stacking of projections that run as one matrix (q|k|v, gate|up, qkv|z|a|b), and shape
+// checks that name the tensor.
 #pragma once
 
 #include <cstdint>
@@ -9,18 +10,39 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ninfer/abi/ops/quant_weight.h"
+#include "ninfer/abi/plugin_abi.h"
 #include "ninfer/checkpoint/checkpoint.hpp"
 #include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/checkpoint/progress.hpp"
+#include "ninfer/checkpoint/quantized_tensors.hpp"
 #include "ninfer/models/causal_lm.hpp"
 #include "ninfer/runtime/backend.hpp"
 
 namespace ninfer::models {
 
-// A [rows, cols] matrix for the linear / embedding ops, in F32 or BF16.
+// A [rows, cols] matrix for the linear / embedding ops: F32 or BF16 elements in `buf`, or a
+// quantized matrix (INT4, INT8, FP8_E4M3) whose codes are in `buf` and whose scales, zero points
+// and g_idx are in the buffers below, described by `quant` (which points into them).
 struct Matrix {
   DeviceBuffer buf;
   int32_t dtype = 0; // ninfer_dtype
+  int64_t rows = 0, cols = 0;
+  DeviceBuffer scales, zeros, g_idx; // quantized dtypes only (zeros, g_idx may stay empty)
+  ninfer_quant_weight quant{};
+  std::string format; // storage format: "float32", "bfloat16", "gptq int4 g128", ...
+
+  // What linear / norm_linear take as `wq`: NULL for float weights.
+  const ninfer_quant_weight* wq() const { return ninfer_dtype_is_quantized(dtype) ? &quant : nullptr; }
+};
+
+// Matrices with the same cols whose rows are stacked (q|k|v, gate|up, qkv|z|a|b): the ops write
+// part i's outputs right after part i-1's. One part wherever the tensors can be one matrix (all
+// float, or all quantized in the same codes, group size, scale dtype and g_idx); a quantized
+// run and a float one (Qwen3.5's qkv|z quantized, a|b not), or quantized parts that differ
+// (act-order checkpoints give every projection its own g_idx), stay separate parts.
+struct Projection {
+  std::vector<Matrix> parts;
   int64_t rows = 0, cols = 0;
 };
 
@@ -35,19 +57,26 @@ class WeightLoader {
  public:
   WeightLoader(const Checkpoint& ck, Backend& backend, WeightPrecision precision);
 
-  // The named tensors (each [rows_i, cols], all the same cols) stacked by rows into one matrix
-  // in the precision policy's dtype. Tensors must already have passed require_all().
-  Matrix matrix(std::initializer_list<std::string> names, const std::string& what);
-  // As matrix(), always float32 (for ops whose activations and weights share a dtype).
-  Matrix matrix_f32(std::initializer_list<std::string> names, const std::string& what);
+  // One projection's weight: quantized as the checkpoint stores it, else in the precision
+  // policy's dtype. Tensors must already have passed require_all().
+  Matrix matrix(const std::string& name, const std::string& what);
+  // The named projections (each [rows_i, cols], all the same cols) stacked by rows.
+  Projection projection(std::initializer_list<std::string> names, const std::string& what);
+  // As matrix(), always float32 (for ops whose activations and weights share a dtype); a
+  // quantized tensor is dequantized.
+  Matrix matrix_f32(const std::string& name, const std::string& what);
+  // A token-embedding table: float only (the policy's dtype); a quantized one is an error.
+  Matrix table(const std::string& name, const std::string& what);
   // A tensor flattened to float32.
   Vector vector(const std::string& name, const std::string& what);
 
   const Checkpoint& checkpoint() const { return ck_; }
 
  private:
-  Matrix stack(std::initializer_list<std::string> names, const std::string& what, int32_t dtype);
-  int32_t storage_dtype(std::initializer_list<std::string> names) const;
+  Matrix stack(const std::vector<std::string>& names, const std::string& what, int32_t dtype);
+  Matrix stack_quantized(std::vector<QuantizedMatrix>& parts, const std::string& what);
+  Matrix upload_f32(const std::vector<float>& values, int64_t rows, int64_t cols, const std::string& what);
+  int32_t storage_dtype(const std::vector<std::string>& names) const;
   // Synthetic checkpoints (Checkpoint::synthetic): values drawn from the seed instead of read.
   void fill_synthetic(const Matrix& m, size_t offset_bytes, const TensorView& t);
   std::vector<float> synthetic_values(const TensorView& t);

@@ -251,8 +251,9 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
       p.warnings = std::move(warnings);
       return p;
     }
-    throw Error(fmt::format("no variant of '{}' in plugin {} can run {} tokens (dims {}x{}) on {}", op,
-                            plugin_.name(), shape.tokens, shape.dims[0], shape.dims[1], device_.name));
+    throw Error(fmt::format("no variant of '{}' in plugin {} can run {} tokens (dims {}x{}, dtype {}) on {}", op,
+                            plugin_.name(), shape.tokens, shape.dims[0], shape.dims[1], ninfer_dtype_name(shape.dtype),
+                            device_.name));
   }
 
   const Candidate* best = nullptr;

@@ -31,6 +31,9 @@ PlannedModule plan_module(const TensorView& t, ModuleRole role, const RoleSettin
   if (t.shape.size() != 2)
     throw Error(fmt::format("{}: tensor {} has shape {}; a linear weight is 2-D [out, in]", t.file.string(), t.name,
                             shape_string(t.shape)));
+  if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16)
+    throw Error(fmt::format("{}: tensor {} is {}; ninfer-quantize reads float32, bfloat16 or float16 weights",
+                            t.file.string(), t.name, dtype_name(t.dtype)));
   PlannedModule m;
   m.tensor = t.name;
   m.module = t.name.substr(0, t.name.size() - std::string(".weight").size());

@@ -50,6 +50,7 @@ float round_to_dtype(float v, DType d) {
     case DType::BF16: return bf16_to_f32(f32_to_bf16(v));
     case DType::F16: return f16_to_f32(f32_to_f16(v));
     case DType::F32: return v;
+    default: break; // scales are only ever float (plan_module refuses other weights)
   }
   return v;
 }
@@ -60,6 +61,7 @@ float next_up(float v, DType d) {
     case DType::BF16: return bf16_to_f32(static_cast<uint16_t>(f32_to_bf16(v) + 1));
     case DType::F16: return f16_to_f32(static_cast<uint16_t>(f32_to_f16(v) + 1));
     case DType::F32: return std::nextafter(v, INFINITY);
+    default: break;
   }
   return v;
 }
@@ -208,7 +210,9 @@ void append_scalar(std::string& out, float v, DType dtype) {
       out.push_back(static_cast<char>(h >> 8));
       return;
     }
+    default: break;
   }
+  throw Error(fmt::format("quantize: scales cannot be stored as {}", dtype_name(dtype)));
 }
 
 } // namespace ninfer

@@ -32,7 +32,7 @@ const LoadedPlugin& choose_plugin(const PluginHost& plugins, const ninfer_device
 
 std::string shape_text(const ninfer_shape& s) {
   return fmt::format("{} tokens, dims [{}, {}, {}, {}], dtype {}", s.tokens, s.dims[0], s.dims[1], s.dims[2],
-                     s.dims[3], s.dtype);
+                     s.dims[3], ninfer_dtype_name(s.dtype));
 }
 
 } // namespace
@@ -80,8 +80,21 @@ DeviceBuffer Backend::allocate(size_t bytes, MemoryUse use, std::string_view wha
   return b;
 }
 
+DeviceBuffer Backend::allocate_weights(size_t bytes, std::string_view format, std::string_view what) {
+  DeviceBuffer b = allocate(bytes, MemoryUse::Weights, what);
+  if (b.empty()) return b;
+  b.format_ = std::string(format);
+  report_.weights_by_format[b.format_] += bytes;
+  return b;
+}
+
 void Backend::release(DeviceBuffer& b) noexcept {
   memory_->free(b.ptr_, b.bytes_);
+  if (!b.format_.empty())
+    if (auto it = report_.weights_by_format.find(b.format_); it != report_.weights_by_format.end()) {
+      it->second -= b.bytes_;
+      if (it->second == 0) report_.weights_by_format.erase(it);
+    }
   report_.in_use[static_cast<size_t>(b.use_)] -= b.bytes_;
   report_.total -= b.bytes_;
 }

@@ -20,7 +20,7 @@ const char* memory_use_name(MemoryUse u) {
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
     : owner_(std::exchange(o.owner_, nullptr)), ptr_(std::exchange(o.ptr_, nullptr)),
-      bytes_(std::exchange(o.bytes_, 0)), use_(o.use_), what_(std::move(o.what_)) {}
+      bytes_(std::exchange(o.bytes_, 0)), use_(o.use_), what_(std::move(o.what_)), format_(std::move(o.format_)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
@@ -30,6 +30,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
     bytes_ = std::exchange(o.bytes_, 0);
     use_ = o.use_;
     what_ = std::move(o.what_);
+    format_ = std::move(o.format_);
   }
   return *this;
 }

@@ -16,8 +16,15 @@ std::string human(size_t b) {
 
 std::string MemoryReport::describe() const {
   std::string s;
-  for (size_t i = 0; i < in_use.size(); ++i)
+  for (size_t i = 0; i < in_use.size(); ++i) {
     s += fmt::format("{}{} {}", s.empty() ? "" : ", ", memory_use_name(static_cast<MemoryUse>(i)), human(in_use[i]));
+    if (static_cast<MemoryUse>(i) == MemoryUse::Weights && weights_by_format.size() > 1) {
+      std::string parts;
+      for (const auto& [format, bytes] : weights_by_format)
+        parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", format, human(bytes));
+      s += " (" + parts + ")";
+    }
+  }
   s += fmt::format("; total {} (peak {})", human(total), human(peak));
   if (limit) s += fmt::format(", limit {}", human(limit));
   if (free) s += fmt::format(", device free {}", human(free));

@@ -52,11 +52,11 @@ void norm_linear(Backend& be, const ninfer_norm_linear_args& a, const NormLinear
   const ninfer_shape lin = shape(T, a.in_features, a.out_features, 0, 0, a.w_dtype);
   if (!a.gated) {
     const ninfer_linear_args l{normed, normed_stride, a.w, a.y, a.y_row_stride, T, a.in_features, a.out_features,
-                               a.w_dtype, 0};
+                               a.w_dtype, 0, a.wq};
     return be.run(NINFER_OP_LINEAR, lin, &l);
   }
   const ninfer_linear_args l{normed, normed_stride, a.w, x.proj, x.proj_row_stride, T, a.in_features, a.out_features,
-                             a.w_dtype, 0};
+                             a.w_dtype, 0, a.wq};
   be.run(NINFER_OP_LINEAR, lin, &l);
   const int32_t half = a.out_features / 2;
   const ninfer_silu_mul_args m{x.proj, x.proj_row_stride, x.proj + half, x.proj_row_stride, a.y, a.y_row_stride, T,

@@ -12,6 +12,11 @@ namespace ninfer::cpu_plugin {
 
 inline constexpr uint32_t kF32Only = 1u << NINFER_DTYPE_F32;
 inline constexpr uint32_t kF32OrBf16 = (1u << NINFER_DTYPE_F32) | (1u << NINFER_DTYPE_BF16);
+// The weights linear and norm_linear take: float32, bfloat16 and the quantized dtypes
+// (ninfer/abi/ops/quant_weight.h). Their emulate_bf16_x variants stay kF32OrBf16: they emulate
+// a cuBLASLt route, which takes no quantized weights.
+inline constexpr uint32_t kLinearWeightDtypes = kF32OrBf16 | (1u << NINFER_DTYPE_INT4) | (1u << NINFER_DTYPE_INT8) |
+                                                (1u << NINFER_DTYPE_FP8_E4M3);
 // The KV cache element types kv_append writes and attention reads.
 inline constexpr uint32_t kKvCacheDtypes = kF32OrBf16 | (1u << NINFER_DTYPE_F16);
 

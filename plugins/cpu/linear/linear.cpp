@@ -1,12 +1,16 @@
 // linear on the host (contract: ninfer/abi/ops/linear.h): picks the kernel built for the
 // best instruction set this CPU has and spreads blocks of weight rows over the thread pool.
+// Quantized weights (INT4, INT8, FP8_E4M3) are dequantized a block of rows at a time into
+// float32 (linear/quant_dequant.hpp) and multiplied by the same kernel.
 #include <algorithm>
+#include <vector>
 
 #include "common/cpu_ops.hpp"
 #include "common/host_variant.hpp"
 #include "common/numerics.hpp"
 #include "ninfer/abi/ops/linear.h"
 #include "common/parallel.hpp"
+#include "linear/quant_dequant.hpp"
 
 namespace ninfer::cpu_plugin {
 
@@ -28,16 +32,46 @@ Kernel best_kernel() {
 
 int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
 
+// Token chunks bound the x rows re-read per block.
+constexpr int64_t kTokenChunk = 64;
+
+// Weight rows per block: about 128 KiB of weights (float32 for quantized ones, which are
+// dequantized a block at a time), so a block stays in L2 while every token of the launch
+// streams past it.
+int64_t rows_per_block(const ninfer_linear_args& a) {
+  const int64_t row_bytes = static_cast<int64_t>(a.in_features) * (a.w_dtype == NINFER_DTYPE_BF16 ? 2 : 4);
+  return std::max<int64_t>(2, (128 * 1024 / row_bytes) & ~int64_t{1});
+}
+
+// Quantized weights: each block of rows dequantized into the worker's float32 buffer, then the
+// float32 kernel on it, with y shifted to the block's first output.
+void run_dequantized(const ninfer_linear_args& a, int64_t t0, int64_t t1) {
+  static const Kernel kernel = best_kernel();
+  const int64_t K = a.in_features, block = rows_per_block(a);
+  const int64_t blocks = (a.out_features + block - 1) / block;
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    thread_local std::vector<float> w;
+    w.resize(static_cast<size_t>(block * K));
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t n0 = b * block, n1 = std::min<int64_t>(a.out_features, n0 + block);
+      for (int64_t n = n0; n < n1; ++n) dequantize_row(a.w, a.w_dtype, *a.wq, K, n, w.data() + (n - n0) * K);
+      ninfer_linear_args f = a;
+      f.w = w.data();
+      f.w_dtype = NINFER_DTYPE_F32;
+      f.wq = nullptr;
+      f.y = a.y + n0;
+      f.out_features = static_cast<int32_t>(n1 - n0);
+      for (int64_t t = t0; t < t1; t += kTokenChunk) kernel(f, t, std::min(t1, t + kTokenChunk), 0, n1 - n0);
+    }
+  });
+}
+
 // y rows [t0, t1) of `a`, blocks of weight rows spread over the pool.
 void run_blocked(const ninfer_linear_args& a, int64_t t0, int64_t t1) {
+  if (ninfer_dtype_is_quantized(a.w_dtype)) return run_dequantized(a, t0, t1);
   static const Kernel kernel = best_kernel();
-  // Weight rows per block: about 128 KiB of weights, so a block stays in L2 while every token
-  // of the launch streams past it.
-  const int64_t row_bytes = static_cast<int64_t>(a.in_features) * (a.w_dtype == NINFER_DTYPE_F32 ? 4 : 2);
-  const int64_t block = std::max<int64_t>(2, (128 * 1024 / row_bytes) & ~int64_t{1});
+  const int64_t block = rows_per_block(a);
   const int64_t blocks = (a.out_features + block - 1) / block;
-  // Token chunks bound the x rows re-read per block.
-  constexpr int64_t kTokenChunk = 64;
   parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t n0 = b * block, n1 = std::min<int64_t>(a.out_features, n0 + block);
@@ -46,8 +80,11 @@ void run_blocked(const ninfer_linear_args& a, int64_t t0, int64_t t1) {
   });
 }
 
-int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char*, size_t) {
-  run_blocked(*static_cast<const ninfer_linear_args*>(args), l->token_begin, l->token_end);
+int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
+  const auto& a = *static_cast<const ninfer_linear_args*>(args);
+  if (const char* problem = quant_weight_problem(a.w_dtype, a.wq, a.in_features))
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "linear/blocked: %s", problem);
+  run_blocked(a, l->token_begin, l->token_end);
   return NINFER_OK;
 }
 
@@ -90,7 +127,8 @@ void linear_rows_bf16_x(const ninfer_linear_args& args, int64_t t0, int64_t t1, 
 }
 
 int32_t register_linear(const ninfer_registrar* r) {
-  static const ninfer_variant blocked = host_variant(NINFER_OP_LINEAR, "blocked", kF32OrBf16, supports, launch);
+  static const ninfer_variant blocked =
+      host_variant(NINFER_OP_LINEAR, "blocked", kLinearWeightDtypes, supports, launch);
   static const ninfer_variant emulate = host_variant(NINFER_OP_LINEAR, "emulate_bf16_x", kF32OrBf16, supports,
                                                      launch_emulate_bf16_x, emulate_workspace);
   if (int32_t rc = r->add_variant(r->ctx, &blocked); rc != NINFER_OK) return rc;

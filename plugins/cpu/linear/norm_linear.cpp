@@ -7,6 +7,7 @@
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/ops/norm_linear.h"
 #include "common/row_math.hpp"
+#include "linear/quant_dequant.hpp"
 
 namespace ninfer::cpu_plugin {
 namespace {
@@ -26,6 +27,8 @@ size_t workspace(const void*, const ninfer_shape* s, int64_t tokens) {
 // weights are bf16, while the normed rows the caller keeps stay float32.
 int32_t run(const ninfer_norm_linear_args& a, const ninfer_launch* l, bool round_x, char* err, size_t err_len) {
   const int64_t t0 = l->token_begin, rows = l->token_end - t0, K = a.in_features, N = a.out_features;
+  if (const char* problem = quant_weight_problem(a.w_dtype, a.wq, K))
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "norm_linear: %s", problem);
   const ninfer_shape s{rows, {K, N, a.gated, 0}, a.w_dtype};
   const size_t need = workspace(nullptr, &s, rows) + (round_x ? static_cast<size_t>(rows * K) * sizeof(float) : 0);
   if (!l->workspace || l->workspace_bytes < need)
@@ -49,6 +52,7 @@ int32_t run(const ninfer_norm_linear_args& a, const ninfer_launch* l, bool round
   la.in_features = a.in_features;
   la.out_features = a.out_features;
   la.w_dtype = a.w_dtype;
+  la.wq = a.wq;
   if (round_x) linear_rows_bf16_x(la, 0, rows, proj + (a.gated ? rows * N : 0)); // rounding space past proj
   else linear_rows(la, 0, rows);
   if (a.gated) {
@@ -79,7 +83,7 @@ int32_t launch_emulate_bf16_x(const void*, const void* args, const ninfer_launch
 
 int32_t register_norm_linear(const ninfer_registrar* r) {
   static const ninfer_variant v =
-      host_variant(NINFER_OP_NORM_LINEAR, "reference", kF32OrBf16, supports, launch, workspace);
+      host_variant(NINFER_OP_NORM_LINEAR, "reference", kLinearWeightDtypes, supports, launch, workspace);
   static const ninfer_variant emulate = host_variant(NINFER_OP_NORM_LINEAR, "emulate_bf16_x", kF32OrBf16, supports,
                                                      launch_emulate_bf16_x, emulate_workspace);
   if (int32_t rc = r->add_variant(r->ctx, &v); rc != NINFER_OK) return rc;

@@ -22,10 +22,12 @@
 extern "C" {
 #endif
 
-#define NINFER_PLUGIN_ABI_VERSION 4u /* 2: the registrar offers run-time compilation;
+#define NINFER_PLUGIN_ABI_VERSION 5u /* 2: the registrar offers run-time compilation;
                                           3: ninfer_linear_args.accumulate;
                                           4: variant callbacks take the variant's ctx, plugins may
-                                             make variants on demand, ninfer_shape.max_seq_tokens */
+                                             make variants on demand, ninfer_shape.max_seq_tokens;
+                                          5: quantized weight dtypes, ninfer_linear_args.wq and
+                                             ninfer_norm_linear_args.wq (ops/quant_weight.h) */
 #define NINFER_PLUGIN_ENTRY_SYMBOL "ninfer_plugin_entry"
 
 /* Capability bits a plugin advertises in its descriptor. */
@@ -45,11 +47,37 @@ extern "C" {
 #define NINFER_ERR_LAUNCH 2
 #define NINFER_ERR_UNSUPPORTED 3
 
+/* Element types. F32 / BF16 / F16 are plain tensors. INT4, INT8 and FP8_E4M3 are the weight
+ * dtypes of a quantized matrix in ninfer's one canonical layout (ninfer/abi/ops/quant_weight.h):
+ * an op that takes them says so in its contract, and reads the rest of the description from
+ * its `wq` argument. */
 typedef enum ninfer_dtype {
   NINFER_DTYPE_F32 = 0,
   NINFER_DTYPE_BF16 = 1,
   NINFER_DTYPE_F16 = 2,
+  NINFER_DTYPE_INT4 = 3,     /* unsigned 4-bit codes, two per byte (quant_weight.h) */
+  NINFER_DTYPE_INT8 = 4,     /* unsigned 8-bit codes */
+  NINFER_DTYPE_FP8_E4M3 = 5, /* float8 e4m3fn codes (1 sign, 4 exponent bits of bias 7, 3 mantissa bits) */
 } ninfer_dtype;
+
+/* The dtype's name in messages: "float32", "bfloat16", "float16", "int4", "int8", "fp8_e4m3",
+ * "?" for any other value. */
+static inline const char* ninfer_dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case NINFER_DTYPE_F32: return "float32";
+    case NINFER_DTYPE_BF16: return "bfloat16";
+    case NINFER_DTYPE_F16: return "float16";
+    case NINFER_DTYPE_INT4: return "int4";
+    case NINFER_DTYPE_INT8: return "int8";
+    case NINFER_DTYPE_FP8_E4M3: return "fp8_e4m3";
+    default: return "?";
+  }
+}
+
+/* Whether `dtype` is a quantized weight dtype (INT4, INT8, FP8_E4M3). */
+static inline int ninfer_dtype_is_quantized(int32_t dtype) {
+  return dtype == NINFER_DTYPE_INT4 || dtype == NINFER_DTYPE_INT8 || dtype == NINFER_DTYPE_FP8_E4M3;
+}
 
 /* Where a variant executes. */
 typedef enum ninfer_exec_kind {

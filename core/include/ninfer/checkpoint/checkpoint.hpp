@@ -17,10 +17,14 @@
 
 namespace ninfer {
 
-enum class DType { F32, BF16, F16 };
+// Float tensors, and the element types of quantized weights' packed tensors (GPTQ / AWQ /
+// compressed-tensors int32 words, compressed-tensors' int64 weight_shape, FP8 e4m3 codes).
+enum class DType { F32, BF16, F16, I32, I64, F8_E4M3 };
 
-const char* dtype_name(DType d); // safetensors spelling: "F32", "BF16", "F16"
+const char* dtype_name(DType d); // safetensors spelling: "F32", "BF16", "F16", "I32", "I64", "F8_E4M3"
 size_t dtype_size(DType d);
+// The dtypes a checkpoint may hold, for messages: "F32, BF16, F16, I32, I64, F8_E4M3".
+const char* readable_dtypes();
 
 struct TensorView {
   std::string name;
@@ -87,7 +91,8 @@ class Checkpoint {
   std::unique_ptr<Impl> impl_;
 };
 
-// Converts any supported dtype to float32 (exactly: every BF16/F16 value is a float).
+// Converts a float dtype (F32, BF16, F16, F8_E4M3) to float32, exactly: every such value is a
+// float. An integer tensor is an error naming it.
 void to_f32(const TensorView& t, float* out);
 std::vector<float> to_f32(const TensorView& t);
 // Elements [first, first + count) of the flattened tensor (e.g. one embedding row).
@@ -97,6 +102,8 @@ void to_f32(const TensorView& t, int64_t first, int64_t count, float* out);
 // the top half of a float32).
 float f16_to_f32(uint16_t h);
 float bf16_to_f32(uint16_t b);
+// OCP float8 e4m3fn: 4 exponent bits (bias 7), 3 mantissa bits, no infinities, 0x7f/0xff NaN.
+float e4m3_to_f32(uint8_t b);
 // Round to nearest even, for writers (ninfer-make-checkpoint); NaN stays NaN.
 uint16_t f32_to_bf16(float f);
 

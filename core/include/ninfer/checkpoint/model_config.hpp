@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "ninfer/checkpoint/quantization_config.hpp"
+
 namespace ninfer {
 
 struct ModelFamily;
@@ -62,6 +64,9 @@ struct ModelConfig {
   int64_t mtp_num_hidden_layers = 0;   // multi-token-prediction layers shipped (mtp.*), unused yet
   bool has_vision = false;             // nested form with a vision_config (model.visual.*)
   std::optional<int64_t> pad_token_id;
+  // quantization_config (top level, else text_config's): the published quantized layout of the
+  // checkpoint's projections (docs/quantization.md); none for a float checkpoint.
+  std::optional<QuantizationConfig> quantization;
   // Set by ninfer-make-checkpoint ("ninfer_random_weights": true): tools say so plainly.
   bool random_weights = false;
   std::filesystem::path config_path;   // the config.json this came from (for messages)

@@ -49,7 +49,11 @@ struct MemoryReport {
   size_t peak = 0;
   size_t limit = 0; // 0: none
   size_t free = 0;  // bytes still free on the device when the report was made; 0: unknown
-  std::string describe() const; // "weights 1.2 GiB, kv-cache 512 MiB, ... (peak ...)"
+  // Weight bytes by storage format (allocate_weights): "bfloat16", "float32", "gptq int4 g128", ...
+  std::map<std::string, size_t> weights_by_format;
+  // "weights 1.2 GiB (gptq int4 g128 1.0 GiB, bfloat16 210 MiB), kv-cache 512 MiB, ...; total ..."
+  // (the weights' formats when there are several)
+  std::string describe() const;
 };
 
 class Backend {
@@ -71,6 +75,8 @@ class Backend {
   // Throws ninfer::Error when the memory limit or the device would be exceeded; the message
   // names `what`, the request and what is already allocated.
   DeviceBuffer allocate(size_t bytes, MemoryUse use, std::string_view what);
+  // Weights stored in `format` ("bfloat16", "gptq int4 g128"): counted by format in memory().
+  DeviceBuffer allocate_weights(size_t bytes, std::string_view format, std::string_view what);
   void upload(const DeviceBuffer& dst, size_t offset, const void* src, size_t bytes);
   void download(const DeviceBuffer& src, size_t offset, void* dst, size_t bytes);
   // A download the host does not wait for, into result slot `slot` (of MemorySpace::kResultSlots;

@@ -34,6 +34,8 @@ class DeviceBuffer {
   bool empty() const { return ptr_ == nullptr; }
   MemoryUse use() const { return use_; }
   const std::string& what() const { return what_; }
+  // Weights: their storage format for the memory budget ("bfloat16", "gptq int4 g128"); "" otherwise.
+  const std::string& weight_format() const { return format_; }
 
  private:
   friend class Backend;
@@ -43,6 +45,7 @@ class DeviceBuffer {
   size_t bytes_ = 0;
   MemoryUse use_ = MemoryUse::Activations;
   std::string what_;
+  std::string format_;
 };
 
 } // namespace ninfer

@@ -7,21 +7,28 @@
  *                     stream in place this way, with no separate add kernel)
  *
  * Shapes: x [T, in_features] float32 with row stride x_row_stride; w [out_features,
- * in_features] contiguous (PyTorch nn.Linear layout) in w_dtype (F32 or BF16); y [T,
- * out_features] float32 with row stride y_row_stride. Accumulation is float32 or wider.
+ * in_features] contiguous (PyTorch nn.Linear layout) in w_dtype; y [T, out_features] float32
+ * with row stride y_row_stride. Accumulation is float32 or wider.
+ * Weight dtypes: F32 or BF16 (w holds the elements; wq is NULL), or a quantized dtype (INT4,
+ * INT8, FP8_E4M3): w holds the codes and wq the rest of the matrix in the canonical layout of
+ * ninfer/abi/ops/quant_weight.h, and w[n, k] above is its dequantized weight, exact in float32.
+ * A variant takes the dtypes its dtype_mask names; the planner never routes a call to one that
+ * does not take its w_dtype.
  * Planning shape: tokens = T, dims[0] = in_features, dims[1] = out_features, dtype = w_dtype.
  *
  * Effects: writes y rows of the launch's tokens; y must not overlap x or w. With accumulate, y
  * is read and then written, each element by the same thread (or library call) that writes it, so
  * updating y in place is safe; nothing else may write y during the launch. Workspace: none.
  *
- * `accumulate` is the last member (plugin ABI 3): aggregate initializers that leave it out
- * value-initialise it to 0, today's plain y = x . W^T.
+ * `accumulate` (plugin ABI 3) and `wq` (ABI 5) are the last members: aggregate initializers
+ * that leave them out value-initialise them to 0 and NULL, a plain y = x . W^T of float weights.
  */
 #ifndef NINFER_ABI_OPS_LINEAR_H
 #define NINFER_ABI_OPS_LINEAR_H
 
 #include <stdint.h>
+
+#include "ninfer/abi/ops/quant_weight.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,6 +47,7 @@ typedef struct ninfer_linear_args {
   int32_t out_features;
   int32_t w_dtype;    /* ninfer_dtype */
   int32_t accumulate; /* nonzero: y += x . W^T; 0: y = x . W^T */
+  const ninfer_quant_weight* wq; /* quantized w_dtype: scales, zeros, g_idx; NULL otherwise */
 } ninfer_linear_args;
 
 #ifdef __cplusplus

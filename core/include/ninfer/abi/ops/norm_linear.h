@@ -15,18 +15,23 @@
  * the shape.
  *
  * Shapes: x [T, K] float32, row stride x_row_stride; norm_w [K] float32; w [out_features, K]
- * contiguous in w_dtype (F32 or BF16); y [T, out_features (gated: / 2)] float32, row stride
+ * contiguous in w_dtype (F32 or BF16, or a quantized dtype: w holds the codes and wq the rest
+ * of the matrix, ninfer/abi/ops/quant_weight.h, as for linear); y [T, out_features (gated: / 2)] float32, row stride
  * y_row_stride; normed [T, K] float32, row stride normed_row_stride, or NULL. Accumulation is
  * float32 or wider. Planning shape: tokens = T, dims[0] = K, dims[1] = out_features,
  * dims[2] = gated, dtype = w_dtype.
  *
  * Effects: writes y (and normed) rows of the launch's tokens; y and normed must not overlap x,
  * w, norm_w or each other. Workspace: variant-defined.
+ *
+ * `wq` (plugin ABI 5) is the last member: NULL for F32 / BF16 weights.
  */
 #ifndef NINFER_ABI_OPS_NORM_LINEAR_H
 #define NINFER_ABI_OPS_NORM_LINEAR_H
 
 #include <stdint.h>
+
+#include "ninfer/abi/ops/quant_weight.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,6 +55,7 @@ typedef struct ninfer_norm_linear_args {
   int32_t in_features;
   int32_t out_features;
   int32_t gated;
+  const ninfer_quant_weight* wq; /* quantized w_dtype: scales, zeros, g_idx; NULL otherwise */
 } ninfer_norm_linear_args;
 
 #ifdef __cplusplus

@@ -1,0 +1,59 @@
+/* A quantized weight matrix in ninfer's one canonical layout: what `linear` and `norm_linear`
+ * read when their w_dtype is NINFER_DTYPE_INT4, NINFER_DTYPE_INT8 or NINFER_DTYPE_FP8_E4M3.
+ *
+ * Every published layout (GPTQ, AWQ, compressed-tensors pack-quantized, FP8 block) is repacked
+ * into this one at load (docs/quantization.md), so a kernel reads one layout whatever the
+ * checkpoint, and the row-stacked projections (q|k|v, gate|up, qkv|z) stay a plain
+ * concatenation of rows.
+ *
+ * The matrix W is [N, K]: N = out_features rows, K = in_features columns (PyTorch nn.Linear
+ * layout: row n produces output n). With G = ceil(K / group_size) groups per row:
+ *
+ *   codes  (the op's `w`)  [N, K] row-major, one row every row_bytes bytes:
+ *            INT4: two codes per byte along K, the even k in the low nibble, the odd k in the
+ *                  high nibble; row_bytes = ceil(K / 2) (an odd K leaves the last high nibble 0)
+ *            INT8, FP8_E4M3: one code per byte; row_bytes = K
+ *          integer codes are unsigned: u in [0, 2^bits)
+ *   scales [N, G] row-major, in scale_dtype (F32, BF16 or F16: as the checkpoint stored them, so
+ *          dequantization is exact)
+ *   zeros  [N, G] row-major uint8 zero points (integer dtypes only), or NULL: symmetric, every
+ *          zero is 2^(bits - 1) (8 for INT4, 128 for INT8). A zero may be 2^bits (GPTQ's v1
+ *          format stores zero - 1, and a stored 2^bits - 1 reads back so); it still fits a byte
+ *          for INT4, and the loader refuses one for INT8.
+ *   g_idx  [K] int32: the group of input channel k, in [0, G) (GPTQ's act-order checkpoints map
+ *          channels to groups in any order), or NULL: g(k) = k / group_size
+ *
+ * Dequantized weight:
+ *   INT4, INT8:  W[n, k] = (u(n, k) - zero(n, g(k))) * scale(n, g(k))
+ *   FP8_E4M3:    W[n, k] = e4m3(u(n, k)) * scale(n, g(k))       (zeros must be NULL)
+ * The product is exact in float32 for F16 and BF16 scales (their significands times a code of at
+ * most 9 bits fit 24 bits), and one float32 rounding of it for F32 scales.
+ * e4m3 is the OCP float8 e4m3fn value of the byte (no infinities; 0x7f and 0xff are NaN).
+ * FP8 block scales [ceil(N / bn), ceil(K / bk)] are expanded at load to per-row scales
+ * [N, ceil(K / bk)] with group_size = bk.
+ *
+ * All pointers are in the backend's memory (device memory for a CUDA plugin), valid for the
+ * call; nothing here is written.
+ */
+#ifndef NINFER_ABI_OPS_QUANT_WEIGHT_H
+#define NINFER_ABI_OPS_QUANT_WEIGHT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ninfer_quant_weight {
+  const void* scales;   /* [N, G] in scale_dtype */
+  const uint8_t* zeros; /* [N, G], or NULL (symmetric) */
+  const int32_t* g_idx; /* [K], or NULL (g(k) = k / group_size) */
+  int32_t scale_dtype;  /* ninfer_dtype: F32, BF16 or F16 */
+  int32_t group_size;   /* columns per group along K, >= 1 */
+} ninfer_quant_weight;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
