@@ -11,7 +11,7 @@ const char* quant_format_name(QuantFormat f) {
   return f == QuantFormat::Gptq ? "gptq" : "compressed-tensors";
 }
 
-const char* quant_method_name(QuantMethod m) { return m == QuantMethod::Gptq ? "gptq" : "rtn"; }
+const char* quant_method_name(QuantizeMethod m) { return m == QuantizeMethod::Gptq ? "gptq" : "rtn"; }
 
 QuantFormat quant_format_from_name(const std::string& name) {
   if (name == "compressed-tensors") return QuantFormat::CompressedTensors;
@@ -46,7 +46,7 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& origin,
   Recipe r;
   r.origin = origin;
   if (root["format"]) r.format = quant_format_from_name(root["format"].as<std::string>());
-  if (root["method"]) r.method = root["method"].as<std::string>() == "gptq" ? QuantMethod::Gptq : QuantMethod::Rtn;
+  if (root["method"]) r.method = root["method"].as<std::string>() == "gptq" ? QuantizeMethod::Gptq : QuantizeMethod::Rtn;
   if (root["bits"]) r.bits = root["bits"].as<int>();
   if (root["group_size"]) r.group_size = root["group_size"].as<int64_t>();
   if (const YAML::Node mods = root["modules"]) {
@@ -100,7 +100,7 @@ void apply_overrides(Recipe& recipe, const RecipeOverrides& o) {
 }
 
 void check_recipe(const Recipe& recipe) {
-  if (recipe.method == QuantMethod::Gptq)
+  if (recipe.method == QuantizeMethod::Gptq)
     throw Error(fmt::format("{}: method gptq (error compensation from calibration activations) is not implemented "
                             "yet; use method: rtn (round to nearest)",
                             recipe.origin));

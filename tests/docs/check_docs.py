@@ -342,6 +342,10 @@ def check_table(path, line, command, names, scratch, failures):
     return "ok"
 
 
+# Options every tool has, documented once in docs/cli.md rather than in each tool's page.
+EVERY_TOOL = ("--help", "--version")
+
+
 def check_flags(path, line, tool, table_flags, text, scratch, failures):
     out, err, rc = scratch.run([(0, f"{tool} --help", None, 0)])[0]
     if rc != 0:
@@ -350,10 +354,12 @@ def check_flags(path, line, tool, table_flags, text, scratch, failures):
     known, missing = set(), []
     for l in out.splitlines():
         m = HELP_OPTION.match(l)
-        if not m or m.group(2) == "--help":
+        if not m:
             continue
         names = [m.group(2)] + ([m.group(1).rstrip(",")] if m.group(1) else [])
         known.update(names)
+        if m.group(2) in EVERY_TOOL:
+            continue
         if not any(re.search(re.escape(n) + r"(?![a-z0-9-])", text) for n in names):
             missing.append(m.group(2))
     unknown = [f for f in table_flags if f not in known]

@@ -25,7 +25,7 @@ std::string error_of(const std::string& yaml) {
 TEST(QuantizeRecipe, DefaultKeepsLmHeadAndGdnGatesUnquantized) {
   const Recipe r = default_recipe();
   EXPECT_EQ(r.format, QuantFormat::CompressedTensors);
-  EXPECT_EQ(r.method, QuantMethod::Rtn);
+  EXPECT_EQ(r.method, QuantizeMethod::Rtn);
   for (ModuleRole role : all_module_roles()) {
     const bool kept = role == ModuleRole::LmHead || role == ModuleRole::GdnA || role == ModuleRole::GdnB;
     EXPECT_EQ(r.setting(role).quantize, !kept) << module_role_name(role);

@@ -17,10 +17,10 @@
 namespace ninfer {
 
 enum class QuantFormat { CompressedTensors, Gptq };
-enum class QuantMethod { Rtn, Gptq };
+enum class QuantizeMethod { Rtn, Gptq };
 
 const char* quant_format_name(QuantFormat f); // "compressed-tensors", "gptq"
-const char* quant_method_name(QuantMethod m); // "rtn", "gptq"
+const char* quant_method_name(QuantizeMethod m); // "rtn", "gptq"
 // Throws ninfer::Error listing the accepted names.
 QuantFormat quant_format_from_name(const std::string& name);
 
@@ -45,7 +45,7 @@ struct RoleEntry {
 struct Recipe {
   std::string origin = "the built-in default recipe"; // the file, for messages
   QuantFormat format = QuantFormat::CompressedTensors;
-  QuantMethod method = QuantMethod::Rtn;
+  QuantizeMethod method = QuantizeMethod::Rtn;
   int bits = 4;               // for every quantized role without its own
   int64_t group_size = 128;   // likewise
   std::map<ModuleRole, RoleEntry> modules;

@@ -1,0 +1,104 @@
+// What ninfer-quantize writes, ninfer's loaders read: fresh random float weights shaped like a
+// fixture are quantized by the tool (each layout it writes, 4 and 8 bits, groups and one scale
+// per output channel), and the quantized folder is loaded and run on the CPU plugin beside a
+// float32 twin made from the same output by the tests' own float64 reading of the published
+// layout (tests/quantize/quant_oracle.cpp). Writer and reader agreeing with each other proves
+// nothing alone; each agreeing with the oracle of the published layout does.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "model_test_env.hpp"
+#include "quant_oracle.hpp"
+#include "quant_twin.hpp"
+#include "random_source.hpp"
+#include "raw_safetensors.hpp"
+
+using namespace ninfer;
+using namespace ninfer::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RoundTrip {
+  const char* fixture;
+  const char* format; // ninfer-quantize --format
+  int bits;
+  int group; // -1: one scale per output channel
+};
+
+void PrintTo(const RoundTrip& r, std::ostream* os) {
+  *os << r.fixture << " " << r.format << " int" << r.bits << " group " << r.group;
+}
+
+// The twin: every tensor of the source, a quantized module's weight replaced by the oracle's
+// dequantization of the tool's output (float32; exact: codes are small integers and the scales
+// are stored in float16, bfloat16 or float32).
+RawTensors dequantized_twin(const RawTensors& source, const RawTensors& quantized, int bits, int* replaced) {
+  RawTensors twin;
+  for (const auto& [name, t] : source) {
+    const std::string module = name.size() > 7 ? name.substr(0, name.size() - 7) : name;
+    const bool ct = quantized.count(module + ".weight_packed") > 0, gptq = quantized.count(module + ".qweight") > 0;
+    if (!ct && !gptq) {
+      twin[name] = t;
+      continue;
+    }
+    const Dequantized d = ct ? dequantize_compressed_tensors(quantized, module, bits) : dequantize_gptq(quantized, module, bits);
+    RawTensor f{"F32", {d.rows, d.cols}, std::string(d.w.size() * 4, '\0')};
+    for (size_t i = 0; i < d.w.size(); ++i) {
+      const float v = static_cast<float>(d.w[i]);
+      std::memcpy(f.bytes.data() + i * 4, &v, 4);
+    }
+    twin[name] = std::move(f);
+    ++*replaced;
+  }
+  return twin;
+}
+
+class QuantizeRoundTrip : public testing::TestWithParam<RoundTrip> {};
+
+TEST_P(QuantizeRoundTrip, LoadsWhatTheToolWritesAsTheOraclesTwin) {
+  const RoundTrip& c = GetParam();
+  const std::string what = fmt::format("round trip {} {} {}", c.fixture, c.format, c.bits);
+  auto rng = fresh_rng(what.c_str());
+  TempDir tmp;
+  const SourceCheckpoint src = make_source_checkpoint(c.fixture, "BF16", rng, tmp / "in");
+  const ProcessOutput r = run_quantize({"--checkpoint", src.dir.string(), "--out", (tmp / "out").string(), "--format",
+                                        c.format, "--bits", std::to_string(c.bits), "--group-size",
+                                        std::to_string(c.group), "-q"});
+  ASSERT_EQ(r.status, 0) << r.err;
+
+  int replaced = 0;
+  const RawTensors twin = dequantized_twin(src.tensors, read_output_tensors(tmp / "out"), c.bits, &replaced);
+  ASSERT_GT(replaced, 0) << "the tool quantized no projection";
+  fs::create_directories(tmp / "twin");
+  write_raw_safetensors(tmp / "twin" / "model.safetensors", twin);
+  std::ofstream(tmp / "twin" / "config.json") << src.config.dump(2);
+
+  const Checkpoint quantized = Checkpoint::open(tmp / "out");
+  const Checkpoint float_twin = Checkpoint::open(tmp / "twin");
+  ASSERT_TRUE(quantized.config().quantization.has_value());
+  Backend be = cpu_model_backend();
+  auto q_lm = CausalLM::load(quantized, be, quant_twin_options());
+  auto t_lm = CausalLM::load(float_twin, be, quant_twin_options());
+  expect_twin_outputs(*q_lm, *t_lm, quantized.config().vocab_size, "ninfer-quantize round trip");
+}
+
+INSTANTIATE_TEST_SUITE_P(Quantize, QuantizeRoundTrip,
+                         testing::Values(RoundTrip{"tiny-qwen3", "compressed-tensors", 4, 32},
+                                         RoundTrip{"tiny-qwen3", "gptq", 8, 32},
+                                         RoundTrip{"tiny-qwen3_5", "gptq", 4, 32},
+                                         RoundTrip{"tiny-qwen3_5-vl-layout", "compressed-tensors", 8, -1}),
+                         [](const testing::TestParamInfo<RoundTrip>& p) {
+                           std::string n = fmt::format("{}_{}_int{}_g{}", p.param.fixture, p.param.format,
+                                                       p.param.bits, p.param.group < 0 ? 0 : p.param.group);
+                           for (auto& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+} // namespace
