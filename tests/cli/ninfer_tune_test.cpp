@@ -179,6 +179,8 @@ TEST_F(TuneTest, RefusesBadInputClearly) {
       {std::string(kSmall) + " --buckets 0", "--buckets: 0 is outside", 2},
       {std::string(kSmall) + " --buckets 17", "--buckets: 17 is outside", 2},
       {std::string(kSmall) + " --ops attention", "cannot be tuned", 1},
+      {std::string(kSmall) + " --ops ''", "--ops needs at least one op", 2},
+      {std::string(kSmall) + " --ops linear,nope", "--ops: unknown op 'nope'", 2},
       {"--preset nope --device cpu", "unknown shape preset", 1},
       {"--preset qwen3-cpu-small --device cpu --repeats 0", "--repeats must be >= 1", 2},
       {std::string(kSmall) + " --jit-sweep", "--jit-sweep needs a CUDA device", 1},

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ninfer/devices/device.hpp"
+#include "ninfer/planning/op_catalog.hpp"
 #include "ninfer/support/error.hpp"
 #include "tool_cli.hpp"
 
@@ -46,7 +47,10 @@ void check_tune_options(TuneOptions& o) {
     throw UsageError("no model: give --preset NAME, a manifest or --checkpoint DIR (its shapes are tuned)");
   if (o.prefill_chunk < 1 || o.repeats < 1 || o.budget_seconds <= 0)
     throw UsageError("--prefill-chunk and --repeats must be >= 1, --budget-seconds > 0");
+  std::erase(o.ops, std::string{}); // `--ops ''` or `--ops linear,` name no op there
   if (o.ops.empty()) throw UsageError("--ops needs at least one op");
+  for (const std::string& op : o.ops)
+    if (!find_op(op)) throw UsageError(fmt::format("--ops: unknown op '{}' (ninfer-info --list-ops lists them)", op));
   try {
     parse_device_spec(o.device);
   } catch (const Error& e) {
