@@ -142,6 +142,7 @@ void Engine::drop(Pending& p, const std::string& reason) {
   ServeResult r;
   r.finish_reason = reason;
   r.prompt_tokens = static_cast<int64_t>(p.request.prompt_ids.size());
+  r.user = p.options.user;
   r.timings.queue_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p.submitted).count();
   r.timings.submitted_at = unix_time(p.submitted);
   p.handle->finish(r);

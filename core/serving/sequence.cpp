@@ -16,6 +16,7 @@ Sequence::Sequence(int32_t slot, GenerationRequest request, const RequestOptions
       text_(tokenizer, request_.stop.strings, options.reasoning, request_.prompt_ids), submitted_(submitted),
       admitted_(Clock::now()) {
   result_.prompt_tokens = static_cast<int64_t>(request_.prompt_ids.size());
+  result_.user = options.user;
 }
 
 bool Sequence::on_logits(std::span<const float> row) {

@@ -103,10 +103,35 @@ try {
   assert.ok(!("reasoning_content" in thinkOff.choices[0].message));
   assert.ok("reasoning_content" in solo.choices[0].message);
 
+  // n choices (each the greedy reply here), the newer max_completion_tokens, seed, a stop
+  // string and user, as the client sends them; streamed choices carry their own index.
+  const two = await client.chat.completions.create({ ...ask, n: 2, user: "client-test" });
+  assert.deepEqual(two.choices.map((c) => c.index), [0, 1]);
+  for (const c of two.choices) assert.equal(c.message.content, solo.choices[0].message.content);
+  assert.equal(two.usage.completion_tokens, 2 * solo.usage.completion_tokens);
+  const twoStream = await client.chat.completions.create({ ...ask, n: 2, stream: true });
+  const perIndex = ["", ""];
+  for await (const chunk of twoStream) for (const c of chunk.choices) perIndex[c.index] += c.delta?.content ?? "";
+  assert.deepEqual(perIndex, [solo.choices[0].message.content, solo.choices[0].message.content]);
+  const { max_tokens: _, ...askNoMax } = ask;
+  const newer = await client.chat.completions.create({ ...askNoMax, max_completion_tokens: 12 });
+  assert.equal(newer.choices[0].message.content, solo.choices[0].message.content);
+  const seeded = { ...ask, temperature: 1, seed: 11 };
+  const s1 = await client.chat.completions.create(seeded), s2 = await client.chat.completions.create(seeded);
+  assert.equal(s1.choices[0].message.content, s2.choices[0].message.content);
+  const answer = solo.choices[0].message.content;
+  if (answer.length > 1) {
+    const stop = [...answer].at(-1); // the last character
+    const cut = await client.chat.completions.create({ ...ask, stop });
+    assert.equal(cut.choices[0].message.content, answer.slice(0, answer.indexOf(stop)));
+  }
+
   // Errors arrive as the client's typed errors with OpenAI's status codes.
   await assert.rejects(client.chat.completions.create({ ...ask, model: "no-such-model" }), (e) => e.status === 404);
   await assert.rejects(client.chat.completions.create({ ...ask, temperature: -1 }), (e) => e.status === 400 && /temperature/.test(e.message));
-  await assert.rejects(client.chat.completions.create({ ...ask, n: 2 }), (e) => e.status === 400);
+  await assert.rejects(client.chat.completions.create({ ...ask, n: 17 }), (e) => e.status === 400 && e.param === "n");
+  await assert.rejects(client.chat.completions.create({ ...ask, max_completion_tokens: 5 }),
+                       (e) => e.status === 400 && e.param === "max_completion_tokens");
   console.log("openai client: all checks passed");
 } finally {
   server.kill("SIGTERM");

@@ -1,7 +1,7 @@
 // ninfer-serve as an OpenAI client sees it: a real server process on a loopback port, driven
 // with cpp-httplib. Token ids are checked against transformers (tests/fixtures/tiny-qwen3);
 // chat text against ninfer-run --greedy on the same checkpoint; concurrent results against
-// the same requests run alone. (The official `openai` npm client comes in a later slice.)
+// the same requests run alone.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -21,6 +21,7 @@
 
 #include "demo_checkpoint.hpp"
 #include "process.hpp"
+#include "serve_client.hpp"
 #include "server_process.hpp"
 #include "test_support.hpp"
 
@@ -31,55 +32,6 @@ using nlohmann::json;
 namespace {
 
 constexpr double kGreedyMargin = 1e-2; // reference steps at or below this margin may flip
-
-struct Reply {
-  int status = 0;
-  json body;
-};
-
-Reply post(httplib::Client& c, const std::string& path, const json& body, httplib::Headers headers = {}) {
-  auto r = c.Post(path.c_str(), headers, body.dump(), "application/json");
-  if (!r) return {-1, json()};
-  return {r->status, json::parse(r->body, nullptr, false)};
-}
-
-Reply post_raw(httplib::Client& c, const std::string& path, const std::string& body) {
-  auto r = c.Post(path.c_str(), body, "application/json");
-  if (!r) return {-1, json()};
-  return {r->status, json::parse(r->body, nullptr, false)};
-}
-
-// The `data:` payloads of a server-sent-events stream, in order.
-std::vector<std::string> sse_data(const std::string& stream) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos < stream.size()) {
-    const size_t end = stream.find("\n\n", pos);
-    const std::string event = stream.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-    if (event.rfind("data: ", 0) == 0) out.push_back(event.substr(6));
-    if (end == std::string::npos) break;
-    pos = end + 2;
-  }
-  return out;
-}
-
-// POSTs with "stream": true; `on_data` sees each received piece and may return false to
-// hang up. Returns the status and everything received.
-std::pair<int, std::string> post_stream(httplib::Client& c, const std::string& path, const json& body,
-                                        const std::function<bool(const std::string&)>& on_data = {}) {
-  std::string received;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = path;
-  req.body = body.dump();
-  req.set_header("Content-Type", "application/json");
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    received.append(data, n);
-    return on_data ? on_data(received) : true;
-  };
-  auto r = c.send(req);
-  return {r ? r->status : -1, received};
-}
 
 json reference(const std::string& fixture) {
   std::ifstream in(fixtures_dir() / fixture / "reference.json");
@@ -291,8 +243,8 @@ TEST(NinferServe, ErrorsHaveOpenAiShapeAndStatus) {
   r["top_p"] = 1.5;
   expect_error(post(*c, "/v1/completions", r), 400, "top_p", "top_p out of range");
   r = greedy_ids_request({1, 2}, 4);
-  r["n"] = 2;
-  expect_error(post(*c, "/v1/completions", r), 400, "n", "n=2");
+  r["n"] = 17;
+  expect_error(post(*c, "/v1/completions", r), 400, "n", "n=17 (above the 16 choices a request may ask)");
   r = greedy_ids_request({1, 2}, 0);
   expect_error(post(*c, "/v1/completions", r), 400, "max_tokens", "max_tokens 0");
   expect_error(post(*c, "/v1/completions", greedy_ids_request({1, 1000000}, 4)), 400, "prompt", "id outside vocab");

@@ -19,7 +19,10 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 void send_error(Exchange& ex, const ApiError& e) { ex.reply(e.status, "application/json", dump(e.body())); }
 
-std::shared_ptr<serving::RequestHandle> submit(serving::Engine& engine, Endpoint ep, ParsedRequest& p) {
+// Submits the request's `n` choices, each a request of its own (each prefills the prompt:
+// the engine has no prefix sharing yet). A seeded request gives choice i the seed + i, so the
+// choices differ and each is reproducible.
+std::vector<std::shared_ptr<serving::RequestHandle>> submit(serving::Engine& engine, Endpoint ep, ParsedRequest& p) {
   // A limit the context cannot hold is refused up front (as vLLM does) rather than cut short
   // where the context fills; a prompt alone too long is the engine's 413 below.
   const int64_t prompt = static_cast<int64_t>(p.generation.prompt_ids.size());
@@ -32,15 +35,27 @@ std::shared_ptr<serving::RequestHandle> submit(serving::Engine& engine, Endpoint
                                ctx, prompt + asked, prompt, ep == Endpoint::Chat ? "messages" : "prompt",
                                p.max_tokens_field, asked, p.max_tokens_field, ctx - prompt),
                    "invalid_request_error", p.max_tokens_field, "context_length_exceeded");
+  std::vector<std::shared_ptr<serving::RequestHandle>> handles;
   try {
-    return engine.submit(std::move(p.generation), p.options);
-  } catch (const serving::PromptTooLong& e) {
-    throw ApiError(413, e.what(), "invalid_request_error", ep == Endpoint::Chat ? "messages" : "prompt",
-                   "context_length_exceeded");
-  } catch (const serving::QueueFull& e) {
-    throw ApiError(429, e.what(), "rate_limit_error", {}, "queue_full");
-  } catch (const Error& e) {
-    throw ApiError(400, e.what());
+    for (int64_t i = 0; i < p.n; ++i) {
+      GenerationRequest g = p.generation;
+      if (g.sampling.seed) g.sampling.seed = *g.sampling.seed + static_cast<uint64_t>(i);
+      handles.push_back(engine.submit(std::move(g), p.options));
+    }
+    return handles;
+  } catch (...) {
+    // All choices or none: the ones already queued give their places back.
+    for (auto& h : handles) engine.cancel(*h);
+    try {
+      throw;
+    } catch (const serving::PromptTooLong& e) {
+      throw ApiError(413, e.what(), "invalid_request_error", ep == Endpoint::Chat ? "messages" : "prompt",
+                     "context_length_exceeded");
+    } catch (const serving::QueueFull& e) {
+      throw ApiError(429, e.what(), "rate_limit_error", {}, "queue_full");
+    } catch (const Error& e) {
+      throw ApiError(400, e.what());
+    }
   }
 }
 
@@ -56,10 +71,10 @@ std::optional<ApiError> failure(const serving::ServeResult& r) {
 
 std::string event(const std::string& data) { return "data: " + data + "\n\n"; }
 
-// One generation request between its submission and its reply. pump() runs on a worker after
-// each notification from the engine; the mutex keeps pumps of one request in order.
+// One generation request (its `n` choices) between submission and reply. pump() runs on a
+// worker after each notification from the engine; the mutex keeps pumps of one request in order.
 struct Reply {
-  std::shared_ptr<serving::RequestHandle> handle;
+  std::vector<std::shared_ptr<serving::RequestHandle>> handles; // one per choice
   std::shared_ptr<Exchange> ex;
   ResponseMeta meta;
   bool stream = false;
@@ -67,46 +82,80 @@ struct Reply {
   bool token_ids = false; // return_token_ids: a chunk per token, with its id
   std::mutex mutex;
   bool ended = false;
-  int64_t text_offset = 0; // completions logprobs: where the next token's text starts
+  std::vector<std::optional<serving::ServeResult>> results; // per choice, once finished
+  std::vector<int64_t> text_offsets; // completions logprobs: where each choice's next token's text starts
+
+  bool all_finished() {
+    for (auto& h : handles)
+      if (!h->finished()) return false;
+    return true;
+  }
+
+  std::vector<serving::ServeResult> finished_results() const {
+    std::vector<serving::ServeResult> out;
+    for (const auto& r : results) out.push_back(*r);
+    return out;
+  }
+
+  void cancel_all() {
+    for (auto& h : handles) h->cancel();
+  }
 
   void pump() {
     std::lock_guard lock(mutex);
     if (ended) return;
+    results.resize(handles.size());
+    text_offsets.resize(handles.size(), 0);
     if (!stream) {
-      const auto r = handle->wait_for(std::chrono::milliseconds(0));
-      if (!r) return;
+      for (size_t i = 0; i < handles.size(); ++i) {
+        if (!results[i]) results[i] = handles[i]->wait_for(std::chrono::milliseconds(0));
+        if (!results[i]) return;
+      }
       ended = true;
-      if (auto err = failure(*r)) return send_error(*ex, *err);
-      ex->reply(200, "application/json", dump(completion_json(meta, *r, token_ids)));
+      for (const auto& r : results)
+        if (auto err = failure(*r)) return send_error(*ex, *err);
+      ex->reply(200, "application/json", dump(completion_json(meta, finished_results(), token_ids)));
       return;
     }
-    // Server-sent events: one `data: {chunk}` per text piece, the finish chunk, the usage
-    // chunk if asked for, then `data: [DONE]`.
+    // Server-sent events: one `data: {chunk}` per text piece, each choice's finish chunk, the
+    // usage chunk if asked for, then `data: [DONE]`.
     std::string out;
-    while (auto piece = handle->try_next_piece()) {
-      // With token ids or logprobs every token gets a chunk, even one that adds no text yet.
-      const bool per_token = (token_ids || meta.logprobs) && piece->token >= 0;
-      if (piece->text.empty() && !per_token) continue;
-      json chunk = text_chunk(meta, piece->text, false, piece->reasoning);
-      if (token_ids) chunk["choices"][0]["token_ids"] = piece->token >= 0 ? json::array({piece->token}) : json::array();
-      if (meta.logprobs && piece->token >= 0)
-        chunk["choices"][0]["logprobs"] =
-            logprobs_json(meta, std::span<const int32_t>(&piece->token, 1), std::span<const float>(&piece->logprob, 1),
-                          std::span<const std::vector<TokenLogprob>>(&piece->top_logprobs, 1), text_offset);
-      out += event(dump(chunk));
-    }
-    const auto r = handle->try_result();
-    if (r) {
-      if (auto err = failure(*r)) {
-        out += event(dump(err->body()));
-      } else {
-        out += event(dump(finish_chunk(meta, r->finish_reason)));
-        if (include_usage) out += event(dump(usage_chunk(meta, *r)));
+    std::optional<ApiError> error;
+    size_t done = 0;
+    for (size_t i = 0; i < handles.size(); ++i) {
+      const auto index = static_cast<int64_t>(i);
+      while (auto piece = handles[i]->try_next_piece()) {
+        // With token ids or logprobs every token gets a chunk, even one that adds no text yet.
+        const bool per_token = (token_ids || meta.logprobs) && piece->token >= 0;
+        if (piece->text.empty() && !per_token) continue;
+        json chunk = text_chunk(meta, piece->text, false, piece->reasoning, index);
+        if (token_ids) chunk["choices"][0]["token_ids"] = piece->token >= 0 ? json::array({piece->token}) : json::array();
+        if (meta.logprobs && piece->token >= 0)
+          chunk["choices"][0]["logprobs"] =
+              logprobs_json(meta, std::span<const int32_t>(&piece->token, 1), std::span<const float>(&piece->logprob, 1),
+                            std::span<const std::vector<TokenLogprob>>(&piece->top_logprobs, 1), text_offsets[i]);
+        out += event(dump(chunk));
       }
-      out += event("[DONE]");
+      if (!results[i]) {
+        results[i] = handles[i]->try_result();
+        if (results[i]) {
+          if (auto err = failure(*results[i])) error = err;
+          else out += event(dump(finish_chunk(meta, results[i]->finish_reason, index)));
+        }
+      }
+      if (results[i]) ++done;
     }
+    // One failed choice ends the whole stream with its error; the others are cancelled.
+    const bool end = error || done == handles.size();
+    if (error) {
+      cancel_all();
+      out += event(dump(error->body()));
+    } else if (end && include_usage) {
+      out += event(dump(usage_chunk(meta, finished_results())));
+    }
+    if (end) out += event("[DONE]");
     if (!out.empty()) ex->send(std::move(out));
-    if (r) {
+    if (end) {
       ended = true;
       ex->end_stream();
     }
@@ -159,9 +208,10 @@ void Routes::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& e
     std::shared_ptr<void> in_flight = drain_.enter();
     if (!in_flight) throw ApiError(503, "the server is shutting down", "server_error");
     ParsedRequest p = parse_request(ep, req.body, model_);
-    auto handle = submit(engine_, ep, p);
+    if (!p.options.user.empty()) spdlog::info("{} {} for user '{}'", req.method, req.path, p.options.user);
+    auto handles = submit(engine_, ep, p);
     auto reply = std::make_shared<Reply>();
-    reply->handle = handle;
+    reply->handles = handles;
     reply->ex = ex;
     reply->meta = new_response_meta(ep, model_.name);
     reply->meta.logprobs = p.logprobs;
@@ -173,21 +223,25 @@ void Routes::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& e
     // Held until the reply's last byte is written (or the client is gone): draining waits.
     ex->hold(std::move(in_flight));
     // A client that leaves cancels its request, queued (its place is freed at once) or running.
-    ex->on_disconnect([&engine = engine_, handle] { engine.cancel(*handle); });
+    ex->on_disconnect([&engine = engine_, handles] {
+      for (auto& h : handles) engine.cancel(*h);
+    });
     if (reply->stream) {
       ex->start_stream("text/event-stream");
-      // OpenAI opens a chat stream with the role and empty content.
-      if (chat) ex->send(event(dump(text_chunk(reply->meta, "", true))));
+      // OpenAI opens each choice of a chat stream with the role and empty content.
+      if (chat)
+        for (int64_t i = 0; i < p.n; ++i) ex->send(event(dump(text_chunk(reply->meta, "", true, false, i))));
     }
     // The reply lives until it is written (or its client is gone); the engine's notifications
     // hold it only weakly.
     ex->hold(reply);
     std::weak_ptr<Reply> weak = reply;
-    handle->set_notify([weak, defer = defer_] {
-      auto r = weak.lock();
-      if (!r || (!r->stream && !r->handle->finished())) return;
-      defer([r] { r->pump(); });
-    });
+    for (auto& h : handles)
+      h->set_notify([weak, defer = defer_] {
+        auto r = weak.lock();
+        if (!r || (!r->stream && !r->all_finished())) return;
+        defer([r] { r->pump(); });
+      });
   } catch (const ApiError& e) {
     send_error(*ex, e);
   } catch (const std::exception& e) {

@@ -91,7 +91,10 @@ std::vector<int32_t> chat_prompt(const json& body, const LoadedModel& model, Gen
   bool thinking = true;
   if (const json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) throw bad_param("chat_template_kwargs", "expected an object");
-    if (field(*kw, "enable_thinking")) thinking = boolean(*kw, "enable_thinking");
+    if (const json* e = field(*kw, "enable_thinking")) {
+      if (!e->is_boolean()) throw bad_param("chat_template_kwargs.enable_thinking", "expected true or false");
+      thinking = e->get<bool>();
+    }
   }
   if (auto id = model.tokenizer->token_id("<|im_end|>")) r.stop.token_ids.insert(*id);
   // With thinking on, the reply's <think>...</think> block becomes reasoning_content.
@@ -239,7 +242,11 @@ ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedMode
   for (int64_t id : model.lm->config().eos_token_ids) r.stop.token_ids.insert(static_cast<int32_t>(id));
   r.prompt_ids = endpoint == Endpoint::Chat ? chat_prompt(body, model, r, out.options) : completion_prompt(body, model);
 
-  if (auto n = integer(body, "n", 1, INT64_MAX); n && *n != 1) throw bad_param("n", "only n=1 is supported");
+  out.n = integer(body, "n", 1, kMaxChoices).value_or(1);
+  if (const json* u = field(body, "user")) {
+    if (!u->is_string()) throw bad_param("user", "expected a string");
+    out.options.user = u->get<std::string>();
+  }
   if (endpoint == Endpoint::Chat) {
     // Chat: `logprobs: true`, and `top_logprobs: K` alternatives per token (needs logprobs).
     out.logprobs = boolean(body, "logprobs");
@@ -266,11 +273,17 @@ ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedMode
   } catch (const Error& e) {
     throw ApiError(400, e.what());
   }
+  // max_completion_tokens is OpenAI's newer name for max_tokens: either may be given, or both
+  // when they agree (a client that sets both for old and new servers).
   auto max_tokens = integer(body, "max_completion_tokens", 1, INT64_MAX);
+  const auto legacy_max = integer(body, "max_tokens", 1, INT64_MAX);
+  if (max_tokens && legacy_max && *max_tokens != *legacy_max)
+    throw bad_param("max_completion_tokens", fmt::format("{} differs from max_tokens ({}): give one, or the same value",
+                                                         *max_tokens, *legacy_max));
   if (max_tokens) out.max_tokens_field = "max_completion_tokens";
-  if (!max_tokens) {
-    max_tokens = integer(body, "max_tokens", 1, INT64_MAX);
-    if (max_tokens) out.max_tokens_field = "max_tokens";
+  if (!max_tokens && legacy_max) {
+    max_tokens = legacy_max;
+    out.max_tokens_field = "max_tokens";
   }
   r.max_new_tokens = max_tokens.value_or(model.manifest.max_new_tokens);
   r.stop.strings = stop_strings(body);

@@ -17,9 +17,13 @@ enum class Endpoint { Chat, Completions };
 // The most alternatives `top_logprobs` (chat) or `logprobs` (completions) may ask for per token.
 inline constexpr int64_t kMaxTopLogprobs = 20;
 
+// The most choices `n` may ask for in one request (each takes a slot or a queue place).
+inline constexpr int64_t kMaxChoices = 16;
+
 struct ParsedRequest {
   GenerationRequest generation; // generation.sampling.top_logprobs: alternatives per token
-  serving::RequestOptions options; // reasoning split: chat with thinking on
+  serving::RequestOptions options; // reasoning split: chat with thinking on; `user`
+  int64_t n = 1;                  // choices: each is generated as a request of its own
   bool logprobs = false;          // chat `logprobs: true`, or completions `logprobs: K`
   bool stream = false;
   bool include_usage = false;   // stream_options.include_usage

@@ -84,33 +84,38 @@ json logprobs_json(const ResponseMeta& m, std::span<const int32_t> ids, std::spa
   return json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
-json usage_json(const serving::ServeResult& r) {
-  const int64_t completion = static_cast<int64_t>(r.generated_ids.size());
-  return json{{"prompt_tokens", r.prompt_tokens},
-              {"completion_tokens", completion},
-              {"total_tokens", r.prompt_tokens + completion}};
+json usage_json(std::span<const serving::ServeResult> choices) {
+  const int64_t prompt = choices.empty() ? 0 : choices.front().prompt_tokens;
+  int64_t completion = 0;
+  for (const serving::ServeResult& r : choices) completion += static_cast<int64_t>(r.generated_ids.size());
+  return json{{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
 }
 
-json completion_json(const ResponseMeta& m, const serving::ServeResult& r, bool token_ids) {
-  json choice{{"index", 0}, {"finish_reason", r.finish_reason}, {"logprobs", nullptr}};
-  if (m.endpoint == Endpoint::Chat) {
-    choice["message"] = json{{"role", "assistant"}, {"content", r.text}};
-    if (m.reasoning) choice["message"]["reasoning_content"] = r.reasoning.empty() ? json(nullptr) : json(r.reasoning);
-  } else {
-    choice["text"] = r.text;
+json completion_json(const ResponseMeta& m, std::span<const serving::ServeResult> choices, bool token_ids) {
+  json out = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const serving::ServeResult& r = choices[i];
+    json choice{{"index", i}, {"finish_reason", r.finish_reason}, {"logprobs", nullptr}};
+    if (m.endpoint == Endpoint::Chat) {
+      choice["message"] = json{{"role", "assistant"}, {"content", r.text}};
+      if (m.reasoning) choice["message"]["reasoning_content"] = r.reasoning.empty() ? json(nullptr) : json(r.reasoning);
+    } else {
+      choice["text"] = r.text;
+    }
+    if (m.logprobs) {
+      int64_t offset = 0;
+      choice["logprobs"] = logprobs_json(m, r.generated_ids, r.logprobs, r.top_logprobs, offset);
+    }
+    if (token_ids) choice["token_ids"] = r.generated_ids;
+    out.push_back(std::move(choice));
   }
-  if (m.logprobs) {
-    int64_t offset = 0;
-    choice["logprobs"] = logprobs_json(m, r.generated_ids, r.logprobs, r.top_logprobs, offset);
-  }
-  if (token_ids) choice["token_ids"] = r.generated_ids;
   return json{{"id", m.id},       {"object", object_name(m.endpoint, false)},
               {"created", m.created}, {"model", m.model},
-              {"choices", json::array({choice})}, {"usage", usage_json(r)}};
+              {"choices", out},   {"usage", usage_json(choices)}};
 }
 
-json text_chunk(const ResponseMeta& m, const std::string& text, bool first, bool reasoning) {
-  json choice{{"index", 0}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
+json text_chunk(const ResponseMeta& m, const std::string& text, bool first, bool reasoning, int64_t index) {
+  json choice{{"index", index}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
   if (m.endpoint == Endpoint::Chat) {
     json delta{{reasoning ? "reasoning_content" : "content", text}};
     if (first) delta["role"] = "assistant";
@@ -123,8 +128,8 @@ json text_chunk(const ResponseMeta& m, const std::string& text, bool first, bool
   return c;
 }
 
-json finish_chunk(const ResponseMeta& m, const std::string& finish_reason) {
-  json choice{{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
+json finish_chunk(const ResponseMeta& m, const std::string& finish_reason, int64_t index) {
+  json choice{{"index", index}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
   if (m.endpoint == Endpoint::Chat) choice["delta"] = json::object();
   else choice["text"] = "";
   json c = chunk_base(m);
@@ -132,10 +137,10 @@ json finish_chunk(const ResponseMeta& m, const std::string& finish_reason) {
   return c;
 }
 
-json usage_chunk(const ResponseMeta& m, const serving::ServeResult& r) {
+json usage_chunk(const ResponseMeta& m, std::span<const serving::ServeResult> choices) {
   json c = chunk_base(m);
   c["choices"] = json::array();
-  c["usage"] = usage_json(r);
+  c["usage"] = usage_json(choices);
   return c;
 }
 

@@ -33,15 +33,18 @@ nlohmann::json logprobs_json(const ResponseMeta& m, std::span<const int32_t> ids
 
 ResponseMeta new_response_meta(Endpoint endpoint, const std::string& model);
 
-nlohmann::json usage_json(const serving::ServeResult& r);
-nlohmann::json completion_json(const ResponseMeta& m, const serving::ServeResult& r, bool token_ids);
+// Usage of a request's choices (`n` of them, one result each): the prompt counted once, the
+// completion tokens of every choice added up, as OpenAI counts them.
+nlohmann::json usage_json(std::span<const serving::ServeResult> choices);
+nlohmann::json completion_json(const ResponseMeta& m, std::span<const serving::ServeResult> choices, bool token_ids);
 
-// One streamed chunk carrying `text` (chat: as delta.reasoning_content when `reasoning`);
-// the first chat chunk also says the role.
-nlohmann::json text_chunk(const ResponseMeta& m, const std::string& text, bool first, bool reasoning = false);
-// The chunk that carries finish_reason (empty delta / text).
-nlohmann::json finish_chunk(const ResponseMeta& m, const std::string& finish_reason);
+// One streamed chunk carrying `text` for choice `index` (chat: as delta.reasoning_content
+// when `reasoning`); the first chat chunk of a choice also says the role.
+nlohmann::json text_chunk(const ResponseMeta& m, const std::string& text, bool first, bool reasoning = false,
+                          int64_t index = 0);
+// The chunk that carries a choice's finish_reason (empty delta / text).
+nlohmann::json finish_chunk(const ResponseMeta& m, const std::string& finish_reason, int64_t index = 0);
 // The last chunk with stream_options.include_usage: no choices, the usage.
-nlohmann::json usage_chunk(const ResponseMeta& m, const serving::ServeResult& r);
+nlohmann::json usage_chunk(const ResponseMeta& m, std::span<const serving::ServeResult> choices);
 
 } // namespace ninfer::tools

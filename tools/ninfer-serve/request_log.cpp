@@ -37,7 +37,8 @@ void RequestLog::write(const serving::ServeResult& r) {
       // The same moments on the wall clock, to line requests up with each other.
       {"submitted_at", t.submitted_at},
       {"admitted_at", t.admitted_at > 0 ? nlohmann::json(t.admitted_at) : nlohmann::json(nullptr)},
-      {"first_token_at", t.first_token_at > 0 ? nlohmann::json(t.first_token_at) : nlohmann::json(nullptr)}};
+      {"first_token_at", t.first_token_at > 0 ? nlohmann::json(t.first_token_at) : nlohmann::json(nullptr)},
+      {"user", r.user.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.user)}};
   std::lock_guard lock(mu_);
   out_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   out_.flush();

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -59,6 +60,8 @@ struct RequestOptions {
   // Set: the reasoning goes to ServeResult::reasoning and to pieces marked `reasoning`, the
   // answer to `text` (ninfer/serving/reply_text.hpp says how they are split).
   std::optional<ReasoningMarkers> reasoning;
+  // Who asked (OpenAI's `user`): copied to ServeResult::user for the request log.
+  std::string user;
 };
 
 struct EngineOptions {
