@@ -25,6 +25,7 @@
 
 #include "common/grid_dependency.cuh"
 #include "ninfer/abi/ops/linear.h"
+#include "ninfer/abi/plugin_abi.h" // the dtype enum
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include <cstdio>
