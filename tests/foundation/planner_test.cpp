@@ -372,9 +372,10 @@ TEST(Planner, CausalConv1dPromptsRunRowsAndDecodeStaysOnTiled) {
   }
 }
 
-// No CUDA plugin has a quantized linear yet: a quantized call is never routed to a float variant
-// (with the plugin's own route or with its built-in table), and the error names the op, the
-// dtype and the plugin. norm_linear takes its unfused form, whose linear then fails the same way.
+// A quantized call is never routed to a float variant, with the plugin's own route or with its
+// built-in table (whose decode entries name float variants): it goes to a variant that takes the
+// dtype (gemv_quant_warp_t*), or, in a plugin without one, fails with an error naming the op, the
+// dtype and the plugin. norm_linear has no quantized CUDA variant: it takes its unfused form.
 TEST(Planner, QuantizedWeightsAreNeverRoutedToFloatVariants) {
   const auto cards = cards_with_plugins();
   if (cards.empty()) GTEST_SKIP() << "build has no CUDA plugins";
@@ -382,17 +383,18 @@ TEST(Planner, QuantizedWeightsAreNeverRoutedToFloatVariants) {
     ScheduleTable table = builtin_schedule_table(*c.plugin, c.dev);
     Planner own(*c.plugin, c.dev), with_table(*c.plugin, c.dev, &table);
     for (int32_t dtype : {NINFER_DTYPE_INT4, NINFER_DTYPE_INT8, NINFER_DTYPE_FP8_E4M3})
-      for (int64_t T : {1, 8, 512})
+      for (int64_t T : {1, 2, 3, 5, 8, 512})
         for (const Planner* p : {&own, &with_table}) {
           const ninfer_shape s{T, {4096, 4096, 0, 0}, dtype};
           bool taken = false;
           for (const ninfer_variant* v : c.plugin->variants_for(NINFER_OP_LINEAR)) taken |= (v->dtype_mask >> dtype) & 1u;
-          if (taken) continue; // a plugin with a quantized variant: routed like any other
           try {
             const Plan plan = p->plan(NINFER_OP_LINEAR, s);
-            ADD_FAILURE() << c.dev.name << ": " << ninfer_dtype_name(dtype) << " routed to " << plan.variant;
+            EXPECT_TRUE(taken && ((plan.v->dtype_mask >> dtype) & 1u))
+                << c.dev.name << ": " << ninfer_dtype_name(dtype) << " routed to " << plan.variant;
           } catch (const Error& e) {
             const std::string msg = e.what();
+            EXPECT_FALSE(taken) << c.dev.name << ": " << ninfer_dtype_name(dtype) << " T=" << T << ": " << msg;
             EXPECT_NE(msg.find("linear"), std::string::npos) << msg;
             EXPECT_NE(msg.find(ninfer_dtype_name(dtype)), std::string::npos) << msg;
             EXPECT_NE(msg.find(c.plugin->name()), std::string::npos) << msg;

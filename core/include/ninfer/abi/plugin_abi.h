@@ -60,6 +60,9 @@ typedef enum ninfer_dtype {
   NINFER_DTYPE_FP8_E4M3 = 5, /* float8 e4m3fn codes (1 sign, 4 exponent bits of bias 7, 3 mantissa bits) */
 } ninfer_dtype;
 
+/* Host helpers: NVRTC (cuda-generic compiles the kernel sources, which include this header) takes
+ * no function without an execution space. */
+#ifndef __CUDACC_RTC__
 /* The dtype's name in messages: "float32", "bfloat16", "float16", "int4", "int8", "fp8_e4m3",
  * "?" for any other value. */
 static inline const char* ninfer_dtype_name(int32_t dtype) {
@@ -78,6 +81,7 @@ static inline const char* ninfer_dtype_name(int32_t dtype) {
 static inline int ninfer_dtype_is_quantized(int32_t dtype) {
   return dtype == NINFER_DTYPE_INT4 || dtype == NINFER_DTYPE_INT8 || dtype == NINFER_DTYPE_FP8_E4M3;
 }
+#endif
 
 /* Where a variant executes. */
 typedef enum ninfer_exec_kind {
