@@ -36,10 +36,13 @@ bool contract_admits(std::string_view op, const ninfer_shape& s) {
   return !(info && info->one_token_per_sequence && s.max_seq_tokens > 1);
 }
 
+bool takes_dtype(const ninfer_variant& v, int32_t dtype) {
+  return dtype >= 0 && dtype < 32 && (v.dtype_mask & (1u << dtype));
+}
+
 bool usable(const ninfer_variant& v, const ninfer_shape& s, const ninfer_device_info& d) {
   const bool exec_ok = (v.exec == NINFER_EXEC_HOST) == (d.kind == NINFER_DEVICE_CPU);
-  const bool dtype_ok = s.dtype >= 0 && s.dtype < 32 && (v.dtype_mask & (1u << s.dtype));
-  return exec_ok && dtype_ok && contract_admits(v.op, s) && (!v.supports || v.supports(v.ctx, &s));
+  return exec_ok && takes_dtype(v, s.dtype) && contract_admits(v.op, s) && (!v.supports || v.supports(v.ctx, &s));
 }
 
 bool has_unfused_form(std::string_view op) {
@@ -207,10 +210,14 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
         if (!v)
           throw Error(fmt::format("plugin {} has no variant '{}'{}", plugin_.name(), e->variant,
                                   why_unknown.empty() ? "" : ": " + why_unknown));
-        Plan p = plan_variant(*v, shape, e->max_ctas.value_or(0));
-        p.source = e->where;
-        p.reason = fmt::format("schedule table {} {}", table_->source, e->describe_bucket());
-        return p;
+        // An entry routes the weight dtypes its variant takes (a table has no dtype key: its
+        // linear entries name float GEMVs); a quantized call goes on to the planner's choice.
+        if (takes_dtype(*v, shape.dtype)) {
+          Plan p = plan_variant(*v, shape, e->max_ctas.value_or(0));
+          p.source = e->where;
+          p.reason = fmt::format("schedule table {} {}", table_->source, e->describe_bucket());
+          return p;
+        }
       } catch (const Error& err) {
         warnings.push_back(fmt::format("{}: schedule entry {} -> {} not usable for {} tokens: {}; using the "
                                        "planner's choice", e->where, e->op, e->variant, shape.tokens, err.what()));
