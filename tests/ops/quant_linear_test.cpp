@@ -75,6 +75,11 @@ TEST(QuantLinear, MatchesTheFloat64ContractForEveryLayout) {
         }
 }
 
+// norm_linear's gated output silu(g)·u of dot products over dequantized codes: g and u are sums
+// of K terms of a few units each, so their float32 error (order K·2^-24·Σ|terms|, ~1e-4 here)
+// reaches the product where silu(g)·u is small; a misread layout is off by O(1).
+constexpr Tolerance kGatedQuantizedF32{"f32-gated-sums-of-dequantized-weights", 2e-4, 1e-3};
+
 TEST(QuantLinear, NormLinearMatchesTheFloat64ContractGatedAndNot) {
   Backend be = cpu_backend();
   auto rng = fresh_rng("quantized norm_linear");
@@ -98,7 +103,7 @@ TEST(QuantLinear, NormLinearMatchesTheFloat64ContractGatedAndNot) {
           std::vector<double> want_y, want_normed;
           c.oracle(want_y, want_normed);
           size_t stray = 0;
-          const Mismatch m = compare(unpad(y, T, s.outs(), c.y_stride(), stray), want_y, kFloat32Exact);
+          const Mismatch m = compare(unpad(y, T, s.outs(), c.y_stride(), stray), want_y, kGatedQuantizedF32);
           EXPECT_TRUE(m.ok) << w.describe() << " " << s.describe() << " T=" << T << ": " << m.describe();
           EXPECT_EQ(stray, 0u);
         }
