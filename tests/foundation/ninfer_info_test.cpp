@@ -107,6 +107,13 @@ TEST(NinferInfo, DefaultRunListsPluginsAndChoosesForTheHost) {
   EXPECT_NE(r.out.find("Example plan"), std::string::npos) << r.out;
 }
 
+// A quantized weight dtype is named in the plan (the CPU reference's linear takes int4).
+TEST(NinferInfo, PlansALinearOnQuantizedWeights) {
+  const ProcessOutput r = run_info("--plan linear --tokens 1 --dims 64,32 --dtype int4");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("(dims 64x32, int4)"), std::string::npos) << r.out;
+}
+
 TEST(NinferInfo, ListOps) {
   const ProcessOutput r = run_info("--list-ops");
   ASSERT_EQ(r.status, 0);
@@ -120,7 +127,8 @@ TEST(NinferInfo, BadInputGetsAClearErrorAndNonZeroExit) {
       {"--plugin-dir /nonexistent/plugins", "/nonexistent/plugins does not exist"},
       {"--plan gdn_gating --tokens 0", "--tokens must be >= 1"},
       {"--plan gdn_gating --dims 1,2,3", "--dims for gdn_gating takes 2 values"},
-      {"--plan gdn_gating --dtype int4", "unknown --dtype 'int4'"},
+      {"--plan gdn_gating --dtype int3", "unknown --dtype 'int3'"},
+      {"--plan gdn_gating --dtype int4", "no variant of 'gdn_gating' in plugin cpu"},
       {"--no-such-flag", "no-such-flag"},
       {"--plan gdn_gating --device cuda:x", "expected auto, cpu, cuda or cuda:N"},
       {"--plan gdn_gating --device gpu", "expected auto, cpu, cuda or cuda:N"},

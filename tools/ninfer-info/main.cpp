@@ -48,7 +48,11 @@ int32_t parse_dtype(const std::string& s) {
   if (s == "f32" || s == "float32") return NINFER_DTYPE_F32;
   // f16: the KV cache of attention, kv_append, head_norm_rope_append(_attention)
   if (s == "f16" || s == "float16") return NINFER_DTYPE_F16;
-  throw Error(fmt::format("unknown --dtype '{}' (use bf16, f16 or f32)", s));
+  // quantized weights of linear (docs/quantization.md)
+  if (s == "int4") return NINFER_DTYPE_INT4;
+  if (s == "int8") return NINFER_DTYPE_INT8;
+  if (s == "fp8" || s == "fp8_e4m3") return NINFER_DTYPE_FP8_E4M3;
+  throw Error(fmt::format("unknown --dtype '{}' (use bf16, f16, f32, int4, int8 or fp8)", s));
 }
 
 // The device a plan is for: a described card, or a live device chosen by --device.
@@ -189,7 +193,7 @@ int main(int argc, char** argv) {
   app.add_option("--plan", o.plan_op, "Print the launch plan of OP (see --list-ops)");
   app.add_option("--tokens", o.tokens, "Token count for --plan")->capture_default_str();
   app.add_option("--dims", o.dims, "Op dims for --plan, comma separated (default: the op's real-model shape)")->delimiter(',');
-  app.add_option("--dtype", o.dtype, "Input dtype for --plan: bf16, f16 or f32 (attention, kv_append, head_norm_rope_append(_attention): the KV cache's; default: the op's)");
+  app.add_option("--dtype", o.dtype, "Input dtype for --plan: bf16, f16, f32, or a quantized weight int4, int8, fp8 (linear; attention, kv_append, head_norm_rope_append(_attention): the KV cache's; default: the op's)");
   app.add_flag("--json", o.json, "Print the plan as JSON");
   app.add_flag("--list-ops", o.list_ops, "List the op contracts");
   app.add_flag("--list-device-models", o.list_models, "List the cards that can be described with --device-model");

@@ -2,19 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "ninfer/abi/plugin_abi.h"
+
 namespace ninfer::tools {
-namespace {
-
-const char* dtype_name(int32_t d) {
-  switch (d) {
-    case NINFER_DTYPE_F32: return "float32";
-    case NINFER_DTYPE_BF16: return "bfloat16";
-    case NINFER_DTYPE_F16: return "float16";
-  }
-  return "?";
-}
-
-} // namespace
 
 nlohmann::json plan_to_json(const Plan& p) {
   nlohmann::json launches = nlohmann::json::array();
@@ -29,7 +19,7 @@ nlohmann::json plan_to_json(const Plan& p) {
       {"op", p.op},
       {"tokens", p.shape.tokens},
       {"dims", {p.shape.dims[0], p.shape.dims[1], p.shape.dims[2], p.shape.dims[3]}},
-      {"dtype", dtype_name(p.shape.dtype)},
+      {"dtype", ninfer_dtype_name(p.shape.dtype)},
       {"device",
        {{"name", p.device.name},
         {"arch", p.device.arch},
@@ -58,7 +48,7 @@ nlohmann::json plan_to_json(const Plan& p) {
 std::string plan_to_text(const Plan& p) {
   std::string s;
   s += fmt::format("plan {} for {} tokens (dims {}x{}, {}) on {} [{}, {} SMs] with plugin {}\n", p.op,
-                   p.shape.tokens, p.shape.dims[0], p.shape.dims[1], dtype_name(p.shape.dtype), p.device.name,
+                   p.shape.tokens, p.shape.dims[0], p.shape.dims[1], ninfer_dtype_name(p.shape.dtype), p.device.name,
                    p.device.arch, p.device.sm_count, p.plugin);
   s += fmt::format("  route        {}{}\n", p.variant, p.cooperative ? " (cooperative)" : "");
   s += fmt::format("  why          {} [{}]\n", p.reason, p.source);
