@@ -31,6 +31,7 @@ struct Checkpoint::Impl {
   std::unordered_map<std::string, UnreadableTensor> unreadable;
   size_t data_bytes = 0;
   std::optional<uint64_t> synthetic_seed;
+  std::map<std::string, SyntheticQuant> synthetic_quant;
 
   void open_sharded(const std::filesystem::path& index);
   void reconcile_prefix();
@@ -172,12 +173,22 @@ Checkpoint Checkpoint::open(const std::filesystem::path& dir) {
   return Checkpoint(std::move(impl));
 }
 
-Checkpoint Checkpoint::synthetic(const ModelConfig& config, DType dtype, uint64_t seed) {
+Checkpoint Checkpoint::synthetic(const ModelConfig& config, DType dtype, uint64_t seed,
+                                 std::map<std::string, SyntheticQuant> quantized) {
   auto impl = std::make_unique<Impl>();
   impl->dir = "<synthetic>";
   impl->config = config;
   impl->synthetic_seed = seed;
-  for (const ExpectedTensor& e : expected_tensors(config)) {
+  const std::vector<ExpectedTensor> expected = expected_tensors(config);
+  for (const auto& [name, q] : quantized) {
+    const auto it = std::find_if(expected.begin(), expected.end(), [&](const ExpectedTensor& e) { return e.name == name; });
+    if (it == expected.end() || it->role != TensorRole::Linear)
+      throw Error(fmt::format("synthetic checkpoint: {} is not a linear weight of this model, so it cannot be quantized",
+                              name));
+    if (q.group_size < 1) throw Error(fmt::format("synthetic checkpoint: {}: group size {} < 1", name, q.group_size));
+  }
+  impl->synthetic_quant = std::move(quantized);
+  for (const ExpectedTensor& e : expected) {
     TensorView t;
     t.name = e.name;
     // Matrices in the asked dtype; norm, conv and GDN parameters are float32 in real checkpoints too.
@@ -192,6 +203,11 @@ Checkpoint Checkpoint::synthetic(const ModelConfig& config, DType dtype, uint64_
 }
 
 std::optional<uint64_t> Checkpoint::synthetic_seed() const { return impl_->synthetic_seed; }
+
+const SyntheticQuant* Checkpoint::synthetic_quant(const std::string& name) const {
+  const auto it = impl_->synthetic_quant.find(name);
+  return it == impl_->synthetic_quant.end() ? nullptr : &it->second;
+}
 
 Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;

@@ -5,27 +5,16 @@
 
 #include <cstring>
 
-#include "ninfer/abi/ops/fill_random.h"
 #include "ninfer/abi/plugin_abi.h"
-#include "ninfer/checkpoint/random_checkpoint.hpp"
 #include "ninfer/support/error.hpp"
-#include "ninfer/support/hash.hpp"
 
 namespace ninfer::models {
-namespace {
-
-// transformers' initializer_range for Qwen models, as a uniform half-width with that deviation.
-constexpr float kMatrixHalfWidth = 0.02f * 1.7320508f;
-
-} // namespace
 
 WeightLoader::WeightLoader(const Checkpoint& ck, Backend& backend, WeightPrecision precision)
     : progress_("loading weights", static_cast<int64_t>(expected_tensors(ck.config()).size())), ck_(ck),
       backend_(backend), precision_(precision) {}
 
 void WeightLoader::count_loaded(const std::string& name) { progress_.update(++loaded_, name); }
-
-namespace {
 
 int32_t codes_dtype(QuantCodes c) {
   switch (c) {
@@ -35,6 +24,8 @@ int32_t codes_dtype(QuantCodes c) {
   }
   return NINFER_DTYPE_INT4;
 }
+
+namespace {
 
 int32_t scale_dtype(DType d) {
   return d == DType::BF16 ? NINFER_DTYPE_BF16 : d == DType::F16 ? NINFER_DTYPE_F16 : NINFER_DTYPE_F32;
@@ -60,17 +51,26 @@ int32_t WeightLoader::storage_dtype(const std::vector<std::string>& names) const
   return NINFER_DTYPE_BF16;
 }
 
+std::optional<QuantizedMatrix> WeightLoader::read_if_quantized(const std::string& name) {
+  const auto q = find_quantized(ck_, name);
+  if (!q) return std::nullopt;
+  QuantizedMatrix m = read_quantized(ck_, *q);
+  count_loaded(name);
+  return m;
+}
+
 Matrix WeightLoader::matrix(const std::string& name, const std::string& what) {
-  if (const auto q = find_quantized(ck_, name)) {
+  if (const SyntheticQuant* sq = ck_.synthetic_quant(name)) return synthetic_quantized({name}, *sq, what);
+  if (auto q = read_if_quantized(name)) {
     std::vector<QuantizedMatrix> parts;
-    parts.push_back(read_quantized(ck_, *q));
-    count_loaded(name);
+    parts.push_back(std::move(*q));
     return stack_quantized(parts, what);
   }
   return stack({name}, what, storage_dtype({name}));
 }
 
 Projection WeightLoader::projection(std::initializer_list<std::string> names, const std::string& what) {
+  if (ck_.synthetic_seed()) return finish_projection(synthetic_projection(names, what), what);
   Projection p;
   std::vector<std::string> plain;
   std::vector<QuantizedMatrix> quantized;
@@ -81,17 +81,19 @@ Projection WeightLoader::projection(std::initializer_list<std::string> names, co
     quantized.clear();
   };
   for (const auto& n : names) {
-    if (const auto q = find_quantized(ck_, n)) {
-      QuantizedMatrix m = read_quantized(ck_, *q);
-      count_loaded(n);
-      if (!plain.empty() || (!quantized.empty() && !same_layout(quantized.front(), m))) close_run();
-      quantized.push_back(std::move(m));
+    if (auto m = read_if_quantized(n)) {
+      if (!plain.empty() || (!quantized.empty() && !same_layout(quantized.front(), *m))) close_run();
+      quantized.push_back(std::move(*m));
     } else {
       if (!quantized.empty()) close_run();
       plain.push_back(n);
     }
   }
   close_run();
+  return finish_projection(std::move(p), what);
+}
+
+Projection WeightLoader::finish_projection(Projection p, const std::string& what) {
   for (const Matrix& m : p.parts) {
     if (p.cols && m.cols != p.cols)
       throw Error(fmt::format("{}: its parts have {} and {} columns; stacked projections share their inputs", what,
@@ -108,11 +110,7 @@ Projection WeightLoader::projection(std::initializer_list<std::string> names, co
 }
 
 Matrix WeightLoader::matrix_f32(const std::string& name, const std::string& what) {
-  if (const auto q = find_quantized(ck_, name)) {
-    const QuantizedMatrix m = read_quantized(ck_, *q);
-    count_loaded(name);
-    return upload_f32(m.dequantize(), m.rows, m.cols, what);
-  }
+  if (const auto q = read_if_quantized(name)) return upload_f32(q->dequantize(), q->rows, q->cols, what);
   return stack({name}, what, NINFER_DTYPE_F32);
 }
 
@@ -230,33 +228,6 @@ Vector WeightLoader::vector(const std::string& name, const std::string& what) {
   backend_.upload(v.buf, 0, f32.data(), f32.size() * 4);
   count_loaded(name);
   return v;
-}
-
-// Matrices are drawn on the backend (fill_random): gigabytes of them would otherwise be made on
-// the host and copied over the bus. Each tensor has its own stream (seed mixed with its name).
-void WeightLoader::fill_synthetic(const Matrix& m, size_t offset_bytes, const TensorView& t) {
-  const int64_t count = t.numel();
-  ninfer_fill_random_args a{};
-  a.out = m.buf.as<char>() + offset_bytes;
-  a.count = count;
-  a.seed = *ck_.synthetic_seed() ^ fnv1a64(t.name);
-  a.scale = kMatrixHalfWidth;
-  a.offset = 0.0f;
-  a.dtype = m.dtype;
-  ninfer_shape shape{};
-  shape.tokens = (count + NINFER_FILL_RANDOM_ROW - 1) / NINFER_FILL_RANDOM_ROW;
-  shape.dtype = m.dtype;
-  backend_.run(NINFER_OP_FILL_RANDOM, shape, &a);
-}
-
-// Small tensors (norm weights, conv weights, A_log, dt_bias) with the initialisation of
-// ninfer-make-checkpoint, made on the host: their distributions matter for sane activations.
-std::vector<float> WeightLoader::synthetic_values(const TensorView& t) {
-  if (synthetic_specs_.empty())
-    for (const ExpectedTensor& e : expected_tensors(ck_.config())) synthetic_specs_.emplace(e.name, e);
-  const auto it = synthetic_specs_.find(t.name);
-  if (it == synthetic_specs_.end()) throw Error(fmt::format("synthetic checkpoint: no initialisation for tensor {}", t.name));
-  return random_tensor_values(it->second, *ck_.synthetic_seed());
 }
 
 } // namespace ninfer::models

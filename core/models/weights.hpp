@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -53,6 +54,9 @@ struct Vector {
   const float* data() const { return buf.as<const float>(); }
 };
 
+// The ninfer_dtype of a code type (INT4, INT8, FP8_E4M3).
+int32_t codes_dtype(QuantCodes c);
+
 class WeightLoader {
  public:
   WeightLoader(const Checkpoint& ck, Backend& backend, WeightPrecision precision);
@@ -73,13 +77,23 @@ class WeightLoader {
   const Checkpoint& checkpoint() const { return ck_; }
 
  private:
+  // The module's canonical matrix when the checkpoint stores it quantized (counted as loaded).
+  std::optional<QuantizedMatrix> read_if_quantized(const std::string& name);
+  // Sums the parts' rows and checks that they share their columns.
+  static Projection finish_projection(Projection p, const std::string& what);
   Matrix stack(const std::vector<std::string>& names, const std::string& what, int32_t dtype);
   Matrix stack_quantized(std::vector<QuantizedMatrix>& parts, const std::string& what);
   Matrix upload_f32(const std::vector<float>& values, int64_t rows, int64_t cols, const std::string& what);
   int32_t storage_dtype(const std::vector<std::string>& names) const;
-  // Synthetic checkpoints (Checkpoint::synthetic): values drawn from the seed instead of read.
+  // Synthetic checkpoints (Checkpoint::synthetic): values drawn from the seed instead of read
+  // (synthetic_weights.cpp). Runs of names with the same quantization (or none) are one part.
   void fill_synthetic(const Matrix& m, size_t offset_bytes, const TensorView& t);
   std::vector<float> synthetic_values(const TensorView& t);
+  Projection synthetic_projection(std::initializer_list<std::string> names, const std::string& what);
+  Matrix synthetic_quantized(const std::vector<std::string>& names, const SyntheticQuant& q, const std::string& what);
+  void fill_codes(const DeviceBuffer& buf, size_t offset, int64_t bytes, int32_t dtype, uint64_t seed);
+  void fill_values(const DeviceBuffer& buf, size_t offset, int64_t count, int32_t dtype, uint64_t seed, float scale,
+                   float center);
   std::unordered_map<std::string, ExpectedTensor> synthetic_specs_; // by name, made at first use
   // A loading bar on stderr (only on a terminal): a large checkpoint takes minutes to read.
   void count_loaded(const std::string& name);

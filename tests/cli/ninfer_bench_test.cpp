@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <set>
 #include <string>
 #include <tuple>
@@ -165,6 +166,60 @@ TEST(NinferBench, UnfusedOpsSwitchPlansTheFallbackOps) {
   for (const char* op :
        {"silu_mul", "rope", "kv_append", "causal_conv1d", "l2_norm", "gated_delta_rule", "gated_rms_norm"})
     EXPECT_TRUE(unfused.variant.count(op)) << op << " (a fallback op) not planned";
+}
+
+// --weights on the hybrid preset (qwen3_5-cpu-small: hidden 256, MLP 768, 6 Gated DeltaNet
+// layers with q|k 2x64 and v/z 4x64 heads, 2 gated attention layers of 4 query / 2 KV heads of
+// 64): the default recipe's modules are quantized (every decoder linear but in_proj_a / in_proj_b;
+// the tied LM head stays bfloat16) and a step reads their codes and BF16 group scales instead of
+// bfloat16 weights, byte for byte as derived here from the shape; decode runs on them.
+TEST(NinferBench, QuantizedWeightsReadTheirCodesAndScales) {
+  const double H = 256, I = 768;
+  struct Module {
+    double rows, cols, count;
+  };
+  const Module modules[] = {
+      {2 * 4 * 64, H, 2}, {2 * 64, H, 2}, {2 * 64, H, 2}, {H, 4 * 64, 2}, // q (with its gate), k, v, o
+      {2 * 2 * 64 + 4 * 64, H, 6}, {4 * 64, H, 6}, {H, 4 * 64, 6},        // in_proj_qkv, in_proj_z, out_proj
+      {I, H, 8}, {I, H, 8}, {H, I, 8},                                    // gate, up, down
+  };
+  const std::string args = "--preset qwen3_5-cpu-small --skip-prefill --contexts 8 --batches 1,2 --decode-steps 2 "
+                           "--repeats 1 --warmup 0";
+  const json bf16 = bench_json(args);
+  ASSERT_TRUE(bf16.contains("costs"));
+  const double bf16_bytes = bf16["costs"]["weight_bytes_per_step"].get<double>();
+  struct Case {
+    const char* spec;
+    const char* label;
+    double code_bytes_per_weight;
+    double group;
+  } cases[] = {{"int4-g64", "int4 g64", 0.5, 64}, {"int8-g128", "int8 g128", 1, 128}, {"fp8", "fp8 g128", 1, 128},
+               {"int4-channel", "int4 channel", 0.5, 0}};
+  for (const Case& c : cases) {
+    const json q = bench_json(args + " --weights " + c.spec);
+    ASSERT_TRUE(q.contains("costs")) << c.spec;
+    double saved = 0;
+    for (const Module& m : modules) {
+      const double groups = c.group > 0 ? std::ceil(m.cols / c.group) : 1;
+      saved += m.count * (2 * m.rows * m.cols - c.code_bytes_per_weight * m.rows * m.cols - 2 * m.rows * groups);
+    }
+    EXPECT_NEAR(q["costs"]["weight_bytes_per_step"].get<double>(), bf16_bytes - saved, 1.0) << c.spec;
+    EXPECT_NE(q["model"]["weights_dtype"].get<std::string>().find(c.label), std::string::npos)
+        << c.spec << ": " << q["model"]["weights_dtype"];
+    ASSERT_EQ(q["results"].size(), 2u) << c.spec;
+    for (const json& r : q["results"]) EXPECT_GT(r["tok_s"].get<double>(), 0) << c.spec;
+  }
+  for (const auto& [flag, says] :
+       {std::pair{"--weights int3-g128", "--weights int3-g128: expected int4-gN"},
+        std::pair{"--weights int4-g0", "--weights int4-g0"},
+        std::pair{"--weights int4-g100", "group"}}) {
+    const ProcessOutput r = bench(std::string("--preset qwen3_5-cpu-small --device cpu ") + flag);
+    EXPECT_NE(r.status, 0) << flag;
+    EXPECT_NE(r.err.find(says), std::string::npos) << flag << "\n" << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << flag << "\n" << r.err;
+  }
+  const ProcessOutput r = bench("--checkpoint /nonexistent --weights int4-g128 --device cpu");
+  EXPECT_EQ(r.status, 2) << r.err;
 }
 
 TEST(NinferBench, RefusesBadInputClearly) {

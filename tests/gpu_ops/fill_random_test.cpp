@@ -41,3 +41,18 @@ TEST(GpuFillRandom, SameBitsAsCpuReference) {
     ASSERT_EQ(get<uint16_t>(*gpu, d16, static_cast<size_t>(n)), want16) << n << " bf16 elements";
   }
 }
+
+// The code bytes of quantized benchmark weights (INT4, INT8, FP8): the same bytes as the CPU.
+TEST(GpuFillRandom, CodeBytesSameAsCpuReference) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend();
+  for (int32_t dtype : {NINFER_DTYPE_INT4, NINFER_DTYPE_INT8, NINFER_DTYPE_FP8_E4M3})
+    for (int64_t n : {int64_t{3}, int64_t{3 * NINFER_FILL_RANDOM_ROW + 5}, int64_t{20'000'001}}) {
+      std::vector<uint8_t> want(static_cast<size_t>(n));
+      fill_on(*cpu, want.data(), n, 77 + n, dtype);
+      DeviceBuffer d = put(*gpu, std::vector<uint8_t>(static_cast<size_t>(n), 0xEE));
+      fill_on(*gpu, d.as<uint8_t>(), n, 77 + n, dtype);
+      ASSERT_EQ(get<uint8_t>(*gpu, d, static_cast<size_t>(n)), want) << n << " bytes of dtype " << dtype;
+    }
+}

@@ -72,3 +72,36 @@ TEST(FillRandomOp, Bf16IsTheRoundedF32AndSeedsDiffer) {
   for (int64_t i = 0; i < n; ++i) same += other[i] == f32[i];
   EXPECT_LT(same, n / 100);
 }
+
+// Code bytes of quantized weights: byte i is the top byte of element i's hash (FP8 with bit 6
+// cleared, so every code is finite), the count ends mid-row and nothing past it is written, and
+// the codes are uniform enough to stand for quantized random weights.
+TEST(FillRandomOp, CodeBytesMatchTheContract) {
+  Backend be = cpu_backend();
+  const int64_t n = 2 * NINFER_FILL_RANDOM_ROW + 51;
+  for (int32_t dtype : {NINFER_DTYPE_INT4, NINFER_DTYPE_INT8, NINFER_DTYPE_FP8_E4M3}) {
+    std::vector<uint8_t> out(static_cast<size_t>(n) + 4, 0x5A);
+    fill(be, out.data(), n, 11, 0.f, 0.f, dtype);
+    std::vector<int64_t> hist(256, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t z = 11 ^ (static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      const auto want = static_cast<uint8_t>(dtype == NINFER_DTYPE_FP8_E4M3 ? (z >> 56) & 0xBF : z >> 56);
+      ASSERT_EQ(out[i], want) << "dtype " << dtype << " byte " << i;
+      ++hist[out[i]];
+    }
+    for (int64_t i = n; i < n + 4; ++i) EXPECT_EQ(out[i], 0x5A) << "wrote past count at " << i;
+    if (dtype == NINFER_DTYPE_FP8_E4M3) {
+      for (int b = 0; b < 256; ++b)
+        if (b & 0x40) EXPECT_EQ(hist[b], 0) << "fp8 code with exponent bit 3 set: " << b;
+    } else {
+      // 8,243 bytes over 256 values (32 expected each): no value absent or three times too frequent.
+      for (int b = 0; b < 256; ++b) {
+        EXPECT_GT(hist[b], 0) << b;
+        EXPECT_LT(hist[b], 96) << b;
+      }
+    }
+  }
+}

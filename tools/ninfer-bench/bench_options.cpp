@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "bench_weights.hpp"
 #include "ninfer/checkpoint/random_checkpoint.hpp"
 #include "ninfer/devices/device.hpp"
 #include "ninfer/support/error.hpp"
@@ -25,6 +26,11 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--plugin", o.plugin, "Use this plugin (it must support the device)");
   app.add_option("--dtype", o.dtype, "Weights: bfloat16 (default for presets), float32, auto (manifests)")
       ->each([&](const std::string&) { o.dtype_given = true; });
+  auto* weights = app.add_option(
+      "--weights", o.weights,
+      "A preset's decoder linears: bfloat16 (as --dtype), int4-g128, int8-g128 (any gN), int4-channel, int8-channel, "
+      "fp8 (128-column blocks); the modules a default ninfer-quantize run quantizes, codes drawn on the device");
+  weights->capture_default_str()->excludes(manifest)->excludes(ck);
   app.add_option("--kv-dtype", o.kv_dtype,
                  "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (default: a preset's "
                  "auto, a manifest's own)");
@@ -79,6 +85,10 @@ void check_bench_options(const BenchOptions& o) {
     throw UsageError("--prefill-chunk, --decode-steps and --repeats must be >= 1, --warmup >= 0");
   if (o.preset.empty() && o.manifest.empty() && o.checkpoint.empty())
     throw UsageError("nothing to measure: give --preset NAME (see --list-presets), a manifest or --checkpoint DIR");
+  if (o.weights != "bfloat16" && o.weights != "bf16" && o.preset.empty())
+    throw UsageError("--weights draws a preset's quantized weights: a checkpoint or manifest brings its own (make a "
+                     "quantized one with ninfer-quantize)");
+  parse_weights_spec(o.weights);
   if (o.dtype != "bfloat16" && o.dtype != "bf16" && o.dtype != "float32" && o.dtype != "f32" && o.dtype != "auto")
     throw UsageError(fmt::format("--dtype {}: expected bfloat16, float32 or auto", o.dtype));
   try {

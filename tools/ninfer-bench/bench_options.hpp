@@ -21,6 +21,7 @@ struct BenchOptions {
   std::string plugin_dir, plugin;
   std::string dtype = "bfloat16"; // weights of a preset; a manifest's own dtype otherwise unless given
   bool dtype_given = false;
+  std::string weights = "bfloat16"; // a preset's decoder linears: bfloat16, int4-g128, fp8, ... (bench_weights.hpp)
   std::optional<std::string> kv_dtype; // KV cache elements; unset: a preset's auto, a manifest's own
   uint64_t seed = 0;
   std::vector<int64_t> prompt_lengths{512, 2048, 8192, 32768};

@@ -10,6 +10,7 @@
 
 #include "bench_options.hpp"
 #include "bench_report.hpp"
+#include "bench_weights.hpp"
 #include "bench_run.hpp"
 #include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/checkpoint/shape_presets.hpp"
@@ -41,7 +42,10 @@ ModelFiles model_files(const BenchOptions& o) {
     m.runtime.cuda_graphs = !o.no_cuda_graph;
     if (o.kv_dtype) m.runtime.kv_dtype = parse_kv_dtype_option(*o.kv_dtype);
     const ModelConfig cfg = shape_preset_config(o.preset);
-    return {m, std::nullopt, Checkpoint::synthetic(cfg, dt == WeightDType::Float32 ? DType::F32 : DType::BF16, o.seed)};
+    const auto quant = tools::parse_weights_spec(o.weights);
+    return {m, std::nullopt,
+            Checkpoint::synthetic(cfg, dt == WeightDType::Float32 ? DType::F32 : DType::BF16, o.seed,
+                                  quant ? tools::quantized_tensors(cfg, *quant) : std::map<std::string, SyntheticQuant>{})};
   }
   ModelSource src{o.manifest, o.checkpoint, std::nullopt, std::nullopt, "ninfer-bench", o.no_cuda_graph};
   if (o.dtype_given) src.dtype = o.dtype;
@@ -92,6 +96,8 @@ int run(BenchOptions o) {
   setup.family = family_name(cfg.family);
   setup.weights_dtype = files.manifest.dtype == WeightDType::Float32 ? "float32"
                         : files.manifest.dtype == WeightDType::BFloat16 ? "bfloat16" : "as stored";
+  if (const auto quant = o.preset.empty() ? std::nullopt : tools::parse_weights_spec(o.weights))
+    setup.weights_dtype = fmt::format("{} + {}", tools::weights_label(*quant), setup.weights_dtype);
   setup.kv_dtype = to_string(m.lm->options().kv_cache);
   setup.random_weights = !o.preset.empty() || cfg.random_weights;
   setup.device = m.backend->device().name;
@@ -118,6 +124,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ninfer-bench: prefill and decode speed of a model, as fractions of the card's rooflines"};
   app.footer("Examples:\n  ninfer-bench --preset qwen3-8b --device cuda\n"
              "  ninfer-bench --preset qwen3_5-27b --prompt-lengths 4096 --contexts 0,4096 --batches 1 --json\n"
+             "  ninfer-bench --preset qwen3_5-27b --weights int4-g128 --skip-prefill --batches 1,8\n"
              "  ninfer-bench models/qwen3-8b.yaml --skip-prefill --batches 1,8");
   tools::add_bench_options(app, o);
   tools::add_version_flag(app, "ninfer-bench");

@@ -26,14 +26,27 @@ uint16_t to_bf16(float f) {
 
 int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0; }
 
+bool is_code_dtype(int32_t d) {
+  return d == NINFER_DTYPE_INT4 || d == NINFER_DTYPE_INT8 || d == NINFER_DTYPE_FP8_E4M3;
+}
+
+constexpr uint32_t kFillDtypes = kF32OrBf16 | (1u << NINFER_DTYPE_INT4) | (1u << NINFER_DTYPE_INT8) |
+                                 (1u << NINFER_DTYPE_FP8_E4M3);
+
 int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_fill_random_args*>(args);
-  if (a.dtype != NINFER_DTYPE_F32 && a.dtype != NINFER_DTYPE_BF16)
-    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "fill_random/reference: dtype must be F32 or BF16");
+  if (a.dtype != NINFER_DTYPE_F32 && a.dtype != NINFER_DTYPE_BF16 && !is_code_dtype(a.dtype))
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
+                "fill_random/reference: dtype must be F32, BF16, INT4, INT8 or FP8_E4M3");
   const int64_t begin = l->token_begin * NINFER_FILL_RANDOM_ROW;
   const int64_t end = std::min<int64_t>(a.count, l->token_end * NINFER_FILL_RANDOM_ROW);
   for (int64_t i = begin; i < end; ++i) {
     const uint64_t h = mix64(a.seed ^ (static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull));
+    if (is_code_dtype(a.dtype)) {
+      const auto byte = static_cast<uint8_t>(h >> 56);
+      static_cast<uint8_t*>(a.out)[i] = a.dtype == NINFER_DTYPE_FP8_E4M3 ? byte & 0xBFu : byte;
+      continue;
+    }
     const float u = static_cast<float>(h >> 40) * 0x1.0p-23f - 1.0f;
     const float v = a.offset + a.scale * u;
     if (a.dtype == NINFER_DTYPE_F32)
@@ -47,7 +60,7 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, cha
 } // namespace
 
 int32_t register_fill_random(const ninfer_registrar* r) {
-  static const ninfer_variant v = host_variant(NINFER_OP_FILL_RANDOM, "reference", kF32OrBf16, supports, launch);
+  static const ninfer_variant v = host_variant(NINFER_OP_FILL_RANDOM, "reference", kFillDtypes, supports, launch);
   return r->add_variant(r->ctx, &v);
 }
 

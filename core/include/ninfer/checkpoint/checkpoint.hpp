@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +42,16 @@ struct TensorView {
 // "[151936, 256]"
 std::string shape_string(const std::vector<int64_t>& shape);
 
+// The code type of a quantized matrix (ninfer/abi/ops/quant_weight.h).
+enum class QuantCodes { Int4, Int8, Fp8E4M3 };
+
+// A synthetic checkpoint's quantized matrix: codes and scales drawn on the device (the codes of
+// uniform random weights quantized to nearest), symmetric, no g_idx, BF16 scales [N, ceil(K/g)].
+struct SyntheticQuant {
+  QuantCodes codes = QuantCodes::Int4;
+  int64_t group_size = 128; // K: one group per row
+};
+
 class Checkpoint {
  public:
   // Opens DIR: config.json, then the safetensors header(s). Data is mapped, not read.
@@ -49,9 +60,13 @@ class Checkpoint {
   // A checkpoint with no files (benchmarks): every tensor `config` implies, in `dtype`, with
   // no data (TensorView::data is null). Model loaders draw its values on the backend from
   // `seed` (models/weights.cpp), so a 27B-parameter shape needs neither disk nor bus.
-  static Checkpoint synthetic(const ModelConfig& config, DType dtype, uint64_t seed);
+  // `quantized` names the linear weights that are quantized instead (ninfer-bench --weights).
+  static Checkpoint synthetic(const ModelConfig& config, DType dtype, uint64_t seed,
+                              std::map<std::string, SyntheticQuant> quantized = {});
   // Set for synthetic checkpoints: the seed their values come from.
   std::optional<uint64_t> synthetic_seed() const;
+  // A synthetic checkpoint's quantization of tensor `name`, or null (float, or not synthetic).
+  const SyntheticQuant* synthetic_quant(const std::string& name) const;
 
   Checkpoint(Checkpoint&&) noexcept;
   Checkpoint& operator=(Checkpoint&&) noexcept;

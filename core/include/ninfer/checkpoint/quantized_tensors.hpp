@@ -21,7 +21,6 @@
 
 namespace ninfer {
 
-enum class QuantCodes { Int4, Int8, Fp8E4M3 };
 const char* quant_codes_name(QuantCodes c); // "int4", "int8", "fp8_e4m3"
 
 // A quantized module as the checkpoint holds it: its format, scheme and packed tensors, and the

@@ -10,7 +10,12 @@
  * return z ^ (z >> 31). The value of element i depends only on (seed, i, scale, offset), never on
  * the launch, so every plugin fills the same bits.
  *
- * Shapes: out [count] in dtype (F32 or BF16). Work is cut into rows of NINFER_FILL_RANDOM_ROW
+ * Quantized codes (dtype INT4, INT8 or FP8_E4M3; quant_weight.h): element i is byte i of `out`
+ * (an INT4 byte holds two codes), out[i] = h >> 56: uniform codes, the codes of uniform random
+ * weights quantized to nearest. FP8_E4M3 clears bit 6 (out[i] = (h >> 56) & 0xBF): exponents
+ * 0..7 only, so every code is finite, of magnitude below 2. `scale` and `offset` are not read.
+ *
+ * Shapes: out [count] in dtype (F32 or BF16; bytes for the code dtypes). Work is cut into rows of NINFER_FILL_RANDOM_ROW
  * elements (the last may be short). Planning shape: tokens = ceil(count / NINFER_FILL_RANDOM_ROW),
  * dtype = dtype. Effects: writes the elements of the launch's rows. Workspace: none.
  */
@@ -32,7 +37,7 @@ typedef struct ninfer_fill_random_args {
   uint64_t seed;
   float scale;
   float offset;
-  int32_t dtype; /* ninfer_dtype: F32 or BF16 */
+  int32_t dtype; /* ninfer_dtype: F32, BF16, or INT4 / INT8 / FP8_E4M3 (random code bytes) */
 } ninfer_fill_random_args;
 
 #ifdef __cplusplus

@@ -1,0 +1,27 @@
+// ninfer-bench --weights: which of a preset's random linear weights are quantized, and how. The
+// modules are those the built-in ninfer-quantize recipe quantizes (every decoder linear but the
+// Gated DeltaNet in_proj_a / in_proj_b; lm_head and embeddings stay bfloat16), so a preset
+// measures the layout a default `ninfer-quantize` checkpoint loads into.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "ninfer/checkpoint/checkpoint.hpp"
+
+namespace ninfer::tools {
+
+// "int4-g128", "int8-g64", "int4-channel", "int8-channel", "fp8" (blocks of 128 columns, as
+// Qwen's FP8 releases), or "bfloat16" / "bf16" (no quantization: nullopt). Throws UsageError
+// naming the accepted forms.
+std::optional<SyntheticQuant> parse_weights_spec(const std::string& spec);
+
+// The quantized tensors of a synthetic checkpoint of `config` under `q`: every tensor the
+// default recipe quantizes. Throws naming the tensor when the group size does not fit it.
+std::map<std::string, SyntheticQuant> quantized_tensors(const ModelConfig& config, const SyntheticQuant& q);
+
+// "int4 g128" for reports.
+std::string weights_label(const SyntheticQuant& q);
+
+} // namespace ninfer::tools
