@@ -45,7 +45,7 @@ void rms_norm(Backend& be, int64_t tokens, Rows x, Rows* residual, const Vector&
 void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool accumulate) {
   ninfer_linear_args a{x.p, x.stride, w.buf.data(), y.p, y.stride, tokens, i32(w.cols), i32(w.rows), w.dtype,
                        accumulate ? 1 : 0, w.wq()};
-  be.run(NINFER_OP_LINEAR, shape(tokens, w.cols, w.rows, 0, 0, w.dtype), &a);
+  be.run(NINFER_OP_LINEAR, shape(tokens, w.cols, w.rows, ninfer_quant_planning_group(w.wq()), 0, w.dtype), &a);
 }
 
 void linear(Backend& be, int64_t tokens, Rows x, const Projection& w, Rows y, bool accumulate) {

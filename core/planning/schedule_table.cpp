@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "ninfer/support/error.hpp"
 #include "ninfer/planning/occupancy.hpp"
 #include "ninfer/planning/op_catalog.hpp"
@@ -11,17 +13,28 @@
 #include "ninfer/support/yaml_schema.hpp"
 
 namespace ninfer {
+namespace {
+
+// The schema admits the names ninfer_dtype_name gives.
+int32_t dtype_from_name(const std::string& name) {
+  for (int32_t d = NINFER_DTYPE_F32; d <= NINFER_DTYPE_FP8_E4M3; ++d)
+    if (name == ninfer_dtype_name(d)) return d;
+  throw Error(fmt::format("unknown dtype '{}'", name));
+}
+
+} // namespace
 
 bool ScheduleEntry::covers(std::string_view name, const ninfer_shape& shape) const {
   if (op != name || shape.tokens < tokens_min || shape.tokens > tokens_max) return false;
   for (size_t i = 0; i < dims.size(); ++i)
     if (shape.dims[i] < dims[i].first || shape.dims[i] > dims[i].second) return false;
-  return true;
+  return dtypes.empty() || std::find(dtypes.begin(), dtypes.end(), shape.dtype) != dtypes.end();
 }
 
 std::string ScheduleEntry::describe_bucket() const {
   std::string s = fmt::format("bucket [{}, {}]", tokens_min, tokens_max);
   for (size_t i = 0; i < dims.size(); ++i) s += fmt::format(" dims[{}] in [{}, {}]", i, dims[i].first, dims[i].second);
+  for (size_t i = 0; i < dtypes.size(); ++i) s += fmt::format("{}{}", i ? "," : " dtypes ", ninfer_dtype_name(dtypes[i]));
   return s;
 }
 
@@ -64,6 +77,7 @@ ScheduleTable load_schedule_table(const std::filesystem::path& file,
           throw Error(fmt::format("{}: dims[{}]: range [{}, {}] is empty (min must be <= max)", e.where,
                                   e.dims.size() - 1, e.dims.back().first, e.dims.back().second));
       }
+      for (const auto& d : n["dtypes"]) e.dtypes.push_back(dtype_from_name(d.as<std::string>()));
       t.entries.push_back(std::move(e));
     }
   }

@@ -58,6 +58,11 @@ void save_schedule_table(const ScheduleTable& table, const fs::path& file) {
       for (const auto& [lo, hi] : e.dims) y << YAML::Flow << YAML::BeginSeq << lo << hi << YAML::EndSeq;
       y << YAML::EndSeq;
     }
+    if (!e.dtypes.empty()) {
+      y << YAML::Key << "dtypes" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (int32_t d : e.dtypes) y << ninfer_dtype_name(d);
+      y << YAML::EndSeq;
+    }
     y << YAML::EndMap;
   }
   y << YAML::EndSeq << YAML::EndMap;

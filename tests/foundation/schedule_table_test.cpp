@@ -84,7 +84,8 @@ TEST(ScheduleTable, EveryShippedTableLoadsAndCudaGenericCarriesTheSm90LinearRout
   auto linear_routes = [](const ScheduleTable& t) {
     std::vector<Route> r;
     for (const ScheduleEntry& e : t.entries)
-      if (e.op == NINFER_OP_LINEAR && e.dims.empty()) r.emplace_back(e.tokens_min, e.tokens_max, e.variant);
+      if (e.op == NINFER_OP_LINEAR && e.dims.empty())
+        r.emplace_back(e.tokens_min, e.tokens_max, e.variant + (e.dtypes.empty() ? "" : " (quantized)"));
     return r;
   };
   EXPECT_FALSE(linear_routes(tables.at("sm_90")).empty());
@@ -184,6 +185,49 @@ TEST(ScheduleTable, DimsRangesRouteTheMatricesOfOneBucketApart) {
   const ScheduleTable back = load_schedule_table(saved, data_dir() / "schemas");
   ASSERT_EQ(back.entries.size(), t.entries.size());
   for (size_t i = 0; i < t.entries.size(); ++i) EXPECT_EQ(back.entries[i].dims, t.entries[i].dims) << i;
+  fs::remove(f);
+  fs::remove(saved);
+}
+
+// `dtypes` routes the weight dtypes it names, in the same token bucket as an entry for every
+// dtype: quantized linears take their variant, float ones go on to the next entry; the key
+// survives a save and load.
+TEST(ScheduleTable, DtypesRouteQuantizedLinearsApart) {
+  Sm90 s;
+  if (!s.plugin) GTEST_SKIP() << "build has no sm_90 plugin";
+  const fs::path f = write_table("format: ninfer-schedule/1\narch: sm_90\nentries:\n"
+                                 "  - {op: linear, tokens: [1, 8], dtypes: [int4, fp8_e4m3], variant: gemv_quant_warp_t8}\n"
+                                 "  - {op: linear, tokens: [1, 8], dtypes: [int8], variant: gemv_quant_warp_t1}\n"
+                                 "  - {op: linear, tokens: [1, 8], variant: gemv_4warps}\n");
+  ScheduleTable t = load_schedule_table(f, data_dir() / "schemas");
+  check_against(t, *s.plugin, s.dev);
+  ASSERT_TRUE(t.warnings.empty()) << t.warnings.front();
+  ASSERT_EQ(t.entries.size(), 3u);
+  EXPECT_NE(t.entries[0].describe_bucket().find("dtypes int4,fp8_e4m3"), std::string::npos)
+      << t.entries[0].describe_bucket();
+  Planner planner(*s.plugin, s.dev, &t);
+  struct Case {
+    int32_t dtype;
+    int64_t tokens;
+    const char* variant;
+    int line;
+  };
+  for (const Case& c : {Case{NINFER_DTYPE_INT4, 5, "gemv_quant_warp_t8", 4}, Case{NINFER_DTYPE_FP8_E4M3, 6, "gemv_quant_warp_t8", 4},
+                        Case{NINFER_DTYPE_INT8, 1, "gemv_quant_warp_t1", 5}, Case{NINFER_DTYPE_BF16, 1, "gemv_4warps", 6}}) {
+    const ninfer_shape shape{c.tokens, {4096, 4096, 128, 0}, c.dtype};
+    const Plan p = planner.plan(NINFER_OP_LINEAR, shape);
+    EXPECT_EQ(p.variant, c.variant) << ninfer_dtype_name(c.dtype);
+    EXPECT_EQ(p.source, f.string() + ":" + std::to_string(c.line)) << ninfer_dtype_name(c.dtype);
+  }
+  const fs::path saved = write_table("");
+  save_schedule_table(t, saved);
+  const ScheduleTable back = load_schedule_table(saved, data_dir() / "schemas");
+  ASSERT_EQ(back.entries.size(), t.entries.size());
+  for (size_t i = 0; i < t.entries.size(); ++i) EXPECT_EQ(back.entries[i].dtypes, t.entries[i].dtypes) << i;
+  EXPECT_NE(load_error("format: ninfer-schedule/1\narch: sm_90\nentries:\n"
+                       "  - {op: linear, tokens: [1, 2], dtypes: [int3], variant: a}\n")
+                .find("entries[0].dtypes"),
+            std::string::npos);
   fs::remove(f);
   fs::remove(saved);
 }

@@ -1,6 +1,7 @@
 // linear on quantized weights (INT4, INT8, FP8_E4M3 in the canonical layout,
 // ninfer/abi/ops/quant_weight.h) on the CUDA plugin: the planner's choice and every variant that
-// takes the dtype (gemv_quant_warp_t*, linear/linear_gemv_quant.cu) forced, against the CPU
+// takes the dtype (gemv_quant_warp_t*, linear/linear_gemv_quant.cu; gemv_quant_mma,
+// linear/linear_gemv_quant_mma.cu, where its shape rules admit the case) forced, against the CPU
 // plugin's linear on the same fresh random data: every code dtype x scale dtype (f32, bf16,
 // f16) x zero points or symmetric x g_idx or k / group_size x T = 1..8 (and 9, 17: tiles of 8)
 // x accumulate, outputs poisoned with NaN (accumulate: random y, NaN padding). Shapes reach each
@@ -18,6 +19,13 @@
 // the accumulate add): the difference of two such errors with room to spare, and still ~1e-5 of
 // the terms' size at K = 5120, far below any dequantization mistake (one wrong code or scale
 // moves an output by ~|x| |scale|).
+//
+// Tolerance `bf16-hi-lo-x`: gemv_quant_mma multiplies x split into bf16 hi + lo, which leaves
+// at most 2^-18 |x| of each x out; 2^-17 sum_k |x_k w_nk| is added to the bound above.
+//
+// Tolerance `bf16-x-and-w` (cublaslt_dequant, the prompt variant): x and the dequantized weight
+// are each rounded to bf16 (2^-9 relative), so a product is off by at most ~2^-8 of itself;
+// 2^-7 sum_k |x_k w_nk| bounds it with room, still far below a wrong code or scale.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,6 +46,11 @@ namespace {
 
 constexpr const char* kSummationOrder = "float32-summation-order";
 constexpr double kSummationOrderFactor = 8.0; // x sqrt(K) u sum |x w|, see the file comment
+constexpr const char* kHiLoX = "bf16-hi-lo-x";
+constexpr double kHiLoXFactor = 0x1.0p-17; // x sum |x w|, see the file comment
+constexpr const char* kBf16XW = "bf16-x-and-w";
+constexpr double kBf16XWFactor = 0x1.0p-7; // x sum |x w|, see the file comment
+constexpr const char* kBf16Variant = "cublaslt_dequant";
 
 // A quantized matrix on one backend, and the host description pointing at it.
 struct QuantOnBackend {
@@ -69,16 +82,19 @@ std::vector<double> abs_terms(const QuantWeightCase& c, const std::vector<float>
 }
 
 // got (T rows of N, stride ys) against the CPU plugin's `want` (same layout).
+// bf16: the variant rounds x and w to bf16 (`bf16-x-and-w`).
 std::string check(const std::vector<float>& got, const std::vector<float>& want, const std::vector<double>& terms,
-                  int64_t T, int32_t N, int32_t K, int64_t ys) {
+                  int64_t T, int32_t N, int32_t K, int64_t ys, bool bf16) {
   const double u = std::ldexp(1.0, -24);
   int bad = 0;
   std::string first;
   for (int64_t t = 0; t < T; ++t) {
     for (int32_t n = 0; n < N; ++n) {
       const size_t i = static_cast<size_t>(t * ys + n);
+      const double terms_tn = terms[static_cast<size_t>(t * N + n)];
       const double bound =
-          kSummationOrderFactor * std::sqrt(double(K)) * u * terms[static_cast<size_t>(t * N + n)] + u * std::fabs(want[i]);
+          (kSummationOrderFactor * std::sqrt(double(K)) * u + (bf16 ? kBf16XWFactor : kHiLoXFactor)) * terms_tn +
+          u * std::fabs(want[i]);
       if (std::isfinite(got[i]) && std::fabs(double(got[i]) - want[i]) <= bound) continue;
       if (bad++ == 0)
         first = "y[" + std::to_string(t) + ", " + std::to_string(n) + "] = " + std::to_string(got[i]) + ", CPU " +
@@ -87,7 +103,9 @@ std::string check(const std::vector<float>& got, const std::vector<float>& want,
     for (int64_t n = N; n < ys; ++n)
       if (!std::isnan(got[static_cast<size_t>(t * ys + n)])) return "wrote past row " + std::to_string(t);
   }
-  return bad ? std::to_string(bad) + " outside " + kSummationOrder + ", first " + first : "";
+  return bad ? std::to_string(bad) + " outside " + kSummationOrder + " + " + (bf16 ? kBf16XW : kHiLoX) + ", first " +
+                   first
+             : "";
 }
 
 struct Shape {
@@ -102,6 +120,9 @@ const Shape kShapes[] = {
     {200, 33, 8, 4, "4-byte loads (rows not whole 16-byte vectors)"},
     {96, 19, 12, 0, "a group that splits a load: per-code groups"},
     {160, 9, 160, 1, "one group per row, x rows off 16-byte alignment"},
+    {384, 131, 128, 1, "tensor cores: 3 int4 / 6 int8 steps, x off 16-byte alignment, N past a CTA"},
+    {512, 70, 512, 0, "tensor cores: one group per row over several steps"},
+    {1024, 24, 256, 0, "tensor cores: groups of two int4 / four int8 steps"},
 };
 
 } // namespace
@@ -135,7 +156,7 @@ TEST(QuantLinearGpu, EveryLayoutAndTokenCountMatchesCpu) {
             for (int32_t accumulate : {0, 1})
               for (int64_t T : tokens) {
                 const std::vector<float>& before = accumulate ? y0 : poison;
-                const ninfer_shape s{T, {sh.K, sh.N, 0, 0}, dtype};
+                const ninfer_shape s{T, {sh.K, sh.N, ninfer_quant_planning_group(&wg.wq), 0}, dtype};
                 cpu->upload(yc, 0, before.data(), before.size() * sizeof(float));
                 ninfer_linear_args ac{xc.as<float>(), xs, wc.codes.data(), yc.as<float>(), ys, T, sh.K, sh.N,
                                       dtype, accumulate, &wc.wq};
@@ -151,11 +172,10 @@ TEST(QuantLinearGpu, EveryLayoutAndTokenCountMatchesCpu) {
                   gpu->upload(yg, 0, before.data(), before.size() * sizeof(float));
                   run_route(*gpu, NINFER_OP_LINEAR, route, s, &ag);
                   const auto got = get<float>(*gpu, yg, before.size());
-                  const std::string why = check(got, want, terms, T, sh.N, sh.K, ys);
+                  const std::string used = route.empty() ? gpu->plan(NINFER_OP_LINEAR, s).variant : route;
+                  const std::string why = check(got, want, terms, T, sh.N, sh.K, ys, used == kBf16Variant);
                   EXPECT_TRUE(why.empty()) << c.describe() << " (" << sh.path << ") T=" << T << " accumulate "
-                                           << accumulate << ", " << route_name(route) << " ("
-                                           << (route.empty() ? gpu->plan(NINFER_OP_LINEAR, s).variant : route)
-                                           << "): " << why;
+                                           << accumulate << ", " << route_name(route) << " (" << used << "): " << why;
                   ++runs;
                 }
               }
@@ -183,7 +203,7 @@ TEST(QuantLinearGpu, RowsOfPartialWordsAreRefusedClearly) {
 
 // norm_linear on quantized weights: no CUDA variant takes them, so the planner runs its unfused
 // form (rms_norm, then linear on a quantized variant, then silu_mul when gated), which must match
-// the CPU plugin's norm_linear. Bound: `float32-summation-order` of each product p = xn . w_n
+// the CPU plugin's norm_linear. Bound: `float32-summation-order` + `bf16-hi-lo-x` of each product p = xn . w_n
 // (xn the normed row, computed here in float64), carried through silu(a) * b as
 // |silu'(a)| |b| e_a + |silu(a)| e_b (|silu'| <= 1.1), plus the normed row's own float32
 // rounding (a few u of each term, inside the same bound's room).
@@ -234,7 +254,7 @@ TEST(QuantLinearGpu, NormLinearRunsUnfusedAndMatchesCpu) {
               abs_acc += std::fabs(xn * wd[static_cast<size_t>(n) * K + k]);
             }
             p[static_cast<size_t>(n)] = acc;
-            e[static_cast<size_t>(n)] = kSummationOrderFactor * std::sqrt(double(K)) * u * abs_acc;
+            e[static_cast<size_t>(n)] = (kSummationOrderFactor * std::sqrt(double(K)) * u + kHiLoXFactor) * abs_acc;
           }
           for (int32_t n = 0; n < out; ++n) {
             double b = e[static_cast<size_t>(n)];
@@ -258,6 +278,6 @@ TEST(QuantLinearGpu, NormLinearRunsUnfusedAndMatchesCpu) {
                     " (bound " + std::to_string(bound[i]) + ")";
         }
         EXPECT_EQ(bad, 0) << c.describe() << " gated " << gated << " T=" << T << ": " << bad << " outside "
-                          << kSummationOrder << ", first " << first;
+                          << kSummationOrder << " + " << kHiLoX << ", first " << first;
       }
 }

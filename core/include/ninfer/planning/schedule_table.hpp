@@ -34,10 +34,13 @@ struct ScheduleEntry {
   // linear: in_features, out_features); dims past the list are unconstrained. Lets one token
   // bucket route different matrices of a model differently.
   std::vector<std::pair<int64_t, int64_t>> dims;
+  // Weight / input dtypes (ninfer_dtype) the entry serves; empty: every dtype. Lets quantized
+  // linears (int4, int8, fp8_e4m3) take their own variants in the buckets of the float ones.
+  std::vector<int32_t> dtypes;
 
-  // Whether the entry serves `op` at this shape (its token bucket and its dims ranges).
+  // Whether the entry serves `op` at this shape (its token bucket, dims ranges and dtypes).
   bool covers(std::string_view op, const ninfer_shape& shape) const;
-  // "bucket [1, 1]", with " dims[0] in [8192, 1048576]" per dims range.
+  // "bucket [1, 1]", with " dims[0] in [8192, 1048576]" per dims range and " dtypes int4,int8".
   std::string describe_bucket() const;
 };
 

@@ -45,6 +45,7 @@
 #include <tuple>
 
 #include "../../cuda_variant.hpp"
+#include "linear/cublaslt_product.hpp"
 #include "linear/variants.hpp"
 #include "common/token_variant.cuh"
 #endif
@@ -264,17 +265,26 @@ int32_t launch_impl(const void* args, const ninfer_launch* l, void* stream_ptr, 
                   a.w_dtype == NINFER_DTYPE_BF16 ? 8 : 4);
     return NINFER_ERR_INVALID_ARGUMENT;
   }
-  const int64_t b0 = l->token_begin, e0 = l->token_end;
+  return cublaslt_product(a, l->token_begin, l->token_end, l->workspace, l->workspace_bytes,
+                          static_cast<cudaStream_t>(stream_ptr), split, err, err_len);
+}
+
+} // namespace
+
+size_t cublaslt_workspace(const ninfer_shape* s, int64_t tokens) { return workspace_bytes(nullptr, s, tokens); }
+
+int32_t cublaslt_product(const ninfer_linear_args& a, int64_t b0, int64_t e0, void* workspace, size_t workspace_size,
+                         cudaStream_t stream, bool split, char* err, size_t err_len) {
+  const ninfer_shape shape{a.tokens, {a.in_features, a.out_features, 0, 0}, a.w_dtype};
   const size_t one_cast = cast_bytes(&shape, e0 - b0), cast = split ? 2 * one_cast : one_cast;
-  if (!l->workspace || l->workspace_bytes < cast + kLtWorkspaceBytes) {
-    std::snprintf(err, err_len, "linear/cublaslt: workspace of %zu bytes, %zu needed", l->workspace_bytes,
+  if (!workspace || workspace_size < cast + kLtWorkspaceBytes) {
+    std::snprintf(err, err_len, "linear/cublaslt: workspace of %zu bytes, %zu needed", workspace_size,
                   cast + kLtWorkspaceBytes);
     return NINFER_ERR_INVALID_ARGUMENT;
   }
-  const auto stream = static_cast<cudaStream_t>(stream_ptr);
   cublasLtHandle_t h = nullptr;
   if (int32_t rc = lt_handle(stream, &h, err, err_len); rc != NINFER_OK) return rc;
-  char* ws = static_cast<char*>(l->workspace);
+  char* ws = static_cast<char*>(workspace);
   void* lt_ws = ws + cast;
   const int K = a.in_features, N = a.out_features;
 
@@ -318,6 +328,8 @@ int32_t launch_impl(const void* args, const ninfer_launch* l, void* stream_ptr, 
   }
   return NINFER_OK;
 }
+
+namespace {
 
 int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   return launch_impl(args, l, stream, err, err_len, false);

@@ -1,6 +1,6 @@
 // linear, decode-sized, bfloat16 weights: the GEMV kernel behind gemv_mma_t{1,2,4,8} when W is bf16
 // and its rows are 16-byte vectors (in_features % 8 == 0). Included by linear/linear_gemv_mma.cu
-// only.
+// and linear/linear_gemv_quant_mma.cu (its helpers: the load, the MMA, the bf16 packing).
 //
 // Decode reads every weight byte once per step, so the kernel is built around streaming W at
 // the memory's rate, with the arithmetic on the tensor cores so it never competes with that:

@@ -24,61 +24,24 @@
 #include <cstdint>
 
 #include "common/grid_dependency.cuh"
-#include "ninfer/abi/ops/linear.h"
-#include "ninfer/abi/plugin_abi.h" // the dtype enum
+#include "linear/quant_common.cuh"
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
-#include <cstdio>
-
-#include "../../cuda_variant.hpp"
-#include "linear/variants.hpp"
-#include "common/token_variant.cuh"
+#include "linear/quant_variant.hpp"
 #endif
 
 namespace ninfer::cuda_plugin::gemv_quant {
 
-typedef unsigned int u32;
+using namespace quant;
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-
-enum Code { kInt4 = 0, kInt8 = 1, kFp8 = 2 };
-
-// The kernel's parameter: the linear call with its weight description (`wq` is host memory,
-// read by the launch).
-struct Args {
-  const float* x;
-  long long x_stride;
-  const unsigned char* w;
-  float* y;
-  long long y_stride;
-  const void* scales;
-  const unsigned char* zeros; // nullptr: symmetric
-  const int* g_idx;           // nullptr: k / group_size
-  int K, N, row_bytes, groups, group_size, scale_dtype, accumulate;
-};
 
 template <int CODE>
 struct CodeTraits {
   static constexpr int per_word = CODE == kInt4 ? 8 : 4; // codes per 32-bit word
   static constexpr float symmetric_zero = CODE == kInt4 ? 8.f : CODE == kInt8 ? 128.f : 0.f;
 };
-
-__device__ __forceinline__ float f16_to_float(unsigned short h) {
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-}
-
-__device__ __forceinline__ float load_scale(const Args& a, long long i) {
-  if (a.scale_dtype == NINFER_DTYPE_F32) return __ldg(static_cast<const float*>(a.scales) + i);
-  const unsigned short h = __ldg(static_cast<const unsigned short*>(a.scales) + i);
-  return a.scale_dtype == NINFER_DTYPE_BF16 ? __uint_as_float(static_cast<u32>(h) << 16) : f16_to_float(h);
-}
-
-// 2^23 + v for an integer code v < 2^23: its float32 bits are 0x4B000000 | v, so decoding is a
-// bit operation, and (2^23 + u) - (2^23 + zero) = u - zero exactly.
-constexpr float kMagic = 8388608.f;
 
 // The scale and the bias subtracted from a decoded code ((2^23 + zero) for integers, 0 for fp8)
 // of row n, group g.
@@ -92,31 +55,6 @@ __device__ __forceinline__ void group_params(const Args& a, long long n, int g, 
     const float z = a.zeros ? static_cast<float>(__ldg(a.zeros + i)) : CodeTraits<CODE>::symmetric_zero;
     bias = kMagic + z;
   }
-}
-
-// e4m3fn bytes of a word as float32, in k order (byte 0 first).
-__device__ __forceinline__ void e4m3x4_to_float(u32 w, float (&f)[4]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  u32 lo, hi;
-  asm("{\n .reg .b16 a, b;\n mov.b32 {a, b}, %2;\n cvt.rn.f16x2.e4m3x2 %0, a;\n cvt.rn.f16x2.e4m3x2 %1, b;\n}"
-      : "=r"(lo), "=r"(hi)
-      : "r"(w));
-  f[0] = f16_to_float(static_cast<unsigned short>(lo & 0xffffu));
-  f[1] = f16_to_float(static_cast<unsigned short>(lo >> 16));
-  f[2] = f16_to_float(static_cast<unsigned short>(hi & 0xffffu));
-  f[3] = f16_to_float(static_cast<unsigned short>(hi >> 16));
-#else
-  // No fp8 conversion instruction before sm_89: the bits, exactly (subnormals m * 2^-9).
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const u32 b = (w >> (8 * i)) & 0xffu, e = (b >> 3) & 15u, m = b & 7u;
-    float v;
-    if (e == 15u && m == 7u) v = __uint_as_float(0x7fc00000u);
-    else if (e == 0u) v = static_cast<float>(m) * 0.001953125f;
-    else v = __uint_as_float(((e + 120u) << 23) | (m << 20));
-    f[i] = (b & 0x80u) ? -v : v;
-  }
-#endif
 }
 
 // The codes of one word as floats: 2^23 + u for integers, the e4m3 value for fp8.
@@ -271,10 +209,10 @@ __device__ __forceinline__ void gemv(const Args& a, long long begin, long long e
 
 #define NINFER_GEMV_QUANT(TOKENS, CODE_NAME, CODE)                                                         \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_quant::kThreads)                  \
-      ninfer_linear_gemv_quant_warp_t##TOKENS##_##CODE_NAME(ninfer::cuda_plugin::gemv_quant::Args a,       \
+      ninfer_linear_gemv_quant_warp_t##TOKENS##_##CODE_NAME(ninfer::cuda_plugin::quant::Args a,            \
                                                             long long b, long long e) {                    \
     ninfer::cuda_plugin::grid_dependency_prologue();                                                       \
-    ninfer::cuda_plugin::gemv_quant::gemv<ninfer::cuda_plugin::gemv_quant::CODE, TOKENS>(a, b, e);         \
+    ninfer::cuda_plugin::gemv_quant::gemv<ninfer::cuda_plugin::quant::CODE, TOKENS>(a, b, e);              \
   }
 #define NINFER_GEMV_QUANT_CODES(TOKENS)                                                                    \
   NINFER_GEMV_QUANT(TOKENS, int4, kInt4)                                                                   \
@@ -290,133 +228,39 @@ NINFER_GEMV_QUANT_CODES(8)
 namespace ninfer::cuda_plugin {
 namespace {
 
-struct QuantKernel {
-  const char* symbol;
-  const void* fn;
-};
-
-// One variant per token tile: the kernels of the three code dtypes, chosen per call from w_dtype.
-// Not TokenVariant (common/token_variant.cuh): the kernels take the weights' description by
-// value (Args), read from the host struct `wq` points at, and there are three of them.
+// One variant per token tile (1, 2, 3-4, 5 and more: the planner's own route prefers the variant
+// of most tokens per CTA, which must not do 8 tokens' arithmetic for one); rows of whole 4-byte
+// words (int4: K % 8 == 0; int8, fp8: K % 4 == 0), int32 sizes; any grouping, g_idx included.
 template <int TOKENS>
-struct GemvQuantVariant {
-  static const char* name();
-  static const QuantKernel* kernels(); // int4, int8, fp8
-  static inline const QuantKernel* planned = nullptr; // the one needing the most registers
-
-  static int64_t min_tokens() { return TOKENS == 1 ? 1 : TOKENS / 2 + 1; }
-
-  // Its own token range (1, 2, 3-4, 5 and more: the planner's own route prefers the variant of
-  // most tokens per CTA, which must not do 8 tokens' arithmetic for one), rows of whole 4-byte
-  // words (int4: K % 8 == 0; int8, fp8: K % 4 == 0), and int32 sizes.
+struct GemvQuantDef {
+  static const char* const name;
+  static constexpr int threads = gemv_quant::kThreads;
+  static constexpr int tokens_per_cta = TOKENS;
+  static const QuantKernel* kernels();
   static int32_t supports(const void*, const ninfer_shape* s) {
-    if (!ninfer_dtype_is_quantized(s->dtype)) return 0;
-    if (s->tokens < min_tokens() || (TOKENS < 8 && s->tokens > TOKENS)) return 0;
+    const int64_t min_tokens = TOKENS == 1 ? 1 : TOKENS / 2 + 1;
+    if (s->tokens < min_tokens || (TOKENS < 8 && s->tokens > TOKENS)) return 0;
     const int64_t K = s->dims[0], N = s->dims[1];
     if (K < 1 || N < 1 || K > INT32_MAX || N > INT32_MAX) return 0;
     return K % (s->dtype == NINFER_DTYPE_INT4 ? 8 : 4) == 0;
   }
-
   static const char* invalid(const ninfer_linear_args& a) {
-    if (!ninfer_dtype_is_quantized(a.w_dtype)) return "w_dtype must be INT4, INT8 or FP8_E4M3";
-    if (a.in_features < 1 || a.out_features < 1) return "in_features and out_features must be >= 1";
     if (a.in_features % (a.w_dtype == NINFER_DTYPE_INT4 ? 8 : 4) != 0)
       return "rows must be whole 4-byte words (in_features % 8 for int4, % 4 for int8 and fp8)";
     if (reinterpret_cast<uintptr_t>(a.w) % 4 != 0) return "w must be 4-byte aligned";
-    if (!a.wq || !a.wq->scales) return "a quantized w_dtype needs wq with scales";
-    if (a.wq->group_size < 1) return "wq->group_size must be >= 1";
-    const int32_t sd = a.wq->scale_dtype;
-    if (sd != NINFER_DTYPE_F32 && sd != NINFER_DTYPE_BF16 && sd != NINFER_DTYPE_F16)
-      return "wq->scale_dtype must be F32, BF16 or F16";
-    if (a.w_dtype == NINFER_DTYPE_FP8_E4M3 && a.wq->zeros) return "FP8_E4M3 weights take no zero points";
     return nullptr;
   }
-
-  static int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err,
-                        size_t err_len) {
-    const ninfer_linear_args& a = *static_cast<const ninfer_linear_args*>(args);
-    if (const char* why = invalid(a)) {
-      std::snprintf(err, err_len, "%s/%s: %s", NINFER_OP_LINEAR, name(), why);
-      return NINFER_ERR_INVALID_ARGUMENT;
-    }
-    const int32_t K = a.in_features;
-    const int32_t row_bytes = a.w_dtype == NINFER_DTYPE_INT4 ? K / 2 : K;
-    gemv_quant::Args q{a.x,
-                       a.x_row_stride,
-                       static_cast<const unsigned char*>(a.w),
-                       a.y,
-                       a.y_row_stride,
-                       a.wq->scales,
-                       a.wq->zeros,
-                       a.wq->g_idx,
-                       K,
-                       a.out_features,
-                       row_bytes,
-                       (K + a.wq->group_size - 1) / a.wq->group_size,
-                       a.wq->group_size,
-                       a.wq->scale_dtype,
-                       a.accumulate};
-    const QuantKernel& k = kernels()[a.w_dtype == NINFER_DTYPE_INT4 ? 0 : a.w_dtype == NINFER_DTYPE_INT8 ? 1 : 2];
-    long long b = l->token_begin, e = l->token_end;
-    // grid.x: blocks of rows (from the shape alone); grid.y: the planner's token tiles.
-    const dim3 grid = linear_grid(a.out_features, gemv_quant::kRowsPerCta<TOKENS>, l->grid_x);
-    void* params[] = {&q, &b, &e};
-    const cudaError_t rc = launch_kernel(k.fn, grid, dim3(l->block), params, 0, static_cast<cudaStream_t>(stream));
-    if (rc != cudaSuccess) {
-      std::snprintf(err, err_len, "%s/%s: launch grid (%u,%u) block %d tokens [%lld,%lld): %s", NINFER_OP_LINEAR,
-                    name(), grid.x, grid.y, l->block, b, e, cudaGetErrorString(rc));
-      cudaGetLastError(); // a failed launch must not poison the next call's error check
-      return NINFER_ERR_LAUNCH;
-    }
-    return NINFER_OK;
-  }
-
-  static int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
-    return query_kernel_attributes(planned->fn, planned->symbol, gemv_quant::kThreads, out, err, err_len);
-  }
-
-  static int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
-    return query_driver_blocks(planned->fn, gemv_quant::kThreads, dyn, blocks, err, err_len);
-  }
-
-  static int32_t add(const ninfer_registrar* r, ninfer_variant& v, char* err, size_t err_len) {
-    const BuildResource* most = nullptr;
-    for (int i = 0; i < 3; ++i) {
-      const BuildResource* res = find_build_resource(kernels()[i].symbol);
-      if (!res) {
-        std::snprintf(err, err_len, "%s/%s: kernel %s missing from the build resource table", NINFER_OP_LINEAR,
-                      name(), kernels()[i].symbol);
-        return NINFER_ERR_UNSUPPORTED;
-      }
-      if (!most || res->registers > most->registers) {
-        most = res;
-        planned = &kernels()[i];
-      }
-    }
-    v = ninfer_variant{};
-    v.op = NINFER_OP_LINEAR;
-    v.name = name();
-    v.exec = NINFER_EXEC_CUDA;
-    v.geometry = NINFER_GEOMETRY_TOKEN_TILED;
-    v.split_k = 1;
-    v.tokens_per_cta = TOKENS;
-    v.dtype_mask = (1u << NINFER_DTYPE_INT4) | (1u << NINFER_DTYPE_INT8) | (1u << NINFER_DTYPE_FP8_E4M3);
-    v.resources = make_resources(*most, gemv_quant::kThreads);
-    v.supports = supports;
-    v.launch = launch;
-    v.query_loaded_resources = query;
-    v.query_driver_blocks_per_sm = driver_blocks;
-    return r->add_variant(r->ctx, &v);
+  // grid.x: blocks of rows (from the shape alone); grid.y: the planner's token tiles.
+  static dim3 grid(const ninfer_linear_args& a, const ninfer_launch& l) {
+    return linear_grid(a.out_features, gemv_quant::kRowsPerCta<TOKENS>, l.grid_x);
   }
 };
 
 #define NINFER_GEMV_QUANT_VARIANT(TOKENS)                                                                  \
   template <>                                                                                              \
-  const char* GemvQuantVariant<TOKENS>::name() {                                                           \
-    return "gemv_quant_warp_t" #TOKENS;                                                                    \
-  }                                                                                                        \
+  const char* const GemvQuantDef<TOKENS>::name = "gemv_quant_warp_t" #TOKENS;                              \
   template <>                                                                                              \
-  const QuantKernel* GemvQuantVariant<TOKENS>::kernels() {                                                 \
+  const QuantKernel* GemvQuantDef<TOKENS>::kernels() {                                                     \
     static const QuantKernel k[3] = {                                                                      \
         {"ninfer_linear_gemv_quant_warp_t" #TOKENS "_int4",                                                \
          reinterpret_cast<const void*>(ninfer_linear_gemv_quant_warp_t##TOKENS##_int4)},                   \
@@ -435,10 +279,10 @@ NINFER_GEMV_QUANT_VARIANT(8)
 
 int32_t register_linear_gemv_quant(const ninfer_registrar* r, char* err, size_t err_len) {
   static ninfer_variant storage[4];
-  if (int32_t rc = GemvQuantVariant<1>::add(r, storage[0], err, err_len); rc != NINFER_OK) return rc;
-  if (int32_t rc = GemvQuantVariant<2>::add(r, storage[1], err, err_len); rc != NINFER_OK) return rc;
-  if (int32_t rc = GemvQuantVariant<4>::add(r, storage[2], err, err_len); rc != NINFER_OK) return rc;
-  return GemvQuantVariant<8>::add(r, storage[3], err, err_len);
+  if (int32_t rc = QuantLinearVariant<GemvQuantDef<1>>::add(r, storage[0], err, err_len); rc != NINFER_OK) return rc;
+  if (int32_t rc = QuantLinearVariant<GemvQuantDef<2>>::add(r, storage[1], err, err_len); rc != NINFER_OK) return rc;
+  if (int32_t rc = QuantLinearVariant<GemvQuantDef<4>>::add(r, storage[2], err, err_len); rc != NINFER_OK) return rc;
+  return QuantLinearVariant<GemvQuantDef<8>>::add(r, storage[3], err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

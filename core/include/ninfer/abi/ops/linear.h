@@ -14,7 +14,9 @@
  * ninfer/abi/ops/quant_weight.h, and w[n, k] above is its dequantized weight, exact in float32.
  * A variant takes the dtypes its dtype_mask names; the planner never routes a call to one that
  * does not take its w_dtype.
- * Planning shape: tokens = T, dims[0] = in_features, dims[1] = out_features, dtype = w_dtype.
+ * Planning shape: tokens = T, dims[0] = in_features, dims[1] = out_features, dtype = w_dtype,
+ * dims[2] = ninfer_quant_planning_group(wq) (the group size of quantized weights without g_idx;
+ * 0 for float weights and for a g_idx mapping).
  *
  * Effects: writes y rows of the launch's tokens; y must not overlap x or w. With accumulate, y
  * is read and then written, each element by the same thread (or library call) that writes it, so

@@ -1,0 +1,26 @@
+// The cuBLASLt matrix product behind the `cublaslt` variants (linear/linear_cublaslt.cu), for
+// other variants that end in one: `cublaslt_dequant` (linear/linear_cublaslt_dequant.cu)
+// dequantizes quantized weights into a bf16 workspace and multiplies with this. Host side only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ninfer/abi/ops/linear.h"
+#include "ninfer/abi/plugin_abi.h"
+
+namespace ninfer::cuda_plugin {
+
+// Workspace the product of tokens [b, b + tokens) needs for a float32 or bf16 W of shape `s`.
+size_t cublaslt_workspace(const ninfer_shape* s, int64_t tokens);
+
+// y rows [b0, e0) of a (F32 or BF16 W, in_features a multiple of 8 for BF16 and 4 for F32):
+// bf16 W rounds x to bf16 (split: x as bf16 hi + lo, two products), F32 W is a float32
+// product. `workspace` holds cublaslt_workspace(shape, e0 - b0) bytes (split: one more x cast,
+// as the cublaslt_x_hi_lo variant reserves).
+int32_t cublaslt_product(const ninfer_linear_args& a, int64_t b0, int64_t e0, void* workspace, size_t workspace_size,
+                         cudaStream_t stream, bool split, char* err, size_t err_len);
+
+} // namespace ninfer::cuda_plugin

@@ -1,0 +1,100 @@
+// What the quantized linear kernels share (linear/linear_gemv_quant.cu, the CUDA-core GEMVs, and
+// linear/linear_gemv_quant_mma.cu, the tensor-core ones): their parameter block, built from the
+// linear call and its weight description (ninfer/abi/ops/quant_weight.h), the code types, and
+// exact conversions of scales and e4m3 codes.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "ninfer/abi/ops/linear.h"
+#include "ninfer/abi/plugin_abi.h" // the dtype enum
+
+namespace ninfer::cuda_plugin::quant {
+
+typedef unsigned int u32;
+
+enum Code { kInt4 = 0, kInt8 = 1, kFp8 = 2 };
+
+// The kernels' parameter, passed by value: `wq` is host memory, read by the launch.
+struct Args {
+  const float* x;
+  long long x_stride;
+  const unsigned char* w;
+  float* y;
+  long long y_stride;
+  const void* scales;
+  const unsigned char* zeros; // nullptr: symmetric
+  const int* g_idx;           // nullptr: k / group_size
+  int K, N, row_bytes, groups, group_size, scale_dtype, accumulate;
+};
+
+#ifndef __CUDACC_RTC__
+// The parameter block of a linear call on quantized weights (checked by the caller).
+inline Args make_args(const ninfer_linear_args& a) {
+  const int32_t K = a.in_features;
+  return Args{a.x,
+              a.x_row_stride,
+              static_cast<const unsigned char*>(a.w),
+              a.y,
+              a.y_row_stride,
+              a.wq->scales,
+              a.wq->zeros,
+              a.wq->g_idx,
+              K,
+              a.out_features,
+              a.w_dtype == NINFER_DTYPE_INT4 ? (K + 1) / 2 : K,
+              (K + a.wq->group_size - 1) / a.wq->group_size,
+              a.wq->group_size,
+              a.wq->scale_dtype,
+              a.accumulate};
+}
+
+// Index of a code type's kernel in a variant's {int4, int8, fp8} list.
+inline int code_index(int32_t w_dtype) {
+  return w_dtype == NINFER_DTYPE_INT4 ? kInt4 : w_dtype == NINFER_DTYPE_INT8 ? kInt8 : kFp8;
+}
+#endif
+
+__device__ __forceinline__ float f16_to_float(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+
+// Scale i (row-major [N, G]) as float32, exactly, from F32, BF16 or F16.
+__device__ __forceinline__ float load_scale(const Args& a, long long i) {
+  if (a.scale_dtype == NINFER_DTYPE_F32) return __ldg(static_cast<const float*>(a.scales) + i);
+  const unsigned short h = __ldg(static_cast<const unsigned short*>(a.scales) + i);
+  return a.scale_dtype == NINFER_DTYPE_BF16 ? __uint_as_float(static_cast<u32>(h) << 16) : f16_to_float(h);
+}
+
+// 2^23 + v for an integer code v < 2^23: its float32 bits are 0x4B000000 | v, so decoding is a
+// bit operation, and (2^23 + u) - (2^23 + zero) = u - zero exactly.
+constexpr float kMagic = 8388608.f;
+
+// e4m3fn bytes of a word as float32, in k order (byte 0 first).
+__device__ __forceinline__ void e4m3x4_to_float(u32 w, float (&f)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  u32 lo, hi;
+  asm("{\n .reg .b16 a, b;\n mov.b32 {a, b}, %2;\n cvt.rn.f16x2.e4m3x2 %0, a;\n cvt.rn.f16x2.e4m3x2 %1, b;\n}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+  f[0] = f16_to_float(static_cast<unsigned short>(lo & 0xffffu));
+  f[1] = f16_to_float(static_cast<unsigned short>(lo >> 16));
+  f[2] = f16_to_float(static_cast<unsigned short>(hi & 0xffffu));
+  f[3] = f16_to_float(static_cast<unsigned short>(hi >> 16));
+#else
+  // No fp8 conversion instruction before sm_89: the bits, exactly (subnormals m * 2^-9).
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const u32 b = (w >> (8 * i)) & 0xffu, e = (b >> 3) & 15u, m = b & 7u;
+    float v;
+    if (e == 15u && m == 7u) v = __uint_as_float(0x7fc00000u);
+    else if (e == 0u) v = static_cast<float>(m) * 0.001953125f;
+    else v = __uint_as_float(((e + 120u) << 23) | (m << 20));
+    f[i] = (b & 0x80u) ? -v : v;
+  }
+#endif
+}
+
+} // namespace ninfer::cuda_plugin::quant

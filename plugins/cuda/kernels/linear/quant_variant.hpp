@@ -1,0 +1,107 @@
+// The registration of a linear variant on quantized weights (INT4, INT8, FP8_E4M3), host side:
+// one variant, three kernels (one per code type, chosen per call from w_dtype) taking the
+// parameter block of linear/quant_common.cuh by value. Not TokenVariant (common/token_variant.cuh):
+// that one launches a kernel per dtype pair with the ABI's own argument struct.
+//
+// A Def names the variant and supplies: `name`, `threads`, `tokens_per_cta`, `kernels()` (three
+// QuantKernel: int4, int8, fp8), `supports(shape)` (its token range and shapes), `invalid(args)`
+// (its own launch-time checks beyond the shared ones below, or nullptr) and `grid(args, launch)`.
+#pragma once
+
+#include <cstdio>
+
+#include "../../cuda_variant.hpp"
+#include "common/token_variant.cuh"
+#include "linear/quant_common.cuh"
+#include "linear/variants.hpp"
+
+namespace ninfer::cuda_plugin {
+
+struct QuantKernel {
+  const char* symbol;
+  const void* fn;
+};
+
+template <class Def>
+struct QuantLinearVariant {
+  static inline const QuantKernel* planned = nullptr; // the kernel needing the most registers
+
+  // The checks every quantized linear kernel needs (quant_weight.h's description).
+  static const char* invalid(const ninfer_linear_args& a) {
+    if (!ninfer_dtype_is_quantized(a.w_dtype)) return "w_dtype must be INT4, INT8 or FP8_E4M3";
+    if (a.in_features < 1 || a.out_features < 1) return "in_features and out_features must be >= 1";
+    if (!a.wq || !a.wq->scales) return "a quantized w_dtype needs wq with scales";
+    if (a.wq->group_size < 1) return "wq->group_size must be >= 1";
+    const int32_t sd = a.wq->scale_dtype;
+    if (sd != NINFER_DTYPE_F32 && sd != NINFER_DTYPE_BF16 && sd != NINFER_DTYPE_F16)
+      return "wq->scale_dtype must be F32, BF16 or F16";
+    if (a.w_dtype == NINFER_DTYPE_FP8_E4M3 && a.wq->zeros) return "FP8_E4M3 weights take no zero points";
+    return Def::invalid(a);
+  }
+
+  static int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err,
+                        size_t err_len) {
+    const ninfer_linear_args& a = *static_cast<const ninfer_linear_args*>(args);
+    if (const char* why = invalid(a)) {
+      std::snprintf(err, err_len, "%s/%s: %s", NINFER_OP_LINEAR, Def::name, why);
+      return NINFER_ERR_INVALID_ARGUMENT;
+    }
+    quant::Args q = quant::make_args(a);
+    const QuantKernel& k = Def::kernels()[quant::code_index(a.w_dtype)];
+    long long b = l->token_begin, e = l->token_end;
+    const dim3 grid = Def::grid(a, *l);
+    void* params[] = {&q, &b, &e};
+    const cudaError_t rc = launch_kernel(k.fn, grid, dim3(l->block), params, 0, static_cast<cudaStream_t>(stream));
+    if (rc != cudaSuccess) {
+      std::snprintf(err, err_len, "%s/%s: launch grid (%u,%u) block %d tokens [%lld,%lld): %s", NINFER_OP_LINEAR,
+                    Def::name, grid.x, grid.y, l->block, b, e, cudaGetErrorString(rc));
+      cudaGetLastError(); // a failed launch must not poison the next call's error check
+      return NINFER_ERR_LAUNCH;
+    }
+    return NINFER_OK;
+  }
+
+  static int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
+    return query_kernel_attributes(planned->fn, planned->symbol, Def::threads, out, err, err_len);
+  }
+
+  static int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
+    return query_driver_blocks(planned->fn, Def::threads, dyn, blocks, err, err_len);
+  }
+
+  static int32_t supports(const void* ctx, const ninfer_shape* s) {
+    return ninfer_dtype_is_quantized(s->dtype) && Def::supports(ctx, s);
+  }
+
+  static int32_t add(const ninfer_registrar* r, ninfer_variant& v, char* err, size_t err_len) {
+    const BuildResource* most = nullptr;
+    for (int i = 0; i < 3; ++i) {
+      const BuildResource* res = find_build_resource(Def::kernels()[i].symbol);
+      if (!res) {
+        std::snprintf(err, err_len, "%s/%s: kernel %s missing from the build resource table", NINFER_OP_LINEAR,
+                      Def::name, Def::kernels()[i].symbol);
+        return NINFER_ERR_UNSUPPORTED;
+      }
+      if (!most || res->registers > most->registers) {
+        most = res;
+        planned = &Def::kernels()[i];
+      }
+    }
+    v = ninfer_variant{};
+    v.op = NINFER_OP_LINEAR;
+    v.name = Def::name;
+    v.exec = NINFER_EXEC_CUDA;
+    v.geometry = NINFER_GEOMETRY_TOKEN_TILED;
+    v.split_k = 1;
+    v.tokens_per_cta = Def::tokens_per_cta;
+    v.dtype_mask = (1u << NINFER_DTYPE_INT4) | (1u << NINFER_DTYPE_INT8) | (1u << NINFER_DTYPE_FP8_E4M3);
+    v.resources = make_resources(*most, Def::threads);
+    v.supports = supports;
+    v.launch = launch;
+    v.query_loaded_resources = query;
+    v.query_driver_blocks_per_sm = driver_blocks;
+    return r->add_variant(r->ctx, &v);
+  }
+};
+
+} // namespace ninfer::cuda_plugin
