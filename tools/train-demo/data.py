@@ -7,6 +7,7 @@ is still encoded exactly: each added token where it occurs, every other byte as 
 import json
 import pathlib
 import random
+import re
 import unicodedata
 
 import torch
@@ -30,6 +31,8 @@ class TextEncoder:
             self._byte_ids = [spec["model"]["vocab"][c] for c in _byte_alphabet()]
             self._id_byte = {i: b for b, i in enumerate(self._byte_ids)}
             self._id_added = {i: t for t, i in self.added.items()}
+            alternatives = "|".join(re.escape(t) for t in sorted(self.added, key=len, reverse=True))
+            self._added_re = re.compile(f"({alternatives})")
 
     def id(self, token):
         return self.added[token]
@@ -37,16 +40,10 @@ class TextEncoder:
     def encode(self, text):
         if self._tok is not None:
             return self._tok.encode(text, add_special_tokens=False).ids
-        ids, i = [], 0
-        text = unicodedata.normalize("NFC", text)
-        while i < len(text):
-            hit = next((t for t in sorted(self.added, key=len, reverse=True) if text.startswith(t, i)), None)
-            if hit:
-                ids.append(self.added[hit])
-                i += len(hit)
-            else:
-                ids.extend(self._byte_ids[b] for b in text[i].encode())
-                i += 1
+        ids = []
+        # Added tokens first (the longest at a position), every other byte as its own token.
+        for i, piece in enumerate(self._added_re.split(unicodedata.normalize("NFC", text))):
+            ids.extend([self.added[piece]] if i % 2 else [self._byte_ids[b] for b in piece.encode()])
         return ids
 
     def decode(self, ids):
