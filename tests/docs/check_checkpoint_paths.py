@@ -5,7 +5,8 @@ Checks, naming FILE:LINE for each finding:
   - .gitignore ignores /checkpoints/;
   - every models/*.yaml has a `checkpoint:` that, resolved from models/ as ninfer resolves it,
     is <root>/checkpoints/<name>; a `tokenizer:` line (commented or not) lies in that folder;
-    its comment carries a download command that writes that very folder;
+    its comment carries a download command that writes that very folder (or an
+    `ninfer-quantize ... --out DIR` that makes it from a downloaded one);
   - every download command (`hf download REPO --local-dir DIR`) in README.md, CONTRIBUTING.md,
     docs/*.md, models/*.yaml and scripts/*.sh writes <root>/checkpoints/<REPO's name> when run
     from the repository root, as the docs run every command;
@@ -22,6 +23,7 @@ import re
 import sys
 
 DOWNLOAD = re.compile(r"\bhf download\s+(\S+)\s+.*?--local-dir[ =](\S+)")
+QUANTIZE_OUT = re.compile(r"\bninfer-quantize\b.*?--out[ =](\S+)")
 OLD_CLI = re.compile(r"\bhuggingface-cli\b")
 CHECKPOINT_FLAG = re.compile(r"--checkpoint[ =](\S*checkpoints/[^\s\"'`)]+)")
 YAML_KEY = re.compile(r"^\s*#?\s*(checkpoint|tokenizer):\s*(\S+)")
@@ -97,6 +99,8 @@ def main():
                     findings.append(f"{rel(f)}:{n}: tokenizer: {m.group(2)} is not in the checkpoint folder {rel(ckpt)}")
             for repo, local in DOWNLOAD.findall(line):
                 downloads.append(os.path.normpath(os.path.join(root, local)))
+            for made in QUANTIZE_OUT.findall(line):
+                downloads.append(os.path.normpath(os.path.join(root, made)))
         if ckpt is None:
             findings.append(f"{rel(f)}:1: no checkpoint: key")
         elif ckpt not in downloads:
