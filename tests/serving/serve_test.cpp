@@ -785,5 +785,19 @@ TEST(NinferServe, SoakToolRunsAgainstTheServer) {
   EXPECT_EQ(b["alone"]["tokens"], 60);
   EXPECT_EQ(b["with_prefill"]["tokens"], 60);
   EXPECT_GT(b["stream_tokens_during_prefill"].get<int>(), 0);
+
+  // decode: two clients together; each round's window holds tokens of both.
+  const ProcessOutput dec = run_process("python3 " + tool + url +
+                                        " --json --mode decode --clients 2 --prompt-length 8 --max-tokens 24 --rounds 2");
+  ASSERT_EQ(dec.status, 0) << dec.out << dec.err;
+  const json d = json::parse(dec.out);
+  EXPECT_EQ(d["failures"], 0);
+  ASSERT_EQ(d["rounds"].size(), 2u);
+  for (const json& r : d["rounds"]) {
+    EXPECT_GT(r["window_tokens"].get<int>(), 2) << r.dump();
+    EXPECT_GT(r["decode_tok_s"].get<double>(), 0.0) << r.dump();
+    EXPECT_EQ(r["client_itl_p50_s"].size(), 2u);
+  }
+  EXPECT_EQ(d["mean_context"], 8 + 12);
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
