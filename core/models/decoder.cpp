@@ -71,6 +71,9 @@ Decoder::Queued Decoder::forward(std::span<const SequenceChunk> chunks, std::spa
   if (pick != Pick::None && static_cast<int64_t>(picks.logits_rows.size()) > most_logits_rows())
     throw Error(fmt::format("internal: {} logits rows exceed the {} one step brings back", picks.logits_rows.size(),
                             most_logits_rows()));
+  for (size_t i = 0; i < picks.logits_rows.size(); ++i)
+    if (picks.logits_rows[i] < (i ? picks.logits_rows[i - 1] + 1 : 0) || picks.logits_rows[i] >= picks.rows)
+      throw Error(fmt::format("internal: logits row {} of a pick of {} rows", picks.logits_rows[i], picks.rows));
   Queued q;
   q.step = inputs_.upload(chunks);
   Step& s = q.step;
@@ -195,8 +198,6 @@ void Decoder::send_picks(int64_t n, std::span<const int64_t> logits_rows, Queued
   for (size_t i = 0; i < logits_rows.size();) {
     size_t k = 1;
     while (i + k < logits_rows.size() && logits_rows[i + k] == logits_rows[i] + static_cast<int64_t>(k)) ++k;
-    if (logits_rows[i] < 0 || logits_rows[i] + static_cast<int64_t>(k) > n)
-      throw Error(fmt::format("internal: logits row {} of a pick of {} rows", logits_rows[i], n));
     be_.download_async(logits_, row_bytes * static_cast<size_t>(logits_rows[i]), row_bytes * k, slot,
                        logits_offset() + row_bytes * i);
     i += k;
