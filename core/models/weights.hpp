@@ -91,7 +91,8 @@ class WeightLoader {
   std::vector<float> synthetic_values(const TensorView& t);
   Projection synthetic_projection(std::initializer_list<std::string> names, const std::string& what);
   Matrix synthetic_quantized(const std::vector<std::string>& names, const SyntheticQuant& q, const std::string& what);
-  void fill_codes(const DeviceBuffer& buf, size_t offset, int64_t bytes, int32_t dtype, uint64_t seed);
+  // fill_random of `count` elements of `dtype` at buf + offset (code dtypes: bytes; scale and
+  // center unused).
   void fill_values(const DeviceBuffer& buf, size_t offset, int64_t count, int32_t dtype, uint64_t seed, float scale,
                    float center);
   std::unordered_map<std::string, ExpectedTensor> synthetic_specs_; // by name, made at first use
