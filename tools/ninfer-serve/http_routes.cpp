@@ -101,11 +101,38 @@ struct Reply {
     for (auto& h : handles) h->cancel();
   }
 
+  // Streamed chat with tools: each choice's answer goes through its own call parser.
+  std::vector<std::unique_ptr<ToolCallParser>> parsers;
+
+  json call_chunk(size_t i, const ToolCallEvent& e) {
+    const auto index = static_cast<int64_t>(i);
+    switch (e.kind) {
+      case ToolCallEvent::Kind::CallStart: return tool_call_start_chunk(meta, index, e.call, new_tool_call_id(), e.text);
+      case ToolCallEvent::Kind::Arguments: return tool_call_arguments_chunk(meta, index, e.call, e.text);
+      default: return text_chunk(meta, e.text, false, false, index);
+    }
+  }
+
+  // The chunks a piece of choice i's text makes: reasoning and plain answers as they are, an
+  // answer with tools as content and call chunks.
+  std::vector<json> answer_chunks(size_t i, const std::string& text, bool reasoning) {
+    std::vector<json> chunks;
+    if (parsers.empty() || reasoning) {
+      if (!text.empty()) chunks.push_back(text_chunk(meta, text, false, reasoning, static_cast<int64_t>(i)));
+      return chunks;
+    }
+    for (const ToolCallEvent& e : parsers[i]->push(text))
+      if (e.kind != ToolCallEvent::Kind::CallEnd) chunks.push_back(call_chunk(i, e));
+    return chunks;
+  }
+
   void pump() {
     std::lock_guard lock(mutex);
     if (ended) return;
     results.resize(handles.size());
     text_offsets.resize(handles.size(), 0);
+    if (stream && meta.tools && parsers.empty())
+      for (size_t i = 0; i < handles.size(); ++i) parsers.push_back(std::make_unique<ToolCallParser>(*meta.tools));
     if (!stream) {
       for (size_t i = 0; i < handles.size(); ++i) {
         if (!results[i]) results[i] = handles[i]->wait_for(std::chrono::milliseconds(0));
@@ -127,20 +154,32 @@ struct Reply {
       while (auto piece = handles[i]->try_next_piece()) {
         // With token ids or logprobs every token gets a chunk, even one that adds no text yet.
         const bool per_token = (token_ids || meta.logprobs) && piece->token >= 0;
-        if (piece->text.empty() && !per_token) continue;
-        json chunk = text_chunk(meta, piece->text, false, piece->reasoning, index);
+        std::vector<json> chunks = answer_chunks(i, piece->text, piece->reasoning);
+        if (chunks.empty() && per_token) chunks.push_back(text_chunk(meta, "", false, piece->reasoning, index));
+        if (chunks.empty()) continue;
+        // A token's ids and logprobs ride on the first chunk its text made.
+        json& chunk = chunks.front();
         if (token_ids) chunk["choices"][0]["token_ids"] = piece->token >= 0 ? json::array({piece->token}) : json::array();
         if (meta.logprobs && piece->token >= 0)
           chunk["choices"][0]["logprobs"] =
               logprobs_json(meta, std::span<const int32_t>(&piece->token, 1), std::span<const float>(&piece->logprob, 1),
                             std::span<const std::vector<TokenLogprob>>(&piece->top_logprobs, 1), text_offsets[i]);
-        out += event(dump(chunk));
+        for (const json& c : chunks) out += event(dump(c));
       }
       if (!results[i]) {
         results[i] = handles[i]->try_result();
         if (results[i]) {
-          if (auto err = failure(*results[i])) error = err;
-          else out += event(dump(finish_chunk(meta, results[i]->finish_reason, index)));
+          if (auto err = failure(*results[i])) {
+            error = err;
+          } else {
+            std::string finish = results[i]->finish_reason;
+            if (!parsers.empty()) {
+              for (const ToolCallEvent& e : parsers[i]->finish())
+                if (e.kind != ToolCallEvent::Kind::CallEnd) out += event(dump(call_chunk(i, e)));
+              finish = chat_finish_reason(finish, parsers[i]->calls());
+            }
+            out += event(dump(finish_chunk(meta, finish, index)));
+          }
         }
       }
       if (results[i]) ++done;
@@ -217,6 +256,7 @@ void Routes::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& e
     reply->meta.logprobs = p.logprobs;
     reply->meta.reasoning = p.options.reasoning.has_value();
     reply->meta.tokenizer = model_.tok();
+    if (p.tools.active()) reply->meta.tools = p.tools.parser_options();
     reply->stream = p.stream;
     reply->include_usage = p.include_usage;
     reply->token_ids = p.return_token_ids;
