@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "api_error.hpp"
+#include "generation_submit.hpp"
 #include "openai_request.hpp"
 #include "openai_response.hpp"
 
@@ -14,62 +15,9 @@ namespace {
 
 using nlohmann::json;
 
-// Generated text is whole UTF-8, but a prompt echo or an odd stop string might not be.
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
 void send_error(Exchange& ex, const ApiError& e) { ex.reply(e.status, "application/json", dump(e.body())); }
 
-// Submits the request's `n` choices, each a request of its own (each prefills the prompt:
-// the engine has no prefix sharing yet). A seeded request gives choice i the seed + i, so the
-// choices differ and each is reproducible.
-std::vector<std::shared_ptr<serving::RequestHandle>> submit(serving::Engine& engine, Endpoint ep, ParsedRequest& p) {
-  // A limit the context cannot hold is refused up front (as vLLM does) rather than cut short
-  // where the context fills; a prompt alone too long is the engine's 413 below.
-  const int64_t prompt = static_cast<int64_t>(p.generation.prompt_ids.size());
-  const int64_t ctx = engine.max_context();
-  const int64_t asked = p.generation.max_new_tokens;
-  if (!p.max_tokens_field.empty() && prompt < ctx && asked > ctx - prompt)
-    throw ApiError(400,
-                   fmt::format("this model's context holds {} tokens, but the request asks for {} ({} in the {}, {} "
-                               "{}): set {} to at most {}",
-                               ctx, prompt + asked, prompt, ep == Endpoint::Chat ? "messages" : "prompt",
-                               p.max_tokens_field, asked, p.max_tokens_field, ctx - prompt),
-                   "invalid_request_error", p.max_tokens_field, "context_length_exceeded");
-  std::vector<std::shared_ptr<serving::RequestHandle>> handles;
-  try {
-    for (int64_t i = 0; i < p.n; ++i) {
-      GenerationRequest g = p.generation;
-      if (g.sampling.seed) g.sampling.seed = *g.sampling.seed + static_cast<uint64_t>(i);
-      handles.push_back(engine.submit(std::move(g), p.options));
-    }
-    return handles;
-  } catch (...) {
-    // All choices or none: the ones already queued give their places back.
-    for (auto& h : handles) engine.cancel(*h);
-    try {
-      throw;
-    } catch (const serving::PromptTooLong& e) {
-      throw ApiError(413, e.what(), "invalid_request_error", ep == Endpoint::Chat ? "messages" : "prompt",
-                     "context_length_exceeded");
-    } catch (const serving::QueueFull& e) {
-      throw ApiError(429, e.what(), "rate_limit_error", {}, "queue_full");
-    } catch (const Error& e) {
-      throw ApiError(400, e.what());
-    }
-  }
-}
-
-// A request that ended without a normal finish is the server's fault (or shutdown).
-std::optional<ApiError> failure(const serving::ServeResult& r) {
-  if (r.finish_reason == "error") return ApiError(500, "generation failed: " + r.error, "server_error");
-  if (r.finish_reason == "cancelled") return ApiError(503, "the request was cancelled (server shutting down)", "server_error");
-  if (r.finish_reason == "timeout")
-    return ApiError(503, "timed out waiting for a free slot (--pending-timeout-ms): the server is busy, retry later",
-                    "server_error", {}, "queue_timeout");
-  return std::nullopt;
-}
-
-std::string event(const std::string& data) { return "data: " + data + "\n\n"; }
+std::string event(const std::string& data) { return sse_event(data); }
 
 // One generation request (its `n` choices) between submission and reply. pump() runs on a
 // worker after each notification from the engine; the mutex keeps pumps of one request in order.
@@ -217,7 +165,7 @@ bool same_secret(std::string_view a, std::string_view b) {
 Routes::Routes(const LoadedModel& model, serving::Engine& engine, Drain& drain, const ServerMetrics& metrics,
                std::string api_key, std::function<void(std::function<void()>)> defer)
     : model_(model), engine_(engine), drain_(drain), metrics_(metrics), api_key_(std::move(api_key)),
-      defer_(std::move(defer)) {}
+      defer_(std::move(defer)), messages_(model, engine, drain, defer_) {}
 
 void Routes::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
   if (req.path == "/health") {
@@ -226,9 +174,14 @@ void Routes::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& ex)
     if (drain_.draining()) return ex->reply(503, "application/json", R"({"status":"draining"})");
     return ex->reply(200, "application/json", R"({"status":"ok"})");
   }
-  if (!api_key_.empty() && !same_secret(req.header("Authorization"), "Bearer " + api_key_))
-    return send_error(*ex, ApiError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
-                                    "invalid_request_error", {}, "invalid_api_key"));
+  const bool anthropic = req.path == "/v1/messages" || req.path.starts_with("/v1/messages/");
+  // The key as OpenAI's clients send it (a bearer token) or as Anthropic's do (x-api-key).
+  if (!api_key_.empty() && !same_secret(req.header("Authorization"), "Bearer " + api_key_) &&
+      !same_secret(req.header("x-api-key"), api_key_)) {
+    const ApiError e(401, "missing or wrong API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'",
+                     "invalid_request_error", {}, "invalid_api_key");
+    return anthropic ? send_anthropic_error(*ex, e) : send_error(*ex, e);
+  }
   if (req.method == "GET" && req.path == "/v1/models") {
     const json m{{"id", model_.name}, {"object", "model"}, {"created", 0}, {"owned_by", "ninfer"},
                  {"max_model_len", engine_.max_context()}};
@@ -238,6 +191,10 @@ void Routes::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& ex)
     return ex->reply(200, "text/plain; version=0.0.4", metrics_.render(engine_, *model_.backend));
   if (req.method == "POST" && req.path == "/v1/chat/completions") return generate(req, ex, true);
   if (req.method == "POST" && req.path == "/v1/completions") return generate(req, ex, false);
+  if (req.method == "POST" && req.path == "/v1/messages") return messages_.messages(req, ex);
+  if (req.method == "POST" && req.path == "/v1/messages/count_tokens") return messages_.count_tokens(req, ex);
+  if (anthropic)
+    return send_anthropic_error(*ex, ApiError(404, "no route " + req.method + " " + req.path, "not_found_error"));
   send_error(*ex, ApiError(404, "no route " + req.method + " " + req.path, "invalid_request_error", {}, "unknown_url"));
 }
 
@@ -248,7 +205,7 @@ void Routes::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& e
     if (!in_flight) throw ApiError(503, "the server is shutting down", "server_error");
     ParsedRequest p = parse_request(ep, req.body, model_);
     if (!p.options.user.empty()) spdlog::info("{} {} for user '{}'", req.method, req.path, p.options.user);
-    auto handles = submit(engine_, ep, p);
+    auto handles = submit(engine_, chat ? "messages" : "prompt", p);
     auto reply = std::make_shared<Reply>();
     reply->handles = handles;
     reply->ex = ex;

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "api_error.hpp"
+#include "chat_prompt.hpp"
 #include "openai_tools.hpp"
 #include "ninfer/support/error.hpp"
 #include "ninfer/tokenizer/chat_format.hpp"
@@ -95,13 +96,8 @@ std::vector<int32_t> chat_prompt(const json& body, const LoadedModel& model, Gen
       thinking = e->get<bool>();
     }
   }
-  // A forced call starts the answer (tool_choice.hpp): no thinking before it.
-  if (tools.forced()) thinking = false;
-  if (auto id = model.tokenizer->token_id("<|im_end|>")) r.stop.token_ids.insert(*id);
-  // With thinking on, the reply's <think>...</think> block becomes reasoning_content.
-  const auto open = model.tokenizer->token_id("<think>"), close = model.tokenizer->token_id("</think>");
-  if (thinking && open && close) options.reasoning = serving::ReasoningMarkers{*open, *close};
-  return model.tokenizer->encode(format_chat(messages, ChatOptions{true, thinking, tools.rendered}) + tools.prefill());
+  make_chat_prompt(messages, thinking, tools, model, r, options);
+  return r.prompt_ids;
 }
 
 std::vector<int32_t> token_ids(const json& ids, int64_t vocab) {
