@@ -48,7 +48,8 @@ void add(std::vector<ToolCallEvent>& out, ToolCallEvent::Kind kind, size_t call,
 
 // The header of a call, from after `<tool_call>` to where its arguments begin.
 struct Header {
-  enum class State { Incomplete, NotACall, Complete } state = State::Incomplete;
+  // AwaitingValue: all but the arguments' first character (Incomplete otherwise).
+  enum class State { Incomplete, AwaitingValue, NotACall, Complete } state = State::Incomplete;
   std::string name;
   size_t length = 0; // bytes before the arguments' first character
 };
@@ -94,7 +95,11 @@ Header read_header(std::string_view s, const ToolCallOptions& o, bool forced) {
     if (int r = literal(part); r <= 0) return {r < 0 ? S::NotACall : S::Incomplete, {}, 0};
   }
   space();
-  if (i == s.size()) return h;
+  h.length = i;
+  if (i == s.size()) {
+    h.state = S::AwaitingValue;
+    return h;
+  }
   if (s[i] != '{' && !forced) return {S::NotACall, {}, 0};
   h.state = S::Complete;
   h.length = i;
@@ -170,9 +175,12 @@ void ToolCallParser::content(std::vector<ToolCallEvent>& out, bool at_end) {
 }
 
 bool ToolCallParser::header(std::vector<ToolCallEvent>& out, bool at_end) {
-  const Header h = read_header(pending_, options_, forced_next_);
+  Header h = read_header(pending_, options_, forced_next_);
   using S = Header::State;
-  if (h.state == S::Incomplete && !at_end && pending_.size() <= kMaxHeaderBytes) return false;
+  const bool waiting = h.state == S::Incomplete || h.state == S::AwaitingValue;
+  if (waiting && !at_end && pending_.size() <= kMaxHeaderBytes) return false;
+  // A forced call the model wrote nothing of still is the call, with empty arguments.
+  if (h.state == S::AwaitingValue && forced_next_) h.state = S::Complete;
   forced_next_ = false;
   if (h.state != S::Complete) {
     // Not a call: the tag and what follows it are content, read again as such.
@@ -188,7 +196,7 @@ bool ToolCallParser::header(std::vector<ToolCallEvent>& out, bool at_end) {
   add(out, ToolCallEvent::Kind::CallStart, calls_, h.name);
   depth_ = 0;
   in_string_ = escaped_ = false;
-  mode_ = pending_.front() == '{' ? Mode::Arguments : Mode::RawArguments;
+  mode_ = !pending_.empty() && pending_.front() == '{' ? Mode::Arguments : Mode::RawArguments;
   return true;
 }
 
