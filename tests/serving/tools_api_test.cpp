@@ -251,7 +251,7 @@ TEST(NinferServe, AnthropicMessagesWholeStreamedAndCounted) {
 }
 
 TEST(NinferServe, AnthropicErrorsHaveAnthropicsShapeAndOpenAIRoutesKeepTheirs) {
-  ServerProcess server(demo_args({"--api-key", "sesame", "--max-context", "64"}));
+  ServerProcess server(demo_args({"--api-key", "sesame", "--max-context", "64", "--max-body-bytes", "4096"}));
   auto c = server.client();
   const httplib::Headers key{{"x-api-key", "sesame"}, {"anthropic-version", "2023-06-01"}};
   const json ok_messages = {{{"role", "user"}, {"content", "Hi"}}};
@@ -286,6 +286,13 @@ TEST(NinferServe, AnthropicErrorsHaveAnthropicsShapeAndOpenAIRoutesKeepTheirs) {
     ASSERT_TRUE(r);
     expect_error({r->status, json::parse(r->body)}, 400, "invalid_request_error", "malformed JSON");
   }
+  // The HTTP layer's own refusals follow the route too.
+  const json huge{{"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", std::string(8000, 'x')}}}}};
+  expect_error(post(*c, "/v1/messages", huge, key), 413, "request_too_large", "a body over --max-body-bytes");
+  const Reply huge_openai = post(*c, "/v1/chat/completions", huge, key);
+  EXPECT_EQ(huge_openai.status, 413);
+  EXPECT_TRUE(huge_openai.body["error"].is_object()) << huge_openai.body.dump();
+  EXPECT_FALSE(huge_openai.body.contains("type"));
   // The same key as x-api-key on an OpenAI route; its errors stay OpenAI's.
   const Reply models = [&] {
     auto r = c->Get("/v1/models", key);
