@@ -234,6 +234,16 @@ __device__ void gemv(const Args& a, long long begin, long long end) {
     cp_async_commit();
   };
 
+  // The scales of step st's rows: loaded a step ahead, so their latency (they are read once
+  // from DRAM, 1/64 of the codes' bytes) hides behind a step's work instead of stalling it.
+  auto scales_of = [&](int st, float (&sc)[kMR][2]) {
+    const int group = one_group ? 0 : st * step_k / a.group_size;
+#pragma unroll
+    for (int m = 0; m < kMR; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) sc[m][h] = load_scale(a, static_cast<long long>(row[m][h]) * a.groups + group);
+  };
+
   const long long tiles = (end - begin + kTokens - 1) / kTokens;
   for (long long t_tile = blockIdx.y; t_tile < tiles; t_tile += gridDim.y) {
     const long long t0 = begin + t_tile * kTokens;
@@ -246,8 +256,14 @@ __device__ void gemv(const Args& a, long long begin, long long end) {
 
 #pragma unroll
     for (int i = 0; i < kStages - 1; ++i) issue(s_begin + i);
+    float sc_next[kMR][2] = {};
+    if (s_begin < s_end) scales_of(s_begin, sc_next);
     for (int st = s_begin; st < s_end; ++st) {
       issue(st + kStages - 1); // into the slot step st - 1 used
+      float sc[kMR][2];
+#pragma unroll
+      for (int m = 0; m < kMR; ++m) sc[m][0] = sc_next[m][0], sc[m][1] = sc_next[m][1];
+      if (st + 1 < s_end) scales_of(st + 1, sc_next);
       cp_async_wait<kStages - 1>(); // step st's group is complete
       uint4 codes[kMR][2];
 #pragma unroll
@@ -269,7 +285,7 @@ __device__ void gemv(const Args& a, long long begin, long long end) {
       // acc[m][i]: row 16m + g + 8 (i >> 1), token 2q + (i & 1): the step's sum, times its scale.
 #pragma unroll
       for (int m = 0; m < kMR; ++m) {
-        const float s0 = load_scale(a, gi[m][0]), s8 = load_scale(a, gi[m][1]);
+        const float s0 = sc[m][0], s8 = sc[m][1];
         total[m][0] = fmaf(s0, acc[m][0] + acc_lo[m][0], total[m][0]);
         total[m][1] = fmaf(s0, acc[m][1] + acc_lo[m][1], total[m][1]);
         total[m][2] = fmaf(s8, acc[m][2] + acc_lo[m][2], total[m][2]);
