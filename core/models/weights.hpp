@@ -57,6 +57,9 @@ struct Vector {
 // The ninfer_dtype of a code type (INT4, INT8, FP8_E4M3).
 int32_t codes_dtype(QuantCodes c);
 
+// On a dry-run backend (BackendOptions::plan_only) the loader allocates what a load would and
+// reads no weight data: float tensors are sized from their headers, quantized modules from
+// their layout (QuantRead::Layout: zero points and g_idx, never the codes).
 class WeightLoader {
  public:
   WeightLoader(const Checkpoint& ck, Backend& backend, WeightPrecision precision);
@@ -104,6 +107,7 @@ class WeightLoader {
   const Checkpoint& ck_;
   Backend& backend_;
   WeightPrecision precision_;
+  bool dry_; // backend_.plan_only()
 };
 
 } // namespace ninfer::models

@@ -21,6 +21,8 @@ struct ServeOptions {
   int64_t pending_timeout_ms = 0;    // a request waiting longer gets HTTP 503; 0: no limit
   std::optional<int32_t> prefill_chunk;
   std::optional<int64_t> max_context;
+  std::optional<double> memory_limit;     // --memory-limit GIB
+  std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS
   bool no_cuda_graph = false;
   std::string api_key;              // empty: no authentication
   std::string request_log;          // --request-log FILE: one JSON line per request
