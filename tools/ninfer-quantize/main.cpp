@@ -5,6 +5,7 @@
 // (docs/ninfer-quantize.md).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <cctype>
 #include <optional>
@@ -86,10 +87,11 @@ int run(int argc, char** argv) {
   app.add_option("--calibration-layers-per-pass", cal.layers_per_pass,
                  "gptq: decoder layers whose Hessians one pass collects (0: as many as --hessian-memory holds)")
       ->capture_default_str();
-  app.add_flag("-q,--quiet", quiet, "no progress lines");
+  app.add_flag("-q,--quiet", quiet, "no progress lines (and no info log lines)");
   app.add_flag("-v,--verbose", verbose, "debug logging");
   CLI11_PARSE(app, argc, argv);
   init_logging(verbose);
+  if (quiet && !verbose) spdlog::set_level(spdlog::level::warn); // GPTQ's model load logs at info
 
   opt.progress = !quiet;
   opt.max_shard_bytes = parse_size(max_shard, "--max-shard-size");
