@@ -62,17 +62,38 @@ std::optional<QuantizedMatrix> WeightLoader::read_if_quantized(const std::string
   return m;
 }
 
+namespace {
+
+// "model.layers.0.mlp.down_proj" for "model.layers.0.mlp.down_proj.weight".
+std::string module_of(const std::string& tensor) {
+  const std::string suffix = ".weight";
+  const bool has = tensor.size() > suffix.size() && tensor.compare(tensor.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return has ? tensor.substr(0, tensor.size() - suffix.size()) : tensor;
+}
+
+} // namespace
+
 Matrix WeightLoader::matrix(const std::string& name, const std::string& what) {
-  if (const SyntheticQuant* sq = ck_.synthetic_quant(name)) return synthetic_quantized({name}, *sq, what);
-  if (auto q = read_if_quantized(name)) {
-    std::vector<QuantizedMatrix> parts;
-    parts.push_back(std::move(*q));
-    return stack_quantized(parts, what);
-  }
-  return stack({name}, what, storage_dtype({name}));
+  Matrix m = [&] {
+    if (const SyntheticQuant* sq = ck_.synthetic_quant(name)) return synthetic_quantized({name}, *sq, what);
+    if (auto q = read_if_quantized(name)) {
+      std::vector<QuantizedMatrix> parts;
+      parts.push_back(std::move(*q));
+      return stack_quantized(parts, what);
+    }
+    return stack({name}, what, storage_dtype({name}));
+  }();
+  m.modules = {module_of(name)};
+  return m;
 }
 
 Projection WeightLoader::projection(std::initializer_list<std::string> names, const std::string& what) {
+  Projection p = projection_parts(names, what);
+  for (const auto& n : names) p.modules.push_back(module_of(n));
+  return p;
+}
+
+Projection WeightLoader::projection_parts(std::initializer_list<std::string> names, const std::string& what) {
   if (ck_.synthetic_seed()) return finish_projection(synthetic_projection(names, what), what);
   Projection p;
   std::vector<std::string> plain;

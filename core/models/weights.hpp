@@ -32,6 +32,9 @@ struct Matrix {
   DeviceBuffer scales, zeros, g_idx; // quantized dtypes only (zeros, g_idx may stay empty)
   ninfer_quant_weight quant{};
   std::string format; // storage format: "float32", "bfloat16", "gptq int4 g128", ...
+  // The checkpoint modules whose rows it holds ("model.layers.0.self_attn.q_proj", ...), for
+  // observers of the projections' inputs (ninfer/models/linear_observer.hpp).
+  std::vector<std::string> modules;
 
   // What linear / norm_linear take as `wq`: NULL for float weights.
   const ninfer_quant_weight* wq() const { return ninfer_dtype_is_quantized(dtype) ? &quant : nullptr; }
@@ -45,6 +48,7 @@ struct Matrix {
 struct Projection {
   std::vector<Matrix> parts;
   int64_t rows = 0, cols = 0;
+  std::vector<std::string> modules; // every part's, in order
 };
 
 // A float32 vector or small tensor (norm weights, conv weights, A_log, dt_bias).
@@ -82,6 +86,7 @@ class WeightLoader {
  private:
   // The module's canonical matrix when the checkpoint stores it quantized (counted as loaded).
   std::optional<QuantizedMatrix> read_if_quantized(const std::string& name);
+  Projection projection_parts(std::initializer_list<std::string> names, const std::string& what);
   // Sums the parts' rows and checks that they share their columns.
   static Projection finish_projection(Projection p, const std::string& what);
   Matrix stack(const std::vector<std::string>& names, const std::string& what, int32_t dtype);

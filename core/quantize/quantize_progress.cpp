@@ -7,21 +7,59 @@
 
 namespace ninfer::quantize_detail {
 
-namespace {
-
-std::string duration(double s) {
+std::string format_duration(double s) {
   if (s < 60) return fmt::format("{:.0f}s", s);
   if (s < 3600) return fmt::format("{}m{:02d}s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
   return fmt::format("{}h{:02d}m", static_cast<int>(s) / 3600, static_cast<int>(s) % 3600 / 60);
 }
 
-std::string size(uint64_t b) {
+std::string format_bytes(uint64_t b) {
   if (b >= 1'000'000'000) return fmt::format("{:.2f} GB", b / 1e9);
   if (b >= 1'000'000) return fmt::format("{:.1f} MB", b / 1e6);
   return fmt::format("{:.1f} kB", b / 1e3);
 }
 
+namespace {
+std::string duration(double s) { return format_duration(s); }
+std::string size(uint64_t b) { return format_bytes(b); }
 } // namespace
+
+void progress_note(bool enabled, const std::string& line) {
+  if (!enabled) return;
+  fmt::print(stderr, "{}\n", line);
+  std::fflush(stderr);
+}
+
+CountProgress::CountProgress(bool enabled, std::string label, size_t total)
+    : enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1), label_(std::move(label)), total_(total),
+      start_(std::chrono::steady_clock::now()), last_(start_) {}
+
+CountProgress::~CountProgress() { finish(); }
+
+void CountProgress::update(size_t done, const std::string& detail) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  const double since = std::chrono::duration<double>(now - last_).count();
+  if (since < (tty_ ? 0.1 : 10.0) && done < total_) return;
+  last_ = now;
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const std::string eta = done > 0 && done < total_
+                              ? ", ETA " + duration(elapsed * static_cast<double>(total_ - done) / static_cast<double>(done))
+                              : "";
+  const std::string line = fmt::format("{} {} of {}{}  {}", label_, done, total_, eta, detail);
+  if (tty_) {
+    fmt::print(stderr, "\r\033[K{}", line.substr(0, 160));
+    drawn_ = true;
+  } else {
+    fmt::print(stderr, "{}\n", line);
+  }
+  std::fflush(stderr);
+}
+
+void CountProgress::finish() {
+  if (drawn_) fmt::print(stderr, "\r\033[K");
+  drawn_ = false;
+}
 
 QuantizeProgress::QuantizeProgress(bool enabled, size_t tensors, uint64_t bytes)
     : enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1), tensors_(tensors), bytes_(bytes),

@@ -141,6 +141,10 @@ void Backend::download_async(const DeviceBuffer& src, size_t offset, size_t byte
 
 const void* Backend::downloaded(size_t slot) { return memory_->results(slot); }
 
+void Backend::download_from(const void* src, void* dst, size_t bytes) {
+  if (bytes) memory_->copy_out(dst, src, bytes);
+}
+
 void Backend::copy(const DeviceBuffer& dst, size_t dst_offset, const DeviceBuffer& src, size_t src_offset,
                    size_t bytes) {
   check_range(dst, dst_offset, bytes, "copy");

@@ -110,6 +110,10 @@ class Backend {
   void reserve_results(size_t bytes);
   void download_async(const DeviceBuffer& src, size_t offset, size_t bytes, size_t slot, size_t slot_offset = 0);
   const void* downloaded(size_t slot);
+  // A download from an address inside one of this backend's buffers (rows an op was given, where
+  // the caller holds the pointer, not the buffer), waiting for the ops before it. For observers
+  // of model code (ninfer/models/linear_observer.hpp); nothing checks the range.
+  void download_from(const void* src, void* dst, size_t bytes);
   // Device to device, ordered with the ops (the host does not wait).
   void copy(const DeviceBuffer& dst, size_t dst_offset, const DeviceBuffer& src, size_t src_offset, size_t bytes);
   void zero(const DeviceBuffer& dst, size_t offset, size_t bytes);
@@ -155,6 +159,10 @@ class Backend {
   };
   // False on backends that run ops on the host.
   bool can_record() const;
+  // Whether run() is recording now (inside record()), or only sizing (a SizingScope lives):
+  // either way nothing executes and no copy to the host may happen.
+  bool recording() const { return recording_; }
+  bool sizing() const { return sizing_; }
   // Runs `work` with the backend recording: its ops are planned and their launches recorded,
   // nothing executes. Throws ninfer::Error naming what could not be recorded (the backend is
   // then usable as before). `work` must not copy to or from the host.
