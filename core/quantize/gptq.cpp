@@ -171,16 +171,7 @@ QuantizedWeights gptq_quantize(const float* w, int64_t rows, int64_t cols, int64
     if (!std::isfinite(w[i]))
       throw Error(fmt::format("{}: element [{}, {}] is {}; a weight must be finite to be quantized", tensor, i / cols,
                               i % cols, w[i]));
-  QuantizedWeights m;
-  m.rows = rows;
-  m.cols = cols;
-  m.bits = spec.bits;
-  m.group = group;
-  m.scale_dtype = spec.scale_dtype;
-  m.symmetric = spec.symmetric;
-  m.q.resize(static_cast<size_t>(rows * cols));
-  m.scales.resize(static_cast<size_t>(rows * (cols / group)));
-  if (!spec.symmetric) m.zeros.resize(m.scales.size());
+  QuantizedWeights m = QuantizedWeights::sized(rows, cols, group, spec.bits, spec.scale_dtype, spec.symmetric);
   bool permuted = false;
   for (int64_t i = 0; i < cols; ++i) permuted |= f.order[static_cast<size_t>(i)] != i;
   if (permuted) {

@@ -30,23 +30,22 @@ void progress_note(bool enabled, const std::string& line) {
   std::fflush(stderr);
 }
 
-CountProgress::CountProgress(bool enabled, std::string label, size_t total)
-    : enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1), label_(std::move(label)), total_(total),
-      start_(std::chrono::steady_clock::now()), last_(start_) {}
+ProgressLine::ProgressLine(bool enabled)
+    : enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()), last_(start_) {}
 
-CountProgress::~CountProgress() { finish(); }
+ProgressLine::~ProgressLine() { finish(); }
 
-void CountProgress::update(size_t done, const std::string& detail) {
-  if (!enabled_) return;
+bool ProgressLine::is_due(bool last, double* elapsed) {
+  if (!enabled_) return false;
   const auto now = std::chrono::steady_clock::now();
   const double since = std::chrono::duration<double>(now - last_).count();
-  if (since < (tty_ ? 0.1 : 10.0) && done < total_) return;
+  if (since < (tty_ ? 0.1 : 10.0) && !last) return false;
   last_ = now;
-  const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const std::string eta = done > 0 && done < total_
-                              ? ", ETA " + duration(elapsed * static_cast<double>(total_ - done) / static_cast<double>(done))
-                              : "";
-  const std::string line = fmt::format("{} {} of {}{}  {}", label_, done, total_, eta, detail);
+  *elapsed = std::chrono::duration<double>(now - start_).count();
+  return true;
+}
+
+void ProgressLine::draw(const std::string& line) {
   if (tty_) {
     fmt::print(stderr, "\r\033[K{}", line.substr(0, 160));
     drawn_ = true;
@@ -56,42 +55,35 @@ void CountProgress::update(size_t done, const std::string& detail) {
   std::fflush(stderr);
 }
 
-void CountProgress::finish() {
+void ProgressLine::finish() {
   if (drawn_) fmt::print(stderr, "\r\033[K");
   drawn_ = false;
 }
 
-QuantizeProgress::QuantizeProgress(bool enabled, size_t tensors, uint64_t bytes)
-    : enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1), tensors_(tensors), bytes_(bytes),
-      start_(std::chrono::steady_clock::now()), last_(start_) {}
+CountProgress::CountProgress(bool enabled, std::string label, size_t total)
+    : line_(enabled), label_(std::move(label)), total_(total) {}
 
-QuantizeProgress::~QuantizeProgress() { finish(); }
+void CountProgress::update(size_t done, const std::string& detail) {
+  double elapsed = 0;
+  if (!line_.is_due(done >= total_, &elapsed)) return;
+  const std::string eta = done > 0 && done < total_
+                              ? ", ETA " + duration(elapsed * static_cast<double>(total_ - done) / static_cast<double>(done))
+                              : "";
+  line_.draw(fmt::format("{} {} of {}{}  {}", label_, done, total_, eta, detail));
+}
+
+QuantizeProgress::QuantizeProgress(bool enabled, size_t tensors, uint64_t bytes)
+    : line_(enabled), tensors_(tensors), bytes_(bytes) {}
 
 void QuantizeProgress::update(size_t tensors_done, uint64_t bytes_done, const std::string& current) {
-  if (!enabled_) return;
-  const auto now = std::chrono::steady_clock::now();
-  const double since = std::chrono::duration<double>(now - last_).count();
-  if (since < (tty_ ? 0.1 : 10.0) && tensors_done < tensors_) return;
-  last_ = now;
-  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  double elapsed = 0;
+  if (!line_.is_due(tensors_done >= tensors_, &elapsed)) return;
   const std::string eta = bytes_done > 0 && bytes_done < bytes_
                               ? ", ETA " + duration(elapsed * static_cast<double>(bytes_ - bytes_done) /
                                                     static_cast<double>(bytes_done))
                               : "";
-  const std::string line = fmt::format("quantizing: tensor {} of {}, {} of {}{}  {}", tensors_done, tensors_,
-                                       size(bytes_done), size(bytes_), eta, current);
-  if (tty_) {
-    fmt::print(stderr, "\r\033[K{}", line.substr(0, 160));
-    drawn_ = true;
-  } else {
-    fmt::print(stderr, "{}\n", line);
-  }
-  std::fflush(stderr);
-}
-
-void QuantizeProgress::finish() {
-  if (drawn_) fmt::print(stderr, "\r\033[K");
-  drawn_ = false;
+  line_.draw(fmt::format("quantizing: tensor {} of {}, {} of {}{}  {}", tensors_done, tensors_, size(bytes_done),
+                         size(bytes_), eta, current));
 }
 
 } // namespace ninfer::quantize_detail

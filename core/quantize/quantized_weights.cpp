@@ -25,6 +25,21 @@ int zero_of(const QuantizedWeights& m, int64_t n, int64_t g) {
 
 } // namespace
 
+QuantizedWeights QuantizedWeights::sized(int64_t rows, int64_t cols, int64_t group, int bits, DType scale_dtype,
+                                         bool symmetric) {
+  QuantizedWeights m;
+  m.rows = rows;
+  m.cols = cols;
+  m.bits = bits;
+  m.group = group;
+  m.scale_dtype = scale_dtype;
+  m.symmetric = symmetric;
+  m.q.resize(static_cast<size_t>(rows * cols));
+  m.scales.resize(static_cast<size_t>(rows * (cols / group)));
+  if (!symmetric) m.zeros.resize(m.scales.size());
+  return m;
+}
+
 double QuantizedWeights::value(int64_t n, int64_t k) const {
   const int64_t g = group_of(*this, k);
   return (static_cast<double>(stored_code(*this, n, k)) - zero_of(*this, n, g)) *

@@ -50,16 +50,7 @@ QuantizedWeights rtn_quantize(const float* w, int64_t rows, int64_t cols, int64_
   if (spec.bits != 4 && spec.bits != 8) throw Error(fmt::format("{}: {} bits is not supported (4 or 8)", tensor, spec.bits));
   if (group < 1 || cols % group != 0)
     throw Error(fmt::format("{}: group size {} does not divide its {} input channels", tensor, group, cols));
-  QuantizedWeights m;
-  m.rows = rows;
-  m.cols = cols;
-  m.bits = spec.bits;
-  m.group = group;
-  m.scale_dtype = spec.scale_dtype;
-  m.symmetric = spec.symmetric;
-  m.q.resize(static_cast<size_t>(rows * cols));
-  m.scales.resize(static_cast<size_t>(rows * (cols / group)));
-  if (!spec.symmetric) m.zeros.resize(m.scales.size());
+  QuantizedWeights m = QuantizedWeights::sized(rows, cols, group, spec.bits, spec.scale_dtype, spec.symmetric);
   // Rows are independent, so threads give the same bytes as one: a 27B's matrices take minutes
   // on one core.
   quantize_detail::for_ranges(rows, quantize_detail::threads_for(rows, static_cast<double>(cols)),

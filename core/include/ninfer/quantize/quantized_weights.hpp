@@ -25,6 +25,9 @@ struct QuantizedWeights {
   std::vector<uint8_t> zeros; // [N, K / group] unsigned zero points; empty when symmetric (2^(bits−1))
   std::vector<int32_t> g_idx; // [K] the group of each input channel; empty: k / group
   int64_t groups_per_row() const { return cols / group; }
+  // A matrix of this shape and scheme, its codes, scales and (asymmetric) zero points sized, all 0.
+  static QuantizedWeights sized(int64_t rows, int64_t cols, int64_t group, int bits, DType scale_dtype,
+                                bool symmetric);
   // W[n, k] as the codes say: (q + 2^(bits−1) − zero) · scale of k's group.
   double value(int64_t n, int64_t k) const;
 };
