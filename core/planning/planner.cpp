@@ -190,10 +190,12 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
     return unfused_plan(op, shape, "NINFER_UNFUSED_OPS", "route override: the ops it fuses, each planned on its own");
 
   std::vector<std::string> warnings;
-  // 1. The first schedule-table entry for this bucket whose variant takes the call's dtype, if
-  //    that variant can run this shape here (an entry of another dtype's variant, such as a
-  //    float GEMV for a quantized linear, lets the next entry of the bucket serve). An entry of
-  //    an op that takes one token per sequence does not apply to a call with more.
+  // 1. The first schedule-table entry for this bucket whose variant takes the call: its dtype
+  //    and its shape's conditions (an entry of another dtype's variant, such as a float GEMV for
+  //    a quantized linear, or of a variant that needs whole groups for a g_idx weight, lets the
+  //    next entry of the bucket serve). One that takes the call but cannot launch it here is a
+  //    warning. An entry of an op that takes one token per sequence does not apply to a call
+  //    with more.
   if (table_) {
     for (const ScheduleEntry& entry : table_->entries) {
       if (!entry.covers(op, shape)) continue;
@@ -216,7 +218,7 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
         if (!v)
           throw Error(fmt::format("plugin {} has no variant '{}'{}", plugin_.name(), e->variant,
                                   why_unknown.empty() ? "" : ": " + why_unknown));
-        if (!takes_dtype(*v, shape.dtype)) continue;
+        if (!usable(*v, shape, device_)) continue;
         Plan p = plan_variant(*v, shape, e->max_ctas.value_or(0));
         p.source = e->where;
         p.reason = fmt::format("schedule table {} {}", table_->source, e->describe_bucket());

@@ -373,9 +373,11 @@ TEST(Planner, CausalConv1dPromptsRunRowsAndDecodeStaysOnTiled) {
 }
 
 // A quantized call is never routed to a float variant, with the plugin's own route or with its
-// built-in table (whose decode entries name float variants): it goes to a variant that takes the
-// dtype (gemv_quant_warp_t*), or, in a plugin without one, fails with an error naming the op, the
-// dtype and the plugin. norm_linear has no quantized CUDA variant: it takes its unfused form.
+// built-in table (whose decode entries name float variants too): it goes to a variant that takes
+// the dtype and the shape, or, in a plugin without one, fails with an error naming the op, the
+// dtype and the plugin; groups of 128 columns and a g_idx mapping (dims[2] 0, which
+// gemv_quant_mma does not take) alike, without a warning about the entries that do not apply.
+// norm_linear has no quantized CUDA variant: it takes its unfused form.
 TEST(Planner, QuantizedWeightsAreNeverRoutedToFloatVariants) {
   const auto cards = cards_with_plugins();
   if (cards.empty()) GTEST_SKIP() << "build has no CUDA plugins";
@@ -383,25 +385,26 @@ TEST(Planner, QuantizedWeightsAreNeverRoutedToFloatVariants) {
     ScheduleTable table = builtin_schedule_table(*c.plugin, c.dev);
     Planner own(*c.plugin, c.dev), with_table(*c.plugin, c.dev, &table);
     for (int32_t dtype : {NINFER_DTYPE_INT4, NINFER_DTYPE_INT8, NINFER_DTYPE_FP8_E4M3})
-      for (int64_t T : {1, 2, 3, 5, 8, 512})
-        for (const Planner* p : {&own, &with_table}) {
-          const ninfer_shape s{T, {4096, 4096, 0, 0}, dtype};
-          bool taken = false;
-          for (const ninfer_variant* v : c.plugin->variants_for(NINFER_OP_LINEAR)) taken |= (v->dtype_mask >> dtype) & 1u;
-          try {
-            const Plan plan = p->plan(NINFER_OP_LINEAR, s);
-            EXPECT_TRUE(taken && ((plan.v->dtype_mask >> dtype) & 1u))
-                << c.dev.name << ": " << ninfer_dtype_name(dtype) << " routed to " << plan.variant;
-            // The table's float entries do not apply to a quantized call: no warning about them.
-            EXPECT_TRUE(plan.warnings.empty()) << c.dev.name << ": " << plan.warnings.front();
-          } catch (const Error& e) {
-            const std::string msg = e.what();
-            EXPECT_FALSE(taken) << c.dev.name << ": " << ninfer_dtype_name(dtype) << " T=" << T << ": " << msg;
-            EXPECT_NE(msg.find("linear"), std::string::npos) << msg;
-            EXPECT_NE(msg.find(ninfer_dtype_name(dtype)), std::string::npos) << msg;
-            EXPECT_NE(msg.find(c.plugin->name()), std::string::npos) << msg;
+      for (int64_t group : {128, 0})
+        for (int64_t T : {1, 2, 3, 5, 8, 512})
+          for (const Planner* p : {&own, &with_table}) {
+            const ninfer_shape s{T, {4096, 4096, group, 0}, dtype};
+            bool taken = false;
+            for (const ninfer_variant* v : c.plugin->variants_for(NINFER_OP_LINEAR)) taken |= (v->dtype_mask >> dtype) & 1u;
+            try {
+              const Plan plan = p->plan(NINFER_OP_LINEAR, s);
+              EXPECT_TRUE(taken && ((plan.v->dtype_mask >> dtype) & 1u))
+                  << c.dev.name << ": " << ninfer_dtype_name(dtype) << " routed to " << plan.variant;
+              // The table's float entries do not apply to a quantized call: no warning about them.
+              EXPECT_TRUE(plan.warnings.empty()) << c.dev.name << " group " << group << " T=" << T << ": " << plan.warnings.front();
+            } catch (const Error& e) {
+              const std::string msg = e.what();
+              EXPECT_FALSE(taken) << c.dev.name << ": " << ninfer_dtype_name(dtype) << " T=" << T << ": " << msg;
+              EXPECT_NE(msg.find("linear"), std::string::npos) << msg;
+              EXPECT_NE(msg.find(ninfer_dtype_name(dtype)), std::string::npos) << msg;
+              EXPECT_NE(msg.find(c.plugin->name()), std::string::npos) << msg;
+            }
+            EXPECT_TRUE(p->plan(NINFER_OP_NORM_LINEAR, s).unfused) << c.dev.name;
           }
-          EXPECT_TRUE(p->plan(NINFER_OP_NORM_LINEAR, s).unfused) << c.dev.name;
-        }
   }
 }
