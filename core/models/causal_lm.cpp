@@ -96,7 +96,7 @@ std::unique_ptr<CausalLM> CausalLM::load(const Checkpoint& ck, Backend& be, cons
 
 CausalLM::CausalLM(ModelConfig config, ModelOptions options, Backend& backend, std::unique_ptr<models::Decoder> d)
     : config_(std::move(config)), options_(options), backend_(backend), decoder_(std::move(d)),
-      positions_(static_cast<size_t>(options.max_sequences), 0) {}
+      positions_(static_cast<size_t>(options.max_sequences), 0), last_pick_(static_cast<size_t>(options.max_sequences)) {}
 
 CausalLM::~CausalLM() = default;
 
@@ -124,6 +124,7 @@ void CausalLM::reset(int32_t slot) {
   check_slot(slot);
   decoder_->reset(slot);
   positions_[static_cast<size_t>(slot)] = 0;
+  last_pick_[static_cast<size_t>(slot)].reset();
 }
 
 bool CausalLM::can_truncate() const { return config_.num_layers_of(LayerKind::LinearAttention) == 0; }
@@ -136,6 +137,7 @@ void CausalLM::truncate(int32_t slot, int64_t tokens) {
   if (tokens < 0 || tokens > pos)
     throw Error(fmt::format("cannot truncate slot {} to {} tokens: it holds {}", slot, tokens, pos));
   positions_[static_cast<size_t>(slot)] = tokens;
+  last_pick_[static_cast<size_t>(slot)].reset();
 }
 
 bool CausalLM::decode_graphs_active() const { return decoder_->decode_recording(); }
@@ -146,6 +148,7 @@ void CausalLM::assume_context(int32_t slot, int64_t tokens) {
   if (tokens < 0 || tokens >= options_.max_context)
     throw Error(fmt::format("assumed context of {} tokens does not fit max_context = {}", tokens, options_.max_context));
   positions_[static_cast<size_t>(slot)] = tokens;
+  last_pick_[static_cast<size_t>(slot)].reset();
 }
 
 std::vector<float> CausalLM::prefill(int32_t slot, std::span<const int32_t> ids, LogitsFor which) {
@@ -165,6 +168,7 @@ std::vector<float> CausalLM::prefill(int32_t slot, std::span<const int32_t> ids,
       const SequenceChunk c{slot, pos + b, ids.subspan(static_cast<size_t>(b), static_cast<size_t>(n))};
       decoder_->forward(std::span(&c, 1));
       positions_[static_cast<size_t>(slot)] = pos + b + n;
+      last_pick_[static_cast<size_t>(slot)].reset();
       if (which == LogitsFor::All) decoder_->logits(0, n, out);
       else if (b + n == static_cast<int64_t>(ids.size())) decoder_->logits(n - 1, 1, out);
     }
@@ -175,97 +179,92 @@ std::vector<float> CausalLM::prefill(int32_t slot, std::span<const int32_t> ids,
   return out;
 }
 
-void CausalLM::decode_forward(std::span<const int32_t> slots, std::span<const int32_t> ids,
-                              std::span<const RowSampling> params, models::Pick pick, bool chained) {
-  static constexpr int32_t kPlaceholder = 0; // a chained step's ids are copied in on the backend
-  if (slots.empty() || (!chained && slots.size() != ids.size()))
-    throw Error(fmt::format("decode needs one token per sequence (got {} slots and {} ids)", slots.size(), ids.size()));
-  if (slots.size() > static_cast<size_t>(options_.max_sequences))
-    throw Error(fmt::format("decode of {} sequences exceeds max_sequences = {}", slots.size(), options_.max_sequences));
-  if (chained && !std::equal(slots.begin(), slots.end(), last_queued_slots_.begin(), last_queued_slots_.end()))
-    throw Error("a decode step that takes its ids from the previous step's picks needs the same slots as that "
-                "step, in the same order");
-  if (!chained) check_ids(ids);
-  std::set<int32_t> seen;
-  std::vector<SequenceChunk> chunks;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    check_slot(slots[i]);
-    if (!seen.insert(slots[i]).second)
-      throw Error(fmt::format("slot {} appears twice in one decode step", slots[i]));
-    const int64_t pos = positions_[static_cast<size_t>(slots[i])];
-    if (pos + 1 > options_.max_context)
-      throw Error(fmt::format("sequence in slot {} is full: it holds max_context = {} tokens; raise max_context",
-                              slots[i], options_.max_context));
-    chunks.push_back({slots[i], pos, chained ? std::span(&kPlaceholder, 1) : ids.subspan(i, 1)});
-  }
-  if (!params.empty()) {
-    std::vector<ninfer_sample_row> rows;
-    for (const RowSampling& p : params)
-      rows.push_back({p.temperature, p.top_p, p.min_p, p.seed, p.draw, p.top_k, 0});
-    decoder_->set_sample_rows(rows); // ordered before the step on the backend
-  }
-  decoder_->forward(chunks, pick, chained);
-  for (int32_t s : slots) ++positions_[static_cast<size_t>(s)];
-}
+static_assert(CausalLM::kMostUnreadResults == models::Decoder::kMostPendingPicks);
 
-std::vector<float> CausalLM::decode(std::span<const int32_t> slots, std::span<const int32_t> ids) {
-  decode_forward(slots, ids, {}, models::Pick::None, false);
-  std::vector<float> out;
-  decoder_->logits(0, static_cast<int64_t>(slots.size()), out);
-  return out;
-}
-
-void CausalLM::check_no_unread_picks(const char* call) const {
-  if (decoder_->pending_picks())
-    throw Error(fmt::format("{} while queued decode steps have picks not read: call next_picks or drop_queued first",
-                            call));
-}
-
-// The pick runs in the step's own launch sequence (its recording): the ids come back with the
-// step, not after another round of launches.
-std::vector<int32_t> CausalLM::decode_greedy(std::span<const int32_t> slots, std::span<const int32_t> ids,
-                                             std::vector<float>* logprobs) {
-  check_no_unread_picks("decode_greedy");
-  enqueue(slots, ids, {}, false);
-  return next_picks(logprobs);
-}
-
-std::vector<int32_t> CausalLM::decode_sample(std::span<const int32_t> slots, std::span<const int32_t> ids,
-                                             std::span<const RowSampling> params, std::vector<float>* logprobs) {
-  check_no_unread_picks("decode_sample");
-  if (params.size() != slots.size())
-    throw Error(fmt::format("decode_sample needs one sampling row per sequence (got {} for {} slots)", params.size(),
-                            slots.size()));
-  enqueue(slots, ids, params, false);
-  return next_picks(logprobs);
-}
-
-void CausalLM::queue_decode(std::span<const int32_t> slots, std::span<const int32_t> ids,
-                            std::span<const RowSampling> params) {
-  enqueue(slots, ids, params, ids.empty());
-}
-
-void CausalLM::enqueue(std::span<const int32_t> slots, std::span<const int32_t> ids,
-                       std::span<const RowSampling> params, bool chained) {
-  if (decoder_->pending_picks() >= models::Decoder::kMostPendingPicks)
-    throw Error(fmt::format("{} queued decode steps have picks not read: call next_picks first",
+void CausalLM::check_rows(std::span<const StepRow> rows) const {
+  if (rows.empty()) throw Error("a step needs at least one row");
+  if (rows.size() > static_cast<size_t>(options_.max_sequences))
+    throw Error(fmt::format("a step of {} sequences exceeds max_sequences = {}", rows.size(), options_.max_sequences));
+  if (decoder_->pending_picks() >= kMostUnreadResults &&
+      std::any_of(rows.begin(), rows.end(), [](const StepRow& r) { return r.pick; }))
+    throw Error(fmt::format("{} queued steps have results not read: call next_result first",
                             decoder_->pending_picks()));
-  if (!params.empty() && params.size() != slots.size())
-    throw Error(fmt::format("a sampled decode step needs one sampling row per sequence (got {} for {} slots)",
-                            params.size(), slots.size()));
-  decode_forward(slots, ids, params, params.empty() ? models::Pick::Greedy : models::Pick::Sample, chained);
-  last_queued_slots_.assign(slots.begin(), slots.end());
+  std::set<int32_t> seen;
+  for (const StepRow& r : rows) {
+    check_slot(r.slot);
+    if (!seen.insert(r.slot).second) throw Error(fmt::format("slot {} appears twice in one step", r.slot));
+    check_ids(r.ids);
+    const int64_t n = r.ids.empty() ? 1 : static_cast<int64_t>(r.ids.size());
+    if (n > 1 && rows.size() > 1)
+      throw Error(fmt::format("a prompt chunk ({} tokens for slot {}) must be its step's only row", n, r.slot));
+    if (n > options_.prefill_chunk)
+      throw Error(fmt::format("a prompt chunk of {} tokens exceeds prefill_chunk = {}", n, options_.prefill_chunk));
+    const int64_t pos = positions_[static_cast<size_t>(r.slot)];
+    if (pos + n > options_.max_context)
+      throw Error(fmt::format("sequence in slot {} is full: it holds {} of max_context = {} tokens and the step adds "
+                              "{}; raise max_context",
+                              r.slot, pos, options_.max_context, n));
+    if (r.ids.empty()) {
+      const auto& from = last_pick_[static_cast<size_t>(r.slot)];
+      if (!from || !decoder_->pick_alive(*from))
+        throw Error(fmt::format("slot {} has no queued pick on the backend to take its next token from (none since "
+                                "its last reset or prefill, or newer steps have reused its result slot): give the "
+                                "token",
+                                r.slot));
+    }
+  }
 }
 
-std::vector<int32_t> CausalLM::next_picks(std::vector<float>* logprobs) {
-  if (!decoder_->pending_picks()) throw Error("next_picks: no queued decode step has picks left to read");
-  std::vector<int32_t> out;
-  std::vector<float> lp;
-  decoder_->read_picks(out, lp);
-  if (logprobs) *logprobs = std::move(lp);
-  return out;
+// The step's rows go in as the decoder's chunks; the picks, the sampling rows and the chained
+// ids are laid out in the same row order.
+void CausalLM::queue_step(std::span<const StepRow> rows) {
+  check_rows(rows);
+  static constexpr int32_t kPlaceholder = 0; // a chained row's id is copied in on the backend
+  std::vector<SequenceChunk> chunks;
+  std::vector<models::ChainedId> chained;
+  std::vector<ninfer_sample_row> sampling;
+  std::vector<int64_t> logits_rows;
+  bool any_pick = false, all_greedy = true;
+  int64_t token = 0;
+  for (const StepRow& r : rows) {
+    const int64_t pos = positions_[static_cast<size_t>(r.slot)];
+    chunks.push_back({r.slot, pos, r.ids.empty() ? std::span(&kPlaceholder, 1) : r.ids});
+    if (r.ids.empty()) chained.push_back({token, *last_pick_[static_cast<size_t>(r.slot)]});
+    token += static_cast<int64_t>(chunks.back().ids.size());
+    // A step picks all its rows or none: a decode row without a pick still gets a greedy one.
+    const RowSampling& p = r.sampling;
+    if (r.pick) any_pick = true;
+    if (r.pick && p.temperature > 0) all_greedy = false;
+    if (r.pick && r.logits) logits_rows.push_back(static_cast<int64_t>(sampling.size()));
+    sampling.push_back({r.pick ? p.temperature : 0.0, p.top_p, p.min_p, p.seed, p.draw, p.top_k, 0});
+  }
+  models::StepPicks picks;
+  if (any_pick) {
+    picks.pick = all_greedy ? models::Pick::Greedy : models::Pick::Sample;
+    picks.rows = static_cast<int64_t>(rows.size());
+    picks.first = token - picks.rows; // a prompt chunk picks its last token; a decode step all
+    picks.logits_rows = logits_rows;
+    // The sample op's rows are device data uploaded before the step (never part of a recording).
+    if (picks.pick == models::Pick::Sample) decoder_->set_sample_rows(sampling);
+  }
+  const models::Decoder::Queued q = decoder_->forward(chunks, chained, picks);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto slot = static_cast<size_t>(rows[i].slot);
+    positions_[slot] += static_cast<int64_t>(chunks[i].ids.size());
+    if (any_pick)
+      last_pick_[slot] = std::make_unique<models::PickRef>(models::PickRef{q.slot, static_cast<int64_t>(i), q.use});
+    else last_pick_[slot].reset();
+  }
 }
 
-void CausalLM::drop_queued() { decoder_->drop_picks(); }
+StepResult CausalLM::next_result() {
+  if (!decoder_->pending_picks()) throw Error("next_result: no queued step has a result left to read");
+  models::PickResult p = decoder_->read_picks();
+  return {std::move(p.ids), std::move(p.logprobs), std::move(p.logits)};
+}
+
+size_t CausalLM::unread_results() const { return decoder_->pending_picks(); }
+
+void CausalLM::drop_results() { decoder_->drop_picks(); }
 
 } // namespace ninfer

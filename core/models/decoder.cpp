@@ -13,6 +13,9 @@ namespace {
 
 ops::Rows rows_of(const DeviceBuffer& b, int64_t width) { return {b.as<float>(), width}; }
 
+// Bytes of one pick of `rows` rows: ids, then log-probabilities.
+size_t pick_bytes(int64_t rows) { return 2 * sizeof(int32_t) * static_cast<size_t>(rows); }
+
 } // namespace
 
 Decoder::Decoder(Backend& be, DecoderParts parts, const StepLimits& limits)
@@ -32,7 +35,11 @@ Decoder::Decoder(Backend& be, DecoderParts parts, const StepLimits& limits)
   // rows get them in slices, so a 151k vocabulary never needs [prefill_chunk, vocab] floats.
   logit_rows_ = std::max<int64_t>(limits.max_sequences, std::min<int64_t>(T, 64));
   logits_ = be.allocate(sizeof(float) * logit_rows_ * vocab(), MemoryUse::Activations, "logits");
-  picks_ = be.allocate(2 * sizeof(int32_t) * logit_rows_, MemoryUse::Activations, "picked token ids and log-probabilities");
+  picks_ = be.allocate(pick_bytes(logit_rows_), MemoryUse::Activations, "picked token ids and log-probabilities");
+  kept_picks_ = be.allocate(kMostPendingPicks * pick_bytes(logit_rows_), MemoryUse::Activations,
+                            "picked token ids kept for later steps");
+  // A result slot: the picks, then the logits rows the host asked for.
+  be.reserve_results(logits_offset() + sizeof(float) * static_cast<size_t>(most_logits_rows() * vocab()));
   sample_params_ = be.allocate(sizeof(ninfer_sample_row) * logit_rows_, MemoryUse::Activations, "sampling parameters");
   scratch_ = {rows_of(proj_, needs_.proj), rows_of(inner_, needs_.inner), rows_of(core_, needs_.core),
               gates_.as<float>()};
@@ -54,28 +61,59 @@ void Decoder::run_layers(const Step& s) {
   ops::rms_norm(be_, T, resid, nullptr, parts_.final_norm, scale, eps, normed);
 }
 
-Step Decoder::forward(std::span<const SequenceChunk> chunks, Pick pick, bool ids_from_picks) {
+Decoder::Queued Decoder::forward(std::span<const SequenceChunk> chunks, std::span<const ChainedId> chained,
+                                 const StepPicks& picks) {
+  const Pick pick = picks.pick;
   if (pick != Pick::None && pending_.size() >= kMostPendingPicks)
     throw Error(fmt::format("internal: {} picks are already waiting to be read", pending_.size()));
-  Step s = inputs_.upload(chunks);
-  if (ids_from_picks && last_pick_rows_ != s.tokens)
-    throw Error(fmt::format("internal: a step of {} tokens cannot take its ids from a pick of {} rows", s.tokens,
-                            last_pick_rows_));
-  // Everything after the upload; a decode step records it as one unit, so a chained step's copy
-  // of its ids (picks_ starts with them) is a node of its recording, not a launch of its own.
+  for (const ChainedId& c : chained)
+    if (!pick_alive(c.from)) throw Error("internal: a chained id's pick is no longer on the backend");
+  if (pick != Pick::None && static_cast<int64_t>(picks.logits_rows.size()) > most_logits_rows())
+    throw Error(fmt::format("internal: {} logits rows exceed the {} one step brings back", picks.logits_rows.size(),
+                            most_logits_rows()));
+  for (size_t i = 0; i < picks.logits_rows.size(); ++i)
+    if (picks.logits_rows[i] < (i ? picks.logits_rows[i - 1] + 1 : 0) || picks.logits_rows[i] >= picks.rows)
+      throw Error(fmt::format("internal: logits row {} of a pick of {} rows", picks.logits_rows[i], picks.rows));
+  Queued q;
+  q.step = inputs_.upload(chunks);
+  Step& s = q.step;
+  if (pick != Pick::None && (picks.rows < 1 || picks.first < 0 || picks.first + picks.rows > s.tokens))
+    throw Error(fmt::format("internal: picked rows [{}, {}) of a step of {} tokens", picks.first,
+                            picks.first + picks.rows, s.tokens));
+  // Ids from earlier picks are plain device data, like the uploaded ids: written before the
+  // step's launches, so a recording never holds which pick fed which row.
+  copy_chained(chained);
   const auto work = [&] {
-    if (ids_from_picks) inputs_.copy_ids(picks_, s.tokens);
     run_layers(s);
-    if (pick != Pick::None) run_pick(0, s.tokens, pick);
+    if (pick != Pick::None) run_pick(picks.first, picks.rows, pick);
   };
   if (s.max_seq_tokens == 1) {
     s.kv_len = decode_bucket(s.kv_len);
-    run_decode_step({s.tokens, s.kv_len, pick, ids_from_picks}, work);
+    run_decode_step({s.tokens, s.kv_len, pick}, work);
   } else {
     work();
   }
-  if (pick != Pick::None) send_picks(s.tokens);
-  return s;
+  if (pick != Pick::None) send_picks(picks.rows, picks.logits_rows, q);
+  return q;
+}
+
+void Decoder::copy_chained(std::span<const ChainedId> chained) {
+  for (size_t i = 0; i < chained.size();) {
+    size_t n = 1;
+    while (i + n < chained.size() && chained[i + n].token == chained[i].token + static_cast<int64_t>(n) &&
+           chained[i + n].from.slot == chained[i].from.slot &&
+           chained[i + n].from.row == chained[i].from.row + static_cast<int64_t>(n))
+      ++n;
+    const PickRef& f = chained[i].from;
+    inputs_.copy_ids(chained[i].token, kept_picks_, f.slot * pick_bytes(logit_rows_) + sizeof(int32_t) * f.row,
+                     static_cast<int64_t>(n));
+    i += n;
+  }
+}
+
+bool Decoder::pick_alive(const PickRef& ref) const {
+  return ref.slot < kMostPendingPicks && ref.use != 0 && slot_uses_[ref.slot] == ref.use && ref.row >= 0 &&
+         ref.row < slot_rows_[ref.slot];
 }
 
 size_t Decoder::decode_recordings() const {
@@ -145,28 +183,46 @@ void Decoder::run_pick(int64_t first, int64_t n, Pick pick) {
   else
     ops::sample(be_, n, rows_of(logits_, V), static_cast<int32_t>(V), sample_params_.as<ninfer_sample_row>(),
                 picks_.as<int32_t>(), picks_.as<float>() + n);
-  last_pick_rows_ = n;
 }
 
-// Outside the recordings: the result slot alternates, so a pick still unread is never
-// overwritten by the next one.
-void Decoder::send_picks(int64_t n) {
-  be_.download_async(picks_, 0, 2 * sizeof(int32_t) * static_cast<size_t>(n), next_result_slot_);
-  pending_.push_back({next_result_slot_, n});
+// Outside the recordings: the result slots are used in turn, so a pick still unread is never
+// overwritten by a newer one. The slot's copy on the backend is what later steps chain from
+// (picks_ itself belongs to the next picking step); the logits rows go out in runs of
+// consecutive rows, after the ids.
+void Decoder::send_picks(int64_t n, std::span<const int64_t> logits_rows, Queued& q) {
+  const size_t slot = next_result_slot_;
   next_result_slot_ = (next_result_slot_ + 1) % kMostPendingPicks;
+  be_.copy(kept_picks_, slot * pick_bytes(logit_rows_), picks_, 0, pick_bytes(n));
+  be_.download_async(picks_, 0, pick_bytes(n), slot);
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(vocab());
+  for (size_t i = 0; i < logits_rows.size();) {
+    size_t k = 1;
+    while (i + k < logits_rows.size() && logits_rows[i + k] == logits_rows[i] + static_cast<int64_t>(k)) ++k;
+    be_.download_async(logits_, row_bytes * static_cast<size_t>(logits_rows[i]), row_bytes * k, slot,
+                       logits_offset() + row_bytes * i);
+    i += k;
+  }
+  slot_rows_[slot] = n;
+  q.slot = slot;
+  q.use = ++slot_uses_[slot];
+  pending_.push_back({slot, n, static_cast<int64_t>(logits_rows.size())});
 }
 
-void Decoder::read_picks(std::vector<int32_t>& ids, std::vector<float>& logprobs) {
+PickResult Decoder::read_picks() {
   static_assert(sizeof(int32_t) == sizeof(float));
   if (pending_.empty()) throw Error("internal: no pick is waiting to be read");
   const PendingPick p = pending_.front();
   pending_.pop_front();
-  const auto* got = static_cast<const int32_t*>(be_.downloaded(p.slot));
+  const auto* got = static_cast<const unsigned char*>(be_.downloaded(p.slot));
   const auto n = static_cast<size_t>(p.rows);
-  ids.insert(ids.end(), got, got + n);
-  const size_t at = logprobs.size();
-  logprobs.resize(at + n);
-  std::memcpy(logprobs.data() + at, got + n, sizeof(float) * n);
+  PickResult r;
+  r.ids.resize(n);
+  r.logprobs.resize(n);
+  std::memcpy(r.ids.data(), got, sizeof(int32_t) * n);
+  std::memcpy(r.logprobs.data(), got + sizeof(int32_t) * n, sizeof(float) * n);
+  r.logits.resize(static_cast<size_t>(p.logits_rows * vocab()));
+  std::memcpy(r.logits.data(), got + logits_offset(), sizeof(float) * r.logits.size());
+  return r;
 }
 
 void Decoder::reset(int32_t slot) {

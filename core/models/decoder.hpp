@@ -4,6 +4,7 @@
 // buffers (sized once for StepLimits) and the step inputs.
 #pragma once
 
+#include <array>
 #include <deque>
 #include <functional>
 #include <map>
@@ -29,10 +30,42 @@ struct Layer {
   std::unique_ptr<MlpBlock> mlp;
 };
 
-// The token choice a decode step makes for its rows right after its layers, in the same launch
-// sequence (one recording with them; the copy of the ids to the host follows it): Greedy is the
+// The token choice a step makes for its picked rows right after its layers, in the same launch
+// sequence (one recording with them; the copies of the ids to the host follow it): Greedy is the
 // argmax op, Sample the sample op under the rows set by set_sample_rows.
 enum class Pick { None, Greedy, Sample };
+
+// Where one picked id stays on the backend after its step, so a later step can take it as an
+// input without the host reading it: row `row` of result slot `slot`, valid while that slot has
+// not been given to a newer step (`use` counts the slot's steps).
+struct PickRef {
+  size_t slot = 0;
+  int64_t row = 0;
+  uint64_t use = 0;
+};
+
+// A step's input id copied from an earlier pick: the step's token `token`.
+struct ChainedId {
+  int64_t token = 0;
+  PickRef from;
+};
+
+// What a step picks and brings back: rows [first, first + rows) of its tokens (a decode step:
+// all of them; a prompt chunk: its last), and of those the ones whose logits rows go to the host
+// too (ascending indices into the picked rows).
+struct StepPicks {
+  Pick pick = Pick::None;
+  int64_t first = 0, rows = 0;
+  std::span<const int64_t> logits_rows;
+};
+
+// A step's result as the host reads it: ids and log-probabilities per picked row, logits rows
+// [logits_rows, vocab] in the order they were asked for.
+struct PickResult {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  std::vector<float> logits;
+};
 
 // What a family supplies: its layers and top-level weights.
 struct DecoderParts {
@@ -53,23 +86,33 @@ class Decoder {
   const StepLimits& limits() const { return limits_; }
   int64_t vocab() const { return lm_head().rows; }
 
-  // Uploads the step, runs every layer and the final norm; the hidden rows stay on the backend.
-  // A decode step (one token per sequence) plans attention for its context bucket and, with
-  // recording on, replays the recording of its DecodeShape instead of launching op by op.
-  // With `pick`, the step's rows are also chosen (all of them) and their ids and
-  // log-probabilities start back to the host without the host waiting: read_picks returns them,
-  // oldest first. At most kMostPendingPicks picks are unread at once. With `ids_from_picks`, the
-  // step's input ids are the ids of the last pick, copied on the backend (the chunks' ids are
-  // placeholders): so a step can be queued before the host has read the pick that feeds it.
+  // Uploads the step, copies its `chained` ids from earlier picks (on the backend, before the
+  // layers and outside any recording), runs every layer and the final norm; the hidden rows stay
+  // on the backend. A decode step (one token per sequence) plans attention for its context
+  // bucket and, with recording on, replays the recording of its DecodeShape instead of launching
+  // op by op. With `picks`, its picked rows are chosen and their ids, log-probabilities and the
+  // logits rows asked for start back to the host without the host waiting: read_picks returns
+  // them, oldest first. At most kMostPendingPicks steps' picks are unread at once. The returned
+  // slot is where the picks stay on the backend (PickRef).
   static constexpr size_t kMostPendingPicks = MemorySpace::kResultSlots;
-  Step forward(std::span<const SequenceChunk> chunks, Pick pick = Pick::None, bool ids_from_picks = false);
-  // The sampling rows the next Pick::Sample step uses, row i for the step's row i.
+  struct Queued {
+    Step step;
+    size_t slot = 0;  // the picks' result slot (when picks.pick != None)
+    uint64_t use = 0; // that slot's use (PickRef::use)
+  };
+  Queued forward(std::span<const SequenceChunk> chunks, std::span<const ChainedId> chained = {},
+                 const StepPicks& picks = {});
+  // Whether `ref` still names a pick on the backend (its slot was not given to a newer step).
+  bool pick_alive(const PickRef& ref) const;
+  // The sampling rows the next Pick::Sample step uses, row i for its picked row i.
   void set_sample_rows(std::span<const ninfer_sample_row> rows);
   size_t pending_picks() const { return pending_.size(); }
-  // Waits for the oldest unread pick and appends its ids and log-probabilities.
-  void read_picks(std::vector<int32_t>& ids, std::vector<float>& logprobs);
-  // Forgets the unread picks (their steps still run).
+  // Waits for the oldest unread step's picks and returns them.
+  PickResult read_picks();
+  // Forgets the unread picks (their steps still run; their picks stay usable as PickRefs).
   void drop_picks() { pending_.clear(); }
+  // Most logits rows one step brings back (a decode step's rows).
+  int64_t most_logits_rows() const { return limits_.max_sequences; }
   // Decode steps replay recordings (CUDA graphs) when `on` and the backend can record.
   void set_decode_recording(bool on) { record_decode_ = on && be_.can_record(); }
   bool decode_recording() const { return record_decode_; }
@@ -81,8 +124,14 @@ class Decoder {
  private:
   // The LM head, then `pick` for rows [first, first + n) into picks_.
   void run_pick(int64_t first, int64_t n, Pick pick);
-  // Starts picks_ (n rows) back to the host, into the next result slot.
-  void send_picks(int64_t n);
+  // Copies the chained ids into the step's inputs, one copy per run of consecutive tokens fed by
+  // consecutive rows of one pick.
+  void copy_chained(std::span<const ChainedId> chained);
+  // Keeps picks_ (n rows) in the next result slot on the backend and starts it, with the logits
+  // rows asked for, back to the host.
+  void send_picks(int64_t n, std::span<const int64_t> logits_rows, Queued& q);
+  // Where a result slot's logits rows start (after the largest pick, cache-line aligned).
+  size_t logits_offset() const { return (2 * sizeof(int32_t) * static_cast<size_t>(logit_rows_) + 63) / 64 * 64; }
   const Matrix& lm_head() const { return parts_.lm_head.buf.empty() ? parts_.embedding : parts_.lm_head; }
   void run_layers(const Step& s);
   void reserve_workspace();
@@ -90,9 +139,9 @@ class Decoder {
   // least kMinDecodeBucket, at most max_context). Eager and recorded steps use the same plans,
   // so they compute the same bits, and one recording serves every length in its bucket.
   int32_t decode_bucket(int32_t kv_len) const;
-  // What a decode step's recording depends on: (sequences, context bucket, pick, ids from the
-  // last pick).
-  using DecodeShape = std::tuple<int64_t, int32_t, Pick, bool>;
+  // What a decode step's recording depends on: (sequences, context bucket, pick). Everything
+  // else a step varies (ids, chained ids, sampling rows) is device data written before it.
+  using DecodeShape = std::tuple<int64_t, int32_t, Pick>;
   void run_decode_step(const DecodeShape& shape, const std::function<void()>& launch);
 
   Backend& be_;
@@ -103,15 +152,18 @@ class Decoder {
   int64_t hidden_;
   int64_t logit_rows_; // rows of the logits buffer; the LM head runs in slices of this many
   DeviceBuffer residual_, normed_, proj_, inner_, core_, gates_, logits_;
-  // Per pick of n rows: n token ids, then n log-probabilities (run_pick).
-  DeviceBuffer picks_;
+  // Per pick of n rows: n token ids, then n log-probabilities (run_pick; the recordings write
+  // here). kept_picks_ holds each result slot's copy, what chained ids are read from.
+  DeviceBuffer picks_, kept_picks_;
   struct PendingPick {
     size_t slot; // the backend's result slot
     int64_t rows;
+    int64_t logits_rows;
   };
   std::deque<PendingPick> pending_;
   size_t next_result_slot_ = 0;
-  int64_t last_pick_rows_ = 0; // rows picks_ holds ids for (0: none yet)
+  std::array<uint64_t, kMostPendingPicks> slot_uses_{};
+  std::array<int64_t, kMostPendingPicks> slot_rows_{}; // rows of each slot's kept pick
   DeviceBuffer sample_params_;                 // logit_rows_ ninfer_sample_row
   Scratch scratch_;
   bool record_decode_ = false;

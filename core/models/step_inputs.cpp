@@ -56,8 +56,9 @@ Step StepInputs::upload(std::span<const SequenceChunk> chunks) {
   return s;
 }
 
-void StepInputs::copy_ids(const DeviceBuffer& src, int64_t tokens) {
-  backend_.copy(buffer_, sizeof(int32_t) * Layout::of(tokens, 0).ids, src, 0, sizeof(int32_t) * tokens);
+void StepInputs::copy_ids(int64_t first, const DeviceBuffer& src, size_t src_offset, int64_t count) {
+  backend_.copy(buffer_, sizeof(int32_t) * static_cast<size_t>(first), src, src_offset,
+                sizeof(int32_t) * static_cast<size_t>(count));
 }
 
 Step StepInputs::shape_only(int64_t tokens, int32_t num_seqs, int32_t max_seq_tokens, int32_t kv_len) const {

@@ -24,9 +24,10 @@ class StepInputs {
 
   // Uploads the chunks as one step (tokens in chunk order).
   Step upload(std::span<const SequenceChunk> chunks);
-  // Replaces the ids of the step just uploaded (`tokens` of them) with the first ids of `src`,
-  // on the backend.
-  void copy_ids(const DeviceBuffer& src, int64_t tokens);
+  // Replaces `count` ids of the step just uploaded, from token `first` on, with the int32 ids at
+  // byte `src_offset` of `src`, on the backend (ids come first in every layout: token t's id is
+  // element t whatever the step's size).
+  void copy_ids(int64_t first, const DeviceBuffer& src, size_t src_offset, int64_t count);
   // A step with the given shape whose arrays point at this buffer but hold nothing
   // meaningful: for sizing workspace before any real step (ops are not executed).
   Step shape_only(int64_t tokens, int32_t num_seqs, int32_t max_seq_tokens, int32_t kv_len) const;

@@ -117,13 +117,16 @@ void Backend::download(const DeviceBuffer& src, size_t offset, void* dst, size_t
   if (bytes) memory_->copy_out(dst, static_cast<const char*>(src.data()) + offset, bytes);
 }
 
-void Backend::download_async(const DeviceBuffer& src, size_t offset, size_t bytes, size_t slot) {
+void Backend::reserve_results(size_t bytes) { memory_->reserve_results(bytes); }
+
+void Backend::download_async(const DeviceBuffer& src, size_t offset, size_t bytes, size_t slot, size_t slot_offset) {
   check_range(src, offset, bytes, "download");
-  if (bytes > MemorySpace::kResultBytes || slot >= MemorySpace::kResultSlots)
-    throw Error(fmt::format("internal: an asynchronous download of {} bytes into result slot {} (slots of {} bytes, "
-                            "{} of them)",
-                            bytes, slot, MemorySpace::kResultBytes, MemorySpace::kResultSlots));
-  if (bytes) memory_->copy_out_to_results(slot, static_cast<const char*>(src.data()) + offset, bytes);
+  const size_t room = memory_->result_bytes();
+  if (slot >= MemorySpace::kResultSlots || slot_offset > room || bytes > room - slot_offset)
+    throw Error(fmt::format("internal: an asynchronous download of {} bytes at offset {} of result slot {} (slots of "
+                            "{} bytes, {} of them)",
+                            bytes, slot_offset, slot, room, MemorySpace::kResultSlots));
+  if (bytes) memory_->copy_out_to_results(slot, slot_offset, static_cast<const char*>(src.data()) + offset, bytes);
 }
 
 const void* Backend::downloaded(size_t slot) { return memory_->results(slot); }

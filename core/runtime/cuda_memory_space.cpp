@@ -36,6 +36,7 @@ class CudaMemorySpace final : public MemorySpace {
       check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate", ordinal_);
     for (cudaEvent_t& e : result_events_)
       check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate", ordinal_);
+    reserve_results(kMinResultBytes);
   }
   ~CudaMemorySpace() override {
     cudaStreamSynchronize(stream_);
@@ -43,6 +44,7 @@ class CudaMemorySpace final : public MemorySpace {
     for (cudaEvent_t e : upload_events_) cudaEventDestroy(e);
     for (cudaEvent_t e : result_events_) cudaEventDestroy(e);
     if (staging_) cudaFreeHost(staging_);
+    if (results_) cudaFreeHost(results_);
   }
   std::string name() const override { return fmt::format("CUDA device {} ({})", ordinal_, name_); }
   void* allocate(size_t bytes) override {
@@ -86,22 +88,41 @@ class CudaMemorySpace final : public MemorySpace {
     check(cudaStreamSynchronize(stream_), "device-to-host copy (or a kernel before it)", ordinal_);
     if (to != dst) std::memcpy(dst, to, bytes);
   }
-  // Backend::download_async checks the slot and the size.
-  void copy_out_to_results(size_t slot, const void* src, size_t bytes) override {
-    if (!staging_) { // no page-locked memory: a copy that waits
-      check(cudaMemcpyAsync(unpinned_results_.data() + slot * kResultBytes, src, bytes, cudaMemcpyDeviceToHost,
-                            stream_),
+  // The result slots are page-locked memory of their own, sized by the model (logits rows of a
+  // whole decode step: megabytes); without page-locked memory they are pageable and every copy
+  // into them waits.
+  void reserve_results(size_t bytes) override {
+    if (bytes <= result_bytes_) return;
+    check(cudaStreamSynchronize(stream_), "synchronize before growing the result slots", ordinal_);
+    if (results_) cudaFreeHost(results_);
+    results_ = nullptr;
+    if (cudaHostAlloc(&results_, kResultSlots * bytes, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();
+      results_ = nullptr;
+      unpinned_results_.assign(kResultSlots * bytes, 0);
+    } else {
+      unpinned_results_.clear();
+      unpinned_results_.shrink_to_fit();
+    }
+    result_bytes_ = bytes;
+  }
+  size_t result_bytes() const override { return result_bytes_; }
+  // Backend::download_async checks the slot, the offset and the size.
+  void copy_out_to_results(size_t slot, size_t offset, const void* src, size_t bytes) override {
+    if (!results_) { // no page-locked memory: a copy that waits
+      check(cudaMemcpyAsync(result_slot(slot) + offset, src, bytes, cudaMemcpyDeviceToHost, stream_),
             "device-to-host copy", ordinal_);
       check(cudaStreamSynchronize(stream_), "device-to-host copy (or a kernel before it)", ordinal_);
       return;
     }
-    check(cudaMemcpyAsync(result_slot(slot), src, bytes, cudaMemcpyDeviceToHost, stream_), "device-to-host copy",
-          ordinal_);
+    check(cudaMemcpyAsync(result_slot(slot) + offset, src, bytes, cudaMemcpyDeviceToHost, stream_),
+          "device-to-host copy", ordinal_);
+    // Recorded after each copy: waiting for the last one waits for all before it (one stream).
     check(cudaEventRecord(result_events_[slot], stream_), "cudaEventRecord", ordinal_);
   }
   const void* results(size_t slot) override {
-    if (!staging_) return unpinned_results_.data() + slot * kResultBytes;
-    check(cudaEventSynchronize(result_events_[slot]), "device-to-host copy (or a kernel before it)", ordinal_);
+    if (results_)
+      check(cudaEventSynchronize(result_events_[slot]), "device-to-host copy (or a kernel before it)", ordinal_);
     return result_slot(slot);
   }
   void copy_within(void* dst, const void* src, size_t bytes) override {
@@ -142,14 +163,15 @@ class CudaMemorySpace final : public MemorySpace {
   }
 
  private:
-  // The page-locked staging memory, in three parts: kUploadSlots upload slots, the download area
-  // of copy_out, the kResultSlots result slots of copy_out_to_results.
+  // The page-locked staging memory, in two parts: kUploadSlots upload slots and the download
+  // area of copy_out.
   static constexpr size_t kUploadSlots = 4, kUploadBytes = size_t{16} << 10, kDownloadBytes = size_t{64} << 10;
-  static constexpr size_t kStagingBytes = kUploadSlots * kUploadBytes + kDownloadBytes + kResultSlots * kResultBytes;
+  static constexpr size_t kStagingBytes = kUploadSlots * kUploadBytes + kDownloadBytes;
   void* upload_slot(size_t slot) const { return static_cast<char*>(staging_) + slot * kUploadBytes; }
   void* download_area() const { return static_cast<char*>(staging_) + kUploadSlots * kUploadBytes; }
-  void* result_slot(size_t slot) const {
-    return static_cast<char*>(staging_) + kUploadSlots * kUploadBytes + kDownloadBytes + slot * kResultBytes;
+  unsigned char* result_slot(size_t slot) {
+    unsigned char* base = results_ ? static_cast<unsigned char*>(results_) : unpinned_results_.data();
+    return base + slot * result_bytes_;
   }
 
   int ordinal_;
@@ -158,8 +180,10 @@ class CudaMemorySpace final : public MemorySpace {
   void* staging_ = nullptr; // kStagingBytes of page-locked memory, or null
   cudaEvent_t upload_events_[kUploadSlots] = {}; // recorded after each slot's last upload
   size_t next_upload_slot_ = 0;
-  cudaEvent_t result_events_[kResultSlots] = {}; // recorded after each slot's copy
-  std::vector<unsigned char> unpinned_results_ = std::vector<unsigned char>(kResultSlots * kResultBytes);
+  cudaEvent_t result_events_[kResultSlots] = {}; // recorded after each copy into the slot
+  void* results_ = nullptr;                       // kResultSlots x result_bytes_ page-locked, or null
+  size_t result_bytes_ = 0;
+  std::vector<unsigned char> unpinned_results_;   // the result slots when page-locked memory failed
   std::mutex staging_mutex_;
 };
 

@@ -23,17 +23,24 @@ class HostMemorySpace final : public MemorySpace {
   void free(void* p, size_t) noexcept override { std::free(p); }
   void copy_in(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_out(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void copy_out_to_results(size_t slot, const void* src, size_t bytes) override {
-    std::memcpy(results_.data() + slot * kResultBytes, src, bytes);
+  void reserve_results(size_t bytes) override {
+    if (bytes <= slot_bytes_) return;
+    slot_bytes_ = bytes;
+    results_.assign(kResultSlots * slot_bytes_, 0);
   }
-  const void* results(size_t slot) override { return results_.data() + slot * kResultBytes; }
+  size_t result_bytes() const override { return slot_bytes_; }
+  void copy_out_to_results(size_t slot, size_t offset, const void* src, size_t bytes) override {
+    std::memcpy(results_.data() + slot * slot_bytes_ + offset, src, bytes);
+  }
+  const void* results(size_t slot) override { return results_.data() + slot * slot_bytes_; }
   void copy_within(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
   void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
   void* stream() const override { return nullptr; }
   void synchronize() override {}
 
  private:
-  std::vector<unsigned char> results_ = std::vector<unsigned char>(kResultSlots * kResultBytes);
+  size_t slot_bytes_ = kMinResultBytes;
+  std::vector<unsigned char> results_ = std::vector<unsigned char>(kResultSlots * kMinResultBytes);
 };
 
 } // namespace

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <span>
 
+#include "ninfer/generation/scheduler.hpp"
 #include "ninfer/models/causal_lm.hpp"
 #include "sequence.hpp"
 
@@ -79,7 +80,7 @@ void Engine::shutdown(bool cancel_running) {
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
-void Engine::admit(std::vector<std::unique_ptr<Sequence>>& active, std::vector<int32_t>& free_slots) {
+void Engine::admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& active, std::vector<int32_t>& free_slots) {
   std::lock_guard lock(mutex_);
   while (!pending_.empty() && !free_slots.empty()) {
     Pending p = std::move(pending_.front());
@@ -89,58 +90,23 @@ void Engine::admit(std::vector<std::unique_ptr<Sequence>>& active, std::vector<i
       continue;
     }
     const int32_t slot = free_slots.back();
-    free_slots.pop_back();
-    lm_.reset(slot);
-    ++running_;
-    active.push_back(
-        std::make_unique<Sequence>(slot, std::move(p.request), p.options, p.handle, tokenizer_, max_context(), p.submitted));
-  }
-}
-
-// One chunk of the oldest prompt still being read, so long prompts do not stall the others'
-// decoding for more than one chunk's forward pass.
-void Engine::prefill_step(std::vector<std::unique_ptr<Sequence>>& active) {
-  for (auto& s : active) {
-    if (s->done() || !s->prefilling()) continue;
-    const int64_t chunk = lm_.options().prefill_chunk;
-    const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(s->prompt().size()) - s->prefilled());
+    auto seq = std::make_unique<Sequence>(slot, p.request, p.options, p.handle, tokenizer_, p.submitted);
     try {
-      const std::span<const int32_t> ids(s->prompt().data() + s->prefilled(), static_cast<size_t>(n));
-      const std::vector<float> logits = lm_.prefill(s->slot(), ids, LogitsFor::Last);
-      s->advance_prefill(n);
-      if (!s->prefilling()) s->on_logits(logits);
+      loop.add(slot, std::move(p.request), seq->hooks()); // resets the slot
     } catch (const std::exception& e) {
-      spdlog::error("prefill of slot {} failed: {}", s->slot(), e.what());
-      s->abort("error", e.what());
+      drop(p, "error", e.what());
+      continue;
     }
-    return;
+    free_slots.pop_back();
+    ++running_;
+    active.push_back(std::move(seq));
   }
 }
 
-void Engine::decode_step(std::vector<std::unique_ptr<Sequence>>& active) {
-  std::vector<Sequence*> batch;
-  std::vector<int32_t> slots, ids;
-  for (auto& s : active)
-    if (!s->done() && !s->prefilling()) {
-      batch.push_back(s.get());
-      slots.push_back(s->slot());
-      ids.push_back(s->next_input());
-    }
-  if (batch.empty()) return;
-  try {
-    const std::vector<float> logits = lm_.decode(slots, ids);
-    const size_t vocab = static_cast<size_t>(lm_.vocab_size());
-    for (size_t i = 0; i < batch.size(); ++i)
-      batch[i]->on_logits(std::span<const float>(logits.data() + i * vocab, vocab));
-  } catch (const std::exception& e) {
-    spdlog::error("decode of {} sequences failed: {}", batch.size(), e.what());
-    for (Sequence* s : batch) s->abort("error", e.what());
-  }
-}
-
-void Engine::drop(Pending& p, const std::string& reason) {
+void Engine::drop(Pending& p, const std::string& reason, const std::string& error) {
   ServeResult r;
   r.finish_reason = reason;
+  r.error = error;
   r.prompt_tokens = static_cast<int64_t>(p.request.prompt_ids.size());
   r.user = p.options.user;
   r.timings.queue_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p.submitted).count();
@@ -173,10 +139,27 @@ void Engine::retire(Sequence& s, std::vector<int32_t>& free_slots) {
   if (options_.on_finish) options_.on_finish(s.result());
 }
 
+SchedulerStats Engine::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
 void Engine::run() {
+  Scheduler loop(lm_);
   std::vector<int32_t> free_slots;
   for (int32_t s = lm_.options().max_sequences - 1; s >= 0; --s) free_slots.push_back(s);
   std::vector<std::unique_ptr<Sequence>> active;
+  // Finished sequences free their slot before the next iteration.
+  auto retire_done = [&] {
+    for (auto it = active.begin(); it != active.end();) {
+      if ((*it)->done()) {
+        retire(**it, free_slots);
+        it = active.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
   while (true) {
     {
       std::unique_lock lock(mutex_);
@@ -192,30 +175,22 @@ void Engine::run() {
         for (Pending& p : pending_) drop(p, "cancelled");
         pending_.clear();
         if (cancel_running_) {
-          for (auto& s : active) {
-            s->abort("cancelled");
-            retire(*s, free_slots);
-          }
-          active.clear();
+          loop.end_all("cancelled");
+          retire_done();
         }
         if (active.empty()) break;
       }
     }
-    admit(active, free_slots);
-    for (auto& s : active)
-      if (s->handle().cancelled()) s->abort("cancelled");
-    prefill_step(active);
-    decode_step(active);
-    // Finished sequences free their slot before the next step.
-    std::lock_guard lock(mutex_);
-    for (auto it = active.begin(); it != active.end();) {
-      if ((*it)->done()) {
-        retire(**it, free_slots);
-        it = active.erase(it);
-      } else {
-        ++it;
-      }
+    admit(loop, active, free_slots);
+    try {
+      loop.step();
+    } catch (const std::exception& e) { // a failure outside any one sequence: nothing can go on
+      spdlog::error("the engine loop failed: {}", e.what());
+      loop.end_all("error");
     }
+    std::lock_guard lock(mutex_);
+    retire_done();
+    stats_ = loop.stats();
   }
 }
 

@@ -1,5 +1,7 @@
 #include "sequence.hpp"
 
+#include <spdlog/spdlog.h>
+
 namespace ninfer::serving {
 
 double unix_time(std::chrono::steady_clock::time_point t) {
@@ -8,80 +10,59 @@ double unix_time(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(system_now.time_since_epoch() - (steady_now - t)).count();
 }
 
-Sequence::Sequence(int32_t slot, GenerationRequest request, const RequestOptions& options,
-                   std::shared_ptr<RequestHandle> handle, const Tokenizer* tokenizer, int64_t max_context,
-                   Clock::time_point submitted)
-    : slot_(slot), request_(std::move(request)), handle_(std::move(handle)), max_context_(max_context),
-      sampler_(request_.sampling, request_.prompt_ids),
-      text_(tokenizer, request_.stop.strings, options.reasoning, request_.prompt_ids), submitted_(submitted),
-      admitted_(Clock::now()) {
-  result_.prompt_tokens = static_cast<int64_t>(request_.prompt_ids.size());
+Sequence::Sequence(int32_t slot, const GenerationRequest& request, const RequestOptions& options,
+                   std::shared_ptr<RequestHandle> handle, const Tokenizer* tokenizer, Clock::time_point submitted)
+    : slot_(slot), handle_(std::move(handle)),
+      text_(tokenizer, request.stop.strings, options.reasoning, request.prompt_ids), submitted_(submitted) {
+  result_.prompt_tokens = static_cast<int64_t>(request.prompt_ids.size());
   result_.user = options.user;
 }
 
-bool Sequence::on_logits(std::span<const float> row) {
-  const SampleResult s = sampler_.next(row);
-  if (first_token_ == Clock::time_point{}) first_token_ = Clock::now();
-  if (request_.stop.is_stop_token(s.token)) {
-    complete("stop");
-    return true;
-  }
+SequenceHooks Sequence::hooks() {
+  SequenceHooks h;
+  h.on_token = [this](const SampleResult& s) { return on_token(s); };
+  h.on_end = [this](SequenceOutcome& o) { on_end(o); };
+  h.cancelled = [this] { return handle_->cancelled(); };
+  return h;
+}
+
+bool Sequence::on_token(const SampleResult& s) {
   result_.generated_ids.push_back(s.token);
   result_.logprobs.push_back(s.logprob);
   result_.top_logprobs.push_back(s.top_logprobs);
-  next_input_ = s.token;
   ReplyText::Out out = text_.push(s.token);
   handle_->push({s.token, std::move(out.text), out.reasoning, s.logprob, s.top_logprobs});
-  if (out.stopped) {
-    complete("stop");
-    return true;
-  }
-  const int64_t n = static_cast<int64_t>(result_.generated_ids.size());
-  // The next decode would need one more position than the context holds.
-  const bool context_full = result_.prompt_tokens + n >= max_context_;
-  if (n >= request_.max_new_tokens || context_full) {
-    complete("length");
-    return true;
-  }
-  return false;
+  return out.stopped;
 }
 
-void Sequence::complete(std::string reason) {
-  // Text withheld as a possible stop string start, or an incomplete UTF-8 tail, is now final.
-  ReplyText::Out tail = text_.finish();
-  if (tail.stopped) reason = "stop";
-  if (!tail.text.empty()) handle_->push({-1, std::move(tail.text), tail.reasoning});
+void Sequence::on_end(const SequenceOutcome& o) {
+  std::string reason = o.finish_reason;
+  if (reason == "stop" || reason == "length") {
+    // Text withheld as a possible stop string start, or an incomplete UTF-8 tail, is now final.
+    ReplyText::Out tail = text_.finish();
+    if (tail.stopped) reason = "stop";
+    if (!tail.text.empty()) handle_->push({-1, std::move(tail.text), tail.reasoning});
+  } else if (reason == "error") {
+    spdlog::error("the request in slot {} failed: {}", slot_, o.error);
+  }
   result_.text = text_.answer();
   result_.reasoning = text_.reasoning();
   result_.finish_reason = std::move(reason);
-  finish();
-}
-
-void Sequence::finish() {
+  result_.error = o.error;
   const auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-  const Clock::time_point now = Clock::now();
   ServeTimings& t = result_.timings;
-  t.queue_s = secs(admitted_ - submitted_);
+  t.queue_s = secs(o.added - submitted_);
   t.submitted_at = unix_time(submitted_);
-  t.admitted_at = unix_time(admitted_);
-  if (first_token_ != Clock::time_point{}) {
-    t.prefill_s = secs(first_token_ - admitted_);
-    t.first_token_s = secs(first_token_ - submitted_);
-    t.decode_s = secs(now - first_token_);
-    t.first_token_at = unix_time(first_token_);
+  t.admitted_at = unix_time(o.added);
+  if (o.first_token != Clock::time_point{}) {
+    t.prefill_s = secs(o.first_token - o.added);
+    t.first_token_s = secs(o.first_token - submitted_);
+    t.decode_s = secs(o.ended - o.first_token);
+    t.first_token_at = unix_time(o.first_token);
   } else {
-    t.prefill_s = secs(now - admitted_); // ended before a first token (error, cancel)
+    t.prefill_s = secs(o.ended - o.added); // ended before a first token (error, cancel)
   }
   done_ = true;
-}
-
-void Sequence::abort(const std::string& reason, const std::string& error) {
-  if (done_) return;
-  result_.text = text_.answer();
-  result_.reasoning = text_.reasoning();
-  result_.finish_reason = reason;
-  result_.error = error;
-  finish();
 }
 
 } // namespace ninfer::serving

@@ -68,7 +68,7 @@ TEST(CudaGraphs, ReplayIsBitIdenticalToEagerForEveryBatchSize) {
       slots.push_back(s);
       ids.push_back(next[static_cast<size_t>(s)]);
     }
-    const auto a = eager->decode(slots, ids), b = graphed->decode(slots, ids);
+    const auto a = decode_logits(*eager, slots, ids), b = decode_logits(*graphed, slots, ids);
     ASSERT_EQ(a.size(), static_cast<size_t>(batch * V));
     ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "step " << step << ", batch " << batch;
     for (int32_t i = 0; i < batch; ++i)
@@ -76,7 +76,7 @@ TEST(CudaGraphs, ReplayIsBitIdenticalToEagerForEveryBatchSize) {
   }
   // The greedy path replays the same recordings.
   const int32_t slots[2] = {0, 3}, ids[2] = {next[0], next[3]};
-  EXPECT_EQ(eager->decode_greedy(slots, ids), graphed->decode_greedy(slots, ids));
+  EXPECT_EQ(decode_picks(*eager, slots, ids), decode_picks(*graphed, slots, ids));
   EXPECT_TRUE(graphed->decode_graphs_active()) << "a recording failed and the model fell back to eager launches";
   // One recording per (batch size, bucket): all 4 batch sizes, and batch 1 in two buckets (slot 0
   // alone stays in 256, slot 3 alone is past 512).
@@ -100,9 +100,10 @@ double log_softmax_at(const std::vector<float>& logits, int32_t id) {
 
 // A decode step's token choice is part of its recording (the LM head, then argmax or sample; the
 // picks' copy to the host follows the replay). Greedy steps of the graphed model pick the argmax of the
-// eager model's logits with its float64 log-probability; sampled steps draw, bit for bit, what
-// the eager model draws (new draw numbers each step: a recording that kept its first rows would
-// fail). Batch sizes 1-3, each pick recorded separately.
+// eager model's logits with its float64 log-probability, and the one row that asks for its logits
+// gets the eager model's row bit for bit (only that row comes back); sampled steps draw, bit for
+// bit, what the eager model draws (new draw numbers each step: a recording that kept its first
+// rows would fail). Batch sizes 1-3, each pick recorded separately.
 TEST(CudaGraphs, TheStepsPickIsRecordedWithItsLayers) {
   NINFER_FIXTURE_BACKEND(eager_be);
   auto graph_be = fixture_backend();
@@ -129,8 +130,17 @@ TEST(CudaGraphs, TheStepsPickIsRecordedWithItsLayers) {
     std::vector<float> lp;
     std::vector<int32_t> got;
     if (step % 2 == 0) {
-      got = graphed->decode_greedy(slots, ids, &lp);
-      const std::vector<float> logits = eager->decode(slots, ids);
+      std::vector<StepRow> rows;
+      for (int32_t i = 0; i < batch; ++i)
+        rows.push_back({.slot = slots[static_cast<size_t>(i)], .ids = std::span(&ids[static_cast<size_t>(i)], 1),
+                        .logits = i == batch - 1});
+      graphed->queue_step(rows);
+      const StepResult res = graphed->next_result();
+      got = res.ids;
+      lp = res.logprobs;
+      const std::vector<float> logits = decode_logits(*eager, slots, ids);
+      ASSERT_EQ(res.logits.size(), static_cast<size_t>(V)) << "only the last row's logits come back";
+      ASSERT_EQ(std::memcmp(res.logits.data(), logits.data() + (batch - 1) * V, V * 4), 0) << "step " << step;
       for (int32_t i = 0; i < batch; ++i) {
         const std::vector<float> r = row(logits, i, V);
         ASSERT_EQ(got[static_cast<size_t>(i)], argmax(r)) << "greedy step " << step << ", row " << i;
@@ -141,8 +151,8 @@ TEST(CudaGraphs, TheStepsPickIsRecordedWithItsLayers) {
       std::vector<RowSampling> rows;
       for (int32_t s : slots) rows.push_back({0.8, 50, 0.9, 0.0, 100u + static_cast<uint64_t>(s), uint64_t(step)});
       std::vector<float> want_lp;
-      got = graphed->decode_sample(slots, ids, rows, &lp);
-      ASSERT_EQ(got, eager->decode_sample(slots, ids, rows, &want_lp)) << "sampled step " << step;
+      got = decode_picks(*graphed, slots, ids, rows, &lp);
+      ASSERT_EQ(got, decode_picks(*eager, slots, ids, rows, &want_lp)) << "sampled step " << step;
       ASSERT_EQ(std::memcmp(lp.data(), want_lp.data(), lp.size() * 4), 0) << "sampled step " << step;
     }
     for (int32_t i = 0; i < batch; ++i) next[static_cast<size_t>(slots[static_cast<size_t>(i)])] = got[static_cast<size_t>(i)];
@@ -152,10 +162,11 @@ TEST(CudaGraphs, TheStepsPickIsRecordedWithItsLayers) {
   EXPECT_GE(graphed->decode_graphs_recorded(), 6u);
 }
 
-// Steps queued two deep, each fed on the device by the previous step's pick (ninfer-run's
-// generation and ninfer-bench decode this way), replayed from recordings: the same ids and
-// log-probabilities, bit for bit, as eager decode_greedy one step at a time; across the 512 and
-// 1,024 buckets (the longer sequence passes 512).
+// Steps queued two deep, each row fed on the device by its slot's previous pick (the engine loop
+// of ninfer-run and ninfer-serve, and ninfer-bench, decode this way), replayed from recordings,
+// while the rows change: the slots swap places, one sits steps out and rejoins. The same ids and
+// log-probabilities, bit for bit, as eager greedy steps of the same rows read one at a time;
+// across the 512 and 1,024 buckets (the longer sequence passes 512).
 TEST(CudaGraphs, QueuedStepsFedOnTheDevicePickWhatEagerStepsPick) {
   NINFER_FIXTURE_BACKEND(eager_be);
   auto graph_be = fixture_backend();
@@ -164,25 +175,39 @@ TEST(CudaGraphs, QueuedStepsFedOnTheDevicePickWhatEagerStepsPick) {
   auto graphed = load(*graph_be, ck, true);
   auto rng = fresh_rng("graph replay queued");
   std::uniform_int_distribution<int32_t> id(0, 151000);
-  const std::vector<int32_t> slots = {2, 0};
-  std::vector<int32_t> cur;
-  for (int32_t s : slots) {
+  std::vector<int32_t> cur(3);
+  for (int32_t s : {2, 0}) {
     std::vector<int32_t> p(static_cast<size_t>(s == 2 ? 240 : 490));
     for (auto& t : p) t = id(rng);
     eager->prefill(s, p);
-    cur.push_back(argmax(graphed->prefill(s, p)));
+    cur[static_cast<size_t>(s)] = argmax(graphed->prefill(s, p));
   }
+  // Step k's slots: both, in turn in either order; slot 2 alone now and then (slot 0 then
+  // continues from a pick two steps back).
+  auto slots_of = [](int k) {
+    if (k % 7 == 5 || k % 7 == 6) return std::vector<int32_t>{2};
+    return k % 2 ? std::vector<int32_t>{0, 2} : std::vector<int32_t>{2, 0};
+  };
   constexpr int kSteps = 40;
-  graphed->queue_decode(slots, cur);
-  for (int step = 1; step <= kSteps; ++step) {
-    if (step < kSteps) graphed->queue_decode(slots, {});
-    std::vector<float> lp, want_lp;
-    const std::vector<int32_t> got = graphed->next_picks(&lp);
-    const std::vector<int32_t> want = eager->decode_greedy(slots, cur, &want_lp);
-    ASSERT_EQ(got, want) << "step " << step;
-    ASSERT_EQ(std::memcmp(lp.data(), want_lp.data(), lp.size() * 4), 0) << "step " << step;
-    cur = got;
+  std::vector<StepRow> first;
+  for (int32_t s : slots_of(0)) first.push_back({.slot = s, .ids = std::span(&cur[static_cast<size_t>(s)], 1)});
+  graphed->queue_step(first);
+  for (int step = 0; step < kSteps; ++step) {
+    if (step + 1 < kSteps) {
+      std::vector<StepRow> chained;
+      for (int32_t s : slots_of(step + 1)) chained.push_back({.slot = s});
+      graphed->queue_step(chained);
+    }
+    const std::vector<int32_t> slots = slots_of(step);
+    std::vector<int32_t> ids;
+    for (int32_t s : slots) ids.push_back(cur[static_cast<size_t>(s)]);
+    const StepResult got = graphed->next_result();
+    std::vector<float> want_lp;
+    const std::vector<int32_t> want = decode_picks(*eager, slots, ids, {}, &want_lp);
+    ASSERT_EQ(got.ids, want) << "step " << step;
+    ASSERT_EQ(std::memcmp(got.logprobs.data(), want_lp.data(), want_lp.size() * 4), 0) << "step " << step;
+    for (size_t i = 0; i < slots.size(); ++i) cur[static_cast<size_t>(slots[i])] = got.ids[i];
   }
   EXPECT_TRUE(graphed->decode_graphs_active());
-  EXPECT_GE(graphed->decode_graphs_recorded(), 2u); // batch 2, chained, in the 512 and 1,024 buckets
+  EXPECT_GE(graphed->decode_graphs_recorded(), 3u); // batches 1 and 2, in the 512 and 1,024 buckets
 }

@@ -19,10 +19,12 @@ TEST(CausalLmApi, BadInputIsAnErrorAndLeavesTheSlotUsable) {
   EXPECT_NE(error_of([&] { lm->prefill(0, std::vector<int32_t>{-1}); }).find("vocabulary"), std::string::npos);
   EXPECT_NE(error_of([&] { lm->prefill(0, std::vector<int32_t>{}); }).find("empty"), std::string::npos);
   EXPECT_NE(error_of([&] { lm->prefill(2, std::vector<int32_t>{1}); }).find("slot 2"), std::string::npos);
-  EXPECT_NE(error_of([&] { lm->decode(std::vector<int32_t>{1, 1}, std::vector<int32_t>{3, 4}); }).find("twice"),
+  EXPECT_NE(error_of([&] { decode_logits(*lm, std::vector<int32_t>{1, 1}, std::vector<int32_t>{3, 4}); }).find("twice"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { lm->decode(std::vector<int32_t>{0}, std::vector<int32_t>{3, 4}); }).find("one token"),
-            std::string::npos);
+  const std::vector<int32_t> two = {3, 4}, one = {5};
+  const std::vector<StepRow> chunk_and_row = {{.slot = 0, .ids = two}, {.slot = 1, .ids = one}};
+  EXPECT_NE(error_of([&] { lm->queue_step(chunk_and_row); }).find("only row"), std::string::npos)
+      << "a step is decode rows or one prompt chunk";
   EXPECT_EQ(lm->position(0), 0);
   // After all of that, the model still matches the reference.
   const auto& c = fx.cases[1];
@@ -36,7 +38,7 @@ TEST(CausalLmApi, AFullSequenceRefusesAnotherToken) {
   auto lm = fixture_model(be, fx, 8, 2, 16);
   lm->prefill(1, std::vector<int32_t>(8, 5));
   EXPECT_EQ(lm->position(1), 8);
-  EXPECT_NE(error_of([&] { lm->decode(std::vector<int32_t>{1}, std::vector<int32_t>{5}); }).find("full"),
+  EXPECT_NE(error_of([&] { decode_logits(*lm, std::vector<int32_t>{1}, std::vector<int32_t>{5}); }).find("full"),
             std::string::npos);
 }
 

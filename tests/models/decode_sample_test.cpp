@@ -1,4 +1,4 @@
-// CausalLM::decode_sample and the generation loop's device path: tokens drawn by the sample op
+// Sampled picks of CausalLM::queue_step and the generation loop's device path: tokens drawn by the sample op
 // on the backend equal the host Sampler's on the same logits, step after step, per row.
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 using namespace ninfer;
 using namespace ninfer::test;
 
-// Two sequences decoded together by decode_sample, each row with its own settings, against the
-// same sequences decoded with decode() and sampled on the host by a Sampler with the same seed
-// (draw k at step k): the same ids and log-probabilities for 12 steps.
+// Two sequences decoded together with sampled picks, each row with its own settings, against the
+// same sequences decoded with their logits brought back and sampled on the host by a Sampler
+// with the same seed (draw k at step k): the same ids and log-probabilities for 12 steps.
 TEST(DecodeSample, EachRowDrawsWhatTheHostSamplerDraws) {
   for (const char* name : {"tiny-qwen3", "tiny-qwen3_5"}) {
     const Fixture fx = Fixture::load(name);
@@ -40,8 +40,8 @@ TEST(DecodeSample, EachRowDrawsWhatTheHostSamplerDraws) {
         rows.push_back({sp[s].temperature, static_cast<int32_t>(sp[s].top_k), sp[s].top_p, sp[s].min_p, *sp[s].seed,
                         static_cast<uint64_t>(step)});
       std::vector<float> lp;
-      const std::vector<int32_t> got = dev->decode_sample(slots, cur, rows, &lp);
-      const std::vector<float> logits = host->decode(slots, cur);
+      const std::vector<int32_t> got = decode_picks(*dev, slots, cur, rows, &lp);
+      const std::vector<float> logits = decode_logits(*host, slots, cur);
       for (int32_t s = 0; s < 2; ++s) {
         const std::span<const float> row(logits.data() + s * fx.vocab, static_cast<size_t>(fx.vocab));
         const SampleResult want = samplers[s].next(row);

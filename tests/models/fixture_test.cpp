@@ -98,7 +98,7 @@ TEST_P(FixtureTest, PrefillAndBatchedDecodeMatchTeacherForcedLogits) {
         slots.push_back(static_cast<int32_t>(i));
         ids.push_back(cases[i].greedy[j]);
       }
-    const auto logits = lm->decode(slots, ids);
+    const auto logits = decode_logits(*lm, slots, ids);
     for (size_t b = 0; b < slots.size(); ++b) {
       const auto& c = cases[slots[b]];
       const int64_t r = static_cast<int64_t>(c.prompt.size() + j);
@@ -127,7 +127,7 @@ TEST_P(FixtureTest, GreedyGenerationReproducesReferenceIds) {
         break; // a legitimate flip: from here the sequences diverge
       }
       ++compared;
-      logits = lm->decode(std::vector<int32_t>{slot}, std::vector<int32_t>{next});
+      logits = decode_logits(*lm, std::vector<int32_t>{slot}, std::vector<int32_t>{next});
       ASSERT_EQ(logits.size(), static_cast<size_t>(V));
     }
     EXPECT_GT(compared, 0u) << "case " << i << ": not a single step compared";
@@ -239,7 +239,7 @@ TEST_P(FixtureKvCache, SixteenBitCacheStaysWithinItsRoundingOfTheFloat32Cache) {
         slots.push_back(static_cast<int32_t>(i));
         ids.push_back(fx.cases[i].greedy[j]);
       }
-    check(lm->decode(slots, ids), ref->decode(slots, ids), static_cast<int64_t>(slots.size()),
+    check(decode_logits(*lm, slots, ids), decode_logits(*ref, slots, ids), static_cast<int64_t>(slots.size()),
           fmt::format("decode step {}", j));
   }
   std::printf("%s KV cache vs float32 cache: worst logits row relative L2 %.3g (tolerance %s %.3g)\n",

@@ -146,6 +146,34 @@ std::string error_of(F&& f) {
   return "";
 }
 
+// One decode step through CausalLM::queue_step with every row's logits brought to the host:
+// [slots.size(), vocab], what a host sampler reads. Throws what queue_step throws.
+inline std::vector<float> decode_logits(CausalLM& lm, std::span<const int32_t> slots, std::span<const int32_t> ids) {
+  if (lm.unread_results()) throw std::logic_error("decode_logits: earlier steps have results unread");
+  std::vector<StepRow> rows;
+  for (size_t i = 0; i < slots.size(); ++i)
+    rows.push_back({.slot = slots[i], .ids = i < ids.size() ? ids.subspan(i, 1) : ids.subspan(0, 0), .logits = true});
+  lm.queue_step(rows);
+  return lm.next_result().logits;
+}
+
+// One decode step picked on the backend and read at once: row i greedy (`sampling` empty) or
+// drawn under sampling[i]. Returns the ids; their log-probabilities go to `logprobs`.
+inline std::vector<int32_t> decode_picks(CausalLM& lm, std::span<const int32_t> slots, std::span<const int32_t> ids,
+                                         std::span<const RowSampling> sampling = {},
+                                         std::vector<float>* logprobs = nullptr) {
+  if (lm.unread_results()) throw std::logic_error("decode_picks: earlier steps have results unread");
+  std::vector<StepRow> rows;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    rows.push_back({.slot = slots[i], .ids = ids.subspan(i, 1)});
+    if (!sampling.empty()) rows.back().sampling = sampling[i];
+  }
+  lm.queue_step(rows);
+  StepResult r = lm.next_result();
+  if (logprobs) *logprobs = std::move(r.logprobs);
+  return r.ids;
+}
+
 inline int32_t argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }

@@ -74,8 +74,8 @@ inline void expect_twin_outputs(CausalLM& q_lm, CausalLM& t_lm, int64_t vocab, c
     for (int step = 0; step < kQuantTwinDecodeSteps; ++step) {
       const int32_t q_id = argmax(q_last), t_id = argmax(t_last);
       ASSERT_EQ(q_id, t_id) << "prompt " << slot << " greedy step " << step;
-      q_last = q_lm.decode(std::vector<int32_t>{slot}, std::vector<int32_t>{q_id});
-      t_last = t_lm.decode(std::vector<int32_t>{slot}, std::vector<int32_t>{t_id});
+      q_last = decode_logits(q_lm, std::vector<int32_t>{slot}, std::vector<int32_t>{q_id});
+      t_last = decode_logits(t_lm, std::vector<int32_t>{slot}, std::vector<int32_t>{t_id});
       expect_same_top_logprobs(q_last, t_last, fmt::format("prompt {} decode step {}", slot, step));
       if (testing::Test::HasFailure()) return;
     }

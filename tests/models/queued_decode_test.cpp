@@ -1,7 +1,10 @@
-// CausalLM::queue_decode / next_picks: decode steps queued ahead of the host, each fed on the
-// backend by the previous step's pick. Against the transformers fixtures' greedy ids, against
-// step-by-step decode_sample, and the API's errors (which leave the model usable).
+// CausalLM::queue_step / next_result: steps queued ahead of the host, each row fed on the backend
+// by its slot's previous pick. Against the transformers fixtures' greedy ids, against steps read
+// one at a time, with rows that change between steps, and the API's errors (which leave the
+// model usable).
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "model_test_env.hpp"
 #include "ninfer/support/error.hpp"
@@ -9,6 +12,29 @@
 
 using namespace ninfer;
 using namespace ninfer::test;
+
+namespace {
+
+// Rows fed by the host's ids (one per slot), and rows fed by each slot's last pick.
+std::vector<StepRow> host_rows(const std::vector<int32_t>& slots, const std::vector<int32_t>& ids,
+                               std::span<const RowSampling> sampling = {}) {
+  std::vector<StepRow> rows;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    rows.push_back({.slot = slots[i], .ids = std::span(&ids[i], 1)});
+    if (!sampling.empty()) rows.back().sampling = sampling[i];
+  }
+  return rows;
+}
+std::vector<StepRow> chained_rows(const std::vector<int32_t>& slots, std::span<const RowSampling> sampling = {}) {
+  std::vector<StepRow> rows;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    rows.push_back({.slot = slots[i]});
+    if (!sampling.empty()) rows.back().sampling = sampling[i];
+  }
+  return rows;
+}
+
+} // namespace
 
 // All fixture cases decoded together, two steps always in flight: the ids the host reads are
 // transformers' greedy ids wherever its top-2 margin is clear (a near-tie may flip; from there
@@ -29,10 +55,10 @@ TEST(QueuedDecode, ChainedGreedyStepsReproduceTheReferenceIds) {
     ASSERT_GE(steps, 3u) << name;
     std::vector<bool> diverged(n, false);
     for (size_t i = 0; i < n; ++i) diverged[i] = first[i] != fx.cases[i].greedy[0];
-    lm->queue_decode(slots, first); // picks greedy id 1 from id 0
+    lm->queue_step(host_rows(slots, first)); // picks greedy id 1 from id 0
     for (size_t j = 1; j < steps; ++j) {
-      if (j + 1 < steps) lm->queue_decode(slots, {}); // picks id j + 1 from id j, on the backend
-      const std::vector<int32_t> got = lm->next_picks();
+      if (j + 1 < steps) lm->queue_step(chained_rows(slots)); // picks id j + 1 from id j, on the backend
+      const std::vector<int32_t> got = lm->next_result().ids;
       ASSERT_EQ(got.size(), n);
       for (size_t i = 0; i < n; ++i) {
         if (diverged[i]) continue;
@@ -48,8 +74,8 @@ TEST(QueuedDecode, ChainedGreedyStepsReproduceTheReferenceIds) {
   }
 }
 
-// Sampled steps in flight draw what decode_sample draws one step at a time on a second copy of
-// the model (same rows, same draw numbers), ids and log-probabilities alike.
+// Sampled steps in flight draw what steps read one at a time draw on a second copy of the model
+// (same rows, same draw numbers), ids and log-probabilities alike.
 TEST(QueuedDecode, ChainedSampledStepsDrawWhatStepByStepSamplingDraws) {
   const Fixture fx = Fixture::load("tiny-qwen3_5");
   Backend be = cpu_model_backend();
@@ -64,38 +90,84 @@ TEST(QueuedDecode, ChainedSampledStepsDrawWhatStepByStepSamplingDraws) {
     return std::vector<RowSampling>{{1.3, 0, 0.95, 0.0, 7, draw}, {0.8, 20, 1.0, 0.02, 8, draw}};
   };
   constexpr int kSteps = 10;
-  queued->queue_decode(slots, cur, rows(1));
+  queued->queue_step(host_rows(slots, cur, rows(1)));
   for (int step = 1; step <= kSteps; ++step) {
-    if (step < kSteps) queued->queue_decode(slots, {}, rows(static_cast<uint64_t>(step + 1)));
-    std::vector<float> lp, want_lp;
-    const std::vector<int32_t> got = queued->next_picks(&lp);
-    const std::vector<int32_t> want = stepped->decode_sample(slots, cur, rows(static_cast<uint64_t>(step)), &want_lp);
-    ASSERT_EQ(got, want) << "step " << step;
-    for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(lp[i], want_lp[i], 1e-6) << "step " << step << " row " << i;
-    cur = got;
+    if (step < kSteps) queued->queue_step(chained_rows(slots, rows(static_cast<uint64_t>(step + 1))));
+    const StepResult got = queued->next_result();
+    std::vector<float> want_lp;
+    const std::vector<int32_t> want = decode_picks(*stepped, slots, cur, rows(static_cast<uint64_t>(step)), &want_lp);
+    ASSERT_EQ(got.ids, want) << "step " << step;
+    for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(got.logprobs[i], want_lp[i], 1e-6) << "step " << step << " row " << i;
+    cur = got.ids;
   }
   EXPECT_EQ(queued->position(1), stepped->position(1));
+}
+
+// Sequences join, leave and change places between chained steps (as in a server): every row
+// still takes its own slot's last pick, so each slot's ids equal that slot decoded alone, step
+// by step with host ids, on a second copy of the model. A slot that sat steps out continues from
+// its last pick, three steps back.
+TEST(QueuedDecode, RowsMayChangeBetweenChainedSteps) {
+  const Fixture fx = Fixture::load("tiny-qwen3_5");
+  Backend be = cpu_model_backend();
+  auto queued = fixture_model(be, fx, 512, 4), alone = fixture_model(be, fx, 512, 4);
+  // The slots of each step; a slot's first appearance is fed by the host.
+  const std::vector<std::vector<int32_t>> plan = {{0},       {0, 1},    {1, 0, 2}, {2, 1},
+                                                  {1, 2, 3}, {3, 0, 1}, {0, 3},    {3}};
+  std::map<int32_t, int32_t> first;
+  for (int32_t s = 0; s < 4; ++s) {
+    const auto& prompt = fx.cases[static_cast<size_t>(s) % fx.cases.size()].prompt;
+    first[s] = argmax(queued->prefill(s, prompt));
+    alone->prefill(s, prompt);
+  }
+  std::map<int32_t, std::vector<int32_t>> got, want; // per slot: the ids picked, in order
+  std::map<int32_t, bool> started;
+  for (size_t k = 0; k < plan.size(); ++k) {
+    std::vector<StepRow> rows;
+    for (int32_t s : plan[k]) {
+      rows.push_back({.slot = s});
+      if (!started[s]) rows.back().ids = std::span(&first[s], 1);
+      started[s] = true;
+    }
+    queued->queue_step(rows);
+    if (k > 0) { // read one step behind, as the engine loop does
+      const StepResult r = queued->next_result();
+      for (size_t i = 0; i < plan[k - 1].size(); ++i) got[plan[k - 1][i]].push_back(r.ids[i]);
+    }
+  }
+  const StepResult r = queued->next_result();
+  for (size_t i = 0; i < plan.back().size(); ++i) got[plan.back()[i]].push_back(r.ids[i]);
+  for (int32_t s = 0; s < 4; ++s) {
+    int32_t cur = first[s];
+    for (size_t k = 0; k < got[s].size(); ++k) {
+      cur = decode_picks(*alone, std::vector<int32_t>{s}, std::vector<int32_t>{cur})[0];
+      want[s].push_back(cur);
+    }
+    EXPECT_EQ(got[s], want[s]) << "slot " << s;
+    EXPECT_EQ(queued->position(s), alone->position(s)) << "slot " << s;
+  }
 }
 
 TEST(QueuedDecode, MisuseIsAnErrorAndLeavesTheModelUsable) {
   const Fixture fx = Fixture::load("tiny-qwen3");
   Backend be = cpu_model_backend();
   auto lm = fixture_model(be, fx, 512, 3);
-  const std::vector<int32_t> one = {0}, two = {0, 1}, id = {5}, ids = {5, 6};
+  const std::vector<int32_t> one = {0}, two = {0, 1}, ids = {5, 6};
   lm->prefill(0, fx.cases[0].prompt);
   lm->prefill(1, fx.cases[1].prompt);
-  EXPECT_NE(error_of([&] { lm->next_picks(); }).find("no queued decode step"), std::string::npos);
-  EXPECT_NE(error_of([&] { lm->queue_decode(one, {}); }).find("previous step's picks"), std::string::npos);
-  lm->queue_decode(two, ids);
-  EXPECT_NE(error_of([&] { lm->queue_decode(std::vector<int32_t>{1, 0}, {}); }).find("same slots"), std::string::npos)
-      << "a chained step must keep the slot order";
-  EXPECT_NE(error_of([&] { lm->decode_greedy(one, id); }).find("not read"), std::string::npos);
-  lm->queue_decode(two, {});
-  EXPECT_NE(error_of([&] { lm->queue_decode(two, {}); }).find("not read"), std::string::npos);
+  EXPECT_NE(error_of([&] { lm->next_result(); }).find("no queued step"), std::string::npos);
+  EXPECT_NE(error_of([&] { lm->queue_step(chained_rows(one)); }).find("no queued pick"), std::string::npos)
+      << "a slot just prefilled has no pick to chain from";
+  lm->queue_step(host_rows(two, ids));
+  lm->queue_step(chained_rows({1, 0}));  // another order is fine: each row takes its own slot's pick
+  lm->queue_step(chained_rows(one));     // so is a subset
+  lm->queue_step(chained_rows(two));
+  EXPECT_EQ(lm->unread_results(), CausalLM::kMostUnreadResults);
+  EXPECT_NE(error_of([&] { lm->queue_step(chained_rows(two)); }).find("not read"), std::string::npos);
   const int64_t at = lm->position(0);
-  EXPECT_EQ(lm->next_picks().size(), 2u);
-  lm->drop_queued();
-  EXPECT_NE(error_of([&] { lm->next_picks(); }).find("no queued decode step"), std::string::npos);
+  EXPECT_EQ(lm->next_result().ids.size(), 2u);
+  lm->drop_results();
+  EXPECT_NE(error_of([&] { lm->next_result(); }).find("no queued step"), std::string::npos);
   EXPECT_EQ(lm->position(0), at) << "a dropped step's token stays in its slot";
   // Usable: a fresh sequence still matches the reference.
   lm->reset(0);

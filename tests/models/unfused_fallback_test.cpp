@@ -94,7 +94,7 @@ Logits all_logits(const Fixture& fx, Backend& be) {
         slots.push_back(static_cast<int32_t>(i));
         ids.push_back(fx.cases[i].greedy[j]);
       }
-    const auto l = lm->decode(slots, ids);
+    const auto l = decode_logits(*lm, slots, ids);
     out.rest.insert(out.rest.end(), l.begin(), l.end());
   }
   return out;

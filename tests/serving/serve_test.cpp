@@ -167,7 +167,10 @@ TEST(NinferServe, RequestLogHasOneLinePerRequestWithServerTimings) {
   fs::remove(log);
 }
 
-// GET /metrics speaks Prometheus text and counts what the server did.
+// GET /metrics speaks Prometheus text and counts what the server did: requests, tokens, slots,
+// and the engine loop's rows: 4 decode rows after a 5-token greedy request's first token (its
+// prompt chunk's pick), no logits rows for it, and one per token of a request whose top
+// logprobs are sampled on the host.
 TEST(NinferServe, MetricsCountRequestsTokensAndSlots) {
   ServerProcess server(fixture_args());
   auto c = server.client();
@@ -193,6 +196,18 @@ TEST(NinferServe, MetricsCountRequestsTokensAndSlots) {
   EXPECT_NE(after.find("ninfer_generation_tokens_total 5\n"), std::string::npos) << after;
   EXPECT_NE(after.find("ninfer_slots_in_use 0\n"), std::string::npos) << after;
   EXPECT_EQ(after.find("ninfer_kv_cache_bytes 0\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("ninfer_decode_rows_total 4\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("ninfer_logits_rows_total 0\n"), std::string::npos) << after;
+  json with_logprobs = greedy_ids_request(json::array({4, 5, 6}), 5);
+  with_logprobs["logprobs"] = 2;
+  ASSERT_EQ(post(*c, "/v1/completions", with_logprobs).status, 200);
+  for (int i = 0; i < 200; ++i) {
+    after = metrics();
+    if (after.find("ninfer_requests_total{finish_reason=\"length\"} 2\n") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(after.find("ninfer_logits_rows_total 5\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("ninfer_decode_rows_total 8\n"), std::string::npos) << after;
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
@@ -770,5 +785,19 @@ TEST(NinferServe, SoakToolRunsAgainstTheServer) {
   EXPECT_EQ(b["alone"]["tokens"], 60);
   EXPECT_EQ(b["with_prefill"]["tokens"], 60);
   EXPECT_GT(b["stream_tokens_during_prefill"].get<int>(), 0);
+
+  // decode: two clients together; each round's window holds tokens of both.
+  const ProcessOutput dec = run_process("python3 " + tool + url +
+                                        " --json --mode decode --clients 2 --prompt-length 8 --max-tokens 24 --rounds 2");
+  ASSERT_EQ(dec.status, 0) << dec.out << dec.err;
+  const json d = json::parse(dec.out);
+  EXPECT_EQ(d["failures"], 0);
+  ASSERT_EQ(d["rounds"].size(), 2u);
+  for (const json& r : d["rounds"]) {
+    EXPECT_GT(r["window_tokens"].get<int>(), 2) << r.dump();
+    EXPECT_GT(r["decode_tok_s"].get<double>(), 0.0) << r.dump();
+    EXPECT_EQ(r["client_itl_p50_s"].size(), 2u);
+  }
+  EXPECT_EQ(d["mean_context"], 8 + 12);
   EXPECT_EQ(server.stop(), 0) << server.log();
 }

@@ -60,6 +60,12 @@ BenchPoint bench_decode(CausalLM& lm, const BenchOptions& o, int64_t context, in
   std::vector<int32_t> slots(static_cast<size_t>(batch));
   for (int32_t i = 0; i < batch; ++i) slots[static_cast<size_t>(i)] = i;
   std::vector<int32_t> ids = random_ids(batch, lm.vocab_size(), o.seed + 7);
+  // Greedy rows: the first step's ids from the host, every later one from the previous picks.
+  std::vector<StepRow> first, chained;
+  for (int32_t i = 0; i < batch; ++i) {
+    first.push_back({.slot = i, .ids = std::span(&ids[static_cast<size_t>(i)], 1)});
+    chained.push_back({.slot = i});
+  }
   std::vector<double> rates;
   for (int r = 0; r < o.warmup + o.repeats; ++r) {
     for (int32_t s : slots) {
@@ -68,13 +74,14 @@ BenchPoint bench_decode(CausalLM& lm, const BenchOptions& o, int64_t context, in
     }
     const bool timed = r >= o.warmup;
     const int32_t steps = timed ? o.decode_steps : kWarmupSteps;
-    // As generation runs it (ninfer-run): every step's ids reach the host, and the next step is
-    // queued, fed by those ids on the device, before the host reads them.
+    // The engine loop's decode steps (generation::Scheduler) on a fixed batch: every step's ids
+    // reach the host, and the next step is queued, fed by those picks on the device, before the
+    // host reads them.
     const auto t0 = Clock::now();
-    lm.queue_decode(slots, ids);
+    lm.queue_step(first);
     for (int32_t i = 0; i < steps; ++i) {
-      if (i + 1 < steps) lm.queue_decode(slots, {});
-      for (int32_t id : lm.next_picks())
+      if (i + 1 < steps) lm.queue_step(chained);
+      for (int32_t id : lm.next_result().ids)
         if (id < 0) throw Error("a decode step produced NaN logits: the timings would mean nothing");
     }
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();

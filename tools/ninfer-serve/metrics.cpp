@@ -46,6 +46,20 @@ std::string ServerMetrics::render(const serving::Engine& engine, const Backend& 
          fmt::format("ninfer_kv_cache_bytes {}\n", mem.in_use[static_cast<size_t>(MemoryUse::KvCache)]));
   metric(out, "ninfer_state_bytes", "gauge", "Gated DeltaNet state memory, allocated at load.",
          fmt::format("ninfer_state_bytes {}\n", mem.in_use[static_cast<size_t>(MemoryUse::State)]));
+  // The engine loop's counters: what ran on the device and what came back to the host.
+  const SchedulerStats loop = engine.stats();
+  metric(out, "ninfer_decode_steps_total", "counter", "Decode steps queued.",
+         fmt::format("ninfer_decode_steps_total {}\n", loop.decode_steps));
+  metric(out, "ninfer_decode_rows_total", "counter", "Rows (one token of one sequence) of those steps.",
+         fmt::format("ninfer_decode_rows_total {}\n", loop.decode_rows));
+  metric(out, "ninfer_chained_rows_total", "counter",
+         "Decode rows fed by the previous step's pick on the device (the host had not read it).",
+         fmt::format("ninfer_chained_rows_total {}\n", loop.chained_rows));
+  metric(out, "ninfer_prompt_chunks_total", "counter", "Prompt chunks run.",
+         fmt::format("ninfer_prompt_chunks_total {}\n", loop.prompt_chunks));
+  metric(out, "ninfer_logits_rows_total", "counter",
+         "Logits rows brought to the host: tokens sampled there (penalties, top logprobs) and prompt logprobs.",
+         fmt::format("ninfer_logits_rows_total {}\n", loop.logits_rows));
   int64_t recent_tokens = 0;
   const Clock::time_point now = Clock::now();
   for (const auto& [t, n] : recent_)

@@ -1,6 +1,7 @@
 // GET /metrics: Prometheus text exposition of what the server has done and holds now —
 // requests by finish reason, prompt and generated tokens, queue depth, slots in use, the KV
-// cache and GDN state memory, and recent generation speed.
+// cache and GDN state memory, recent generation speed, and the engine loop's counters (steps,
+// rows, logits rows brought to the host).
 #pragma once
 
 #include <chrono>

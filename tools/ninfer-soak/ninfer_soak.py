@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Load a running ninfer-serve and report what its clients saw. Python 3 standard library only.
 
-Two modes (docs/serving.md, "Soak and latency benchmark"):
+Three modes (docs/serving.md, "Soak and latency benchmark"):
 
   soak  N concurrent streaming clients for D seconds, each sending /v1/completions requests one
         after another with prompts of mixed lengths (token ids, so lengths are exact; some can
@@ -12,9 +12,15 @@ Two modes (docs/serving.md, "Soak and latency benchmark"):
   itl   The inter-token latency of one decoding stream alone, then while another request's
         long prompt is prefilled (chunked prefill should keep the stream going).
 
+  decode  N streaming clients start together, one request each of --prompt-length tokens and
+        --max-tokens tokens, for --rounds rounds: the aggregate decode tok/s while all N are
+        decoding, and the inter-token latency (what ninfer-bench's decode rate at batch N is
+        compared with: scripts/device.sh serve-bench).
+
     ninfer_soak.py --url http://127.0.0.1:8000 --clients 4 --duration 600 \\
         --prompt-lengths 128,1024,4096,16384 --max-tokens 256
     ninfer_soak.py --url http://127.0.0.1:8000 --mode itl --long-prompt 32000
+    ninfer_soak.py --url http://127.0.0.1:8000 --mode decode --clients 8 --prompt-length 128 --max-tokens 512
 
 The exit status is 1 when any request failed, else 0. --json prints one JSON object (the
 report) on stdout instead of text.
@@ -263,6 +269,67 @@ def itl(args, server, model, max_len):
     }
 
 
+def decode_round(server, bodies):
+    """One round of the decode mode: every client sends its request at the same moment."""
+    barrier = threading.Barrier(len(bodies))
+    results = [None] * len(bodies)
+
+    def client(k):
+        barrier.wait()
+        results[k] = server.stream(bodies[k])
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    failures = [r for r in results if not r["ok"] or not r["times"]]
+    if failures:
+        return {"failures": len(failures), "errors": sorted({r["error"] or "no tokens" for r in failures})}
+    # Token arrival moments on one clock. The window in which every client is decoding: from
+    # the last client's first token to the first client's last token. Tokens arriving inside it
+    # over its length is the aggregate decode rate of N concurrent streams.
+    arrivals = [[r["sent"] + t for t in r["times"]] for r in results]
+    start = max(a[0] for a in arrivals)
+    end = min(a[-1] for a in arrivals)
+    tokens = sum(sum(1 for t in a if start < t <= end) for a in arrivals)
+    gaps = [b - a for times in arrivals for a, b in zip(times, times[1:]) if start <= a and b <= end]
+    per_client = [percentile([b - a for a, b in zip(times, times[1:])], 50) for times in arrivals]
+    return {
+        "failures": 0, "errors": [], "window_s": end - start, "window_tokens": tokens,
+        "decode_tok_s": tokens / (end - start) if end > start else None,
+        "itl_s": {"p50": percentile(gaps, 50), "p99": percentile(gaps, 99), "max": max(gaps, default=None)},
+        "client_itl_p50_s": per_client,
+        "ttft_s": [a[0] - r["sent"] for a, r in zip(arrivals, results)],
+    }
+
+
+def decode(args, server, model, max_len):
+    if max_len and args.prompt_length + args.max_tokens > max_len:
+        raise SystemExit(f"--prompt-length {args.prompt_length} plus --max-tokens {args.max_tokens} does not fit "
+                         f"the context ({max_len})")
+    rng = random.Random(args.seed)
+    rounds = []
+    for _ in range(args.rounds):
+        bodies = [request_body(model, prompt_ids(rng, args.prompt_length, args.id_min, args.id_max), args.max_tokens)
+                  for _ in range(args.clients)]
+        rounds.append(decode_round(server, bodies))
+    ok = [r for r in rounds if not r["failures"] and r["decode_tok_s"]]
+    rates = [r["decode_tok_s"] for r in ok]
+    return {
+        "mode": "decode", "model": model, "clients": args.clients, "prompt_length": args.prompt_length,
+        "max_tokens": args.max_tokens, "rounds": rounds,
+        "failures": sum(r["failures"] for r in rounds),
+        "errors": sorted({e for r in rounds for e in r["errors"]})[:10],
+        # The streams' mean context while decoding: what ninfer-bench's --contexts is set to.
+        "mean_context": args.prompt_length + args.max_tokens // 2,
+        "decode_tok_s": {"median": percentile(rates, 50), "min": min(rates, default=None),
+                         "max": max(rates, default=None)},
+        "itl_p50_s": percentile([r["itl_s"]["p50"] for r in ok], 50),
+        "itl_p99_s": percentile([r["itl_s"]["p99"] for r in ok], 50),
+    }
+
+
 def fmt_s(x):
     return "-" if x is None else f"{x * 1000:.1f} ms"
 
@@ -277,6 +344,20 @@ def print_report(rep):
               f"ITL p50 {fmt_s(rep['itl_s']['p50'])}, p99 {fmt_s(rep['itl_s']['p99'])}")
         print(f"GPU memory start {json.dumps(rep['gpu_memory_start'])}, end {json.dumps(rep['gpu_memory_end'])}, "
               f"growth {rep['gpu_memory_growth_mib']} MiB")
+    elif rep["mode"] == "decode":
+        print(f"{rep['model']}: {rep['clients']} streaming clients, prompts of {rep['prompt_length']} tokens, "
+              f"{rep['max_tokens']} tokens each, {len(rep['rounds'])} rounds")
+        for i, r in enumerate(rep["rounds"]):
+            if r["failures"]:
+                print(f"round {i}: {r['failures']} failures")
+                continue
+            print(f"round {i}: {r['decode_tok_s']:.1f} tok/s over {r['window_s']:.2f} s with all decoding; "
+                  f"ITL p50 {fmt_s(r['itl_s']['p50'])}, p99 {fmt_s(r['itl_s']['p99'])}; per client p50 "
+                  + " ".join(fmt_s(x) for x in r["client_itl_p50_s"]))
+        d = rep["decode_tok_s"]
+        if d["median"] is not None:
+            print(f"aggregate decode {d['median']:.1f} tok/s (median; {d['min']:.1f}-{d['max']:.1f}), ITL p50 "
+                  f"{fmt_s(rep['itl_p50_s'])}, p99 {fmt_s(rep['itl_p99_s'])}; mean context {rep['mean_context']}")
     else:
         for k in ("alone", "with_prefill", "during_prefill"):
             v = rep[k]
@@ -292,12 +373,15 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)")
     p.add_argument("--api-key", default=None, help="sent as Authorization: Bearer KEY")
-    p.add_argument("--mode", choices=["soak", "itl"], default="soak")
-    p.add_argument("--clients", type=int, default=4, help="soak: concurrent clients (default %(default)s)")
+    p.add_argument("--mode", choices=["soak", "itl", "decode"], default="soak")
+    p.add_argument("--clients", type=int, default=4, help="soak, decode: concurrent clients (default %(default)s)")
     p.add_argument("--duration", type=float, default=60, help="soak: seconds (default %(default)s)")
     p.add_argument("--prompt-lengths", default="128,1024,4096,16384",
                    help="soak: prompt lengths in tokens, used in turn by each client (default %(default)s)")
-    p.add_argument("--max-tokens", type=int, default=128, help="soak: tokens generated per request (default %(default)s)")
+    p.add_argument("--max-tokens", type=int, default=128,
+                   help="soak, decode: tokens generated per request (default %(default)s)")
+    p.add_argument("--prompt-length", type=int, default=128, help="decode: prompt tokens (default %(default)s)")
+    p.add_argument("--rounds", type=int, default=3, help="decode: rounds of N requests (default %(default)s)")
     p.add_argument("--long-prompt", type=int, default=16384, help="itl: the long prompt's tokens (default %(default)s)")
     p.add_argument("--stream-tokens", type=int, default=256, help="itl: the decoding stream's tokens (default %(default)s)")
     p.add_argument("--id-min", type=int, default=1000, help="prompt token ids are drawn from [id-min, id-max)")
@@ -310,7 +394,7 @@ def main():
 
     server = Server(args.url, args.api_key, args.timeout)
     model, max_len = server.model()
-    rep = soak(args, server, model, max_len) if args.mode == "soak" else itl(args, server, model, max_len)
+    rep = {"soak": soak, "itl": itl, "decode": decode}[args.mode](args, server, model, max_len)
     if args.json:
         print(json.dumps(rep))
     else:

@@ -1,12 +1,18 @@
 // A causal language model (Qwen3, Qwen3.5) loaded from a Hugging Face checkpoint and run
-// through a Backend: sequence slots, prefill of prompts, batched decode, logits out.
+// through a Backend: sequence slots, prompts read in chunks, and steps queued ahead of the host
+// whose tokens are chosen on the backend (docs/serving.md, "The engine loop").
 //
 //   Backend be(plugins, host_device());
 //   auto ck = Checkpoint::open(dir);
 //   auto lm = CausalLM::load(ck, be, {.max_context = 4096, .max_sequences = 4});
-//   auto last = lm->prefill(0, prompt_ids);                 // [1, vocab]
-//   auto rows = lm->decode(std::vector<int32_t>{0}, {next}); // [1, vocab]
+//   auto last = lm->prefill(0, prompt_ids);              // [1, vocab] logits, on the host
+//   const StepRow first{.slot = 0, .ids = std::span(&id, 1)}; // picks the next token (greedy)
+//   const StepRow then{.slot = 0};                        // fed by that pick, on the backend
+//   lm->queue_step(std::span(&first, 1));
+//   lm->queue_step(std::span(&then, 1));
+//   StepResult r = lm->next_result();                     // the first step's pick; the second runs on
 //
+// generation::Scheduler (ninfer/generation/scheduler.hpp) is the loop built on this surface.
 // Everything is allocated at load (weights, KV cache per attention layer for max_context x
 // max_sequences, GDN conv and recurrent state per slot, activations for the largest step, op
 // workspace); prefill and decode never allocate device memory. Model code names op contracts
@@ -64,9 +70,35 @@ struct RowSampling {
   uint64_t draw = 0;
 };
 
+// One sequence's part of a queued step.
+struct StepRow {
+  int32_t slot = 0;
+  // The tokens appended to the slot: one for a decode row, or a prompt chunk (at most
+  // prefill_chunk tokens) when the row is its step's only one. Empty: one token, the one the
+  // slot's last queued pick chose, copied on the backend (the host need not have read it).
+  std::span<const int32_t> ids;
+  // Choose the token after the row's last one: on the backend under `sampling` (temperature 0:
+  // greedy, the argmax op's choice) and, with `logits`, also bring that position's logits row
+  // to the host, for a sampler the backend lacks (penalties, top logprobs). false: no pick (a
+  // prompt chunk that is not the last).
+  bool pick = true;
+  RowSampling sampling{.temperature = 0};
+  bool logits = false;
+};
+
+// What the host reads of one queued step.
+struct StepResult {
+  // Per picked row, in row order: the chosen id (-1: the row held NaN or +inf, or only -inf) and
+  // its raw log-probability (log_softmax of the logits).
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  // [rows with `logits`, vocab], in row order.
+  std::vector<float> logits;
+};
+
 namespace models {
 class Decoder; // core/models: the layers, activations and ops of one forward pass
-enum class Pick; // core/models/decoder.hpp: the token choice a decode step runs with its layers
+struct PickRef; // core/models/decoder.hpp: where a queued pick's id stays on the backend
 }
 
 class CausalLM {
@@ -105,62 +137,46 @@ class CausalLM {
   void assume_context(int32_t slot, int64_t tokens);
 
   // Appends `ids` to the slot's sequence (in chunks of prefill_chunk) and returns logits
-  // row-major: [ids.size(), vocab] for All, [1, vocab] (after the last id) for Last. Throws
-  // ninfer::Error for an empty prompt, an id outside the vocabulary, a bad slot, or a prompt
-  // that does not fit in max_context; the slot is then unchanged.
+  // row-major: [ids.size(), vocab] for All, [1, vocab] (after the last id) for Last, waiting for
+  // them (what prompt logprobs need; a generation loop queues its chunks with queue_step).
+  // Throws ninfer::Error for an empty prompt, an id outside the vocabulary, a bad slot, or a
+  // prompt that does not fit in max_context; the slot is then unchanged.
   std::vector<float> prefill(int32_t slot, std::span<const int32_t> ids, LogitsFor which = LogitsFor::Last);
 
-  // One token for each of several sequences (distinct slots) in one forward pass; returns
-  // [slots.size(), vocab]. Same errors as prefill.
-  std::vector<float> decode(std::span<const int32_t> slots, std::span<const int32_t> ids);
-
-  // decode() followed by greedy selection on the backend: returns the argmax id of each row
-  // (ties: lowest id) and, in `logprobs`, its log-probability; no logits cross to the host.
-  // An id of -1 means the row held a NaN.
-  std::vector<int32_t> decode_greedy(std::span<const int32_t> slots, std::span<const int32_t> ids,
-                                     std::vector<float>* logprobs = nullptr);
-
-  // decode() followed by sampling on the backend, row i under params[i]: returns the chosen id
-  // of each row and, in `logprobs`, its raw log-probability; no logits cross to the host. An
-  // id of -1 means the row held a NaN or +inf (or only -inf).
-  std::vector<int32_t> decode_sample(std::span<const int32_t> slots, std::span<const int32_t> ids,
-                                     std::span<const RowSampling> params, std::vector<float>* logprobs = nullptr);
-
-  // Decode steps queued ahead of the host, so the device never waits for the host between two
-  // steps. queue_decode starts a step that picks on the backend (greedy with `params` empty,
-  // else row i sampled under params[i]) and returns at once; with `ids` empty, its input ids are
-  // the ones the previous queued step picked, which never visit the host (that step must have
-  // had the same slots, in the same order). next_picks waits for the oldest queued step whose
-  // picks were not read and returns them (an id of -1: a NaN row, as in decode_greedy). At most
-  // two steps' picks are unread at once. A step queued after the token that ends a sequence still
-  // runs and advances its slot (GDN state included): reset() the slot before reusing it.
-  // decode_greedy and decode_sample are a queue_decode and its next_picks.
-  void queue_decode(std::span<const int32_t> slots, std::span<const int32_t> ids,
-                    std::span<const RowSampling> params = {});
-  std::vector<int32_t> next_picks(std::vector<float>* logprobs = nullptr);
-  // Forgets the picks not read yet (their steps still run).
-  void drop_queued();
+  // Queues one forward pass and returns at once: one-token rows of distinct slots (a decode
+  // step), or one prompt chunk. Positions advance now. Rows may change from step to step
+  // (sequences join and leave): a row with empty `ids` takes the token its slot's last queued
+  // pick chose, wherever that pick's row was, and the copy happens on the backend. A step with
+  // picked rows has a result, read with next_result; at most kMostUnreadResults are unread at
+  // once. A step queued after the token that ends a sequence still runs and advances its slot
+  // (GDN state included): reset() the slot before reusing it. Throws ninfer::Error (the model
+  // unchanged) for a bad slot, a slot twice, ids outside the vocabulary, a row beyond
+  // max_context, a chained row whose slot has no pick on the backend (none since its last reset
+  // or prefill, or its pick's result slot has since been given to a newer step), too many
+  // rows, or results left unread.
+  static constexpr size_t kMostUnreadResults = 4;
+  void queue_step(std::span<const StepRow> rows);
+  // Waits for the oldest queued step whose result was not read and returns it.
+  StepResult next_result();
+  size_t unread_results() const;
+  // Forgets the results not read yet (their steps still run; their picks still feed chained
+  // rows).
+  void drop_results();
 
  private:
   CausalLM(ModelConfig config, ModelOptions options, Backend& backend, std::unique_ptr<models::Decoder> decoder);
   void check_slot(int32_t slot) const;
-  // Validates and runs one decode forward pass (positions advance); the hidden rows stay on the
-  // backend. `params`: the sampling rows of a Pick::Sample step. `chained`: the ids come from the
-  // last pick (queue_decode), `ids` is not read.
-  void decode_forward(std::span<const int32_t> slots, std::span<const int32_t> ids, std::span<const RowSampling> params,
-                      models::Pick pick, bool chained);
-  // queue_decode with the chaining explicit: decode_greedy and decode_sample never chain.
-  void enqueue(std::span<const int32_t> slots, std::span<const int32_t> ids, std::span<const RowSampling> params,
-               bool chained);
-  void check_no_unread_picks(const char* call) const;
   void check_ids(std::span<const int32_t> ids) const;
+  // queue_step's checks of a step's rows (nothing changes before they pass).
+  void check_rows(std::span<const StepRow> rows) const;
 
   ModelConfig config_;
   ModelOptions options_;
   Backend& backend_;
   std::unique_ptr<models::Decoder> decoder_;
   std::vector<int64_t> positions_;
-  std::vector<int32_t> last_queued_slots_; // the slots of the last queue_decode
+  // Per slot: where its last queued pick stays on the backend (a chained row's input), if any.
+  std::vector<std::unique_ptr<models::PickRef>> last_pick_;
 };
 
 } // namespace ninfer

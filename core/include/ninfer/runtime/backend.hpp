@@ -80,9 +80,11 @@ class Backend {
   void upload(const DeviceBuffer& dst, size_t offset, const void* src, size_t bytes);
   void download(const DeviceBuffer& src, size_t offset, void* dst, size_t bytes);
   // A download the host does not wait for, into result slot `slot` (of MemorySpace::kResultSlots;
-  // page-locked on a device): downloaded(slot) waits for that copy only and returns its bytes,
-  // valid until the slot's next download. At most MemorySpace::kResultBytes.
-  void download_async(const DeviceBuffer& src, size_t offset, size_t bytes, size_t slot);
+  // page-locked on a device) at `slot_offset`: downloaded(slot) waits for the copies into that
+  // slot only and returns its bytes, valid until the slot's next download. A slot holds
+  // MemorySpace::kMinResultBytes until reserve_results grows every slot to `bytes` (at load).
+  void reserve_results(size_t bytes);
+  void download_async(const DeviceBuffer& src, size_t offset, size_t bytes, size_t slot, size_t slot_offset = 0);
   const void* downloaded(size_t slot);
   // Device to device, ordered with the ops (the host does not wait).
   void copy(const DeviceBuffer& dst, size_t dst_offset, const DeviceBuffer& src, size_t src_offset, size_t bytes);

@@ -24,10 +24,17 @@ class MemorySpace {
   // queued behind the stream's work (ordered before anything issued after it).
   virtual void copy_in(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_out(void* dst, const void* src, size_t bytes) = 0; // space -> host, waits for the stream
-  // space -> one of the space's kResultSlots result slots, without waiting; results(slot) waits
-  // for that copy (only) and returns its bytes. At most kResultBytes per copy.
-  static constexpr size_t kResultSlots = 2, kResultBytes = size_t{16} << 10;
-  virtual void copy_out_to_results(size_t slot, const void* src, size_t bytes) = 0;
+  // Result slots: kResultSlots areas of host memory (page-locked on a device) that copies land in
+  // without the host waiting. Each holds kMinResultBytes until reserve_results grows them all (a
+  // model reserves its largest step's ids, log-probabilities and logits rows at load; growing
+  // waits for the stream and is not for the middle of a run).
+  static constexpr size_t kResultSlots = 4, kMinResultBytes = size_t{16} << 10;
+  virtual void reserve_results(size_t bytes) = 0;
+  virtual size_t result_bytes() const = 0;
+  // space -> result slot `slot` at byte `offset`, without waiting; results(slot) waits for every
+  // copy into that slot issued so far (only) and returns the slot's bytes. Several copies may
+  // fill one slot (a step's ids, then the logits rows the host asked for).
+  virtual void copy_out_to_results(size_t slot, size_t offset, const void* src, size_t bytes) = 0;
   virtual const void* results(size_t slot) = 0;
   // space -> space, ordered with the stream's work.
   virtual void copy_within(void* dst, const void* src, size_t bytes) = 0;

@@ -1,8 +1,9 @@
-// The server's inference engine: one CausalLM with max_sequences slots and one scheduler
-// thread doing continuous batching. Requests wait in a bounded queue, take a free slot, are
-// prefilled one chunk (ModelOptions::prefill_chunk tokens) per scheduler step, and then decode
-// together: every step feeds one token to each generating sequence in a single `decode`.
-// Requests join between steps; a finished or cancelled one frees its slot at once.
+// The server's inference engine: one CausalLM with max_sequences slots and one thread driving
+// the engine loop (ninfer/generation/scheduler.hpp, the loop ninfer-run drives too). Requests
+// wait in a bounded queue, take a free slot, are prefilled one chunk (ModelOptions::prefill_chunk
+// tokens) per iteration, and then decode together: every step feeds one token to each
+// generating sequence, queued before the host reads the previous step's tokens. Requests join
+// between steps; a finished or cancelled one frees its slot at once.
 //
 //   Engine engine(*lm, &tokenizer, {.max_pending = 64});
 //   auto h = engine.submit(request);   // throws QueueFull / PromptTooLong / Error
@@ -25,6 +26,7 @@
 
 #include "ninfer/support/error.hpp"
 #include "ninfer/generation/generate.hpp"
+#include "ninfer/generation/scheduler.hpp"
 #include "ninfer/serving/reply_text.hpp"
 #include "ninfer/serving/request_handle.hpp"
 
@@ -100,6 +102,8 @@ class Engine {
 
   int64_t max_context() const;
   EngineLoad load() const;
+  // The loop's counters so far (steps, rows, logits rows brought to the host), for /metrics.
+  SchedulerStats stats() const;
 
  private:
   struct Pending {
@@ -109,7 +113,7 @@ class Engine {
     std::chrono::steady_clock::time_point submitted;
   };
   // Finishes a request that never got a slot, and reports it.
-  void drop(Pending& p, const std::string& reason);
+  void drop(Pending& p, const std::string& reason, const std::string& error = {});
   void run();
   // Ends queued requests that were cancelled or have waited longer than pending_timeout
   // (mutex_ held).
@@ -117,9 +121,7 @@ class Engine {
   // Frees a finished sequence's slot, then completes its request (mutex_ held): a client that
   // sees its request finished can submit the next one into that slot at once.
   void retire(Sequence& s, std::vector<int32_t>& free_slots);
-  void admit(std::vector<std::unique_ptr<Sequence>>& active, std::vector<int32_t>& free_slots);
-  void prefill_step(std::vector<std::unique_ptr<Sequence>>& active);
-  void decode_step(std::vector<std::unique_ptr<Sequence>>& active);
+  void admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& active, std::vector<int32_t>& free_slots);
 
   CausalLM& lm_;
   const Tokenizer* tokenizer_;
@@ -130,6 +132,7 @@ class Engine {
   int64_t running_ = 0; // sequences holding a slot (the scheduler updates it)
   bool stopping_ = false;
   bool cancel_running_ = false;
+  SchedulerStats stats_; // the loop's, copied after each iteration
   std::thread thread_;
 };
 

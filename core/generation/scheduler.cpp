@@ -1,0 +1,283 @@
+#include "ninfer/generation/scheduler.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <span>
+
+#include "ninfer/models/causal_lm.hpp"
+#include "ninfer/support/error.hpp"
+
+namespace ninfer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Sampling the backend's pick lacks: penalties need the token history, top logprobs the whole
+// distribution. Such a sequence brings its logits row back and samples on the host.
+bool backend_can_pick(const SamplingParams& p) {
+  return p.repetition_penalty == 1.0 && p.presence_penalty == 0.0 && p.frequency_penalty == 0.0 &&
+         p.top_logprobs == 0;
+}
+
+} // namespace
+
+struct Scheduler::Sequence {
+  Sequence(int32_t s, GenerationRequest r, SequenceHooks h)
+      : slot(s), request(std::move(r)), hooks(std::move(h)), sampler(request.sampling, request.prompt_ids),
+        on_backend(backend_can_pick(request.sampling)) {
+    out.seed = sampler.seed();
+    out.added = Clock::now();
+  }
+  int64_t prompt_size() const { return static_cast<int64_t>(request.prompt_ids.size()); }
+  bool prefilling() const { return queued_prompt < prompt_size(); }
+  // The row's pick: on the backend with the next draw of this sequence's stream (draws are
+  // claimed in step order, as the host sampler would make them), or a logits row for the host.
+  void fill_pick(StepRow& row) {
+    if (!on_backend) {
+      row.logits = true; // the backend's own pick (greedy) is not used
+      return;
+    }
+    const SamplingParams& p = request.sampling;
+    if (p.is_greedy()) return;
+    row.sampling = {p.temperature, static_cast<int32_t>(std::min<int64_t>(p.top_k, INT32_MAX)), p.top_p, p.min_p,
+                    sampler.seed(), sampler.claim_draw()};
+  }
+
+  int32_t slot;
+  GenerationRequest request;
+  SequenceHooks hooks;
+  Sampler sampler;
+  bool on_backend;
+  int64_t limit = 0;         // most tokens it may generate (max_new_tokens, capped by the context)
+  int64_t queued_prompt = 0; // prompt tokens queued
+  int64_t read = 0;          // tokens read (the stop token included)
+  int64_t in_flight = 0;     // queued rows whose picks are not read: each adds one token
+  std::optional<int32_t> last; // the last token read: the next input when nothing is in flight
+  bool ended = false;
+  SequenceOutcome out;
+};
+
+Scheduler::Scheduler(CausalLM& lm) : lm_(lm) {
+  if (lm_.unread_results())
+    throw Error(fmt::format("the model has {} step results unread: another loop is using it", lm_.unread_results()));
+}
+
+// Dropped, not waited for: a finished generate() returns without waiting for the step queued
+// behind its last token.
+Scheduler::~Scheduler() { lm_.drop_results(); }
+
+void Scheduler::add(int32_t slot, GenerationRequest r, SequenceHooks hooks) {
+  const int32_t slots = lm_.options().max_sequences;
+  if (slot < 0 || slot >= slots)
+    throw Error(fmt::format("sequence slot {} does not exist (slots 0..{})", slot, slots - 1));
+  for (const SequencePtr& s : running_)
+    if (s->slot == slot && !s->ended) throw Error(fmt::format("slot {} already holds a running sequence", slot));
+  if (r.prompt_ids.empty()) throw Error("the prompt is empty: give at least one token");
+  for (size_t i = 0; i < r.prompt_ids.size(); ++i)
+    if (r.prompt_ids[i] < 0 || r.prompt_ids[i] >= lm_.vocab_size())
+      throw Error(fmt::format("token id {} (at index {}) is outside the model's vocabulary [0, {}); the tokenizer "
+                              "does not match this model",
+                              r.prompt_ids[i], i, lm_.vocab_size()));
+  if (r.max_new_tokens < 0) throw Error(fmt::format("max_new_tokens must be >= 0 (got {})", r.max_new_tokens));
+  const int64_t ctx = lm_.options().max_context;
+  const int64_t prompt_end = (r.append ? lm_.position(slot) : 0) + static_cast<int64_t>(r.prompt_ids.size());
+  if (prompt_end >= ctx)
+    throw Error(fmt::format("the prompt ends at token {} but the context holds {} (the prompt and at least one "
+                            "generated token must fit)",
+                            prompt_end, ctx));
+  auto s = std::make_shared<Sequence>(slot, std::move(r), std::move(hooks)); // the sampler validates
+  // A sequence ends when the next step would need a position the context lacks.
+  s->limit = std::min(s->request.max_new_tokens, ctx - prompt_end);
+  if (!s->request.append) lm_.reset(slot);
+  running_.push_back(std::move(s));
+}
+
+void Scheduler::end(Sequence& s, const std::string& reason, const std::string& error) {
+  if (s.ended) return;
+  s.ended = true;
+  s.out.finish_reason = reason;
+  s.out.error = error;
+  s.out.ended = Clock::now();
+  if (s.hooks.on_end) s.hooks.on_end(s.out);
+}
+
+void Scheduler::end_all(const std::string& reason) {
+  for (const SequencePtr& s : running_) end(*s, reason);
+  running_.clear();
+}
+
+void Scheduler::step() {
+  ++iteration_;
+  for (const SequencePtr& s : running_)
+    if (!s->ended && s->hooks.cancelled && s->hooks.cancelled()) end(*s, "cancelled");
+  // The prompt chunk first: a sequence whose prompt it completes joins this very decode step,
+  // fed by the chunk's pick on the backend.
+  queue_prompt_chunk();
+  queue_decode();
+  // The steps just queued keep the device busy while the host reads the ones before them; with
+  // nothing queued (every sequence waits for the host), everything is read.
+  const bool queued = !in_flight_.empty() && in_flight_.back().iteration == iteration_;
+  while (!in_flight_.empty() && (!queued || in_flight_.front().iteration < iteration_)) read_oldest();
+  std::erase_if(running_, [](const SequencePtr& s) { return s->ended; });
+}
+
+// One chunk of the oldest prompt still being read, so a long prompt holds the decoding
+// sequences back by one chunk's forward pass per iteration, never more.
+void Scheduler::queue_prompt_chunk() {
+  const auto it = std::find_if(running_.begin(), running_.end(),
+                               [](const SequencePtr& s) { return !s->ended && s->prefilling(); });
+  if (it == running_.end()) return;
+  const SequencePtr sp = *it;
+  Sequence& s = *sp;
+  const int64_t n = std::min<int64_t>(lm_.options().prefill_chunk, s.prompt_size() - s.queued_prompt);
+  const std::span<const int32_t> ids(s.request.prompt_ids.data() + s.queued_prompt, static_cast<size_t>(n));
+  const bool last = s.queued_prompt + n == s.prompt_size();
+  try {
+    if (s.request.prompt_logprobs > 0) {
+      // Prompt logprobs need every position's logits on the host: this chunk runs at once and its
+      // rows come back; the first token is then sampled on the host from the last of them.
+      const std::vector<float> rows = lm_.prefill(s.slot, ids, LogitsFor::All);
+      ++stats_.prompt_chunks;
+      stats_.logits_rows += n;
+      const auto V = static_cast<size_t>(lm_.vocab_size());
+      for (int64_t i = 0; i < n; ++i) {
+        const std::span<const float> row(rows.data() + static_cast<size_t>(i) * V, V);
+        s.out.prompt_top.push_back(top_logprobs(row, log_sum_exp(row), s.request.prompt_logprobs));
+      }
+      s.queued_prompt += n;
+      if (s.hooks.on_prefill) s.hooks.on_prefill(s.queued_prompt, s.prompt_size());
+      if (last && s.limit == 0) end(s, "length");
+      else if (last) take_token(s, -1, 0, rows.data() + static_cast<size_t>(n - 1) * V);
+      return;
+    }
+    StepRow row{.slot = s.slot, .ids = ids, .pick = last && s.limit > 0};
+    if (row.pick) {
+      read_until(CausalLM::kMostUnreadResults - 1); // (s has no rows in flight: reading cannot end it)
+      s.fill_pick(row);
+    }
+    lm_.queue_step(std::span(&row, 1));
+    ++stats_.prompt_chunks;
+    s.queued_prompt += n;
+    if (row.pick) {
+      ++s.in_flight;
+      stats_.logits_rows += row.logits;
+      in_flight_.push_back({{sp}, {row.logits}, iteration_});
+    }
+    if (s.hooks.on_prefill) s.hooks.on_prefill(s.queued_prompt, s.prompt_size());
+    if (last && s.limit == 0) end(s, "length");
+  } catch (const std::exception& e) {
+    end(s, "error", e.what());
+  }
+}
+
+// One row per sequence that can take a token now: fed by its last pick on the backend when one
+// is queued (a sequence picked there), else by the last token read. A sequence sampled on the
+// host waits for its logits row to be read, so while others keep the device busy it joins every
+// other step.
+void Scheduler::queue_decode() {
+  // Room for this step's result first: reading may end sequences, so it comes before the rows.
+  read_until(CausalLM::kMostUnreadResults - 1);
+  std::vector<StepRow> rows;
+  InFlight f;
+  f.iteration = iteration_;
+  std::vector<int32_t> ids(running_.size()); // the host ids, alive until the step is queued
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence& s = *running_[i];
+    if (s.ended || s.prefilling() || s.read + s.in_flight >= s.limit) continue;
+    StepRow row{.slot = s.slot};
+    if (s.in_flight == 0 && s.last) {
+      ids[i] = *s.last;
+      row.ids = std::span(&ids[i], 1);
+    } else if (s.in_flight == 0 || !s.on_backend) {
+      continue; // its next token is not known yet, not even on the backend
+    }
+    s.fill_pick(row);
+    rows.push_back(row);
+    f.rows.push_back(running_[i]);
+    f.logits.push_back(row.logits);
+  }
+  if (rows.empty()) return;
+  try {
+    lm_.queue_step(rows);
+  } catch (const std::exception& e) {
+    for (const SequencePtr& s : f.rows) end(*s, "error", e.what());
+    return;
+  }
+  ++stats_.decode_steps;
+  stats_.decode_rows += static_cast<int64_t>(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ++f.rows[i]->in_flight;
+    stats_.chained_rows += rows[i].ids.empty();
+    stats_.logits_rows += rows[i].logits;
+  }
+  in_flight_.push_back(std::move(f));
+}
+
+void Scheduler::read_until(size_t keep) {
+  while (in_flight_.size() > keep) read_oldest();
+}
+
+void Scheduler::read_oldest() {
+  InFlight f = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  StepResult r;
+  try {
+    r = lm_.next_result();
+  } catch (const std::exception& e) {
+    for (const SequencePtr& s : f.rows) {
+      --s->in_flight;
+      end(*s, "error", e.what());
+    }
+    return;
+  }
+  const auto V = static_cast<size_t>(lm_.vocab_size());
+  size_t logits_at = 0;
+  for (size_t i = 0; i < f.rows.size(); ++i) {
+    Sequence& s = *f.rows[i];
+    --s.in_flight;
+    const float* logits = f.logits[i] ? r.logits.data() + V * logits_at++ : nullptr;
+    // A step queued before its sequence ended still ran; what it picked is not wanted.
+    if (!s.ended) take_token(s, r.ids[i], r.logprobs[i], logits);
+  }
+}
+
+void Scheduler::take_token(Sequence& s, int32_t id, float logprob, const float* logits) {
+  SampleResult t;
+  try {
+    if (logits) {
+      const auto t0 = Clock::now();
+      t = s.sampler.sample(std::span(logits, static_cast<size_t>(lm_.vocab_size())));
+      s.out.sampling_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    } else {
+      if (id < 0) throw Error("the model produced NaN (or +inf) logits; rerun with NINFER_SYNC_OPS=1 to find the op");
+      t = SampleResult{id, logprob, {}};
+    }
+    s.sampler.accept(t.token);
+  } catch (const std::exception& e) {
+    end(s, "error", e.what());
+    return;
+  }
+  if (s.out.first_token == Clock::time_point{}) s.out.first_token = Clock::now();
+  ++s.read;
+  s.last = t.token;
+  if (s.request.stop.is_stop_token(t.token)) {
+    s.out.stop_token = t.token;
+    end(s, "stop");
+    return;
+  }
+  s.out.generated_ids.push_back(t.token);
+  s.out.generated_logprobs.push_back(t.logprob);
+  if (s.request.sampling.top_logprobs > 0) s.out.generated_top.push_back(t.top_logprobs);
+  bool stopped = false;
+  try {
+    stopped = s.hooks.on_token && s.hooks.on_token(t);
+  } catch (const std::exception& e) {
+    end(s, "error", e.what());
+    return;
+  }
+  if (stopped) end(s, "stop");
+  else if (s.read >= s.limit) end(s, "length");
+}
+
+} // namespace ninfer

@@ -1,0 +1,120 @@
+// The engine loop every generating program drives: generate() (ninfer-run, a batch of one) and
+// serving::Engine (ninfer-serve). Sequences hold model slots; each iteration queues one chunk of
+// the oldest prompt still being read and one decode step of every sequence that can take a
+// token, then reads the results of the previous iteration's steps, so the device always has the
+// next step while the host reads, samples, checks and streams the current one. Tokens are
+// chosen on the backend (argmax or the sample op, fed by the previous pick on the backend);
+// only a sequence whose sampling the backend lacks (penalties, top logprobs) brings its logits
+// row back, and only its row. docs/serving.md, "The engine loop", has the details.
+//
+//   Scheduler loop(lm);
+//   loop.add(slot, request, {.on_token = ..., .on_end = ...});
+//   while (loop.busy()) loop.step();
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ninfer/generation/generate.hpp"
+#include "ninfer/sampling/sampler.hpp"
+
+namespace ninfer {
+
+class CausalLM;
+
+// What one sequence produced, all but its text (the owner makes text from the tokens).
+struct SequenceOutcome {
+  using Clock = std::chrono::steady_clock;
+  std::vector<int32_t> generated_ids;        // the stop token, if any, is not included
+  std::vector<float> generated_logprobs;     // raw log-probability of each generated id
+  std::vector<std::vector<TokenLogprob>> generated_top; // per generated id (sampling.top_logprobs > 0)
+  std::vector<std::vector<TokenLogprob>> prompt_top;    // per prompt position (prompt_logprobs > 0)
+  std::string finish_reason;                 // "stop", "length", "cancelled" or "error"
+  std::string error;                         // finish_reason "error": what went wrong
+  std::optional<int32_t> stop_token;         // which stop token ended it
+  uint64_t seed = 0;                         // the sampler's seed (a replay passes it back)
+  // Moments: added to the loop, the first token read (after its sampling), the end. A moment
+  // never reached stays Clock::time_point{}.
+  Clock::time_point added, first_token, ended;
+  double sampling_s = 0;                     // host sampling (rows whose logits came back)
+};
+
+// How the loop talks to a sequence's owner, on the loop's thread.
+struct SequenceHooks {
+  // After each prompt chunk is queued: prompt tokens queued so far, of all.
+  std::function<void(int64_t done, int64_t total)> on_prefill;
+  // Each generated token as it is read (never a stop token); returns true to end the sequence
+  // with "stop" there (a stop string matched).
+  std::function<bool(const SampleResult&)> on_token;
+  // Once, when the sequence ends; its slot may be given to another sequence at once (its steps
+  // still queued run, and add() resets the slot before the newcomer's first step).
+  std::function<void(SequenceOutcome&)> on_end;
+  // Polled once per iteration: true ends the sequence with "cancelled" (within one prompt chunk
+  // or one decode step).
+  std::function<bool()> cancelled;
+};
+
+// Counters over the loop's life (the server's /metrics).
+struct SchedulerStats {
+  int64_t decode_steps = 0;  // decode steps queued
+  int64_t decode_rows = 0;   // rows of those steps
+  int64_t chained_rows = 0;  // of them, rows fed by the previous pick on the backend
+  int64_t prompt_chunks = 0; // prompt chunks run
+  int64_t logits_rows = 0;   // logits rows brought to the host (host sampling, prompt logprobs)
+};
+
+class Scheduler {
+ public:
+  // `lm` must outlive the loop and have no step results unread.
+  explicit Scheduler(CausalLM& lm);
+  // Forgets the results not read (their steps still run, as after a stop token).
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Starts `request` in `slot`, which no running sequence holds: the slot is reset first unless
+  // request.append. Generation ends with "length" at max_new_tokens or when the context is
+  // full. Throws ninfer::Error for a bad slot, an empty prompt, ids outside the vocabulary, bad
+  // sampling parameters, or a prompt that leaves no room for a token. Not from inside a hook.
+  void add(int32_t slot, GenerationRequest request, SequenceHooks hooks);
+  // One iteration (see above). Hooks run inside it.
+  void step();
+  // Whether a sequence is still running.
+  bool busy() const { return !running_.empty(); }
+  // Ends every running sequence with `reason` (shutdown); their queued steps still run.
+  void end_all(const std::string& reason);
+  const SchedulerStats& stats() const { return stats_; }
+
+ private:
+  struct Sequence;
+  using SequencePtr = std::shared_ptr<Sequence>;
+  // A queued step with a result: its sequences by row, and the iteration that queued it.
+  struct InFlight {
+    std::vector<SequencePtr> rows;
+    std::vector<bool> logits; // per row: its logits row came back
+    int64_t iteration = 0;
+  };
+
+  void queue_prompt_chunk();
+  void queue_decode();
+  // Reads the oldest unread result and hands its tokens to their sequences.
+  void read_oldest();
+  // Reads results until at most `keep` are unread.
+  void read_until(size_t keep);
+  void take_token(Sequence& s, int32_t id, float logprob, const float* logits);
+  void end(Sequence& s, const std::string& reason, const std::string& error = {});
+
+  CausalLM& lm_;
+  std::vector<SequencePtr> running_; // in the order they were added
+  std::deque<InFlight> in_flight_;
+  int64_t iteration_ = 0;
+  SchedulerStats stats_;
+};
+
+} // namespace ninfer
