@@ -34,7 +34,9 @@ On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu
                                 OP@T/LO-HI/LO-HI=VARIANT for calls whose dims lie in those ranges;
                                 "routes=" alone: the built-in table. PRESETS default
                                 qwen3-8b,qwen3_5-27b. CONTEXTS=0,4096: those depths (two or more: the
-                                depth-growth lines too); NCU=1: ncu's per-kernel times of the linears
+                                depth-growth lines too); BATCHES=1,8: those batches; BENCH_ARGS: more
+                                ninfer-bench words (--weights int4-g128); NCU=1: ncu's per-kernel
+                                times of the linears
   ablation[=PRESETS]            decode (batch 1) with op classes not launched (NINFER_TIMING_SKIP_OPS):
                                 what each costs inside the graph. SKIPS="SET SET": other sets (comma
                                 lists; op@D0xD1 names one shape); CONTEXT=N: at that depth
@@ -172,8 +174,9 @@ routes() { # entries presets
   for p in ${2:-qwen3-8b qwen3_5-27b}; do
     step "routes ${1:-built-in}: $p decode, batch 1, context ${CONTEXTS:-0}"
     log="$(fresh_log "routes-$p-${1//[^a-z0-9_]/_}" txt)"
-    "$bench" --preset "$p" --device cuda --skip-prefill --contexts "${CONTEXTS:-0}" --batches 1 \
-      --repeats 3 --decode-steps 64 > "$log" 2>&1
+    # shellcheck disable=SC2086 # BENCH_ARGS are ninfer-bench words
+    "$bench" --preset "$p" --device cuda --skip-prefill --contexts "${CONTEXTS:-0}" --batches "${BATCHES:-1}" \
+      --repeats 3 --decode-steps 64 ${BENCH_ARGS:-} > "$log" 2>&1
     grep -E "^decode|linear |^  batch .* -> " "$log" # the points, the linear routes, the depth growth
     [[ "${NCU:-0}" != 1 ]] || ncu_decode_kernels "$p" linear
   done

@@ -190,18 +190,24 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
     return unfused_plan(op, shape, "NINFER_UNFUSED_OPS", "route override: the ops it fuses, each planned on its own");
 
   std::vector<std::string> warnings;
-  // 1. A schedule-table entry for this bucket, if its variant can run this shape here. An entry
-  //    of an op that takes one token per sequence does not apply to a call with more.
+  // 1. The first schedule-table entry for this bucket whose variant takes the call's dtype, if
+  //    that variant can run this shape here (an entry of another dtype's variant, such as a
+  //    float GEMV for a quantized linear, lets the next entry of the bucket serve). An entry of
+  //    an op that takes one token per sequence does not apply to a call with more.
   if (table_) {
-    const ScheduleEntry* e = table_->lookup(op, shape);
-    if (e && e->variant == kUnfusedRoute) {
-      if (unfusable)
-        return unfused_plan(op, shape, e->where,
-                            fmt::format("schedule table {} {}: the ops it fuses, each planned on its own",
-                                        table_->source, e->describe_bucket()));
-      warnings.push_back(fmt::format("{}: schedule entry {} -> {}: the op has no unfused form; using the "
-                                     "planner's choice", e->where, e->op, e->variant));
-    } else if (e && contract_admits(op, shape)) {
+    for (const ScheduleEntry& entry : table_->entries) {
+      if (!entry.covers(op, shape)) continue;
+      const ScheduleEntry* e = &entry;
+      if (e->variant == kUnfusedRoute) {
+        if (unfusable)
+          return unfused_plan(op, shape, e->where,
+                              fmt::format("schedule table {} {}: the ops it fuses, each planned on its own",
+                                          table_->source, e->describe_bucket()));
+        warnings.push_back(fmt::format("{}: schedule entry {} -> {}: the op has no unfused form; using the "
+                                       "planner's choice", e->where, e->op, e->variant));
+        break;
+      }
+      if (!contract_admits(op, shape)) break;
       try {
         // A variant the plugin makes on demand is built at its first use when the table was not
         // checked against the device (check_against builds it otherwise).
@@ -210,17 +216,15 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
         if (!v)
           throw Error(fmt::format("plugin {} has no variant '{}'{}", plugin_.name(), e->variant,
                                   why_unknown.empty() ? "" : ": " + why_unknown));
-        // An entry routes the weight dtypes its variant takes (a table has no dtype key: its
-        // linear entries name float GEMVs); a quantized call goes on to the planner's choice.
-        if (takes_dtype(*v, shape.dtype)) {
-          Plan p = plan_variant(*v, shape, e->max_ctas.value_or(0));
-          p.source = e->where;
-          p.reason = fmt::format("schedule table {} {}", table_->source, e->describe_bucket());
-          return p;
-        }
+        if (!takes_dtype(*v, shape.dtype)) continue;
+        Plan p = plan_variant(*v, shape, e->max_ctas.value_or(0));
+        p.source = e->where;
+        p.reason = fmt::format("schedule table {} {}", table_->source, e->describe_bucket());
+        return p;
       } catch (const Error& err) {
         warnings.push_back(fmt::format("{}: schedule entry {} -> {} not usable for {} tokens: {}; using the "
                                        "planner's choice", e->where, e->op, e->variant, shape.tokens, err.what()));
+        break;
       }
     }
   }

@@ -224,6 +224,17 @@ TEST(ScheduleTable, DtypesRouteQuantizedLinearsApart) {
   const ScheduleTable back = load_schedule_table(saved, data_dir() / "schemas");
   ASSERT_EQ(back.entries.size(), t.entries.size());
   for (size_t i = 0; i < t.entries.size(); ++i) EXPECT_EQ(back.entries[i].dtypes, t.entries[i].dtypes) << i;
+  // Without a dtypes key, an entry whose variant does not take the call's dtype lets the next
+  // entry of the bucket serve it.
+  const fs::path g = write_table("format: ninfer-schedule/1\narch: sm_90\nentries:\n"
+                                 "  - {op: linear, tokens: [1, 8], variant: gemv_4warps}\n"
+                                 "  - {op: linear, tokens: [1, 8], variant: gemv_quant_warp_t8}\n");
+  ScheduleTable untyped = load_schedule_table(g, data_dir() / "schemas");
+  check_against(untyped, *s.plugin, s.dev);
+  const Plan q = Planner(*s.plugin, s.dev, &untyped).plan(NINFER_OP_LINEAR, {6, {4096, 4096, 128, 0}, NINFER_DTYPE_INT4});
+  EXPECT_EQ(q.variant, "gemv_quant_warp_t8");
+  EXPECT_EQ(q.source, g.string() + ":5");
+  fs::remove(g);
   EXPECT_NE(load_error("format: ninfer-schedule/1\narch: sm_90\nentries:\n"
                        "  - {op: linear, tokens: [1, 2], dtypes: [int3], variant: a}\n")
                 .find("entries[0].dtypes"),
