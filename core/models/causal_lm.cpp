@@ -13,6 +13,7 @@
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/checkpoint/expected_tensors.hpp"
+#include "ninfer/models/mixed_chunk.hpp"
 #include "ninfer/support/error.hpp"
 #include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
@@ -29,6 +30,9 @@ ModelOptions resolve(const ModelConfig& cfg, ModelOptions o) {
     throw Error(fmt::format("max_context must be in [1, 2^31) tokens (got {})", o.max_context));
   if (o.max_sequences < 1) throw Error(fmt::format("max_sequences must be >= 1 (got {})", o.max_sequences));
   if (o.prefill_chunk < 1) throw Error(fmt::format("prefill_chunk must be >= 1 (got {})", o.prefill_chunk));
+  if (o.mixed_chunk < 0 || o.mixed_chunk > o.prefill_chunk)
+    throw Error(fmt::format("mixed_chunk must be in [1, prefill_chunk = {}], or 0 for the default rule (got {})",
+                            o.prefill_chunk, o.mixed_chunk));
   return o;
 }
 
@@ -81,12 +85,23 @@ std::unique_ptr<CausalLM> CausalLM::load(const Checkpoint& ck, Backend& be, cons
     spdlog::warn("{}: {} tensor(s) that no {} layer reads (first: {}); they are ignored", ck.dir().string(),
                  extra.size(), family_name(cfg.family), extra.front());
   models::StepLimits limits;
-  limits.max_tokens = std::max<int64_t>(o.prefill_chunk, o.max_sequences);
   limits.max_sequences = o.max_sequences;
   limits.max_context = o.max_context;
   limits.kv_dtype = to_dtype(o.kv_cache);
+  const auto weight_bytes = [&be] { return be.memory().in_use[static_cast<size_t>(MemoryUse::Weights)]; };
+  const size_t weights_before = weight_bytes();
   models::WeightLoader w(ck, be, o.weights);
   models::DecoderParts parts = models::decoder_builder(family_of(cfg))(w, be, cfg, limits);
+  // The default chunk follows from the weights as they are held (dtype, quantization).
+  if (o.mixed_chunk == 0)
+    o.mixed_chunk = mixed_chunk_rule(
+        mixed_step_cost(cfg, static_cast<double>(weight_bytes() - weights_before), o.max_context, be.device().kind),
+        o.prefill_chunk);
+  // The largest step: a prompt chunk alone, a decode step, or a mixed step (a chunk and a row
+  // for every other slot).
+  limits.max_mixed_chunk = o.max_sequences > 1 ? o.mixed_chunk : 0;
+  limits.max_tokens = std::max<int64_t>({o.prefill_chunk, o.max_sequences,
+                                         limits.max_mixed_chunk ? o.mixed_chunk + o.max_sequences - 1 : 0});
   auto decoder = std::make_unique<models::Decoder>(be, std::move(parts), limits);
   decoder->set_decode_recording(o.cuda_graphs);
   spdlog::debug("{} loaded on {} ({} KV cache): {}", family_name(cfg.family), be.plugin().name(), to_string(o.kv_cache),
@@ -167,6 +182,7 @@ std::vector<float> CausalLM::prefill(int32_t slot, std::span<const int32_t> ids,
       const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(ids.size()) - b);
       const SequenceChunk c{slot, pos + b, ids.subspan(static_cast<size_t>(b), static_cast<size_t>(n))};
       decoder_->forward(std::span(&c, 1));
+      last_step_tokens_ = n;
       positions_[static_cast<size_t>(slot)] = pos + b + n;
       last_pick_[static_cast<size_t>(slot)].reset();
       if (which == LogitsFor::All) decoder_->logits(0, n, out);
@@ -195,10 +211,13 @@ void CausalLM::check_rows(std::span<const StepRow> rows) const {
     if (!seen.insert(r.slot).second) throw Error(fmt::format("slot {} appears twice in one step", r.slot));
     check_ids(r.ids);
     const int64_t n = r.ids.empty() ? 1 : static_cast<int64_t>(r.ids.size());
-    if (n > 1 && rows.size() > 1)
-      throw Error(fmt::format("a prompt chunk ({} tokens for slot {}) must be its step's only row", n, r.slot));
+    if (n > 1 && &r != &rows.front())
+      throw Error(fmt::format("a prompt chunk ({} tokens for slot {}) must be its step's first row", n, r.slot));
     if (n > options_.prefill_chunk)
       throw Error(fmt::format("a prompt chunk of {} tokens exceeds prefill_chunk = {}", n, options_.prefill_chunk));
+    if (n > options_.mixed_chunk && rows.size() > 1)
+      throw Error(fmt::format("a prompt chunk of {} tokens beside other rows (a mixed step) exceeds mixed_chunk = {}",
+                              n, options_.mixed_chunk));
     const int64_t pos = positions_[static_cast<size_t>(r.slot)];
     if (pos + n > options_.max_context)
       throw Error(fmt::format("sequence in slot {} is full: it holds {} of max_context = {} tokens and the step adds "
@@ -248,6 +267,7 @@ void CausalLM::queue_step(std::span<const StepRow> rows) {
     if (picks.pick == models::Pick::Sample) decoder_->set_sample_rows(sampling);
   }
   const models::Decoder::Queued q = decoder_->forward(chunks, chained, picks);
+  last_step_tokens_ = token;
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto slot = static_cast<size_t>(rows[i].slot);
     positions_[slot] += static_cast<int64_t>(chunks[i].ids.size());
@@ -255,6 +275,15 @@ void CausalLM::queue_step(std::span<const StepRow> rows) {
       last_pick_[slot] = std::make_unique<models::PickRef>(models::PickRef{q.slot, static_cast<int64_t>(i), q.use});
     else last_pick_[slot].reset();
   }
+}
+
+std::vector<float> CausalLM::last_step_logits(int64_t first, int64_t count) {
+  if (first < 0 || count < 1 || first + count > last_step_tokens_)
+    throw Error(fmt::format("logits of tokens [{}, {}) asked of a step of {} tokens", first, first + count,
+                            last_step_tokens_));
+  std::vector<float> out;
+  decoder_->logits(first, count, out);
+  return out;
 }
 
 StepResult CausalLM::next_result() {
