@@ -78,12 +78,13 @@ ModelFiles open_model_files(const ModelSource& source) {
 }
 
 ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice, int32_t max_sequences,
-                             std::optional<int32_t> prefill_chunk) {
+                             std::optional<int32_t> prefill_chunk, std::optional<int32_t> mixed_chunk) {
   const Manifest& m = files.manifest;
   ModelOptions mo;
   mo.max_context = m.runtime.resolved_max_context(files.checkpoint.config().max_position_embeddings);
   mo.max_sequences = max_sequences;
   mo.prefill_chunk = prefill_chunk.value_or(static_cast<int32_t>(m.runtime.prefill_chunk));
+  mo.mixed_chunk = mixed_chunk.value_or(static_cast<int32_t>(m.runtime.mixed_chunk.value_or(0)));
   mo.weights = precision(m.dtype);
   mo.cuda_graphs = m.runtime.cuda_graphs;
   mo.kv_cache = kv_precision(m.runtime.kv_dtype);
@@ -115,6 +116,10 @@ ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice
   if (!out.lm) throw Error("no device can run this model:" + failures);
   spdlog::info("KV cache: {} (kv_dtype {}); memory budget: {}", to_string(out.lm->options().kv_cache),
                to_string(m.runtime.kv_dtype), out.backend->memory().describe());
+  if (max_sequences > 1)
+    spdlog::info("prompt chunks: {} tokens alone, {} beside decoding streams (mixed_chunk{})",
+                 out.lm->options().prefill_chunk, out.lm->options().mixed_chunk,
+                 mo.mixed_chunk ? "" : ": the cost rule");
   return out;
 }
 

@@ -34,6 +34,7 @@ TEST(Manifest, OnlyCheckpointIsRequiredAndEveryDefaultHolds) {
   EXPECT_FALSE(m.runtime.max_context.has_value());
   EXPECT_EQ(m.runtime.max_concurrency, 4);
   EXPECT_EQ(m.runtime.prefill_chunk, 2048);
+  EXPECT_FALSE(m.runtime.mixed_chunk.has_value()) << "unset: the model's cost rule";
   EXPECT_EQ(m.runtime.kv_dtype, KvDType::Auto);
   EXPECT_TRUE(m.runtime.cuda_graphs);
   EXPECT_EQ(m.max_new_tokens, 512);
@@ -99,6 +100,7 @@ runtime:
   max_context: 8192
   max_concurrency: 2
   prefill_chunk: 1024
+  mixed_chunk: 48
   kv_dtype: float32
   cuda_graphs: false
 sampling:
@@ -126,6 +128,7 @@ TEST(Manifest, EveryKeyIsRead) {
   EXPECT_EQ(m.runtime.resolved_max_context(40960), 8192);
   EXPECT_EQ(m.runtime.max_concurrency, 2);
   EXPECT_EQ(m.runtime.prefill_chunk, 1024);
+  EXPECT_EQ(m.runtime.mixed_chunk, 48);
   EXPECT_EQ(m.runtime.kv_dtype, KvDType::Float32);
   EXPECT_FALSE(m.runtime.cuda_graphs);
   EXPECT_EQ(m.sampling.temperature, 0.6);
@@ -141,7 +144,7 @@ TEST(Manifest, EveryKeyIsRead) {
   // Where each key was set, for checks made after loading.
   const std::string file = (dir.path() / "m.yaml").string();
   EXPECT_EQ(m.where("runtime.max_context"), file + ":7: runtime.max_context");
-  EXPECT_EQ(m.where("sampling.seed"), file + ":20: sampling.seed");
+  EXPECT_EQ(m.where("sampling.seed"), file + ":21: sampling.seed");
   EXPECT_EQ(m.where("checkpoint"), file + ":1: checkpoint");
 }
 

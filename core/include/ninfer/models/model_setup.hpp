@@ -56,10 +56,12 @@ struct ModelOnDevice {
   std::unique_ptr<CausalLM> lm;
 };
 
-// Loads the model with `max_sequences` slots (prefill_chunk: the manifest's unless given) on
-// the first device of `choice` that runs it; with --device auto, devices that cannot are
-// skipped and listed in the error if none can. Logs the memory budget.
+// Loads the model with `max_sequences` slots (prefill_chunk, mixed_chunk: the manifest's unless
+// given; mixed_chunk unset in both: the model's cost rule) on the first device of `choice` that
+// runs it; with --device auto, devices that cannot are skipped and listed in the error if none
+// can. Logs the memory budget and the chunk sizes.
 ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice, int32_t max_sequences,
-                             std::optional<int32_t> prefill_chunk = std::nullopt);
+                             std::optional<int32_t> prefill_chunk = std::nullopt,
+                             std::optional<int32_t> mixed_chunk = std::nullopt);
 
 } // namespace ninfer
