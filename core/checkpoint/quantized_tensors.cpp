@@ -101,12 +101,12 @@ std::optional<QuantizedModule> find_quantized(const Checkpoint& ck, const std::s
   return m;
 }
 
-QuantizedMatrix read_quantized(const Checkpoint& ck, const QuantizedModule& m) {
+QuantizedMatrix read_quantized(const Checkpoint& ck, const QuantizedModule& m, QuantRead what) {
   switch (m.method) {
-    case QuantMethod::Gptq: return quant_detail::read_gptq(ck, m, *ck.config().quantization);
-    case QuantMethod::Awq: return quant_detail::read_awq(ck, m);
-    case QuantMethod::CompressedTensors: return quant_detail::read_compressed_tensors(ck, m);
-    case QuantMethod::Fp8Block: return quant_detail::read_fp8_block(ck, m);
+    case QuantMethod::Gptq: return quant_detail::read_gptq(ck, m, *ck.config().quantization, what);
+    case QuantMethod::Awq: return quant_detail::read_awq(ck, m, what);
+    case QuantMethod::CompressedTensors: return quant_detail::read_compressed_tensors(ck, m, what);
+    case QuantMethod::Fp8Block: return quant_detail::read_fp8_block(ck, m, what);
   }
   throw Error("internal: unknown quantization method");
 }

@@ -106,6 +106,8 @@ void read_runtime(const YAML::Node& n, RuntimeOptions& r) {
   if (n["mixed_chunk"]) r.mixed_chunk = n["mixed_chunk"].as<int64_t>();
   if (n["kv_dtype"]) r.kv_dtype = parse_enum(n["kv_dtype"].as<std::string>(), kKvDTypes);
   if (n["cuda_graphs"]) r.cuda_graphs = n["cuda_graphs"].as<bool>();
+  if (n["memory_limit"]) r.memory_limit_gib = n["memory_limit"].as<double>();
+  if (n["kv_capacity"] && n["kv_capacity"].Scalar() != "auto") r.kv_capacity = n["kv_capacity"].as<int64_t>();
 }
 
 void read_sampling(const YAML::Node& n, Manifest& m) {
@@ -143,12 +145,6 @@ std::string Manifest::where(const std::string& key) const {
 const char* to_string(WeightDType d) { return enum_name(d, kWeightDTypes); }
 const char* to_string(KvDType d) { return enum_name(d, kKvDTypes); }
 const char* to_string(ChatTemplate t) { return enum_name(t, kChatTemplates); }
-
-int64_t RuntimeOptions::resolved_max_context(int64_t max_position_embeddings) const {
-  if (max_context) return *max_context;
-  if (max_position_embeddings <= 0) return kDefaultContextCap;
-  return std::min(max_position_embeddings, kDefaultContextCap);
-}
 
 Manifest load_manifest(const fs::path& file) {
   return load_manifest(file, data_dir() / "schemas" / "manifest.schema.json");

@@ -32,6 +32,15 @@ std::string expected_type(const std::string& t) {
   return t;
 }
 
+// What one form of a oneOf takes: "auto", "a whole number >= 1".
+std::string expected_form(const nlohmann::json& form) {
+  if (form.contains("const")) return form["const"].is_string() ? form["const"].get<std::string>() : form["const"].dump();
+  std::string s = form.contains("type") ? expected_type(form["type"].get<std::string>()) : "a value";
+  if (form.contains("minimum")) s += " >= " + form["minimum"].dump();
+  if (form.contains("exclusiveMinimum")) s += " > " + form["exclusiveMinimum"].dump();
+  return s;
+}
+
 bool type_matches(const std::string& want, const std::string& got) {
   return want == got || (want == "number" && got == "integer");
 }
@@ -110,6 +119,19 @@ struct Walker {
     // Report on the key's line: an empty value's own mark points past it, and a block
     // value starts on the next line.
     const YAML::Node& located = key_node.Mark().line >= 0 ? key_node : n;
+    if (schema.contains("oneOf")) { // a value of several forms (kv_capacity: a number or auto)
+      std::vector<std::string> forms;
+      for (const auto& alt : schema["oneOf"]) {
+        if (!walk(n, alt, path, key_node)) return std::nullopt;
+        forms.push_back(expected_form(alt));
+      }
+      return fmt::format("{}: expected {}, got {}", at(located, key), fmt::join(forms, " or "), describe(n));
+    }
+    if (schema.contains("const")) {
+      const std::string want = schema["const"].is_string() ? schema["const"].get<std::string>() : schema["const"].dump();
+      if (!n.IsScalar() || n.Scalar() != want)
+        return fmt::format("{}: expected {}, got {}", at(located, key), want, describe(n));
+    }
     if (schema.contains("type")) {
       const std::string want = schema["type"];
       const std::string got = scalar_type(n);

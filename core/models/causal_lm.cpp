@@ -9,11 +9,9 @@
 #include <set>
 
 #include "decoder.hpp"
-#include "model_families.hpp"
-#include "ninfer/abi/ops/attention.h"
-#include "ninfer/abi/ops/kv_append.h"
+#include "model_build.hpp"
 #include "ninfer/checkpoint/expected_tensors.hpp"
-#include "ninfer/models/mixed_chunk.hpp"
+#include "ninfer/models/memory_plan.hpp"
 #include "ninfer/support/error.hpp"
 #include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
@@ -24,43 +22,29 @@ using models::SequenceChunk;
 
 namespace {
 
-ModelOptions resolve(const ModelConfig& cfg, ModelOptions o) {
-  if (o.max_context == 0) o.max_context = std::min<int64_t>(cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings : 4096, 4096);
-  if (o.max_context < 1 || o.max_context > INT32_MAX)
-    throw Error(fmt::format("max_context must be in [1, 2^31) tokens (got {})", o.max_context));
+// What the plan needs checked before it starts (max_context 0 and kv_capacity 0 are its "auto").
+void check_options(const ModelOptions& o) {
+  if (o.max_context < 0 || o.max_context > INT32_MAX)
+    throw Error(fmt::format("max_context must be in [1, 2^31) tokens, or 0 for what the memory allows (got {})",
+                            o.max_context));
   if (o.max_sequences < 1) throw Error(fmt::format("max_sequences must be >= 1 (got {})", o.max_sequences));
   if (o.prefill_chunk < 1) throw Error(fmt::format("prefill_chunk must be >= 1 (got {})", o.prefill_chunk));
   if (o.mixed_chunk < 0 || o.mixed_chunk > o.prefill_chunk)
     throw Error(fmt::format("mixed_chunk must be in [1, prefill_chunk = {}], or 0 for the default rule (got {})",
                             o.prefill_chunk, o.mixed_chunk));
-  return o;
+  if (o.kv_capacity < 0) throw Error(fmt::format("kv_capacity must be >= 1 tokens, or 0 for auto (got {})", o.kv_capacity));
 }
 
-int32_t to_dtype(KvCachePrecision p) {
-  return p == KvCachePrecision::F16 ? NINFER_DTYPE_F16 : p == KvCachePrecision::BF16 ? NINFER_DTYPE_BF16 : NINFER_DTYPE_F32;
-}
-
-// Whether the backend's plugin has kv_append and attention variants for a cache of `dtype`
-// (their dtype_mask: the planning shape's dtype is the cache dtype).
-bool plugin_takes_kv_dtype(const Backend& be, int32_t dtype) {
-  for (const char* op : {NINFER_OP_KV_APPEND, NINFER_OP_ATTENTION}) {
-    bool any = false;
-    for (const ninfer_variant* v : be.plugin().variants_for(op)) any = any || (v->dtype_mask & (1u << dtype));
-    if (!any) return false;
+// The load must allocate what its plan said, part by part: the plan and the load share their
+// code (model_build.hpp), so a difference is a bug worth a line in the log.
+void compare_with_plan(const MemoryPlan& plan, const MemoryReport& before, const MemoryReport& after) {
+  std::string diff;
+  for (size_t u = 0; u < plan.parts.exact.size(); ++u) {
+    const size_t got = after.in_use[u] - before.in_use[u], want = plan.parts.exact[u];
+    if (got != want)
+      diff += fmt::format(" {} {} (planned {})", memory_use_name(static_cast<MemoryUse>(u)), got, want);
   }
-  return true;
-}
-
-// Auto: float16 on a CUDA device whose plugin takes it, float32 elsewhere (ModelOptions).
-KvCachePrecision resolve_kv_cache(const Backend& be, KvCachePrecision want) {
-  if (want == KvCachePrecision::Auto)
-    return be.device().kind == NINFER_DEVICE_CUDA && plugin_takes_kv_dtype(be, NINFER_DTYPE_F16) ? KvCachePrecision::F16
-                                                                                                : KvCachePrecision::F32;
-  if (!plugin_takes_kv_dtype(be, to_dtype(want)))
-    throw Error(fmt::format("plugin {} has no kv_append or attention variant for a {} KV cache; use kv_dtype auto or "
-                            "float32",
-                            be.plugin().name(), to_string(want)));
-  return want;
+  if (!diff.empty()) spdlog::warn("the load allocated other than its memory plan:{}", diff);
 }
 
 } // namespace
@@ -77,40 +61,27 @@ const char* to_string(KvCachePrecision p) {
 
 std::unique_ptr<CausalLM> CausalLM::load(const Checkpoint& ck, Backend& be, const ModelOptions& options) {
   const ModelConfig& cfg = ck.config();
-  ModelOptions o = resolve(cfg, options);
-  o.cuda_graphs = o.cuda_graphs && be.can_record();
-  o.kv_cache = resolve_kv_cache(be, o.kv_cache);
+  check_options(options);
   require_all(ck); // every missing or misshapen tensor in one message, before allocating anything
   if (const auto extra = unrecognised_tensors(ck); !extra.empty())
     spdlog::warn("{}: {} tensor(s) that no {} layer reads (first: {}); they are ignored", ck.dir().string(),
                  extra.size(), family_name(cfg.family), extra.front());
-  models::StepLimits limits;
-  limits.max_sequences = o.max_sequences;
-  limits.max_context = o.max_context;
-  limits.kv_dtype = to_dtype(o.kv_cache);
-  const auto weight_bytes = [&be] { return be.memory().in_use[static_cast<size_t>(MemoryUse::Weights)]; };
-  const size_t weights_before = weight_bytes();
-  models::WeightLoader w(ck, be, o.weights);
-  models::DecoderParts parts = models::decoder_builder(family_of(cfg))(w, be, cfg, limits);
-  // The default chunk follows from the weights as they are held (dtype, quantization).
-  if (o.mixed_chunk == 0)
-    o.mixed_chunk = mixed_chunk_rule(
-        mixed_step_cost(cfg, static_cast<double>(weight_bytes() - weights_before), o.max_context, be.device().kind),
-        o.prefill_chunk);
-  // The largest step: a prompt chunk alone, a decode step, or a mixed step (a chunk and a row
-  // for every other slot).
-  limits.max_mixed_chunk = o.max_sequences > 1 ? o.mixed_chunk : 0;
-  limits.max_tokens = std::max<int64_t>({o.prefill_chunk, o.max_sequences,
-                                         limits.max_mixed_chunk ? o.mixed_chunk + o.max_sequences - 1 : 0});
-  auto decoder = std::make_unique<models::Decoder>(be, std::move(parts), limits);
+  auto plan = std::make_unique<MemoryPlan>(plan_memory(ck, plan_target(be), options, load_budget(be)));
+  plan->require_fit();
+  ModelOptions o = plan->options;
+  o.cuda_graphs = o.cuda_graphs && be.can_record();
+  const MemoryReport before = be.memory();
+  auto decoder = models::build_decoder(ck, be, o);
+  compare_with_plan(*plan, before, be.memory());
   decoder->set_decode_recording(o.cuda_graphs);
   spdlog::debug("{} loaded on {} ({} KV cache): {}", family_name(cfg.family), be.plugin().name(), to_string(o.kv_cache),
                 be.memory().describe());
-  return std::unique_ptr<CausalLM>(new CausalLM(cfg, o, be, std::move(decoder)));
+  return std::unique_ptr<CausalLM>(new CausalLM(cfg, o, be, std::move(decoder), std::move(plan)));
 }
 
-CausalLM::CausalLM(ModelConfig config, ModelOptions options, Backend& backend, std::unique_ptr<models::Decoder> d)
-    : config_(std::move(config)), options_(options), backend_(backend), decoder_(std::move(d)),
+CausalLM::CausalLM(ModelConfig config, ModelOptions options, Backend& backend, std::unique_ptr<models::Decoder> d,
+                   std::unique_ptr<MemoryPlan> plan)
+    : config_(std::move(config)), options_(options), backend_(backend), decoder_(std::move(d)), plan_(std::move(plan)),
       positions_(static_cast<size_t>(options.max_sequences), 0), last_pick_(static_cast<size_t>(options.max_sequences)) {}
 
 CausalLM::~CausalLM() = default;

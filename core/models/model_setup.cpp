@@ -4,7 +4,10 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
+
 #include "ninfer/devices/device.hpp"
+#include "ninfer/models/memory_plan.hpp"
 #include "ninfer/support/error.hpp"
 #include "ninfer/support/paths.hpp"
 
@@ -21,7 +24,9 @@ WeightPrecision precision(WeightDType d) {
   return WeightPrecision::Auto;
 }
 
-KvCachePrecision kv_precision(KvDType d) {
+} // namespace
+
+KvCachePrecision kv_cache_precision(KvDType d) {
   switch (d) {
     case KvDType::Float32: return KvCachePrecision::F32;
     case KvDType::Float16: return KvCachePrecision::F16;
@@ -31,12 +36,24 @@ KvCachePrecision kv_precision(KvDType d) {
   return KvCachePrecision::Auto;
 }
 
-} // namespace
-
 KvDType parse_kv_dtype_option(const std::string& text) {
   for (KvDType d : {KvDType::Auto, KvDType::Float32, KvDType::Float16, KvDType::BFloat16})
     if (text == to_string(d)) return d;
   throw Error(fmt::format("--kv-dtype {}: expected auto, float32, float16 or bfloat16", text));
+}
+
+std::optional<int64_t> parse_kv_capacity_option(const std::string& text) {
+  if (text == "auto") return std::nullopt;
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  if (std::from_chars(text.data(), end, v).ptr != end || v < 1)
+    throw Error(fmt::format("--kv-capacity {}: expected auto or a number of tokens >= 1", text));
+  return v;
+}
+
+size_t memory_limit_bytes(double gib) {
+  if (!(gib > 0) || gib > 1 << 20) throw Error(fmt::format("--memory-limit {}: expected GiB > 0", gib));
+  return static_cast<size_t>(gib * double(size_t{1} << 30));
 }
 
 Manifest resolve_manifest(const ModelSource& s) {
@@ -57,6 +74,11 @@ Manifest resolve_manifest(const ModelSource& s) {
     m.runtime.max_context = *s.max_context;
   }
   if (s.no_cuda_graph) m.runtime.cuda_graphs = false;
+  if (s.memory_limit_gib) {
+    memory_limit_bytes(*s.memory_limit_gib); // checks it
+    m.runtime.memory_limit_gib = s.memory_limit_gib;
+  }
+  if (s.kv_capacity) m.runtime.kv_capacity = parse_kv_capacity_option(*s.kv_capacity);
   return m;
 }
 
@@ -77,17 +99,24 @@ ModelFiles open_model_files(const ModelSource& source) {
   return ModelFiles{std::move(m), std::move(tokenizer), std::move(ck)};
 }
 
-ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice, int32_t max_sequences,
-                             std::optional<int32_t> prefill_chunk, std::optional<int32_t> mixed_chunk) {
-  const Manifest& m = files.manifest;
+ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::optional<int32_t> prefill_chunk,
+                           std::optional<int32_t> mixed_chunk) {
   ModelOptions mo;
-  mo.max_context = m.runtime.resolved_max_context(files.checkpoint.config().max_position_embeddings);
+  mo.max_context = m.runtime.max_context.value_or(0); // 0: what the model supports and the memory allows
+  mo.kv_capacity = m.runtime.kv_capacity.value_or(0);
   mo.max_sequences = max_sequences;
   mo.prefill_chunk = prefill_chunk.value_or(static_cast<int32_t>(m.runtime.prefill_chunk));
   mo.mixed_chunk = mixed_chunk.value_or(static_cast<int32_t>(m.runtime.mixed_chunk.value_or(0)));
   mo.weights = precision(m.dtype);
   mo.cuda_graphs = m.runtime.cuda_graphs;
-  mo.kv_cache = kv_precision(m.runtime.kv_dtype);
+  mo.kv_cache = kv_cache_precision(m.runtime.kv_dtype);
+  return mo;
+}
+
+ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice, int32_t max_sequences,
+                             std::optional<int32_t> prefill_chunk, std::optional<int32_t> mixed_chunk) {
+  const Manifest& m = files.manifest;
+  const ModelOptions mo = model_options(m, max_sequences, prefill_chunk, mixed_chunk);
 
   ModelOnDevice out;
   out.plugins = std::make_unique<PluginHost>();
@@ -100,9 +129,14 @@ ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice
                             names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
   }
   std::string failures;
+  size_t free_before = 0;
   for (const ninfer_device_info& dev : devices_for(parse_device_spec(choice.device), discover_devices())) {
     try {
-      auto be = std::make_unique<Backend>(*out.plugins, dev, BackendOptions{choice.plugin, 0, nullptr});
+      BackendOptions bo;
+      bo.plugin = choice.plugin;
+      if (m.runtime.memory_limit_gib) bo.memory_limit = memory_limit_bytes(*m.runtime.memory_limit_gib);
+      auto be = std::make_unique<Backend>(*out.plugins, dev, bo);
+      free_before = be->memory().free;
       auto lm = CausalLM::load(files.checkpoint, *be, mo);
       out.backend = std::move(be);
       out.lm = std::move(lm);
@@ -114,12 +148,22 @@ ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice
     }
   }
   if (!out.lm) throw Error("no device can run this model:" + failures);
+  spdlog::info("{}", out.lm->memory_plan().text());
+  const MemoryReport report = out.backend->memory();
   spdlog::info("KV cache: {} (kv_dtype {}); memory budget: {}", to_string(out.lm->options().kv_cache),
-               to_string(m.runtime.kv_dtype), out.backend->memory().describe());
+               to_string(m.runtime.kv_dtype), report.describe());
   if (max_sequences > 1)
     spdlog::info("prompt chunks: {} tokens alone, {} beside decoding streams (mixed_chunk{})",
                  out.lm->options().prefill_chunk, out.lm->options().mixed_chunk,
                  mo.mixed_chunk ? "" : ": the cost rule");
+  // What the device lost to the load, against the plan (its estimates included): the check of
+  // docs/memory.md's "A load against its plan" on a GPU.
+  if (out.backend->device().kind == NINFER_DEVICE_CUDA && free_before > report.free) out.device_taken = free_before - report.free;
+  if (out.device_taken)
+    spdlog::info("the load took {} of device memory (cudaMemGetInfo); the plan said {} allocated, {} with the "
+                 "allocator's rounding",
+                 format_bytes(out.device_taken), format_bytes(out.lm->memory_plan().parts.allocated()),
+                 format_bytes(out.lm->memory_plan().parts.allocated() + out.lm->memory_plan().parts.allocator));
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include "ninfer/abi/ops/rms_norm.h"
 #include "ninfer/abi/ops/sigmoid_gate.h"
 #include "ninfer/abi/ops/silu_mul.h"
+#include "linear_observation.hpp"
 #include "ninfer/runtime/unfused_forms.hpp"
 
 namespace ninfer::models::ops {
@@ -42,22 +43,18 @@ void rms_norm(Backend& be, int64_t tokens, Rows x, Rows* residual, const Vector&
   be.run(NINFER_OP_RMS_NORM, shape(tokens, w.size, 1), &a);
 }
 
-void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool accumulate) {
+namespace {
+
+// The ops themselves; the public calls below add the observer's report (linear_observer.hpp),
+// once per call whatever the number of parts.
+void linear_op(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool accumulate) {
   ninfer_linear_args a{x.p, x.stride, w.buf.data(), y.p, y.stride, tokens, i32(w.cols), i32(w.rows), w.dtype,
                        accumulate ? 1 : 0, w.wq()};
   be.run(NINFER_OP_LINEAR, shape(tokens, w.cols, w.rows, ninfer_quant_planning_group(w.wq()), 0, w.dtype), &a);
 }
 
-void linear(Backend& be, int64_t tokens, Rows x, const Projection& w, Rows y, bool accumulate) {
-  int64_t at = 0;
-  for (const Matrix& part : w.parts) {
-    linear(be, tokens, x, part, y.at(at), accumulate);
-    at += part.rows;
-  }
-}
-
-void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Matrix& w, bool gated, Rows y, Rows proj,
-                 bool keep_normed) {
+void norm_linear_op(Backend& be, int64_t tokens, const NormedInput& in, const Matrix& w, bool gated, Rows y, Rows proj,
+                    bool keep_normed) {
   ninfer_norm_linear_args a{};
   a.x = in.x.p;
   a.x_row_stride = in.x.stride;
@@ -79,23 +76,54 @@ void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Matri
   be.run(NINFER_OP_NORM_LINEAR, shape(tokens, w.cols, w.rows, gated ? 1 : 0, 0, w.dtype), &a, &unfused);
 }
 
-void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Projection& w, bool gated, Rows y, Rows proj,
-                 bool keep_normed) {
-  if (w.parts.size() == 1) return norm_linear(be, tokens, in, w.parts.front(), gated, y, proj, keep_normed);
-  // Parts of different layouts: the first normalises the rows (kept in in.normed) and projects
-  // them, the others project the kept rows; gated, all write `proj` and silu_mul of its halves
-  // gives y.
+// The same for several parts of different layouts: the first normalises the rows (kept in
+// in.normed) and projects them, the others project the kept rows; gated, all write `proj` and
+// silu_mul of its halves gives y.
+void norm_linear_parts(Backend& be, int64_t tokens, const NormedInput& in, const Projection& w, bool gated, Rows y,
+                       Rows proj) {
   const Rows out = gated ? proj : y;
-  norm_linear(be, tokens, in, w.parts.front(), /*gated=*/false, out, {}, /*keep_normed=*/true);
+  norm_linear_op(be, tokens, in, w.parts.front(), /*gated=*/false, out, {}, /*keep_normed=*/true);
   int64_t at = w.parts.front().rows;
   for (size_t i = 1; i < w.parts.size(); ++i) {
-    linear(be, tokens, in.normed, w.parts[i], out.at(at));
+    linear_op(be, tokens, in.normed, w.parts[i], out.at(at), false);
     at += w.parts[i].rows;
   }
   if (!gated) return;
   const int32_t half = i32(w.rows / 2);
   const ninfer_silu_mul_args m{proj.p, proj.stride, proj.p + half, proj.stride, y.p, y.stride, tokens, half};
   be.run(NINFER_OP_SILU_MUL, shape(tokens, half), &m);
+}
+
+} // namespace
+
+void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool accumulate) {
+  linear_op(be, tokens, x, w, y, accumulate);
+  if (LinearObserver* o = linear_observer(be)) report_linear_input(be, *o, w.modules, x.p, x.stride, tokens, w.cols);
+}
+
+void linear(Backend& be, int64_t tokens, Rows x, const Projection& w, Rows y, bool accumulate) {
+  int64_t at = 0;
+  for (const Matrix& part : w.parts) {
+    linear_op(be, tokens, x, part, y.at(at), accumulate);
+    at += part.rows;
+  }
+  if (LinearObserver* o = linear_observer(be)) report_linear_input(be, *o, w.modules, x.p, x.stride, tokens, w.cols);
+}
+
+void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Matrix& w, bool gated, Rows y, Rows proj,
+                 bool keep_normed) {
+  LinearObserver* o = linear_observer(be);
+  // An observer reads the normed rows, which the op then keeps.
+  norm_linear_op(be, tokens, in, w, gated, y, proj, keep_normed || o);
+  if (o) report_linear_input(be, *o, w.modules, in.normed.p, in.normed.stride, tokens, w.cols);
+}
+
+void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Projection& w, bool gated, Rows y, Rows proj,
+                 bool keep_normed) {
+  LinearObserver* o = linear_observer(be);
+  if (w.parts.size() == 1) norm_linear_op(be, tokens, in, w.parts.front(), gated, y, proj, keep_normed || o);
+  else norm_linear_parts(be, tokens, in, w, gated, y, proj);
+  if (o) report_linear_input(be, *o, w.modules, in.normed.p, in.normed.stride, tokens, w.cols);
 }
 
 void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids, float* logprob) {

@@ -36,18 +36,6 @@ bool same_spec(const SyntheticQuant* a, const SyntheticQuant* b) {
 
 } // namespace
 
-void WeightLoader::fill_codes(const DeviceBuffer& buf, size_t offset, int64_t bytes, int32_t dtype, uint64_t seed) {
-  ninfer_fill_random_args a{};
-  a.out = buf.as<char>() + offset;
-  a.count = bytes;
-  a.seed = seed;
-  a.dtype = dtype;
-  ninfer_shape shape{};
-  shape.tokens = (bytes + NINFER_FILL_RANDOM_ROW - 1) / NINFER_FILL_RANDOM_ROW;
-  shape.dtype = dtype;
-  backend_.run(NINFER_OP_FILL_RANDOM, shape, &a);
-}
-
 void WeightLoader::fill_values(const DeviceBuffer& buf, size_t offset, int64_t count, int32_t dtype, uint64_t seed,
                                float scale, float center) {
   ninfer_fill_random_args a{};
@@ -124,7 +112,7 @@ Matrix WeightLoader::synthetic_quantized(const std::vector<std::string>& names, 
   for (const auto& n : names) {
     const int64_t rows = ck_.tensor(n).shape[0];
     const uint64_t seed = *ck_.synthetic_seed() ^ fnv1a64(n);
-    fill_codes(m.buf, static_cast<size_t>(row * row_bytes), rows * row_bytes, m.dtype, seed);
+    fill_values(m.buf, static_cast<size_t>(row * row_bytes), rows * row_bytes, m.dtype, seed, 0.0f, 0.0f); // code bytes
     fill_values(m.scales, static_cast<size_t>(row * G) * 2, rows * G, NINFER_DTYPE_BF16, ~seed, 0.25f * step, step);
     row += rows;
     count_loaded(n);

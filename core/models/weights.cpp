@@ -11,10 +11,13 @@
 namespace ninfer::models {
 
 WeightLoader::WeightLoader(const Checkpoint& ck, Backend& backend, WeightPrecision precision)
-    : progress_("loading weights", static_cast<int64_t>(expected_tensors(ck.config()).size())), ck_(ck),
-      backend_(backend), precision_(precision) {}
+    : progress_(backend.plan_only() ? "" : "loading weights",
+                backend.plan_only() ? 0 : static_cast<int64_t>(expected_tensors(ck.config()).size())),
+      ck_(ck), backend_(backend), precision_(precision), dry_(backend.plan_only()) {}
 
-void WeightLoader::count_loaded(const std::string& name) { progress_.update(++loaded_, name); }
+void WeightLoader::count_loaded(const std::string& name) {
+  if (!dry_) progress_.update(++loaded_, name);
+}
 
 int32_t codes_dtype(QuantCodes c) {
   switch (c) {
@@ -54,22 +57,43 @@ int32_t WeightLoader::storage_dtype(const std::vector<std::string>& names) const
 std::optional<QuantizedMatrix> WeightLoader::read_if_quantized(const std::string& name) {
   const auto q = find_quantized(ck_, name);
   if (!q) return std::nullopt;
-  QuantizedMatrix m = read_quantized(ck_, *q);
+  QuantizedMatrix m = read_quantized(ck_, *q, dry_ ? QuantRead::Layout : QuantRead::Values);
   count_loaded(name);
   return m;
 }
 
+namespace {
+
+// "model.layers.0.mlp.down_proj" for "model.layers.0.mlp.down_proj.weight".
+std::string module_of(const std::string& tensor) {
+  const std::string suffix = ".weight";
+  const bool has = tensor.size() > suffix.size() && tensor.compare(tensor.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return has ? tensor.substr(0, tensor.size() - suffix.size()) : tensor;
+}
+
+} // namespace
+
 Matrix WeightLoader::matrix(const std::string& name, const std::string& what) {
-  if (const SyntheticQuant* sq = ck_.synthetic_quant(name)) return synthetic_quantized({name}, *sq, what);
-  if (auto q = read_if_quantized(name)) {
-    std::vector<QuantizedMatrix> parts;
-    parts.push_back(std::move(*q));
-    return stack_quantized(parts, what);
-  }
-  return stack({name}, what, storage_dtype({name}));
+  Matrix m = [&] {
+    if (const SyntheticQuant* sq = ck_.synthetic_quant(name)) return synthetic_quantized({name}, *sq, what);
+    if (auto q = read_if_quantized(name)) {
+      std::vector<QuantizedMatrix> parts;
+      parts.push_back(std::move(*q));
+      return stack_quantized(parts, what);
+    }
+    return stack({name}, what, storage_dtype({name}));
+  }();
+  m.modules = {module_of(name)};
+  return m;
 }
 
 Projection WeightLoader::projection(std::initializer_list<std::string> names, const std::string& what) {
+  Projection p = projection_parts(names, what);
+  for (const auto& n : names) p.modules.push_back(module_of(n));
+  return p;
+}
+
+Projection WeightLoader::projection_parts(std::initializer_list<std::string> names, const std::string& what) {
   if (ck_.synthetic_seed()) return finish_projection(synthetic_projection(names, what), what);
   Projection p;
   std::vector<std::string> plain;
@@ -110,7 +134,8 @@ Projection WeightLoader::finish_projection(Projection p, const std::string& what
 }
 
 Matrix WeightLoader::matrix_f32(const std::string& name, const std::string& what) {
-  if (const auto q = read_if_quantized(name)) return upload_f32(q->dequantize(), q->rows, q->cols, what);
+  if (const auto q = read_if_quantized(name))
+    return upload_f32(dry_ ? std::vector<float>() : q->dequantize(), q->rows, q->cols, what);
   return stack({name}, what, NINFER_DTYPE_F32);
 }
 
@@ -128,8 +153,8 @@ Matrix WeightLoader::upload_f32(const std::vector<float>& values, int64_t rows, 
   m.rows = rows;
   m.cols = cols;
   m.format = "float32";
-  m.buf = backend_.allocate_weights(values.size() * 4, m.format, what);
-  backend_.upload(m.buf, 0, values.data(), values.size() * 4);
+  m.buf = backend_.allocate_weights(static_cast<size_t>(rows * cols) * 4, m.format, what);
+  backend_.upload(m.buf, 0, values.data(), values.size() * 4); // none in a dry run
   return m;
 }
 
@@ -197,7 +222,9 @@ Matrix WeightLoader::stack(const std::vector<std::string>& names, const std::str
   for (const auto& n : names) {
     const TensorView& t = ck_.tensor(n);
     const size_t count = static_cast<size_t>(t.numel());
-    if (!t.data) {
+    if (dry_) {
+      // sized, not read
+    } else if (!t.data) {
       fill_synthetic(m, offset, t);
     } else if (dtype == NINFER_DTYPE_BF16 && t.dtype == DType::BF16) {
       // As stored: copy the bytes (the mapping may be unaligned, so never through a pointer cast).
@@ -223,9 +250,11 @@ Vector WeightLoader::vector(const std::string& name, const std::string& what) {
   const TensorView& t = ck_.tensor(name);
   Vector v;
   v.size = t.numel();
-  std::vector<float> f32 = t.data ? to_f32(t) : synthetic_values(t);
-  v.buf = backend_.allocate_weights(f32.size() * 4, "float32", what);
-  backend_.upload(v.buf, 0, f32.data(), f32.size() * 4);
+  v.buf = backend_.allocate_weights(static_cast<size_t>(v.size) * 4, "float32", what);
+  if (!dry_) {
+    const std::vector<float> f32 = t.data ? to_f32(t) : synthetic_values(t);
+    backend_.upload(v.buf, 0, f32.data(), f32.size() * 4);
+  }
   count_loaded(name);
   return v;
 }

@@ -32,6 +32,9 @@ struct Matrix {
   DeviceBuffer scales, zeros, g_idx; // quantized dtypes only (zeros, g_idx may stay empty)
   ninfer_quant_weight quant{};
   std::string format; // storage format: "float32", "bfloat16", "gptq int4 g128", ...
+  // The checkpoint modules whose rows it holds ("model.layers.0.self_attn.q_proj", ...), for
+  // observers of the projections' inputs (ninfer/models/linear_observer.hpp).
+  std::vector<std::string> modules;
 
   // What linear / norm_linear take as `wq`: NULL for float weights.
   const ninfer_quant_weight* wq() const { return ninfer_dtype_is_quantized(dtype) ? &quant : nullptr; }
@@ -45,6 +48,7 @@ struct Matrix {
 struct Projection {
   std::vector<Matrix> parts;
   int64_t rows = 0, cols = 0;
+  std::vector<std::string> modules; // every part's, in order
 };
 
 // A float32 vector or small tensor (norm weights, conv weights, A_log, dt_bias).
@@ -57,6 +61,9 @@ struct Vector {
 // The ninfer_dtype of a code type (INT4, INT8, FP8_E4M3).
 int32_t codes_dtype(QuantCodes c);
 
+// On a dry-run backend (BackendOptions::plan_only) the loader allocates what a load would and
+// reads no weight data: float tensors are sized from their headers, quantized modules from
+// their layout (QuantRead::Layout: zero points and g_idx, never the codes).
 class WeightLoader {
  public:
   WeightLoader(const Checkpoint& ck, Backend& backend, WeightPrecision precision);
@@ -79,6 +86,7 @@ class WeightLoader {
  private:
   // The module's canonical matrix when the checkpoint stores it quantized (counted as loaded).
   std::optional<QuantizedMatrix> read_if_quantized(const std::string& name);
+  Projection projection_parts(std::initializer_list<std::string> names, const std::string& what);
   // Sums the parts' rows and checks that they share their columns.
   static Projection finish_projection(Projection p, const std::string& what);
   Matrix stack(const std::vector<std::string>& names, const std::string& what, int32_t dtype);
@@ -91,7 +99,8 @@ class WeightLoader {
   std::vector<float> synthetic_values(const TensorView& t);
   Projection synthetic_projection(std::initializer_list<std::string> names, const std::string& what);
   Matrix synthetic_quantized(const std::vector<std::string>& names, const SyntheticQuant& q, const std::string& what);
-  void fill_codes(const DeviceBuffer& buf, size_t offset, int64_t bytes, int32_t dtype, uint64_t seed);
+  // fill_random of `count` elements of `dtype` at buf + offset (code dtypes: bytes; scale and
+  // center unused).
   void fill_values(const DeviceBuffer& buf, size_t offset, int64_t count, int32_t dtype, uint64_t seed, float scale,
                    float center);
   std::unordered_map<std::string, ExpectedTensor> synthetic_specs_; // by name, made at first use
@@ -103,6 +112,7 @@ class WeightLoader {
   const Checkpoint& ck_;
   Backend& backend_;
   WeightPrecision precision_;
+  bool dry_; // backend_.plan_only()
 };
 
 } // namespace ninfer::models

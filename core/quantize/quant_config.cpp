@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -11,20 +12,21 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// Modules sharing one (bits, group size or per-channel) setting.
+// Modules sharing one (bits, group size or per-channel, grid) setting.
 struct Setting {
   int bits;
   int64_t group; // kChannelGroup for one scale per output channel
+  bool symmetric;
   auto operator<=>(const Setting&) const = default;
 };
 
-Setting setting_of(const PlannedModule& m) { return {m.bits, m.channel ? kChannelGroup : m.group}; }
+Setting setting_of(const PlannedModule& m) { return {m.bits, m.channel ? kChannelGroup : m.group, m.symmetric}; }
 
 // The setting most modules use (the config's default); the others become per-role overrides.
 Setting main_setting(const QuantizePlan& plan) {
   std::map<Setting, size_t> count;
   for (const auto& m : plan.quantized) ++count[setting_of(m)];
-  Setting best{4, 128};
+  Setting best{4, 128, true};
   size_t most = 0;
   for (const auto& [s, n] : count)
     if (n > most) best = s, most = n;
@@ -51,25 +53,26 @@ std::string role_regex(ModuleRole r) {
   return ".*\\." + escaped + "$";
 }
 
-json ct_weights(const Setting& s) {
+// actorder "group": g_idx gives each input channel the group GPTQ quantized it in.
+json ct_weights(const Setting& s, bool actorder) {
   json w;
   w["num_bits"] = s.bits;
   w["type"] = "int";
-  w["symmetric"] = true;
+  w["symmetric"] = s.symmetric;
   w["group_size"] = s.group == kChannelGroup ? json(nullptr) : json(s.group);
   w["strategy"] = s.group == kChannelGroup ? "channel" : "group";
   w["block_structure"] = nullptr;
   w["dynamic"] = false;
-  w["actorder"] = nullptr;
+  w["actorder"] = actorder ? json("group") : json(nullptr);
   w["observer"] = "minmax";
   w["observer_kwargs"] = json::object();
   return w;
 }
 
-json ct_group(const json& targets, const Setting& s) {
+json ct_group(const json& targets, const Setting& s, bool actorder) {
   json g;
   g["targets"] = targets;
-  g["weights"] = ct_weights(s);
+  g["weights"] = ct_weights(s, actorder);
   g["input_activations"] = nullptr;
   g["output_activations"] = nullptr;
   g["format"] = "pack-quantized";
@@ -79,7 +82,7 @@ json ct_group(const json& targets, const Setting& s) {
 json compressed_tensors(const QuantizePlan& plan) {
   const Setting main = main_setting(plan);
   json groups = json::object();
-  groups["group_0"] = ct_group(json::array({"Linear"}), main);
+  groups["group_0"] = ct_group(json::array({"Linear"}), main, plan.actorder);
   std::map<Setting, bool> seen{{main, true}};
   for (const auto& m : plan.quantized) {
     const Setting s = setting_of(m);
@@ -87,7 +90,7 @@ json compressed_tensors(const QuantizePlan& plan) {
     seen[s] = true;
     json targets = json::array();
     for (ModuleRole r : roles_with(plan, s)) targets.push_back("re:" + role_regex(r));
-    groups[fmt::format("group_{}", groups.size())] = ct_group(targets, s);
+    groups[fmt::format("group_{}", groups.size())] = ct_group(targets, s, plan.actorder);
   }
   json c;
   c["config_groups"] = groups;
@@ -120,7 +123,8 @@ json gptq(const QuantizePlan& plan) {
     const Setting s = setting_of(m);
     if (seen[s]) continue;
     seen[s] = true;
-    for (ModuleRole r : roles_with(plan, s)) dynamic["+:" + role_regex(r)] = {{"bits", s.bits}, {"group_size", s.group}};
+    for (ModuleRole r : roles_with(plan, s))
+      dynamic["+:" + role_regex(r)] = {{"bits", s.bits}, {"group_size", s.group}, {"sym", s.symmetric}};
   }
   json in_block = json::array();
   bool lm_head = false;
@@ -135,13 +139,22 @@ json gptq(const QuantizePlan& plan) {
   c["checkpoint_format"] = "gptq";
   c["bits"] = main.bits;
   c["group_size"] = main.group;
-  c["sym"] = true;
-  c["desc_act"] = false;
+  c["sym"] = main.symmetric;
+  c["desc_act"] = plan.actorder;
   c["static_groups"] = false;
   c["lm_head"] = lm_head;
   c["dynamic"] = dynamic;
   c["modules_in_block_to_quantize"] = json::array({in_block});
-  c["meta"] = {{"quantizer", json::array({"ninfer-quantize"})}, {"method", "rtn"}};
+  c["meta"] = {{"quantizer", json::array({"ninfer-quantize"})}, {"method", quant_method_name(plan.method)}};
+  if (plan.method == QuantizeMethod::Gptq) {
+    // The most common damp; activations come from the float model for every layer at once.
+    std::map<double, size_t> damps;
+    for (const auto& m : plan.quantized) ++damps[m.damp];
+    c["meta"]["damp_percent"] = std::max_element(damps.begin(), damps.end(), [](auto& a, auto& b) {
+                                  return a.second < b.second;
+                                })->first;
+    c["meta"]["true_sequential"] = false;
+  }
   return c;
 }
 

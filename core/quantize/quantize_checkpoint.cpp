@@ -23,6 +23,8 @@
 #include "ninfer/quantize/quantize_plan.hpp"
 #include "ninfer/quantize/rtn.hpp"
 #include "ninfer/support/error.hpp"
+#include "gptq_stage.hpp"
+#include "module_tensors.hpp"
 #include "quantize_progress.hpp"
 
 namespace ninfer {
@@ -46,31 +48,17 @@ struct Unit {
   std::optional<PlannedModule> module;
 };
 
-std::vector<OutputTensor> unit_outputs(const Unit& u, size_t index, QuantFormat format) {
-  auto t = [&](std::string name, const char* dtype, std::vector<int64_t> shape, size_t elem) {
-    size_t bytes = elem;
-    for (int64_t d : shape) bytes *= static_cast<size_t>(d);
-    return OutputTensor{std::move(name), dtype, std::move(shape), bytes, index};
-  };
+std::vector<OutputTensor> unit_outputs(const Unit& u, size_t index, const QuantizePlan& plan) {
   if (!u.module)
     return {OutputTensor{u.source->name, dtype_name(u.source->dtype), u.source->shape, u.source->bytes, index}};
-  const PlannedModule& m = *u.module;
-  const int64_t per = 32 / m.bits, G = m.cols / m.group;
-  const size_t sd = dtype_size(m.scale_dtype);
-  if (format == QuantFormat::CompressedTensors)
-    return {t(m.module + ".weight_packed", "I32", {m.rows, m.cols / per}, 4),
-            t(m.module + ".weight_scale", dtype_name(m.scale_dtype), {m.rows, G}, sd),
-            t(m.module + ".weight_shape", "I64", {2}, 8)};
-  return {t(m.module + ".qweight", "I32", {m.cols / per, m.rows}, 4),
-          t(m.module + ".qzeros", "I32", {G, m.rows / per}, 4),
-          t(m.module + ".scales", dtype_name(m.scale_dtype), {G, m.rows}, sd),
-          t(m.module + ".g_idx", "I32", {m.cols}, 4)};
+  return quantize_detail::module_tensors(*u.module, plan, index);
 }
 
-// The bytes of every output tensor of the unit being written, made when its first is asked for.
+// The bytes of every output tensor of the unit being written, made when its first is asked for:
+// round to nearest on the spot, or GPTQ's result from its scratch file.
 class UnitBytes {
  public:
-  explicit UnitBytes(QuantFormat format) : format_(format) {}
+  UnitBytes(const QuantizePlan& plan, const quantize_detail::GptqResults* gptq) : plan_(plan), gptq_(gptq) {}
 
   void fill(const Unit& u, size_t index, size_t part, std::span<std::byte> dst) {
     if (!u.module) {
@@ -86,37 +74,21 @@ class UnitBytes {
   }
 
  private:
-  template <class T>
-  static std::string bytes_of(const std::vector<T>& v) {
-    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)); // little-endian host
-  }
-  static std::string scales_of(const std::vector<float>& v, DType d) {
-    std::string s;
-    s.reserve(v.size() * dtype_size(d));
-    for (float x : v) append_scalar(s, x, d);
-    return s;
-  }
-
   void make(const Unit& u, size_t index) {
     const PlannedModule& m = *u.module;
-    std::vector<float> w = to_f32(*u.source);
-    const RtnMatrix q = rtn_quantize(w.data(), m.rows, m.cols, m.bits, m.group, m.scale_dtype, m.tensor);
-    w = {};
-    parts_.clear();
-    if (format_ == QuantFormat::CompressedTensors) {
-      parts_.push_back(bytes_of(pack_compressed_tensors(q)));
-      parts_.push_back(scales_of(q.scales, m.scale_dtype));
-      parts_.push_back(bytes_of(std::vector<int64_t>{m.rows, m.cols}));
+    if (gptq_) {
+      parts_ = gptq_->read(m.module);
     } else {
-      parts_.push_back(bytes_of(pack_gptq_qweight(q)));
-      parts_.push_back(bytes_of(gptq_qzeros(q)));
-      parts_.push_back(scales_of(gptq_scales(q), m.scale_dtype));
-      parts_.push_back(bytes_of(gptq_g_idx(q)));
+      std::vector<float> w = to_f32(*u.source);
+      const QuantizedWeights q = rtn_quantize(w.data(), m.rows, m.cols, m.group, grid_spec(m, plan_.format), m.tensor);
+      w = {};
+      parts_ = quantize_detail::module_tensor_bytes(q, m, plan_);
     }
     current_ = index;
   }
 
-  QuantFormat format_;
+  const QuantizePlan& plan_;
+  const quantize_detail::GptqResults* gptq_;
   size_t current_ = SIZE_MAX;
   std::vector<std::string> parts_;
 };
@@ -160,6 +132,10 @@ nlohmann::ordered_json read_config(const fs::path& dir) {
 QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   check_recipe(o.recipe);
+  if (o.recipe.method == QuantizeMethod::Rtn && !o.calibration.file.empty())
+    throw Error(fmt::format("--calibration {} is given, but {} quantizes with method rtn, which reads no activations; "
+                            "use method gptq (--method gptq or the recipe's method: gptq) or drop --calibration",
+                            o.calibration.file.string(), o.recipe.origin));
   std::error_code ec;
   if (!fs::is_directory(o.checkpoint, ec))
     throw Error(fmt::format("--checkpoint {}: not a folder (a Hugging Face checkpoint with config.json and "
@@ -195,7 +171,7 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
     u.source = &ck.tensor(name);
     if (auto it = by_tensor.find(name); it != by_tensor.end()) u.module = *it->second;
     bytes_in += u.source->bytes;
-    auto outs = unit_outputs(u, units.size(), plan.format);
+    auto outs = unit_outputs(u, units.size(), plan);
     for (size_t p = 0; p < outs.size(); ++p) {
       outputs.push_back(std::move(outs[p]));
       part_of.push_back(p);
@@ -203,10 +179,18 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
     units.push_back(std::move(u));
   }
 
-  StagingFolder staging(o.out, o.force);
+  StagingFolder staging(o.out, o.force); // refuses an --out in the way before GPTQ's long work
+  std::optional<quantize_detail::GptqResults> solved;
+  if (plan.method == QuantizeMethod::Gptq) {
+    // The calibration text and the float model are checked and loaded first: their problems end
+    // the run with nothing but the empty staging folder written (and removed).
+    quantize_detail::GptqStage gptq(o.checkpoint, plan, o.calibration, o.progress);
+    solved.emplace(staging.path() / ".gptq-results");
+    gptq.run(ck, *solved);
+  } // the float model's memory is freed before writing
   const auto shards = plan_shards(outputs, o.max_shard_bytes);
   QuantizeProgress progress(o.progress, units.size(), bytes_in);
-  UnitBytes unit_bytes(plan.format);
+  UnitBytes unit_bytes(plan, solved ? &*solved : nullptr);
   const std::optional<size_t> kill = kill_after();
   std::map<std::string, std::string> weight_map;
   size_t units_done = 0;
@@ -233,6 +217,7 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
     }
   }
   progress.finish();
+  solved.reset(); // its scratch folder, empty by now, goes before the output is renamed into place
 
   if (shards.size() > 1) {
     nlohmann::ordered_json index;

@@ -43,6 +43,8 @@ PlannedModule plan_module(const TensorView& t, ModuleRole role, const RoleSettin
   m.bits = s.bits;
   m.channel = s.group_size == kChannelGroup;
   m.group = m.channel ? m.cols : s.group_size;
+  m.symmetric = s.symmetric;
+  m.damp = s.damp;
   m.scale_dtype = r.format == QuantFormat::Gptq ? DType::F16 : t.dtype;
   const std::string where = recipe_where(r, role);
   const std::string role_name = module_role_name(role);
@@ -64,9 +66,15 @@ PlannedModule plan_module(const TensorView& t, ModuleRole role, const RoleSettin
 
 } // namespace
 
+GridSpec grid_spec(const PlannedModule& m, QuantFormat format) {
+  return {m.bits, m.symmetric, m.scale_dtype, !m.symmetric && format == QuantFormat::Gptq ? 1 : 0};
+}
+
 QuantizePlan plan_quantization(const Checkpoint& ck, const Recipe& recipe) {
   QuantizePlan plan;
   plan.format = recipe.format;
+  plan.method = recipe.method;
+  plan.actorder = recipe.act_order();
   plan.weight_prefix = ck.config().weight_prefix;
   std::set<ModuleRole> present;
   for (const std::string& name : ck.names()) {

@@ -13,6 +13,14 @@ const char* quant_format_name(QuantFormat f) {
 
 const char* quant_method_name(QuantizeMethod m) { return m == QuantizeMethod::Gptq ? "gptq" : "rtn"; }
 
+QuantizeMethod quantize_method_from_name(const std::string& name) {
+  if (name == "rtn") return QuantizeMethod::Rtn;
+  if (name == "gptq") return QuantizeMethod::Gptq;
+  throw Error(fmt::format("method '{}' is not one ninfer-quantize has; it has rtn (round to nearest) and gptq (error "
+                          "compensation from calibration activations)",
+                          shortened_value(name)));
+}
+
 QuantFormat quant_format_from_name(const std::string& name) {
   if (name == "compressed-tensors") return QuantFormat::CompressedTensors;
   if (name == "gptq") return QuantFormat::Gptq;
@@ -28,12 +36,14 @@ bool Recipe::quantized_by_default(ModuleRole role) {
 }
 
 RoleSetting Recipe::setting(ModuleRole role) const {
-  RoleSetting s{quantized_by_default(role), bits, group_size};
+  RoleSetting s{quantized_by_default(role), bits, group_size, symmetric, damp.value_or(kDefaultDamp)};
   if (auto it = modules.find(role); it != modules.end()) {
     const RoleEntry& e = it->second;
     s.quantize = e.quantize.value_or(true); // naming a role means quantizing it unless it says not
     if (e.bits) s.bits = *e.bits;
     if (e.group_size) s.group_size = *e.group_size;
+    if (e.symmetric) s.symmetric = *e.symmetric;
+    if (e.damp) s.damp = *e.damp;
   }
   return s;
 }
@@ -46,9 +56,14 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& origin,
   Recipe r;
   r.origin = origin;
   if (root["format"]) r.format = quant_format_from_name(root["format"].as<std::string>());
-  if (root["method"]) r.method = root["method"].as<std::string>() == "gptq" ? QuantizeMethod::Gptq : QuantizeMethod::Rtn;
+  if (root["method"]) r.method = quantize_method_from_name(root["method"].as<std::string>());
   if (root["bits"]) r.bits = root["bits"].as<int>();
   if (root["group_size"]) r.group_size = root["group_size"].as<int64_t>();
+  if (root["symmetric"]) r.symmetric = root["symmetric"].as<bool>();
+  for (const char* key : {"damp", "actorder"})
+    if (root[key] && r.gptq_where.empty()) r.gptq_where = where(origin, root[key]);
+  if (root["damp"]) r.damp = root["damp"].as<double>();
+  if (root["actorder"]) r.actorder = root["actorder"].as<bool>();
   if (const YAML::Node mods = root["modules"]) {
     for (const auto& kv : mods) {
       const std::string name = kv.first.as<std::string>();
@@ -63,6 +78,8 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& origin,
         if (v["quantize"]) e.quantize = v["quantize"].as<bool>();
         if (v["bits"]) e.bits = v["bits"].as<int>();
         if (v["group_size"]) e.group_size = v["group_size"].as<int64_t>();
+        if (v["symmetric"]) e.symmetric = v["symmetric"].as<bool>();
+        if (v["damp"]) e.damp = v["damp"].as<double>();
       }
       r.modules[*role] = e;
     }
@@ -75,6 +92,13 @@ Recipe load_recipe(const std::filesystem::path& file, const std::filesystem::pat
 }
 
 namespace {
+
+void check_damp(const std::string& where, double damp) {
+  if (!(damp > 0 && damp <= 1))
+    throw Error(fmt::format("{}: damp {} must be in (0, 1]: the fraction of the Hessian's mean diagonal added to its "
+                            "diagonal (0.01 is usual; raise it when a Hessian is not positive definite)",
+                            where, damp));
+}
 
 void check_setting(const std::string& where, int bits, int64_t group) {
   if (bits != 4 && bits != 8)
@@ -89,10 +113,12 @@ void check_setting(const std::string& where, int bits, int64_t group) {
 
 void apply_overrides(Recipe& recipe, const RecipeOverrides& o) {
   if (o.format) recipe.format = *o.format;
+  if (o.method) recipe.method = *o.method;
   if (o.bits) recipe.bits = *o.bits;
   if (o.group_size) recipe.group_size = *o.group_size;
   std::string flags;
   if (o.format) flags += fmt::format(" --format {}", quant_format_name(*o.format));
+  if (o.method) flags += fmt::format(" --method {}", quant_method_name(*o.method));
   if (o.bits) flags += fmt::format(" --bits {}", *o.bits);
   if (o.group_size) flags += fmt::format(" --group-size {}", *o.group_size);
   if (!flags.empty()) recipe.origin += " with" + flags; // messages then say where a value came from
@@ -100,14 +126,24 @@ void apply_overrides(Recipe& recipe, const RecipeOverrides& o) {
 }
 
 void check_recipe(const Recipe& recipe) {
-  if (recipe.method == QuantizeMethod::Gptq)
-    throw Error(fmt::format("{}: method gptq (error compensation from calibration activations) is not implemented "
-                            "yet; use method: rtn (round to nearest)",
-                            recipe.origin));
   check_setting(recipe.origin, recipe.bits, recipe.group_size);
+  const bool rtn = recipe.method == QuantizeMethod::Rtn;
+  // GPTQ-only keys under rtn would be silently meaningless: refused, so a recipe says what it does.
+  if (rtn && (recipe.damp || recipe.actorder))
+    throw Error(fmt::format("{}: {} applies to method gptq, and this recipe's method is rtn (round to nearest, no "
+                            "Hessian, no column order); use method: gptq, or drop the key",
+                            recipe.gptq_where.empty() ? recipe.origin : recipe.gptq_where,
+                            recipe.damp ? "damp" : "actorder"));
+  if (recipe.damp) check_damp(recipe.gptq_where.empty() ? recipe.origin : recipe.gptq_where, *recipe.damp);
   for (const auto& [role, e] : recipe.modules) {
     const RoleSetting s = recipe.setting(role);
-    if (s.quantize) check_setting(fmt::format("{}: modules: {}", e.where, module_role_name(role)), s.bits, s.group_size);
+    const std::string where = fmt::format("{}: modules: {}", e.where, module_role_name(role));
+    if (e.damp && rtn)
+      throw Error(fmt::format("{}: damp applies to method gptq, and this recipe's method is rtn; use method: gptq, "
+                              "or drop the key",
+                              where));
+    if (e.damp) check_damp(where, *e.damp);
+    if (s.quantize) check_setting(where, s.bits, s.group_size);
   }
 }
 

@@ -46,8 +46,14 @@ Backend::Backend(const LoadedPlugin& plugin, const ninfer_device_info& device, B
                                        : std::make_unique<ScheduleTable>(options_.tuned_schedule
                                                                           ? default_schedule_table(plugin, device)
                                                                           : builtin_schedule_table(plugin, device))),
-      planner_(plugin, device, options_.schedule ? options_.schedule : builtin_table_.get()), memory_(make_memory_space(plugin, device)) {
+      planner_(plugin, device, options_.schedule ? options_.schedule : builtin_table_.get()),
+      memory_(options_.plan_only ? make_planning_memory_space() : make_memory_space(plugin, device)),
+      sizing_(options_.plan_only) {
   report_.limit = options_.memory_limit;
+}
+
+const ScheduleTable* Backend::schedule_table() const {
+  return options_.schedule ? options_.schedule : builtin_table_.get();
 }
 
 Backend::~Backend() {
@@ -58,9 +64,10 @@ DeviceBuffer Backend::allocate(size_t bytes, MemoryUse use, std::string_view wha
   DeviceBuffer b;
   if (bytes == 0) return b;
   if (report_.limit && report_.total + bytes > report_.limit)
-    throw Error(fmt::format("cannot allocate {} bytes for {}: the memory limit of {} bytes would be exceeded "
-                            "(in use: {}); lower max_context or max_sequences, or raise the limit",
-                            bytes, what, report_.limit, report_.describe()));
+    throw Error(fmt::format("cannot allocate {} bytes for {}: the memory limit of {} ({} bytes) would be exceeded "
+                            "(in use: {}); lower max_context or max_concurrency, or raise the limit (--memory-limit, "
+                            "runtime.memory_limit)",
+                            bytes, what, format_bytes(report_.limit), report_.limit, report_.describe()));
   void* p = memory_->allocate(bytes);
   if (!p)
     throw Error(fmt::format("out of {} allocating {} bytes for {} (in use: {}); {}", memory_->name(), bytes, what,
@@ -76,6 +83,7 @@ DeviceBuffer Backend::allocate(size_t bytes, MemoryUse use, std::string_view wha
   b.what_ = std::string(what);
   report_.in_use[static_cast<size_t>(use)] += bytes;
   report_.total += bytes;
+  ++report_.allocation_sizes[bytes];
   report_.peak = std::max(report_.peak, report_.total);
   return b;
 }
@@ -97,6 +105,8 @@ void Backend::release(DeviceBuffer& b) noexcept {
     }
   report_.in_use[static_cast<size_t>(b.use_)] -= b.bytes_;
   report_.total -= b.bytes_;
+  if (auto it = report_.allocation_sizes.find(b.bytes_); it != report_.allocation_sizes.end() && --it->second == 0)
+    report_.allocation_sizes.erase(it);
 }
 
 namespace {
@@ -130,6 +140,10 @@ void Backend::download_async(const DeviceBuffer& src, size_t offset, size_t byte
 }
 
 const void* Backend::downloaded(size_t slot) { return memory_->results(slot); }
+
+void Backend::download_from(const void* src, void* dst, size_t bytes) {
+  if (bytes) memory_->copy_out(dst, src, bytes);
+}
 
 void Backend::copy(const DeviceBuffer& dst, size_t dst_offset, const DeviceBuffer& src, size_t src_offset,
                    size_t bytes) {
@@ -187,7 +201,7 @@ bool skipped_for_timing(std::string_view op, const ninfer_shape& shape) {
 } // namespace
 
 void Backend::execute_plan(const Plan& p, const void* args) {
-  if (skipped_for_timing(p.op, p.shape)) return;
+  if (options_.plan_only || skipped_for_timing(p.op, p.shape)) return; // a dry run launches nothing
   if (p.workspace_bytes > workspace_.bytes())
     throw Error(fmt::format("op '{}' ({}) needs {} bytes of workspace for {}, but only {} were reserved; the "
                             "model must call reserve_workspace for its largest shapes at load time",

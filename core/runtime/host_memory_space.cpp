@@ -3,6 +3,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "ninfer/support/error.hpp"
@@ -11,6 +13,18 @@
 
 namespace ninfer {
 namespace {
+
+// The kernel's estimate of what can be allocated without swapping (free memory plus the page
+// cache and reclaimable slabs it can drop), from /proc/meminfo; 0 where there is none.
+size_t mem_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
 
 class HostMemorySpace final : public MemorySpace {
  public:
@@ -37,6 +51,7 @@ class HostMemorySpace final : public MemorySpace {
   void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
   void* stream() const override { return nullptr; }
   void synchronize() override {}
+  size_t free_bytes() const override { return mem_available(); }
 
  private:
   size_t slot_bytes_ = kMinResultBytes;

@@ -58,7 +58,30 @@ void render_assistant(const std::vector<ChatMessage>& messages, size_t i, size_t
   } else {
     out += content;
   }
+  // Each call on a line of its own; the first one directly after the turn's header when the
+  // turn has no text (the template tests the content before its newlines are stripped).
+  for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+    if (k > 0 || !content.empty()) out += "\n";
+    out += "<tool_call>\n{\"name\": \"";
+    out += m.tool_calls[k].name;
+    out += "\", \"arguments\": ";
+    out += m.tool_calls[k].arguments;
+    out += "}\n</tool_call>";
+  }
   out += "<|im_end|>\n";
+}
+
+// The system turn that lists the tools, with the first message's system text before it.
+void render_tools_system(const std::vector<ChatMessage>& messages, const std::vector<std::string>& tools,
+                         std::string& out) {
+  out += "<|im_start|>system\n";
+  if (messages.front().role == "system") out += messages.front().content + "\n\n";
+  out += "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+         "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+  for (const std::string& t : tools) out += "\n" + t;
+  out += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+         "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+         "<args-json-object>}\n</tool_call><|im_end|>\n";
 }
 
 // Consecutive tool results share one user turn, each in its own <tool_response> block.
@@ -76,7 +99,13 @@ std::string format_chat(const std::vector<ChatMessage>& messages, const ChatOpti
   if (messages.empty()) throw Error("a chat needs at least one message");
   const size_t last_query = last_query_index(messages);
   std::string out;
-  for (size_t i = 0; i < messages.size(); ++i) {
+  // With tools, a leading system message becomes part of the tools' system turn.
+  size_t first = 0;
+  if (!options.tools.empty()) {
+    render_tools_system(messages, options.tools, out);
+    if (messages.front().role == "system") first = 1;
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (m.role == "user" || m.role == "system") {
       // A system message anywhere but first is rendered like any other turn, as the template does.

@@ -1,11 +1,7 @@
 #include "raw_safetensors.hpp"
 
-#include <unistd.h>
-
-#include <atomic>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 
@@ -70,20 +66,6 @@ void write_raw_safetensors(const std::filesystem::path& file, const RawTensors& 
     data += t.bytes;
   }
   write_raw_file(file, header.dump(), data);
-}
-
-TempDir::TempDir() {
-  static std::atomic<int> counter{0};
-  std::random_device rd;
-  path_ = std::filesystem::temp_directory_path() /
-          ("ninfer-ckpt-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
-           std::to_string(rd()));
-  std::filesystem::create_directories(path_);
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
 }
 
 void copy_fixture_config(const std::string& fixture, const std::filesystem::path& dir) {

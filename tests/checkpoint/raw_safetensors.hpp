@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.hpp"
+
 namespace ninfer::test {
 
 struct RawTensor {
@@ -33,20 +35,6 @@ std::string read_file_bytes(const std::filesystem::path& file);
 void write_file_bytes(const std::filesystem::path& file, const std::string& bytes);
 nlohmann::json read_json(const std::filesystem::path& file);
 void write_json(const std::filesystem::path& file, const nlohmann::json& j);
-
-// A fresh folder under the system temp dir, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& s) const { return path_ / s; }
-
- private:
-  std::filesystem::path path_;
-};
 
 // Copies config.json (+ generation_config.json) of a fixture into dir.
 void copy_fixture_config(const std::string& fixture, const std::filesystem::path& dir);

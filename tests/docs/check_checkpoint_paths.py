@@ -13,7 +13,7 @@ Checks, naming FILE:LINE for each finding:
   - every `--checkpoint DIR` naming a checkpoints/ folder in those files resolves from the
     repository root into <root>/checkpoints/, and every `checkpoint:` of a YAML block in the
     docs (a manifest in models/) from models/;
-  - scripts/dev.sh makes its demo checkpoint under $root/checkpoints/.
+  - scripts/dev.sh runs the committed demo model, models/qwen3_5-demo, which exists.
   check_checkpoint_paths.py --root DIR     exit 0 clean, 1 a finding
 """
 import argparse
@@ -108,8 +108,11 @@ def main():
                             f"(found: {', '.join(rel(d) for d in downloads) or 'none'})")
 
     dev = os.path.join(root, "scripts", "dev.sh")
-    if os.path.exists(dev) and '"$root/checkpoints/' not in open(dev, encoding="utf-8").read():
-        findings.append("scripts/dev.sh:1: the demo checkpoint is not made under $root/checkpoints/")
+    if os.path.exists(dev):
+        if '"$root/models/qwen3_5-demo"' not in open(dev, encoding="utf-8").read():
+            findings.append("scripts/dev.sh:1: the demo run does not use the committed models/qwen3_5-demo")
+        elif not os.path.exists(os.path.join(root, "models", "qwen3_5-demo", "config.json")):
+            findings.append("models/qwen3_5-demo:1: the demo model scripts/dev.sh runs is missing")
 
     for x in findings:
         print(x)

@@ -98,7 +98,7 @@ def main():
                 "checkpoint: ../checkpoints/Qwen3-0.6B\n# tokenizer: ../checkpoints/Qwen3-0.6B/tokenizer.json\n")
     clean = {".gitignore": "/checkpoints/\n", "models/q.yaml": manifest,
              "README.md": f"{fence}sh\nninfer-run --checkpoint checkpoints/Qwen3-0.6B\n{fence}\n",
-             "scripts/dev.sh": 'demo="$root/checkpoints/x"\n'}
+             "scripts/dev.sh": 'demo="$root/models/qwen3_5-demo"\n', "models/qwen3_5-demo/config.json": "{}\n"}
     rc, out = run_paths(clean)
     expect(rc == 0, "a tree that keeps the convention passes\n" + out)
     for name, text, needle in [
@@ -115,9 +115,13 @@ def main():
             ("docs/a.md", "huggingface-cli download Qwen/Qwen3-8B --local-dir checkpoints/Qwen3-8B\n",
              "docs/a.md:1: huggingface-cli no longer works"),
             (".gitignore", "build/\n", ".gitignore:1: /checkpoints/ is not ignored"),
-            ("scripts/dev.sh", 'demo="$build_dir/demo/x"\n', "scripts/dev.sh:1: the demo checkpoint")]:
+            ("scripts/dev.sh", 'demo="$build_dir/demo/x"\n', "scripts/dev.sh:1: the demo run does not use"),
+            ("models/qwen3_5-demo/config.json", None, "models/qwen3_5-demo:1: the demo model scripts/dev.sh runs is missing")]:
         planted = dict(clean)
-        planted[name] = text
+        if text is None:
+            del planted[name]
+        else:
+            planted[name] = text
         rc, out = run_paths(planted)
         expect(rc == 1 and needle in out, f"checkpoint paths: {needle}\n" + out)
 

@@ -8,6 +8,7 @@
 
 #include "described_cards.hpp"
 #include "process.hpp"
+#include "temp_dir.hpp"
 
 using namespace ninfer::test;
 
@@ -18,12 +19,9 @@ using ninfer::test::ProcessOutput;
 // An empty cache directory of this test process: the machine's own ~/.cache/ninfer may hold a
 // tuned table (from any ninfer-tune run), which the default run would report instead of none.
 const std::string& empty_cache_dir() {
-  static const std::string dir = [] {
-    std::string t = "/tmp/ninfer-info-test-cache-XXXXXX";
-    if (!mkdtemp(t.data())) ADD_FAILURE() << "mkdtemp failed";
-    return t;
-  }();
-  return dir;
+  static const ninfer::test::TempDir dir;
+  static const std::string path = dir.path().string();
+  return path;
 }
 
 // Runs ninfer-info with `args`; stderr is appended after stdout when asked.

@@ -35,6 +35,7 @@
 #include "gpu_op_env.hpp"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/ops/norm_linear.h"
+#include "ninfer/runtime/unfused_forms.hpp"
 #include "ninfer/support/error.hpp"
 #include "op_routes.hpp"
 #include "quant_weight_case.hpp"
@@ -170,6 +171,7 @@ TEST(QuantLinearGpu, EveryLayoutAndTokenCountMatchesCpu) {
                     if (!v || !(v->dtype_mask & (1u << dtype)) || (v->supports && !v->supports(v->ctx, &s))) continue;
                   }
                   gpu->upload(yg, 0, before.data(), before.size() * sizeof(float));
+                  gpu->reserve_workspace(NINFER_OP_LINEAR, s); // the planner's route may be cublaslt_dequant
                   run_route(*gpu, NINFER_OP_LINEAR, route, s, &ag);
                   const auto got = get<float>(*gpu, yg, before.size());
                   const std::string used = route.empty() ? gpu->plan(NINFER_OP_LINEAR, s).variant : route;
@@ -231,11 +233,15 @@ TEST(QuantLinearGpu, NormLinearRunsUnfusedAndMatchesCpu) {
           QuantOnBackend w(*be, c);
           const DeviceBuffer xb = put(*be, x), nb = put(*be, norm_w);
           DeviceBuffer yb = put(*be, poison);
+          // The unfused form's scratch rows: the normed input and (gated) the projection.
+          DeviceBuffer normed = put(*be, std::vector<float>(static_cast<size_t>(T * K), NAN), "normed");
+          DeviceBuffer proj = put(*be, std::vector<float>(static_cast<size_t>(T * N), NAN), "projection");
+          const NormLinearUnfused scratch{normed.as<float>(), K, proj.as<float>(), N};
           ninfer_norm_linear_args a{xb.as<float>(), K,       nb.as<float>(), eps, 1, w.codes.data(), dtype,
                                     yb.as<float>(), out,     nullptr,        0,   T, K,              N,
                                     gated,          &w.wq};
           be->reserve_workspace(NINFER_OP_NORM_LINEAR, s);
-          be->run(NINFER_OP_NORM_LINEAR, s, &a);
+          be->run(NINFER_OP_NORM_LINEAR, s, &a, &scratch);
           ys.push_back(get<float>(*be, yb, poison.size()));
         }
         // Each output's bound, from the products in float64 (see the comment above).

@@ -37,6 +37,9 @@ TEST(Manifest, OnlyCheckpointIsRequiredAndEveryDefaultHolds) {
   EXPECT_FALSE(m.runtime.mixed_chunk.has_value()) << "unset: the model's cost rule";
   EXPECT_EQ(m.runtime.kv_dtype, KvDType::Auto);
   EXPECT_TRUE(m.runtime.cuda_graphs);
+  // Unset: the memory plan decides (what the model supports and the memory allows).
+  EXPECT_FALSE(m.runtime.memory_limit_gib.has_value());
+  EXPECT_FALSE(m.runtime.kv_capacity.has_value());
   EXPECT_EQ(m.max_new_tokens, 512);
   const SamplingParams neutral;
   EXPECT_EQ(m.sampling.temperature, 1.0);
@@ -48,11 +51,6 @@ TEST(Manifest, OnlyCheckpointIsRequiredAndEveryDefaultHolds) {
   EXPECT_EQ(m.sampling.frequency_penalty, 0.0);
   EXPECT_FALSE(m.sampling.seed.has_value());
   EXPECT_EQ(m.sampling.temperature, neutral.temperature);
-
-  // max_context: min(max_position_embeddings, 32768) unless set.
-  EXPECT_EQ(m.runtime.resolved_max_context(40960), 32768);
-  EXPECT_EQ(m.runtime.resolved_max_context(262144), 32768);
-  EXPECT_EQ(m.runtime.resolved_max_context(4096), 4096);
 }
 
 TEST(Manifest, TokenizerDefaultsToTheCheckpointsTokenizerJson) {
@@ -103,6 +101,8 @@ runtime:
   mixed_chunk: 48
   kv_dtype: float32
   cuda_graphs: false
+  memory_limit: 31.5
+  kv_capacity: 65536
 sampling:
   temperature: 0.6
   top_p: 0.95
@@ -125,12 +125,13 @@ TEST(Manifest, EveryKeyIsRead) {
   EXPECT_EQ(m.tokenizer, (dir.path() / "tok.json").lexically_normal());
   EXPECT_EQ(m.chat_template, ChatTemplate::None);
   EXPECT_EQ(m.runtime.max_context, 8192);
-  EXPECT_EQ(m.runtime.resolved_max_context(40960), 8192);
   EXPECT_EQ(m.runtime.max_concurrency, 2);
   EXPECT_EQ(m.runtime.prefill_chunk, 1024);
   EXPECT_EQ(m.runtime.mixed_chunk, 48);
   EXPECT_EQ(m.runtime.kv_dtype, KvDType::Float32);
   EXPECT_FALSE(m.runtime.cuda_graphs);
+  EXPECT_EQ(m.runtime.memory_limit_gib, 31.5);
+  EXPECT_EQ(m.runtime.kv_capacity, 65536);
   EXPECT_EQ(m.sampling.temperature, 0.6);
   EXPECT_EQ(m.sampling.top_p, 0.95);
   EXPECT_EQ(m.sampling.top_k, 20);
@@ -144,7 +145,7 @@ TEST(Manifest, EveryKeyIsRead) {
   // Where each key was set, for checks made after loading.
   const std::string file = (dir.path() / "m.yaml").string();
   EXPECT_EQ(m.where("runtime.max_context"), file + ":7: runtime.max_context");
-  EXPECT_EQ(m.where("sampling.seed"), file + ":21: sampling.seed");
+  EXPECT_EQ(m.where("sampling.seed"), file + ":23: sampling.seed");
   EXPECT_EQ(m.where("checkpoint"), file + ":1: checkpoint");
 }
 

@@ -79,6 +79,16 @@ TEST_F(ManifestErrors, OutOfRangeValuesStateTheBound) {
   expect_message(load_error(f), f, 3, "runtime.max_concurrency", {">= 1"});
   f = manifest("checkpoint: ck\nsampling:\n  temperature: -1\n");
   expect_message(load_error(f), f, 3, "sampling.temperature", {">= 0"});
+  f = manifest("checkpoint: ck\nruntime:\n  memory_limit: 0\n");
+  expect_message(load_error(f), f, 3, "runtime.memory_limit", {"> 0", "'0'"});
+}
+
+// A key of several forms names each of them.
+TEST_F(ManifestErrors, KvCapacityIsTokensOrAuto) {
+  for (const char* bad : {"0", "lots", "-5"}) {
+    const auto f = manifest(std::string("checkpoint: ck\nruntime:\n  kv_capacity: ") + bad + "\n");
+    expect_message(load_error(f), f, 3, "runtime.kv_capacity", {"a whole number >= 1 or auto", bad});
+  }
 }
 
 TEST_F(ManifestErrors, MissingCheckpointKey) {

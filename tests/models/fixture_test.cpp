@@ -1,4 +1,6 @@
-// Every case of every fixture in tests/fixtures, on the CPU plugin in float32:
+// Every case of every fixture in tests/fixtures, and of the trained demo model (models/qwen3_5-demo,
+// bf16 weights, its reference computed in float64 by transformers from those weights), on the
+// CPU plugin in float32:
 //  (a) prefill of the prompt: every row vs case{i}.prompt_logits            (max |diff| <= 1e-3)
 //  (b) then greedy_ids decoded one step at a time, all cases batched in one decode per step:
 //      each row vs case{i}.full_logits                                      (max |diff| <= 1e-3)
@@ -138,7 +140,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTest,
                          testing::Values(Param{"tiny-qwen3", 512}, Param{"tiny-qwen3", 37},
                                          Param{"tiny-qwen3_5", 512}, Param{"tiny-qwen3_5", 37},
                                          Param{"tiny-qwen3_5-long", 512}, Param{"tiny-qwen3_5-long", 37},
-                                         Param{"tiny-qwen3_5-vl-layout", 512}, Param{"tiny-qwen3_5-vl-layout", 3}),
+                                         Param{"tiny-qwen3_5-vl-layout", 512}, Param{"tiny-qwen3_5-vl-layout", 3},
+                                         Param{"models/qwen3_5-demo", 512}, Param{"models/qwen3_5-demo", 37}),
                          param_name);
 
 // bfloat16 weights: within the README's bf16 guidance (relative L2 per row, top-1 agreement

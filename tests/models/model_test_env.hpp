@@ -75,8 +75,10 @@ struct Fixture {
   std::vector<FixtureCase> cases;
   int64_t vocab = 0;
 
+  // `name`: a folder of tests/fixtures, or a path from the repository root when it has a slash
+  // (the trained demo model, models/qwen3_5-demo, carries a reference of the same form).
   static Fixture load(const std::string& name) {
-    const auto dir = fixtures_dir() / name;
+    const auto dir = name.find('/') == std::string::npos ? fixtures_dir() / name : source_dir() / name;
     Fixture f{name, Checkpoint::open(dir), {}, 0};
     f.vocab = f.checkpoint.config().vocab_size;
     std::ifstream in(dir / "reference.json");

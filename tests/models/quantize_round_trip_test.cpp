@@ -1,6 +1,7 @@
 // What ninfer-quantize writes, ninfer's loaders read: fresh random float weights shaped like a
 // fixture are quantized by the tool (each layout it writes, 4 and 8 bits, groups and one scale
-// per output channel), and the quantized folder is loaded and run on the CPU plugin beside a
+// per output channel, symmetric and asymmetric grids, round to nearest and GPTQ, GPTQ in act
+// order with its g_idx), and the quantized folder is loaded and run on the CPU plugin beside a
 // float32 twin made from the same output by the tests' own float64 reading of the published
 // layout (tests/quantize/quant_oracle.cpp). Writer and reader agreeing with each other proves
 // nothing alone; each agreeing with the oracle of the published layout does.
@@ -29,10 +30,12 @@ struct RoundTrip {
   const char* format; // ninfer-quantize --format
   int bits;
   int group; // -1: one scale per output channel
+  const char* recipe = nullptr; // YAML; method gptq runs on a calibration text written here
 };
 
 void PrintTo(const RoundTrip& r, std::ostream* os) {
-  *os << r.fixture << " " << r.format << " int" << r.bits << " group " << r.group;
+  *os << r.fixture << " " << r.format << " int" << r.bits << " group " << r.group << (r.recipe ? " " : "")
+      << (r.recipe ? r.recipe : "");
 }
 
 // The twin: every tensor of the source, a quantized module's weight replaced by the oracle's
@@ -67,9 +70,20 @@ TEST_P(QuantizeRoundTrip, LoadsWhatTheToolWritesAsTheOraclesTwin) {
   auto rng = fresh_rng(what.c_str());
   TempDir tmp;
   const SourceCheckpoint src = make_source_checkpoint(c.fixture, "BF16", rng, tmp / "in");
-  const ProcessOutput r = run_quantize({"--checkpoint", src.dir.string(), "--out", (tmp / "out").string(), "--format",
-                                        c.format, "--bits", std::to_string(c.bits), "--group-size",
-                                        std::to_string(c.group), "-q"});
+  std::vector<std::string> args{"--checkpoint", src.dir.string(), "--out", (tmp / "out").string(), "--format",
+                                c.format, "--bits", std::to_string(c.bits), "--group-size", std::to_string(c.group),
+                                "-q"};
+  if (c.recipe) {
+    std::ofstream(tmp / "recipe.yaml") << c.recipe;
+    args.insert(args.end(), {"--recipe", (tmp / "recipe.yaml").string()});
+    if (std::string(c.recipe).find("method: gptq") != std::string::npos) {
+      write_byte_level_tokenizer(src.dir);
+      std::ofstream(tmp / "calib.txt") << lexicon_text(rng, 800);
+      args.insert(args.end(), {"--calibration", (tmp / "calib.txt").string(), "--calibration-tokens", "64",
+                               "--calibration-samples", "8"});
+    }
+  }
+  const ProcessOutput r = run_quantize(args);
   ASSERT_EQ(r.status, 0) << r.err;
 
   int replaced = 0;
@@ -92,10 +106,25 @@ INSTANTIATE_TEST_SUITE_P(Quantize, QuantizeRoundTrip,
                          testing::Values(RoundTrip{"tiny-qwen3", "compressed-tensors", 4, 32},
                                          RoundTrip{"tiny-qwen3", "gptq", 8, 32},
                                          RoundTrip{"tiny-qwen3_5", "gptq", 4, 32},
-                                         RoundTrip{"tiny-qwen3_5-vl-layout", "compressed-tensors", 8, -1}),
+                                         RoundTrip{"tiny-qwen3_5-vl-layout", "compressed-tensors", 8, -1},
+                                         RoundTrip{"tiny-qwen3", "compressed-tensors", 4, 32, "symmetric: false\n"},
+                                         RoundTrip{"tiny-qwen3_5", "gptq", 8, 32, "symmetric: false\n"},
+                                         RoundTrip{"tiny-qwen3", "gptq", 4, 32, "method: gptq\n"},
+                                         RoundTrip{"tiny-qwen3_5-vl-layout", "gptq", 4, 32, "method: gptq\n"},
+                                         RoundTrip{"tiny-qwen3_5", "compressed-tensors", 4, 16,
+                                                   "method: gptq\nactorder: true\nsymmetric: false\n"},
+                                         RoundTrip{"tiny-qwen3_5", "gptq", 4, 32, "method: gptq\nactorder: true\n"},
+                                         RoundTrip{"tiny-qwen3", "gptq", 8, -1,
+                                                   "method: gptq\nactorder: true\nsymmetric: false\n"}),
                          [](const testing::TestParamInfo<RoundTrip>& p) {
                            std::string n = fmt::format("{}_{}_int{}_g{}", p.param.fixture, p.param.format,
                                                        p.param.bits, p.param.group < 0 ? 0 : p.param.group);
+                           if (p.param.recipe) {
+                             const std::string r = p.param.recipe;
+                             n += r.find("gptq") != std::string::npos ? "_gptq" : "_rtn";
+                             n += r.find("actorder") != std::string::npos ? "_actorder" : "";
+                             n += r.find("symmetric: false") != std::string::npos ? "_asym" : "";
+                           }
                            for (auto& ch : n)
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;

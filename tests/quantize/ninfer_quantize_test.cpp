@@ -207,6 +207,52 @@ TEST(NinferQuantize, ShardedInputAndShardedOutput) {
   check_case(c, rng);
 }
 
+// symmetric: false: a zero point per group (compressed-tensors weight_zero_point; GPTQ qzeros,
+// stored minus one, so never 0), the config saying so, and every weight within half a step.
+TEST(NinferQuantize, AsymmetricGridsKeepEveryWeightWithinHalfAStep) {
+  auto rng = test::fresh_rng("NinferQuantize.AsymmetricGridsKeepEveryWeightWithinHalfAStep");
+  for (const char* format : {"compressed-tensors", "gptq"})
+    for (int bits : {4, 8}) {
+      SCOPED_TRACE(fmt::format("{} int{}", format, bits));
+      test::TempDir tmp;
+      const auto src = test::make_source_checkpoint("tiny-qwen3_5", "BF16", rng, tmp / "in");
+      test::write_file_bytes(tmp / "r.yaml", "symmetric: false\n");
+      const auto r = test::run_quantize({"--checkpoint", src.dir.string(), "--out", (tmp / "out").string(), "--recipe",
+                                         (tmp / "r.yaml").string(), "--format", format, "--bits", std::to_string(bits),
+                                         "--group-size", "32", "-q"});
+      ASSERT_EQ(r.status, 0) << r.err;
+      const json q = test::read_json(tmp / "out" / "config.json")["quantization_config"];
+      const bool gptq = std::string(format) == "gptq";
+      if (gptq) EXPECT_EQ(q["sym"], false);
+      else EXPECT_EQ(q["config_groups"]["group_0"]["weights"]["symmetric"], false);
+      const RawTensors written = test::read_output_tensors(tmp / "out");
+      int modules = 0, highest_zero = 0;
+      for (const auto& [name, t] : src.tensors) {
+        if (!quantized_by_default(name, "model.")) continue;
+        const std::string module = module_of(name);
+        SCOPED_TRACE(module);
+        ++modules;
+        EXPECT_EQ(written.count(module + ".weight_zero_point"), gptq ? 0u : 1u);
+        const test::Dequantized d = gptq ? test::dequantize_gptq(written, module, bits)
+                                         : test::dequantize_compressed_tensors(written, module, bits);
+        const std::vector<double> original = test::raw_values(t);
+        size_t bad = 0;
+        for (size_t i = 0; i < original.size(); ++i)
+          bad += !(std::fabs(d.w[i] - original[i]) <= 0.5 * d.step[i] * (1 + kHalfStepSlack));
+        EXPECT_EQ(bad, 0u);
+        if (gptq) {
+          const test::RawTensor& qz = written.at(module + ".qzeros");
+          for (size_t i = 0; i < qz.bytes.size() / 4; ++i)
+            for (int j = 0; j < 32 / bits; ++j)
+              highest_zero = std::max(highest_zero, static_cast<int>((test::raw_u32(qz, i) >> (bits * j)) & ((1u << bits) - 1)) + 1);
+        }
+      }
+      EXPECT_GT(modules, 0);
+      // A zero point of 0 would be stored as −1, which reads back as 2^bits.
+      if (gptq) EXPECT_LE(highest_zero, (1 << bits) - 1);
+    }
+}
+
 // (c) for a sharded output: the index names every tensor once, each in the shard that holds it,
 // no shard holds a tensor the index does not name, and total_size is the sum of the data.
 TEST(NinferQuantize, ShardIndexIsConsistent) {

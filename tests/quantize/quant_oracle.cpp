@@ -83,17 +83,30 @@ Dequantized dequantize_compressed_tensors(const RawTensors& t, const std::string
   d.rows = static_cast<int64_t>(raw_value(shape, 0));
   d.cols = static_cast<int64_t>(raw_value(shape, 1));
   const int per = 32 / bits;
+  const uint32_t mask = (1u << bits) - 1;
   const int64_t groups = scale.shape.at(1), group = d.cols / groups;
   if (packed.shape != std::vector<int64_t>{d.rows, d.cols / per} || scale.shape.at(0) != d.rows)
     throw std::runtime_error("test: " + module + ": packed or scale shape disagrees with weight_shape");
+  // Asymmetric: weight_zero_point [ceil(N / per), G], output n at bits bits·(n % per) of word n / per.
+  const auto zp = t.find(module + ".weight_zero_point");
+  const auto g_idx = t.find(module + ".weight_g_idx");
+  if (zp != t.end() && zp->second.shape != std::vector<int64_t>{(d.rows + per - 1) / per, groups})
+    throw std::runtime_error("test: " + module + ": weight_zero_point shape");
+  if (g_idx != t.end() && g_idx->second.shape != std::vector<int64_t>{d.cols})
+    throw std::runtime_error("test: " + module + ": weight_g_idx shape");
   d.w.resize(static_cast<size_t>(d.rows * d.cols));
   d.step.resize(d.w.size());
   for (int64_t n = 0; n < d.rows; ++n)
     for (int64_t k = 0; k < d.cols; ++k) {
       const uint32_t word = raw_u32(packed, static_cast<size_t>(n * (d.cols / per) + k / per));
-      const int stored = static_cast<int>((word >> (bits * (k % per))) & ((1u << bits) - 1));
-      const double s = raw_value(scale, static_cast<size_t>(n * groups + k / group));
-      d.w[static_cast<size_t>(n * d.cols + k)] = (stored - (1 << (bits - 1))) * s;
+      const int stored = static_cast<int>((word >> (bits * (k % per))) & mask);
+      const int64_t g = g_idx != t.end() ? static_cast<int64_t>(raw_value(g_idx->second, static_cast<size_t>(k))) : k / group;
+      const int zero = zp != t.end()
+                           ? static_cast<int>((raw_u32(zp->second, static_cast<size_t>((n / per) * groups + g)) >>
+                                               (bits * (n % per))) & mask)
+                           : 1 << (bits - 1);
+      const double s = raw_value(scale, static_cast<size_t>(n * groups + g));
+      d.w[static_cast<size_t>(n * d.cols + k)] = (stored - zero) * s;
       d.step[static_cast<size_t>(n * d.cols + k)] = s;
     }
   return d;

@@ -27,8 +27,10 @@ struct Dequantized {
   std::vector<double> step;  // [N, K]: the scale that multiplies element (n, k)
 };
 
-// compressed-tensors pack-quantized: W = (stored − 2^(bits−1)) · s, element j of a word at
-// bits bits·j along K; `module` without the ".weight_packed" suffix.
+// compressed-tensors pack-quantized: W = (stored − zero) · s of k's group, element j of a word
+// at bits bits·j along K; zero = 2^(bits−1), or from weight_zero_point (packed along N) when
+// present; the group is k / group_size, or weight_g_idx[k] when present. `module` without the
+// ".weight_packed" suffix.
 Dequantized dequantize_compressed_tensors(const RawTensors& t, const std::string& module, int bits);
 // GPTQ, checkpoint_format gptq: W[n, k] = (q[k, n] − (z + 1)) · s[g_idx[k], n].
 Dequantized dequantize_gptq(const RawTensors& t, const std::string& module, int bits);

@@ -1,7 +1,8 @@
 // ninfer-quantize when things go wrong: (e) a run killed mid-write or stopped by an error
 // leaves no checkpoint at --out (and an error leaves no staging folder either; --force keeps
 // the old checkpoint); (f) every bad input is refused with exit status 1 and one line that
-// names the problem, before anything is written.
+// names the problem, before anything is written: GPTQ's calibration problems (no text, text
+// too short, no tokenizer, a model that cannot be loaded) among them.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -148,7 +149,39 @@ TEST(NinferQuantizeFailure, EveryBadInputNamesTheProblem) {
       {"recipe: unknown role", recipe("modules:\n  mlp.gate: {bits: 8}\n"), {"recipe.yaml:2", "mlp.gate"}},
       {"recipe: role the model lacks", recipe("modules:\n  linear_attn.in_proj_qkv: {bits: 8}\n"),
        {"recipe.yaml:2", "linear_attn.in_proj_qkv", "does not have"}},
-      {"recipe: method gptq", recipe("method: gptq\n"), {"method gptq", "not implemented yet", "rtn"}},
+      {"recipe: method gptq without calibration", recipe("method: gptq\n"),
+       {"method gptq needs --calibration FILE", "--method rtn"}},
+      {"--calibration under method rtn", [&](const fs::path& tmp, const fs::path& in) {
+         test::write_file_bytes(tmp / "calib.txt", "text");
+         return with({"--calibration", (tmp / "calib.txt").string()})(tmp, in);
+       }, {"--calibration", "method rtn", "reads no activations"}},
+      {"calibration file missing", with({"--method", "gptq", "--calibration", "/nonexistent/calib.txt"}),
+       {"--calibration /nonexistent/calib.txt", "no such file"}},
+      {"calibration text shorter than one sample", [&](const fs::path& tmp, const fs::path& in) {
+         test::write_byte_level_tokenizer(in);
+         test::write_file_bytes(tmp / "calib.txt", "a short text");
+         return with({"--method", "gptq", "--calibration", (tmp / "calib.txt").string(), "--calibration-tokens",
+                      "64"})(tmp, in);
+       }, {"calib.txt", "12 tokens", "fewer than one sample of --calibration-tokens 64"}},
+      {"calibration without a tokenizer", [&](const fs::path& tmp, const fs::path& in) {
+         fs::remove(in / "tokenizer.json");
+         test::write_file_bytes(tmp / "calib.txt", "text");
+         return with({"--method", "gptq", "--calibration", (tmp / "calib.txt").string()})(tmp, in);
+       }, {"no tokenizer.json", "calibration"}},
+      {"calibration model not loadable", [&](const fs::path& tmp, const fs::path& in) {
+         test::write_byte_level_tokenizer(in);
+         test::write_file_bytes(tmp / "calib.txt", std::string(400, 'x'));
+         fs::create_directory(tmp / "no-plugins");
+         return with({"--method", "gptq", "--calibration", (tmp / "calib.txt").string(), "--calibration-tokens", "8",
+                      "--plugin-dir", (tmp / "no-plugins").string()})(tmp, in);
+       }, {"the float model cannot be loaded on --device cpu"}},
+      {"calibration samples of one token", [&](const fs::path& tmp, const fs::path& in) {
+         test::write_file_bytes(tmp / "calib.txt", "text");
+         return with({"--method", "gptq", "--calibration", (tmp / "calib.txt").string(), "--calibration-tokens",
+                      "1"})(tmp, in);
+       },
+       {"--calibration-tokens 1", "at least 2 tokens"}},
+      {"recipe: actorder under rtn", recipe("actorder: true\n"), {"recipe.yaml:1", "actorder applies to method gptq"}},
       {"recipe: group size on one role", recipe("group_size: 32\nmodules:\n  mlp.down_proj: {group_size: 48}\n"),
        {"recipe.yaml:3", "group_size 48", "mlp.down_proj", "160 input channels"}},
       {"recipe: missing file", [&](const fs::path& tmp, const fs::path& in) {
@@ -177,7 +210,7 @@ TEST(NinferQuantizeFailure, EveryBadInputNamesTheProblem) {
          test::write_raw_safetensors(in / "model.safetensors", t);
          return base(tmp, in);
        }, {"model.layers.1.self_attn.k_proj.weight", "missing"}},
-      {"unknown flag", with({"--calibration", "x.txt"}), {"--calibration"}, 109},
+      {"unknown flag", with({"--calibrate", "x.txt"}), {"--calibrate"}, 109},
       {"no --out", [](const fs::path&, const fs::path& in) {
          return std::vector<std::string>{"--checkpoint", in.string()};
        }, {"--out is required"}, 106},
@@ -201,7 +234,9 @@ TEST(NinferQuantizeFailure, HelpDescribesTheFlags) {
   const auto r = test::run_quantize({"--help"});
   EXPECT_EQ(r.status, 0);
   for (const char* flag : {"--checkpoint", "--out", "--recipe", "--format", "--bits", "--group-size", "--force",
-                           "--max-shard-size", "Exit status"})
+                           "--max-shard-size", "--method", "--calibration", "--calibration-tokens",
+                           "--calibration-samples", "--device", "--plugin-dir", "--hessian-memory",
+                           "--calibration-layers-per-pass", "Exit status"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 

@@ -87,6 +87,61 @@ SourceCheckpoint make_source_checkpoint(const std::string& fixture, const std::s
   return src;
 }
 
+namespace {
+
+std::string utf8(char32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else { // the byte-level alphabet stays below U+0800
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+} // namespace
+
+void write_byte_level_tokenizer(const fs::path& dir) {
+  // GPT-2's byte-to-character table from its definition: printable bytes stand for themselves,
+  // the others take U+0100.. in order.
+  nlohmann::json vocab = nlohmann::json::object();
+  char32_t next = 0x100;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+    vocab[utf8(printable ? static_cast<char32_t>(b) : next++)] = b;
+  }
+  const nlohmann::json tok = {
+      {"version", "1.0"},
+      {"added_tokens", nlohmann::json::array()},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+  };
+  write_json(dir / "tokenizer.json", tok);
+}
+
+std::string lexicon_text(std::mt19937_64& rng, int words) {
+  static const char* kLexicon[] = {"the",   "river", "stone", "light", "quiet", "north", "garden", "over",
+                                   "under", "bright", "cold",  "song",  "we",    "carry", "slowly", "and",
+                                   "a",     "field", "of",    "grain", "winter", "hand",  "open",   "door"};
+  std::uniform_int_distribution<size_t> pick(0, std::size(kLexicon) - 1);
+  std::uniform_int_distribution<int> sentence(4, 12);
+  std::string text;
+  int left = sentence(rng);
+  for (int i = 0; i < words; ++i) {
+    text += kLexicon[pick(rng)];
+    if (--left == 0) {
+      text += ". ";
+      left = sentence(rng);
+    } else {
+      text += ' ';
+    }
+  }
+  return text;
+}
+
 std::vector<std::string> side_files() {
   return {"generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"};
 }

@@ -34,6 +34,14 @@ ProcessOutput run_quantize(const std::vector<std::string>& args, const std::stri
 // Every tensor of an output folder: model.safetensors, or the shards its index names.
 RawTensors read_output_tensors(const std::filesystem::path& dir);
 
+// A byte-level BPE tokenizer.json (GPT-2's byte alphabet as ids 0..255, no merges) in `dir`:
+// one token per byte of text, within every fixture's vocabulary.
+void write_byte_level_tokenizer(const std::filesystem::path& dir);
+
+// Text for calibration and held-out evaluation: `words` words drawn from a small fixed lexicon
+// (so texts of different seeds share their statistics), in sentences.
+std::string lexicon_text(std::mt19937_64& rng, int words);
+
 // The files ninfer-quantize is expected to copy from a source made above.
 std::vector<std::string> side_files();
 

@@ -77,6 +77,33 @@ TEST(QuantizeRecipe, CommandLineOverridesDefaultsNotModuleEntries) {
   }
 }
 
+TEST(QuantizeRecipe, GptqSettingsResolvePerRole) {
+  Recipe r = parse_recipe("method: gptq\ndamp: 0.02\nactorder: true\nsymmetric: false\nmodules:\n"
+                          "  mlp.down_proj: {damp: 0.1, symmetric: true}\n",
+                          "r.yaml", schema());
+  check_recipe(r);
+  EXPECT_EQ(r.method, QuantizeMethod::Gptq);
+  EXPECT_TRUE(r.act_order());
+  EXPECT_EQ(r.setting(ModuleRole::AttnQ).damp, 0.02);
+  EXPECT_FALSE(r.setting(ModuleRole::AttnQ).symmetric);
+  EXPECT_EQ(r.setting(ModuleRole::MlpDown).damp, 0.1);
+  EXPECT_TRUE(r.setting(ModuleRole::MlpDown).symmetric);
+  EXPECT_EQ(default_recipe().setting(ModuleRole::AttnQ).damp, kDefaultDamp);
+  // --method over the recipe: rtn then refuses the GPTQ-only keys, naming where they are.
+  apply_overrides(r, {std::nullopt, std::nullopt, std::nullopt, QuantizeMethod::Rtn});
+  try {
+    check_recipe(r);
+    FAIL() << "damp and actorder were accepted under --method rtn";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("r.yaml:2: damp applies to method gptq"), std::string::npos) << e.what();
+  }
+  Recipe plain = default_recipe();
+  apply_overrides(plain, {std::nullopt, std::nullopt, std::nullopt, QuantizeMethod::Gptq});
+  EXPECT_EQ(plain.method, QuantizeMethod::Gptq);
+  EXPECT_FALSE(plain.act_order());
+  EXPECT_NE(plain.origin.find("--method gptq"), std::string::npos) << plain.origin;
+}
+
 TEST(QuantizeRecipe, RefusalsNameTheProblem) {
   const std::pair<const char*, const char*> cases[] = {
       {"format: awq\n", "r.yaml:1"},
@@ -84,7 +111,13 @@ TEST(QuantizeRecipe, RefusalsNameTheProblem) {
       {"group_size: 0\n", "group_size"},
       {"modules:\n  mlp.gate: {bits: 4}\n", "mlp.gate"},
       {"modules:\n  lm_head: {bits: 4, scale: 2}\n", "scale"},
-      {"method: gptq\n", "not implemented yet"},
+      {"method: awq\n", "method"},
+      {"actorder: true\n", "r.yaml:1: actorder applies to method gptq"},
+      {"bits: 8\ndamp: 0.05\n", "r.yaml:2: damp applies to method gptq"},
+      {"modules:\n  mlp.down_proj: {damp: 0.1}\n", "r.yaml:2: modules: mlp.down_proj: damp applies to method gptq"},
+      {"method: gptq\ndamp: 0\n", "damp"},
+      {"method: gptq\nmodules:\n  mlp.down_proj: {damp: 1.5}\n", "damp"},
+      {"symmetric: maybe\n", "symmetric"},
       {"bits: 4\nbits: 8\n", "duplicate key"},
   };
   for (const auto& [yaml, want] : cases) {

@@ -14,16 +14,16 @@
 namespace ninfer {
 namespace {
 
-RtnMatrix quantize(const std::vector<float>& w, int64_t rows, int64_t cols, int bits, int64_t group,
-                   DType scale = DType::F32) {
-  return rtn_quantize(w.data(), rows, cols, bits, group, scale, "test.weight");
+QuantizedWeights quantize(const std::vector<float>& w, int64_t rows, int64_t cols, int bits, int64_t group,
+                          DType scale = DType::F32) {
+  return rtn_quantize(w.data(), rows, cols, group, GridSpec{bits, true, scale}, "test.weight");
 }
 
 // Row 0 is 0..7 and row 1 is −7..0: max |w| = 7, so the scale is 1 and q = w. compressed-tensors
 // stores q + 8 with element j at bits 4j: 8,9,...,15 -> 0xFEDCBA98 and 1,2,...,8 -> 0x87654321.
 TEST(RtnPacking, CompressedTensorsInt4ByHand) {
   const std::vector<float> w = {0, 1, 2, 3, 4, 5, 6, 7, -7, -6, -5, -4, -3, -2, -1, 0};
-  const RtnMatrix m = quantize(w, 2, 8, 4, 8);
+  const QuantizedWeights m = quantize(w, 2, 8, 4, 8);
   EXPECT_EQ(m.scales, (std::vector<float>{1, 1}));
   EXPECT_EQ(pack_compressed_tensors(m), (std::vector<uint32_t>{0xFEDCBA98u, 0x87654321u}));
 }
@@ -49,7 +49,7 @@ TEST(RtnPacking, GptqInt4ByHand) {
   std::vector<float> w(64);
   for (int n = 0; n < 8; ++n)
     for (int k = 0; k < 8; ++k) w[static_cast<size_t>(n * 8 + k)] = static_cast<float>((k + n) % 8 - 7 * (n % 2));
-  const RtnMatrix m = quantize(w, 8, 8, 4, 8);
+  const QuantizedWeights m = quantize(w, 8, 8, 4, 8);
   const auto q = pack_gptq_qweight(m);
   ASSERT_EQ(q.size(), 8u);
   EXPECT_EQ(q[0], 0xFEDCBA98u);
@@ -67,7 +67,7 @@ TEST(RtnPacking, GptqInt8GroupsByHand) {
     w[static_cast<size_t>(n * 8)] = 127;     // group 0: scale 1
     w[static_cast<size_t>(n * 8 + 4)] = 254; // group 1: scale 2
   }
-  const RtnMatrix m = quantize(w, 4, 8, 8, 4);
+  const QuantizedWeights m = quantize(w, 4, 8, 8, 4);
   EXPECT_EQ(gptq_g_idx(m), (std::vector<int32_t>{0, 0, 0, 0, 1, 1, 1, 1}));
   EXPECT_EQ(gptq_qzeros(m), (std::vector<uint32_t>{0x7F7F7F7Fu, 0x7F7F7F7Fu}));
   EXPECT_EQ(gptq_scales(m), (std::vector<float>{1, 1, 1, 1, 2, 2, 2, 2}));
@@ -78,7 +78,7 @@ TEST(RtnPacking, GptqInt8GroupsByHand) {
 
 // An all-zero group gets scale 1 and codes 0 (stored 8).
 TEST(RtnPacking, AllZeroGroup) {
-  const RtnMatrix m = quantize(std::vector<float>(8, 0.0f), 1, 8, 4, 8, DType::BF16);
+  const QuantizedWeights m = quantize(std::vector<float>(8, 0.0f), 1, 8, 4, 8, DType::BF16);
   EXPECT_EQ(m.scales, (std::vector<float>{1}));
   EXPECT_EQ(pack_compressed_tensors(m), (std::vector<uint32_t>{0x88888888u}));
 }
@@ -88,9 +88,29 @@ TEST(RtnPacking, AllZeroGroup) {
 TEST(RtnPacking, SubnormalFloat16ScaleMovesUpUntilTheExtremeFits) {
   const float absmax = static_cast<float>(7 * 1.49 * std::ldexp(1.0, -24));
   const std::vector<float> w = {absmax, -absmax / 2, 0, 0, 0, 0, 0, 0};
-  const RtnMatrix m = quantize(w, 1, 8, 4, 8, DType::F16);
+  const QuantizedWeights m = quantize(w, 1, 8, 4, 8, DType::F16);
   EXPECT_EQ(m.scales[0], std::ldexp(1.0f, -23));
   for (size_t k = 0; k < w.size(); ++k) EXPECT_LE(std::fabs(m.q[k] * m.scales[0] - w[k]), m.scales[0] / 2) << k;
+}
+
+// Asymmetric 4-bit: −1..14 spans 15 steps of 1, so the zero point is 1 and every weight is exact;
+// compressed-tensors packs the zero points along N (output n at bits 4n of its group's word).
+TEST(RtnPacking, AsymmetricGridByHand) {
+  std::vector<float> w(32);
+  for (int k = 0; k < 16; ++k) w[static_cast<size_t>(k)] = static_cast<float>(k - 1);       // row 0
+  for (int k = 0; k < 16; ++k) w[static_cast<size_t>(16 + k)] = static_cast<float>(2 * k); // row 1: 0..30
+  const QuantizedWeights m = rtn_quantize(w.data(), 2, 16, 16, GridSpec{4, false, DType::F32, 0}, "test.weight");
+  EXPECT_EQ(m.scales, (std::vector<float>{1, 2}));
+  EXPECT_EQ(m.zeros, (std::vector<uint8_t>{1, 0}));
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t k = 0; k < 16; ++k) EXPECT_EQ(m.value(n, k), w[static_cast<size_t>(n * 16 + k)]) << n << ", " << k;
+  EXPECT_EQ(pack_compressed_tensors_zeros(m), (std::vector<uint32_t>{0x01u}));
+  // GPTQ's checkpoint_format gptq stores zero − 1: a grid for it keeps its zero at 1 or above,
+  // widening the scale of row 1 (0..30 over codes 1..15: 30 / 14, rounded up in F32 until 30 fits).
+  const QuantizedWeights g = rtn_quantize(w.data(), 2, 16, 16, GridSpec{4, false, DType::F32, 1}, "test.weight");
+  EXPECT_EQ(g.zeros, (std::vector<uint8_t>{1, 1}));
+  for (int64_t k = 0; k < 16; ++k)
+    EXPECT_LE(std::fabs(g.value(1, k) - w[static_cast<size_t>(16 + k)]), 0.5 * g.scales[1]) << k;
 }
 
 TEST(RtnPacking, Float16RoundingMatchesTheOracle) {

@@ -1,5 +1,6 @@
 // ninfer-serve driven by the official `openai` npm client (pinned in package.json): a
-// random-weight Qwen3.5 checkpoint with the real Qwen3 tokenizer, served on loopback.
+// random-weight Qwen3.5 checkpoint with the real Qwen3 tokenizer, served on loopback. The
+// Anthropic client has its own test (anthropic_client_test.mjs).
 //   node openai_client_test.mjs NINFER_SERVE NINFER_MAKE_CHECKPOINT TOKENIZER_JSON
 // Exits non-zero (with the failed assertion) when the server disagrees with what the client
 // expects of an OpenAI-compatible API.
@@ -125,6 +126,39 @@ try {
     const cut = await client.chat.completions.create({ ...ask, stop });
     assert.equal(cut.choices[0].message.content, answer.slice(0, answer.indexOf(stop)));
   }
+
+  // Tools. The random model writes no call of its own accord; a named tool_choice prefills the
+  // call, so what it writes next is the call's arguments: the client gets a tool call, whole
+  // and streamed (the stream helper's accumulated message equals the whole one).
+  const tools = [{ type: "function", function: { name: "get_weather", description: "Weather now.",
+                                                 parameters: { type: "object", properties: { city: { type: "string" } } } } }];
+  const forced = { ...ask, tools, tool_choice: { type: "function", function: { name: "get_weather" } } };
+  const call = await client.chat.completions.create(forced);
+  const calls = call.choices[0].message.tool_calls;
+  assert.equal(calls.length, 1);
+  assert.match(calls[0].id, /^call_/);
+  assert.equal(calls[0].type, "function");
+  assert.equal(calls[0].function.name, "get_weather");
+  assert.equal(typeof calls[0].function.arguments, "string");
+  assert.equal(call.choices[0].message.content, null);
+  const callStream = client.chat.completions.stream(forced);
+  const streamedCall = await callStream.finalChatCompletion();
+  const sCalls = streamedCall.choices[0].message.tool_calls;
+  assert.equal(sCalls.length, 1);
+  assert.equal(sCalls[0].function.name, "get_weather");
+  assert.equal(sCalls[0].function.arguments, calls[0].function.arguments);
+  assert.equal(streamedCall.choices[0].finish_reason, call.choices[0].finish_reason);
+  // The call and its result go back in; auto and none leave the model's text as it is.
+  const roundTrip = await client.chat.completions.create({
+    ...ask, tools, tool_choice: "auto",
+    messages: [...ask.messages, call.choices[0].message, { role: "tool", tool_call_id: calls[0].id, content: "sunny" }],
+  });
+  assert.equal(typeof roundTrip.choices[0].message.content, "string");
+  assert.ok(roundTrip.usage.prompt_tokens > call.usage.prompt_tokens);
+  const noTools = await client.chat.completions.create({ ...ask, tools, tool_choice: "none" });
+  assert.equal(noTools.choices[0].message.tool_calls, undefined);
+  await assert.rejects(client.chat.completions.create({ ...ask, tools, tool_choice: { type: "function", function: { name: "nope" } } }),
+                       (e) => e.status === 400 && e.param === "tool_choice.function.name");
 
   // Errors arrive as the client's typed errors with OpenAI's status codes.
   await assert.rejects(client.chat.completions.create({ ...ask, model: "no-such-model" }), (e) => e.status === 404);

@@ -9,12 +9,14 @@
 #include "ninfer/support/error.hpp"
 #include "hostile_files.hpp"
 #include "ninfer/tokenizer/tokenizer.hpp"
+#include "temp_dir.hpp"
 #include "test_support.hpp"
 
 namespace {
 
 using namespace ninfer;
 using nlohmann::json;
+using test::TempDir;
 namespace fs = std::filesystem;
 
 std::string utf8(char32_t cp) {
@@ -59,22 +61,6 @@ json tiny_tokenizer(const json& merges, json extra_vocab, json added = json::arr
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}},
   };
 }
-
-class TempDir {
- public:
-  TempDir() : path_(test::build_dir() / "tests" / ("tokenizer_file_test." + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "." + ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  fs::path write(const std::string& name, const std::string& content) const {
-    std::ofstream(path_ / name) << content;
-    return path_ / name;
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 std::string error_of(const std::function<void()>& f) {
   try {

@@ -24,6 +24,27 @@ CLI::Option* add_threads_option(CLI::App& app, std::optional<int>& threads) {
                         "Threads of the CPU plugin (default: $NINFER_CPU_THREADS, else every hardware thread)");
 }
 
+void add_memory_options(CLI::App& app, std::optional<double>& memory_limit, std::optional<std::string>& kv_capacity) {
+  app.add_option("--memory-limit", memory_limit,
+                 "GiB of device memory the model may take, the CUDA runtime's own included (default: the device's "
+                 "free memory; CPU: 80% of the available memory): emulates a smaller card (docs/memory.md)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--kv-capacity", kv_capacity,
+                 "KV cache tokens, all sequences together: auto (what the memory leaves after weights, state, "
+                 "activations, workspace and graphs) or TOKENS")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            if (v == "auto") return std::string();
+            size_t end = 0;
+            try {
+              if (std::stoll(v, &end) >= 1 && end == v.size()) return std::string();
+            } catch (const std::exception&) {
+            }
+            return "expected auto or a number of tokens >= 1, got " + v;
+          },
+          "auto|TOKENS"));
+}
+
 void apply_threads(const std::optional<int>& threads) {
   if (!threads) return;
   if (*threads < 1 || *threads > 256) throw UsageError(fmt::format("--threads {}: expected 1 to 256", *threads));

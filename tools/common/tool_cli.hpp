@@ -43,6 +43,10 @@ void add_version_flag(CLI::App& app, const std::string& tool);
 CLI::Option* add_threads_option(CLI::App& app, std::optional<int>& threads);
 void apply_threads(const std::optional<int>& threads);
 
+// --memory-limit GIB and --kv-capacity auto|TOKENS (ninfer-run, ninfer-serve, ninfer-bench;
+// docs/memory.md): a value CLI11 refuses is a command-line problem.
+void add_memory_options(CLI::App& app, std::optional<double>& memory_limit, std::optional<std::string>& kv_capacity);
+
 // Parses the command line. Returns the exit code when the tool must stop: 0 after --help or
 // --version, kExitUsage for anything CLI11 refuses (its message on stderr, naming the tool);
 // std::nullopt to go on.

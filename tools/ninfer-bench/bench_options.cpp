@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "bench_weights.hpp"
+#include "preset_weights.hpp"
 #include "ninfer/checkpoint/random_checkpoint.hpp"
 #include "ninfer/devices/device.hpp"
 #include "ninfer/support/error.hpp"
@@ -34,6 +34,7 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--kv-dtype", o.kv_dtype,
                  "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (default: a preset's "
                  "auto, a manifest's own)");
+  add_memory_options(app, o.memory_limit, o.kv_capacity);
   app.add_option("--seed", o.seed, "Seed of a preset's weights and of the prompts")->capture_default_str();
   auto given = [&o](const auto&) { o.points_given = true; };
   app.add_option("--prompt-lengths", o.prompt_lengths, "Prefill points (tokens; on a CPU: 64,256)")

@@ -21,8 +21,10 @@ struct BenchOptions {
   std::string plugin_dir, plugin;
   std::string dtype = "bfloat16"; // weights of a preset; a manifest's own dtype otherwise unless given
   bool dtype_given = false;
-  std::string weights = "bfloat16"; // a preset's decoder linears: bfloat16, int4-g128, fp8, ... (bench_weights.hpp)
+  std::string weights = "bfloat16"; // a preset's decoder linears: bfloat16, int4-g128, fp8, ... (preset_weights.hpp)
   std::optional<std::string> kv_dtype; // KV cache elements; unset: a preset's auto, a manifest's own
+  std::optional<double> memory_limit;     // --memory-limit GIB (docs/memory.md)
+  std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS
   uint64_t seed = 0;
   std::vector<int64_t> prompt_lengths{512, 2048, 8192, 32768};
   std::vector<int64_t> contexts{0, 4096, 32768};

@@ -84,6 +84,9 @@ void print_json(const BenchSetup& s, const std::vector<BenchPoint>& points) {
     mem[memory_use_name(static_cast<MemoryUse>(i))] = s.memory.in_use[i];
   mem["total"] = s.memory.total;
   mem["device_free"] = s.memory.free;
+  mem["plan_allocated"] = s.plan_allocated;
+  mem["plan_total"] = s.plan_total;
+  mem["device_taken_by_load"] = s.device_taken;
   j["memory_bytes"] = mem;
   j["rates"] = {{"bandwidth_bytes_per_s", s.rates.bandwidth},
                 {"bandwidth_how", s.rates.bandwidth_how},

@@ -25,6 +25,8 @@ struct BenchSetup {
   int32_t max_sequences = 0;
   double load_seconds = 0;
   MemoryReport memory;
+  size_t plan_allocated = 0, plan_total = 0; // the load's memory plan: its exact parts, and with its estimates
+  size_t device_taken = 0;                   // ModelOnDevice::device_taken
   DeviceRates rates;
   ModelCosts costs;
   std::vector<VariantUse> variants;

@@ -10,12 +10,13 @@
 
 #include "bench_options.hpp"
 #include "bench_report.hpp"
-#include "bench_weights.hpp"
+#include "preset_weights.hpp"
 #include "bench_run.hpp"
 #include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/checkpoint/shape_presets.hpp"
 #include "ninfer/support/error.hpp"
 #include "ninfer/support/log.hpp"
+#include "ninfer/models/memory_plan.hpp"
 #include "ninfer/models/model_setup.hpp"
 #include "tool_cli.hpp"
 
@@ -41,6 +42,8 @@ ModelFiles model_files(const BenchOptions& o) {
     m.runtime.prefill_chunk = o.prefill_chunk;
     m.runtime.cuda_graphs = !o.no_cuda_graph;
     if (o.kv_dtype) m.runtime.kv_dtype = parse_kv_dtype_option(*o.kv_dtype);
+    m.runtime.memory_limit_gib = o.memory_limit;
+    if (o.kv_capacity) m.runtime.kv_capacity = parse_kv_capacity_option(*o.kv_capacity);
     const ModelConfig cfg = shape_preset_config(o.preset);
     const auto quant = tools::parse_weights_spec(o.weights);
     return {m, std::nullopt,
@@ -50,6 +53,8 @@ ModelFiles model_files(const BenchOptions& o) {
   ModelSource src{o.manifest, o.checkpoint, std::nullopt, std::nullopt, "ninfer-bench", o.no_cuda_graph};
   if (o.dtype_given) src.dtype = o.dtype;
   src.kv_dtype = o.kv_dtype;
+  src.memory_limit_gib = o.memory_limit;
+  src.kv_capacity = o.kv_capacity;
   return open_model_files(src);
 }
 
@@ -105,6 +110,9 @@ int run(BenchOptions o) {
   setup.max_context = m.lm->options().max_context;
   setup.max_sequences = m.lm->options().max_sequences;
   setup.memory = m.backend->memory();
+  setup.plan_allocated = m.lm->memory_plan().parts.allocated();
+  setup.plan_total = m.lm->memory_plan().parts.total();
+  setup.device_taken = m.device_taken;
   setup.costs = tools::model_costs(cfg, setup.memory, setup.max_sequences, setup.max_context, embedding_bytes(files));
   if (!o.json) fmt::print(stderr, "ninfer-bench: measuring the device's bandwidth and matmul rate\n");
   setup.rates = tools::measure_device_rates(*m.backend);

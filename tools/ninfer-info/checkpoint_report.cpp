@@ -144,8 +144,7 @@ CheckpointReport check_checkpoint(const fs::path& dir, std::optional<int64_t> co
   }
   r.checks.push_back(check_tokenizer(dir, ck ? &ck->config() : nullptr));
   if (ck) {
-    RuntimeOptions defaults;
-    const int64_t ctx = context.value_or(defaults.resolved_max_context(ck->config().max_position_embeddings));
+    const int64_t ctx = context.value_or(ck->config().max_position_embeddings);
     r.checks.push_back(memory_estimate(*ck, ctx));
   }
   return r;

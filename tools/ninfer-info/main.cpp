@@ -19,6 +19,7 @@
 #include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/planning/schedule_table.hpp"
 #include "checkpoint_report.hpp"
+#include "fit_report.hpp"
 #include "plan_report.hpp"
 #include "tool_cli.hpp"
 
@@ -40,7 +41,9 @@ struct Options {
   bool list_models = false;
   bool verbose = false;
   std::string checkpoint;              // --checkpoint DIR: check the folder and exit
-  std::optional<int64_t> max_context;  // for --checkpoint's KV estimate
+  std::optional<int64_t> max_context;  // for --checkpoint's KV estimate and --fit
+  bool fit = false;                    // --fit [DIR|MANIFEST] (or with --preset)
+  tools::FitRequest fit_request;
 };
 
 int32_t parse_dtype(const std::string& s) {
@@ -104,12 +107,25 @@ Plan make_plan(const Options& o, const PluginHost& host, const ninfer_device_inf
 }
 
 int run(const Options& o) {
+  if (o.fit) {
+    tools::FitRequest r = o.fit_request;
+    r.max_context = o.max_context;
+    r.device = o.device;
+    r.device_model = o.device_model;
+    r.plugin_dir = o.plugin_dir;
+    r.plugin = o.forced_plugin;
+    const tools::FitResult f = tools::fit(r);
+    if (o.json) std::cout << tools::fit_json(f).dump(2) << "\n";
+    else std::cout << tools::fit_text(f);
+    return f.plan.fits() ? tools::kExitOk : tools::kExitFailure;
+  }
+  if (!o.fit_request.preset.empty()) throw tools::UsageError("--preset goes with --fit");
   if (!o.checkpoint.empty()) {
     const tools::CheckpointReport r = tools::check_checkpoint(o.checkpoint, o.max_context);
     std::cout << tools::report_text(r);
     return r.problems() == 0 ? tools::kExitOk : tools::kExitFailure;
   }
-  if (o.max_context) throw tools::UsageError("--max-context goes with --checkpoint DIR");
+  if (o.max_context) throw tools::UsageError("--max-context goes with --checkpoint DIR or --fit");
   if (o.list_models) {
     ArchCatalog cat = ArchCatalog::load_default();
     for (const auto& d : cat.devices())
@@ -201,10 +217,32 @@ int main(int argc, char** argv) {
                  "Check a checkpoint folder (files, tensor shapes and dtypes, tokenizer, memory needed) and exit: 0 "
                  "when it is ready to run, 1 with the problems listed");
   app.add_option("--max-context", o.max_context,
-                 "With --checkpoint: the context of the KV-cache estimate (default: the model's, at most 32768)");
+                 "With --checkpoint: the context of the KV-cache estimate (default: the model's positions); with "
+                 "--fit: plan this context instead of the longest that fits");
+  tools::FitRequest& f = o.fit_request;
+  CLI::Option* fit = app.add_option("--fit", f.source,
+                 "The memory plan of a checkpoint folder or manifest (or --preset) on a device: weights by format, "
+                 "KV bytes per token, state, activations, workspace, and the longest context that fits at each "
+                 "concurrency (docs/memory.md); exit 0 when it fits")
+      ->expected(0, 1);
+  app.add_option("--preset", f.preset, "With --fit: a shape preset instead of a checkpoint (ninfer-bench --list-presets)");
+  app.add_option("--weights", f.weights,
+                 "With --fit --preset: its decoder linears, bfloat16, int4-g128, int8-g128 (any gN), int4-channel, "
+                 "int8-channel or fp8, as ninfer-bench --weights")
+      ->capture_default_str();
+  app.add_option("--memory", f.memory_gib,
+                 "With --fit: GiB of device memory (a --device-model card's own otherwise; a limit on a live device)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--kv-dtype", f.kv_dtype, "With --fit: KV cache auto, float32, float16, bfloat16 (default: the manifest's)")
+      ->check(CLI::IsMember({"auto", "float32", "float16", "bfloat16"}));
+  app.add_option("--concurrency", f.concurrency, "With --fit: sequences at once (default: the manifest's max_concurrency, 4)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--prefill-chunk", f.prefill_chunk, "With --fit: prompt tokens per forward pass (default: the manifest's, 2048)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("-v,--verbose", o.verbose, "Debug logging");
   ninfer::tools::add_version_flag(app, "ninfer-info");
   if (auto rc = ninfer::tools::parse_command_line(app, argc, argv, "ninfer-info")) return *rc;
+  o.fit = fit->count() > 0;
   ninfer::init_logging(o.verbose);
   return ninfer::tools::run_tool("ninfer-info", [&] { return run(o); });
 }

@@ -33,7 +33,8 @@ using tools::RunOptions;
 constexpr const char* kTool = "ninfer-run";
 
 ModelSource model_source(const RunOptions& o) {
-  return {o.manifest, o.checkpoint, o.dtype, o.max_context, kTool, o.no_cuda_graph, o.kv_dtype};
+  return {o.manifest, o.checkpoint, o.dtype, o.max_context, kTool, o.no_cuda_graph, o.kv_dtype, o.memory_limit,
+          o.kv_capacity};
 }
 
 long peak_rss_kib() {
@@ -44,11 +45,13 @@ long peak_rss_kib() {
 
 // The context to reserve, decided before the load: the flag's or the manifest's when set; else
 // a one-shot run's prompt plus --max-new and an interactive chat's kInteractiveContext, each at
-// most the model's default (min(max_position_embeddings, 32768)). Then checks that the prompt
-// fits, so a prompt that cannot run is refused before minutes of loading.
+// most the model's positions (the load's memory plan then refuses one that does not fit, with
+// the numbers). Then checks that the prompt fits, so a prompt that cannot run is refused before
+// minutes of loading.
 void size_context(const RunOptions& o, ModelFiles& files, size_t prompt_tokens, int64_t max_new) {
   RuntimeOptions& rt = files.manifest.runtime;
-  const int64_t cap = rt.resolved_max_context(files.checkpoint.config().max_position_embeddings);
+  const int64_t positions = files.checkpoint.config().max_position_embeddings;
+  const int64_t cap = positions > 0 ? positions : INT32_MAX;
   if (!rt.max_context)
     rt.max_context = o.interactive ? std::min(tools::kInteractiveContext, cap)
                                    : tools::one_shot_context(static_cast<int64_t>(prompt_tokens), max_new, cap);

@@ -46,6 +46,7 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--max-context", o.max_context,
                  "Tokens one sequence may hold (default: the manifest's; unset there, one-shot runs take the prompt "
                  "plus --max-new)");
+  add_memory_options(app, o.memory_limit, o.kv_capacity);
   app.add_flag("--no-cuda-graph", o.no_cuda_graph, "Diagnostic: launch decode kernels one by one (no CUDA graphs)");
   app.add_flag("--json", o.json, "Print one JSON object (per turn with --interactive) instead of streaming text");
   app.add_option("--logprobs", o.logprobs, "With --json: K most likely [id, logprob] pairs per generated token");

@@ -35,6 +35,8 @@ struct RunOptions {
   std::optional<std::string> dtype;
   std::optional<std::string> kv_dtype;
   std::optional<int64_t> max_context;
+  std::optional<double> memory_limit;     // --memory-limit GIB
+  std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS
   bool json = false;
   bool no_cuda_graph = false;
   std::optional<int64_t> logprobs;

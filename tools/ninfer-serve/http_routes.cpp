@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "api_error.hpp"
+#include "generation_submit.hpp"
 #include "openai_request.hpp"
 #include "openai_response.hpp"
 
@@ -14,62 +15,9 @@ namespace {
 
 using nlohmann::json;
 
-// Generated text is whole UTF-8, but a prompt echo or an odd stop string might not be.
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
 void send_error(Exchange& ex, const ApiError& e) { ex.reply(e.status, "application/json", dump(e.body())); }
 
-// Submits the request's `n` choices, each a request of its own (each prefills the prompt:
-// the engine has no prefix sharing yet). A seeded request gives choice i the seed + i, so the
-// choices differ and each is reproducible.
-std::vector<std::shared_ptr<serving::RequestHandle>> submit(serving::Engine& engine, Endpoint ep, ParsedRequest& p) {
-  // A limit the context cannot hold is refused up front (as vLLM does) rather than cut short
-  // where the context fills; a prompt alone too long is the engine's 413 below.
-  const int64_t prompt = static_cast<int64_t>(p.generation.prompt_ids.size());
-  const int64_t ctx = engine.max_context();
-  const int64_t asked = p.generation.max_new_tokens;
-  if (!p.max_tokens_field.empty() && prompt < ctx && asked > ctx - prompt)
-    throw ApiError(400,
-                   fmt::format("this model's context holds {} tokens, but the request asks for {} ({} in the {}, {} "
-                               "{}): set {} to at most {}",
-                               ctx, prompt + asked, prompt, ep == Endpoint::Chat ? "messages" : "prompt",
-                               p.max_tokens_field, asked, p.max_tokens_field, ctx - prompt),
-                   "invalid_request_error", p.max_tokens_field, "context_length_exceeded");
-  std::vector<std::shared_ptr<serving::RequestHandle>> handles;
-  try {
-    for (int64_t i = 0; i < p.n; ++i) {
-      GenerationRequest g = p.generation;
-      if (g.sampling.seed) g.sampling.seed = *g.sampling.seed + static_cast<uint64_t>(i);
-      handles.push_back(engine.submit(std::move(g), p.options));
-    }
-    return handles;
-  } catch (...) {
-    // All choices or none: the ones already queued give their places back.
-    for (auto& h : handles) engine.cancel(*h);
-    try {
-      throw;
-    } catch (const serving::PromptTooLong& e) {
-      throw ApiError(413, e.what(), "invalid_request_error", ep == Endpoint::Chat ? "messages" : "prompt",
-                     "context_length_exceeded");
-    } catch (const serving::QueueFull& e) {
-      throw ApiError(429, e.what(), "rate_limit_error", {}, "queue_full");
-    } catch (const Error& e) {
-      throw ApiError(400, e.what());
-    }
-  }
-}
-
-// A request that ended without a normal finish is the server's fault (or shutdown).
-std::optional<ApiError> failure(const serving::ServeResult& r) {
-  if (r.finish_reason == "error") return ApiError(500, "generation failed: " + r.error, "server_error");
-  if (r.finish_reason == "cancelled") return ApiError(503, "the request was cancelled (server shutting down)", "server_error");
-  if (r.finish_reason == "timeout")
-    return ApiError(503, "timed out waiting for a free slot (--pending-timeout-ms): the server is busy, retry later",
-                    "server_error", {}, "queue_timeout");
-  return std::nullopt;
-}
-
-std::string event(const std::string& data) { return "data: " + data + "\n\n"; }
+std::string event(const std::string& data) { return sse_event(data); }
 
 // One generation request (its `n` choices) between submission and reply. pump() runs on a
 // worker after each notification from the engine; the mutex keeps pumps of one request in order.
@@ -101,11 +49,38 @@ struct Reply {
     for (auto& h : handles) h->cancel();
   }
 
+  // Streamed chat with tools: each choice's answer goes through its own call parser.
+  std::vector<std::unique_ptr<ToolCallParser>> parsers;
+
+  json call_chunk(size_t i, const ToolCallEvent& e) {
+    const auto index = static_cast<int64_t>(i);
+    switch (e.kind) {
+      case ToolCallEvent::Kind::CallStart: return tool_call_start_chunk(meta, index, e.call, new_tool_call_id(), e.text);
+      case ToolCallEvent::Kind::Arguments: return tool_call_arguments_chunk(meta, index, e.call, e.text);
+      default: return text_chunk(meta, e.text, false, false, index);
+    }
+  }
+
+  // The chunks a piece of choice i's text makes: reasoning and plain answers as they are, an
+  // answer with tools as content and call chunks.
+  std::vector<json> answer_chunks(size_t i, const std::string& text, bool reasoning) {
+    std::vector<json> chunks;
+    if (parsers.empty() || reasoning) {
+      if (!text.empty()) chunks.push_back(text_chunk(meta, text, false, reasoning, static_cast<int64_t>(i)));
+      return chunks;
+    }
+    for (const ToolCallEvent& e : parsers[i]->push(text))
+      if (e.kind != ToolCallEvent::Kind::CallEnd) chunks.push_back(call_chunk(i, e));
+    return chunks;
+  }
+
   void pump() {
     std::lock_guard lock(mutex);
     if (ended) return;
     results.resize(handles.size());
     text_offsets.resize(handles.size(), 0);
+    if (stream && meta.tools && parsers.empty())
+      for (size_t i = 0; i < handles.size(); ++i) parsers.push_back(std::make_unique<ToolCallParser>(*meta.tools));
     if (!stream) {
       for (size_t i = 0; i < handles.size(); ++i) {
         if (!results[i]) results[i] = handles[i]->wait_for(std::chrono::milliseconds(0));
@@ -127,20 +102,32 @@ struct Reply {
       while (auto piece = handles[i]->try_next_piece()) {
         // With token ids or logprobs every token gets a chunk, even one that adds no text yet.
         const bool per_token = (token_ids || meta.logprobs) && piece->token >= 0;
-        if (piece->text.empty() && !per_token) continue;
-        json chunk = text_chunk(meta, piece->text, false, piece->reasoning, index);
+        std::vector<json> chunks = answer_chunks(i, piece->text, piece->reasoning);
+        if (chunks.empty() && per_token) chunks.push_back(text_chunk(meta, "", false, piece->reasoning, index));
+        if (chunks.empty()) continue;
+        // A token's ids and logprobs ride on the first chunk its text made.
+        json& chunk = chunks.front();
         if (token_ids) chunk["choices"][0]["token_ids"] = piece->token >= 0 ? json::array({piece->token}) : json::array();
         if (meta.logprobs && piece->token >= 0)
           chunk["choices"][0]["logprobs"] =
               logprobs_json(meta, std::span<const int32_t>(&piece->token, 1), std::span<const float>(&piece->logprob, 1),
                             std::span<const std::vector<TokenLogprob>>(&piece->top_logprobs, 1), text_offsets[i]);
-        out += event(dump(chunk));
+        for (const json& c : chunks) out += event(dump(c));
       }
       if (!results[i]) {
         results[i] = handles[i]->try_result();
         if (results[i]) {
-          if (auto err = failure(*results[i])) error = err;
-          else out += event(dump(finish_chunk(meta, results[i]->finish_reason, index)));
+          if (auto err = failure(*results[i])) {
+            error = err;
+          } else {
+            std::string finish = results[i]->finish_reason;
+            if (!parsers.empty()) {
+              for (const ToolCallEvent& e : parsers[i]->finish())
+                if (e.kind != ToolCallEvent::Kind::CallEnd) out += event(dump(call_chunk(i, e)));
+              finish = chat_finish_reason(finish, parsers[i]->calls());
+            }
+            out += event(dump(finish_chunk(meta, finish, index)));
+          }
         }
       }
       if (results[i]) ++done;
@@ -178,7 +165,7 @@ bool same_secret(std::string_view a, std::string_view b) {
 Routes::Routes(const LoadedModel& model, serving::Engine& engine, Drain& drain, const ServerMetrics& metrics,
                std::string api_key, std::function<void(std::function<void()>)> defer)
     : model_(model), engine_(engine), drain_(drain), metrics_(metrics), api_key_(std::move(api_key)),
-      defer_(std::move(defer)) {}
+      defer_(std::move(defer)), messages_(model, engine, drain, defer_) {}
 
 void Routes::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
   if (req.path == "/health") {
@@ -187,9 +174,14 @@ void Routes::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& ex)
     if (drain_.draining()) return ex->reply(503, "application/json", R"({"status":"draining"})");
     return ex->reply(200, "application/json", R"({"status":"ok"})");
   }
-  if (!api_key_.empty() && !same_secret(req.header("Authorization"), "Bearer " + api_key_))
-    return send_error(*ex, ApiError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
-                                    "invalid_request_error", {}, "invalid_api_key"));
+  const bool anthropic = req.path == "/v1/messages" || req.path.starts_with("/v1/messages/");
+  // The key as OpenAI's clients send it (a bearer token) or as Anthropic's do (x-api-key).
+  if (!api_key_.empty() && !same_secret(req.header("Authorization"), "Bearer " + api_key_) &&
+      !same_secret(req.header("x-api-key"), api_key_)) {
+    const ApiError e(401, "missing or wrong API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'",
+                     "invalid_request_error", {}, "invalid_api_key");
+    return anthropic ? send_anthropic_error(*ex, e) : send_error(*ex, e);
+  }
   if (req.method == "GET" && req.path == "/v1/models") {
     const json m{{"id", model_.name}, {"object", "model"}, {"created", 0}, {"owned_by", "ninfer"},
                  {"max_model_len", engine_.max_context()}};
@@ -199,6 +191,10 @@ void Routes::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& ex)
     return ex->reply(200, "text/plain; version=0.0.4", metrics_.render(engine_, *model_.backend));
   if (req.method == "POST" && req.path == "/v1/chat/completions") return generate(req, ex, true);
   if (req.method == "POST" && req.path == "/v1/completions") return generate(req, ex, false);
+  if (req.method == "POST" && req.path == "/v1/messages") return messages_.messages(req, ex);
+  if (req.method == "POST" && req.path == "/v1/messages/count_tokens") return messages_.count_tokens(req, ex);
+  if (anthropic)
+    return send_anthropic_error(*ex, ApiError(404, "no route " + req.method + " " + req.path, "not_found_error"));
   send_error(*ex, ApiError(404, "no route " + req.method + " " + req.path, "invalid_request_error", {}, "unknown_url"));
 }
 
@@ -209,7 +205,7 @@ void Routes::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& e
     if (!in_flight) throw ApiError(503, "the server is shutting down", "server_error");
     ParsedRequest p = parse_request(ep, req.body, model_);
     if (!p.options.user.empty()) spdlog::info("{} {} for user '{}'", req.method, req.path, p.options.user);
-    auto handles = submit(engine_, ep, p);
+    auto handles = submit(engine_, chat ? "messages" : "prompt", p);
     auto reply = std::make_shared<Reply>();
     reply->handles = handles;
     reply->ex = ex;
@@ -217,6 +213,7 @@ void Routes::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& e
     reply->meta.logprobs = p.logprobs;
     reply->meta.reasoning = p.options.reasoning.has_value();
     reply->meta.tokenizer = model_.tok();
+    if (p.tools.active()) reply->meta.tools = p.tools.parser_options();
     reply->stream = p.stream;
     reply->include_usage = p.include_usage;
     reply->token_ids = p.return_token_ids;

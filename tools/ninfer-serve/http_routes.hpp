@@ -1,6 +1,7 @@
 // ninfer-serve's HTTP surface: /health, /metrics, /v1/models, /v1/chat/completions,
-// /v1/completions, the API-key check, and OpenAI-shaped errors for everything that goes wrong
-// (unknown routes too). Generation requests never block a thread while they wait: the
+// /v1/completions, Anthropic's /v1/messages and /v1/messages/count_tokens, the API-key check,
+// and errors for everything that goes wrong (unknown routes too): Anthropic-shaped under
+// /v1/messages, OpenAI-shaped elsewhere. Generation requests never block a thread while they wait: the
 // engine's notifications move their replies along, and a client that leaves cancels its
 // request wherever it is (queued, prefilling or decoding).
 #pragma once
@@ -9,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "anthropic_routes.hpp"
 #include "drain.hpp"
 #include "http_server.hpp"
 #include "loaded_model.hpp"
@@ -38,6 +40,7 @@ class Routes {
   const ServerMetrics& metrics_;
   std::string api_key_;
   std::function<void(std::function<void()>)> defer_;
+  MessagesRoute messages_;
 };
 
 } // namespace ninfer::tools

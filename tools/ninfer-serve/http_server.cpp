@@ -13,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "anthropic_response.hpp"
 #include "api_error.hpp"
 #include "ninfer/support/error.hpp"
 
@@ -42,6 +43,11 @@ bool iequals(std::string_view a, std::string_view b) {
 
 std::string error_json(int status, const std::string& message, const std::string& code = {}) {
   return ApiError(status, message, status >= 500 ? "server_error" : "invalid_request_error", {}, code).body().dump();
+}
+
+bool is_anthropic_path(std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  return path == "/v1/messages" || path.starts_with("/v1/messages/");
 }
 
 std::string str(beast::string_view s) { return std::string(s.data(), s.size()); }
@@ -310,7 +316,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     reply(status, message);
   }
   void reply(int status, const std::string& message) {
-    const std::string body = error_json(status, message);
+    // Once the request line is read (the parser sets the target then, before the headers),
+    // the refusal takes its API's shape: Anthropic's under /v1/messages.
+    bool anthropic = false;
+    if (parser_) {
+      const auto target = parser_->get().target();
+      anthropic = is_anthropic_path(std::string_view(target.data(), target.size()));
+    }
+    const std::string body =
+        anthropic ? anthropic_error(ApiError(status, message)).body.dump() : error_json(status, message);
     queue(head(status, "application/json", "Content-Length: " + std::to_string(body.size()) + "\r\n", false) + body);
     reply_done_ = true;
     flush();

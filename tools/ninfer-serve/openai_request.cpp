@@ -6,19 +6,17 @@
 #include <optional>
 
 #include "api_error.hpp"
+#include "chat_prompt.hpp"
+#include "openai_tools.hpp"
 #include "ninfer/support/error.hpp"
 #include "ninfer/tokenizer/chat_format.hpp"
 
 namespace ninfer::tools {
 namespace {
 
-using nlohmann::json;
+using json = RequestJson;
 
-// A field that is absent or null counts as not given, as in OpenAI's API.
-const json* field(const json& body, const char* key) {
-  auto it = body.find(key);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
+const json* field(const json& body, const char* key) { return request_field(body, key); }
 
 std::optional<double> number(const json& body, const char* key, double lo, double hi) {
   const json* v = field(body, key);
@@ -62,7 +60,7 @@ std::string content_text(const json& content, const std::string& param) {
 }
 
 std::vector<int32_t> chat_prompt(const json& body, const LoadedModel& model, GenerationRequest& r,
-                                 serving::RequestOptions& options) {
+                                 serving::RequestOptions& options, const ToolSetup& tools) {
   if (!model.tokenizer) throw ApiError(400, "this model has no tokenizer: use /v1/completions with token-id prompts");
   if (model.manifest.chat_template == ChatTemplate::None)
     throw ApiError(400, "this model's manifest sets chat_template: none: use /v1/completions");
@@ -78,13 +76,15 @@ std::vector<int32_t> chat_prompt(const json& body, const LoadedModel& model, Gen
     if (!role || !role->is_string()) throw bad_param(p + ".role", "required string");
     const std::string rs = role->get<std::string>();
     if (rs == "developer") {
-      messages.push_back({"system", content_text(m.value("content", json()), p + ".content"), std::nullopt});
+      messages.push_back({"system", content_text(m.value("content", json()), p + ".content"), std::nullopt, {}});
       continue;
     }
     if (rs != "system" && rs != "user" && rs != "assistant" && rs != "tool")
       throw bad_param(p + ".role", fmt::format("'{}': expected system, developer, user, assistant or tool", rs));
-    ChatMessage cm{rs, content_text(m.value("content", json()), p + ".content"), std::nullopt};
+    ChatMessage cm{rs, content_text(m.value("content", json()), p + ".content"), std::nullopt, {}};
     if (const json* rc = field(m, "reasoning_content"); rc && rc->is_string()) cm.reasoning_content = rc->get<std::string>();
+    if (const json* calls = field(m, "tool_calls"); calls && rs == "assistant")
+      cm.tool_calls = parse_openai_tool_calls(*calls, p + ".tool_calls");
     messages.push_back(std::move(cm));
   }
   // Qwen's thinking switch, as vLLM takes it: chat_template_kwargs.enable_thinking.
@@ -96,11 +96,8 @@ std::vector<int32_t> chat_prompt(const json& body, const LoadedModel& model, Gen
       thinking = e->get<bool>();
     }
   }
-  if (auto id = model.tokenizer->token_id("<|im_end|>")) r.stop.token_ids.insert(*id);
-  // With thinking on, the reply's <think>...</think> block becomes reasoning_content.
-  const auto open = model.tokenizer->token_id("<think>"), close = model.tokenizer->token_id("</think>");
-  if (thinking && open && close) options.reasoning = serving::ReasoningMarkers{*open, *close};
-  return model.tokenizer->encode(format_chat(messages, ChatOptions{true, thinking}));
+  make_chat_prompt(messages, thinking, tools, model, r, options);
+  return r.prompt_ids;
 }
 
 std::vector<int32_t> token_ids(const json& ids, int64_t vocab) {
@@ -151,78 +148,12 @@ void check_model(const json& body, const LoadedModel& model) {
                    "invalid_request_error", "model", "model_not_found");
 }
 
-// nlohmann's DOM parser, plus where in the document it is (`messages[0].content`), so that a
-// value the parser rejects (a number beyond a double, such as 1e999) names its field.
-class LocatingParser {
- public:
-  explicit LocatingParser(json& out) : dom_(out, true) {}
-
-  bool null() { return value(dom_.null()); }
-  bool boolean(bool v) { return value(dom_.boolean(v)); }
-  bool number_integer(json::number_integer_t v) { return value(dom_.number_integer(v)); }
-  bool number_unsigned(json::number_unsigned_t v) { return value(dom_.number_unsigned(v)); }
-  bool number_float(json::number_float_t v, const json::string_t& s) { return value(dom_.number_float(v, s)); }
-  bool string(json::string_t& v) { return value(dom_.string(v)); }
-  bool binary(json::binary_t& v) { return value(dom_.binary(v)); }
-  bool start_object(std::size_t n) {
-    path_.push_back({false, 0, {}});
-    return dom_.start_object(n);
-  }
-  bool key(json::string_t& k) {
-    path_.back().key = k;
-    return dom_.key(k);
-  }
-  bool end_object() {
-    path_.pop_back();
-    return value(dom_.end_object());
-  }
-  bool start_array(std::size_t n) {
-    path_.push_back({true, 0, {}});
-    return dom_.start_array(n);
-  }
-  bool end_array() {
-    path_.pop_back();
-    return value(dom_.end_array());
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
-    // 406: a number that does not fit (1e999); anything else is malformed JSON.
-    if (e.id == 406) throw bad_param(where(), "the number is out of range (it must fit a double)");
-    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()));
-  }
-
- private:
-  struct Step {
-    bool array;
-    size_t index;
-    std::string key;
-  };
-  bool value(bool ok) {
-    if (!path_.empty() && path_.back().array) ++path_.back().index;
-    return ok;
-  }
-  std::string where() const {
-    std::string out;
-    for (const Step& s : path_)
-      out += s.array ? fmt::format("[{}]", s.index) : (out.empty() ? "" : ".") + s.key;
-    return out;
-  }
-  nlohmann::detail::json_sax_dom_parser<json> dom_;
-  std::vector<Step> path_;
-};
-
-json parse_body(const std::string& text) {
-  json body;
-  LocatingParser sax(body);
-  json::sax_parse(text, &sax);
-  return body;
-}
-
 ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedModel& model);
 
 } // namespace
 
 ParsedRequest parse_request(Endpoint endpoint, const std::string& text, const LoadedModel& model) {
-  const json body = parse_body(text);
+  const json body = parse_request_body(text);
   try {
     return parse_fields(endpoint, body, model);
   } catch (const json::exception& e) {
@@ -240,7 +171,8 @@ ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedMode
   GenerationRequest& r = out.generation;
   r.sampling = model.manifest.sampling;
   for (int64_t id : model.lm->config().eos_token_ids) r.stop.token_ids.insert(static_cast<int32_t>(id));
-  r.prompt_ids = endpoint == Endpoint::Chat ? chat_prompt(body, model, r, out.options) : completion_prompt(body, model);
+  if (endpoint == Endpoint::Chat) out.tools = parse_openai_tools(body);
+  r.prompt_ids = endpoint == Endpoint::Chat ? chat_prompt(body, model, r, out.options, out.tools) : completion_prompt(body, model);
 
   out.n = integer(body, "n", 1, kMaxChoices).value_or(1);
   if (const json* u = field(body, "user")) {
@@ -287,6 +219,7 @@ ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedMode
   }
   r.max_new_tokens = max_tokens.value_or(model.manifest.max_new_tokens);
   r.stop.strings = stop_strings(body);
+  for (std::string& s : out.tools.stop_strings()) r.stop.strings.push_back(std::move(s));
   if (!r.stop.strings.empty() && !model.tokenizer) throw bad_param("stop", "stop strings need a tokenizer and this model has none");
   if (boolean(body, "ignore_eos")) r.stop.token_ids.clear();
 

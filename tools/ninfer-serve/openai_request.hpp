@@ -9,6 +9,7 @@
 #include "loaded_model.hpp"
 #include "ninfer/generation/generate.hpp"
 #include "ninfer/serving/engine.hpp"
+#include "tool_choice.hpp"
 
 namespace ninfer::tools {
 
@@ -32,6 +33,7 @@ struct ParsedRequest {
   // limit must fit the context); empty when the manifest's default applies (generation then
   // stops where the context is full).
   std::string max_tokens_field;
+  ToolSetup tools; // chat: `tools`, `tool_choice`, `parallel_tool_calls`
 };
 
 // `body` is the raw request text (malformed JSON is a 400 too).

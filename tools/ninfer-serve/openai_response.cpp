@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <random>
 
 namespace ninfer::tools {
 
@@ -41,7 +42,40 @@ json chunk_base(const ResponseMeta& m) {
   return json{{"id", m.id}, {"object", object_name(m.endpoint, true)}, {"created", m.created}, {"model", m.model}};
 }
 
+// A chat choice's message: the answer's text, and its tool calls when the request has tools.
+json chat_message(const ResponseMeta& m, const serving::ServeResult& r, std::string& finish_reason) {
+  json message{{"role", "assistant"}, {"content", r.text}};
+  if (m.tools) {
+    const ParsedAnswer a = parse_tool_calls(r.text, *m.tools);
+    if (!a.calls.empty()) {
+      json calls = json::array();
+      for (const ParsedToolCall& c : a.calls)
+        calls.push_back(json{{"id", new_tool_call_id()},
+                             {"type", "function"},
+                             {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+      message["content"] = a.content.empty() ? json(nullptr) : json(a.content);
+      message["tool_calls"] = calls;
+      finish_reason = chat_finish_reason(finish_reason, a.calls.size());
+    }
+  }
+  if (m.reasoning) message["reasoning_content"] = r.reasoning.empty() ? json(nullptr) : json(r.reasoning);
+  return message;
+}
+
 } // namespace
+
+std::string new_tool_call_id() {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kAlphabet[pick(rng)];
+  return id;
+}
+
+std::string chat_finish_reason(const std::string& finish_reason, size_t calls) {
+  return calls > 0 && finish_reason == "stop" ? "tool_calls" : finish_reason;
+}
 
 ResponseMeta new_response_meta(Endpoint endpoint, const std::string& model) {
   static std::atomic<uint64_t> counter{0};
@@ -97,8 +131,9 @@ json completion_json(const ResponseMeta& m, std::span<const serving::ServeResult
     const serving::ServeResult& r = choices[i];
     json choice{{"index", i}, {"finish_reason", r.finish_reason}, {"logprobs", nullptr}};
     if (m.endpoint == Endpoint::Chat) {
-      choice["message"] = json{{"role", "assistant"}, {"content", r.text}};
-      if (m.reasoning) choice["message"]["reasoning_content"] = r.reasoning.empty() ? json(nullptr) : json(r.reasoning);
+      std::string finish = r.finish_reason;
+      choice["message"] = chat_message(m, r, finish);
+      choice["finish_reason"] = finish;
     } else {
       choice["text"] = r.text;
     }
@@ -125,6 +160,23 @@ json text_chunk(const ResponseMeta& m, const std::string& text, bool first, bool
   }
   json c = chunk_base(m);
   c["choices"] = json::array({choice});
+  return c;
+}
+
+json tool_call_start_chunk(const ResponseMeta& m, int64_t index, size_t call, const std::string& id,
+                           const std::string& name) {
+  const json tc{{"index", call}, {"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", ""}}}};
+  json c = chunk_base(m);
+  c["choices"] = json::array({json{{"index", index}, {"finish_reason", nullptr}, {"logprobs", nullptr},
+                                   {"delta", {{"tool_calls", json::array({tc})}}}}});
+  return c;
+}
+
+json tool_call_arguments_chunk(const ResponseMeta& m, int64_t index, size_t call, const std::string& arguments) {
+  const json tc{{"index", call}, {"function", {{"arguments", arguments}}}};
+  json c = chunk_base(m);
+  c["choices"] = json::array({json{{"index", index}, {"finish_reason", nullptr}, {"logprobs", nullptr},
+                                   {"delta", {{"tool_calls", json::array({tc})}}}}});
   return c;
 }
 

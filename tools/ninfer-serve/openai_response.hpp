@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "ninfer/serving/request_handle.hpp"
 #include "ninfer/tokenizer/tokenizer.hpp"
 #include "openai_request.hpp"
+#include "tool_calls.hpp"
 
 namespace ninfer::tools {
 
@@ -22,7 +24,16 @@ struct ResponseMeta {
   bool logprobs = false;  // the request asked for logprobs
   bool reasoning = false; // chat with thinking: the message has reasoning_content
   const Tokenizer* tokenizer = nullptr; // token text in logprobs (null: "token_id:N")
+  // Chat with tools (ToolSetup::active): calls are read from the answer (tool_calls.hpp).
+  std::optional<ToolCallOptions> tools;
 };
+
+// A new tool call id: "call_" and 24 random letters and digits, as OpenAI's look.
+std::string new_tool_call_id();
+
+// A choice's finish_reason: "tool_calls" for a reply that ended of itself with calls in it
+// (one cut by max_tokens stays "length").
+std::string chat_finish_reason(const std::string& finish_reason, size_t calls);
 
 // Logprobs of `ids` in the endpoint's shape: chat {"content": [{token, logprob, bytes,
 // top_logprobs}]}, completions {tokens, token_logprobs, top_logprobs, text_offset}.
@@ -42,6 +53,11 @@ nlohmann::json completion_json(const ResponseMeta& m, std::span<const serving::S
 // when `reasoning`); the first chat chunk of a choice also says the role.
 nlohmann::json text_chunk(const ResponseMeta& m, const std::string& text, bool first, bool reasoning = false,
                           int64_t index = 0);
+// Streamed tool calls, as OpenAI sends them: a chunk that opens call `call` of choice `index`
+// with its id, type and name (and empty arguments), then chunks adding to its arguments.
+nlohmann::json tool_call_start_chunk(const ResponseMeta& m, int64_t index, size_t call, const std::string& id,
+                                     const std::string& name);
+nlohmann::json tool_call_arguments_chunk(const ResponseMeta& m, int64_t index, size_t call, const std::string& arguments);
 // The chunk that carries a choice's finish_reason (empty delta / text).
 nlohmann::json finish_chunk(const ResponseMeta& m, const std::string& finish_reason, int64_t index = 0);
 // The last chunk with stream_options.include_usage: no choices, the usage.

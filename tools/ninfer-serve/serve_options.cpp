@@ -29,7 +29,10 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
                  "Prompt tokens of a step shared with decoding streams, at most --prefill-chunk (default: the "
                  "manifest's, else a cost rule keeping such a step within 1.5x a decode step)")
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--max-context", o.max_context, "Tokens one sequence may hold (overrides the manifest)");
+  app.add_option("--max-context", o.max_context,
+                 "Tokens one sequence may hold (overrides the manifest; default: what the model supports and the "
+                 "memory allows at --max-concurrency)");
+  add_memory_options(app, o.memory_limit, o.kv_capacity);
   app.add_flag("--no-cuda-graph", o.no_cuda_graph, "Diagnostic: launch decode kernels one by one (no CUDA graphs)");
   app.add_option("--request-log", o.request_log, "Append one JSON line per finished request (server-side timings) to FILE");
   app.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (default: $NINFER_API_KEY, else none)")

@@ -22,6 +22,8 @@ struct ServeOptions {
   std::optional<int32_t> prefill_chunk;
   std::optional<int32_t> mixed_chunk; // default: the manifest's, else the model's cost rule
   std::optional<int64_t> max_context;
+  std::optional<double> memory_limit;     // --memory-limit GIB
+  std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS
   bool no_cuda_graph = false;
   std::string api_key;              // empty: no authentication
   std::string request_log;          // --request-log FILE: one JSON line per request

@@ -34,19 +34,19 @@ void find_awq(const Checkpoint& ck, QuantizedModule& m) {
   expect_shape(packed_tensor(ck, m, m.module + ".scales", {DType::F16, DType::BF16, DType::F32}, 2), {G, N}, why);
 }
 
-QuantizedMatrix read_awq(const Checkpoint& ck, const QuantizedModule& m) {
+QuantizedMatrix read_awq(const Checkpoint& ck, const QuantizedModule& m, QuantRead what) {
   const TensorView& qw = ck.tensor(m.module + ".qweight");
   const TensorView& qz = ck.tensor(m.module + ".qzeros");
   const TensorView& sc = ck.tensor(m.module + ".scales");
-  QuantizedMatrix q = start_matrix(m, sc.dtype);
+  QuantizedMatrix q = start_matrix(m, sc.dtype, what);
   const int64_t N = q.rows, K = q.cols, G = q.groups(), words = N / 8;
-  for (int64_t k = 0; k < K; ++k)
+  for (int64_t k = 0; what == QuantRead::Values && k < K; ++k)
     for (int64_t n = 0; n < N; ++n) set_code(q, n, k, awq_code(qw, k, words, n));
   q.zeros.resize(static_cast<size_t>(N * G));
   for (int64_t g = 0; g < G; ++g)
     for (int64_t n = 0; n < N; ++n) q.zeros[static_cast<size_t>(n * G + g)] = static_cast<uint8_t>(awq_code(qz, g, words, n));
   drop_symmetric_zeros(q);
-  transpose_scales(sc, q);
+  if (what == QuantRead::Values) transpose_scales(sc, q);
   return q;
 }
 

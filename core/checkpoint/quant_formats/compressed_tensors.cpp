@@ -39,16 +39,16 @@ void find_compressed_tensors(const Checkpoint& ck, QuantizedModule& m) {
   if (const TensorView* g = optional_tensor(ck, m, m.module + ".weight_g_idx", {DType::I32}, 1)) expect_shape(*g, {K}, why);
 }
 
-QuantizedMatrix read_compressed_tensors(const Checkpoint& ck, const QuantizedModule& m) {
+QuantizedMatrix read_compressed_tensors(const Checkpoint& ck, const QuantizedModule& m, QuantRead what) {
   const TensorView& wp = ck.tensor(m.module + ".weight_packed");
   const TensorView& sc = ck.tensor(m.module + ".weight_scale");
-  QuantizedMatrix q = start_matrix(m, sc.dtype);
+  QuantizedMatrix q = start_matrix(m, sc.dtype, what);
   const int32_t bits = q.bits(), per_word = 32 / bits;
   const uint32_t mask = (1u << bits) - 1;
   const int64_t N = q.rows, K = q.cols, G = q.groups(), words = wp.shape[1];
-  for (int64_t n = 0; n < N; ++n)
+  for (int64_t n = 0; what == QuantRead::Values && n < N; ++n)
     for (int64_t k = 0; k < K; ++k) set_code(q, n, k, (word(wp, n * words + k / per_word) >> (bits * (k % per_word))) & mask);
-  copy_scales(sc, q);
+  if (what == QuantRead::Values) copy_scales(sc, q);
   if (ck.has(m.module + ".weight_zero_point")) {
     const TensorView& zp = ck.tensor(m.module + ".weight_zero_point");
     q.zeros.resize(static_cast<size_t>(N * G));

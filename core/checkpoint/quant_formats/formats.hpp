@@ -16,9 +16,10 @@ void find_awq(const Checkpoint& ck, QuantizedModule& m);
 void find_compressed_tensors(const Checkpoint& ck, QuantizedModule& m);
 void find_fp8_block(const Checkpoint& ck, QuantizedModule& m);
 
-QuantizedMatrix read_gptq(const Checkpoint& ck, const QuantizedModule& m, const QuantizationConfig& c);
-QuantizedMatrix read_awq(const Checkpoint& ck, const QuantizedModule& m);
-QuantizedMatrix read_compressed_tensors(const Checkpoint& ck, const QuantizedModule& m);
-QuantizedMatrix read_fp8_block(const Checkpoint& ck, const QuantizedModule& m);
+// QuantRead::Layout skips the codes and the scales (quantized_tensors.hpp).
+QuantizedMatrix read_gptq(const Checkpoint& ck, const QuantizedModule& m, const QuantizationConfig& c, QuantRead what);
+QuantizedMatrix read_awq(const Checkpoint& ck, const QuantizedModule& m, QuantRead what);
+QuantizedMatrix read_compressed_tensors(const Checkpoint& ck, const QuantizedModule& m, QuantRead what);
+QuantizedMatrix read_fp8_block(const Checkpoint& ck, const QuantizedModule& m, QuantRead what);
 
 } // namespace ninfer::quant_detail

@@ -25,10 +25,11 @@ void find_fp8_block(const Checkpoint& ck, QuantizedModule& m) {
                fmt::format("weight {} in blocks of [{}, {}] (weight_block_size)", shape_string(w.shape), bn, bk));
 }
 
-QuantizedMatrix read_fp8_block(const Checkpoint& ck, const QuantizedModule& m) {
+QuantizedMatrix read_fp8_block(const Checkpoint& ck, const QuantizedModule& m, QuantRead what) {
   const TensorView& w = ck.tensor(m.module + ".weight");
   const TensorView& s = ck.tensor(m.module + ".weight_scale_inv");
-  QuantizedMatrix q = start_matrix(m, s.dtype);
+  QuantizedMatrix q = start_matrix(m, s.dtype, what);
+  if (what == QuantRead::Layout) return q;
   std::memcpy(q.codes.data(), w.data, q.codes.size());
   const int64_t G = q.groups(), bn = m.scheme.block_rows;
   const size_t e = dtype_size(s.dtype);

@@ -32,15 +32,15 @@ void find_gptq(const Checkpoint& ck, QuantizedModule& m) {
   if (const TensorView* g = optional_tensor(ck, m, m.module + ".g_idx", {DType::I32}, 1)) expect_shape(*g, {K}, why);
 }
 
-QuantizedMatrix read_gptq(const Checkpoint& ck, const QuantizedModule& m, const QuantizationConfig& c) {
+QuantizedMatrix read_gptq(const Checkpoint& ck, const QuantizedModule& m, const QuantizationConfig& c, QuantRead what) {
   const TensorView& qw = ck.tensor(m.module + ".qweight");
   const TensorView& qz = ck.tensor(m.module + ".qzeros");
   const TensorView& sc = ck.tensor(m.module + ".scales");
-  QuantizedMatrix q = start_matrix(m, sc.dtype);
+  QuantizedMatrix q = start_matrix(m, sc.dtype, what);
   const int32_t bits = q.bits(), per_word = 32 / bits;
   const uint32_t mask = (1u << bits) - 1;
   const int64_t N = q.rows, G = q.groups();
-  for (int64_t r = 0; r < qw.shape[0]; ++r)
+  for (int64_t r = 0; what == QuantRead::Values && r < qw.shape[0]; ++r)
     for (int64_t n = 0; n < N; ++n) {
       const uint32_t w = word(qw, r * N + n);
       for (int32_t j = 0; j < per_word; ++j) set_code(q, n, r * per_word + j, (w >> (bits * j)) & mask);
@@ -60,7 +60,7 @@ QuantizedMatrix read_gptq(const Checkpoint& ck, const QuantizedModule& m, const 
       }
     }
   drop_symmetric_zeros(q);
-  transpose_scales(sc, q);
+  if (what == QuantRead::Values) transpose_scales(sc, q);
   if (ck.has(m.module + ".g_idx")) read_g_idx(ck.tensor(m.module + ".g_idx"), q);
   return q;
 }

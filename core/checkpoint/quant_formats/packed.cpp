@@ -43,7 +43,7 @@ void expect_shape(const TensorView& t, const std::vector<int64_t>& want, const s
                               shape_string(t.shape), why, shape_string(want)));
 }
 
-QuantizedMatrix start_matrix(const QuantizedModule& m, DType scale_dtype) {
+QuantizedMatrix start_matrix(const QuantizedModule& m, DType scale_dtype, QuantRead what) {
   QuantizedMatrix q;
   q.source = m;
   q.codes_type = m.codes;
@@ -51,7 +51,7 @@ QuantizedMatrix start_matrix(const QuantizedModule& m, DType scale_dtype) {
   q.cols = m.cols;
   q.group_size = m.group_size;
   q.scale_dtype = scale_dtype;
-  q.codes.assign(static_cast<size_t>(q.rows * q.row_bytes()), 0);
+  if (what == QuantRead::Values) q.codes.assign(static_cast<size_t>(q.rows * q.row_bytes()), 0);
   return q;
 }
 

@@ -45,8 +45,9 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The canonical group size: the scheme's, or K for one group per row.
 inline int64_t canonical_group(int64_t group_size, int64_t k) { return group_size > 0 ? group_size : k; }
 
-// An empty canonical matrix of m's shape (codes zeroed, so an odd K's last high nibble is 0).
-QuantizedMatrix start_matrix(const QuantizedModule& m, DType scale_dtype);
+// An empty canonical matrix of m's shape (codes zeroed, so an odd K's last high nibble is 0;
+// none for QuantRead::Layout).
+QuantizedMatrix start_matrix(const QuantizedModule& m, DType scale_dtype, QuantRead what);
 
 inline void set_code(QuantizedMatrix& q, int64_t n, int64_t k, uint32_t u) {
   if (q.codes_type == QuantCodes::Int4) q.codes[n * q.row_bytes() + k / 2] |= static_cast<uint8_t>(u << (4 * (k % 2)));

@@ -62,8 +62,14 @@ struct QuantizedMatrix {
   std::vector<float> dequantize() const;
 };
 
+// What read_quantized reads: everything, or the layout only: the scale dtype, the zero points
+// and g_idx (after dropping the trivial ones), with codes and scales left empty. The layout
+// sizes the matrix on the device (a dry run of the load, ninfer/models/memory_plan.hpp) at
+// the cost of reading the small tensors only.
+enum class QuantRead { Values, Layout };
+
 // Reads module `m`'s packed tensors and repacks them (the host's memory holds one matrix's
 // worth at a time).
-QuantizedMatrix read_quantized(const Checkpoint& ck, const QuantizedModule& m);
+QuantizedMatrix read_quantized(const Checkpoint& ck, const QuantizedModule& m, QuantRead what = QuantRead::Values);
 
 } // namespace ninfer

@@ -26,10 +26,9 @@ const char* to_string(WeightDType d);
 const char* to_string(KvDType d);
 const char* to_string(ChatTemplate t);
 
-inline constexpr int64_t kDefaultContextCap = 32768;
-
 struct RuntimeOptions {
-  // Unset: min(config.json max_position_embeddings, 32768); see resolved_max_context().
+  // Unset: what the model supports (max_position_embeddings) and the memory allows at
+  // max_concurrency, decided by the memory plan at load (docs/memory.md).
   std::optional<int64_t> max_context;
   int64_t max_concurrency = 4;
   int64_t prefill_chunk = 2048;
@@ -38,8 +37,11 @@ struct RuntimeOptions {
   std::optional<int64_t> mixed_chunk;
   KvDType kv_dtype = KvDType::Auto;
   bool cuda_graphs = true;
-
-  int64_t resolved_max_context(int64_t max_position_embeddings) const;
+  // GiB of device memory the model may take, the CUDA runtime's own included; unset: the
+  // device's free memory (the CPU plugin: a share of the host's available memory).
+  std::optional<double> memory_limit_gib;
+  // KV tokens of the cache, all sequences together; unset: auto (what the memory leaves).
+  std::optional<int64_t> kv_capacity;
 };
 
 struct Manifest {

@@ -46,13 +46,18 @@ enum class KvCachePrecision { Auto, F32, F16, BF16 };
 const char* to_string(KvCachePrecision p); // "auto", "float32", "float16", "bfloat16"
 
 struct ModelOptions {
-  int64_t max_context = 0;    // tokens one sequence may hold; 0: min(max_position_embeddings, 4096)
+  // Tokens one sequence may hold; 0: what the model supports (max_position_embeddings) and the
+  // memory allows at max_sequences (the memory plan, ninfer/models/memory_plan.hpp).
+  int64_t max_context = 0;
   int32_t max_sequences = 1;  // sequence slots (concurrent streams)
   int32_t prefill_chunk = 512; // most tokens of one forward pass; longer prompts go in chunks
   // Most prompt tokens of a mixed step (a prompt chunk beside one-token rows of other
   // sequences, read in the same forward pass); at most prefill_chunk. 0: the cost rule of
   // ninfer/models/mixed_chunk.hpp picks it at load (options() holds the result).
   int32_t mixed_chunk = 0;
+  // KV tokens of the cache, all sequences together; 0: what the memory leaves after every other
+  // part. Today's contiguous cache holds max_sequences x max_context of them, which must fit.
+  int64_t kv_capacity = 0;
   WeightPrecision weights = WeightPrecision::Auto;
   KvCachePrecision kv_cache = KvCachePrecision::Auto; // resolved by load: never Auto in options()
   // Decode steps replay CUDA graphs (one per batch size and context bucket) where the backend
@@ -101,6 +106,8 @@ struct StepResult {
   std::vector<float> logits;
 };
 
+struct MemoryPlan; // ninfer/models/memory_plan.hpp
+
 namespace models {
 class Decoder; // core/models: the layers, activations and ops of one forward pass
 struct PickRef; // core/models/decoder.hpp: where a queued pick's id stays on the backend
@@ -108,8 +115,11 @@ struct PickRef; // core/models/decoder.hpp: where a queued pick's id stays on th
 
 class CausalLM {
  public:
-  // Checks every tensor against config.json first (one error lists all problems), then
-  // uploads the weights and allocates all memory. Throws ninfer::Error on a problem.
+  // Checks every tensor against config.json first (one error lists all problems), plans the
+  // memory (a max_context of 0 becomes what the model supports and the memory allows) and
+  // refuses, naming the parts and what fits, a plan beyond the backend's memory limit or its
+  // device's free memory; then uploads the weights and allocates all memory. Throws
+  // ninfer::Error on a problem.
   static std::unique_ptr<CausalLM> load(const Checkpoint& checkpoint, Backend& backend,
                                         const ModelOptions& options = {});
   ~CausalLM();
@@ -118,6 +128,8 @@ class CausalLM {
 
   const ModelConfig& config() const { return config_; }
   const ModelOptions& options() const { return options_; } // resolved (max_context filled in)
+  // The plan the load was made by (its parts, what fits, the budget).
+  const MemoryPlan& memory_plan() const { return *plan_; }
   int64_t vocab_size() const { return config_.vocab_size; }
 
   // Whether decode steps replay CUDA graphs now (options().cuda_graphs, unless a recording
@@ -177,7 +189,8 @@ class CausalLM {
   void drop_results();
 
  private:
-  CausalLM(ModelConfig config, ModelOptions options, Backend& backend, std::unique_ptr<models::Decoder> decoder);
+  CausalLM(ModelConfig config, ModelOptions options, Backend& backend, std::unique_ptr<models::Decoder> decoder,
+           std::unique_ptr<MemoryPlan> plan);
   void check_slot(int32_t slot) const;
   void check_ids(std::span<const int32_t> ids) const;
   // queue_step's checks of a step's rows (nothing changes before they pass).
@@ -187,6 +200,7 @@ class CausalLM {
   ModelOptions options_;
   Backend& backend_;
   std::unique_ptr<models::Decoder> decoder_;
+  std::unique_ptr<MemoryPlan> plan_;
   std::vector<int64_t> positions_;
   // Per slot: where its last queued pick stays on the backend (a chained row's input), if any.
   std::vector<std::unique_ptr<models::PickRef>> last_pick_;

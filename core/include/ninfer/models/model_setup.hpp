@@ -26,12 +26,18 @@ struct ModelSource {
   std::string tool;       // names the tool in messages ("ninfer-run")
   bool no_cuda_graph = false;         // --no-cuda-graph: the manifest's runtime.cuda_graphs off
   std::optional<std::string> kv_dtype; // --kv-dtype: auto, float32, float16, bfloat16
+  std::optional<double> memory_limit_gib;  // --memory-limit GIB
+  std::optional<std::string> kv_capacity;  // --kv-capacity auto|TOKENS
 };
 
 // Throws ninfer::Error for no source, both sources, or a bad override.
 Manifest resolve_manifest(const ModelSource& source);
 // A --kv-dtype value (auto, float32, float16, bfloat16); throws ninfer::Error naming the flag.
 KvDType parse_kv_dtype_option(const std::string& text);
+// A --kv-capacity value: "auto" (nullopt) or a number of tokens >= 1; throws naming the flag.
+std::optional<int64_t> parse_kv_capacity_option(const std::string& text);
+// A --memory-limit value in GiB (> 0) as bytes; throws naming the flag.
+size_t memory_limit_bytes(double gib);
 
 struct ModelFiles {
   Manifest manifest;
@@ -44,6 +50,15 @@ struct ModelFiles {
 // refuses a tokenizer larger than the model's vocabulary and warns about random weights.
 ModelFiles open_model_files(const ModelSource& source);
 
+// The manifest's kv_dtype as ModelOptions takes it.
+KvCachePrecision kv_cache_precision(KvDType d);
+
+// The options a load of `m` takes with `max_sequences` slots (prefill_chunk, mixed_chunk: the
+// manifest's unless given): an unset runtime.max_context, kv_capacity or mixed_chunk is 0, for the
+// memory plan to decide.
+ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::optional<int32_t> prefill_chunk = std::nullopt,
+                           std::optional<int32_t> mixed_chunk = std::nullopt);
+
 struct DeviceChoice {
   std::string device = "auto"; // --device
   std::string plugin_dir;      // empty: default_plugin_dir()
@@ -54,12 +69,16 @@ struct ModelOnDevice {
   std::unique_ptr<PluginHost> plugins; // outlives the backend
   std::unique_ptr<Backend> backend;
   std::unique_ptr<CausalLM> lm;
+  // What the load took of the device's free memory (cudaMemGetInfo before and after), to hold
+  // against the plan's estimates (docs/memory.md); 0 on the CPU.
+  size_t device_taken = 0;
 };
 
 // Loads the model with `max_sequences` slots (prefill_chunk, mixed_chunk: the manifest's unless
 // given; mixed_chunk unset in both: the model's cost rule) on the first device of `choice` that
-// runs it; with --device auto, devices that cannot are skipped and listed in the error if none
-// can. Logs the memory budget and the chunk sizes.
+// runs it, within the manifest's runtime.memory_limit; with --device auto, devices that cannot
+// are skipped and listed in the error if none can. Logs the memory plan, the chunk sizes and
+// what the load took.
 ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice, int32_t max_sequences,
                              std::optional<int32_t> prefill_chunk = std::nullopt,
                              std::optional<int32_t> mixed_chunk = std::nullopt);

@@ -1,6 +1,6 @@
 // What ninfer-quantize does with each tensor of a checkpoint under a recipe: which linear
-// weights it quantizes (with what bits, group and scale dtype) and which it copies unchanged,
-// checked against the model before anything is written.
+// weights it quantizes (with what bits, group, grid and scale dtype) and which it copies
+// unchanged, checked against the model before anything is written.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ninfer/checkpoint/checkpoint.hpp"
+#include "ninfer/quantize/quant_grid.hpp"
 #include "ninfer/quantize/recipe.hpp"
 
 namespace ninfer {
@@ -21,11 +22,19 @@ struct PlannedModule {
   int bits = 4;
   int64_t group = 0;   // resolved: cols when the recipe asks for one scale per output channel
   bool channel = false; // the recipe asked for one scale per output channel
+  bool symmetric = true;
+  double damp = kDefaultDamp; // GPTQ's dampening
   DType scale_dtype = DType::BF16;
 };
 
+// The grid a planned module is quantized onto in `format` (GPTQ's checkpoint_format gptq stores
+// zero − 1, so its asymmetric zero points start at 1).
+GridSpec grid_spec(const PlannedModule& m, QuantFormat format);
+
 struct QuantizePlan {
   QuantFormat format = QuantFormat::CompressedTensors;
+  QuantizeMethod method = QuantizeMethod::Rtn;
+  bool actorder = false;                    // GPTQ in act order: every module carries g_idx
   std::string weight_prefix;                // "model." or "model.language_model."
   std::vector<PlannedModule> quantized;     // in checkpoint name order
   std::vector<std::string> copied;          // every other tensor, unchanged

@@ -41,6 +41,11 @@ struct BackendOptions {
   // With no `schedule`: a tuned table for this very device (ninfer-tune) when there is one,
   // else the plugin's built-in table; false: always the built-in table.
   bool tuned_schedule = true;
+  // A dry run: allocations are counted but hold no memory (their addresses are never
+  // dereferenced), copies and zeroing do nothing, and run() only reserves the workspace an op
+  // would need, as under a SizingScope. A model "loaded" on such a backend tells what a real
+  // load would allocate, part by part, before anything is (ninfer/models/memory_plan.hpp).
+  bool plan_only = false;
 };
 
 struct MemoryReport {
@@ -51,10 +56,23 @@ struct MemoryReport {
   size_t free = 0;  // bytes still free on the device when the report was made; 0: unknown
   // Weight bytes by storage format (allocate_weights): "bfloat16", "float32", "gptq int4 g128", ...
   std::map<std::string, size_t> weights_by_format;
+  // The live allocations by size (bytes -> count): what the device allocator's rounding is
+  // estimated from (allocator_overhead).
+  std::map<size_t, size_t> allocation_sizes;
   // "weights 1.2 GiB (gptq int4 g128 1.0 GiB, bfloat16 210 MiB), kv-cache 512 MiB, ...; total ..."
   // (the weights' formats when there are several)
   std::string describe() const;
 };
+
+// "512 B", "1.5 KiB", "12.0 MiB", "1.25 GiB": memory sizes in messages.
+std::string format_bytes(size_t bytes);
+
+// Bytes the device's allocator is estimated to hold beyond the buffers themselves, for the
+// allocations of `r` on a device of `device_kind` (ninfer_device_kind). CUDA: cudaMalloc maps
+// device memory in 2 MiB pages, so a buffer of 1 MiB or more is taken as rounded up to whole
+// pages and a smaller one as packed with others at 512-byte alignment. Host: the 64-byte
+// alignment of HostMemorySpace. An estimate: the driver does not report it per allocation.
+size_t allocator_overhead(const MemoryReport& r, int32_t device_kind);
 
 class Backend {
  public:
@@ -70,6 +88,12 @@ class Backend {
   const LoadedPlugin& plugin() const { return *plugin_; }
   const ninfer_device_info& device() const { return device_; }
   const Planner& planner() const { return planner_; }
+  // The schedule table the planner uses (a dry run of a load plans with the same one).
+  const ScheduleTable* schedule_table() const;
+  // BackendOptions::plan_only: nothing is allocated, copied or launched.
+  bool plan_only() const { return options_.plan_only; }
+  // BackendOptions::memory_limit (0: none).
+  size_t memory_limit() const { return options_.memory_limit; }
 
   // --- memory -------------------------------------------------------------------------
   // Throws ninfer::Error when the memory limit or the device would be exceeded; the message
@@ -86,6 +110,10 @@ class Backend {
   void reserve_results(size_t bytes);
   void download_async(const DeviceBuffer& src, size_t offset, size_t bytes, size_t slot, size_t slot_offset = 0);
   const void* downloaded(size_t slot);
+  // A download from an address inside one of this backend's buffers (rows an op was given, where
+  // the caller holds the pointer, not the buffer), waiting for the ops before it. For observers
+  // of model code (ninfer/models/linear_observer.hpp); nothing checks the range.
+  void download_from(const void* src, void* dst, size_t bytes);
   // Device to device, ordered with the ops (the host does not wait).
   void copy(const DeviceBuffer& dst, size_t dst_offset, const DeviceBuffer& src, size_t src_offset, size_t bytes);
   void zero(const DeviceBuffer& dst, size_t offset, size_t bytes);
@@ -131,6 +159,10 @@ class Backend {
   };
   // False on backends that run ops on the host.
   bool can_record() const;
+  // Whether run() is recording now (inside record()), or only sizing (a SizingScope lives):
+  // either way nothing executes and no copy to the host may happen.
+  bool recording() const { return recording_; }
+  bool sizing() const { return sizing_; }
   // Runs `work` with the backend recording: its ops are planned and their launches recorded,
   // nothing executes. Throws ninfer::Error naming what could not be recorded (the backend is
   // then usable as before). `work` must not copy to or from the host.

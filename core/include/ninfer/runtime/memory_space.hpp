@@ -42,7 +42,8 @@ class MemorySpace {
   // The stream ops run on (a cudaStream_t), or nullptr for host execution.
   virtual void* stream() const = 0;
   virtual void synchronize() = 0;
-  // Bytes still free in the space (the device's free memory), or 0 when unknown.
+  // Bytes still free in the space (the device's free memory; the host's MemAvailable), or 0
+  // when unknown.
   virtual size_t free_bytes() const { return 0; }
 
   // Recording (CUDA graphs): between begin_recording() and end_recording() the stream records
@@ -56,8 +57,12 @@ class MemorySpace {
   virtual void replay(const void* recording);
 };
 
-// Page-aligned host memory; copies are memcpy.
+// Page-aligned host memory; copies are memcpy. Its free_bytes() is the kernel's MemAvailable.
 std::unique_ptr<MemorySpace> make_host_memory_space();
+
+// A space that holds nothing (BackendOptions::plan_only): allocate() hands out distinct,
+// aligned addresses that must never be dereferenced, and copies, zeroing and waits do nothing.
+std::unique_ptr<MemorySpace> make_planning_memory_space();
 
 // cudaMalloc'd memory on one CUDA device, copies on the space's own stream.
 std::unique_ptr<MemorySpace> make_cuda_memory_space(const ninfer_device_info& device);

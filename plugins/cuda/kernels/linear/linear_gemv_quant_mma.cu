@@ -2,9 +2,11 @@
 // ninfer/abi/ops/quant_weight.h), decode-sized, on the tensor cores: gemv_quant_mma, up to 8
 // tokens per tile, every code byte read once per tile. The bf16 GEMV's design
 // (linear/linear_gemv_mma_bf16.cuh) with the dequantization in front of its MMAs:
-//   - a warp owns 16 * kMR rows and one stretch of the reduction; each step, each lane loads 16
-//     bytes of codes of two rows (rows g and g + 8 of each 16-row tile) with ld.global.nc and
-//     no L1 allocation, kU steps in flight before the first use;
+//   - a warp owns 16 * kMR rows and one stretch of the reduction; each step, each lane copies 16
+//     bytes of codes of two rows (rows g and g + 8 of each 16-row tile) into its warp's ring in
+//     shared memory with cp.async (L2 only, 256-byte prefetch hint), kStages - 1 steps ahead of
+//     the one it computes on, so the loads stay in flight through the dequantization and MMAs
+//     without holding registers (loads into registers measured 1.1-1.2 TB/s of the H100's 3.0);
 //   - a step is 64 bytes of every row (128 int4 or 64 int8 / fp8 codes: one lane quarter each),
 //     so it lies in one quantization group when group_size is a multiple of it (or the row is
 //     one group): its MMAs sum (code - zero) * x over the step in float32, and the step's sum is
@@ -28,6 +30,7 @@
 
 #include <cstdint>
 
+#include "common/cp_async.cuh"
 #include "common/grid_dependency.cuh"
 #include "linear/linear_gemv_mma_bf16.cuh"
 #include "linear/quant_common.cuh"
@@ -41,7 +44,6 @@ namespace ninfer::cuda_plugin::gemv_quant_mma {
 using namespace quant;
 using gemv_bf16::bf16_hi;
 using gemv_bf16::bf16_lo;
-using gemv_bf16::load_stream;
 using gemv_bf16::mma;
 using gemv_bf16::pack_bf16;
 
@@ -49,7 +51,7 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kTokens = 8;         // the MMA's n
 constexpr int kMR = 2;             // 16-row tiles per warp
-constexpr int kU = 2;              // steps in flight per lane: kU * kMR * 2 sixteen-byte loads
+constexpr int kStages = 3;         // ring slots per warp: kStages - 1 steps in flight while one is used
 constexpr int kStepBytes = 64;     // bytes of each row per warp step (4 lanes x 16)
 constexpr int kTargetWarps = 4096; // warps in flight the split aims for (a property of the shape)
 
@@ -123,11 +125,13 @@ __device__ __forceinline__ void load_x(const float* row, int k, bool has_token, 
   }
 }
 
-// acc[m] += this step's (code - zero) . x of tile m, for the 16 bytes of rows g (c0) and g + 8 (c8).
+// acc[m] += this step's (code - zero) . x_hi of tile m and acc_lo[m] += ... . x_lo, for the 16
+// bytes of rows g (codes[m][0]) and g + 8 (codes[m][1]): two accumulators, so two independent
+// MMA chains per tile hide the MMA latency.
 template <int CODE>
 __device__ __forceinline__ void step_mmas(const Args& a, const uint4 (&codes)[kMR][2], const long long (&gi)[kMR][2],
                                           const float* xrow, int k0, bool has_token, bool x_vec,
-                                          float (&acc)[kMR][4]) {
+                                          float (&acc)[kMR][4], float (&acc_lo)[kMR][4]) {
   if constexpr (CODE == kInt4) {
     u32 bias[kMR][2];
 #pragma unroll
@@ -148,7 +152,7 @@ __device__ __forceinline__ void step_mmas(const Args& a, const uint4 (&codes)[kM
           const u32 a0 = int4_pair(w0, 2 * h, bias[m][0]), a2 = int4_pair(w0, 2 * h + 1, bias[m][0]);
           const u32 a1 = int4_pair(w8, 2 * h, bias[m][1]), a3 = int4_pair(w8, 2 * h + 1, bias[m][1]);
           mma(acc[m], a0, a1, a2, a3, b0.hi, b1.hi);
-          mma(acc[m], a0, a1, a2, a3, b0.lo, b1.lo);
+          mma(acc_lo[m], a0, a1, a2, a3, b0.lo, b1.lo);
         }
       }
     }
@@ -181,7 +185,7 @@ __device__ __forceinline__ void step_mmas(const Args& a, const uint4 (&codes)[kM
           a1 = pack_bf16(f8[0], f8[1]), a3 = pack_bf16(f8[2], f8[3]);
         }
         mma(acc[m], a0, a1, a2, a3, b0.hi, b1.hi);
-        mma(acc[m], a0, a1, a2, a3, b0.lo, b1.lo);
+        mma(acc_lo[m], a0, a1, a2, a3, b0.lo, b1.lo);
       }
     }
   }
@@ -189,7 +193,11 @@ __device__ __forceinline__ void step_mmas(const Args& a, const uint4 (&codes)[kM
 
 template <int CODE>
 __device__ void gemv(const Args& a, long long begin, long long end) {
-  __shared__ float partial[kWarps][kMR][4][32]; // each warp's sums, for the split-K total
+  // Each warp's ring of kStages steps of codes (16 bytes per lane, row tile and row half); after
+  // the reduction loop the same memory holds the warps' sums for the split-K total.
+  __shared__ __align__(16) uint4 ring[kWarps][kStages][kMR][2][32];
+  static_assert(sizeof(ring) >= sizeof(float) * kWarps * kMR * 4 * 32, "the sums fit in the ring");
+  auto& partial = *reinterpret_cast<float (*)[kWarps][kMR][4][32]>(&ring[0][0][0][0][0]);
   constexpr int kCodes16 = CODE == kInt4 ? 32 : 16; // codes per 16 bytes
   const int N = a.N;
   const int steps = a.row_bytes / kStepBytes;
@@ -215,6 +223,26 @@ __device__ void gemv(const Args& a, long long begin, long long end) {
   const bool x_vec = a.x_stride % 4 == 0 && reinterpret_cast<unsigned long long>(a.x) % 16 == 0;
   const int step_k = 4 * kCodes16;
   const bool one_group = a.group_size >= a.K;
+  // Copies step st's 16-byte pieces of this lane into ring slot st % kStages (one commit group
+  // per step, empty past the warp's stretch so the group count stays uniform).
+  auto issue = [&](int st) {
+    if (st < s_end)
+#pragma unroll
+      for (int m = 0; m < kMR; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) cp_async16_stream(&ring[warp][st % kStages][m][h][lane], wrow[m][h] + st * 4 + q);
+    cp_async_commit();
+  };
+
+  // The scales of step st's rows: loaded a step ahead, so their latency (they are read once
+  // from DRAM, 1/64 of the codes' bytes) hides behind a step's work instead of stalling it.
+  auto scales_of = [&](int st, float (&sc)[kMR][2]) {
+    const int group = one_group ? 0 : st * step_k / a.group_size;
+#pragma unroll
+    for (int m = 0; m < kMR; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) sc[m][h] = load_scale(a, static_cast<long long>(row[m][h]) * a.groups + group);
+  };
 
   const long long tiles = (end - begin + kTokens - 1) / kTokens;
   for (long long t_tile = blockIdx.y; t_tile < tiles; t_tile += gridDim.y) {
@@ -226,39 +254,46 @@ __device__ void gemv(const Args& a, long long begin, long long end) {
 #pragma unroll
     for (int m = 0; m < kMR; ++m) total[m][0] = total[m][1] = total[m][2] = total[m][3] = 0.f;
 
-    for (int st = s_begin; st < s_end; st += kU) {
-      uint4 codes[kU][kMR][2];
 #pragma unroll
-      for (int u = 0; u < kU; ++u)
+    for (int i = 0; i < kStages - 1; ++i) issue(s_begin + i);
+    float sc_next[kMR][2] = {};
+    if (s_begin < s_end) scales_of(s_begin, sc_next);
+    for (int st = s_begin; st < s_end; ++st) {
+      issue(st + kStages - 1); // into the slot step st - 1 used
+      float sc[kMR][2];
 #pragma unroll
-        for (int m = 0; m < kMR; ++m)
+      for (int m = 0; m < kMR; ++m) sc[m][0] = sc_next[m][0], sc[m][1] = sc_next[m][1];
+      if (st + 1 < s_end) scales_of(st + 1, sc_next);
+      cp_async_wait<kStages - 1>(); // step st's group is complete
+      uint4 codes[kMR][2];
 #pragma unroll
-          for (int h = 0; h < 2; ++h)
-            codes[u][m][h] = st + u < s_end ? load_stream(wrow[m][h] + (st + u) * 4 + q) : make_uint4(0, 0, 0, 0);
+      for (int m = 0; m < kMR; ++m)
 #pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        if (st + u >= s_end) break; // uniform over the warp
-        const int group = one_group ? 0 : (st + u) * step_k / a.group_size;
-        long long gi[kMR][2];
+        for (int h = 0; h < 2; ++h) codes[m][h] = ring[warp][st % kStages][m][h][lane];
+      const int group = one_group ? 0 : st * step_k / a.group_size;
+      long long gi[kMR][2];
 #pragma unroll
-        for (int m = 0; m < kMR; ++m)
+      for (int m = 0; m < kMR; ++m)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) gi[m][h] = static_cast<long long>(row[m][h]) * a.groups + group;
-        float acc[kMR][4];
+        for (int h = 0; h < 2; ++h) gi[m][h] = static_cast<long long>(row[m][h]) * a.groups + group;
+      float acc[kMR][4], acc_lo[kMR][4];
 #pragma unroll
-        for (int m = 0; m < kMR; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.f;
-        step_mmas<CODE>(a, codes[u], gi, xrow, (st + u) * step_k + q * kCodes16, has_token, x_vec, acc);
-        // acc[m][i]: row 16m + g + 8 (i >> 1), token 2q + (i & 1): the step's sum, times its scale.
+      for (int m = 0; m < kMR; ++m)
 #pragma unroll
-        for (int m = 0; m < kMR; ++m) {
-          const float s0 = load_scale(a, gi[m][0]), s8 = load_scale(a, gi[m][1]);
-          total[m][0] = fmaf(s0, acc[m][0], total[m][0]);
-          total[m][1] = fmaf(s0, acc[m][1], total[m][1]);
-          total[m][2] = fmaf(s8, acc[m][2], total[m][2]);
-          total[m][3] = fmaf(s8, acc[m][3], total[m][3]);
-        }
+        for (int i = 0; i < 4; ++i) acc[m][i] = acc_lo[m][i] = 0.f;
+      step_mmas<CODE>(a, codes, gi, xrow, st * step_k + q * kCodes16, has_token, x_vec, acc, acc_lo);
+      // acc[m][i]: row 16m + g + 8 (i >> 1), token 2q + (i & 1): the step's sum, times its scale.
+#pragma unroll
+      for (int m = 0; m < kMR; ++m) {
+        const float s0 = sc[m][0], s8 = sc[m][1];
+        total[m][0] = fmaf(s0, acc[m][0] + acc_lo[m][0], total[m][0]);
+        total[m][1] = fmaf(s0, acc[m][1] + acc_lo[m][1], total[m][1]);
+        total[m][2] = fmaf(s8, acc[m][2] + acc_lo[m][2], total[m][2]);
+        total[m][3] = fmaf(s8, acc[m][3] + acc_lo[m][3], total[m][3]);
       }
     }
+    cp_async_wait<0>();
+    __syncthreads(); // every warp is done with its ring: it becomes partial[]
 
 #pragma unroll
     for (int m = 0; m < kMR; ++m)
@@ -275,7 +310,7 @@ __device__ void gemv(const Args& a, long long begin, long long end) {
       float* y = a.y + (t0 + token) * a.y_stride + r; // one thread per element: in place is safe
       *y = a.accumulate ? *y + v : v;
     }
-    __syncthreads(); // partial[] is reused by the next tile
+    __syncthreads(); // the ring is reused by the next tile
   }
 }
 

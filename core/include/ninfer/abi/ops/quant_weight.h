@@ -55,9 +55,11 @@ typedef struct ninfer_quant_weight {
 /* The planning shape's dims[2] of linear on weights described by `wq` (linear.h): the group
  * size when every group is group_size consecutive columns (no g_idx), else 0 (float weights, or a
  * g_idx mapping), so a variant that needs whole groups per load can tell from the shape. */
+#ifndef __CUDACC_RTC__ /* host only: NVRTC (cuda-generic) takes no function without an execution space */
 static inline int64_t ninfer_quant_planning_group(const ninfer_quant_weight* wq) {
   return wq && !wq->g_idx ? wq->group_size : 0;
 }
+#endif
 
 #ifdef __cplusplus
 }

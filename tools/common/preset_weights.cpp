@@ -1,4 +1,4 @@
-#include "bench_weights.hpp"
+#include "preset_weights.hpp"
 
 #include <fmt/format.h>
 

@@ -1,7 +1,7 @@
-// ninfer-bench --weights: which of a preset's random linear weights are quantized, and how. The
-// modules are those the built-in ninfer-quantize recipe quantizes (every decoder linear but the
-// Gated DeltaNet in_proj_a / in_proj_b; lm_head and embeddings stay bfloat16), so a preset
-// measures the layout a default `ninfer-quantize` checkpoint loads into.
+// A preset's --weights (ninfer-bench, ninfer-info --fit): which of its random linear weights are
+// quantized, and how. The modules are those the built-in ninfer-quantize recipe quantizes (every
+// decoder linear but the Gated DeltaNet in_proj_a / in_proj_b; lm_head and embeddings stay
+// bfloat16), so a preset measures the layout a default `ninfer-quantize` checkpoint loads into.
 #pragma once
 
 #include <map>

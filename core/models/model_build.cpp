@@ -1,0 +1,65 @@
+#include "model_build.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "model_families.hpp"
+#include "ninfer/abi/ops/attention.h"
+#include "ninfer/abi/ops/kv_append.h"
+#include "ninfer/plugin_host/plugin_host.hpp"
+#include "ninfer/support/error.hpp"
+
+namespace ninfer::models {
+namespace {
+
+// Whether `plugin` has kv_append and attention variants for a cache of `dtype` (their
+// dtype_mask: the planning shape's dtype is the cache dtype).
+bool plugin_takes_kv_dtype(const LoadedPlugin& plugin, int32_t dtype) {
+  for (const char* op : {NINFER_OP_KV_APPEND, NINFER_OP_ATTENTION}) {
+    bool any = false;
+    for (const ninfer_variant* v : plugin.variants_for(op)) any = any || (v->dtype_mask & (1u << dtype));
+    if (!any) return false;
+  }
+  return true;
+}
+
+} // namespace
+
+int32_t kv_dtype(KvCachePrecision p) {
+  return p == KvCachePrecision::F16 ? NINFER_DTYPE_F16 : p == KvCachePrecision::BF16 ? NINFER_DTYPE_BF16 : NINFER_DTYPE_F32;
+}
+
+KvCachePrecision resolve_kv_cache(const LoadedPlugin& plugin, const ninfer_device_info& device, KvCachePrecision want) {
+  if (want == KvCachePrecision::Auto)
+    return device.kind == NINFER_DEVICE_CUDA && plugin_takes_kv_dtype(plugin, NINFER_DTYPE_F16) ? KvCachePrecision::F16
+                                                                                               : KvCachePrecision::F32;
+  if (!plugin_takes_kv_dtype(plugin, kv_dtype(want)))
+    throw Error(fmt::format("plugin {} has no kv_append or attention variant for a {} KV cache; use kv_dtype auto or "
+                            "float32",
+                            plugin.name(), to_string(want)));
+  return want;
+}
+
+StepLimits step_limits(const ModelOptions& o) {
+  StepLimits limits;
+  // The largest step: a prompt chunk alone, a decode step, or a mixed step (a chunk and a row
+  // for every other slot).
+  limits.max_mixed_chunk = o.max_sequences > 1 ? o.mixed_chunk : 0;
+  limits.max_tokens = std::max<int64_t>(
+      {o.prefill_chunk, o.max_sequences, limits.max_mixed_chunk ? o.mixed_chunk + o.max_sequences - 1 : 0});
+  limits.max_sequences = o.max_sequences;
+  limits.max_context = o.max_context;
+  limits.kv_dtype = kv_dtype(o.kv_cache);
+  return limits;
+}
+
+std::unique_ptr<Decoder> build_decoder(const Checkpoint& ck, Backend& be, const ModelOptions& o) {
+  const ModelConfig& cfg = ck.config();
+  const StepLimits limits = step_limits(o);
+  WeightLoader w(ck, be, o.weights);
+  DecoderParts parts = decoder_builder(family_of(cfg))(w, be, cfg, limits);
+  return std::make_unique<Decoder>(be, std::move(parts), limits);
+}
+
+} // namespace ninfer::models

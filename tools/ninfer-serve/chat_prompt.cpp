@@ -1,0 +1,22 @@
+#include "chat_prompt.hpp"
+
+#include "api_error.hpp"
+
+namespace ninfer::tools {
+
+bool make_chat_prompt(const std::vector<ChatMessage>& messages, bool thinking, const ToolSetup& tools,
+                      const LoadedModel& model, GenerationRequest& r, serving::RequestOptions& options) {
+  if (!model.tokenizer) throw ApiError(400, "this model has no tokenizer: use /v1/completions with token-id prompts");
+  if (model.manifest.chat_template == ChatTemplate::None)
+    throw ApiError(400, "this model's manifest sets chat_template: none: use /v1/completions");
+  // A forced call starts the answer (tool_choice.hpp): no thinking before it.
+  if (tools.forced()) thinking = false;
+  if (auto id = model.tokenizer->token_id("<|im_end|>")) r.stop.token_ids.insert(*id);
+  // With thinking on, the reply's <think>...</think> block is split off as reasoning.
+  const auto open = model.tokenizer->token_id("<think>"), close = model.tokenizer->token_id("</think>");
+  if (thinking && open && close) options.reasoning = serving::ReasoningMarkers{*open, *close};
+  r.prompt_ids = model.tokenizer->encode(format_chat(messages, ChatOptions{true, thinking, tools.rendered}) + tools.prefill());
+  return options.reasoning.has_value();
+}
+
+} // namespace ninfer::tools
