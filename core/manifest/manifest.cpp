@@ -103,6 +103,7 @@ void read_runtime(const YAML::Node& n, RuntimeOptions& r) {
   if (n["max_context"]) r.max_context = n["max_context"].as<int64_t>();
   if (n["max_concurrency"]) r.max_concurrency = n["max_concurrency"].as<int64_t>();
   if (n["prefill_chunk"]) r.prefill_chunk = n["prefill_chunk"].as<int64_t>();
+  if (n["mixed_chunk"]) r.mixed_chunk = n["mixed_chunk"].as<int64_t>();
   if (n["kv_dtype"]) r.kv_dtype = parse_enum(n["kv_dtype"].as<std::string>(), kKvDTypes);
   if (n["cuda_graphs"]) r.cuda_graphs = n["cuda_graphs"].as<bool>();
   if (n["memory_limit"]) r.memory_limit_gib = n["memory_limit"].as<double>();

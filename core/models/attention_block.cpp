@@ -1,6 +1,7 @@
 #include "attention_block.hpp"
 
 #include "ninfer/abi/plugin_abi.h"
+#include "step_parts.hpp"
 
 namespace ninfer::models {
 
@@ -54,9 +55,14 @@ void AttentionBlock::forward(Backend& be, const Step& s, const Scratch& scratch,
   const int64_t q_head_stride = spec_.output_gate ? 2 * hd : hd;
   const ops::Rows q = proj, k = proj.at(q_width()), v = proj.at(q_width() + kv_width());
   ops::norm_linear(be, T, in, qkv_, /*gated=*/false, proj, {}, /*keep_normed=*/false);
-  ops::head_norm_rope_append_attention(be, s, {q, q_head_stride, spec_.heads}, q_norm_, {k, hd, spec_.kv_heads},
-                                       k_norm_, v, cache_, spec_.qk_norm, spec_.eps, spec_.rotary_dim,
-                                       spec_.rope_theta, scratch.inner);
+  // A mixed step attends in two calls: its prompt chunk as a prefill, its one-token rows as a
+  // decode step (the fused decode kernel, keys split over the device); step_parts.hpp.
+  for (const StepPart& part : StepParts(s)) {
+    const int64_t r = part.first;
+    ops::head_norm_rope_append_attention(be, part.step, {q.from(r), q_head_stride, spec_.heads}, q_norm_,
+                                         {k.from(r), hd, spec_.kv_heads}, k_norm_, v.from(r), cache_, spec_.qk_norm,
+                                         spec_.eps, spec_.rotary_dim, spec_.rope_theta, scratch.inner.from(r));
+  }
   if (spec_.output_gate)
     ops::sigmoid_gate(be, T, scratch.inner, proj.at(hd), q_head_stride, spec_.heads, spec_.head_dim);
   ops::linear(be, T, scratch.inner, o_, resid, /*accumulate=*/true);

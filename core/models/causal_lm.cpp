@@ -29,6 +29,9 @@ void check_options(const ModelOptions& o) {
                             o.max_context));
   if (o.max_sequences < 1) throw Error(fmt::format("max_sequences must be >= 1 (got {})", o.max_sequences));
   if (o.prefill_chunk < 1) throw Error(fmt::format("prefill_chunk must be >= 1 (got {})", o.prefill_chunk));
+  if (o.mixed_chunk < 0 || o.mixed_chunk > o.prefill_chunk)
+    throw Error(fmt::format("mixed_chunk must be in [1, prefill_chunk = {}], or 0 for the default rule (got {})",
+                            o.prefill_chunk, o.mixed_chunk));
   if (o.kv_capacity < 0) throw Error(fmt::format("kv_capacity must be >= 1 tokens, or 0 for auto (got {})", o.kv_capacity));
 }
 
@@ -150,6 +153,7 @@ std::vector<float> CausalLM::prefill(int32_t slot, std::span<const int32_t> ids,
       const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(ids.size()) - b);
       const SequenceChunk c{slot, pos + b, ids.subspan(static_cast<size_t>(b), static_cast<size_t>(n))};
       decoder_->forward(std::span(&c, 1));
+      last_step_tokens_ = n;
       positions_[static_cast<size_t>(slot)] = pos + b + n;
       last_pick_[static_cast<size_t>(slot)].reset();
       if (which == LogitsFor::All) decoder_->logits(0, n, out);
@@ -178,10 +182,13 @@ void CausalLM::check_rows(std::span<const StepRow> rows) const {
     if (!seen.insert(r.slot).second) throw Error(fmt::format("slot {} appears twice in one step", r.slot));
     check_ids(r.ids);
     const int64_t n = r.ids.empty() ? 1 : static_cast<int64_t>(r.ids.size());
-    if (n > 1 && rows.size() > 1)
-      throw Error(fmt::format("a prompt chunk ({} tokens for slot {}) must be its step's only row", n, r.slot));
+    if (n > 1 && &r != &rows.front())
+      throw Error(fmt::format("a prompt chunk ({} tokens for slot {}) must be its step's first row", n, r.slot));
     if (n > options_.prefill_chunk)
       throw Error(fmt::format("a prompt chunk of {} tokens exceeds prefill_chunk = {}", n, options_.prefill_chunk));
+    if (n > options_.mixed_chunk && rows.size() > 1)
+      throw Error(fmt::format("a prompt chunk of {} tokens beside other rows (a mixed step) exceeds mixed_chunk = {}",
+                              n, options_.mixed_chunk));
     const int64_t pos = positions_[static_cast<size_t>(r.slot)];
     if (pos + n > options_.max_context)
       throw Error(fmt::format("sequence in slot {} is full: it holds {} of max_context = {} tokens and the step adds "
@@ -231,6 +238,7 @@ void CausalLM::queue_step(std::span<const StepRow> rows) {
     if (picks.pick == models::Pick::Sample) decoder_->set_sample_rows(sampling);
   }
   const models::Decoder::Queued q = decoder_->forward(chunks, chained, picks);
+  last_step_tokens_ = token;
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto slot = static_cast<size_t>(rows[i].slot);
     positions_[slot] += static_cast<int64_t>(chunks[i].ids.size());
@@ -238,6 +246,15 @@ void CausalLM::queue_step(std::span<const StepRow> rows) {
       last_pick_[slot] = std::make_unique<models::PickRef>(models::PickRef{q.slot, static_cast<int64_t>(i), q.use});
     else last_pick_[slot].reset();
   }
+}
+
+std::vector<float> CausalLM::last_step_logits(int64_t first, int64_t count) {
+  if (first < 0 || count < 1 || first + count > last_step_tokens_)
+    throw Error(fmt::format("logits of tokens [{}, {}) asked of a step of {} tokens", first, first + count,
+                            last_step_tokens_));
+  std::vector<float> out;
+  decoder_->logits(first, count, out);
+  return out;
 }
 
 StepResult CausalLM::next_result() {

@@ -91,6 +91,9 @@ Decoder::Queued Decoder::forward(std::span<const SequenceChunk> chunks, std::spa
     s.kv_len = decode_bucket(s.kv_len);
     run_decode_step({s.tokens, s.kv_len, pick}, work);
   } else {
+    // A mixed step's one-token rows attend as a decode step of their bucket does; the step
+    // itself runs eagerly (its chunk's length varies, and recordings are made per decode shape).
+    if (s.chunk_tokens) s.rows_kv_len = decode_bucket(s.rows_kv_len);
     work();
   }
   if (pick != Pick::None) send_picks(picks.rows, picks.logits_rows, q);
@@ -229,15 +232,17 @@ void Decoder::reset(int32_t slot) {
   for (auto& l : parts_.layers) l.mixer->reset(be_, slot);
 }
 
-// Plans the largest prefill step and the largest decode step with the backend reserving
-// workspace instead of launching, so every op a real step can issue finds its workspace
-// already allocated.
+// Plans the largest prefill step, the largest decode step and the largest mixed step with the
+// backend reserving workspace instead of launching, so every op a real step can issue finds
+// its workspace already allocated.
 void Decoder::reserve_workspace() {
   const int32_t ctx = static_cast<int32_t>(limits_.max_context);
   const int64_t T = limits_.max_tokens;
   Backend::SizingScope sizing(be_);
   run_layers(inputs_.shape_only(T, 1, static_cast<int32_t>(T), ctx));
   run_layers(inputs_.shape_only(limits_.max_sequences, limits_.max_sequences, 1, ctx));
+  if (limits_.max_mixed_chunk > 1 && limits_.max_sequences > 1)
+    run_layers(inputs_.mixed_shape_only(limits_.max_mixed_chunk, limits_.max_sequences - 1, ctx));
   ops::linear(be_, logit_rows_, rows_of(normed_, hidden_), lm_head(), rows_of(logits_, vocab()));
   ops::argmax(be_, logit_rows_, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr);
   ops::sample(be_, logit_rows_, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr, nullptr);

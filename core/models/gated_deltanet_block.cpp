@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "step_parts.hpp"
+
 namespace ninfer::models {
 
 namespace {
@@ -51,25 +53,34 @@ void GatedDeltaNetBlock::forward(Backend& be, const Step& s, const Scratch& scra
   const ops::Rows proj = scratch.proj, conv = scratch.inner, core = scratch.core;
   const ops::GdnDims dims{spec_.k_heads, spec_.v_heads, spec_.k_dim, spec_.v_dim};
   const float scale = 1.0f / std::sqrt(static_cast<float>(spec_.k_dim));
-  // The step's route is the planner's: gated_delta_step (a decode step on a plugin with it: 4
+  // A mixed step runs the conv and the delta rule in two calls: its prompt chunk as a prefill
+  // (the chunked rule), its one-token rows as a decode step (step_parts.hpp).
+  const StepParts parts(s);
+  // Each part's route is the planner's: gated_delta_step (a decode step on a plugin with it: 4
   // launches with the projection, conv + l2 norm and out_proj) or its unfused form, whose
   // gating projects the normed rows itself, so the projection keeps them for it.
-  const bool keep_normed = ops::gated_delta_step_reads_normed(be, s, dims);
+  bool keep_normed = false;
+  for (const StepPart& part : parts)
+    keep_normed = keep_normed || ops::gated_delta_step_reads_normed(be, part.step, dims);
 
   // [qkv (C) | z (value width) | a | b (v_heads each)]
   ops::norm_linear(be, T, in, in_proj_, /*gated=*/false, proj, {}, keep_normed);
-  // q's heads and then k's lead the conv row: both are l2-normalised with it.
-  ops::conv_l2_norm(be, s, proj, conv_w_, C, spec_.conv_kernel, conv_state_.as<float>(), conv, 2 * spec_.k_heads,
-                    spec_.k_dim, kQkL2Eps);
-  const ops::Rows q = conv, k = conv.at(key_width()), v = conv.at(2 * key_width()), z = proj.at(C);
-  const ops::Rows a = proj.at(C + value_width()), b = a.at(spec_.v_heads);
-  ops::GdnStepInputs step{q, k, v, z, a, b, &a_log_, &dt_bias_, &norm_w_, spec_.eps, scale};
-  step.normed = in.normed;
-  step.w_a = &w_a_;
-  step.w_b = &w_b_;
-  step.g = scratch.gates;
-  step.beta = scratch.gates + T * spec_.v_heads;
-  ops::gated_delta_step(be, s, step, dims, recurrent_state_.as<float>(), core);
+  for (const StepPart& part : parts) {
+    const int64_t r = part.first, n = part.step.tokens;
+    const ops::Rows p = proj.from(r), x = conv.from(r);
+    // q's heads and then k's lead the conv row: both are l2-normalised with it.
+    ops::conv_l2_norm(be, part.step, p, conv_w_, C, spec_.conv_kernel, conv_state_.as<float>(), x,
+                      2 * spec_.k_heads, spec_.k_dim, kQkL2Eps);
+    const ops::Rows q = x, k = x.at(key_width()), v = x.at(2 * key_width()), z = p.at(C);
+    const ops::Rows a = p.at(C + value_width()), b = a.at(spec_.v_heads);
+    ops::GdnStepInputs step{q, k, v, z, a, b, &a_log_, &dt_bias_, &norm_w_, spec_.eps, scale};
+    step.normed = in.normed.from(r);
+    step.w_a = &w_a_;
+    step.w_b = &w_b_;
+    step.g = scratch.gates; // the part's own: consumed within its call
+    step.beta = scratch.gates + n * spec_.v_heads;
+    ops::gated_delta_step(be, part.step, step, dims, recurrent_state_.as<float>(), core.from(r));
+  }
   ops::linear(be, T, core, out_, resid, /*accumulate=*/true);
 }
 

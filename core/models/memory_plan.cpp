@@ -9,6 +9,7 @@
 
 #include "model_build.hpp"
 #include "ninfer/checkpoint/model_family.hpp"
+#include "ninfer/models/mixed_chunk.hpp"
 #include "ninfer/runtime/backend.hpp"
 
 namespace ninfer {
@@ -36,9 +37,20 @@ MemoryReport dry_load(const Checkpoint& ck, const PlanTarget& t, const ModelOpti
 }
 
 // Fills the parts of `p` from a dry run at p.options, and the KV tokens the budget leaves room for.
-void measure(MemoryPlan& p, const Checkpoint& ck, const PlanTarget& t) {
-  const ModelOptions& o = p.options;
-  const MemoryReport r = dry_load(ck, t, o);
+// With `auto_mixed`, p.options.mixed_chunk becomes the cost rule's for the weights as held and
+// the context (ninfer/models/mixed_chunk.hpp), and the dry run is repeated when the chunk changes.
+void measure(MemoryPlan& p, const Checkpoint& ck, const PlanTarget& t, bool auto_mixed) {
+  ModelOptions& o = p.options;
+  MemoryReport r = dry_load(ck, t, o);
+  if (auto_mixed) {
+    const double weights = static_cast<double>(r.in_use[static_cast<size_t>(MemoryUse::Weights)]);
+    const int32_t chunk = mixed_chunk_rule(
+        mixed_step_cost(ck.config(), weights, o.max_context, p.cuda ? NINFER_DEVICE_CUDA : NINFER_DEVICE_CPU),
+        o.prefill_chunk);
+    const bool changed = chunk != o.mixed_chunk;
+    o.mixed_chunk = chunk;
+    if (changed && o.max_sequences > 1) r = dry_load(ck, t, o); // mixed steps exist with two slots or more
+  }
   MemoryParts& parts = p.parts;
   parts = {};
   parts.exact = r.in_use;
@@ -135,11 +147,12 @@ MemoryPlan plan_memory(const Checkpoint& ck, const PlanTarget& t, const ModelOpt
                    ? KvCachePrecision::F16
                    : models::resolve_kv_cache(*t.plugin, t.device, asked.kv_cache);
   const bool auto_ctx = asked.max_context == 0;
+  const bool auto_mixed = asked.mixed_chunk == 0;
   if (auto_ctx)
     o.max_context = asked.kv_capacity ? std::max<int64_t>(1, auto_context(asked.kv_capacity / o.max_sequences, p.max_positions))
                                       : p.max_positions;
   for (int round = 0; round < kMostRounds; ++round) {
-    measure(p, ck, t);
+    measure(p, ck, t, auto_mixed);
     if (!auto_ctx || p.kv_tokens_fit < 0 || p.room < 0) break;
     const int64_t capacity = std::min(p.kv_tokens_fit, asked.kv_capacity ? asked.kv_capacity : p.kv_tokens_fit);
     if (p.kv_tokens <= capacity) break;
@@ -147,7 +160,7 @@ MemoryPlan plan_memory(const Checkpoint& ck, const PlanTarget& t, const ModelOpt
     if (next >= o.max_context) break;
     o.max_context = next;
     if (next < std::min(kMinAutoContext, p.max_positions)) {
-      measure(p, ck, t);
+      measure(p, ck, t, auto_mixed);
       break;
     }
   }

@@ -43,7 +43,11 @@ KvCachePrecision resolve_kv_cache(const LoadedPlugin& plugin, const ninfer_devic
 
 StepLimits step_limits(const ModelOptions& o) {
   StepLimits limits;
-  limits.max_tokens = std::max<int64_t>(o.prefill_chunk, o.max_sequences);
+  // The largest step: a prompt chunk alone, a decode step, or a mixed step (a chunk and a row
+  // for every other slot).
+  limits.max_mixed_chunk = o.max_sequences > 1 ? o.mixed_chunk : 0;
+  limits.max_tokens = std::max<int64_t>(
+      {o.prefill_chunk, o.max_sequences, limits.max_mixed_chunk ? o.mixed_chunk + o.max_sequences - 1 : 0});
   limits.max_sequences = o.max_sequences;
   limits.max_context = o.max_context;
   limits.kv_dtype = kv_dtype(o.kv_cache);

@@ -19,7 +19,7 @@ namespace ninfer::models {
 KvCachePrecision resolve_kv_cache(const LoadedPlugin& plugin, const ninfer_device_info& device, KvCachePrecision want);
 int32_t kv_dtype(KvCachePrecision p); // ninfer_dtype: F32, F16 or BF16
 
-// The largest steps of a load with `o` (max_context and kv_cache resolved).
+// The largest steps of a load with `o` (max_context, kv_cache and mixed_chunk resolved).
 StepLimits step_limits(const ModelOptions& o);
 
 // Loads the weights and allocates every buffer of a decoder for `o` on `be` (which may be a dry

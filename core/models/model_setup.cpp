@@ -99,12 +99,14 @@ ModelFiles open_model_files(const ModelSource& source) {
   return ModelFiles{std::move(m), std::move(tokenizer), std::move(ck)};
 }
 
-ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::optional<int32_t> prefill_chunk) {
+ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::optional<int32_t> prefill_chunk,
+                           std::optional<int32_t> mixed_chunk) {
   ModelOptions mo;
   mo.max_context = m.runtime.max_context.value_or(0); // 0: what the model supports and the memory allows
   mo.kv_capacity = m.runtime.kv_capacity.value_or(0);
   mo.max_sequences = max_sequences;
   mo.prefill_chunk = prefill_chunk.value_or(static_cast<int32_t>(m.runtime.prefill_chunk));
+  mo.mixed_chunk = mixed_chunk.value_or(static_cast<int32_t>(m.runtime.mixed_chunk.value_or(0)));
   mo.weights = precision(m.dtype);
   mo.cuda_graphs = m.runtime.cuda_graphs;
   mo.kv_cache = kv_cache_precision(m.runtime.kv_dtype);
@@ -112,9 +114,9 @@ ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::option
 }
 
 ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice, int32_t max_sequences,
-                             std::optional<int32_t> prefill_chunk) {
+                             std::optional<int32_t> prefill_chunk, std::optional<int32_t> mixed_chunk) {
   const Manifest& m = files.manifest;
-  const ModelOptions mo = model_options(m, max_sequences, prefill_chunk);
+  const ModelOptions mo = model_options(m, max_sequences, prefill_chunk, mixed_chunk);
 
   ModelOnDevice out;
   out.plugins = std::make_unique<PluginHost>();
@@ -150,6 +152,10 @@ ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice
   const MemoryReport report = out.backend->memory();
   spdlog::info("KV cache: {} (kv_dtype {}); memory budget: {}", to_string(out.lm->options().kv_cache),
                to_string(m.runtime.kv_dtype), report.describe());
+  if (max_sequences > 1)
+    spdlog::info("prompt chunks: {} tokens alone, {} beside decoding streams (mixed_chunk{})",
+                 out.lm->options().prefill_chunk, out.lm->options().mixed_chunk,
+                 mo.mixed_chunk ? "" : ": the cost rule");
   // What the device lost to the load, against the plan (its estimates included): the check of
   // docs/memory.md's "A load against its plan" on a GPU.
   if (out.backend->device().kind == NINFER_DEVICE_CUDA && free_before > report.free) out.device_taken = free_before - report.free;

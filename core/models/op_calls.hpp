@@ -20,6 +20,7 @@ struct Rows {
   float* p = nullptr;
   int64_t stride = 0;
   Rows at(int64_t column) const { return {p + column, stride}; }
+  Rows from(int64_t row) const { return {p + row * stride, stride}; } // rows `row` on
 };
 
 enum class NormScale { W, OnePlusW };

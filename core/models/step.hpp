@@ -1,5 +1,7 @@
 // One forward pass as the ops see it: how many tokens, from which sequences, at which
-// positions. Pointers are backend memory (StepInputs uploads them).
+// positions. Pointers are backend memory (StepInputs uploads them). A mixed step (one prompt
+// chunk and one-token rows of other sequences) also says where its two parts lie, so the ops
+// that follow sequences can run over each part as a step of its own (step_parts.hpp).
 #pragma once
 
 #include <cstddef>
@@ -17,11 +19,20 @@ struct Step {
   int32_t kv_len = 0;         // longest attended span: max position + 1
   const int32_t* ids = nullptr;
   ninfer_token_batch batch{};
+  // A mixed step: sequence 0 is a prompt chunk of `chunk_tokens` (rows [0, chunk_tokens)), every
+  // other sequence one token. 0 for any other step.
+  int64_t chunk_tokens = 0;
+  int32_t chunk_kv_len = 0; // the chunk's span (its last position + 1)
+  int32_t rows_kv_len = 0;  // the one-token rows' longest span
+  // 0, 1, 2, ... (max_sequences + 1 of them) on the backend: the one-token rows' own seq_start
+  // and token_seq, which the step's arrays hold shifted by the chunk.
+  const int32_t* ramp = nullptr;
 };
 
 // The largest steps a model is built for; memory and workspace are sized from these.
 struct StepLimits {
   int64_t max_tokens = 0;    // rows of every activation buffer
+  int64_t max_mixed_chunk = 0; // most prompt tokens of a mixed step (0: no mixed steps)
   int32_t max_sequences = 0; // slots
   int64_t max_context = 0;   // positions per slot
   int32_t kv_dtype = NINFER_DTYPE_F32; // KV cache elements (ninfer_dtype: F32, F16 or BF16)

@@ -24,7 +24,21 @@ StepInputs::StepInputs(Backend& backend, const StepLimits& limits) : backend_(ba
   const int64_t most = Layout::of(limits.max_tokens, limits.max_sequences).total;
   buffer_ = backend.allocate(sizeof(int32_t) * most, MemoryUse::Activations, "step inputs (ids, positions)");
   host_.resize(most);
+  std::vector<int32_t> ramp(static_cast<size_t>(limits.max_sequences) + 1);
+  for (size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<int32_t>(i);
+  ramp_ = backend.allocate(sizeof(int32_t) * ramp.size(), MemoryUse::Activations, "step inputs (ramp)");
+  backend.upload(ramp_, 0, ramp.data(), sizeof(int32_t) * ramp.size());
 }
+
+namespace {
+
+// A first chunk of several tokens, then only one-token chunks (at least one).
+bool is_mixed(std::span<const SequenceChunk> chunks) {
+  if (chunks.size() < 2 || chunks.front().ids.size() < 2) return false;
+  return std::all_of(chunks.begin() + 1, chunks.end(), [](const SequenceChunk& c) { return c.ids.size() == 1; });
+}
+
+} // namespace
 
 Step StepInputs::upload(std::span<const SequenceChunk> chunks) {
   int64_t T = 0;
@@ -50,6 +64,13 @@ Step StepInputs::upload(std::span<const SequenceChunk> chunks) {
     s.max_seq_tokens = std::max(s.max_seq_tokens, static_cast<int32_t>(c.ids.size()));
     s.kv_len = std::max(s.kv_len, static_cast<int32_t>(c.first_position + static_cast<int64_t>(c.ids.size())));
   }
+  if (is_mixed(chunks)) {
+    const SequenceChunk& c = chunks.front();
+    s.chunk_tokens = static_cast<int64_t>(c.ids.size());
+    s.chunk_kv_len = static_cast<int32_t>(c.first_position + s.chunk_tokens);
+    for (size_t i = 1; i < chunks.size(); ++i)
+      s.rows_kv_len = std::max(s.rows_kv_len, static_cast<int32_t>(chunks[i].first_position + 1));
+  }
   // The arrays are packed for this step's sizes: one copy of exactly what it uses (a decode
   // step of one sequence: 20 bytes), and every copy waits for the stream.
   backend_.upload(buffer_, 0, h, sizeof(int32_t) * at.total);
@@ -71,6 +92,15 @@ Step StepInputs::shape_only(int64_t tokens, int32_t num_seqs, int32_t max_seq_to
   s.kv_len = kv_len;
   s.ids = base + at.ids;
   s.batch = {num_seqs, base + at.seq_start, base + at.seq_slot, base + at.token_pos, base + at.token_seq};
+  s.ramp = ramp_.as<int32_t>();
+  return s;
+}
+
+Step StepInputs::mixed_shape_only(int64_t chunk, int32_t rows, int32_t kv_len) const {
+  Step s = shape_only(chunk + rows, rows + 1, static_cast<int32_t>(chunk), kv_len);
+  s.chunk_tokens = chunk;
+  s.chunk_kv_len = kv_len;
+  s.rows_kv_len = kv_len;
   return s;
 }
 

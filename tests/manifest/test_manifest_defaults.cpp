@@ -34,6 +34,7 @@ TEST(Manifest, OnlyCheckpointIsRequiredAndEveryDefaultHolds) {
   EXPECT_FALSE(m.runtime.max_context.has_value());
   EXPECT_EQ(m.runtime.max_concurrency, 4);
   EXPECT_EQ(m.runtime.prefill_chunk, 2048);
+  EXPECT_FALSE(m.runtime.mixed_chunk.has_value()) << "unset: the model's cost rule";
   EXPECT_EQ(m.runtime.kv_dtype, KvDType::Auto);
   EXPECT_TRUE(m.runtime.cuda_graphs);
   // Unset: the memory plan decides (what the model supports and the memory allows).
@@ -97,6 +98,7 @@ runtime:
   max_context: 8192
   max_concurrency: 2
   prefill_chunk: 1024
+  mixed_chunk: 48
   kv_dtype: float32
   cuda_graphs: false
   memory_limit: 31.5
@@ -125,6 +127,7 @@ TEST(Manifest, EveryKeyIsRead) {
   EXPECT_EQ(m.runtime.max_context, 8192);
   EXPECT_EQ(m.runtime.max_concurrency, 2);
   EXPECT_EQ(m.runtime.prefill_chunk, 1024);
+  EXPECT_EQ(m.runtime.mixed_chunk, 48);
   EXPECT_EQ(m.runtime.kv_dtype, KvDType::Float32);
   EXPECT_FALSE(m.runtime.cuda_graphs);
   EXPECT_EQ(m.runtime.memory_limit_gib, 31.5);
@@ -142,7 +145,7 @@ TEST(Manifest, EveryKeyIsRead) {
   // Where each key was set, for checks made after loading.
   const std::string file = (dir.path() / "m.yaml").string();
   EXPECT_EQ(m.where("runtime.max_context"), file + ":7: runtime.max_context");
-  EXPECT_EQ(m.where("sampling.seed"), file + ":22: sampling.seed");
+  EXPECT_EQ(m.where("sampling.seed"), file + ":23: sampling.seed");
   EXPECT_EQ(m.where("checkpoint"), file + ":1: checkpoint");
 }
 

@@ -22,9 +22,9 @@ TEST(CausalLmApi, BadInputIsAnErrorAndLeavesTheSlotUsable) {
   EXPECT_NE(error_of([&] { decode_logits(*lm, std::vector<int32_t>{1, 1}, std::vector<int32_t>{3, 4}); }).find("twice"),
             std::string::npos);
   const std::vector<int32_t> two = {3, 4}, one = {5};
-  const std::vector<StepRow> chunk_and_row = {{.slot = 0, .ids = two}, {.slot = 1, .ids = one}};
-  EXPECT_NE(error_of([&] { lm->queue_step(chunk_and_row); }).find("only row"), std::string::npos)
-      << "a step is decode rows or one prompt chunk";
+  const std::vector<StepRow> row_and_chunk = {{.slot = 1, .ids = one}, {.slot = 0, .ids = two}};
+  EXPECT_NE(error_of([&] { lm->queue_step(row_and_chunk); }).find("first row"), std::string::npos)
+      << "a step is decode rows, one prompt chunk, or a prompt chunk and then decode rows";
   EXPECT_EQ(lm->position(0), 0);
   // After all of that, the model still matches the reference.
   const auto& c = fx.cases[1];

@@ -748,7 +748,7 @@ TEST(NinferServe, DecodingStreamKeepsGettingTokensDuringAnotherRequestsLongPrefi
 
 // tools/ninfer-soak/ninfer_soak.py against the real server, briefly and small: a soak with
 // two clients (no failures, tokens counted as the server counted them) and the inter-token
-// latency benchmark (the stream keeps decoding during the long prefill).
+// latency benchmark (the stream keeps decoding during the long prefill, read in mixed steps).
 TEST(NinferServe, SoakToolRunsAgainstTheServer) {
   if (run_process("python3 --version").status != 0) GTEST_SKIP() << "no python3";
   ServerProcess server({"--checkpoint", demo_checkpoint().string(), "--device", "cpu", "--max-concurrency", "2",
@@ -785,6 +785,14 @@ TEST(NinferServe, SoakToolRunsAgainstTheServer) {
   EXPECT_EQ(b["alone"]["tokens"], 60);
   EXPECT_EQ(b["with_prefill"]["tokens"], 60);
   EXPECT_GT(b["stream_tokens_during_prefill"].get<int>(), 0);
+  ASSERT_EQ(b["per_stream"].size(), 1u);
+  EXPECT_GT(b["itl_ratio_p50"].get<double>(), 0.0) << "the stream's ITL during the prefill over alone";
+  // The long prompt was read beside the stream, in mixed steps.
+  const auto m = server.client()->Get("/metrics");
+  ASSERT_TRUE(m);
+  const size_t at = m->body.find("\nninfer_mixed_steps_total ");
+  ASSERT_NE(at, std::string::npos) << m->body;
+  EXPECT_GT(std::stoll(m->body.substr(at + 26)), 0) << m->body.substr(at, 40);
 
   // decode: two clients together; each round's window holds tokens of both.
   const ProcessOutput dec = run_process("python3 " + tool + url +

@@ -48,7 +48,7 @@ std::string ServerMetrics::render(const serving::Engine& engine, const Backend& 
          fmt::format("ninfer_state_bytes {}\n", mem.in_use[static_cast<size_t>(MemoryUse::State)]));
   // The engine loop's counters: what ran on the device and what came back to the host.
   const SchedulerStats loop = engine.stats();
-  metric(out, "ninfer_decode_steps_total", "counter", "Decode steps queued.",
+  metric(out, "ninfer_decode_steps_total", "counter", "Steps queued with decode rows (mixed steps included).",
          fmt::format("ninfer_decode_steps_total {}\n", loop.decode_steps));
   metric(out, "ninfer_decode_rows_total", "counter", "Rows (one token of one sequence) of those steps.",
          fmt::format("ninfer_decode_rows_total {}\n", loop.decode_rows));
@@ -57,6 +57,9 @@ std::string ServerMetrics::render(const serving::Engine& engine, const Backend& 
          fmt::format("ninfer_chained_rows_total {}\n", loop.chained_rows));
   metric(out, "ninfer_prompt_chunks_total", "counter", "Prompt chunks run.",
          fmt::format("ninfer_prompt_chunks_total {}\n", loop.prompt_chunks));
+  metric(out, "ninfer_mixed_steps_total", "counter",
+         "Steps that carried a prompt chunk and decode rows in one forward pass.",
+         fmt::format("ninfer_mixed_steps_total {}\n", loop.mixed_steps));
   metric(out, "ninfer_logits_rows_total", "counter",
          "Logits rows brought to the host: tokens sampled there (penalties, top logprobs) and prompt logprobs.",
          fmt::format("ninfer_logits_rows_total {}\n", loop.logits_rows));

@@ -25,6 +25,10 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app.add_option("--prefill-chunk", o.prefill_chunk, "Prompt tokens per forward pass (default: the manifest's)")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--mixed-chunk", o.mixed_chunk,
+                 "Prompt tokens of a step shared with decoding streams, at most --prefill-chunk (default: the "
+                 "manifest's, else a cost rule keeping such a step within 1.5x a decode step)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--max-context", o.max_context,
                  "Tokens one sequence may hold (overrides the manifest; default: what the model supports and the "
                  "memory allows at --max-concurrency)");

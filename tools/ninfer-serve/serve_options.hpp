@@ -20,6 +20,7 @@ struct ServeOptions {
   int64_t max_pending_requests = 64; // waiting for a slot; more get HTTP 429
   int64_t pending_timeout_ms = 0;    // a request waiting longer gets HTTP 503; 0: no limit
   std::optional<int32_t> prefill_chunk;
+  std::optional<int32_t> mixed_chunk; // default: the manifest's, else the model's cost rule
   std::optional<int64_t> max_context;
   std::optional<double> memory_limit;     // --memory-limit GIB
   std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS

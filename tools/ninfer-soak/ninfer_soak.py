@@ -9,8 +9,9 @@ Three modes (docs/serving.md, "Soak and latency benchmark"):
         first token and inter-token latency, and GPU memory at start and end (nvidia-smi if
         present, else the server's /metrics).
 
-  itl   The inter-token latency of one decoding stream alone, then while another request's
-        long prompt is prefilled (chunked prefill should keep the stream going).
+  itl   The inter-token latency of --streams decoding streams alone, then while another
+        request's long prompt is prefilled beside them, and each stream's ratio of the two
+        (mixed steps should keep it within 1.5x).
 
   decode  N streaming clients start together, one request each of --prompt-length tokens and
         --max-tokens tokens, for --rounds rounds: the aggregate decode tok/s while all N are
@@ -19,7 +20,7 @@ Three modes (docs/serving.md, "Soak and latency benchmark"):
 
     ninfer_soak.py --url http://127.0.0.1:8000 --clients 4 --duration 600 \\
         --prompt-lengths 128,1024,4096,16384 --max-tokens 256
-    ninfer_soak.py --url http://127.0.0.1:8000 --mode itl --long-prompt 32000
+    ninfer_soak.py --url http://127.0.0.1:8000 --mode itl --long-prompt 32000 --streams 2
     ninfer_soak.py --url http://127.0.0.1:8000 --mode decode --clients 8 --prompt-length 128 --max-tokens 512
 
 The exit status is 1 when any request failed, else 0. --json prints one JSON object (the
@@ -224,27 +225,59 @@ def memory_growth(start, end):
     return None
 
 
-def itl_stats(times):
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    return {"tokens": len(times), "p50_s": percentile(gaps, 50), "p99_s": percentile(gaps, 99),
-            "max_s": max(gaps, default=None)}
+def itl_stats(times_per_stream):
+    """Inter-token gaps pooled over streams (each a list of token times on its own clock)."""
+    gaps = [b - a for times in times_per_stream for a, b in zip(times, times[1:])]
+    return {"tokens": sum(len(t) for t in times_per_stream), "p50_s": percentile(gaps, 50),
+            "p99_s": percentile(gaps, 99), "max_s": max(gaps, default=None)}
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def run_streams(server, bodies, on_decoding=None):
+    """The streams at once; on_decoding() once every one has 4 tokens. Their results, in order."""
+    results = [None] * len(bodies)
+    counts = [0] * len(bodies)
+    lock = threading.Lock()
+    fired = [False]
+
+    def seen(k, n):
+        with lock:
+            counts[k] = n
+            if on_decoding and not fired[0] and min(counts) >= 4:
+                fired[0] = True
+                on_decoding()
+
+    def client(k):
+        results[k] = server.stream(bodies[k], on_token=lambda n: seen(k, n))
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
 
 
 def itl(args, server, model, max_len):
     if max_len and args.long_prompt + 1 > max_len:
         raise SystemExit(f"--long-prompt {args.long_prompt} does not fit the context ({max_len})")
     rng = random.Random(args.seed)
-    stream_body = request_body(model, prompt_ids(rng, 16, args.id_min, args.id_max), args.stream_tokens)
-    alone = server.stream(stream_body)
-    if not alone["ok"]:
-        raise SystemExit(f"the decoding stream failed: {alone['error']}")
+    bodies = [request_body(model, prompt_ids(rng, 16, args.id_min, args.id_max), args.stream_tokens)
+              for _ in range(args.streams)]
+    alone = run_streams(server, bodies)
+    failed = [r for r in alone if not r["ok"]]
+    if failed:
+        raise SystemExit(f"a decoding stream failed: {failed[0]['error']}")
 
-    # Again, and once it is decoding, another client sends the long prompt.
+    # Again, and once every stream is decoding, another client sends the long prompt.
     started = threading.Event()
     box = {}
 
     def decoding():
-        box["stream"] = server.stream(stream_body, on_token=lambda n: n >= 4 and started.set())
+        box["streams"] = run_streams(server, bodies, on_decoding=started.set)
         started.set()
 
     t = threading.Thread(target=decoding)
@@ -253,19 +286,35 @@ def itl(args, server, model, max_len):
     long_body = request_body(model, prompt_ids(rng, args.long_prompt, args.id_min, args.id_max), 1)
     long_req = server.stream(long_body)
     t.join()
-    s, failures = box["stream"], int(not box["stream"]["ok"]) + int(not long_req["ok"])
-    # The long prompt's prefill, on the stream's clock: sent .. its first token.
-    start = long_req["sent"] - s["sent"]
-    end = start + (long_req["times"][0] if long_req["times"] else 0.0)
-    during = [x for x in s["times"] if start <= x <= end]
+    streams = box["streams"]
+    failures = sum(int(not r["ok"]) for r in streams) + int(not long_req["ok"])
+    # The long prompt's prefill on each stream's clock: sent .. its first token.
+    during = []
+    for s in streams:
+        start = long_req["sent"] - s["sent"]
+        end = start + (long_req["times"][0] if long_req["times"] else 0.0)
+        during.append([x for x in s["times"] if start <= x <= end])
+    per_stream = []
+    for a, d in zip(alone, during):
+        sa, sd = itl_stats([a["times"]]), itl_stats([d])
+        per_stream.append({"alone_p50_s": sa["p50_s"], "during_p50_s": sd["p50_s"], "during_p99_s": sd["p99_s"],
+                           "ratio_p50": ratio(sd["p50_s"], sa["p50_s"]), "ratio_p99": ratio(sd["p99_s"], sa["p50_s"])})
+    ratios = [p["ratio_p50"] for p in per_stream if p["ratio_p50"] is not None]
+    ratios99 = [p["ratio_p99"] for p in per_stream if p["ratio_p99"] is not None]
     return {
-        "mode": "itl", "model": model, "stream_tokens": args.stream_tokens, "long_prompt": args.long_prompt,
-        "failures": failures, "errors": [e for e in (s["error"], long_req["error"]) if e],
-        "alone": itl_stats(alone["times"]),
-        "with_prefill": itl_stats(s["times"]),
+        "mode": "itl", "model": model, "streams": args.streams, "stream_tokens": args.stream_tokens,
+        "long_prompt": args.long_prompt,
+        "failures": failures, "errors": [e for e in [s["error"] for s in streams] + [long_req["error"]] if e],
+        "alone": itl_stats([a["times"] for a in alone]),
+        "with_prefill": itl_stats([s["times"] for s in streams]),
         "during_prefill": itl_stats(during),
         "long_prompt_ttft_s": long_req["times"][0] if long_req["times"] else None,
-        "stream_tokens_during_prefill": len(during),
+        "stream_tokens_during_prefill": sum(len(d) for d in during),
+        "per_stream": per_stream,
+        # Each stream's inter-token latency during the prefill over its own alone (p50 / p50,
+        # p99 / p50), the worst stream's: the issue-33 target is ratio_p50 <= 1.5.
+        "itl_ratio_p50": max(ratios, default=None),
+        "itl_ratio_p99": max(ratios99, default=None),
     }
 
 
@@ -364,7 +413,15 @@ def print_report(rep):
             print(f"{k:15s} {v['tokens']:5d} tokens, ITL p50 {fmt_s(v['p50_s'])}, p99 {fmt_s(v['p99_s'])}, "
                   f"max {fmt_s(v['max_s'])}")
         print(f"long prompt of {rep['long_prompt']} tokens: first token after {fmt_s(rep['long_prompt_ttft_s'])}; "
-              f"{rep['stream_tokens_during_prefill']} stream tokens meanwhile")
+              f"{rep['stream_tokens_during_prefill']} stream tokens meanwhile ({rep['streams']} streams)")
+        for k, p in enumerate(rep["per_stream"]):
+            r50 = "-" if p["ratio_p50"] is None else f"{p['ratio_p50']:.2f}x"
+            r99 = "-" if p["ratio_p99"] is None else f"{p['ratio_p99']:.2f}x"
+            print(f"stream {k}: ITL p50 alone {fmt_s(p['alone_p50_s'])}, during the prefill {fmt_s(p['during_p50_s'])} "
+                  f"(p99 {fmt_s(p['during_p99_s'])}): {r50} (p99 {r99})")
+        if rep["itl_ratio_p50"] is not None:
+            print(f"ITL during the prefill over alone, worst stream: p50 {rep['itl_ratio_p50']:.2f}x, p99 "
+                  f"{rep['itl_ratio_p99']:.2f}x (target p50 <= 1.5x: {'met' if rep['itl_ratio_p50'] <= 1.5 else 'missed'})")
     for e in rep["errors"]:
         print("error:", e)
 
@@ -383,7 +440,9 @@ def main():
     p.add_argument("--prompt-length", type=int, default=128, help="decode: prompt tokens (default %(default)s)")
     p.add_argument("--rounds", type=int, default=3, help="decode: rounds of N requests (default %(default)s)")
     p.add_argument("--long-prompt", type=int, default=16384, help="itl: the long prompt's tokens (default %(default)s)")
-    p.add_argument("--stream-tokens", type=int, default=256, help="itl: the decoding stream's tokens (default %(default)s)")
+    p.add_argument("--stream-tokens", type=int, default=256, help="itl: each decoding stream's tokens (default %(default)s)")
+    p.add_argument("--streams", type=int, default=1,
+                   help="itl: decoding streams beside the long prompt (default %(default)s)")
     p.add_argument("--id-min", type=int, default=1000, help="prompt token ids are drawn from [id-min, id-max)")
     p.add_argument("--id-max", type=int, default=30000)
     p.add_argument("--seed", type=int, default=0)

@@ -39,8 +39,9 @@ Checkpoint model_checkpoint(const TuneOptions& o) {
   return std::move(f.checkpoint);
 }
 
-// Loads the model once so the backend plans its largest prefill and decode steps; those plans
-// name every (op, shape) a forward pass runs. The model is then dropped: only shapes are kept.
+// Loads the model once so the backend plans its largest prefill, decode and mixed steps; those
+// plans name every (op, shape) a forward pass runs. The model is then dropped: only shapes are
+// kept.
 std::vector<tools::ShapeToTune> model_shapes(Backend& be, const Checkpoint& ck, const TuneOptions& o) {
   ModelOptions mo;
   mo.max_context = o.prefill_chunk + 1;

@@ -1,8 +1,10 @@
 // The engine loop every generating program drives: generate() (ninfer-run, a batch of one) and
-// serving::Engine (ninfer-serve). Sequences hold model slots; each iteration queues one chunk of
-// the oldest prompt still being read and one decode step of every sequence that can take a
-// token, then reads the results of the previous iteration's steps, so the device always has the
-// next step while the host reads, samples, checks and streams the current one. Tokens are
+// serving::Engine (ninfer-serve). Sequences hold model slots; each iteration queues one forward
+// pass: a chunk of the oldest prompt still being read and a row for every sequence that can take
+// a token (a mixed step: the weights are read once for both, and the chunk is kept short,
+// ModelOptions::mixed_chunk, while others decode), then reads the results of the previous
+// iteration's step, so the device always has the next step while the host reads, samples,
+// checks and streams the current one. Tokens are
 // chosen on the backend (argmax or the sample op, fed by the previous pick on the backend);
 // only a sequence whose sampling the backend lacks (penalties, top logprobs) brings its logits
 // row back, and only its row. docs/serving.md, "The engine loop", has the details.
@@ -55,17 +57,17 @@ struct SequenceHooks {
   // Once, when the sequence ends; its slot may be given to another sequence at once (its steps
   // still queued run, and add() resets the slot before the newcomer's first step).
   std::function<void(SequenceOutcome&)> on_end;
-  // Polled once per iteration: true ends the sequence with "cancelled" (within one prompt chunk
-  // or one decode step).
+  // Polled once per iteration: true ends the sequence with "cancelled" (within one step).
   std::function<bool()> cancelled;
 };
 
 // Counters over the loop's life (the server's /metrics).
 struct SchedulerStats {
-  int64_t decode_steps = 0;  // decode steps queued
-  int64_t decode_rows = 0;   // rows of those steps
+  int64_t decode_steps = 0;  // steps queued with one-token rows (mixed steps included)
+  int64_t decode_rows = 0;   // one-token rows of those steps
   int64_t chained_rows = 0;  // of them, rows fed by the previous pick on the backend
   int64_t prompt_chunks = 0; // prompt chunks run
+  int64_t mixed_steps = 0;   // steps that carried a prompt chunk and one-token rows together
   int64_t logits_rows = 0;   // logits rows brought to the host (host sampling, prompt logprobs)
 };
 
@@ -94,15 +96,27 @@ class Scheduler {
  private:
   struct Sequence;
   using SequencePtr = std::shared_ptr<Sequence>;
-  // A queued step with a result: its sequences by row, and the iteration that queued it.
+  // A queued step with a result: its sequences by row (null: a row whose pick nobody reads, a
+  // prompt chunk that does not end its prompt), and the iteration that queued it.
   struct InFlight {
     std::vector<SequencePtr> rows;
     std::vector<bool> logits; // per row: its logits row came back
     int64_t iteration = 0;
   };
+  // The step an iteration builds: its rows and what their results go to.
+  struct StepBuild;
+  // The prompt chunk of an iteration: whose, how many tokens, whether it ends the prompt.
+  struct Chunk;
 
-  void queue_prompt_chunk();
-  void queue_decode();
+  // Queues the iteration's step: a prompt chunk, one-token rows, or both (a mixed step).
+  void queue_iteration();
+  // The chunk of the oldest prompt still being read, if any: mixed_chunk tokens while another
+  // sequence decodes, else prefill_chunk.
+  std::optional<Chunk> next_chunk() const;
+  // A row for every sequence that can take a token now.
+  void add_decode_rows(StepBuild& b);
+  // After the chunk's step is queued: its logits rows for prompt logprobs, progress, its end.
+  void chunk_queued(const Chunk& c);
   // Reads the oldest unread result and hands its tokens to their sequences.
   void read_oldest();
   // Reads results until at most `keep` are unread.

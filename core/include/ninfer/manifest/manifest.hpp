@@ -32,6 +32,9 @@ struct RuntimeOptions {
   std::optional<int64_t> max_context;
   int64_t max_concurrency = 4;
   int64_t prefill_chunk = 2048;
+  // Prompt tokens of a step shared with decoding streams; unset: the model's cost rule
+  // (ninfer/models/mixed_chunk.hpp).
+  std::optional<int64_t> mixed_chunk;
   KvDType kv_dtype = KvDType::Auto;
   bool cuda_graphs = true;
   // GiB of device memory the model may take, the CUDA runtime's own included; unset: the

@@ -51,6 +51,10 @@ struct ModelOptions {
   int64_t max_context = 0;
   int32_t max_sequences = 1;  // sequence slots (concurrent streams)
   int32_t prefill_chunk = 512; // most tokens of one forward pass; longer prompts go in chunks
+  // Most prompt tokens of a mixed step (a prompt chunk beside one-token rows of other
+  // sequences, read in the same forward pass); at most prefill_chunk. 0: the cost rule of
+  // ninfer/models/mixed_chunk.hpp picks it at load (options() holds the result).
+  int32_t mixed_chunk = 0;
   // KV tokens of the cache, all sequences together; 0: what the memory leaves after every other
   // part. Today's contiguous cache holds max_sequences x max_context of them, which must fit.
   int64_t kv_capacity = 0;
@@ -78,9 +82,10 @@ struct RowSampling {
 // One sequence's part of a queued step.
 struct StepRow {
   int32_t slot = 0;
-  // The tokens appended to the slot: one for a decode row, or a prompt chunk (at most
-  // prefill_chunk tokens) when the row is its step's only one. Empty: one token, the one the
-  // slot's last queued pick chose, copied on the backend (the host need not have read it).
+  // The tokens appended to the slot: one for a decode row, or a prompt chunk: at most
+  // prefill_chunk tokens when the row is its step's only one, at most mixed_chunk as the first
+  // row of a step whose other rows take one token each (a mixed step). Empty: one token, the one
+  // the slot's last queued pick chose, copied on the backend (the host need not have read it).
   std::span<const int32_t> ids;
   // Choose the token after the row's last one: on the backend under `sampling` (temperature 0:
   // greedy, the argmax op's choice) and, with `logits`, also bring that position's logits row
@@ -156,7 +161,9 @@ class CausalLM {
   std::vector<float> prefill(int32_t slot, std::span<const int32_t> ids, LogitsFor which = LogitsFor::Last);
 
   // Queues one forward pass and returns at once: one-token rows of distinct slots (a decode
-  // step), or one prompt chunk. Positions advance now. Rows may change from step to step
+  // step), one prompt chunk, or a prompt chunk followed by one-token rows (a mixed step: the
+  // weights are read once for both; its picked rows are the chunk's last token and the
+  // one-token rows). Positions advance now. Rows may change from step to step
   // (sequences join and leave): a row with empty `ids` takes the token its slot's last queued
   // pick chose, wherever that pick's row was, and the copy happens on the backend. A step with
   // picked rows has a result, read with next_result; at most kMostUnreadResults are unread at
@@ -165,9 +172,15 @@ class CausalLM {
   // unchanged) for a bad slot, a slot twice, ids outside the vocabulary, a row beyond
   // max_context, a chained row whose slot has no pick on the backend (none since its last reset
   // or prefill, or its pick's result slot has since been given to a newer step), too many
-  // rows, or results left unread.
+  // rows, a prompt chunk that is not the first row or is longer than its limit, or results left
+  // unread. A step picks all its rows or none: a row without `pick` beside picking rows gets a
+  // greedy pick nobody need read.
   static constexpr size_t kMostUnreadResults = 4;
   void queue_step(std::span<const StepRow> rows);
+  // Logits of tokens [first, first + count) of the step queued last, row-major [count, vocab],
+  // waiting for them: a prompt chunk's rows for prompt logprobs, read in whatever step carried
+  // it. Call before queueing another step.
+  std::vector<float> last_step_logits(int64_t first, int64_t count);
   // Waits for the oldest queued step whose result was not read and returns it.
   StepResult next_result();
   size_t unread_results() const;
@@ -191,6 +204,7 @@ class CausalLM {
   std::vector<int64_t> positions_;
   // Per slot: where its last queued pick stays on the backend (a chained row's input), if any.
   std::vector<std::unique_ptr<models::PickRef>> last_pick_;
+  int64_t last_step_tokens_ = 0; // tokens of the step queued last (last_step_logits)
 };
 
 } // namespace ninfer

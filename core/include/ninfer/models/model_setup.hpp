@@ -53,9 +53,11 @@ ModelFiles open_model_files(const ModelSource& source);
 // The manifest's kv_dtype as ModelOptions takes it.
 KvCachePrecision kv_cache_precision(KvDType d);
 
-// The options a load of `m` takes with `max_sequences` slots (prefill_chunk: the manifest's unless
-// given): an unset runtime.max_context or kv_capacity is 0, for the memory plan to decide.
-ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::optional<int32_t> prefill_chunk = std::nullopt);
+// The options a load of `m` takes with `max_sequences` slots (prefill_chunk, mixed_chunk: the
+// manifest's unless given): an unset runtime.max_context, kv_capacity or mixed_chunk is 0, for the
+// memory plan to decide.
+ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::optional<int32_t> prefill_chunk = std::nullopt,
+                           std::optional<int32_t> mixed_chunk = std::nullopt);
 
 struct DeviceChoice {
   std::string device = "auto"; // --device
@@ -72,11 +74,13 @@ struct ModelOnDevice {
   size_t device_taken = 0;
 };
 
-// Loads the model with `max_sequences` slots (prefill_chunk: the manifest's unless given) on
-// the first device of `choice` that runs it, within the manifest's runtime.memory_limit; with
-// --device auto, devices that cannot are skipped and listed in the error if none can. Logs the
-// memory plan and what the load took.
+// Loads the model with `max_sequences` slots (prefill_chunk, mixed_chunk: the manifest's unless
+// given; mixed_chunk unset in both: the model's cost rule) on the first device of `choice` that
+// runs it, within the manifest's runtime.memory_limit; with --device auto, devices that cannot
+// are skipped and listed in the error if none can. Logs the memory plan, the chunk sizes and
+// what the load took.
 ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice, int32_t max_sequences,
-                             std::optional<int32_t> prefill_chunk = std::nullopt);
+                             std::optional<int32_t> prefill_chunk = std::nullopt,
+                             std::optional<int32_t> mixed_chunk = std::nullopt);
 
 } // namespace ninfer

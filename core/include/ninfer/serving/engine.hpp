@@ -1,9 +1,10 @@
 // The server's inference engine: one CausalLM with max_sequences slots and one thread driving
 // the engine loop (ninfer/generation/scheduler.hpp, the loop ninfer-run drives too). Requests
-// wait in a bounded queue, take a free slot, are prefilled one chunk (ModelOptions::prefill_chunk
-// tokens) per iteration, and then decode together: every step feeds one token to each
-// generating sequence, queued before the host reads the previous step's tokens. Requests join
-// between steps; a finished or cancelled one frees its slot at once.
+// wait in a bounded queue, take a free slot, are prefilled one chunk per iteration (inside the
+// decoding sequences' step while there are any: ModelOptions::mixed_chunk tokens, else
+// prefill_chunk), and then decode together: every step feeds one token to each generating
+// sequence, queued before the host reads the previous step's tokens. Requests join between
+// steps; a finished or cancelled one frees its slot at once.
 //
 //   Engine engine(*lm, &tokenizer, {.max_pending = 64});
 //   auto h = engine.submit(request);   // throws QueueFull / PromptTooLong / Error
