@@ -3,6 +3,7 @@
 // per token and the state per sequence, the context chosen for a budget, and the refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/checkpoint/shape_presets.hpp"
 #include "ninfer/models/memory_plan.hpp"
+#include "ninfer/models/mixed_chunk.hpp"
 
 namespace ninfer::test {
 namespace {
@@ -106,6 +108,35 @@ TEST(MemoryPlan, EqualsTheLoadOfEveryFixture) {
     EXPECT_EQ(p.state_bytes_per_sequence, state_bytes_per_sequence(c)) << name;
     EXPECT_EQ(p.parts.of(MemoryUse::State), state_bytes_per_sequence(c) * 3) << name;
   }
+}
+
+// A mixed step holds a prompt chunk and a row for every other slot: mixed_chunk 16 at 8 slots
+// takes the activations of 23 rows, as prefill_chunk 23 does with no chunk beside decoding
+// rows, and the load allocates what its plan says; an unset chunk is the cost rule's, planned and
+// loaded alike.
+TEST(MemoryPlan, MixedStepsSizeTheActivations) {
+  const Checkpoint ck = Checkpoint::open(fixtures_dir() / "tiny-qwen3_5");
+  ModelOptions mixed = options(256, 8);
+  mixed.prefill_chunk = 16;
+  mixed.mixed_chunk = 16;
+  ModelOptions long_chunk = options(256, 8);
+  long_chunk.prefill_chunk = 23;
+  long_chunk.mixed_chunk = 1;
+  ModelOptions short_chunk = long_chunk;
+  short_chunk.prefill_chunk = 16;
+  Backend be = cpu_model_backend();
+  const auto activations = [&](const ModelOptions& o) {
+    return plan_memory(ck, plan_target(be), o, {}).parts.of(MemoryUse::Activations);
+  };
+  EXPECT_EQ(activations(mixed), activations(long_chunk));
+  EXPECT_GT(activations(mixed), activations(short_chunk));
+  expect_plan_is_the_load(ck, mixed, "mixed_chunk 16 at 8 slots");
+  ModelOptions rule = options(256, 4);
+  const MemoryPlan p = plan_memory(ck, plan_target(be), rule, {});
+  EXPECT_GE(p.options.mixed_chunk, std::min(kMinMixedChunk, rule.prefill_chunk));
+  EXPECT_LE(p.options.mixed_chunk, rule.prefill_chunk);
+  Backend load_be = cpu_model_backend();
+  EXPECT_EQ(CausalLM::load(ck, load_be, rule)->options().mixed_chunk, p.options.mixed_chunk);
 }
 
 // The random presets' shapes, loaded with a vocabulary of 2,048 rows (their 151,936 would make

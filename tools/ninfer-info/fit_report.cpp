@@ -211,6 +211,7 @@ nlohmann::json fit_json(const FitResult& f) {
                 {"allocated", parts.allocated()},
                 {"total", parts.total()}};
   j["prefill_chunk"] = p.options.prefill_chunk;
+  j["mixed_chunk"] = p.options.mixed_chunk;
   j["concurrency"] = p.options.max_sequences;
   j["max_context"] = p.options.max_context;
   j["kv_tokens"] = p.kv_tokens;
