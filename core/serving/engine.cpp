@@ -13,7 +13,8 @@
 namespace ninfer::serving {
 
 Engine::Engine(CausalLM& lm, const Tokenizer* tokenizer, EngineOptions options)
-    : lm_(lm), tokenizer_(tokenizer), options_(options) {
+    : lm_(lm), tokenizer_(tokenizer), options_(options),
+      reuse_(lm.options().max_sequences, lm.can_truncate(), options.prefix_cache) {
   if (options_.max_pending < 0) throw Error("max_pending must be >= 0");
   thread_ = std::thread([this] { run(); });
 }
@@ -89,15 +90,26 @@ void Engine::admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& acti
       drop(p, "cancelled");
       continue;
     }
-    const int32_t slot = free_slots.back();
-    auto seq = std::make_unique<Sequence>(slot, p.request, p.options, p.handle, tokenizer_, p.submitted);
+    const SlotReuse::Choice choice = reuse_.choose(p.request.prompt_ids, free_slots);
+    const int32_t slot = choice.slot;
+    // Prompt logprobs need every prompt position's logits: such a prompt is read whole.
+    int64_t reuse = p.request.prompt_logprobs > 0 || p.request.append ? 0 : choice.reuse;
+    if (reuse > lm_.position(slot)) reuse = 0;
+    GenerationRequest run = p.request;
+    if (reuse > 0) {
+      if (lm_.position(slot) > reuse) lm_.truncate(slot, reuse);
+      run.prompt_ids.erase(run.prompt_ids.begin(), run.prompt_ids.begin() + reuse);
+      run.append = true; // the slot keeps its first `reuse` tokens
+    }
+    auto seq = std::make_unique<Sequence>(slot, p.request, p.options, p.handle, tokenizer_, p.submitted, reuse);
     try {
-      loop.add(slot, std::move(p.request), seq->hooks()); // resets the slot
+      loop.add(slot, std::move(run), seq->hooks()); // resets the slot unless it continues it
     } catch (const std::exception& e) {
+      reuse_.forget(slot);
       drop(p, "error", e.what());
       continue;
     }
-    free_slots.pop_back();
+    free_slots.erase(std::find(free_slots.begin(), free_slots.end(), slot));
     ++running_;
     active.push_back(std::move(seq));
   }
@@ -133,6 +145,8 @@ void Engine::expire_pending() {
 }
 
 void Engine::retire(Sequence& s, std::vector<int32_t>& free_slots) {
+  if (s.result().finish_reason == "error") reuse_.forget(s.slot());
+  else reuse_.ended(s.slot(), s.fed_tokens(), lm_.position(s.slot()));
   free_slots.push_back(s.slot());
   --running_;
   s.handle().finish(s.result());

@@ -11,10 +11,13 @@ double unix_time(std::chrono::steady_clock::time_point t) {
 }
 
 Sequence::Sequence(int32_t slot, const GenerationRequest& request, const RequestOptions& options,
-                   std::shared_ptr<RequestHandle> handle, const Tokenizer* tokenizer, Clock::time_point submitted)
+                   std::shared_ptr<RequestHandle> handle, const Tokenizer* tokenizer, Clock::time_point submitted,
+                   int64_t cached_tokens)
     : slot_(slot), handle_(std::move(handle)),
-      text_(tokenizer, request.stop.strings, options.reasoning, request.prompt_ids), submitted_(submitted) {
+      text_(tokenizer, request.stop.strings, options.reasoning, request.prompt_ids), submitted_(submitted),
+      prompt_(request.prompt_ids) {
   result_.prompt_tokens = static_cast<int64_t>(request.prompt_ids.size());
+  result_.cached_tokens = cached_tokens;
   result_.user = options.user;
 }
 
@@ -49,6 +52,7 @@ void Sequence::on_end(const SequenceOutcome& o) {
   result_.reasoning = text_.reasoning();
   result_.finish_reason = std::move(reason);
   result_.error = o.error;
+  stop_token_ = o.stop_token;
   const auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   ServeTimings& t = result_.timings;
   t.queue_s = secs(o.added - submitted_);
@@ -63,6 +67,13 @@ void Sequence::on_end(const SequenceOutcome& o) {
     t.prefill_s = secs(o.ended - o.added); // ended before a first token (error, cancel)
   }
   done_ = true;
+}
+
+std::vector<int32_t> Sequence::fed_tokens() const {
+  std::vector<int32_t> t = prompt_;
+  t.insert(t.end(), result_.generated_ids.begin(), result_.generated_ids.end());
+  if (stop_token_) t.push_back(*stop_token_);
+  return t;
 }
 
 } // namespace ninfer::serving

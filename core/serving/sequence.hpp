@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,11 @@ double unix_time(std::chrono::steady_clock::time_point t);
 class Sequence {
  public:
   using Clock = std::chrono::steady_clock;
+  // `request` is the whole request (its whole prompt), of which `cached_tokens` leading prompt
+  // tokens were already in the slot.
   Sequence(int32_t slot, const GenerationRequest& request, const RequestOptions& options,
-           std::shared_ptr<RequestHandle> handle, const Tokenizer* tokenizer, Clock::time_point submitted);
+           std::shared_ptr<RequestHandle> handle, const Tokenizer* tokenizer, Clock::time_point submitted,
+           int64_t cached_tokens = 0);
 
   // The hooks the loop calls for this request; they refer to this object, which must live until
   // it is done().
@@ -33,6 +37,9 @@ class Sequence {
   // Finished: result() is final. The engine hands it to the client once the slot is free.
   bool done() const { return done_; }
   const ServeResult& result() const { return result_; }
+  // Once done(): the tokens the slot was fed, as far as they are known: the whole prompt, the
+  // generated ids and the stop token (SlotReuse::ended keeps the first position() of them).
+  std::vector<int32_t> fed_tokens() const;
 
  private:
   // Streams one generated token; true when a stop string ended the reply.
@@ -44,6 +51,8 @@ class Sequence {
   ReplyText text_;
   ServeResult result_;
   bool done_ = false;
+  std::vector<int32_t> prompt_;
+  std::optional<int32_t> stop_token_;
   Clock::time_point submitted_;
 };
 

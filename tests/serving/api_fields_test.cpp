@@ -1,8 +1,9 @@
 // The OpenAI request fields beyond the basics, against the real ninfer-serve process:
 // logprobs against transformers' logits through a float64 log-softmax, `n` choices,
 // `max_completion_tokens`, `seed`, `stop` as a string, `user` in the request log, and the
-// thinking switch's type errors.
+// thinking switch's type errors, and a next turn read partly from its slot.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -183,6 +184,9 @@ TEST(NinferServe, SeveralChoicesEachEqualTheirOwnRequest) {
     EXPECT_EQ(choice.first, r.body["choices"][index]["token_ids"]) << "choice " << index;
     EXPECT_EQ(choice.second, "length");
   }
+  // Three choices in two slots: the third takes a slot that holds the prompt from the first,
+  // and reads all but its last token from it (as every choice of a repeated request may).
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], cs["prompt_ids"].size() - 1);
   EXPECT_EQ(usage, r.body["usage"]);
   EXPECT_EQ(sse_data(text).back(), "[DONE]");
 
@@ -286,4 +290,46 @@ TEST(NinferServe, ChatStopStringChoicesAndThinkingSwitchTypes) {
     EXPECT_EQ(b.body["error"]["param"], kwargs.is_object() ? "chat_template_kwargs.enable_thinking" : "chat_template_kwargs");
   }
   EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// A second request that extends the first (a chat's next turn: its prompt, the reply, more
+// tokens) reads the first's tokens from the slot: usage.prompt_tokens_details.cached_tokens and
+// /metrics say how many, the request log too, and its greedy ids are those of a server that
+// reads every prompt whole (--no-prefix-cache, which reports nothing cached).
+TEST(NinferServe, NextTurnReadsOnlyItsNewTokensFromTheSlot) {
+  const json ref = reference("tiny-qwen3");
+  const json& first_prompt = ref["cases"][2]["prompt_ids"];
+  const auto second_turn = [&](httplib::Client& c) {
+    json req = ids_request(first_prompt, 6);
+    req["ignore_eos"] = true;
+    const Reply first = post(c, "/v1/completions", req);
+    EXPECT_EQ(first.status, 200) << first.body.dump();
+    json next = first_prompt;
+    for (const json& id : first.body["choices"][0]["token_ids"]) next.push_back(id);
+    for (int64_t id : {7, 8, 9}) next.push_back(id);
+    req["prompt"] = next;
+    return std::pair{post(c, "/v1/completions", req), next.size()};
+  };
+  ServerProcess warm(tiny_qwen3_args());
+  auto wc = warm.client();
+  const auto [reply, prompt_size] = second_turn(*wc);
+  ASSERT_EQ(reply.status, 200) << reply.body.dump();
+  const int64_t cached = reply.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  EXPECT_GE(cached, static_cast<int64_t>(first_prompt.size()) + 5) << "the first prompt and all but its last pick";
+  EXPECT_LT(cached, static_cast<int64_t>(prompt_size));
+  EXPECT_EQ(reply.body["usage"]["prompt_tokens"], prompt_size);
+  const auto metrics = wc->Get("/metrics");
+  ASSERT_TRUE(metrics && metrics->status == 200);
+  EXPECT_NE(metrics->body.find("ninfer_prefix_cache_hits_total 1\n"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find(fmt::format("ninfer_prefix_cached_tokens_total {}\n", cached)), std::string::npos);
+  EXPECT_EQ(warm.stop(), 0) << warm.log();
+
+  std::vector<std::string> args = tiny_qwen3_args({"--no-prefix-cache"});
+  ServerProcess cold(args);
+  auto cc = cold.client();
+  const auto [cold_reply, cold_size] = second_turn(*cc);
+  ASSERT_EQ(cold_reply.status, 200) << cold_reply.body.dump();
+  EXPECT_EQ(cold_reply.body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(cold_reply.body["choices"][0]["token_ids"], reply.body["choices"][0]["token_ids"]);
+  EXPECT_EQ(cold.stop(), 0) << cold.log();
 }

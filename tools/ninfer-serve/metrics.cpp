@@ -17,6 +17,8 @@ void ServerMetrics::record(const serving::ServeResult& r) {
   std::lock_guard lock(mu_);
   ++requests_[r.finish_reason];
   prompt_tokens_ += r.prompt_tokens;
+  cache_hits_ += r.cached_tokens > 0;
+  cached_tokens_ += r.cached_tokens;
   const auto n = static_cast<int64_t>(r.generated_ids.size());
   generated_tokens_ += n;
   decode_seconds_ += r.timings.decode_s;
@@ -34,6 +36,11 @@ std::string ServerMetrics::render(const serving::Engine& engine, const Backend& 
   metric(out, "ninfer_requests_total", "counter", "Finished requests by finish reason.", by_reason);
   metric(out, "ninfer_prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
          fmt::format("ninfer_prompt_tokens_total {}\n", prompt_tokens_));
+  metric(out, "ninfer_prefix_cache_hits_total", "counter",
+         "Finished requests whose prompt began with their slot's earlier tokens (read, not computed).",
+         fmt::format("ninfer_prefix_cache_hits_total {}\n", cache_hits_));
+  metric(out, "ninfer_prefix_cached_tokens_total", "counter", "Prompt tokens read from a slot instead of computed.",
+         fmt::format("ninfer_prefix_cached_tokens_total {}\n", cached_tokens_));
   metric(out, "ninfer_generation_tokens_total", "counter", "Generated tokens of finished requests.",
          fmt::format("ninfer_generation_tokens_total {}\n", generated_tokens_));
   metric(out, "ninfer_decode_seconds_total", "counter", "Seconds finished requests spent decoding.",

@@ -27,6 +27,7 @@ class ServerMetrics {
   mutable std::mutex mu_;
   std::map<std::string, int64_t> requests_; // by finish reason
   int64_t prompt_tokens_ = 0, generated_tokens_ = 0;
+  int64_t cache_hits_ = 0, cached_tokens_ = 0; // requests that reused a slot's tokens, and how many
   double decode_seconds_ = 0;
   std::deque<std::pair<Clock::time_point, int64_t>> recent_; // (finish time, tokens) of the last minute
 };

@@ -1,5 +1,6 @@
 #include "openai_response.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <random>
@@ -122,7 +123,14 @@ json usage_json(std::span<const serving::ServeResult> choices) {
   const int64_t prompt = choices.empty() ? 0 : choices.front().prompt_tokens;
   int64_t completion = 0;
   for (const serving::ServeResult& r : choices) completion += static_cast<int64_t>(r.generated_ids.size());
-  return json{{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+  // OpenAI's field for prompt tokens served from a cache: here, read from a slot's earlier
+  // request (choices share the prompt, each in its own slot: the most any of them read).
+  int64_t cached = 0;
+  for (const serving::ServeResult& r : choices) cached = std::max(cached, r.cached_tokens);
+  return json{{"prompt_tokens", prompt},
+              {"completion_tokens", completion},
+              {"total_tokens", prompt + completion},
+              {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
 json completion_json(const ResponseMeta& m, std::span<const serving::ServeResult> choices, bool token_ids) {

@@ -27,8 +27,10 @@ void RequestLog::write(const serving::ServeResult& r) {
       {"error", r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error)},
       {"queue_s", t.queue_s},
       {"prompt_tokens", r.prompt_tokens},
+      {"cached_tokens", r.cached_tokens},
       {"prefill_s", t.prefill_s},
-      {"prefill_tok_s", rate(static_cast<double>(r.prompt_tokens), t.prefill_s)},
+      // Prompt tokens computed, not those read from the slot.
+      {"prefill_tok_s", rate(static_cast<double>(r.prompt_tokens - r.cached_tokens), t.prefill_s)},
       {"ttft_s", t.first_token_s},
       {"decode_tokens", r.generated_ids.size()},
       {"decode_s", t.decode_s},

@@ -25,6 +25,7 @@ struct ServeOptions {
   std::optional<double> memory_limit;     // --memory-limit GIB
   std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS
   bool no_cuda_graph = false;
+  bool no_prefix_cache = false;
   std::string api_key;              // empty: no authentication
   std::string request_log;          // --request-log FILE: one JSON line per request
   std::string device = "auto";

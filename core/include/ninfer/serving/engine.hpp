@@ -30,6 +30,7 @@
 #include "ninfer/generation/scheduler.hpp"
 #include "ninfer/serving/reply_text.hpp"
 #include "ninfer/serving/request_handle.hpp"
+#include "ninfer/serving/slot_reuse.hpp"
 
 namespace ninfer {
 class CausalLM;
@@ -77,6 +78,9 @@ struct EngineOptions {
   // Called on the scheduler thread with every request's final result (finished, stopped,
   // cancelled or failed): the server's request log.
   std::function<void(const ServeResult&)> on_finish;
+  // A request takes the free slot whose earlier request's tokens begin its prompt and reads only
+  // the rest (ninfer/serving/slot_reuse.hpp); false: every prompt is read whole.
+  bool prefix_cache = true;
 };
 
 class Engine {
@@ -134,6 +138,7 @@ class Engine {
   bool stopping_ = false;
   bool cancel_running_ = false;
   SchedulerStats stats_; // the loop's, copied after each iteration
+  SlotReuse reuse_;      // the scheduler thread's only
   std::thread thread_;
 };
 

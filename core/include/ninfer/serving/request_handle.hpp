@@ -41,6 +41,7 @@ struct ServeResult {
   std::string finish_reason;          // "stop", "length", "cancelled" or "error"
   std::string error;                  // finish_reason "error": what went wrong
   int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0; // of them, read from the slot's earlier request (SlotReuse), not computed
   std::string user; // RequestOptions::user
   ServeTimings timings;
 };
