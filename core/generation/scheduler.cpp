@@ -239,6 +239,9 @@ void Scheduler::chunk_queued(const Chunk& c) {
     }
   }
   s.queued_prompt += c.n;
+  // The state at the prompt's end, for a later prompt that shares the prompt but not the reply
+  // (serving's prompt reuse): queued before the step that feeds the first pick.
+  if (c.last && lm_.options().state_snapshots) lm_.save_snapshot(s.slot);
   if (s.hooks.on_prefill) s.hooks.on_prefill(s.queued_prompt, s.prompt_size());
   if (c.last && s.limit == 0) end(s, "length");
   else if (c.last && !rows.empty())

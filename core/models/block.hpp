@@ -40,6 +40,10 @@ class Mixer {
                        ops::Rows resid) = 0;
   // The slot starts a new sequence.
   virtual void reset(Backend& be, int32_t slot) = 0;
+  // Copies the slot's state to its snapshot, or the snapshot back (StepLimits::state_snapshots;
+  // queued in stream order). A mixer whose state is per token (KV rows) has nothing to copy.
+  virtual void save_snapshot(Backend&, int32_t) {}
+  virtual void restore_snapshot(Backend&, int32_t) {}
 };
 
 } // namespace ninfer::models

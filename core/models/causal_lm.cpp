@@ -82,7 +82,9 @@ std::unique_ptr<CausalLM> CausalLM::load(const Checkpoint& ck, Backend& be, cons
 CausalLM::CausalLM(ModelConfig config, ModelOptions options, Backend& backend, std::unique_ptr<models::Decoder> d,
                    std::unique_ptr<MemoryPlan> plan)
     : config_(std::move(config)), options_(options), backend_(backend), decoder_(std::move(d)), plan_(std::move(plan)),
-      positions_(static_cast<size_t>(options.max_sequences), 0), last_pick_(static_cast<size_t>(options.max_sequences)) {}
+      positions_(static_cast<size_t>(options.max_sequences), 0),
+      snapshots_(static_cast<size_t>(options.max_sequences), -1),
+      last_pick_(static_cast<size_t>(options.max_sequences)) {}
 
 CausalLM::~CausalLM() = default;
 
@@ -110,7 +112,29 @@ void CausalLM::reset(int32_t slot) {
   check_slot(slot);
   decoder_->reset(slot);
   positions_[static_cast<size_t>(slot)] = 0;
+  snapshots_[static_cast<size_t>(slot)] = -1;
   last_pick_[static_cast<size_t>(slot)].reset();
+}
+
+void CausalLM::save_snapshot(int32_t slot) {
+  check_slot(slot);
+  if (!options_.state_snapshots) throw Error("save_snapshot: the model was loaded without state_snapshots");
+  decoder_->save_snapshot(slot);
+  snapshots_[static_cast<size_t>(slot)] = positions_[static_cast<size_t>(slot)];
+}
+
+void CausalLM::restore_snapshot(int32_t slot) {
+  check_slot(slot);
+  const int64_t at = snapshots_[static_cast<size_t>(slot)];
+  if (at < 0) throw Error(fmt::format("restore_snapshot: slot {} has no snapshot", slot));
+  decoder_->restore_snapshot(slot);
+  positions_[static_cast<size_t>(slot)] = at;
+  last_pick_[static_cast<size_t>(slot)].reset();
+}
+
+int64_t CausalLM::snapshot_position(int32_t slot) const {
+  check_slot(slot);
+  return snapshots_[static_cast<size_t>(slot)];
 }
 
 bool CausalLM::can_truncate() const { return config_.num_layers_of(LayerKind::LinearAttention) == 0; }
@@ -123,6 +147,7 @@ void CausalLM::truncate(int32_t slot, int64_t tokens) {
   if (tokens < 0 || tokens > pos)
     throw Error(fmt::format("cannot truncate slot {} to {} tokens: it holds {}", slot, tokens, pos));
   positions_[static_cast<size_t>(slot)] = tokens;
+  if (snapshots_[static_cast<size_t>(slot)] > tokens) snapshots_[static_cast<size_t>(slot)] = -1;
   last_pick_[static_cast<size_t>(slot)].reset();
 }
 
@@ -134,6 +159,7 @@ void CausalLM::assume_context(int32_t slot, int64_t tokens) {
   if (tokens < 0 || tokens >= options_.max_context)
     throw Error(fmt::format("assumed context of {} tokens does not fit max_context = {}", tokens, options_.max_context));
   positions_[static_cast<size_t>(slot)] = tokens;
+  snapshots_[static_cast<size_t>(slot)] = -1;
   last_pick_[static_cast<size_t>(slot)].reset();
 }
 

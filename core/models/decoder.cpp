@@ -228,6 +228,14 @@ PickResult Decoder::read_picks() {
   return r;
 }
 
+void Decoder::save_snapshot(int32_t slot) {
+  for (auto& l : parts_.layers) l.mixer->save_snapshot(be_, slot);
+}
+
+void Decoder::restore_snapshot(int32_t slot) {
+  for (auto& l : parts_.layers) l.mixer->restore_snapshot(be_, slot);
+}
+
 void Decoder::reset(int32_t slot) {
   for (auto& l : parts_.layers) l.mixer->reset(be_, slot);
 }

@@ -120,6 +120,9 @@ class Decoder {
   // Logits of rows [first, first + count) of the last forward pass, appended to `out`.
   void logits(int64_t first, int64_t count, std::vector<float>& out);
   void reset(int32_t slot);
+  // Every mixer's state of the slot to its snapshot and back (StepLimits::state_snapshots).
+  void save_snapshot(int32_t slot);
+  void restore_snapshot(int32_t slot);
 
  private:
   // The LM head, then `pick` for rows [first, first + n) into picks_.

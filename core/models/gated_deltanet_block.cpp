@@ -34,6 +34,10 @@ GatedDeltaNetBlock::GatedDeltaNetBlock(WeightLoader& w, Backend& be, const std::
   recurrent_state_ = be.allocate(slots * recurrent_state_bytes(), MemoryUse::State, p + "linear_attn recurrent state");
   be.zero(conv_state_, 0, conv_state_.bytes());
   be.zero(recurrent_state_, 0, recurrent_state_.bytes());
+  if (limits.state_snapshots) {
+    conv_snapshot_ = be.allocate(slots * conv_state_bytes(), MemoryUse::State, p + "linear_attn conv snapshot");
+    recurrent_snapshot_ = be.allocate(slots * recurrent_state_bytes(), MemoryUse::State, p + "linear_attn recurrent snapshot");
+  }
 }
 
 ScratchNeeds GatedDeltaNetBlock::needs() const {
@@ -44,6 +48,18 @@ ScratchNeeds GatedDeltaNetBlock::needs() const {
 void GatedDeltaNetBlock::reset(Backend& be, int32_t slot) {
   be.zero(conv_state_, slot * conv_state_bytes(), conv_state_bytes());
   be.zero(recurrent_state_, slot * recurrent_state_bytes(), recurrent_state_bytes());
+}
+
+void GatedDeltaNetBlock::save_snapshot(Backend& be, int32_t slot) {
+  be.copy(conv_snapshot_, slot * conv_state_bytes(), conv_state_, slot * conv_state_bytes(), conv_state_bytes());
+  be.copy(recurrent_snapshot_, slot * recurrent_state_bytes(), recurrent_state_, slot * recurrent_state_bytes(),
+          recurrent_state_bytes());
+}
+
+void GatedDeltaNetBlock::restore_snapshot(Backend& be, int32_t slot) {
+  be.copy(conv_state_, slot * conv_state_bytes(), conv_snapshot_, slot * conv_state_bytes(), conv_state_bytes());
+  be.copy(recurrent_state_, slot * recurrent_state_bytes(), recurrent_snapshot_, slot * recurrent_state_bytes(),
+          recurrent_state_bytes());
 }
 
 void GatedDeltaNetBlock::forward(Backend& be, const Step& s, const Scratch& scratch, const ops::NormedInput& in,

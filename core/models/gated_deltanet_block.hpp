@@ -32,6 +32,8 @@ class GatedDeltaNetBlock final : public Mixer {
   void forward(Backend& be, const Step& s, const Scratch& scratch, const ops::NormedInput& in,
                ops::Rows resid) override;
   void reset(Backend& be, int32_t slot) override;
+  void save_snapshot(Backend& be, int32_t slot) override;
+  void restore_snapshot(Backend& be, int32_t slot) override;
 
  private:
   int64_t key_width() const { return int64_t{spec_.k_heads} * spec_.k_dim; }
@@ -47,6 +49,7 @@ class GatedDeltaNetBlock final : public Mixer {
   Matrix w_a_, w_b_, out_;
   Vector a_log_, dt_bias_, conv_w_, norm_w_;
   DeviceBuffer conv_state_, recurrent_state_;
+  DeviceBuffer conv_snapshot_, recurrent_snapshot_; // per slot, with StepLimits::state_snapshots
 };
 
 } // namespace ninfer::models

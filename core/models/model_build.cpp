@@ -51,6 +51,7 @@ StepLimits step_limits(const ModelOptions& o) {
   limits.max_sequences = o.max_sequences;
   limits.max_context = o.max_context;
   limits.kv_dtype = kv_dtype(o.kv_cache);
+  limits.state_snapshots = o.state_snapshots;
   return limits;
 }
 

@@ -114,9 +114,11 @@ ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::option
 }
 
 ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice, int32_t max_sequences,
-                             std::optional<int32_t> prefill_chunk, std::optional<int32_t> mixed_chunk) {
+                             std::optional<int32_t> prefill_chunk, std::optional<int32_t> mixed_chunk,
+                             bool state_snapshots) {
   const Manifest& m = files.manifest;
-  const ModelOptions mo = model_options(m, max_sequences, prefill_chunk, mixed_chunk);
+  ModelOptions mo = model_options(m, max_sequences, prefill_chunk, mixed_chunk);
+  mo.state_snapshots = state_snapshots;
 
   ModelOnDevice out;
   out.plugins = std::make_unique<PluginHost>();

@@ -36,6 +36,7 @@ struct StepLimits {
   int32_t max_sequences = 0; // slots
   int64_t max_context = 0;   // positions per slot
   int32_t kv_dtype = NINFER_DTYPE_F32; // KV cache elements (ninfer_dtype: F32, F16 or BF16)
+  bool state_snapshots = false;        // a second copy of each slot's recurrent state (ModelOptions)
 };
 
 // Bytes of one KV cache element of `dtype`.

@@ -94,10 +94,11 @@ void Engine::admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& acti
     const int32_t slot = choice.slot;
     // Prompt logprobs need every prompt position's logits: such a prompt is read whole.
     int64_t reuse = p.request.prompt_logprobs > 0 || p.request.append ? 0 : choice.reuse;
-    if (reuse > lm_.position(slot)) reuse = 0;
+    if (reuse > lm_.position(slot) || (choice.restore && lm_.snapshot_position(slot) != reuse)) reuse = 0;
     GenerationRequest run = p.request;
     if (reuse > 0) {
-      if (lm_.position(slot) > reuse) lm_.truncate(slot, reuse);
+      if (choice.restore) lm_.restore_snapshot(slot);
+      else if (lm_.position(slot) > reuse) lm_.truncate(slot, reuse);
       run.prompt_ids.erase(run.prompt_ids.begin(), run.prompt_ids.begin() + reuse);
       run.append = true; // the slot keeps its first `reuse` tokens
     }
@@ -146,7 +147,7 @@ void Engine::expire_pending() {
 
 void Engine::retire(Sequence& s, std::vector<int32_t>& free_slots) {
   if (s.result().finish_reason == "error") reuse_.forget(s.slot());
-  else reuse_.ended(s.slot(), s.fed_tokens(), lm_.position(s.slot()));
+  else reuse_.ended(s.slot(), s.fed_tokens(), lm_.position(s.slot()), lm_.snapshot_position(s.slot()));
   free_slots.push_back(s.slot());
   --running_;
   s.handle().finish(s.result());

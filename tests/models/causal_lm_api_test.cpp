@@ -57,3 +57,43 @@ TEST(CausalLmApi, ResetForgetsAndSlotsAreIndependent) {
   EXPECT_LE(max_abs_diff(logits, c.prompt_logits), kFixtureLogitsF32);
   EXPECT_EQ(lm->position(1), 5);
 }
+
+// A state snapshot returns a hybrid model's slot to the end of a prompt after more tokens were
+// fed: the rest of the prompt then gives transformers' logits, as if the detour never happened.
+// It costs one more copy of the Gated DeltaNet state per slot, and its errors are clear.
+TEST(CausalLmApi, StateSnapshotReturnsTheSlotToWhereItWasSaved) {
+  const Fixture fx = Fixture::load("tiny-qwen3_5");
+  const auto& c = fx.cases[2];
+  const size_t k = c.prompt.size() / 2;
+  ModelOptions o;
+  o.max_context = 256;
+  o.max_sequences = 2;
+  o.prefill_chunk = 16;
+  Backend plain_be = cpu_model_backend();
+  auto plain = CausalLM::load(fx.checkpoint, plain_be, o);
+  EXPECT_NE(error_of([&] { plain->save_snapshot(0); }).find("state_snapshots"), std::string::npos);
+  o.state_snapshots = true;
+  Backend be = cpu_model_backend();
+  auto lm = CausalLM::load(fx.checkpoint, be, o);
+  const auto state = [](const Backend& b) { return b.memory().in_use[static_cast<size_t>(MemoryUse::State)]; };
+  EXPECT_EQ(state(be), 2 * state(plain_be));
+
+  EXPECT_NE(error_of([&] { lm->restore_snapshot(0); }).find("no snapshot"), std::string::npos);
+  const std::vector<int32_t> head(c.prompt.begin(), c.prompt.begin() + static_cast<ptrdiff_t>(k));
+  const std::vector<int32_t> tail(c.prompt.begin() + static_cast<ptrdiff_t>(k), c.prompt.end());
+  lm->prefill(0, head);
+  lm->save_snapshot(0);
+  EXPECT_EQ(lm->snapshot_position(0), static_cast<int64_t>(k));
+  lm->prefill(1, std::vector<int32_t>{3, 1, 4, 1, 5}); // the other slot keeps going meanwhile
+  lm->prefill(0, std::vector<int32_t>{9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6, 2, 6, 4, 3});
+  lm->restore_snapshot(0);
+  EXPECT_EQ(lm->position(0), static_cast<int64_t>(k));
+  const auto logits = lm->prefill(0, tail, LogitsFor::All);
+  const int64_t V = fx.vocab;
+  const std::vector<float> want(c.prompt_logits.begin() + static_cast<ptrdiff_t>(k * V), c.prompt_logits.end());
+  EXPECT_LE(max_abs_diff(logits, want), kFixtureLogitsF32);
+  EXPECT_EQ(lm->position(1), 5);
+  lm->reset(0);
+  EXPECT_EQ(lm->snapshot_position(0), -1) << "a reset slot's rows will be overwritten";
+  EXPECT_NE(error_of([&] { lm->restore_snapshot(0); }).find("no snapshot"), std::string::npos);
+}

@@ -69,6 +69,22 @@ TEST(SlotReuse, RecurrentModelsReuseASlotOnlyWhenAllItsTokensBeginThePrompt) {
   EXPECT_EQ(r.choose(std::vector<int32_t>{5, 6, 7, 8, 9}, kAll).slot, 3) << "slot 2 would leave no token to read";
 }
 
+TEST(SlotReuse, RecurrentModelsFallBackToTheSnapshotAtTheLastPromptsEnd) {
+  SlotReuse r(2, /*rewindable=*/false, /*enabled=*/true);
+  r.ended(0, {5, 6, 7, 8, 9}, 5, /*snapshot=*/3); // prompt 5 6 7, reply 8 9
+  const SlotReuse::Choice c = r.choose(std::vector<int32_t>{5, 6, 7, 1, 2}, std::vector<int32_t>{0});
+  EXPECT_EQ(c.reuse, 3);
+  EXPECT_TRUE(c.restore);
+  const SlotReuse::Choice whole = r.choose(std::vector<int32_t>{5, 6, 7, 8, 9, 1}, std::vector<int32_t>{0});
+  EXPECT_EQ(whole.reuse, 5) << "all of the slot's tokens begin the prompt: no restore";
+  EXPECT_FALSE(whole.restore);
+  EXPECT_EQ(r.choose(std::vector<int32_t>{5, 6, 1}, std::vector<int32_t>{0}).reuse, 0) << "diverges inside the prompt";
+  EXPECT_EQ(r.choose(std::vector<int32_t>{5, 6, 7}, std::vector<int32_t>{0}).reuse, 0) << "no token left to read";
+  r.ended(1, {5, 6, 7, 8}, 9, 3); // fed tokens nobody read: the snapshot still holds
+  EXPECT_TRUE(r.tokens(1).empty());
+  EXPECT_TRUE(r.choose(std::vector<int32_t>{5, 6, 7, 1}, std::vector<int32_t>{1}).restore);
+}
+
 TEST(SlotReuse, WithoutReuseTheLeastRecentlyUsedSlotIsTaken) {
   SlotReuse r(3, true, true);
   r.ended(1, {1}, 1);
@@ -157,8 +173,46 @@ TEST(ServingEngine, NextTurnReadFromTheSlotMatchesTheWholePromptOnAHybridModel) 
   }
 }
 
-// A prompt that diverges from the slot inside the hybrid model's earlier turn cannot use it:
-// read whole, with nothing cached.
+// A next turn whose reply differs from the one generated (a template that re-renders or drops
+// it) resumes a hybrid model from the snapshot at the first prompt's end, and generates what a
+// server without reuse does.
+TEST(ServingEngine, HybridModelResumesFromTheSnapshotWhenTheReplyDiffers) {
+  const Fixture fx = Fixture::load("tiny-qwen3_5");
+  const FixtureCase& c = fx.cases.back();
+  ModelOptions o;
+  o.max_context = 256;
+  o.max_sequences = 2;
+  o.prefill_chunk = 7;
+  o.state_snapshots = true;
+  Backend be = cpu_model_backend();
+  auto lm = CausalLM::load(fx.checkpoint, be, o);
+  Engine warm(*lm, nullptr, {8});
+  const ServeResult r1 = warm.submit(greedy(c.prompt, 6))->wait();
+  ASSERT_EQ(r1.finish_reason, "length") << r1.error;
+  std::vector<int32_t> next = c.prompt;
+  for (int32_t id : r1.generated_ids) next.push_back((id + 1) % static_cast<int32_t>(lm->vocab_size()));
+  next = concat(next, {11, 12, 13});
+  const ServeResult warm2 = warm.submit(greedy(next, 10, 2))->wait();
+  ASSERT_EQ(warm2.finish_reason, "length") << warm2.error;
+  EXPECT_EQ(warm2.cached_tokens, static_cast<int64_t>(c.prompt.size()));
+
+  Backend cold_be = cpu_model_backend();
+  auto cold_lm = model(cold_be, fx, 2);
+  EngineOptions no_cache;
+  no_cache.prefix_cache = false;
+  Engine cold(*cold_lm, nullptr, no_cache);
+  const ServeResult cold2 = cold.submit(greedy(next, 10, 2))->wait();
+  ASSERT_EQ(cold2.generated_ids.size(), warm2.generated_ids.size());
+  for (size_t s = 0; s < cold2.generated_ids.size(); ++s) {
+    const auto& top = cold2.top_logprobs[s];
+    if (top[0].logprob - top[1].logprob <= kGreedyMargin) break;
+    EXPECT_EQ(warm2.generated_ids[s], cold2.generated_ids[s]) << "step " << s;
+    EXPECT_NEAR(warm2.logprobs[s], cold2.logprobs[s], kLogprobTolerance) << "step " << s;
+  }
+}
+
+// Without snapshots, a prompt that diverges from the slot inside the hybrid model's earlier
+// turn cannot use it: read whole, with nothing cached.
 TEST(ServingEngine, HybridModelReadsADivergingPromptWhole) {
   const Fixture fx = Fixture::load("tiny-qwen3_5");
   const FixtureCase& c = fx.cases.back(); // the longest prompt

@@ -8,7 +8,7 @@ LoadedModel load_model(const ServeOptions& o) {
   ModelFiles files = open_model_files({o.manifest, o.checkpoint, o.dtype, o.max_context, "ninfer-serve", o.no_cuda_graph,
                                         o.kv_dtype, o.memory_limit, o.kv_capacity});
   ModelOnDevice on_device = load_on_device(files, {o.device, o.plugin_dir, o.plugin}, o.max_concurrency, o.prefill_chunk,
-                                           o.mixed_chunk);
+                                           o.mixed_chunk, !o.no_prefix_cache);
   LoadedModel m;
   m.name = o.served_model_name.empty() ? files.manifest.name : o.served_model_name;
   m.manifest = std::move(files.manifest);

@@ -63,6 +63,11 @@ struct ModelOptions {
   // Decode steps replay CUDA graphs (one per batch size and context bucket) where the backend
   // can record them; off: every kernel is launched one by one (a diagnostic switch).
   bool cuda_graphs = true;
+  // A second copy of each slot's Gated DeltaNet state, where save_snapshot() keeps the state at a
+  // point (the end of a prompt) for restore_snapshot() to return to: the serving engine's prompt
+  // reuse inside a slot's earlier turn (ninfer/serving/slot_reuse.hpp). Costs the state's memory
+  // again; nothing on a model without Gated DeltaNet layers.
+  bool state_snapshots = false;
 };
 
 enum class LogitsFor { Last, All };
@@ -148,6 +153,14 @@ class CausalLM {
   // decode continues from there, overwriting the KV rows after it. Throws ninfer::Error when
   // !can_truncate() or `tokens` is beyond the slot's position.
   void truncate(int32_t slot, int64_t tokens);
+  // With options().state_snapshots: keeps the slot's recurrent state and position, queued after
+  // the steps queued so far; restore_snapshot() returns the slot to them (the KV rows after are
+  // overwritten as truncate() does). A snapshot lasts until reset(), a truncate() below it or a
+  // failed prefill. snapshot_position() is its position, -1 without one. Throws ninfer::Error
+  // without state_snapshots, or restoring without a snapshot.
+  void save_snapshot(int32_t slot);
+  void restore_snapshot(int32_t slot);
+  int64_t snapshot_position(int32_t slot) const;
   // Benchmarks only: the slot continues at position `tokens` as if that many had been
   // prefilled, without computing them. Decode then reads `tokens` KV rows per attention layer
   // (zeros, or what an earlier sequence left), so its cost is that of a real context that deep.
@@ -202,6 +215,7 @@ class CausalLM {
   std::unique_ptr<models::Decoder> decoder_;
   std::unique_ptr<MemoryPlan> plan_;
   std::vector<int64_t> positions_;
+  std::vector<int64_t> snapshots_; // per slot: the position of its snapshot, -1 for none
   // Per slot: where its last queued pick stays on the backend (a chained row's input), if any.
   std::vector<std::unique_ptr<models::PickRef>> last_pick_;
   int64_t last_step_tokens_ = 0; // tokens of the step queued last (last_step_logits)

@@ -78,9 +78,9 @@ struct ModelOnDevice {
 // given; mixed_chunk unset in both: the model's cost rule) on the first device of `choice` that
 // runs it, within the manifest's runtime.memory_limit; with --device auto, devices that cannot
 // are skipped and listed in the error if none can. Logs the memory plan, the chunk sizes and
-// what the load took.
+// what the load took. `state_snapshots`: ModelOptions::state_snapshots (the server's prompt reuse).
 ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice, int32_t max_sequences,
                              std::optional<int32_t> prefill_chunk = std::nullopt,
-                             std::optional<int32_t> mixed_chunk = std::nullopt);
+                             std::optional<int32_t> mixed_chunk = std::nullopt, bool state_snapshots = false);
 
 } // namespace ninfer

@@ -6,7 +6,10 @@
 // What can be reused depends on the model. Attention layers hold one KV row per token, so any
 // common prefix of the slot's tokens and the prompt is reusable (the slot is truncated to it).
 // A Gated DeltaNet layer holds one recurrent state for all the slot's tokens, which cannot be
-// rewound: a hybrid model reuses a slot only when all its tokens begin the prompt.
+// rewound: a hybrid model reuses a slot when all its tokens begin the prompt, or else, with
+// state snapshots (ModelOptions::state_snapshots), from the end of the slot's last prompt, when
+// that prompt begins the new one (a chat template that re-renders the reply differently, or
+// drops its reasoning, still shares every earlier turn).
 //
 // A slot's tokens are known exactly: a sequence feeds its prompt, then its picks in order (each
 // pick is fed by the step after it, queued before the host reads the pick), so the first
@@ -29,7 +32,8 @@ class SlotReuse {
 
   struct Choice {
     int32_t slot = -1;
-    int64_t reuse = 0; // leading prompt tokens the slot already holds (at most prompt size - 1)
+    int64_t reuse = 0;    // leading prompt tokens the slot already holds (at most prompt size - 1)
+    bool restore = false; // they are the snapshot's: restore it first (CausalLM::restore_snapshot)
   };
   // The free slot to run `prompt` in: the one that reuses the most, else the one used least
   // recently (so a recent conversation's tokens stay longest). `free_slots` is not empty.
@@ -37,8 +41,9 @@ class SlotReuse {
 
   // A sequence ended in `slot` after feeding `fed` tokens (CausalLM::position): `tokens` is its
   // prompt, generated ids and stop token in order. Fed tokens beyond `tokens` are unknown: the
-  // slot is then forgotten.
-  void ended(int32_t slot, std::vector<int32_t> tokens, int64_t fed);
+  // slot is then forgotten but for its snapshot. `snapshot`: the position of the slot's state
+  // snapshot (CausalLM::snapshot_position), -1 for none.
+  void ended(int32_t slot, std::vector<int32_t> tokens, int64_t fed, int64_t snapshot = -1);
   // The slot holds nothing reusable (an error, a reset).
   void forget(int32_t slot);
   // Tokens the slot holds as far as reuse knows (for tests and logs).
@@ -46,10 +51,11 @@ class SlotReuse {
 
  private:
   struct Slot {
-    std::vector<int32_t> tokens;
-    uint64_t last_used = 0; // ended() order; 0: never used
+    std::vector<int32_t> tokens;   // what the slot holds
+    std::vector<int32_t> snapshot; // the tokens its snapshot holds
+    uint64_t last_used = 0;        // ended() order; 0: never used
   };
-  int64_t reusable(const Slot& s, std::span<const int32_t> prompt) const;
+  Choice reusable(const Slot& s, std::span<const int32_t> prompt) const;
 
   std::vector<Slot> slots_;
   bool rewindable_;
