@@ -40,6 +40,10 @@ class Mixer {
                        ops::Rows resid) = 0;
   // The slot starts a new sequence.
   virtual void reset(Backend& be, int32_t slot) = 0;
+  // After a speculative round's verification pass (Step::keep_token_states): slot slots[i] takes
+  // the state kept after the pass's token rows[i], for i < seqs (backend arrays, written by the
+  // round's acceptance). Attention keeps nothing: KV rows past a sequence's length are never read.
+  virtual void keep_token_state(Backend&, int32_t /*seqs*/, const int32_t* /*slots*/, const int32_t* /*rows*/) {}
 };
 
 } // namespace ninfer::models
