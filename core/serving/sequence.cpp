@@ -49,6 +49,7 @@ void Sequence::on_end(const SequenceOutcome& o) {
   result_.reasoning = text_.reasoning();
   result_.finish_reason = std::move(reason);
   result_.error = o.error;
+  result_.spec = o.spec;
   const auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   ServeTimings& t = result_.timings;
   t.queue_s = secs(o.added - submitted_);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ninfer/generation/generate.hpp"
 #include "ninfer/sampling/logits_processing.hpp"
 
 namespace ninfer::serving {
@@ -43,6 +44,7 @@ struct ServeResult {
   int64_t prompt_tokens = 0;
   std::string user; // RequestOptions::user
   ServeTimings timings;
+  SpecCounts spec;  // its rows of speculative rounds (docs/speculative.md)
 };
 
 // What one generated token adds to the stream: its id and the text now safe to show (often
