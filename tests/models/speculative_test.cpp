@@ -34,7 +34,7 @@ constexpr const char* kDemo = "models/qwen3_5-demo";
 // The demo model's README: its MTP head's argmax equalled the model's next argmax on 58.2% of
 // 188,928 held-out tokens (tools/train-demo/evaluate.py, mtp_agreement).
 constexpr double kDemoTrainedAgreement = 0.582;
-// The agreement measured here is over ~970 tokens of three held-out addresses: a binomial
+// The agreement measured here is over ~940 tokens of three held-out addresses: a binomial
 // standard deviation of 0.016 and a spread between documents of a few points (the training
 // run's figure averages 34 documents). 0.08 is that spread and 3 standard deviations; a wrong
 // head (its two input halves swapped, positions off by one, a norm's scale w instead of 1 + w)
