@@ -179,7 +179,9 @@ Checkpoint Checkpoint::synthetic(const ModelConfig& config, DType dtype, uint64_
   impl->dir = "<synthetic>";
   impl->config = config;
   impl->synthetic_seed = seed;
-  const std::vector<ExpectedTensor> expected = expected_tensors(config);
+  // The model's tensors and, when the config has one, its MTP head's.
+  std::vector<ExpectedTensor> expected = expected_tensors(config);
+  for (ExpectedTensor& e : mtp_tensors(config)) expected.push_back(std::move(e));
   for (const auto& [name, q] : quantized) {
     const auto it = std::find_if(expected.begin(), expected.end(), [&](const ExpectedTensor& e) { return e.name == name; });
     if (it == expected.end() || it->role != TensorRole::Linear)

@@ -34,6 +34,7 @@ std::string config_json_text(const ModelConfig& c, DType dtype) {
   std::vector<std::string> types;
   for (LayerKind k : c.layer_types) types.emplace_back(layer_kind_name(k));
   j["layer_types"] = types;
+  if (c.mtp_num_hidden_layers > 0) j["mtp_num_hidden_layers"] = c.mtp_num_hidden_layers;
   if (family.write_config) family.write_config(c, j);
   j["bos_token_id"] = c.bos_token_id ? nlohmann::ordered_json(*c.bos_token_id) : nlohmann::ordered_json();
   j["eos_token_id"] = c.eos_token_ids.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(c.eos_token_ids.front());

@@ -45,17 +45,30 @@ class Builder {
     return std::move(out_);
   }
 
+  // The MTP head: its fc over [embedding | hidden], its two input norms, one full-attention
+  // layer, its final norm.
+  std::vector<ExpectedTensor> build_mtp() {
+    const int64_t H = c_.hidden_size;
+    add("mtp.fc.weight", {H, 2 * H}, TensorRole::Linear, "[hidden_size, 2*hidden_size] (mtp)");
+    add("mtp.pre_fc_norm_embedding.weight", {H}, norm_, "[hidden_size] (mtp)");
+    add("mtp.pre_fc_norm_hidden.weight", {H}, norm_, "[hidden_size] (mtp)");
+    layer_of_kind("mtp.layers.0.", LayerKind::FullAttention, -1);
+    add("mtp.norm.weight", {H}, norm_, "[hidden_size] (mtp)");
+    return std::move(out_);
+  }
+
  private:
   void add(std::string name, std::vector<int64_t> shape, TensorRole role, const std::string& how,
            int64_t layer = -1) {
     out_.push_back({std::move(name), std::move(shape), role, layer, how + " from config.json"});
   }
 
-  void layer(int64_t i) {
-    const std::string p = layer_prefix(c_, i);
+  void layer(int64_t i) { layer_of_kind(layer_prefix(c_, i), c_.layer_types[static_cast<size_t>(i)], i); }
+
+  void layer_of_kind(const std::string& p, LayerKind kind, int64_t i) {
     const int64_t H = c_.hidden_size, I = c_.intermediate_size;
     add(p + "input_layernorm.weight", {H}, norm_, "[hidden_size]", i);
-    if (c_.layer_types[static_cast<size_t>(i)] == LayerKind::FullAttention) attention(p, i);
+    if (kind == LayerKind::FullAttention) attention(p, i);
     else linear_attention(p, i);
     add(p + "post_attention_layernorm.weight", {H}, norm_, "[hidden_size]", i);
     add(p + "mlp.gate_proj.weight", {I, H}, TensorRole::Linear, "[intermediate_size, hidden_size]", i);
@@ -109,18 +122,26 @@ class Builder {
 
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& cfg) { return Builder(cfg).build(); }
 
+std::vector<ExpectedTensor> mtp_tensors(const ModelConfig& cfg) {
+  if (cfg.mtp_num_hidden_layers < 1) return {};
+  return Builder(cfg).build_mtp();
+}
+
 const TensorView& require(const Checkpoint& ck, const ExpectedTensor& e) {
   return ck.require(e.name, e.shape, e.origin);
 }
 
-void require_all(const Checkpoint& ck) {
+namespace {
+
+// Presence and shape of every tensor of `list`; one message for all problems (up to a dozen).
+void require_list(const Checkpoint& ck, const std::vector<ExpectedTensor>& list, const std::string& what) {
   std::vector<std::string> problems;
   size_t count = 0;
-  auto problem = [&](std::string what) {
+  auto problem = [&](std::string text) {
     ++count;
-    if (problems.size() < 12) problems.push_back(std::move(what));
+    if (problems.size() < 12) problems.push_back(std::move(text));
   };
-  for (const auto& e : expected_tensors(ck.config())) {
+  for (const auto& e : list) {
     // A projection may be stored quantized: its packed tensors stand for it (and must hold a
     // matrix of the expected shape).
     if (e.role == TensorRole::Linear) {
@@ -139,21 +160,35 @@ void require_all(const Checkpoint& ck) {
         continue;
       }
     }
-    if (!ck.has(e.name)) {
-      ++count;
-      if (problems.size() < 12) problems.push_back(fmt::format("missing {} {}", e.name, shape_string(e.shape)));
-    } else if (ck.tensor(e.name).shape != e.shape) {
-      ++count;
-      if (problems.size() < 12)
-        problems.push_back(fmt::format("{} has shape {}, expected {} = {}", e.name,
-                                       shape_string(ck.tensor(e.name).shape), shape_string(e.shape), e.origin));
-    }
+    if (!ck.has(e.name)) problem(fmt::format("missing {} {}", e.name, shape_string(e.shape)));
+    else if (ck.tensor(e.name).shape != e.shape)
+      problem(fmt::format("{} has shape {}, expected {} = {}", e.name, shape_string(ck.tensor(e.name).shape),
+                          shape_string(e.shape), e.origin));
   }
   if (count == 0) return;
-  throw Error(fmt::format("checkpoint {} does not match its config.json ({} problem(s)):\n  {}{}", ck.dir().string(),
-                          count, fmt::join(problems, "\n  "),
+  throw Error(fmt::format("checkpoint {} does not match its config.json{} ({} problem(s)):\n  {}{}", ck.dir().string(),
+                          what, count, fmt::join(problems, "\n  "),
                           count > problems.size() ? fmt::format("\n  ... and {} more", count - problems.size())
                                                   : std::string()));
+}
+
+} // namespace
+
+void require_all(const Checkpoint& ck) { require_list(ck, expected_tensors(ck.config()), ""); }
+
+void require_mtp(const Checkpoint& ck) {
+  const ModelConfig& cfg = ck.config();
+  const std::string config = cfg.config_path.empty() ? std::string("config.json") : cfg.config_path.string();
+  if (cfg.mtp_num_hidden_layers < 1)
+    throw Error(fmt::format("{} has no multi-token-prediction head (mtp_num_hidden_layers is {}): speculative "
+                            "decoding with MTP needs a checkpoint that ships one (Qwen3.5 and Qwen3.6 do); run "
+                            "without --spec mtp",
+                            config, cfg.mtp_num_hidden_layers));
+  if (cfg.mtp_num_hidden_layers > 1)
+    throw Error(fmt::format("{}: mtp_num_hidden_layers is {}; ninfer runs Qwen3.5's MTP head of one layer, which "
+                            "every draft reuses",
+                            config, cfg.mtp_num_hidden_layers));
+  require_list(ck, mtp_tensors(cfg), " (its MTP head, mtp.*)");
 }
 
 std::vector<std::string> unrecognised_tensors(const Checkpoint& ck) {

@@ -131,9 +131,11 @@ void fill_tensor(const ExpectedTensor& e, uint64_t seed, DType dtype, std::span<
   for (auto& t : pool) t.join();
 }
 
-// model.safetensors: every expected tensor, initialised by TensorInit, in expected order.
+// model.safetensors: every expected tensor (the MTP head's after the model's, when the config has
+// one), initialised by TensorInit, in expected order.
 size_t write_weights(const fs::path& file, const ModelConfig& cfg, uint64_t seed, DType dtype) {
-  const auto expected = expected_tensors(cfg);
+  auto expected = expected_tensors(cfg);
+  for (ExpectedTensor& e : mtp_tensors(cfg)) expected.push_back(std::move(e));
   std::vector<TensorSpec> specs;
   size_t total = 0;
   for (const auto& e : expected) {
@@ -229,7 +231,9 @@ RandomCheckpointSummary write_random_checkpoint(const RandomCheckpointOptions& o
   RandomCheckpointSummary summary;
   summary.config = cfg;
   summary.dir = dir;
-  for (const auto& e : expected_tensors(cfg)) {
+  auto tensors = expected_tensors(cfg);
+  for (ExpectedTensor& e : mtp_tensors(cfg)) tensors.push_back(std::move(e));
+  for (const auto& e : tensors) {
     int64_t n = 1;
     for (int64_t d : e.shape) n *= d;
     summary.parameters += n;

@@ -54,6 +54,28 @@ GenerationTimings timings_of(const SequenceOutcome& o) {
 
 } // namespace
 
+void SpecCounts::add(int32_t accepted, int32_t drafts) {
+  if (accepted_at.size() < static_cast<size_t>(drafts)) accepted_at.resize(static_cast<size_t>(drafts), 0);
+  ++rows;
+  tokens += int64_t{accepted} + 1;
+  for (int32_t j = 0; j < accepted; ++j) ++accepted_at[static_cast<size_t>(j)];
+}
+
+void SpecCounts::add(const SpecCounts& o) {
+  if (accepted_at.size() < o.accepted_at.size()) accepted_at.resize(o.accepted_at.size(), 0);
+  rows += o.rows;
+  tokens += o.tokens;
+  for (size_t j = 0; j < o.accepted_at.size(); ++j) accepted_at[j] += o.accepted_at[j];
+}
+
+double SpecCounts::acceptance(size_t j) const {
+  return rows && j < accepted_at.size() ? static_cast<double>(accepted_at[j]) / static_cast<double>(rows) : 0.0;
+}
+
+double SpecCounts::mean_accepted_length() const {
+  return rows ? static_cast<double>(tokens) / static_cast<double>(rows) : 0.0;
+}
+
 // A batch of one through the engine loop: the same steps, picks and reads as a server's
 // sequence; here only the text is made.
 GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer, const GenerationRequest& request,
@@ -97,6 +119,7 @@ GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer
   res.stop_token = outcome.stop_token;
   res.seed = outcome.seed;
   res.timings = timings_of(outcome);
+  res.spec = std::move(outcome.spec);
   if (decoder && !matcher.stopped()) {
     const StopMatcher::Step m = matcher.feed(decoder->finish());
     emit(m.emit);

@@ -49,6 +49,10 @@ struct Scheduler::Sequence {
   SequenceHooks hooks;
   Sampler sampler;
   bool on_backend;
+  // Speculation: greedy on the backend, so its tokens come from rounds once its prompt is in.
+  bool spec = false;
+  bool round_unread = false;   // a round of it is queued and not read
+  bool next_on_backend = false; // its next input is its last step's or round's pick, on the backend
   int64_t limit = 0;         // most tokens it may generate (max_new_tokens, capped by the context)
   int64_t queued_prompt = 0; // prompt tokens queued
   int64_t read = 0;          // tokens read (the stop token included)
@@ -87,6 +91,7 @@ void Scheduler::add(int32_t slot, GenerationRequest r, SequenceHooks hooks) {
                             "generated token must fit)",
                             prompt_end, ctx));
   auto s = std::make_shared<Sequence>(slot, std::move(r), std::move(hooks)); // the sampler validates
+  s->spec = lm_.options().speculation.on() && s->on_backend && s->request.sampling.is_greedy();
   // A sequence ends when the next step would need a position the context lacks.
   s->limit = std::min(s->request.max_new_tokens, ctx - prompt_end);
   if (!s->request.append) lm_.reset(slot);
@@ -109,9 +114,13 @@ void Scheduler::end_all(const std::string& reason) {
 
 void Scheduler::step() {
   ++iteration_;
+  // The last round first: its rows' positions are known once it is read (and a sequence
+  // cancelled now leaves no round behind).
+  read_rounds();
   for (const SequencePtr& s : running_)
     if (!s->ended && s->hooks.cancelled && s->hooks.cancelled()) end(*s, "cancelled");
   queue_iteration();
+  queue_round();
   // The step just queued keeps the device busy while the host reads the ones before it; with
   // nothing queued (every sequence waits for the host), everything is read.
   const bool queued = !in_flight_.empty() && in_flight_.back().iteration == iteration_;
@@ -191,6 +200,10 @@ void Scheduler::queue_iteration() {
     stats_.logits_rows += b.rows[i].logits;
     if (b.f.rows[i]) ++b.f.rows[i]->in_flight;
   }
+  // A speculating model keeps every picking step's picks as the slots' next inputs.
+  if (lm_.options().speculation.on())
+    for (size_t i = 0; i < b.rows.size(); ++i)
+      if (b.f.rows[i]) b.f.rows[i]->next_on_backend = b.rows[i].pick && !b.rows[i].logits;
   if (picked) in_flight_.push_back(std::move(b.f));
   if (chunk) chunk_queued(*chunk);
 }
@@ -203,7 +216,7 @@ void Scheduler::add_decode_rows(StepBuild& b) {
   b.ids.resize(running_.size());
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence& s = *running_[i];
-    if (s.ended || s.prefilling() || s.read + s.in_flight >= s.limit) continue;
+    if (s.ended || s.prefilling() || s.read + s.in_flight >= s.limit || in_rounds(s) || s.round_unread) continue;
     StepRow row{.slot = s.slot};
     if (s.in_flight == 0 && s.last) {
       b.ids[i] = *s.last;
@@ -217,6 +230,51 @@ void Scheduler::add_decode_rows(StepBuild& b) {
     b.f.logits.push_back(row.logits);
     ++b.decode_rows;
   }
+}
+
+bool Scheduler::in_rounds(const Sequence& s) const {
+  if (!s.spec) return false;
+  const int64_t drafts = lm_.options().speculation.draft_tokens;
+  // A round writes its input and drafts at the next drafts + 1 positions (queued steps have
+  // advanced the position already; no round of the sequence is unread: read_rounds runs first).
+  return lm_.position(s.slot) + drafts + 1 <= lm_.options().max_context;
+}
+
+void Scheduler::queue_round() {
+  if (!lm_.options().speculation.on()) return;
+  std::vector<SpecRow> rows;
+  InFlight f;
+  f.iteration = iteration_;
+  f.round = true;
+  for (const SequencePtr& p : running_) {
+    Sequence& s = *p;
+    if (s.ended || s.prefilling() || s.round_unread || s.read + s.in_flight >= s.limit || !in_rounds(s)) continue;
+    SpecRow row{.slot = s.slot};
+    if (!s.next_on_backend) {
+      if (s.in_flight || !s.last) continue; // its next input is not known yet, not even on the backend
+      row.id = *s.last;
+    }
+    rows.push_back(row);
+    f.rows.push_back(p);
+    f.logits.push_back(false);
+  }
+  if (rows.empty()) return;
+  try {
+    lm_.queue_spec_round(rows);
+  } catch (const std::exception& e) {
+    for (const SequencePtr& s : f.rows) end(*s, "error", e.what());
+    return;
+  }
+  ++stats_.spec_rounds;
+  for (const SequencePtr& s : f.rows) {
+    s->round_unread = true;
+    s->next_on_backend = true;
+  }
+  in_flight_.push_back(std::move(f));
+}
+
+void Scheduler::read_rounds() {
+  while (std::any_of(in_flight_.begin(), in_flight_.end(), [](const InFlight& f) { return f.round; })) read_oldest();
 }
 
 void Scheduler::chunk_queued(const Chunk& c) {
@@ -261,8 +319,24 @@ void Scheduler::read_oldest() {
   } catch (const std::exception& e) {
     for (const SequencePtr& s : f.rows) {
       if (!s) continue;
-      --s->in_flight;
+      if (f.round) s->round_unread = false;
+      else --s->in_flight;
       end(*s, "error", e.what());
+    }
+    return;
+  }
+  if (f.round) {
+    // Per row: its accepted drafts and the model's own next token, as far as the sequence
+    // takes them (a stop token or its length may end it inside the round).
+    const size_t D = r.ids.size() / f.rows.size();
+    const auto drafts = static_cast<int32_t>(D - 1);
+    for (size_t i = 0; i < f.rows.size(); ++i) {
+      Sequence& s = *f.rows[i];
+      s.round_unread = false;
+      stats_.spec.add(r.accepted[i], drafts);
+      s.out.spec.add(r.accepted[i], drafts);
+      for (int32_t j = 0; j <= r.accepted[i] && !s.ended; ++j)
+        take_token(s, r.ids[i * D + static_cast<size_t>(j)], r.logprobs[i * D + static_cast<size_t>(j)], nullptr);
     }
     return;
   }

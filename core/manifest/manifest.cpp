@@ -90,6 +90,7 @@ constexpr std::pair<const char*, KvDType> kKvDTypes[] = {
     {"bfloat16", KvDType::BFloat16}};
 constexpr std::pair<const char*, ChatTemplate> kChatTemplates[] = {{"qwen", ChatTemplate::Qwen},
                                                                    {"none", ChatTemplate::None}};
+constexpr std::pair<const char*, SpecKind> kSpecKinds[] = {{"none", SpecKind::None}, {"mtp", SpecKind::Mtp}};
 
 template <class E, size_t N>
 const char* enum_name(E e, const std::pair<const char*, E> (&table)[N]) {
@@ -108,6 +109,12 @@ void read_runtime(const YAML::Node& n, RuntimeOptions& r) {
   if (n["cuda_graphs"]) r.cuda_graphs = n["cuda_graphs"].as<bool>();
   if (n["memory_limit"]) r.memory_limit_gib = n["memory_limit"].as<double>();
   if (n["kv_capacity"] && n["kv_capacity"].Scalar() != "auto") r.kv_capacity = n["kv_capacity"].as<int64_t>();
+}
+
+void read_spec(const YAML::Node& n, SpecSettings& s) {
+  if (!n) return;
+  if (n["method"]) s.method = parse_enum(n["method"].as<std::string>(), kSpecKinds);
+  if (n["draft_tokens"]) s.draft_tokens = n["draft_tokens"].as<int64_t>();
 }
 
 void read_sampling(const YAML::Node& n, Manifest& m) {
@@ -145,6 +152,7 @@ std::string Manifest::where(const std::string& key) const {
 const char* to_string(WeightDType d) { return enum_name(d, kWeightDTypes); }
 const char* to_string(KvDType d) { return enum_name(d, kKvDTypes); }
 const char* to_string(ChatTemplate t) { return enum_name(t, kChatTemplates); }
+const char* to_string(SpecKind k) { return enum_name(k, kSpecKinds); }
 
 Manifest load_manifest(const fs::path& file) {
   return load_manifest(file, data_dir() / "schemas" / "manifest.schema.json");
@@ -185,6 +193,7 @@ Manifest parse_manifest(const std::string& text, const fs::path& file, const fs:
   if (root["chat_template"])
     m.chat_template = parse_enum(root["chat_template"].as<std::string>(), kChatTemplates);
   read_runtime(root["runtime"], m.runtime);
+  read_spec(root["spec"], m.spec);
   read_sampling(root["sampling"], m);
   try {
     m.sampling.validate(); // the schema has the same ranges; this keeps the two honest

@@ -44,6 +44,10 @@ class Mixer {
   // queued in stream order). A mixer whose state is per token (KV rows) has nothing to copy.
   virtual void save_snapshot(Backend&, int32_t) {}
   virtual void restore_snapshot(Backend&, int32_t) {}
+  // After a speculative round's verification pass (Step::keep_token_states): slot slots[i] takes
+  // the state kept after the pass's token rows[i], for i < seqs (backend arrays, written by the
+  // round's acceptance). Attention keeps nothing: KV rows past a sequence's length are never read.
+  virtual void keep_token_state(Backend&, int32_t /*seqs*/, const int32_t* /*slots*/, const int32_t* /*rows*/) {}
 };
 
 } // namespace ninfer::models

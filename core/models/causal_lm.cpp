@@ -33,6 +33,13 @@ void check_options(const ModelOptions& o) {
     throw Error(fmt::format("mixed_chunk must be in [1, prefill_chunk = {}], or 0 for the default rule (got {})",
                             o.prefill_chunk, o.mixed_chunk));
   if (o.kv_capacity < 0) throw Error(fmt::format("kv_capacity must be >= 1 tokens, or 0 for auto (got {})", o.kv_capacity));
+  const Speculation& sp = o.speculation;
+  if (sp.on() && (sp.draft_tokens < 1 || sp.draft_tokens > kMostDraftTokens))
+    throw Error(fmt::format("draft_tokens must be in [1, {}] with speculation {} (got {})", kMostDraftTokens,
+                            to_string(sp.method), sp.draft_tokens));
+  if (!sp.on() && sp.draft_tokens != 0)
+    throw Error(fmt::format("draft_tokens is {} without a speculation method: choose one (mtp) or leave it 0",
+                            sp.draft_tokens));
 }
 
 // The load must allocate what its plan said, part by part: the plan and the load share their
@@ -49,6 +56,8 @@ void compare_with_plan(const MemoryPlan& plan, const MemoryReport& before, const
 
 } // namespace
 
+const char* to_string(SpecMethod m) { return m == SpecMethod::Mtp ? "mtp" : "none"; }
+
 const char* to_string(KvCachePrecision p) {
   switch (p) {
     case KvCachePrecision::F32: return "float32";
@@ -63,6 +72,7 @@ std::unique_ptr<CausalLM> CausalLM::load(const Checkpoint& ck, Backend& be, cons
   const ModelConfig& cfg = ck.config();
   check_options(options);
   require_all(ck); // every missing or misshapen tensor in one message, before allocating anything
+  if (options.speculation.method == SpecMethod::Mtp) require_mtp(ck);
   if (const auto extra = unrecognised_tensors(ck); !extra.empty())
     spdlog::warn("{}: {} tensor(s) that no {} layer reads (first: {}); they are ignored", ck.dir().string(),
                  extra.size(), family_name(cfg.family), extra.front());
@@ -84,7 +94,10 @@ CausalLM::CausalLM(ModelConfig config, ModelOptions options, Backend& backend, s
     : config_(std::move(config)), options_(options), backend_(backend), decoder_(std::move(d)), plan_(std::move(plan)),
       positions_(static_cast<size_t>(options.max_sequences), 0),
       snapshots_(static_cast<size_t>(options.max_sequences), -1),
-      last_pick_(static_cast<size_t>(options.max_sequences)) {}
+      last_pick_(static_cast<size_t>(options.max_sequences)),
+      next_on_backend_(static_cast<size_t>(options.max_sequences), false),
+      round_unread_(static_cast<size_t>(options.max_sequences), false),
+      generation_(static_cast<size_t>(options.max_sequences), 0) {}
 
 CausalLM::~CausalLM() = default;
 
@@ -111,14 +124,21 @@ int64_t CausalLM::position(int32_t slot) const {
 void CausalLM::reset(int32_t slot) {
   check_slot(slot);
   decoder_->reset(slot);
-  positions_[static_cast<size_t>(slot)] = 0;
-  snapshots_[static_cast<size_t>(slot)] = -1;
-  last_pick_[static_cast<size_t>(slot)].reset();
+  const auto i = static_cast<size_t>(slot);
+  positions_[i] = 0;
+  snapshots_[i] = -1;
+  last_pick_[i].reset();
+  next_on_backend_[i] = false;
+  round_unread_[i] = false;
+  ++generation_[i];
 }
 
 void CausalLM::save_snapshot(int32_t slot) {
   check_slot(slot);
   if (!options_.state_snapshots) throw Error("save_snapshot: the model was loaded without state_snapshots");
+  if (options_.speculation.on())
+    throw Error("save_snapshot: a model loaded for speculative decoding keeps each slot's last hidden state, which a "
+                "snapshot does not hold");
   decoder_->save_snapshot(slot);
   snapshots_[static_cast<size_t>(slot)] = positions_[static_cast<size_t>(slot)];
 }
@@ -130,6 +150,7 @@ void CausalLM::restore_snapshot(int32_t slot) {
   decoder_->restore_snapshot(slot);
   positions_[static_cast<size_t>(slot)] = at;
   last_pick_[static_cast<size_t>(slot)].reset();
+  next_on_backend_[static_cast<size_t>(slot)] = false;
 }
 
 int64_t CausalLM::snapshot_position(int32_t slot) const {
@@ -137,18 +158,25 @@ int64_t CausalLM::snapshot_position(int32_t slot) const {
   return snapshots_[static_cast<size_t>(slot)];
 }
 
-bool CausalLM::can_truncate() const { return config_.num_layers_of(LayerKind::LinearAttention) == 0; }
+bool CausalLM::can_truncate() const {
+  return config_.num_layers_of(LayerKind::LinearAttention) == 0 && !options_.speculation.on();
+}
 
 void CausalLM::truncate(int32_t slot, int64_t tokens) {
   check_slot(slot);
   if (!can_truncate())
-    throw Error("this model has Gated DeltaNet layers, whose recurrent state cannot be rolled back: reset the slot");
+    throw Error(options_.speculation.on()
+                    ? "a model loaded for speculative decoding keeps each slot's last hidden state, which cannot be "
+                      "rolled back: reset the slot"
+                    : "this model has Gated DeltaNet layers, whose recurrent state cannot be rolled back: reset the "
+                      "slot");
   const int64_t pos = positions_[static_cast<size_t>(slot)];
   if (tokens < 0 || tokens > pos)
     throw Error(fmt::format("cannot truncate slot {} to {} tokens: it holds {}", slot, tokens, pos));
   positions_[static_cast<size_t>(slot)] = tokens;
   if (snapshots_[static_cast<size_t>(slot)] > tokens) snapshots_[static_cast<size_t>(slot)] = -1;
   last_pick_[static_cast<size_t>(slot)].reset();
+  next_on_backend_[static_cast<size_t>(slot)] = false;
 }
 
 bool CausalLM::decode_graphs_active() const { return decoder_->decode_recording(); }
@@ -161,10 +189,19 @@ void CausalLM::assume_context(int32_t slot, int64_t tokens) {
   positions_[static_cast<size_t>(slot)] = tokens;
   snapshots_[static_cast<size_t>(slot)] = -1;
   last_pick_[static_cast<size_t>(slot)].reset();
+  next_on_backend_[static_cast<size_t>(slot)] = false;
+}
+
+void CausalLM::check_no_round(int32_t slot) const {
+  if (round_unread_[static_cast<size_t>(slot)])
+    throw Error(fmt::format("slot {} has a speculative round whose result is not read: its position is known only "
+                            "then (call next_result, or reset the slot)",
+                            slot));
 }
 
 std::vector<float> CausalLM::prefill(int32_t slot, std::span<const int32_t> ids, LogitsFor which) {
   check_slot(slot);
+  check_no_round(slot);
   if (ids.empty()) throw Error("empty prompt: prefill needs at least one token");
   check_ids(ids);
   const int64_t pos = positions_[static_cast<size_t>(slot)];
@@ -182,6 +219,7 @@ std::vector<float> CausalLM::prefill(int32_t slot, std::span<const int32_t> ids,
       last_step_tokens_ = n;
       positions_[static_cast<size_t>(slot)] = pos + b + n;
       last_pick_[static_cast<size_t>(slot)].reset();
+      next_on_backend_[static_cast<size_t>(slot)] = false;
       if (which == LogitsFor::All) decoder_->logits(0, n, out);
       else if (b + n == static_cast<int64_t>(ids.size())) decoder_->logits(n - 1, 1, out);
     }
@@ -206,6 +244,7 @@ void CausalLM::check_rows(std::span<const StepRow> rows) const {
   for (const StepRow& r : rows) {
     check_slot(r.slot);
     if (!seen.insert(r.slot).second) throw Error(fmt::format("slot {} appears twice in one step", r.slot));
+    check_no_round(r.slot);
     check_ids(r.ids);
     const int64_t n = r.ids.empty() ? 1 : static_cast<int64_t>(r.ids.size());
     if (n > 1 && &r != &rows.front())
@@ -265,12 +304,64 @@ void CausalLM::queue_step(std::span<const StepRow> rows) {
   }
   const models::Decoder::Queued q = decoder_->forward(chunks, chained, picks);
   last_step_tokens_ = token;
+  if (any_pick) pending_rounds_.emplace_back();
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto slot = static_cast<size_t>(rows[i].slot);
     positions_[slot] += static_cast<int64_t>(chunks[i].ids.size());
     if (any_pick)
       last_pick_[slot] = std::make_unique<models::PickRef>(models::PickRef{q.slot, static_cast<int64_t>(i), q.use});
     else last_pick_[slot].reset();
+    // With speculation every picking step leaves its picks as the slots' next inputs.
+    next_on_backend_[slot] = any_pick && decoder_->speculative();
+  }
+}
+
+void CausalLM::queue_spec_round(std::span<const SpecRow> rows) {
+  if (!decoder_->speculative())
+    throw Error("speculative rounds need a model loaded with speculation (ModelOptions::speculation, --spec mtp)");
+  if (rows.empty()) throw Error("a speculative round needs at least one row");
+  if (rows.size() > static_cast<size_t>(options_.max_sequences))
+    throw Error(fmt::format("a round of {} sequences exceeds max_sequences = {}", rows.size(), options_.max_sequences));
+  if (decoder_->pending_picks() >= kMostUnreadResults)
+    throw Error(fmt::format("{} queued steps have results not read: call next_result first",
+                            decoder_->pending_picks()));
+  const int64_t span = int64_t{options_.speculation.draft_tokens} + 1;
+  std::set<int32_t> seen;
+  for (const SpecRow& r : rows) {
+    check_slot(r.slot);
+    if (!seen.insert(r.slot).second) throw Error(fmt::format("slot {} appears twice in one round", r.slot));
+    check_no_round(r.slot);
+    const auto i = static_cast<size_t>(r.slot);
+    if (positions_[i] < 1)
+      throw Error(fmt::format("slot {} holds no tokens: a round continues a sequence (prefill its prompt first)",
+                              r.slot));
+    if (r.id) check_ids(std::span(&*r.id, 1));
+    else if (!next_on_backend_[i])
+      throw Error(fmt::format("slot {} has no next input on the backend (no picking step or round since its last "
+                              "reset or prefill): give the token",
+                              r.slot));
+    if (positions_[i] + span > options_.max_context)
+      throw Error(fmt::format("sequence in slot {} is full: it holds {} of max_context = {} tokens and a round writes "
+                              "{}; raise max_context",
+                              r.slot, positions_[i], options_.max_context, span));
+  }
+  std::vector<models::RoundRow> round;
+  PendingRound pending;
+  for (const SpecRow& r : rows) {
+    const auto i = static_cast<size_t>(r.slot);
+    if (r.id) decoder_->set_next_input(r.slot, *r.id);
+    round.push_back({r.slot, positions_[i]});
+    pending.slots.push_back(r.slot);
+    pending.generations.push_back(generation_[i]);
+  }
+  decoder_->spec_round(round);
+  last_step_tokens_ = 0; // a round's rows are not prompt rows
+  pending_rounds_.push_back(std::move(pending));
+  for (const SpecRow& r : rows) {
+    const auto i = static_cast<size_t>(r.slot);
+    round_unread_[i] = true;
+    next_on_backend_[i] = true;
+    last_pick_[i].reset();
   }
 }
 
@@ -283,14 +374,37 @@ std::vector<float> CausalLM::last_step_logits(int64_t first, int64_t count) {
   return out;
 }
 
+std::vector<float> CausalLM::last_step_draft_logits(int64_t first, int64_t count) {
+  if (!decoder_->speculative()) throw Error("draft logits need a model loaded with speculation (--spec mtp)");
+  if (first < 0 || count < 1 || first + count > last_step_tokens_)
+    throw Error(fmt::format("draft logits of tokens [{}, {}) asked of a step of {} tokens", first, first + count,
+                            last_step_tokens_));
+  std::vector<float> out;
+  decoder_->draft_logits(first, count, out);
+  return out;
+}
+
 StepResult CausalLM::next_result() {
   if (!decoder_->pending_picks()) throw Error("next_result: no queued step has a result left to read");
   models::PickResult p = decoder_->read_picks();
-  return {std::move(p.ids), std::move(p.logprobs), std::move(p.logits)};
+  const PendingRound round = std::move(pending_rounds_.front());
+  pending_rounds_.pop_front();
+  // A round's slots advance by what they gained (unless reset since).
+  for (size_t r = 0; r < round.slots.size(); ++r) {
+    const auto i = static_cast<size_t>(round.slots[r]);
+    if (generation_[i] != round.generations[r]) continue;
+    positions_[i] += int64_t{p.accepted[r]} + 1;
+    round_unread_[i] = false;
+  }
+  return {std::move(p.ids), std::move(p.logprobs), std::move(p.logits), std::move(p.accepted)};
 }
 
 size_t CausalLM::unread_results() const { return decoder_->pending_picks(); }
 
-void CausalLM::drop_results() { decoder_->drop_picks(); }
+// A dropped round leaves its slots' positions unknown: they stay marked until reset.
+void CausalLM::drop_results() {
+  decoder_->drop_picks();
+  pending_rounds_.clear();
+}
 
 } // namespace ninfer

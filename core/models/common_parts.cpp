@@ -17,7 +17,10 @@ DecoderParts load_top_level(WeightLoader& w, const ModelConfig& cfg) {
 }
 
 Layer load_layer_frame(WeightLoader& w, const ModelConfig& cfg, int64_t index) {
-  const std::string p = layer_prefix(cfg, index);
+  return load_layer_frame(w, cfg, layer_prefix(cfg, index));
+}
+
+Layer load_layer_frame(WeightLoader& w, const ModelConfig& cfg, const std::string& p) {
   Layer l;
   l.input_norm = w.vector(p + "input_layernorm.weight", p + "input_layernorm");
   l.post_norm = w.vector(p + "post_attention_layernorm.weight", p + "post_attention_layernorm");

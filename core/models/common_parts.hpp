@@ -12,5 +12,8 @@ DecoderParts load_top_level(WeightLoader& w, const ModelConfig& cfg);
 
 // Layer `index` without its mixer: input / post-attention norms and the MLP.
 Layer load_layer_frame(WeightLoader& w, const ModelConfig& cfg, int64_t index);
+// The same for the layer whose tensors are named `prefix` + "input_layernorm.weight", ... (the
+// MTP head's "mtp.layers.0.").
+Layer load_layer_frame(WeightLoader& w, const ModelConfig& cfg, const std::string& prefix);
 
 } // namespace ninfer::models

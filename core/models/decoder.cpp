@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "mtp_head.hpp"
 #include "ninfer/support/error.hpp"
 
 namespace ninfer::models {
@@ -18,9 +19,12 @@ size_t pick_bytes(int64_t rows) { return 2 * sizeof(int32_t) * static_cast<size_
 
 } // namespace
 
-Decoder::Decoder(Backend& be, DecoderParts parts, const StepLimits& limits)
-    : be_(be), parts_(std::move(parts)), limits_(limits), inputs_(be, limits), hidden_(parts_.embedding.cols) {
+Decoder::Decoder(Backend& be, DecoderParts parts, const StepLimits& limits, std::unique_ptr<MtpHead> mtp)
+    : be_(be), parts_(std::move(parts)), limits_(limits), inputs_(be, limits), mtp_(std::move(mtp)),
+      hidden_(parts_.embedding.cols) {
+  if (mtp_ && limits.draft_tokens < 1) throw Error("internal: an MTP head without drafts per round");
   for (const auto& l : parts_.layers) needs_ = needs_.max(l.mixer->needs()).max(l.mlp->needs());
+  if (mtp_) needs_ = needs_.max(mtp_->needs());
   const int64_t T = limits.max_tokens;
   auto act = [&](int64_t per_token, const char* what) {
     return be.allocate(sizeof(float) * std::max<int64_t>(1, T * per_token), MemoryUse::Activations, what);
@@ -31,11 +35,15 @@ Decoder::Decoder(Backend& be, DecoderParts parts, const StepLimits& limits)
   inner_ = act(needs_.inner, "inner activations");
   core_ = act(needs_.core, "GDN core output");
   gates_ = act(needs_.gates, "GDN gates");
-  // Every sequence of a decode step gets its logits row at once; long prompts that want all
-  // rows get them in slices, so a 151k vocabulary never needs [prefill_chunk, vocab] floats.
-  logit_rows_ = std::max<int64_t>(limits.max_sequences, std::min<int64_t>(T, 64));
+  // Every sequence of a decode step gets its logits row at once (and every row of a speculative
+  // round's verification); long prompts that want all rows get them in slices, so a 151k
+  // vocabulary never needs [prefill_chunk, vocab] floats.
+  const int64_t round_rows = int64_t{limits.max_sequences} * (limits.draft_tokens + 1);
+  logit_rows_ = std::max<int64_t>({limits.max_sequences, std::min<int64_t>(T, 64), round_rows});
   logits_ = be.allocate(sizeof(float) * logit_rows_ * vocab(), MemoryUse::Activations, "logits");
-  picks_ = be.allocate(pick_bytes(logit_rows_), MemoryUse::Activations, "picked token ids and log-probabilities");
+  // A round's accepted counts follow its picks.
+  picks_ = be.allocate(pick_bytes(logit_rows_) + sizeof(int32_t) * static_cast<size_t>(limits.max_sequences),
+                       MemoryUse::Activations, "picked token ids and log-probabilities");
   kept_picks_ = be.allocate(kMostPendingPicks * pick_bytes(logit_rows_), MemoryUse::Activations,
                             "picked token ids kept for later steps");
   // A result slot: the picks, then the logits rows the host asked for.
@@ -43,8 +51,11 @@ Decoder::Decoder(Backend& be, DecoderParts parts, const StepLimits& limits)
   sample_params_ = be.allocate(sizeof(ninfer_sample_row) * logit_rows_, MemoryUse::Activations, "sampling parameters");
   scratch_ = {rows_of(proj_, needs_.proj), rows_of(inner_, needs_.inner), rows_of(core_, needs_.core),
               gates_.as<float>()};
+  if (mtp_) allocate_speculation();
   reserve_workspace();
 }
+
+Decoder::~Decoder() = default;
 
 void Decoder::run_layers(const Step& s) {
   const int64_t T = s.tokens;
@@ -83,17 +94,21 @@ Decoder::Queued Decoder::forward(std::span<const SequenceChunk> chunks, std::spa
   // Ids from earlier picks are plain device data, like the uploaded ids: written before the
   // step's launches, so a recording never holds which pick fed which row.
   copy_chained(chained);
+  if (s.max_seq_tokens == 1) s.kv_len = decode_bucket(s.kv_len);
+  else if (s.chunk_tokens) s.rows_kv_len = decode_bucket(s.rows_kv_len);
+  MtpPass mtp_pass;
+  if (mtp_) mtp_pass = prepare_mtp_pass(chunks, s);
   const auto work = [&] {
     run_layers(s);
     if (pick != Pick::None) run_pick(picks.first, picks.rows, pick);
+    if (mtp_) run_mtp_pass(s, mtp_pass, pick != Pick::None);
   };
   if (s.max_seq_tokens == 1) {
-    s.kv_len = decode_bucket(s.kv_len);
-    run_decode_step({s.tokens, s.kv_len, pick}, work);
+    run_decode_step({s.tokens, s.kv_len, pick, 0, mtp_pass.step.tokens}, work);
   } else {
-    // A mixed step's one-token rows attend as a decode step of their bucket does; the step
-    // itself runs eagerly (its chunk's length varies, and recordings are made per decode shape).
-    if (s.chunk_tokens) s.rows_kv_len = decode_bucket(s.rows_kv_len);
+    // A mixed step's one-token rows attend as a decode step of their bucket does (above); the
+    // step itself runs eagerly (its chunk's length varies, and recordings are made per decode
+    // shape).
     work();
   }
   if (pick != Pick::None) send_picks(picks.rows, picks.logits_rows, q);
@@ -192,11 +207,11 @@ void Decoder::run_pick(int64_t first, int64_t n, Pick pick) {
 // overwritten by a newer one. The slot's copy on the backend is what later steps chain from
 // (picks_ itself belongs to the next picking step); the logits rows go out in runs of
 // consecutive rows, after the ids.
-void Decoder::send_picks(int64_t n, std::span<const int64_t> logits_rows, Queued& q) {
+void Decoder::send_picks(int64_t n, std::span<const int64_t> logits_rows, Queued& q, int64_t accepted) {
   const size_t slot = next_result_slot_;
   next_result_slot_ = (next_result_slot_ + 1) % kMostPendingPicks;
   be_.copy(kept_picks_, slot * pick_bytes(logit_rows_), picks_, 0, pick_bytes(n));
-  be_.download_async(picks_, 0, pick_bytes(n), slot);
+  be_.download_async(picks_, 0, pick_bytes(n) + sizeof(int32_t) * static_cast<size_t>(accepted), slot);
   const size_t row_bytes = sizeof(float) * static_cast<size_t>(vocab());
   for (size_t i = 0; i < logits_rows.size();) {
     size_t k = 1;
@@ -205,10 +220,11 @@ void Decoder::send_picks(int64_t n, std::span<const int64_t> logits_rows, Queued
                        logits_offset() + row_bytes * i);
     i += k;
   }
-  slot_rows_[slot] = n;
+  // A round's picks feed no chained row: its sequences continue from their next inputs.
+  slot_rows_[slot] = accepted ? 0 : n;
   q.slot = slot;
   q.use = ++slot_uses_[slot];
-  pending_.push_back({slot, n, static_cast<int64_t>(logits_rows.size())});
+  pending_.push_back({slot, n, static_cast<int64_t>(logits_rows.size()), accepted});
 }
 
 PickResult Decoder::read_picks() {
@@ -223,6 +239,8 @@ PickResult Decoder::read_picks() {
   r.logprobs.resize(n);
   std::memcpy(r.ids.data(), got, sizeof(int32_t) * n);
   std::memcpy(r.logprobs.data(), got + sizeof(int32_t) * n, sizeof(float) * n);
+  r.accepted.resize(static_cast<size_t>(p.accepted));
+  std::memcpy(r.accepted.data(), got + pick_bytes(p.rows), sizeof(int32_t) * r.accepted.size());
   r.logits.resize(static_cast<size_t>(p.logits_rows * vocab()));
   std::memcpy(r.logits.data(), got + logits_offset(), sizeof(float) * r.logits.size());
   return r;
@@ -251,6 +269,7 @@ void Decoder::reserve_workspace() {
   run_layers(inputs_.shape_only(limits_.max_sequences, limits_.max_sequences, 1, ctx));
   if (limits_.max_mixed_chunk > 1 && limits_.max_sequences > 1)
     run_layers(inputs_.mixed_shape_only(limits_.max_mixed_chunk, limits_.max_sequences - 1, ctx));
+  if (mtp_) reserve_round_workspace();
   ops::linear(be_, logit_rows_, rows_of(normed_, hidden_), lm_head(), rows_of(logits_, vocab()));
   ops::argmax(be_, logit_rows_, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr);
   ops::sample(be_, logit_rows_, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr, nullptr);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "block.hpp"
+#include "decoder_layer.hpp"
 #include "mlp_block.hpp"
 #include "ninfer/abi/ops/sample.h"
 #include "ninfer/checkpoint/model_config.hpp"
@@ -23,12 +24,7 @@
 
 namespace ninfer::models {
 
-struct Layer {
-  Vector input_norm;
-  std::unique_ptr<Mixer> mixer;
-  Vector post_norm;
-  std::unique_ptr<MlpBlock> mlp;
-};
+class MtpHead;
 
 // The token choice a step makes for its picked rows right after its layers, in the same launch
 // sequence (one recording with them; the copies of the ids to the host follow it): Greedy is the
@@ -60,11 +56,20 @@ struct StepPicks {
 };
 
 // A step's result as the host reads it: ids and log-probabilities per picked row, logits rows
-// [logits_rows, vocab] in the order they were asked for.
+// [logits_rows, vocab] in the order they were asked for. A speculative round's: draft_tokens + 1
+// picks per sequence (its verification rows) and, per sequence, the drafts it accepted.
 struct PickResult {
   std::vector<int32_t> ids;
   std::vector<float> logprobs;
   std::vector<float> logits;
+  std::vector<int32_t> accepted;
+};
+
+// One sequence of a speculative round: its slot and the position of its next input (the first
+// position the round writes).
+struct RoundRow {
+  int32_t slot = 0;
+  int64_t position = 0;
 };
 
 // What a family supplies: its layers and top-level weights.
@@ -80,10 +85,16 @@ struct DecoderParts {
 class Decoder {
  public:
   // Allocates activations for `limits`, then sizes every op's workspace by planning the largest
-  // prefill and decode steps.
-  Decoder(Backend& be, DecoderParts parts, const StepLimits& limits);
+  // prefill and decode steps (and, with an MTP head, the largest speculative round).
+  Decoder(Backend& be, DecoderParts parts, const StepLimits& limits, std::unique_ptr<MtpHead> mtp = nullptr);
+  ~Decoder();
 
   const StepLimits& limits() const { return limits_; }
+  // With an MTP head (speculative decoding, docs/speculative.md) every step also runs the head
+  // over its tokens, one position behind the model, so the head's KV cache and each slot's
+  // last hidden state follow the sequence; a step with picks also keeps each slot's pick as the
+  // slot's next input for spec_round.
+  bool speculative() const { return mtp_ != nullptr; }
   int64_t vocab() const { return lm_head().rows; }
 
   // Uploads the step, copies its `chained` ids from earlier picks (on the backend, before the
@@ -104,6 +115,17 @@ class Decoder {
                  const StepPicks& picks = {});
   // Whether `ref` still names a pick on the backend (its slot was not given to a newer step).
   bool pick_alive(const PickRef& ref) const;
+  // A speculative round (speculative() only): for each row, the head drafts limits().draft_tokens
+  // tokens after the slot's next input (its last pick, or set_next_input's), one pass verifies the
+  // input and the drafts, draft_accept keeps the longest agreeing prefix, and every slot is
+  // settled on the device at the position it accepted (recurrent states, last hidden state, next
+  // input; KV rows beyond are never read). The host reads the picks (draft_tokens + 1 per row)
+  // and the accepted counts with read_picks; a row gains accepted + 1 tokens. Rows' positions
+  // must hold the round's draft_tokens + 1 tokens. Decode recordings serve rounds too, one per
+  // (rows, context bucket, drafts).
+  Queued spec_round(std::span<const RoundRow> rows);
+  // The slot's next input for spec_round, given by the host.
+  void set_next_input(int32_t slot, int32_t id);
   // The sampling rows the next Pick::Sample step uses, row i for its picked row i.
   void set_sample_rows(std::span<const ninfer_sample_row> rows);
   size_t pending_picks() const { return pending_.size(); }
@@ -119,6 +141,9 @@ class Decoder {
   size_t decode_recordings() const;
   // Logits of rows [first, first + count) of the last forward pass, appended to `out`.
   void logits(int64_t first, int64_t count, std::vector<float>& out);
+  // Speculation only: the MTP head's logits for the last step's tokens [first, first + count),
+  // appended to `out`; a token at position 0 has no head row (an error).
+  void draft_logits(int64_t first, int64_t count, std::vector<float>& out);
   void reset(int32_t slot);
   // Every mixer's state of the slot to its snapshot and back (StepLimits::state_snapshots).
   void save_snapshot(int32_t slot);
@@ -131,26 +156,66 @@ class Decoder {
   // consecutive rows of one pick.
   void copy_chained(std::span<const ChainedId> chained);
   // Keeps picks_ (n rows) in the next result slot on the backend and starts it, with the logits
-  // rows asked for, back to the host.
-  void send_picks(int64_t n, std::span<const int64_t> logits_rows, Queued& q);
-  // Where a result slot's logits rows start (after the largest pick, cache-line aligned).
-  size_t logits_offset() const { return (2 * sizeof(int32_t) * static_cast<size_t>(logit_rows_) + 63) / 64 * 64; }
+  // rows asked for (and a round's `accepted` counts after the picks), back to the host.
+  void send_picks(int64_t n, std::span<const int64_t> logits_rows, Queued& q, int64_t accepted = 0);
+
+  // The MTP pass of a step (speculative decoding): the head over the step's tokens, each paired
+  // with the hidden state of the position before it (decoder_speculation.cpp).
+  struct MtpPass {
+    Step step;                  // the head's rows: the step's tokens less those at position 0
+    const int32_t* from = nullptr; // per head row, the step's token it reads
+    const int32_t *step_dst = nullptr, *step_src = nullptr; // hidden rows from this step's
+    const int32_t *slot_dst = nullptr, *slot_src = nullptr; // hidden rows from a slot's last
+    int64_t from_step = 0, from_slot = 0;
+    const int32_t* last = nullptr; // per sequence, its last token in the step
+  };
+  // Uploads the pass's rows and index arrays (before the step's launches).
+  MtpPass prepare_mtp_pass(std::span<const SequenceChunk> chunks, const Step& s);
+  // The pass's launches, after the step's layers and pick.
+  void run_mtp_pass(const Step& s, const MtpPass& m, bool picked);
+  // The launches of a speculative round over the verification step `v` (its draft passes'
+  // positions at `draft_pos`, draft_tokens x rows; `to_verify` places the drafts in v's ids).
+  void run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify);
+  // Int32 arrays of the next step, packed for one upload before its launches; the same sizes in
+  // the same order give the same addresses, as a recording needs.
+  const int32_t* add_index(std::span<const int32_t> values);
+  void upload_indices();
+  int32_t* device_ids(const Step& s) const; // the step's ids, which its launches may rewrite
+  // Where a result slot's logits rows start (after the largest pick and a round's accepted
+  // counts, cache-line aligned).
+  size_t logits_offset() const {
+    return (sizeof(int32_t) * static_cast<size_t>(2 * logit_rows_ + limits_.max_sequences) + 63) / 64 * 64;
+  }
   const Matrix& lm_head() const { return parts_.lm_head.buf.empty() ? parts_.embedding : parts_.lm_head; }
   void run_layers(const Step& s);
   void reserve_workspace();
+  // The speculation buffers (decoder_speculation.cpp) and the planning of a round's ops.
+  void allocate_speculation();
+  void reserve_round_workspace();
   // The span a decode step's attention is planned for: the next power of two >= kv_len (at
   // least kMinDecodeBucket, at most max_context). Eager and recorded steps use the same plans,
   // so they compute the same bits, and one recording serves every length in its bucket.
   int32_t decode_bucket(int32_t kv_len) const;
-  // What a decode step's recording depends on: (sequences, context bucket, pick). Everything
-  // else a step varies (ids, chained ids, sampling rows) is device data written before it.
-  using DecodeShape = std::tuple<int64_t, int32_t, Pick>;
+  // What a decode step's recording depends on: (sequences, context bucket, pick, drafts of a
+  // speculative round or 0, rows of the step's MTP pass). Everything else a step varies (ids,
+  // chained ids, sampling rows, positions, the accepted drafts) is device data written before
+  // it or by its own launches.
+  using DecodeShape = std::tuple<int64_t, int32_t, Pick, int32_t, int64_t>;
   void run_decode_step(const DecodeShape& shape, const std::function<void()>& launch);
 
   Backend& be_;
   DecoderParts parts_;
   StepLimits limits_;
   StepInputs inputs_;
+  std::unique_ptr<MtpHead> mtp_;
+  // Speculation only: the MTP pass's step inputs; per slot, the model's final-norm hidden state
+  // at its last position and its next input; the draft table [draft_tokens + 1][sequences] (a
+  // round's inputs, then its drafts); the head's rows; each round sequence's kept row.
+  std::unique_ptr<StepInputs> mtp_inputs_;
+  DeviceBuffer slot_hidden_, next_ids_, draft_ids_, mtp_rows_, keep_rows_;
+  DeviceBuffer indices_;
+  std::vector<int32_t> host_indices_;
+  std::vector<int32_t> mtp_row_of_token_; // the last step's: its head row per token, -1 for none
   ScratchNeeds needs_;
   int64_t hidden_;
   int64_t logit_rows_; // rows of the logits buffer; the LM head runs in slices of this many
@@ -162,6 +227,7 @@ class Decoder {
     size_t slot; // the backend's result slot
     int64_t rows;
     int64_t logits_rows;
+    int64_t accepted; // a speculative round's sequences (their accepted counts follow the picks)
   };
   std::deque<PendingPick> pending_;
   size_t next_result_slot_ = 0;

@@ -38,6 +38,12 @@ GatedDeltaNetBlock::GatedDeltaNetBlock(WeightLoader& w, Backend& be, const std::
     conv_snapshot_ = be.allocate(slots * conv_state_bytes(), MemoryUse::State, p + "linear_attn conv snapshot");
     recurrent_snapshot_ = be.allocate(slots * recurrent_state_bytes(), MemoryUse::State, p + "linear_attn recurrent snapshot");
   }
+  if (limits.draft_tokens > 0) {
+    const size_t rows = static_cast<size_t>(limits.max_sequences) * static_cast<size_t>(limits.draft_tokens + 1);
+    conv_token_states_ = be.allocate(rows * conv_state_bytes(), MemoryUse::State, p + "linear_attn conv state per draft");
+    recurrent_token_states_ =
+        be.allocate(rows * recurrent_state_bytes(), MemoryUse::State, p + "linear_attn recurrent state per draft");
+  }
 }
 
 ScratchNeeds GatedDeltaNetBlock::needs() const {
@@ -60,6 +66,15 @@ void GatedDeltaNetBlock::restore_snapshot(Backend& be, int32_t slot) {
   be.copy(conv_state_, slot * conv_state_bytes(), conv_snapshot_, slot * conv_state_bytes(), conv_state_bytes());
   be.copy(recurrent_state_, slot * recurrent_state_bytes(), recurrent_snapshot_, slot * recurrent_state_bytes(),
           recurrent_state_bytes());
+}
+
+// Two copies per layer, at rows the device chose: no host round trip between a round's
+// verification and the next step.
+void GatedDeltaNetBlock::keep_token_state(Backend& be, int32_t seqs, const int32_t* slots, const int32_t* rows) {
+  const auto words = [](size_t bytes) { return static_cast<int64_t>(bytes / sizeof(float)); };
+  const int64_t conv = words(conv_state_bytes()), rec = words(recurrent_state_bytes());
+  ops::copy_rows(be, seqs, conv, conv_state_.data(), conv, slots, conv_token_states_.data(), conv, rows);
+  ops::copy_rows(be, seqs, rec, recurrent_state_.data(), rec, slots, recurrent_token_states_.data(), rec, rows);
 }
 
 void GatedDeltaNetBlock::forward(Backend& be, const Step& s, const Scratch& scratch, const ops::NormedInput& in,
@@ -85,8 +100,10 @@ void GatedDeltaNetBlock::forward(Backend& be, const Step& s, const Scratch& scra
     const int64_t r = part.first, n = part.step.tokens;
     const ops::Rows p = proj.from(r), x = conv.from(r);
     // q's heads and then k's lead the conv row: both are l2-normalised with it.
+    // A verification pass (one part: it is never mixed) keeps the state after every token.
+    const bool keep = part.step.keep_token_states;
     ops::conv_l2_norm(be, part.step, p, conv_w_, C, spec_.conv_kernel, conv_state_.as<float>(), x,
-                      2 * spec_.k_heads, spec_.k_dim, kQkL2Eps);
+                      2 * spec_.k_heads, spec_.k_dim, kQkL2Eps, keep ? conv_token_states_.as<float>() : nullptr);
     const ops::Rows q = x, k = x.at(key_width()), v = x.at(2 * key_width()), z = p.at(C);
     const ops::Rows a = p.at(C + value_width()), b = a.at(spec_.v_heads);
     ops::GdnStepInputs step{q, k, v, z, a, b, &a_log_, &dt_bias_, &norm_w_, spec_.eps, scale};
@@ -95,7 +112,8 @@ void GatedDeltaNetBlock::forward(Backend& be, const Step& s, const Scratch& scra
     step.w_b = &w_b_;
     step.g = scratch.gates; // the part's own: consumed within its call
     step.beta = scratch.gates + n * spec_.v_heads;
-    ops::gated_delta_step(be, part.step, step, dims, recurrent_state_.as<float>(), core.from(r));
+    ops::gated_delta_step(be, part.step, step, dims, recurrent_state_.as<float>(), core.from(r),
+                          keep ? recurrent_token_states_.as<float>() : nullptr);
   }
   ops::linear(be, T, core, out_, resid, /*accumulate=*/true);
 }

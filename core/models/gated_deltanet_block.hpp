@@ -34,6 +34,7 @@ class GatedDeltaNetBlock final : public Mixer {
   void reset(Backend& be, int32_t slot) override;
   void save_snapshot(Backend& be, int32_t slot) override;
   void restore_snapshot(Backend& be, int32_t slot) override;
+  void keep_token_state(Backend& be, int32_t seqs, const int32_t* slots, const int32_t* rows) override;
 
  private:
   int64_t key_width() const { return int64_t{spec_.k_heads} * spec_.k_dim; }
@@ -50,6 +51,9 @@ class GatedDeltaNetBlock final : public Mixer {
   Vector a_log_, dt_bias_, conv_w_, norm_w_;
   DeviceBuffer conv_state_, recurrent_state_;
   DeviceBuffer conv_snapshot_, recurrent_snapshot_; // per slot, with StepLimits::state_snapshots
+  // Speculation only: the states after every token of a verification pass (limits.max_sequences
+  // x (draft_tokens + 1) tokens), from which keep_token_state settles each slot.
+  DeviceBuffer conv_token_states_, recurrent_token_states_;
 };
 
 } // namespace ninfer::models

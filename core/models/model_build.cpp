@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "model_families.hpp"
+#include "mtp_head.hpp"
+#include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/plugin_host/plugin_host.hpp"
@@ -46,8 +48,11 @@ StepLimits step_limits(const ModelOptions& o) {
   // The largest step: a prompt chunk alone, a decode step, or a mixed step (a chunk and a row
   // for every other slot).
   limits.max_mixed_chunk = o.max_sequences > 1 ? o.mixed_chunk : 0;
-  limits.max_tokens = std::max<int64_t>(
-      {o.prefill_chunk, o.max_sequences, limits.max_mixed_chunk ? o.mixed_chunk + o.max_sequences - 1 : 0});
+  // A speculative round verifies every sequence's next input and its drafts in one pass.
+  limits.draft_tokens = o.speculation.on() ? o.speculation.draft_tokens : 0;
+  limits.max_tokens = std::max<int64_t>({o.prefill_chunk, o.max_sequences,
+                                         limits.max_mixed_chunk ? o.mixed_chunk + o.max_sequences - 1 : 0,
+                                         int64_t{o.max_sequences} * (limits.draft_tokens + 1)});
   limits.max_sequences = o.max_sequences;
   limits.max_context = o.max_context;
   limits.kv_dtype = kv_dtype(o.kv_cache);
@@ -57,10 +62,13 @@ StepLimits step_limits(const ModelOptions& o) {
 
 std::unique_ptr<Decoder> build_decoder(const Checkpoint& ck, Backend& be, const ModelOptions& o) {
   const ModelConfig& cfg = ck.config();
+  const bool mtp = o.speculation.method == SpecMethod::Mtp;
+  if (mtp) require_mtp(ck);
   const StepLimits limits = step_limits(o);
-  WeightLoader w(ck, be, o.weights);
+  WeightLoader w(ck, be, o.weights, mtp ? static_cast<int64_t>(mtp_tensors(cfg).size()) : 0);
   DecoderParts parts = decoder_builder(family_of(cfg))(w, be, cfg, limits);
-  return std::make_unique<Decoder>(be, std::move(parts), limits);
+  std::unique_ptr<MtpHead> head = mtp ? std::make_unique<MtpHead>(w, be, cfg, limits) : nullptr;
+  return std::make_unique<Decoder>(be, std::move(parts), limits, std::move(head));
 }
 
 } // namespace ninfer::models

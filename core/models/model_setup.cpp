@@ -51,6 +51,12 @@ std::optional<int64_t> parse_kv_capacity_option(const std::string& text) {
   return v;
 }
 
+SpecKind parse_spec_option(const std::string& text) {
+  for (SpecKind k : {SpecKind::None, SpecKind::Mtp})
+    if (text == to_string(k)) return k;
+  throw Error(fmt::format("--spec {}: expected none or mtp", text));
+}
+
 size_t memory_limit_bytes(double gib) {
   if (!(gib > 0) || gib > 1 << 20) throw Error(fmt::format("--memory-limit {}: expected GiB > 0", gib));
   return static_cast<size_t>(gib * double(size_t{1} << 30));
@@ -79,6 +85,12 @@ Manifest resolve_manifest(const ModelSource& s) {
     m.runtime.memory_limit_gib = s.memory_limit_gib;
   }
   if (s.kv_capacity) m.runtime.kv_capacity = parse_kv_capacity_option(*s.kv_capacity);
+  if (s.spec) m.spec.method = parse_spec_option(*s.spec);
+  if (s.draft_tokens) {
+    if (*s.draft_tokens < 1 || *s.draft_tokens > kMostDraftTokens)
+      throw Error(fmt::format("--draft-tokens {}: expected 1 to {}", *s.draft_tokens, kMostDraftTokens));
+    m.spec.draft_tokens = *s.draft_tokens;
+  }
   return m;
 }
 
@@ -110,6 +122,7 @@ ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::option
   mo.weights = precision(m.dtype);
   mo.cuda_graphs = m.runtime.cuda_graphs;
   mo.kv_cache = kv_cache_precision(m.runtime.kv_dtype);
+  if (m.spec.method == SpecKind::Mtp) mo.speculation = {SpecMethod::Mtp, static_cast<int32_t>(m.spec.draft_tokens)};
   return mo;
 }
 
@@ -118,7 +131,7 @@ ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice
                              bool state_snapshots) {
   const Manifest& m = files.manifest;
   ModelOptions mo = model_options(m, max_sequences, prefill_chunk, mixed_chunk);
-  mo.state_snapshots = state_snapshots;
+  mo.state_snapshots = state_snapshots && !mo.speculation.on(); // ModelOptions::state_snapshots
 
   ModelOnDevice out;
   out.plugins = std::make_unique<PluginHost>();
@@ -154,6 +167,9 @@ ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice
   const MemoryReport report = out.backend->memory();
   spdlog::info("KV cache: {} (kv_dtype {}); memory budget: {}", to_string(out.lm->options().kv_cache),
                to_string(m.runtime.kv_dtype), report.describe());
+  if (mo.speculation.on())
+    spdlog::info("speculative decoding: {} drafts per round from the MTP head (greedy requests)",
+                 mo.speculation.draft_tokens);
   if (max_sequences > 1)
     spdlog::info("prompt chunks: {} tokens alone, {} beside decoding streams (mixed_chunk{})",
                  out.lm->options().prefill_chunk, out.lm->options().mixed_chunk,

@@ -6,6 +6,8 @@
 
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/conv_l2_norm.h"
+#include "ninfer/abi/ops/copy_rows.h"
+#include "ninfer/abi/ops/draft_accept.h"
 #include "ninfer/abi/ops/embedding.h"
 #include "ninfer/abi/ops/gated_delta_step.h"
 #include "ninfer/abi/ops/head_norm_rope_append_attention.h"
@@ -24,8 +26,10 @@ int32_t i32(int64_t v) { return static_cast<int32_t>(v); }
 
 ninfer_shape shape(int64_t tokens, int64_t d0, int64_t d1 = 0, int64_t d2 = 0, int64_t d3 = 0,
                    int32_t dtype = NINFER_DTYPE_F32) {
-  return {tokens, {d0, d1, d2, d3}, dtype, 0};
+  return {tokens, {d0, d1, d2, d3}, dtype, 0, 0};
 }
+
+uint32_t token_states_flag(const float* token_states) { return token_states ? NINFER_SHAPE_TOKEN_STATES : 0u; }
 
 } // namespace
 
@@ -169,13 +173,16 @@ void sigmoid_gate(Backend& be, int64_t tokens, Rows x, Rows gate, int64_t gate_h
 }
 
 void conv_l2_norm(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
-                  float* state, Rows out, int32_t norm_heads, int32_t norm_dim, float eps) {
+                  float* state, Rows out, int32_t norm_heads, int32_t norm_dim, float eps, float* token_states) {
   ninfer_conv_l2_norm_args a{};
-  a.conv = {x.p, x.stride, weight.data(), state, out.p, out.stride, s.batch, s.tokens, channels, kernel};
+  a.conv = {x.p,     x.stride, weight.data(), state,  out.p, out.stride, s.batch,
+            s.tokens, channels, kernel,       token_states};
   a.norm_heads = norm_heads;
   a.norm_dim = norm_dim;
   a.eps = eps;
-  be.run(NINFER_OP_CONV_L2_NORM, shape(s.tokens, channels, kernel, s.max_seq_tokens, norm_dim), &a);
+  ninfer_shape sh = shape(s.tokens, channels, kernel, s.max_seq_tokens, norm_dim);
+  sh.flags = token_states_flag(token_states);
+  be.run(NINFER_OP_CONV_L2_NORM, sh, &a);
 }
 
 namespace {
@@ -183,6 +190,7 @@ namespace {
 ninfer_shape step_shape(const Step& s, const GdnDims& d) {
   ninfer_shape sh = shape(s.tokens, d.v_heads, d.k_dim, d.v_dim, d.k_heads);
   sh.max_seq_tokens = s.max_seq_tokens;
+  sh.flags = s.keep_token_states ? NINFER_SHAPE_TOKEN_STATES : 0u;
   return sh;
 }
 } // namespace
@@ -191,7 +199,8 @@ bool gated_delta_step_reads_normed(Backend& be, const Step& s, const GdnDims& d)
   return be.plan(NINFER_OP_GATED_DELTA_STEP, step_shape(s, d)).unfused;
 }
 
-void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const GdnDims& d, float* state, Rows out) {
+void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const GdnDims& d, float* state, Rows out,
+                      float* token_states) {
   ninfer_gated_delta_step_args a{};
   a.q = in.q.p;
   a.k = in.k.p;
@@ -217,9 +226,22 @@ void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const
   a.v_heads = d.v_heads;
   a.k_dim = d.k_dim;
   a.v_dim = d.v_dim;
+  a.token_states = token_states;
   const GatedDeltaStepUnfused unfused{in.normed.p,     in.normed.stride,  in.w_a->buf.data(), in.w_b->buf.data(),
                                       i32(in.w_a->cols), in.w_a->dtype,   in.g,               in.beta};
   be.run(NINFER_OP_GATED_DELTA_STEP, step_shape(s, d), &a, &unfused);
+}
+
+void copy_rows(Backend& be, int64_t rows, int64_t width, void* dst, int64_t dst_stride, const int32_t* dst_index,
+               const void* src, int64_t src_stride, const int32_t* src_index) {
+  const ninfer_copy_rows_args a{dst, dst_stride, dst_index, src, src_stride, src_index, rows, width};
+  be.run(NINFER_OP_COPY_ROWS, shape(rows, width), &a);
+}
+
+void draft_accept(Backend& be, int32_t seqs, int32_t drafts, const int32_t* ids, const int32_t* picks,
+                  int32_t* accepted, int32_t* keep_row) {
+  const ninfer_draft_accept_args a{ids, picks, accepted, keep_row, seqs, drafts};
+  be.run(NINFER_OP_DRAFT_ACCEPT, shape(seqs, drafts), &a);
 }
 
 } // namespace ninfer::models::ops

@@ -83,8 +83,10 @@ void sigmoid_gate(Backend& be, int64_t tokens, Rows x, Rows gate, int64_t gate_h
                   int32_t head_dim);
 // causal_conv1d, then l2_norm of the output's first norm_heads heads of norm_dim channels
 // (ninfer/abi/ops/conv_l2_norm.h; unfused: the two).
+// With `token_states`, also the state after every token ([T, channels, kernel - 1]).
 void conv_l2_norm(Backend& be, const Step& s, Rows x, const Vector& weight, int32_t channels, int32_t kernel,
-                  float* state, Rows out, int32_t norm_heads, int32_t norm_dim, float eps);
+                  float* state, Rows out, int32_t norm_heads, int32_t norm_dim, float eps,
+                  float* token_states = nullptr);
 struct GdnDims {
   int32_t k_heads, v_heads, k_dim, v_dim;
 };
@@ -112,6 +114,18 @@ struct GdnStepInputs {
 // Whether the planner's route for this step's gated_delta_step is its unfused form, which reads
 // the layer's normed rows: the input projection keeps them only then.
 bool gated_delta_step_reads_normed(Backend& be, const Step& s, const GdnDims& d);
-void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const GdnDims& d, float* state, Rows out);
+// With `token_states` (given exactly when s.keep_token_states), also the state after every token
+// ([T, v_heads, k_dim, v_dim]).
+void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const GdnDims& d, float* state, Rows out,
+                      float* token_states = nullptr);
+
+// For r in [0, rows): row dst_index[r] of dst = row src_index[r] of src, `width` 32-bit words
+// (ninfer/abi/ops/copy_rows.h); a null index is row r. Strides in words.
+void copy_rows(Backend& be, int64_t rows, int64_t width, void* dst, int64_t dst_stride, const int32_t* dst_index,
+               const void* src, int64_t src_stride, const int32_t* src_index);
+// Greedy verification of a speculative round (ninfer/abi/ops/draft_accept.h): per sequence, how
+// many of its `drafts` drafts the model's picks repeat, and the row it keeps.
+void draft_accept(Backend& be, int32_t seqs, int32_t drafts, const int32_t* ids, const int32_t* picks,
+                  int32_t* accepted, int32_t* keep_row);
 
 } // namespace ninfer::models::ops

@@ -27,6 +27,9 @@ struct Step {
   // 0, 1, 2, ... (max_sequences + 1 of them) on the backend: the one-token rows' own seq_start
   // and token_seq, which the step's arrays hold shifted by the chunk.
   const int32_t* ramp = nullptr;
+  // A speculative round's verification pass: the recurrent layers also keep their state after
+  // every token, so the round can settle each slot on the draft position it accepts.
+  bool keep_token_states = false;
 };
 
 // The largest steps a model is built for; memory and workspace are sized from these.
@@ -37,6 +40,7 @@ struct StepLimits {
   int64_t max_context = 0;   // positions per slot
   int32_t kv_dtype = NINFER_DTYPE_F32; // KV cache elements (ninfer_dtype: F32, F16 or BF16)
   bool state_snapshots = false;        // a second copy of each slot's recurrent state (ModelOptions)
+  int32_t draft_tokens = 0; // speculative rounds' drafts per sequence (0: no speculation)
 };
 
 // Bytes of one KV cache element of `dtype`.

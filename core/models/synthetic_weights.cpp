@@ -59,8 +59,10 @@ void WeightLoader::fill_synthetic(const Matrix& m, size_t offset_bytes, const Te
 // Small tensors (norm weights, conv weights, A_log, dt_bias) with the initialisation of
 // ninfer-make-checkpoint, made on the host: their distributions matter for sane activations.
 std::vector<float> WeightLoader::synthetic_values(const TensorView& t) {
-  if (synthetic_specs_.empty())
+  if (synthetic_specs_.empty()) {
     for (const ExpectedTensor& e : expected_tensors(ck_.config())) synthetic_specs_.emplace(e.name, e);
+    for (const ExpectedTensor& e : mtp_tensors(ck_.config())) synthetic_specs_.emplace(e.name, e);
+  }
   const auto it = synthetic_specs_.find(t.name);
   if (it == synthetic_specs_.end()) throw Error(fmt::format("synthetic checkpoint: no initialisation for tensor {}", t.name));
   return random_tensor_values(it->second, *ck_.synthetic_seed());

@@ -10,9 +10,9 @@
 
 namespace ninfer::models {
 
-WeightLoader::WeightLoader(const Checkpoint& ck, Backend& backend, WeightPrecision precision)
+WeightLoader::WeightLoader(const Checkpoint& ck, Backend& backend, WeightPrecision precision, int64_t extra_tensors)
     : progress_(backend.plan_only() ? "" : "loading weights",
-                backend.plan_only() ? 0 : static_cast<int64_t>(expected_tensors(ck.config()).size())),
+                backend.plan_only() ? 0 : static_cast<int64_t>(expected_tensors(ck.config()).size()) + extra_tensors),
       ck_(ck), backend_(backend), precision_(precision), dry_(backend.plan_only()) {}
 
 void WeightLoader::count_loaded(const std::string& name) {

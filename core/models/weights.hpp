@@ -66,7 +66,9 @@ int32_t codes_dtype(QuantCodes c);
 // their layout (QuantRead::Layout: zero points and g_idx, never the codes).
 class WeightLoader {
  public:
-  WeightLoader(const Checkpoint& ck, Backend& backend, WeightPrecision precision);
+  // `extra_tensors`: tensors beyond the model's expected_tensors that the load reads (the MTP
+  // head's), for the loading bar's total.
+  WeightLoader(const Checkpoint& ck, Backend& backend, WeightPrecision precision, int64_t extra_tensors = 0);
 
   // One projection's weight: quantized as the checkpoint stores it, else in the precision
   // policy's dtype. Tensors must already have passed require_all().

@@ -6,6 +6,8 @@
 #include "ninfer/abi/ops/argmax.h"
 #include "ninfer/abi/ops/causal_conv1d.h"
 #include "ninfer/abi/ops/conv_l2_norm.h"
+#include "ninfer/abi/ops/copy_rows.h"
+#include "ninfer/abi/ops/draft_accept.h"
 #include "ninfer/abi/ops/embedding.h"
 #include "ninfer/abi/ops/fill_random.h"
 #include "ninfer/abi/ops/gated_delta_rule.h"
@@ -100,6 +102,13 @@ const std::vector<OpInfo>& op_catalog() {
        "sampled token of each logits row (temperature, top-k, top-p, min-p; seeded, + its log-probability) "
        "on the device",
        {"vocab"}, {248320, 0, 0, 0}, NINFER_DTYPE_F32},
+      // A speculative round of batch 4 with 3 drafts committing Qwen3.5-27B's recurrent state of
+      // one Gated DeltaNet layer per slot (48 heads x 128 x 128 float32 words).
+      {NINFER_OP_COPY_ROWS, "rows of 32-bit words copied at indices held on the device (speculative rollback)",
+       {"width"}, {786432, 0, 0, 0}, NINFER_DTYPE_F32},
+      {NINFER_OP_DRAFT_ACCEPT,
+       "greedy acceptance of a speculative round's drafts: per sequence the drafts the model's picks repeat",
+       {"drafts"}, {3, 0, 0, 0}, NINFER_DTYPE_F32},
       {NINFER_OP_FILL_RANDOM, "seeded uniform fill of a buffer (benchmark weights built on the device)", {},
        {0, 0, 0, 0}, NINFER_DTYPE_BF16},
   });

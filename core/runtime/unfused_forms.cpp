@@ -29,8 +29,11 @@ namespace {
 
 ninfer_shape shape(int64_t tokens, int64_t d0, int64_t d1 = 0, int64_t d2 = 0, int64_t d3 = 0,
                    int32_t dtype = NINFER_DTYPE_F32) {
-  return {tokens, {d0, d1, d2, d3}, dtype, 0};
+  return {tokens, {d0, d1, d2, d3}, dtype, 0, 0};
 }
+
+// The flag a call with token states carries to the ops that write them.
+uint32_t token_states_flag(const void* token_states) { return token_states ? NINFER_SHAPE_TOKEN_STATES : 0u; }
 
 template <class Extra>
 const Extra& need(const void* extra, std::string_view op) {
@@ -109,7 +112,9 @@ void head_norm_rope_append_attention(Backend& be, const ninfer_shape& s,
 
 void conv_l2_norm(Backend& be, const ninfer_conv_l2_norm_args& a) {
   const ninfer_causal_conv1d_args& c = a.conv;
-  be.run(NINFER_OP_CAUSAL_CONV1D, shape(c.tokens, c.channels, c.kernel), &c);
+  ninfer_shape conv = shape(c.tokens, c.channels, c.kernel);
+  conv.flags = token_states_flag(c.token_states);
+  be.run(NINFER_OP_CAUSAL_CONV1D, conv, &c);
   const ninfer_l2_norm_args n{c.out, c.out_token_stride, a.norm_dim, c.tokens, a.norm_heads, a.norm_dim, a.eps};
   be.run(NINFER_OP_L2_NORM, shape(c.tokens, a.norm_dim, a.norm_heads), &n);
 }
@@ -124,9 +129,11 @@ void gated_delta_step(Backend& be, const ninfer_shape& s, const ninfer_gated_del
   const ninfer_gated_delta_rule_args rule{a.q,         a.k,          a.qk_token_stride, a.v,     a.v_token_stride,
                                           x.g,         x.beta,       a.state,           a.out,   a.out_token_stride,
                                           a.batch,     T,            a.k_heads,         a.v_heads, a.k_dim,
-                                          a.v_dim,     a.scale};
+                                          a.v_dim,     a.scale,      a.token_states};
   const int64_t seq_tokens = s.max_seq_tokens > 0 ? s.max_seq_tokens : 1; // unstated: the op's one
-  be.run(NINFER_OP_GATED_DELTA_RULE, shape(T, seq_tokens, a.v_heads, a.k_dim, a.v_dim), &rule);
+  ninfer_shape rule_shape = shape(T, seq_tokens, a.v_heads, a.k_dim, a.v_dim);
+  rule_shape.flags = token_states_flag(a.token_states);
+  be.run(NINFER_OP_GATED_DELTA_RULE, rule_shape, &rule);
   const ninfer_gated_rms_norm_args norm{a.out, a.out_token_stride, a.z, a.z_token_stride, a.norm_w, a.out,
                                         a.out_token_stride, T, a.v_heads, a.v_dim, a.eps};
   be.run(NINFER_OP_GATED_RMS_NORM, shape(T, a.v_dim, a.v_heads), &norm);

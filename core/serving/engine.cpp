@@ -14,7 +14,9 @@ namespace ninfer::serving {
 
 Engine::Engine(CausalLM& lm, const Tokenizer* tokenizer, EngineOptions options)
     : lm_(lm), tokenizer_(tokenizer), options_(options),
-      reuse_(lm.options().max_sequences, lm.can_truncate(), options.prefix_cache) {
+      // A speculating slot's position is settled only when its round is read, and its MTP head
+      // keeps state a slot's tokens do not describe: no reuse there yet.
+      reuse_(lm.options().max_sequences, lm.can_truncate(), options.prefix_cache && !lm.options().speculation.on()) {
   if (options_.max_pending < 0) throw Error("max_pending must be >= 0");
   thread_ = std::thread([this] { run(); });
 }

@@ -40,7 +40,8 @@ int32_t register_variants(const ninfer_registrar* r) {
   for (auto reg : {register_gdn_gating, register_embedding, register_rms_norm, register_l2_norm,
                    register_gated_rms_norm, register_linear, register_rope, register_kv_append, register_attention,
                    register_silu_mul, register_sigmoid_gate, register_causal_conv1d, register_gated_delta_rule,
-                   register_argmax, register_sample, register_fill_random})
+                   register_argmax, register_sample, register_fill_random, register_copy_rows,
+                   register_draft_accept})
     if (int32_t rc = reg(r); rc != NINFER_OK) return rc;
   if (kFusedOps)
     for (auto reg : {register_head_norm_rope, register_head_norm_rope_append, register_head_norm_rope_append_attention,

@@ -30,6 +30,7 @@ int32_t register_attention(const ninfer_registrar* r, char* err, size_t err_len)
 int32_t register_gated_deltanet(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_argmax(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_sample(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_draft_accept(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_fill_random(const ninfer_registrar* r, char* err, size_t err_len);
 
 } // namespace ninfer::cuda_plugin

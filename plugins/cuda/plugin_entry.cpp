@@ -47,7 +47,8 @@ int32_t register_variants(const ninfer_registrar* r) {
   if (!generic_device_ready(r)) return NINFER_OK;
 #endif
   for (Register fn : {register_gdn_gating, register_pointwise_ops, register_linear, register_attention,
-                      register_gated_deltanet, register_argmax, register_sample, register_fill_random}) {
+                      register_gated_deltanet, register_argmax, register_sample, register_draft_accept,
+                      register_fill_random}) {
     char err[256] = {0};
     if (int32_t rc = fn(r, err, sizeof err); rc != NINFER_OK) {
       std::fprintf(stderr, "%s: %s\n", NINFER_PLUGIN_NAME, err);

@@ -1,6 +1,7 @@
 // ninfer-run end to end. Numbers come from transformers (tests/fixtures: greedy ids, margins,
 // teacher-forced logits), never from ninfer-run's own earlier output; where a test reuses a
 // first run's output it asserts a relation (a stop truncates exactly there), not a value.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -220,4 +221,42 @@ TEST(NinferRun, BadInputIsAClearErrorWithNoOutputPresentedAsSuccess) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("need --json"), std::string::npos) << r.err;
   fs::remove_all(scratch);
+}
+
+// --spec mtp on the trained demo model: the greedy ids of the model's own reference
+// (transformers' greedy continuations, models/qwen3_5-demo/reference.json) wherever its top-2
+// margin is clear, with the rounds' counts in the JSON and the summary; the flags' refusals.
+TEST(NinferRun, SpeculativeDecodingKeepsTheReferenceIdsAndReportsAcceptance) {
+  const fs::path demo = source_dir() / "models/qwen3_5-demo";
+  std::ifstream in(demo / "reference.json");
+  const json ref = json::parse(in);
+  for (int K : {1, 3}) {
+    for (const json& c : ref["cases"]) {
+      std::string err;
+      const json j = run_json(fmt::format("--checkpoint {} --prompt-ids {} --greedy --ignore-eos --max-new {} --spec "
+                                          "mtp --draft-tokens {} --device cpu",
+                                          demo.string(), ids_csv(c["prompt_ids"]), c["greedy_ids"].size(), K),
+                              "", &err);
+      const auto got = j.value("generated_ids", json::array());
+      ASSERT_EQ(got.size(), c["greedy_ids"].size()) << err;
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (got[i] == c["greedy_ids"][i]) continue;
+        EXPECT_LE(c["greedy_top2_margin"][i].get<double>(), 1e-2) << "K " << K << " token " << i;
+        break;
+      }
+      const json& s = j.at("speculation");
+      EXPECT_EQ(s.at("draft_tokens").get<int>(), K);
+      EXPECT_EQ(s.at("acceptance_by_position").size(), static_cast<size_t>(K));
+      EXPECT_GE(s.at("mean_accepted_length").get<double>(), 1.0);
+      EXPECT_NE(err.find("speculation: "), std::string::npos) << err;
+    }
+  }
+  const ProcessOutput bad_k = ninfer_run(fmt::format("--checkpoint {} --prompt hi --spec mtp --draft-tokens 6", demo.string()));
+  EXPECT_EQ(bad_k.status, 2) << bad_k.err;
+  const ProcessOutput none = ninfer_run(fmt::format("--checkpoint {} --prompt hi --spec none --draft-tokens 2", demo.string()));
+  EXPECT_EQ(none.status, 2) << none.err;
+  const ProcessOutput no_head = ninfer_run(fmt::format("--checkpoint {} --prompt-ids 1,2,3 --greedy --spec mtp --device cpu",
+                                                       (fixtures_dir() / "tiny-qwen3_5").string()));
+  EXPECT_EQ(no_head.status, 1);
+  EXPECT_NE(no_head.err.find("mtp_num_hidden_layers"), std::string::npos) << no_head.err;
 }

@@ -11,6 +11,9 @@
 #include <fstream>
 #include <string>
 
+#include "ninfer/abi/ops/causal_conv1d.h"
+#include "ninfer/abi/ops/conv_l2_norm.h"
+#include "ninfer/abi/ops/gated_delta_rule.h"
 #include "ninfer/abi/ops/gated_delta_step.h"
 #include "ninfer/abi/ops/head_norm_rope_append_attention.h"
 #include "ninfer/abi/ops/linear.h"
@@ -22,6 +25,7 @@
 #include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/unfused_forms.hpp"
 #include "ninfer/planning/schedule_table.hpp"
+#include "described_cards.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -187,4 +191,35 @@ TEST(Routes, FusedOpWithoutAPluginVariantForTheShapeTakesItsUnfusedForm) {
   EXPECT_TRUE(contains(odd.reason, "no variant for this shape")) << odd.reason;
   // An op that is not fused still fails to plan with no variant.
   EXPECT_THROW(planner.plan(NINFER_OP_LINEAR, {2, {64, 127, 0, 0}, 99, 0}), Error);
+}
+
+// A call that keeps every token's state (NINFER_SHAPE_TOKEN_STATES: a speculative round's
+// verification pass, docs/speculative.md) plans only to variants that write them: on the CPU
+// plugin the recurrent rule, on every CUDA plugin of the build (planned for each described card,
+// no GPU needed) the recurrent rule and the tiled conv, and the fused decode ops' unfused forms.
+// Without the flag the same shapes keep their usual routes.
+TEST(Routes, TokenStatesGoOnlyToTheVariantsThatWriteThem) {
+  auto flagged = [](ninfer_shape s) {
+    s.flags = NINFER_SHAPE_TOKEN_STATES;
+    return s;
+  };
+  const ninfer_shape rule{16, {4, 48, 128, 128}, NINFER_DTYPE_F32, 0};
+  Planner on_cpu(cpu(), host_device(), nullptr, OpList());
+  EXPECT_EQ(on_cpu.plan(NINFER_OP_GATED_DELTA_RULE, rule).variant, "chunked64");
+  EXPECT_EQ(on_cpu.plan(NINFER_OP_GATED_DELTA_RULE, flagged(rule)).variant, "recurrent");
+  for (const Card& card : cards_with_plugins()) {
+    SCOPED_TRACE(card.dev.name);
+    Planner planner(*card.plugin, card.dev, nullptr, OpList());
+    EXPECT_NE(planner.plan(NINFER_OP_GATED_DELTA_RULE, rule).variant, "recurrent");
+    EXPECT_EQ(planner.plan(NINFER_OP_GATED_DELTA_RULE, flagged(rule)).variant, "recurrent");
+    const ninfer_shape conv{16, {10240, 4, 0, 0}, NINFER_DTYPE_F32, 0};
+    EXPECT_EQ(planner.plan(NINFER_OP_CAUSAL_CONV1D, flagged(conv)).variant, "tiled");
+    ninfer_shape step{4, {48, 128, 128, 16}, NINFER_DTYPE_F32, 0};
+    step.max_seq_tokens = 1;
+    EXPECT_FALSE(planner.plan(NINFER_OP_GATED_DELTA_STEP, step).unfused);
+    EXPECT_TRUE(planner.plan(NINFER_OP_GATED_DELTA_STEP, flagged(step)).unfused);
+    const ninfer_shape conv_norm{4, {10240, 4, 1, 128}, NINFER_DTYPE_F32, 0};
+    EXPECT_FALSE(planner.plan(NINFER_OP_CONV_L2_NORM, conv_norm).unfused);
+    EXPECT_TRUE(planner.plan(NINFER_OP_CONV_L2_NORM, flagged(conv_norm)).unfused);
+  }
 }

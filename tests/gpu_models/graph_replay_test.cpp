@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <optional>
 
 #include "model_test_env.hpp"
 #include "ninfer/checkpoint/shape_presets.hpp"
@@ -210,4 +212,66 @@ TEST(CudaGraphs, QueuedStepsFedOnTheDevicePickWhatEagerStepsPick) {
   }
   EXPECT_TRUE(graphed->decode_graphs_active());
   EXPECT_GE(graphed->decode_graphs_recorded(), 3u); // batches 1 and 2, in the 512 and 1,024 buckets
+}
+
+// Speculative rounds (docs/speculative.md) replay from recordings made per (rows, context bucket,
+// drafts) bit for bit as rounds launched op by op: picks, log-probabilities and accepted counts,
+// over 400 rounds of 1 to 4 sequences whose acceptance lengths differ within a round (the trained
+// demo head: drafts are accepted and rejected), sequences restarting with new prompts when their
+// context is full, and then the logits of the next token (the states the rounds settled).
+TEST(CudaGraphs, SpeculativeRoundsReplayBitIdenticalToEager) {
+  NINFER_FIXTURE_BACKEND(eager_be);
+  auto graph_be = fixture_backend();
+  const Checkpoint ck = Checkpoint::open(source_dir() / "models/qwen3_5-demo");
+  auto load_spec = [&](Backend& be, bool graphs) {
+    ModelOptions mo;
+    mo.max_context = 640;
+    mo.max_sequences = 4;
+    mo.cuda_graphs = graphs;
+    mo.speculation = {SpecMethod::Mtp, 3};
+    return CausalLM::load(ck, be, mo);
+  };
+  auto eager = load_spec(*eager_be, false), graphed = load_spec(*graph_be, true);
+  ASSERT_TRUE(graphed->decode_graphs_active());
+  auto rng = fresh_rng("speculative graph replay");
+  std::uniform_int_distribution<int32_t> id(3, 8000);
+  std::vector<std::optional<int32_t>> first(4);
+  auto restart = [&](int32_t s) {
+    std::vector<int32_t> p(static_cast<size_t>(1 + (rng() % 120)));
+    for (auto& t : p) t = id(rng);
+    eager->reset(s);
+    graphed->reset(s);
+    const auto a = eager->prefill(s, p), b = graphed->prefill(s, p);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "prefill of slot " << s;
+    first[static_cast<size_t>(s)] = argmax(a);
+  };
+  for (int32_t s = 0; s < 4; ++s) restart(s);
+  int64_t rounds = 0, mixed = 0;
+  for (int round = 0; round < 400; ++round) {
+    const int32_t batch = 1 + round % 4;
+    std::vector<SpecRow> rows;
+    for (int32_t i = 0; i < batch; ++i) {
+      const int32_t s = (round + i) % 4;
+      if (eager->position(s) + 4 > 640) restart(s);
+      rows.push_back({.slot = s, .id = first[static_cast<size_t>(s)]});
+      first[static_cast<size_t>(s)].reset();
+    }
+    eager->queue_spec_round(rows);
+    graphed->queue_spec_round(rows);
+    const StepResult a = eager->next_result(), b = graphed->next_result();
+    ASSERT_EQ(a.ids, b.ids) << "round " << round;
+    ASSERT_EQ(a.accepted, b.accepted) << "round " << round;
+    ASSERT_EQ(std::memcmp(a.logprobs.data(), b.logprobs.data(), a.logprobs.size() * 4), 0) << "round " << round;
+    ++rounds;
+    mixed += std::adjacent_find(a.accepted.begin(), a.accepted.end(), std::not_equal_to<>()) != a.accepted.end();
+  }
+  EXPECT_GT(mixed, 50) << "too few rounds whose rows accepted different numbers of drafts";
+  for (int32_t s = 0; s < 4; ++s) {
+    const int32_t probe = 11;
+    const auto a = eager->prefill(s, std::span(&probe, 1)), b = graphed->prefill(s, std::span(&probe, 1));
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "slot " << s << " after the rounds";
+  }
+  EXPECT_TRUE(graphed->decode_graphs_active()) << "a round's recording failed and the model fell back to eager";
+  EXPECT_GE(graphed->decode_graphs_recorded(), 4u);
+  EXPECT_EQ(rounds, 400);
 }

@@ -51,6 +51,8 @@ TEST(Manifest, OnlyCheckpointIsRequiredAndEveryDefaultHolds) {
   EXPECT_EQ(m.sampling.frequency_penalty, 0.0);
   EXPECT_FALSE(m.sampling.seed.has_value());
   EXPECT_EQ(m.sampling.temperature, neutral.temperature);
+  EXPECT_EQ(m.spec.method, SpecKind::None);
+  EXPECT_EQ(m.spec.draft_tokens, 3) << "what an MTP method set without it takes";
 }
 
 TEST(Manifest, TokenizerDefaultsToTheCheckpointsTokenizerJson) {
@@ -113,6 +115,9 @@ sampling:
   frequency_penalty: -0.25
   seed: 1234
   max_new_tokens: 64
+spec:
+  method: mtp
+  draft_tokens: 2
 )";
 
 TEST(Manifest, EveryKeyIsRead) {
@@ -141,6 +146,8 @@ TEST(Manifest, EveryKeyIsRead) {
   EXPECT_EQ(m.sampling.frequency_penalty, -0.25);
   EXPECT_EQ(m.sampling.seed, 1234u);
   EXPECT_EQ(m.max_new_tokens, 64);
+  EXPECT_EQ(m.spec.method, SpecKind::Mtp);
+  EXPECT_EQ(m.spec.draft_tokens, 2);
 
   // Where each key was set, for checks made after loading.
   const std::string file = (dir.path() / "m.yaml").string();

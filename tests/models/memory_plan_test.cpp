@@ -166,6 +166,33 @@ TEST(MemoryPlan, EqualsTheLoadOfRandomPresetsAndItsWeightsFollowTheConfig) {
   }
 }
 
+// Speculation with the MTP head: the plan equals the load, and against the plan without it adds
+// exactly the head's weights (its matrices as the checkpoint stores them, bfloat16 here; norms
+// in float32), its attention layer's KV per token, and per sequence the model's last hidden state
+// and next input plus the Gated DeltaNet state of each of the K + 1 verified positions.
+TEST(MemoryPlan, CountsTheMtpHeadAndTheVerifiedStatesWhenSpeculating) {
+  const Checkpoint ck = Checkpoint::open(source_dir() / "models/qwen3_5-demo");
+  const ModelConfig& c = ck.config();
+  constexpr int32_t kDrafts = 3;
+  ModelOptions spec = options(512, 2);
+  spec.speculation = {SpecMethod::Mtp, kDrafts};
+  expect_plan_is_the_load(ck, spec, "demo, speculation");
+  Backend be = cpu_model_backend();
+  const MemoryPlan with = plan_memory(ck, plan_target(be), spec, {});
+  const MemoryPlan without = plan_memory(ck, plan_target(be), options(512, 2), {});
+  size_t head = 0;
+  for (const ExpectedTensor& t : mtp_tensors(c)) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    head += static_cast<size_t>(n) * (t.role == TensorRole::Linear ? 2 : 4);
+  }
+  EXPECT_EQ(with.parts.of(MemoryUse::Weights) - without.parts.of(MemoryUse::Weights), head);
+  EXPECT_EQ(with.kv_bytes_per_token - without.kv_bytes_per_token,
+            static_cast<size_t>(2 * c.num_key_value_heads * c.head_dim * 4));
+  EXPECT_EQ(with.state_bytes_per_sequence - without.state_bytes_per_sequence,
+            static_cast<size_t>(c.hidden_size * 4 + 4) + (kDrafts + 1) * state_bytes_per_sequence(c));
+}
+
 // With no max_context, the plan takes the longest context the budget holds at the asked
 // concurrency: what the room left after the other parts holds, rounded down to 256 tokens.
 TEST(MemoryPlan, AutomaticContextIsTheLongestThatFitsTheLimit) {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "ninfer/abi/ops/gated_delta_rule.h"
+#include "ninfer/support/error.hpp"
 #include "op_test_env.hpp"
 
 using namespace ninfer;
@@ -173,4 +174,56 @@ TEST(GatedDeltaRuleOp, PlannerRoutesDecodeToRecurrentAndPrefillToChunked) {
   EXPECT_EQ(be.plan(NINFER_OP_GATED_DELTA_RULE, {8, {1, 48, 128, 128}, NINFER_DTYPE_F32}).variant, "recurrent");
   EXPECT_EQ(be.plan(NINFER_OP_GATED_DELTA_RULE, {2, {2, 48, 128, 128}, NINFER_DTYPE_F32}).variant, "chunked64");
   EXPECT_EQ(be.plan(NINFER_OP_GATED_DELTA_RULE, {700, {700, 48, 128, 128}, NINFER_DTYPE_F32}).variant, "chunked64");
+}
+
+// Speculative verification (NINFER_SHAPE_TOKEN_STATES): the op also writes the state after every
+// token, each equal to the oracle's state at that token, over a call of three sequences of 4
+// tokens that continue states left by an earlier call; the slots still end at their last token.
+// The chunked form cannot keep them and refuses the flag, so the planner takes the recurrent one.
+TEST(GatedDeltaRuleOp, TokenStatesAreTheStateAfterEveryToken) {
+  Backend be = cpu_backend();
+  auto rng = fresh_rng("gated_delta_rule token states");
+  const Cfg c;
+  const size_t per = size_t(c.v_heads) * c.k_dim * c.v_dim;
+  Oracle oracle(c);
+  std::vector<float> state(c.state_elems(), 0.f);
+  const TokenBatch first = batch_of({{0, 0, 9}, {2, 0, 70}, {1, 0, 3}});
+  const CallInputs in0(c, first.tokens(), rng);
+  run_gdr(be, c, in0, first, state, "");
+  oracle.run(in0, first);
+
+  const TokenBatch tb = batch_of({{2, 70, 4}, {0, 9, 4}, {1, 3, 4}});
+  const CallInputs in(c, tb.tokens(), rng);
+  const int64_t os = int64_t{c.v_heads} * c.v_dim;
+  auto out = poisoned(in.T * os);
+  auto token_states = poisoned(size_t(in.T) * per);
+  ninfer_gated_delta_rule_args a{in.q(),       in.k(c),    in.row,      in.v(c),   in.row,    in.g.data(),
+                                 in.beta.data(), state.data(), out.data(), os,        tb.batch(), in.T,
+                                 c.k_heads,    c.v_heads,  c.k_dim,     c.v_dim,   c.scale(), token_states.data()};
+  ninfer_shape s{in.T, {tb.max_seq_tokens(), c.v_heads, c.k_dim, c.v_dim}, NINFER_DTYPE_F32};
+  s.flags = NINFER_SHAPE_TOKEN_STATES;
+  EXPECT_EQ(be.plan(NINFER_OP_GATED_DELTA_RULE, s).variant, "recurrent");
+  EXPECT_THROW(be.run_variant(NINFER_OP_GATED_DELTA_RULE, "chunked64", s, &a), Error);
+  be.reserve_workspace(NINFER_OP_GATED_DELTA_RULE, s);
+  be.run(NINFER_OP_GATED_DELTA_RULE, s, &a);
+
+  // The oracle one token at a time, so its state after each token can be read.
+  std::vector<double> want_states, want_out;
+  for (int64_t t = 0; t < in.T; ++t) {
+    CallInputs one = in;
+    one.T = 1;
+    one.qkv.assign(in.qkv.begin() + t * in.row, in.qkv.begin() + (t + 1) * in.row);
+    one.g.assign(in.g.begin() + t * c.v_heads, in.g.begin() + (t + 1) * c.v_heads);
+    one.beta.assign(in.beta.begin() + t * c.v_heads, in.beta.begin() + (t + 1) * c.v_heads);
+    const int32_t slot = tb.seq_slot[tb.token_seq[t]];
+    const auto o = oracle.run(one, batch_of({{slot, tb.token_pos[t], 1}}));
+    want_out.insert(want_out.end(), o.begin(), o.end());
+    want_states.insert(want_states.end(), oracle.S.begin() + slot * per, oracle.S.begin() + (slot + 1) * per);
+  }
+  const Mismatch mo = compare(out, want_out, kFloat32Exact);
+  EXPECT_TRUE(mo.ok) << "outputs: " << mo.describe();
+  const Mismatch mt = compare(token_states, want_states, kFloat32Exact);
+  EXPECT_TRUE(mt.ok) << "token states: " << mt.describe();
+  const Mismatch ms = compare(state, oracle.S, kFloat32Exact);
+  EXPECT_TRUE(ms.ok) << "final states: " << ms.describe();
 }

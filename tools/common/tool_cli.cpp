@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ninfer/models/causal_lm.hpp"
 #include "ninfer/plugin_host/plugin_host.hpp"
 
 namespace ninfer::tools {
@@ -43,6 +44,21 @@ void add_memory_options(CLI::App& app, std::optional<double>& memory_limit, std:
             return "expected auto or a number of tokens >= 1, got " + v;
           },
           "auto|TOKENS"));
+}
+
+void add_spec_options(CLI::App& app, std::optional<std::string>& spec, std::optional<int64_t>& draft_tokens) {
+  app.add_option("--spec", spec,
+                 "Speculative decoding of greedy requests: mtp (the checkpoint's MTP head drafts, the model verifies "
+                 "them in one pass) or none (default: the manifest's spec.method, none; docs/speculative.md)")
+      ->check(CLI::IsMember({"none", "mtp"}));
+  app.add_option("--draft-tokens", draft_tokens,
+                 fmt::format("Drafts per speculative round, 1 to {} (default: the manifest's spec.draft_tokens, 3)",
+                             kMostDraftTokens))
+      ->check(CLI::Range(int64_t{1}, int64_t{kMostDraftTokens}));
+}
+
+void check_spec_options(const std::optional<std::string>& spec, const std::optional<int64_t>& draft_tokens) {
+  if (draft_tokens && spec == "none") throw UsageError("--draft-tokens needs --spec mtp, not --spec none");
 }
 
 void apply_threads(const std::optional<int>& threads) {

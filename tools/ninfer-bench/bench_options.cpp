@@ -35,6 +35,7 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (default: a preset's "
                  "auto, a manifest's own)");
   add_memory_options(app, o.memory_limit, o.kv_capacity);
+  add_spec_options(app, o.spec, o.draft_tokens);
   app.add_option("--seed", o.seed, "Seed of a preset's weights and of the prompts")->capture_default_str();
   auto given = [&o](const auto&) { o.points_given = true; };
   app.add_option("--prompt-lengths", o.prompt_lengths, "Prefill points (tokens; on a CPU: 64,256)")
@@ -82,6 +83,7 @@ void check_bench_options(const BenchOptions& o) {
     positive(o.batches, "--batches", false);
   }
   if (o.skip_prefill && o.skip_decode) throw UsageError("--skip-prefill and --skip-decode leave nothing to measure");
+  check_spec_options(o.spec, o.draft_tokens);
   if (o.prefill_chunk < 1 || o.decode_steps < 1 || o.repeats < 1 || o.warmup < 0)
     throw UsageError("--prefill-chunk, --decode-steps and --repeats must be >= 1, --warmup >= 0");
   if (o.preset.empty() && o.manifest.empty() && o.checkpoint.empty())

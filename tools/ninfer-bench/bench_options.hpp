@@ -25,6 +25,8 @@ struct BenchOptions {
   std::optional<std::string> kv_dtype; // KV cache elements; unset: a preset's auto, a manifest's own
   std::optional<double> memory_limit;     // --memory-limit GIB (docs/memory.md)
   std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS
+  std::optional<std::string> spec;        // --spec none|mtp: decode points run speculative rounds
+  std::optional<int64_t> draft_tokens;    // --draft-tokens K
   uint64_t seed = 0;
   std::vector<int64_t> prompt_lengths{512, 2048, 8192, 32768};
   std::vector<int64_t> contexts{0, 4096, 32768};

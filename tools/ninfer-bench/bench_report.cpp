@@ -14,6 +14,13 @@ namespace {
 
 std::string percent(double got, double roof) { return roof > 0 ? fmt::format("{:.0f}%", 100.0 * got / roof) : "-"; }
 
+// "acceptance 0.61 0.32 0.18, mean length 2.11"
+std::string spec_summary(const SpecCounts& s) {
+  std::string by_position;
+  for (size_t j = 0; j < s.accepted_at.size(); ++j) by_position += fmt::format(" {:.2f}", s.acceptance(j));
+  return fmt::format("acceptance{}, mean length {:.2f}", by_position, s.mean_accepted_length());
+}
+
 } // namespace
 
 std::vector<VariantUse> variants_used(const Backend& be) {
@@ -39,13 +46,19 @@ void print_table(const BenchSetup& s, const std::vector<BenchPoint>& points) {
              s.costs.flop_per_token / 1e9);
   fmt::print("{:<8} {:>7} {:>8} {:>6} {:>12} {:>23} {:>14} {:>9}\n", "phase", "prompt", "context", "batch",
              "tok/s", "spread (min-max)", "roofline tok/s", "of roof");
+  bool speculative = false;
   for (const BenchPoint& p : points) {
-    fmt::print("{:<8} {:>7} {:>8} {:>6} {:>12.1f} {:>23} {:>14.1f} {:>9}\n", p.prefill ? "prefill" : "decode",
+    fmt::print("{:<8} {:>7} {:>8} {:>6} {:>12.1f} {:>23} {:>14.1f} {:>9}{}\n", p.prefill ? "prefill" : "decode",
                p.prefill ? fmt::format("{}", p.tokens) : "-", p.prefill ? "-" : fmt::format("{}", p.context),
                p.batch, p.tok_s.median, fmt::format("{:.1f}-{:.1f}", p.tok_s.min, p.tok_s.max), p.roofline_tok_s,
-               percent(p.tok_s.median, p.roofline_tok_s));
+               percent(p.tok_s.median, p.roofline_tok_s), p.spec.rows ? "  " + spec_summary(p.spec) : "");
+    speculative = speculative || p.spec.rows;
   }
-  const std::vector<DepthGrowth> growth = depth_growth(points, s.costs);
+  if (speculative)
+    fmt::print("decode points ran speculative rounds: tok/s counts the tokens they produced, against the roofline of "
+               "plain decode\n");
+  // A round's time does not grow with depth as a step's does: depth growth is for plain decode.
+  const std::vector<DepthGrowth> growth = speculative ? std::vector<DepthGrowth>{} : depth_growth(points, s.costs);
   if (!growth.empty())
     fmt::print("\ndecode step by context depth (the step time a deeper context adds, and the rate its added cache "
                "streams at):\n");
@@ -108,6 +121,14 @@ void print_json(const BenchSetup& s, const std::vector<BenchPoint>& points) {
     else {
       r["context"] = p.context;
       r["batch"] = p.batch;
+    }
+    if (p.spec.rows) {
+      json acceptance = json::array();
+      for (size_t k = 0; k < p.spec.accepted_at.size(); ++k) acceptance.push_back(p.spec.acceptance(k));
+      r["speculation"] = {{"draft_tokens", p.spec.accepted_at.size()},
+                          {"rows", p.spec.rows},
+                          {"acceptance_by_position", acceptance},
+                          {"mean_accepted_length", p.spec.mean_accepted_length()}};
     }
     rows.push_back(r);
   }

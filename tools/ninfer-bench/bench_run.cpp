@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <random>
 
+#include "ninfer/manifest/manifest.hpp"
 #include "ninfer/support/error.hpp"
 
 namespace ninfer::tools {
@@ -55,7 +56,54 @@ BenchPoint bench_prefill(CausalLM& lm, const BenchOptions& o, int64_t tokens) {
   return p;
 }
 
+// Speculative rounds on a fixed batch: the engine loop's (generation::Scheduler) rounds, each
+// read before the next is queued (its accepted drafts set the positions); the first takes each
+// sequence's input from the host, every later one the pick the last left on the device.
+// Aggregate tok/s counts the tokens the rounds produced.
+BenchPoint bench_rounds(CausalLM& lm, const BenchOptions& o, int64_t context, int32_t batch) {
+  progress(o, fmt::format("speculative rounds of {} sequence(s) at context {}", batch, context));
+  const std::vector<int32_t> ids = random_ids(batch, lm.vocab_size(), o.seed + 7);
+  std::vector<SpecRow> first, chained;
+  for (int32_t i = 0; i < batch; ++i) {
+    first.push_back({.slot = i, .id = ids[static_cast<size_t>(i)]});
+    chained.push_back({.slot = i});
+  }
+  const int32_t drafts = lm.options().speculation.draft_tokens;
+  std::vector<double> rates;
+  BenchPoint p;
+  // A round continues a sequence: context 0 runs after one assumed token.
+  const int64_t at = std::max<int64_t>(context, 1);
+  for (int r = 0; r < o.warmup + o.repeats; ++r) {
+    for (int32_t s = 0; s < batch; ++s) {
+      lm.reset(s);
+      lm.assume_context(s, at);
+    }
+    const bool timed = r >= o.warmup;
+    const int32_t rounds = timed ? o.decode_steps : kWarmupSteps;
+    int64_t tokens = 0;
+    const auto t0 = Clock::now();
+    for (int32_t i = 0; i < rounds; ++i) {
+      lm.queue_spec_round(i == 0 ? first : chained);
+      const StepResult res = lm.next_result();
+      for (int32_t id : res.ids)
+        if (id < 0) throw Error("a verification pass produced NaN logits: the timings would mean nothing");
+      for (int32_t a : res.accepted) {
+        tokens += int64_t{a} + 1;
+        if (timed) p.spec.add(a, drafts);
+      }
+    }
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (timed) rates.push_back(static_cast<double>(tokens) / s);
+  }
+  for (int32_t s = 0; s < batch; ++s) lm.reset(s);
+  p.context = context;
+  p.batch = batch;
+  p.tok_s = spread_of(rates);
+  return p;
+}
+
 BenchPoint bench_decode(CausalLM& lm, const BenchOptions& o, int64_t context, int32_t batch) {
+  if (lm.options().speculation.on()) return bench_rounds(lm, o, context, batch);
   progress(o, fmt::format("decode of {} sequence(s) at context {}", batch, context));
   std::vector<int32_t> slots(static_cast<size_t>(batch));
   for (int32_t i = 0; i < batch; ++i) slots[static_cast<size_t>(i)] = i;
@@ -95,6 +143,13 @@ BenchPoint bench_decode(CausalLM& lm, const BenchOptions& o, int64_t context, in
   return p;
 }
 
+// Positions a decode point writes past its context: a step one each, a speculative round up to
+// its drafts + 1 (every draft accepted).
+int64_t decode_positions(const BenchOptions& o) {
+  const int64_t per = o.spec == "mtp" ? o.draft_tokens.value_or(SpecSettings{}.draft_tokens) + 1 : 1;
+  return std::max<int64_t>(o.decode_steps, kWarmupSteps) * per + 1;
+}
+
 } // namespace
 
 void fit_to_model(BenchOptions& o, int64_t positions) {
@@ -108,7 +163,7 @@ void fit_to_model(BenchOptions& o, int64_t positions) {
     v = kept;
   };
   if (!o.skip_prefill) drop(o.prompt_lengths, 0, "prompt length");
-  if (!o.skip_decode) drop(o.contexts, std::max<int64_t>(o.decode_steps, kWarmupSteps) + 1, "decode context");
+  if (!o.skip_decode) drop(o.contexts, decode_positions(o), "decode context");
   if ((o.skip_prefill || o.prompt_lengths.empty()) && (o.skip_decode || o.contexts.empty()))
     throw Error(fmt::format("no measurement fits the model's max_position_embeddings = {}; lower --prompt-lengths / "
                             "--contexts", positions));
@@ -119,9 +174,7 @@ void fit_to_model(BenchOptions& o, int64_t positions) {
 int64_t needed_context(const BenchOptions& o) {
   int64_t need = 1;
   if (!o.skip_prefill) need = std::max(need, *std::max_element(o.prompt_lengths.begin(), o.prompt_lengths.end()));
-  if (!o.skip_decode)
-    need = std::max(need, *std::max_element(o.contexts.begin(), o.contexts.end()) +
-                              std::max<int64_t>(o.decode_steps, kWarmupSteps) + 1);
+  if (!o.skip_decode) need = std::max(need, *std::max_element(o.contexts.begin(), o.contexts.end()) + decode_positions(o));
   return need;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bench_options.hpp"
+#include "ninfer/generation/generate.hpp"
 #include "ninfer/models/causal_lm.hpp"
 #include "rooflines.hpp"
 
@@ -22,6 +23,7 @@ struct BenchPoint {
   int32_t batch = 1;   // decode: sequences per step
   Spread tok_s;        // aggregate tokens per second
   double roofline_tok_s = 0;
+  SpecCounts spec;     // decode with speculation: the timed rounds' rows
 };
 
 // Drops the points a model of `positions` positions cannot hold (saying so on stderr); throws

@@ -44,7 +44,18 @@ ModelFiles model_files(const BenchOptions& o) {
     if (o.kv_dtype) m.runtime.kv_dtype = parse_kv_dtype_option(*o.kv_dtype);
     m.runtime.memory_limit_gib = o.memory_limit;
     if (o.kv_capacity) m.runtime.kv_capacity = parse_kv_capacity_option(*o.kv_capacity);
-    const ModelConfig cfg = shape_preset_config(o.preset);
+    ModelConfig cfg = shape_preset_config(o.preset);
+    if (o.spec) m.spec.method = parse_spec_option(*o.spec);
+    if (o.draft_tokens) m.spec.draft_tokens = *o.draft_tokens;
+    if (m.spec.method == SpecKind::Mtp) {
+      // A Qwen3.5 shape carries Qwen3.5's MTP head (one layer); its random drafts are rejected, so
+      // the rounds measure their cost, one token each.
+      if (cfg.layer_types.size() == static_cast<size_t>(cfg.num_layers_of(LayerKind::FullAttention)))
+        throw Error(fmt::format("--spec mtp: preset {} is a dense Qwen3 shape, which has no MTP head; use a "
+                                "qwen3_5 preset",
+                                o.preset));
+      cfg.mtp_num_hidden_layers = 1;
+    }
     const auto quant = tools::parse_weights_spec(o.weights);
     return {m, std::nullopt,
             Checkpoint::synthetic(cfg, dt == WeightDType::Float32 ? DType::F32 : DType::BF16, o.seed,
@@ -55,6 +66,8 @@ ModelFiles model_files(const BenchOptions& o) {
   src.kv_dtype = o.kv_dtype;
   src.memory_limit_gib = o.memory_limit;
   src.kv_capacity = o.kv_capacity;
+  src.spec = o.spec;
+  src.draft_tokens = o.draft_tokens;
   return open_model_files(src);
 }
 
@@ -87,6 +100,9 @@ int run(BenchOptions o) {
                  fmt::join(o.prompt_lengths, ","), fmt::join(o.contexts, ","), fmt::join(o.batches, ","));
   }
   ModelFiles files = model_files(o);
+  // The positions a decode point needs follow the speculation the load will run.
+  o.spec = to_string(files.manifest.spec.method);
+  o.draft_tokens = files.manifest.spec.draft_tokens;
   tools::fit_to_model(o, files.checkpoint.config().max_position_embeddings);
   files.manifest.runtime.max_context = tools::needed_context(o);
   if (!o.json) fmt::print(stderr, "ninfer-bench: loading {}\n", o.preset.empty() ? files.manifest.name : o.preset);
@@ -113,7 +129,15 @@ int run(BenchOptions o) {
   setup.plan_allocated = m.lm->memory_plan().parts.allocated();
   setup.plan_total = m.lm->memory_plan().parts.total();
   setup.device_taken = m.device_taken;
-  setup.costs = tools::model_costs(cfg, setup.memory, setup.max_sequences, setup.max_context, embedding_bytes(files));
+  MemoryReport plain = setup.memory;
+  if (m.lm->options().speculation.on()) {
+    // The rooflines are plain decode's: the bytes a load without speculation holds (no MTP head,
+    // no per-draft states) are what its steps read.
+    ModelOptions o_plain = m.lm->options();
+    o_plain.speculation = {};
+    plain.in_use = plan_memory(files.checkpoint, plan_target(*m.backend), o_plain, {}).parts.exact;
+  }
+  setup.costs = tools::model_costs(cfg, plain, setup.max_sequences, setup.max_context, embedding_bytes(files));
   if (!o.json) fmt::print(stderr, "ninfer-bench: measuring the device's bandwidth and matmul rate\n");
   setup.rates = tools::measure_device_rates(*m.backend);
   const auto points = tools::run_benchmarks(*m.lm, o, setup.costs, setup.rates);

@@ -33,8 +33,8 @@ using tools::RunOptions;
 constexpr const char* kTool = "ninfer-run";
 
 ModelSource model_source(const RunOptions& o) {
-  return {o.manifest, o.checkpoint, o.dtype, o.max_context, kTool, o.no_cuda_graph, o.kv_dtype, o.memory_limit,
-          o.kv_capacity};
+  return {o.manifest, o.checkpoint, o.dtype,      o.max_context, kTool, o.no_cuda_graph, o.kv_dtype, o.memory_limit,
+          o.kv_capacity, o.spec,   o.draft_tokens};
 }
 
 long peak_rss_kib() {

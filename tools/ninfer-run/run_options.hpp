@@ -37,6 +37,8 @@ struct RunOptions {
   std::optional<int64_t> max_context;
   std::optional<double> memory_limit;     // --memory-limit GIB
   std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS
+  std::optional<std::string> spec;        // --spec none|mtp
+  std::optional<int64_t> draft_tokens;    // --draft-tokens K
   bool json = false;
   bool no_cuda_graph = false;
   std::optional<int64_t> logprobs;

@@ -15,6 +15,22 @@ double rate(size_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.
 
 } // namespace
 
+nlohmann::json spec_json(const SpecCounts& s) {
+  nlohmann::json acceptance = nlohmann::json::array();
+  for (size_t j = 0; j < s.accepted_at.size(); ++j) acceptance.push_back(s.acceptance(j));
+  return {{"draft_tokens", s.accepted_at.size()},
+          {"rows", s.rows},
+          {"acceptance_by_position", acceptance},
+          {"mean_accepted_length", s.mean_accepted_length()}};
+}
+
+std::string spec_text(const SpecCounts& s) {
+  std::string by_position;
+  for (size_t j = 0; j < s.accepted_at.size(); ++j) by_position += fmt::format("{}{:.2f}", j ? " " : "", s.acceptance(j));
+  return fmt::format("{} rounds of {} drafts, acceptance by position {}, mean accepted length {:.2f}", s.rows,
+                     s.accepted_at.size(), by_position, s.mean_accepted_length());
+}
+
 nlohmann::json result_json(const RunContext& ctx, const GenerationResult& r) {
   nlohmann::json j;
   j["model"] = ctx.model;
@@ -49,6 +65,7 @@ nlohmann::json result_json(const RunContext& ctx, const GenerationResult& r) {
                   {"decode_tok_s", rate(r.generated_ids.size() > 1 ? r.generated_ids.size() - 1 : 0, r.timings.decode_s)},
                   {"peak_device_bytes", ctx.peak_device_bytes},
                   {"peak_rss_kib", ctx.peak_rss_kib}};
+  if (r.spec.rows) j["speculation"] = spec_json(r.spec);
   return j;
 }
 
@@ -57,10 +74,11 @@ std::string summary_text(const RunContext& ctx, const GenerationResult& r) {
   return fmt::format(
       "[ninfer-run] {} on {} ({}): load {:.2f} s | prompt {} tokens, prefill {:.1f} tok/s | generated {} tokens, "
       "decode {:.1f} tok/s, first token {:.3f} s | finish: {} | peak memory: {:.1f} MiB on the device, {:.1f} MiB "
-      "RSS | seed {}\n",
+      "RSS | seed {}{}\n",
       ctx.model, ctx.device, ctx.plugin, ctx.load_s, ctx.prompt_ids.size(), rate(ctx.prompt_ids.size(), r.timings.prefill_s),
       r.generated_ids.size(), rate(decoded, r.timings.decode_s), r.timings.first_token_s, r.finish_reason,
-      ctx.peak_device_bytes / 1048576.0, ctx.peak_rss_kib / 1024.0, r.seed);
+      ctx.peak_device_bytes / 1048576.0, ctx.peak_rss_kib / 1024.0, r.seed,
+      r.spec.rows ? " | speculation: " + spec_text(r.spec) : std::string());
 }
 
 } // namespace ninfer::tools

@@ -21,5 +21,9 @@ struct RunContext {
 
 nlohmann::json result_json(const RunContext& ctx, const GenerationResult& r);
 std::string summary_text(const RunContext& ctx, const GenerationResult& r);
+// Speculative rounds' counts: the --json object's "speculation" (drafts per round, rows,
+// acceptance by draft position, mean accepted length), and the summary's words for them.
+nlohmann::json spec_json(const SpecCounts& s);
+std::string spec_text(const SpecCounts& s);
 
 } // namespace ninfer::tools

@@ -70,6 +70,23 @@ std::string ServerMetrics::render(const serving::Engine& engine, const Backend& 
   metric(out, "ninfer_logits_rows_total", "counter",
          "Logits rows brought to the host: tokens sampled there (penalties, top logprobs) and prompt logprobs.",
          fmt::format("ninfer_logits_rows_total {}\n", loop.logits_rows));
+  // Speculative decoding (docs/speculative.md): rounds, their rows (a sequence's part of a
+  // round), the tokens the rows produced, and per draft position the rows that accepted it.
+  metric(out, "ninfer_spec_rounds_total", "counter", "Speculative rounds queued.",
+         fmt::format("ninfer_spec_rounds_total {}\n", loop.spec_rounds));
+  metric(out, "ninfer_spec_rows_total", "counter", "Rows of speculative rounds read (one sequence's part of a round).",
+         fmt::format("ninfer_spec_rows_total {}\n", loop.spec.rows));
+  metric(out, "ninfer_spec_tokens_total", "counter",
+         "Tokens those rows produced: accepted drafts + the model's own next token each (their mean is the mean "
+         "accepted length).",
+         fmt::format("ninfer_spec_tokens_total {}\n", loop.spec.tokens));
+  std::string accepted;
+  for (size_t j = 0; j < loop.spec.accepted_at.size(); ++j)
+    accepted += fmt::format("ninfer_spec_accepted_total{{position=\"{}\"}} {}\n", j + 1, loop.spec.accepted_at[j]);
+  metric(out, "ninfer_spec_accepted_total", "counter",
+         "Rows whose draft at this position (1 = the first draft) was accepted; over ninfer_spec_rows_total, the "
+         "acceptance at that position.",
+         accepted);
   int64_t recent_tokens = 0;
   const Clock::time_point now = Clock::now();
   for (const auto& [t, n] : recent_)

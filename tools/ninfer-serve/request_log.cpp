@@ -41,8 +41,16 @@ void RequestLog::write(const serving::ServeResult& r) {
       {"admitted_at", t.admitted_at > 0 ? nlohmann::json(t.admitted_at) : nlohmann::json(nullptr)},
       {"first_token_at", t.first_token_at > 0 ? nlohmann::json(t.first_token_at) : nlohmann::json(nullptr)},
       {"user", r.user.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.user)}};
+  nlohmann::json entry = line;
+  if (r.spec.rows) {
+    nlohmann::json acceptance = nlohmann::json::array();
+    for (size_t j = 0; j < r.spec.accepted_at.size(); ++j) acceptance.push_back(r.spec.acceptance(j));
+    entry["speculation"] = {{"rows", r.spec.rows},
+                            {"acceptance_by_position", acceptance},
+                            {"mean_accepted_length", r.spec.mean_accepted_length()}};
+  }
   std::lock_guard lock(mu_);
-  out_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  out_ << entry.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   out_.flush();
 }
 

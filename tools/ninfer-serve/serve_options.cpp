@@ -33,6 +33,7 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
                  "Tokens one sequence may hold (overrides the manifest; default: what the model supports and the "
                  "memory allows at --max-concurrency)");
   add_memory_options(app, o.memory_limit, o.kv_capacity);
+  add_spec_options(app, o.spec, o.draft_tokens);
   app.add_flag("--no-cuda-graph", o.no_cuda_graph, "Diagnostic: launch decode kernels one by one (no CUDA graphs)");
   app.add_flag("--no-prefix-cache", o.no_prefix_cache,
                "Read every prompt whole (default: a prompt that begins with a free slot's earlier tokens, such as "
@@ -93,6 +94,7 @@ void check_serve_options(const ServeOptions& o) {
   }
   if (o.max_context && *o.max_context < 2)
     throw UsageError(fmt::format("--max-context must be at least 2 (got {})", *o.max_context));
+  check_spec_options(o.spec, o.draft_tokens);
   if (o.threads && (*o.threads < 1 || *o.threads > 256))
     throw UsageError(fmt::format("--threads {}: expected 1 to 256", *o.threads));
   if (o.device == "cpu" && o.no_cuda_graph) warn("ninfer-serve", "--no-cuda-graph has no effect with --device cpu");

@@ -24,6 +24,8 @@ struct ServeOptions {
   std::optional<int64_t> max_context;
   std::optional<double> memory_limit;     // --memory-limit GIB
   std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS
+  std::optional<std::string> spec;        // --spec none|mtp
+  std::optional<int64_t> draft_tokens;    // --draft-tokens K
   bool no_cuda_graph = false;
   bool no_prefix_cache = false;
   std::string api_key;              // empty: no authentication

@@ -28,6 +28,8 @@ int32_t register_gated_delta_step(const ninfer_registrar* r); // gdn_gating + ga
 int32_t register_argmax(const ninfer_registrar* r);
 int32_t register_sample(const ninfer_registrar* r);
 int32_t register_fill_random(const ninfer_registrar* r);
+int32_t register_copy_rows(const ninfer_registrar* r);
+int32_t register_draft_accept(const ninfer_registrar* r);
 
 // The shapes and launches of head_norm_rope and kv_append, which head_norm_rope_append composes.
 int32_t head_norm_rope_supports(const void*, const ninfer_shape* s);

@@ -15,6 +15,7 @@ namespace {
 
 constexpr int32_t kMaxKernel = 16;
 
+// Writes token states when asked (NINFER_SHAPE_TOKEN_STATES): any shape.
 int32_t supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] >= 1 && s->dims[1] <= kMaxKernel;
 }
@@ -32,6 +33,7 @@ void channel(const ninfer_causal_conv1d_args& a, int32_t seq, int32_t c) {
     for (int32_t j = 0; j < K; ++j) s += static_cast<double>(w[j]) * win[j];
     a.out[t * a.out_token_stride + c] = static_cast<float>(silu(s));
     std::copy(win + 1, win + K, win);
+    if (a.token_states) std::copy(win, win + K - 1, a.token_states + (t * a.channels + c) * (K - 1));
   }
   std::copy(win, win + K - 1, state);
 }

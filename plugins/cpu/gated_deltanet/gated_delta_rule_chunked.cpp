@@ -36,8 +36,11 @@ struct Scratch {
 };
 
 // The chunked form pays off only for sequences of several tokens; decode steps (one token per
-// sequence) plan to the recurrent variant.
-int32_t supports(const void*, const ninfer_shape* s) { return gdr::supports_any(nullptr, s) && s->dims[0] >= 2; }
+// sequence) plan to the recurrent variant, and so do calls that keep every token's state (it
+// never holds the state between two tokens of a chunk).
+int32_t supports(const void*, const ninfer_shape* s) {
+  return gdr::supports_any(nullptr, s) && s->dims[0] >= 2 && !(s->flags & NINFER_SHAPE_TOKEN_STATES);
+}
 
 size_t workspace_bytes(const void*, const ninfer_shape* s, int64_t) {
   return sizeof(double) * Scratch::doubles(s->dims[2], s->dims[3]) * static_cast<size_t>(thread_count());

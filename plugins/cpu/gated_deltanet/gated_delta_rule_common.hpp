@@ -42,9 +42,17 @@ struct Head {
     const int64_t n = static_cast<int64_t>(a.k_dim) * a.v_dim;
     for (int64_t i = 0; i < n; ++i) S[i] = state[i];
   }
-  void store_state(const double* S) const {
+  void store_state(const double* S) const { store(S, state); }
+  // The state after token t, when the call keeps every token's (a.token_states).
+  void store_token_state(const double* S, int64_t t) const {
+    if (a.token_states)
+      store(S, a.token_states + (t * a.v_heads + h) * static_cast<int64_t>(a.k_dim) * a.v_dim);
+  }
+
+ private:
+  void store(const double* S, float* to) const {
     const int64_t n = static_cast<int64_t>(a.k_dim) * a.v_dim;
-    for (int64_t i = 0; i < n; ++i) state[i] = static_cast<float>(S[i]);
+    for (int64_t i = 0; i < n; ++i) to[i] = static_cast<float>(S[i]);
   }
 };
 

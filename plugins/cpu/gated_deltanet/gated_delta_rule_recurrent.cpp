@@ -1,6 +1,9 @@
 // gated_delta_rule, recurrent form: token by token, exactly the contract's four lines. Used for
-// decode steps, and the reference the chunked form is tested against. The state is carried in
-// double within a call (a per-worker slice of the caller's workspace).
+// decode steps and speculative verification (it writes token states, NINFER_SHAPE_TOKEN_STATES),
+// and the reference the chunked form is tested against. Each token's arithmetic is in double (a
+// per-worker slice of the caller's workspace) from the float32 state a slot holds, and the state
+// is rounded to float32 after every token: a call of n tokens computes what n one-token calls
+// compute, so a speculative round verifies exactly what decode steps would have computed.
 #include <cmath>
 
 #include "common/cpu_ops.hpp"
@@ -47,6 +50,8 @@ void gdr::run_recurrent_head(const gdr::Head& hd, double* S, double* u) {
       for (int32_t j = 0; j < V; ++j) u[j] += S[i * V + j] * qi;
     }
     for (int32_t j = 0; j < V; ++j) out[j] = static_cast<float>(u[j]);
+    for (int64_t i = 0; i < static_cast<int64_t>(K) * V; ++i) S[i] = static_cast<float>(S[i]);
+    hd.store_token_state(S, t);
   }
   hd.store_state(S);
 }

@@ -53,7 +53,7 @@ int32_t gated_delta_step(const void*, const void* args, const ninfer_launch* l, 
   const ninfer_gated_delta_rule_args r{a.q,     a.k,     a.qk_token_stride, a.v,        a.v_token_stride,
                                        g,       beta,    a.state,           a.out,      a.out_token_stride,
                                        a.batch, a.tokens, a.k_heads,        H,          a.k_dim,
-                                       a.v_dim, a.scale};
+                                       a.v_dim, a.scale,  a.token_states};
   parallel_for_workers(static_cast<int64_t>(a.batch.num_seqs) * H, 1, [&](int64_t b, int64_t e, int w) {
     double* S = ws + slice * w;
     for (int64_t i = b; i < e; ++i) {

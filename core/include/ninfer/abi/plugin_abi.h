@@ -22,12 +22,15 @@
 extern "C" {
 #endif
 
-#define NINFER_PLUGIN_ABI_VERSION 5u /* 2: the registrar offers run-time compilation;
+#define NINFER_PLUGIN_ABI_VERSION 6u /* 2: the registrar offers run-time compilation;
                                           3: ninfer_linear_args.accumulate;
                                           4: variant callbacks take the variant's ctx, plugins may
                                              make variants on demand, ninfer_shape.max_seq_tokens;
                                           5: quantized weight dtypes, ninfer_linear_args.wq and
-                                             ninfer_norm_linear_args.wq (ops/quant_weight.h) */
+                                             ninfer_norm_linear_args.wq (ops/quant_weight.h);
+                                          6: ninfer_shape.flags, token_states of the Gated
+                                             DeltaNet ops (causal_conv1d, gated_delta_rule,
+                                             gated_delta_step) */
 #define NINFER_PLUGIN_ENTRY_SYMBOL "ninfer_plugin_entry"
 
 /* Capability bits a plugin advertises in its descriptor. */
@@ -127,7 +130,15 @@ typedef struct ninfer_shape {
    * planned onto a plugin variant only when this is 0 or 1; the core runs the ops it fuses
    * otherwise. */
   int32_t max_seq_tokens;
+  /* NINFER_SHAPE_* bits: what the call asks of a variant beyond its dims. A variant that does not
+   * do what a bit asks must refuse the shape in `supports`. */
+  uint32_t flags;
 } ninfer_shape;
+
+/* The call passes `token_states`: the op also writes its per-slot state after every token
+ * (causal_conv1d, conv_l2_norm, gated_delta_rule, gated_delta_step; speculative verification
+ * keeps the state of each draft position, docs/speculative.md). */
+#define NINFER_SHAPE_TOKEN_STATES (1u << 0)
 
 /* One launch as the planner decided it. */
 typedef struct ninfer_launch {

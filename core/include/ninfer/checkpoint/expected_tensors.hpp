@@ -40,12 +40,24 @@ std::string layer_prefix(const ModelConfig& cfg, int64_t layer);
 // lm_head (absent when tie_word_embeddings).
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& cfg);
 
+// The multi-token-prediction head's tensors (Qwen3.5's layout, at the checkpoint's top level
+// whatever its weight prefix): mtp.fc [hidden, 2 x hidden], mtp.pre_fc_norm_embedding,
+// mtp.pre_fc_norm_hidden, one full-attention decoder layer mtp.layers.0.* named as a model
+// layer, mtp.norm; the embedding and LM head are the model's. Empty when config.json has no
+// mtp_num_hidden_layers. Loaded only for speculative decoding (docs/speculative.md).
+std::vector<ExpectedTensor> mtp_tensors(const ModelConfig& cfg);
+
 // Checks one expected tensor (presence + shape) and returns it.
 const TensorView& require(const Checkpoint& ck, const ExpectedTensor& e);
 
 // Checks every expected tensor; one ninfer::Error lists all that are missing or misshapen
 // (up to a dozen), so a broken checkpoint is diagnosed in one run.
 void require_all(const Checkpoint& ck);
+
+// The same for the MTP head: throws ninfer::Error when config.json has no MTP layer (naming the
+// key), has more than one (Qwen3.5 ships one; its K drafts reuse it), or a tensor of it is
+// missing or misshapen.
+void require_mtp(const Checkpoint& ck);
 
 // Tensors that are neither expected nor auxiliary (model.visual.*, mtp.*): a sign that the
 // checkpoint carries something the model would silently ignore. Sorted.

@@ -61,7 +61,7 @@ struct ModelConfig {
   bool norm_weight_offset = false;
   std::string rope_type = "default";   // only "default" is supported (mrope is text-equivalent)
   std::string dtype;                   // config "dtype"/"torch_dtype" ("bfloat16", ...), may be empty
-  int64_t mtp_num_hidden_layers = 0;   // multi-token-prediction layers shipped (mtp.*), unused yet
+  int64_t mtp_num_hidden_layers = 0;   // multi-token-prediction layers shipped (mtp.*): speculation
   bool has_vision = false;             // nested form with a vision_config (model.visual.*)
   std::optional<int64_t> pad_token_id;
   // quantization_config (top level, else text_config's): the published quantized layout of the

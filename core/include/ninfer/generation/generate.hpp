@@ -35,6 +35,20 @@ struct GenerationRequest {
   const std::atomic<bool>* cancel = nullptr;
 };
 
+// What speculative rounds did for a sequence or a loop (docs/speculative.md).
+struct SpecCounts {
+  int64_t rows = 0;                 // a sequence's part of one round
+  std::vector<int64_t> accepted_at; // per draft position j: rows whose draft j was accepted
+  int64_t tokens = 0;               // tokens the rows produced: accepted drafts + 1 each
+  // A row of a round with `drafts` drafts that accepted `accepted` of them.
+  void add(int32_t accepted, int32_t drafts);
+  void add(const SpecCounts& o);
+  // Rows that accepted draft j, of all rows: the acceptance at position j (0 when none ran).
+  double acceptance(size_t j) const;
+  // Tokens per row: 1 + the accepted drafts, averaged.
+  double mean_accepted_length() const;
+};
+
 struct GenerationTimings {
   double prefill_s = 0;      // prompt forward pass(es), first token's logits included
   double decode_s = 0;       // every later forward pass
@@ -53,6 +67,7 @@ struct GenerationResult {
   std::optional<int32_t> stop_token;           // which stop token ended it
   uint64_t seed = 0;                           // the sampler's seed (replay with --seed)
   GenerationTimings timings;
+  SpecCounts spec;                             // empty unless the model speculates
 };
 
 // Called with each piece of text as soon as it is safe to show (complete UTF-8, not part of

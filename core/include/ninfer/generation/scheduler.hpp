@@ -7,7 +7,10 @@
 // checks and streams the current one. Tokens are
 // chosen on the backend (argmax or the sample op, fed by the previous pick on the backend);
 // only a sequence whose sampling the backend lacks (penalties, top logprobs) brings its logits
-// row back, and only its row. docs/serving.md, "The engine loop", has the details.
+// row back, and only its row. With a model that speculates (ModelOptions::speculation), greedy
+// sequences picked on the backend decode in speculative rounds instead, all of them in one round
+// per iteration; a round's result is read before the next round is queued (its accepted drafts
+// decide the positions). docs/serving.md, "The engine loop", has the details.
 //
 //   Scheduler loop(lm);
 //   loop.add(slot, request, {.on_token = ..., .on_end = ...});
@@ -41,6 +44,7 @@ struct SequenceOutcome {
   std::string error;                         // finish_reason "error": what went wrong
   std::optional<int32_t> stop_token;         // which stop token ended it
   uint64_t seed = 0;                         // the sampler's seed (a replay passes it back)
+  SpecCounts spec;                           // its rows of speculative rounds
   // Moments: added to the loop, the first token read (after its sampling), the end. A moment
   // never reached stays Clock::time_point{}.
   Clock::time_point added, first_token, ended;
@@ -69,6 +73,8 @@ struct SchedulerStats {
   int64_t prompt_chunks = 0; // prompt chunks run
   int64_t mixed_steps = 0;   // steps that carried a prompt chunk and one-token rows together
   int64_t logits_rows = 0;   // logits rows brought to the host (host sampling, prompt logprobs)
+  int64_t spec_rounds = 0;   // speculative rounds queued
+  SpecCounts spec;           // their rows, as read
 };
 
 class Scheduler {
@@ -102,6 +108,7 @@ class Scheduler {
     std::vector<SequencePtr> rows;
     std::vector<bool> logits; // per row: its logits row came back
     int64_t iteration = 0;
+    bool round = false;       // a speculative round (its rows' tokens are accepted drafts + 1)
   };
   // The step an iteration builds: its rows and what their results go to.
   struct StepBuild;
@@ -113,8 +120,15 @@ class Scheduler {
   // The chunk of the oldest prompt still being read, if any: mixed_chunk tokens while another
   // sequence decodes, else prefill_chunk.
   std::optional<Chunk> next_chunk() const;
-  // A row for every sequence that can take a token now.
+  // A row for every sequence that can take a token now (in a step: those not in a round).
   void add_decode_rows(StepBuild& b);
+  // One speculative round for every sequence that speculates and can take tokens now.
+  void queue_round();
+  // Whether the sequence's next tokens come from rounds: it speculates and a round's positions
+  // still fit its context.
+  bool in_rounds(const Sequence& s) const;
+  // Reads results until no round is unread (a round decides its rows' positions).
+  void read_rounds();
   // After the chunk's step is queued: its logits rows for prompt logprobs, progress, its end.
   void chunk_queued(const Chunk& c);
   // Reads the oldest unread result and hands its tokens to their sequences.

@@ -21,10 +21,13 @@ enum class WeightDType { Auto, Float32, BFloat16, Float16 };
 enum class KvDType { Auto, Float32, Float16, BFloat16 };
 // How --chat prompts and server messages are formatted.
 enum class ChatTemplate { Qwen, None };
+// Speculative decoding (docs/speculative.md): none, or the checkpoint's MTP head as drafter.
+enum class SpecKind { None, Mtp };
 
 const char* to_string(WeightDType d);
 const char* to_string(KvDType d);
 const char* to_string(ChatTemplate t);
+const char* to_string(SpecKind k); // "none", "mtp"
 
 struct RuntimeOptions {
   // Unset: what the model supports (max_position_embeddings) and the memory allows at
@@ -44,6 +47,14 @@ struct RuntimeOptions {
   std::optional<int64_t> kv_capacity;
 };
 
+// `spec:`: speculative decoding of greedy requests.
+struct SpecSettings {
+  SpecKind method = SpecKind::None;
+  // Drafts per round, 1..5. Three: what the field's Qwen3.5 MTP setups run, where the fourth
+  // draft's acceptance no longer pays for its verification row.
+  int64_t draft_tokens = 3;
+};
+
 struct Manifest {
   std::filesystem::path source;     // the manifest file; empty for an implicit manifest
   std::filesystem::path checkpoint; // absolute, normalised; an existing folder
@@ -54,6 +65,7 @@ struct Manifest {
   std::optional<std::filesystem::path> tokenizer;
   ChatTemplate chat_template = ChatTemplate::Qwen;
   RuntimeOptions runtime;
+  SpecSettings spec;
   // Per-request defaults; command-line flags and server requests override them.
   SamplingParams sampling;
   int64_t max_new_tokens = 512;

@@ -20,7 +20,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -45,6 +47,20 @@ enum class WeightPrecision { Auto, F32, BF16 };
 enum class KvCachePrecision { Auto, F32, F16, BF16 };
 const char* to_string(KvCachePrecision p); // "auto", "float32", "float16", "bfloat16"
 
+// Speculative decoding (docs/speculative.md). Mtp: the checkpoint's multi-token-prediction head
+// (mtp.*) drafts `draft_tokens` tokens per round, and one forward pass of the model verifies
+// them all (CausalLM::queue_spec_round).
+enum class SpecMethod { None, Mtp };
+const char* to_string(SpecMethod m); // "none", "mtp"
+// The most drafts per round: each later draft is accepted only when every earlier one was, so
+// past a handful of positions a one-layer head adds verification rows and almost no tokens.
+inline constexpr int32_t kMostDraftTokens = 5;
+struct Speculation {
+  SpecMethod method = SpecMethod::None;
+  int32_t draft_tokens = 0; // K: 1..kMostDraftTokens with Mtp, 0 without
+  bool on() const { return method != SpecMethod::None; }
+};
+
 struct ModelOptions {
   // Tokens one sequence may hold; 0: what the model supports (max_position_embeddings) and the
   // memory allows at max_sequences (the memory plan, ninfer/models/memory_plan.hpp).
@@ -66,8 +82,13 @@ struct ModelOptions {
   // A second copy of each slot's Gated DeltaNet state, where save_snapshot() keeps the state at a
   // point (the end of a prompt) for restore_snapshot() to return to: the serving engine's prompt
   // reuse inside a slot's earlier turn (ninfer/serving/slot_reuse.hpp). Costs the state's memory
-  // again; nothing on a model without Gated DeltaNet layers.
+  // again; nothing on a model without Gated DeltaNet layers. Not with speculation (a snapshot does
+  // not hold the MTP head's per-slot state).
   bool state_snapshots = false;
+  // Off: the MTP head, if the checkpoint has one, is not loaded. Mtp: it is loaded (load fails
+  // naming the problem when the checkpoint has none), and every step also runs it, so that its
+  // KV cache follows the sequence (docs/speculative.md, "The MTP head's own state").
+  Speculation speculation;
 };
 
 enum class LogitsFor { Last, All };
@@ -101,14 +122,25 @@ struct StepRow {
   bool logits = false;
 };
 
+// One sequence of a speculative round (CausalLM::queue_spec_round).
+struct SpecRow {
+  int32_t slot = 0;
+  // The slot's next input. Absent: the pick its last step or round left on the backend (the
+  // host need not have read it).
+  std::optional<int32_t> id;
+};
+
 // What the host reads of one queued step.
 struct StepResult {
   // Per picked row, in row order: the chosen id (-1: the row held NaN or +inf, or only -inf) and
-  // its raw log-probability (log_softmax of the logits).
+  // its raw log-probability (log_softmax of the logits). A speculative round: draft_tokens + 1
+  // per row, of which the row's first accepted[i] + 1 are its new tokens.
   std::vector<int32_t> ids;
   std::vector<float> logprobs;
   // [rows with `logits`, vocab], in row order.
   std::vector<float> logits;
+  // A speculative round only: per row, how many of its drafts the model accepted.
+  std::vector<int32_t> accepted;
 };
 
 struct MemoryPlan; // ninfer/models/memory_plan.hpp
@@ -147,7 +179,8 @@ class CausalLM {
   // Forgets the slot's sequence: position 0, GDN state zeroed.
   void reset(int32_t slot);
   // Whether truncate() can roll a slot back: only a model without Gated DeltaNet layers, whose
-  // whole state per token is its KV rows (a recurrent state cannot be rewound).
+  // whole state per token is its KV rows (a recurrent state cannot be rewound), loaded without
+  // speculation (which keeps each slot's last hidden state).
   bool can_truncate() const;
   // Keeps the first `tokens` of the slot's sequence (at most position()); the next prefill or
   // decode continues from there, overwriting the KV rows after it. Throws ninfer::Error when
@@ -190,15 +223,35 @@ class CausalLM {
   // greedy pick nobody need read.
   static constexpr size_t kMostUnreadResults = 4;
   void queue_step(std::span<const StepRow> rows);
+  // Speculative decoding (options().speculation on): queues one round for each row's slot
+  // (docs/speculative.md). The MTP head drafts draft_tokens tokens after the slot's next input,
+  // one forward pass verifies the input and the drafts, the model's own greedy pick after each
+  // keeps the longest agreeing prefix, and every slot is settled on the backend at the position
+  // it accepted; nothing waits for the host. Its result (next_result) has draft_tokens + 1 picks
+  // per row and the accepted counts; a row gains accepted + 1 tokens (the accepted drafts and the
+  // model's own next token, its next input), and its position advances when the result is read:
+  // a slot's next step or round comes after that. Greedy only. Throws ninfer::Error (the model
+  // unchanged) without speculation, for a bad slot, a slot twice, a slot whose last round is not
+  // read, one with no next input (neither given nor picked), an id outside the vocabulary, a
+  // slot without draft_tokens + 1 positions left in max_context, or results left unread.
+  void queue_spec_round(std::span<const SpecRow> rows);
+
   // Logits of tokens [first, first + count) of the step queued last, row-major [count, vocab],
   // waiting for them: a prompt chunk's rows for prompt logprobs, read in whatever step carried
   // it. Call before queueing another step.
   std::vector<float> last_step_logits(int64_t first, int64_t count);
+  // Speculation only: the MTP head's logits for tokens [first, first + count) of the step queued
+  // last (a prompt chunk, prefill's last chunk, a decode step), row-major [count, vocab],
+  // waiting for them. The head's row for a token at position p pairs it with the model's hidden
+  // state at p - 1, so it predicts what the model's own logits row of that token predicts (the
+  // token at p + 1): the head's first draft there. A token at position 0 has none. Call before
+  // queueing another step.
+  std::vector<float> last_step_draft_logits(int64_t first, int64_t count);
   // Waits for the oldest queued step whose result was not read and returns it.
   StepResult next_result();
   size_t unread_results() const;
   // Forgets the results not read yet (their steps still run; their picks still feed chained
-  // rows).
+  // rows). A slot whose round is forgotten has an unknown position: reset it.
   void drop_results();
 
  private:
@@ -206,6 +259,8 @@ class CausalLM {
            std::unique_ptr<MemoryPlan> plan);
   void check_slot(int32_t slot) const;
   void check_ids(std::span<const int32_t> ids) const;
+  // Refuses a slot whose speculative round is not read (its position is not known yet).
+  void check_no_round(int32_t slot) const;
   // queue_step's checks of a step's rows (nothing changes before they pass).
   void check_rows(std::span<const StepRow> rows) const;
 
@@ -218,6 +273,18 @@ class CausalLM {
   std::vector<int64_t> snapshots_; // per slot: the position of its snapshot, -1 for none
   // Per slot: where its last queued pick stays on the backend (a chained row's input), if any.
   std::vector<std::unique_ptr<models::PickRef>> last_pick_;
+  // Speculation: per slot, whether the backend holds its next input (its last picking step or
+  // round left it), whether a round of it is unread (its position is known once read), and a
+  // count of resets, so a round read after its slot was reset changes nothing.
+  std::vector<bool> next_on_backend_, round_unread_;
+  std::vector<uint64_t> generation_;
+  // Per queued step with a result, oldest first: a round's slots and their generations (empty
+  // for other steps).
+  struct PendingRound {
+    std::vector<int32_t> slots;
+    std::vector<uint64_t> generations;
+  };
+  std::deque<PendingRound> pending_rounds_;
   int64_t last_step_tokens_ = 0; // tokens of the step queued last (last_step_logits)
 };
 

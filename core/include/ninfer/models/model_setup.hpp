@@ -28,6 +28,8 @@ struct ModelSource {
   std::optional<std::string> kv_dtype; // --kv-dtype: auto, float32, float16, bfloat16
   std::optional<double> memory_limit_gib;  // --memory-limit GIB
   std::optional<std::string> kv_capacity;  // --kv-capacity auto|TOKENS
+  std::optional<std::string> spec;          // --spec none|mtp
+  std::optional<int64_t> draft_tokens;      // --draft-tokens K
 };
 
 // Throws ninfer::Error for no source, both sources, or a bad override.
@@ -36,6 +38,8 @@ Manifest resolve_manifest(const ModelSource& source);
 KvDType parse_kv_dtype_option(const std::string& text);
 // A --kv-capacity value: "auto" (nullopt) or a number of tokens >= 1; throws naming the flag.
 std::optional<int64_t> parse_kv_capacity_option(const std::string& text);
+// A --spec value (none, mtp); throws ninfer::Error naming the flag.
+SpecKind parse_spec_option(const std::string& text);
 // A --memory-limit value in GiB (> 0) as bytes; throws naming the flag.
 size_t memory_limit_bytes(double gib);
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ninfer/generation/generate.hpp"
 #include "ninfer/sampling/logits_processing.hpp"
 
 namespace ninfer::serving {
@@ -44,6 +45,7 @@ struct ServeResult {
   int64_t cached_tokens = 0; // of them, read from the slot's earlier request (SlotReuse), not computed
   std::string user; // RequestOptions::user
   ServeTimings timings;
+  SpecCounts spec;  // its rows of speculative rounds (docs/speculative.md)
 };
 
 // What one generated token adds to the stream: its id and the text now safe to show (often

@@ -303,8 +303,10 @@ namespace {
 const KernelInfo kKernel = {NINFER_OP_CAUSAL_CONV1D, "rows", "ninfer_causal_conv1d_rows",
                             reinterpret_cast<const void*>(ninfer_causal_conv1d_rows), kThreads};
 
+// Keeps no state between tokens (NINFER_SHAPE_TOKEN_STATES goes to "tiled").
 int32_t supports(const void*, const ninfer_shape* s) {
-  return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] >= 1 && s->dims[1] <= kMaxKernel;
+  return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] >= 1 && s->dims[1] <= kMaxKernel &&
+         !(s->flags & NINFER_SHAPE_TOKEN_STATES);
 }
 
 size_t dynamic_smem(const void*, const ninfer_shape*) { return smem_bytes(); }

@@ -93,6 +93,12 @@ __device__ void conv_tiles(const ninfer_causal_conv1d_args& a, int64_t begin, in
         for (int j = 0; j < kMaxKernel; ++j)
           if (j < K) acc = fmaf(w[j], window(a, st, ti.first, u + j, hist, c), acc);
         a.out[t * a.out_token_stride + c] = acc / (1.f + expf(-acc));
+        // Speculative verification: the window after token t (entries u+1 .. u+kernel-1). Tokens
+        // whose window still reaches the old state are this tile's, read before it is replaced.
+        if (a.token_states) {
+          float* ts = a.token_states + (t * C + c) * hist;
+          for (int i = 0; i < hist; ++i) ts[i] = window(a, st, ti.first, u + 1 + i, hist, c);
+        }
       }
       // New states of the sequences starting in this tile: the last kernel-1 window entries,
       // all read before any is written.
@@ -129,6 +135,7 @@ namespace {
 const KernelInfo kKernel = {NINFER_OP_CAUSAL_CONV1D, "tiled", "ninfer_causal_conv1d_tiled",
                             reinterpret_cast<const void*>(ninfer_causal_conv1d_tiled), kThreads};
 
+// Every shape, token states (NINFER_SHAPE_TOKEN_STATES) included.
 int32_t supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] >= 1 && s->dims[1] <= kMaxKernel;
 }

@@ -109,9 +109,10 @@ const KernelInfo kKernel = {NINFER_OP_CONV_L2_NORM, "decode", "ninfer_conv_l2_no
                             reinterpret_cast<const void*>(ninfer_conv_l2_norm_decode), kThreads};
 
 // Decode steps only (dims[2], the longest sequence of the call, is 1).
+// Decode steps only; a call that keeps token states (speculative verification) runs the two ops.
 int32_t supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] >= 1 && s->dims[1] <= kMaxKernel && s->dims[2] == 1 &&
-         s->dims[3] >= 1 && s->dims[3] <= kMaxNormDim;
+         s->dims[3] >= 1 && s->dims[3] <= kMaxNormDim && !(s->flags & NINFER_SHAPE_TOKEN_STATES);
 }
 
 size_t dynamic_smem(const void*, const ninfer_shape*) { return kSmemBytes; }

@@ -228,8 +228,11 @@ const KernelInfo kKernel = {NINFER_OP_GATED_DELTA_RULE, "chunked64", "ninfer_gat
 
 // The chunked form pays off only for sequences of several tokens; decode steps (one token per
 // sequence) plan to the recurrent form.
+// Holds no state between the tokens of a chunk: token states (NINFER_SHAPE_TOKEN_STATES) are the
+// recurrent form's.
 int32_t supports(const void*, const ninfer_shape* s) {
-  return s->tokens > 0 && s->dims[0] >= 2 && s->dims[1] > 0 && s->dims[2] > 0 && s->dims[3] > 0;
+  return s->tokens > 0 && s->dims[0] >= 2 && s->dims[1] > 0 && s->dims[2] > 0 && s->dims[3] > 0 &&
+         !(s->flags & NINFER_SHAPE_TOKEN_STATES);
 }
 
 size_t dynamic_smem(const void*, const ninfer_shape* s) { return smem_bytes(s->dims[2]); }

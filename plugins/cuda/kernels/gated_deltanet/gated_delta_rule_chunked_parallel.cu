@@ -528,9 +528,11 @@ const KernelInfo kKernel = {NINFER_OP_GATED_DELTA_RULE, "chunked64_parallel", "n
 
 // Like chunked64: only calls with a sequence of two or more tokens (decode steps plan to the
 // recurrent form), and head dims up to kMaxDim.
+// Holds no state between the tokens of a chunk: token states (NINFER_SHAPE_TOKEN_STATES) are the
+// recurrent form's.
 int32_t supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] >= 2 && s->dims[1] > 0 && s->dims[2] > 0 && s->dims[2] <= kMaxDim &&
-         s->dims[3] > 0 && s->dims[3] <= kMaxDim;
+         s->dims[3] > 0 && s->dims[3] <= kMaxDim && !(s->flags & NINFER_SHAPE_TOKEN_STATES);
 }
 
 // The planner checks residency with the described kernel and this figure, the largest of the

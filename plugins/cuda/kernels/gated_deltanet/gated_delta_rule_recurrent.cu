@@ -1,6 +1,7 @@
 // gated_delta_rule, recurrent form on CUDA (contract: ninfer/abi/ops/gated_delta_rule.h): the
-// contract's four lines, token by token. Used for decode steps (one token per sequence); it
-// computes any call, so it is also the fallback where the chunked form's tiles do not fit.
+// contract's four lines, token by token. Used for decode steps (one token per sequence) and
+// speculative verification (the only form that writes token states); it computes any call, so
+// it is also the fallback where the chunked form's tiles do not fit.
 //
 // The value columns of the state are independent (u_j, the update of column j and out_j read
 // and write column j only), so a CTA owns one (sequence, value head, block of kCols value
@@ -87,6 +88,11 @@ __device__ void recurrent(const ninfer_gated_delta_rule_args& a, int64_t begin, 
         for (int w = 0; w < kWarps; ++w) o += red[(kWarps + w) * kCols + lane];
         a.out[static_cast<int64_t>(t) * a.out_token_stride + static_cast<int64_t>(h) * V + col] = o;
       }
+      // Speculative verification keeps the state after every token (the thread's own elements).
+      if (a.token_states && col_ok) {
+        float* ts = a.token_states + (static_cast<int64_t>(t) * Hv + h) * K * V;
+        for (int d = warp; d < K; d += kWarps) ts[static_cast<int64_t>(d) * V + col] = S[d * kCols + lane];
+      }
     }
     if (col_ok)
       for (int d = warp; d < K; d += kWarps) st[static_cast<int64_t>(d) * V + col] = S[d * kCols + lane];
@@ -109,6 +115,7 @@ namespace {
 const KernelInfo kKernel = {NINFER_OP_GATED_DELTA_RULE, "recurrent", "ninfer_gated_delta_rule_recurrent",
                             reinterpret_cast<const void*>(ninfer_gated_delta_rule_recurrent), kThreads};
 
+// Every shape, token states (NINFER_SHAPE_TOKEN_STATES) included.
 int32_t supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 && s->dims[2] > 0 && s->dims[3] > 0;
 }

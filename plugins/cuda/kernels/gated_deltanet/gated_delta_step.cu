@@ -137,9 +137,11 @@ const KernelInfo kKernel = {NINFER_OP_GATED_DELTA_STEP, "decode", "ninfer_gated_
                             reinterpret_cast<const void*>(ninfer_gated_delta_step_decode), kThreads};
 
 // dims: v_heads, k_dim, v_dim, k_heads.
+// A call that keeps token states (speculative verification) runs the core's form, whose
+// gated_delta_rule (recurrent) writes them.
 int32_t supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] == kDim && s->dims[2] == kDim && s->dims[3] > 0 &&
-         s->dims[0] % s->dims[3] == 0;
+         s->dims[0] % s->dims[3] == 0 && !(s->flags & NINFER_SHAPE_TOKEN_STATES);
 }
 
 size_t dynamic_smem(const void*, const ninfer_shape*) { return kSmemBytes; }

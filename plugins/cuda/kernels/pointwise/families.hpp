@@ -19,5 +19,6 @@ int32_t register_rope(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_head_norm_rope(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_embedding(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_kv_append(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_copy_rows(const ninfer_registrar* r, char* err, size_t err_len);
 
 } // namespace ninfer::cuda_plugin

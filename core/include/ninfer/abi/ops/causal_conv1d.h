@@ -15,9 +15,15 @@
  * float32; out [T, channels] with row stride out_token_stride, not overlapping x.
  * Planning shape: tokens = T, dims[0] = channels, dims[1] = kernel, dtype = F32.
  *
- * Effects: writes out for the batch's tokens and updates state of the batch's slots. A
- * sequence is processed in token order, so a launch covers whole sequences (host variants
- * take the whole call in one launch). Workspace: none.
+ * Token states: when token_states is not NULL (the shape has NINFER_SHAPE_TOKEN_STATES), the
+ * state after every token is also written: token_states[t, c, :] = the last kernel-1 entries of
+ * win[.. u], for token t = t0 + u, laid out as the state ([T, channels, kernel - 1] float32).
+ * Speculative verification keeps them to settle each slot on the draft position it accepts
+ * (docs/speculative.md). A variant that does not write them refuses such shapes.
+ *
+ * Effects: writes out for the batch's tokens and updates state of the batch's slots (and
+ * token_states, when given). A sequence is processed in token order, so a launch covers whole
+ * sequences (host variants take the whole call in one launch). Workspace: none.
  */
 #ifndef NINFER_ABI_OPS_CAUSAL_CONV1D_H
 #define NINFER_ABI_OPS_CAUSAL_CONV1D_H
@@ -43,6 +49,7 @@ typedef struct ninfer_causal_conv1d_args {
   int64_t tokens;
   int32_t channels;
   int32_t kernel;
+  float* token_states; /* NULL, or [T, channels, kernel - 1]: the state after each token */
 } ninfer_causal_conv1d_args;
 
 #ifdef __cplusplus

@@ -12,8 +12,10 @@
  * Planning shape: tokens = T, dims[0] = channels, dims[1] = kernel, dims[2] = the most tokens
  * of one sequence in the call (1 for a decode step), dims[3] = norm_dim, dtype = F32.
  *
- * Effects: causal_conv1d's (out for the batch's tokens, the state of the batch's slots); a
- * launch covers whole sequences. Workspace: none.
+ * Effects: causal_conv1d's (out for the batch's tokens, the state of the batch's slots, and
+ * conv.token_states when given: a variant that does not write them refuses shapes with
+ * NINFER_SHAPE_TOKEN_STATES, and the core runs causal_conv1d and l2_norm); a launch covers
+ * whole sequences. Workspace: none.
  */
 #ifndef NINFER_ABI_OPS_CONV_L2_NORM_H
 #define NINFER_ABI_OPS_CONV_L2_NORM_H

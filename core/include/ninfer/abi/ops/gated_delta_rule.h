@@ -23,9 +23,16 @@
  * Planning shape: tokens = T, dims[0] = the most tokens of one sequence in this call (1 for a
  * decode step), dims[1] = v_heads, dims[2] = k_dim, dims[3] = v_dim, dtype = F32.
  *
+ * Token states: when token_states is not NULL (the shape has NINFER_SHAPE_TOKEN_STATES), the
+ * state after every token t is also written to token_states[t] ([T, v_heads, k_dim, v_dim]
+ * float32, laid out as one slot of `state`). Speculative verification keeps them to settle each
+ * slot on the draft position it accepts (docs/speculative.md). A variant that does not write
+ * them refuses such shapes.
+ *
  * Effects: writes out for the batch's tokens and replaces the state of the batch's slots with
- * the state after their last token. Sequences are sequential in tokens, so a launch covers
- * whole sequences. A new sequence starts from a zeroed slot (the caller zeroes it).
+ * the state after their last token (and token_states, when given). Sequences are sequential in
+ * tokens, so a launch covers whole sequences. A new sequence starts from a zeroed slot (the
+ * caller zeroes it).
  * Workspace: variant->workspace_bytes(shape, tokens), caller-owned.
  */
 #ifndef NINFER_ABI_OPS_GATED_DELTA_RULE_H
@@ -59,6 +66,7 @@ typedef struct ninfer_gated_delta_rule_args {
   int32_t k_dim;
   int32_t v_dim;
   float scale;
+  float* token_states; /* NULL, or [T, v_heads, k_dim, v_dim]: the state after each token */
 } ninfer_gated_delta_rule_args;
 
 #ifdef __cplusplus

@@ -27,8 +27,12 @@
  * kernel launched before it on the stream still runs (programmatic dependent launch), so that
  * kernel (or op) must not write them.
  *
- * Effects: writes out for the launch's tokens and replaces the state of their slots. Workspace:
- * variant->workspace_bytes(shape, tokens), caller-owned.
+ * Token states: as gated_delta_rule's (token_states[t] = the state after token t, when not
+ * NULL and the shape has NINFER_SHAPE_TOKEN_STATES). A variant that does not write them refuses
+ * such shapes; the core's form (gdn_gating, gated_delta_rule, gated_rms_norm) passes them on.
+ *
+ * Effects: writes out for the launch's tokens and replaces the state of their slots (and
+ * token_states, when given). Workspace: variant->workspace_bytes(shape, tokens), caller-owned.
  */
 #ifndef NINFER_ABI_OPS_GATED_DELTA_STEP_H
 #define NINFER_ABI_OPS_GATED_DELTA_STEP_H
@@ -68,6 +72,7 @@ typedef struct ninfer_gated_delta_step_args {
   int32_t v_heads;
   int32_t k_dim;
   int32_t v_dim;
+  float* token_states; /* NULL, or [T, v_heads, k_dim, v_dim]: the state after each token */
 } ninfer_gated_delta_step_args;
 
 #ifdef __cplusplus

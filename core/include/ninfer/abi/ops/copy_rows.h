@@ -1,0 +1,46 @@
+/* Op contract: copy_rows — rows of 32-bit words copied between buffers at indices the device
+ * holds, so a step can move state chosen by an earlier op (the draft position a speculative
+ * round accepted: docs/speculative.md) without the host reading it.
+ *
+ * Math, for every row r in [0, rows) and word c in [0, width):
+ *   dst[d * dst_stride + c] = src[s * src_stride + c]
+ *   d = dst_index[r] (r when dst_index is NULL),  s = src_index[r] (r when src_index is NULL)
+ * Words are copied as bits (float32 and int32 rows alike).
+ *
+ * Shapes: dst and src 32-bit words with row strides dst_stride, src_stride (in words, >= width);
+ * dst_index, src_index [rows] int32 or NULL. Planning shape: tokens = rows, dims[0] = width,
+ * dtype = F32 (the words' size).
+ *
+ * Ordering: the indices (and src) may be written by the op launched right before this one (a
+ * speculative round's acceptance computes them): a variant reads them after its launch wait.
+ *
+ * Effects: writes the dst rows named. Two rows of one call naming the same dst row, or a dst
+ * row overlapping a src row of the call, leave it unspecified. Workspace: none.
+ */
+#ifndef NINFER_ABI_OPS_COPY_ROWS_H
+#define NINFER_ABI_OPS_COPY_ROWS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NINFER_OP_COPY_ROWS "copy_rows"
+
+typedef struct ninfer_copy_rows_args {
+  void* dst;
+  int64_t dst_stride;
+  const int32_t* dst_index; /* may be NULL: row r */
+  const void* src;
+  int64_t src_stride;
+  const int32_t* src_index; /* may be NULL: row r */
+  int64_t rows;
+  int64_t width;
+} ninfer_copy_rows_args;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,416 @@
+// Speculative decoding with the MTP head (docs/speculative.md) on the CPU plugin: greedy rounds
+// give exactly the tokens greedy decode gives, on the trained demo model and on the Qwen3.5
+// fixture with a random head (whose drafts are mostly rejected), for every number of drafts and
+// with sequences joining and leaving a batch; a round leaves the model's state (Gated DeltaNet
+// states, KV rows, the head's KV cache and hidden state) as plain decode leaves it; the demo
+// head's first drafts on held-out text agree with the model as often as its training measured;
+// and what cannot run is refused.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <map>
+
+#include "model_test_env.hpp"
+#include "ninfer/checkpoint/expected_tensors.hpp"
+#include "ninfer/checkpoint/random_checkpoint.hpp"
+#include "ninfer/checkpoint/safetensors_writer.hpp"
+#include "ninfer/planning/schedule_table.hpp"
+#include "ninfer/support/error.hpp"
+#include "ninfer/tokenizer/tokenizer.hpp"
+#include "temp_dir.hpp"
+
+using namespace ninfer;
+using namespace ninfer::test;
+
+namespace {
+
+constexpr const char* kDemo = "models/qwen3_5-demo";
+
+// The demo model's README: its MTP head's argmax equalled the model's next argmax on 58.2% of
+// 188,928 held-out tokens (tools/train-demo/evaluate.py, mtp_agreement).
+constexpr double kDemoTrainedAgreement = 0.582;
+// The agreement measured here is over ~940 tokens of three held-out addresses: a binomial
+// standard deviation of 0.016 and a spread between documents of a few points (the training
+// run's figure averages 34 documents). 0.08 is that spread and 3 standard deviations; a wrong
+// head (its two input halves swapped, positions off by one, a norm's scale w instead of 1 + w)
+// agrees on 0.1 to 0.3 of them.
+constexpr double kDemoAgreementTolerance = 0.08;
+// Greedy picks of two runs whose arithmetic differs in summation order only (the fused Gated
+// DeltaNet decode step's gating against the verification pass's gdn_gating) may part only where
+// the reference's top two logits are this close: float32 rounding moves logits by ~1e-6 here.
+constexpr double kRouteTieMargin = 1e-4;
+
+// A copy of a fixture with a random MTP head (mtp_num_hidden_layers 1, tensors drawn by
+// ninfer-make-checkpoint's initialisation): its drafts are noise, so its rounds mostly reject,
+// and the output must still be exactly greedy decode's.
+std::filesystem::path with_random_mtp(const std::string& fixture, const TempDir& dir) {
+  const auto src = fixtures_dir() / fixture;
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(src / "config.json"));
+  cfg["mtp_num_hidden_layers"] = 1;
+  std::ofstream(dir / "config.json") << cfg.dump(2);
+  const Checkpoint ck = Checkpoint::open(src);
+  std::vector<TensorSpec> specs;
+  std::vector<std::vector<float>> values;
+  for (const std::string& name : ck.names()) {
+    const TensorView& t = ck.tensor(name);
+    specs.push_back({name, t.dtype, t.shape});
+    values.emplace_back();
+  }
+  ModelConfig with_head = ck.config();
+  with_head.mtp_num_hidden_layers = 1;
+  for (const ExpectedTensor& e : mtp_tensors(with_head)) {
+    specs.push_back({e.name, DType::F32, e.shape});
+    values.push_back(random_tensor_values(e, 7));
+  }
+  write_safetensors(dir / "model.safetensors", specs, [&](size_t i, std::span<std::byte> dst) {
+    if (values[i].empty()) std::memcpy(dst.data(), ck.tensor(specs[i].name).data, dst.size());
+    else std::memcpy(dst.data(), values[i].data(), dst.size());
+  });
+  return dir.path();
+}
+
+// A schedule table routing gated_delta_step to its unfused form at every token count: the
+// arithmetic a verification pass uses (it has several tokens per sequence), so decode steps on
+// a backend with it compute the very bits a round computes.
+class MatchedRoutes {
+ public:
+  MatchedRoutes() {
+    file_ = std::filesystem::temp_directory_path() / ("ninfer-spec-routes-" + std::to_string(::getpid()) + ".yaml");
+    std::ofstream(file_) << "format: ninfer-schedule/1\narch: cpu\nentries:\n"
+                            "  - {op: gated_delta_step, tokens: [1, 1048576], variant: unfused}\n";
+    table_ = std::make_unique<ScheduleTable>(load_schedule_table(file_, data_dir() / "schemas"));
+    check_against(*table_, cpu(), host_device());
+  }
+  ~MatchedRoutes() { std::filesystem::remove(file_); }
+  Backend backend() const { return Backend(cpu(), host_device(), BackendOptions{"", 0, table_.get(), false}); }
+
+ private:
+  static const LoadedPlugin& cpu() { return *model_test_plugins().find("cpu"); }
+  std::filesystem::path file_;
+  std::unique_ptr<ScheduleTable> table_;
+};
+
+std::unique_ptr<CausalLM> load(const Checkpoint& ck, Backend& be, int32_t slots, int32_t drafts,
+                               int64_t context = 512) {
+  ModelOptions o;
+  o.max_context = context;
+  o.max_sequences = slots;
+  if (drafts > 0) o.speculation = {SpecMethod::Mtp, drafts};
+  return CausalLM::load(ck, be, o);
+}
+
+// What one sequence produced: ids and their log-probabilities, bit for bit comparable.
+struct Tokens {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  bool operator==(const Tokens& o) const {
+    return ids == o.ids && logprobs.size() == o.logprobs.size() &&
+           std::memcmp(logprobs.data(), o.logprobs.data(), sizeof(float) * logprobs.size()) == 0;
+  }
+};
+
+// Greedy decode alone in slot 0: the first token from the prompt's logits, then one step per
+// token (logprobs from the step's pick; the first one's from the prefill logits).
+Tokens plain_greedy(CausalLM& lm, const std::vector<int32_t>& prompt, size_t n) {
+  lm.reset(0);
+  const std::vector<float> last = lm.prefill(0, prompt);
+  Tokens t;
+  t.ids.push_back(argmax(last));
+  t.logprobs.push_back(0); // not compared: a prefill's row, not a pick
+  while (t.ids.size() < n) {
+    const StepRow r{.slot = 0, .ids = std::span(&t.ids.back(), 1)};
+    lm.queue_step(std::span(&r, 1));
+    const StepResult res = lm.next_result();
+    t.ids.push_back(res.ids[0]);
+    t.logprobs.push_back(res.logprobs[0]);
+  }
+  return t;
+}
+
+// One sequence of a batch driven by speculative rounds.
+struct Running {
+  size_t request = 0;
+  int32_t slot = 0;
+  Tokens got;
+  bool first = true; // its next input is the prefill's pick, known on the host only
+};
+
+// The requests through `lm` in rounds over `slots` slots: request i joins when a slot is free
+// and it has waited `i` rounds at least (so sequences join mid-run), leaves once it has `n[i]`
+// tokens. Returns each request's tokens and counts the accepted drafts per round row.
+std::vector<Tokens> spec_batch(CausalLM& lm, const std::vector<std::vector<int32_t>>& prompts,
+                               const std::vector<size_t>& n, int32_t slots, std::vector<int64_t>* accepted_hist) {
+  std::vector<Tokens> out(prompts.size());
+  std::vector<Running> running;
+  size_t next = 0, round = 0;
+  std::vector<bool> busy(static_cast<size_t>(slots), false);
+  while (next < prompts.size() || !running.empty()) {
+    for (int32_t s = 0; s < slots && next < prompts.size() && next <= round; ++s) {
+      if (busy[static_cast<size_t>(s)]) continue;
+      busy[static_cast<size_t>(s)] = true;
+      Running r{next, s, {}, true};
+      lm.reset(s);
+      r.got.ids.push_back(argmax(lm.prefill(s, prompts[next])));
+      r.got.logprobs.push_back(0);
+      running.push_back(std::move(r));
+      ++next;
+    }
+    std::vector<SpecRow> rows;
+    for (Running& r : running) {
+      rows.push_back({.slot = r.slot});
+      if (r.first) rows.back().id = r.got.ids.back();
+      r.first = false;
+    }
+    lm.queue_spec_round(rows);
+    const StepResult res = lm.next_result();
+    const size_t D = res.ids.size() / rows.size();
+    for (size_t i = 0; i < running.size(); ++i) {
+      Running& r = running[i];
+      const int32_t a = res.accepted.at(i);
+      if (accepted_hist) ++(*accepted_hist)[static_cast<size_t>(a)];
+      for (int32_t j = 0; j <= a && r.got.ids.size() < n[r.request]; ++j) {
+        r.got.ids.push_back(res.ids[i * D + static_cast<size_t>(j)]);
+        r.got.logprobs.push_back(res.logprobs[i * D + static_cast<size_t>(j)]);
+      }
+    }
+    for (auto it = running.begin(); it != running.end();) {
+      if (it->got.ids.size() < n[it->request]) {
+        ++it;
+        continue;
+      }
+      out[it->request] = std::move(it->got);
+      busy[static_cast<size_t>(it->slot)] = false;
+      it = running.erase(it);
+    }
+    ++round;
+  }
+  return out;
+}
+
+// Six prompts: the fixture's cases and prefixes of them.
+std::vector<std::vector<int32_t>> prompts_of(const Fixture& fx) {
+  std::vector<std::vector<int32_t>> p;
+  for (const FixtureCase& c : fx.cases) p.push_back(c.prompt);
+  for (const FixtureCase& c : fx.cases)
+    if (c.prompt.size() > 3) p.emplace_back(c.prompt.begin(), c.prompt.begin() + static_cast<long>(c.prompt.size() / 2));
+  while (p.size() < 6) p.push_back({p[p.size() % 2].begin(), p[p.size() % 2].begin() + 2});
+  p.resize(6);
+  return p;
+}
+
+std::string histogram(const std::vector<int64_t>& h) {
+  std::string s;
+  for (size_t i = 0; i < h.size(); ++i) s += fmt::format("{}{}", i ? " " : "", h[i]);
+  return s;
+}
+
+} // namespace
+
+// Every request of a batch gets, token for token and log-probability for log-probability, what
+// greedy decode alone gives it: K = 1..5, one to four slots, requests joining while others run
+// and leaving at different lengths, so rows with different acceptance lengths share rounds.
+// Both sides decode with the arithmetic of a verification pass (MatchedRoutes): any difference is
+// the rounds' doing (a wrong draft accepted, a state settled on the wrong row, KV read past a
+// sequence's length), never rounding.
+TEST(Speculation, GreedyRoundsGiveGreedyDecodeBitForBit) {
+  const MatchedRoutes routes;
+  TempDir tmp;
+  const Checkpoint tiny = Checkpoint::open(with_random_mtp("tiny-qwen3_5", tmp));
+  const Fixture tiny_fx = Fixture::load("tiny-qwen3_5"), demo = Fixture::load(kDemo);
+  struct Model {
+    const char* name;
+    const Checkpoint& ck;
+    std::vector<std::vector<int32_t>> prompts;
+  };
+  for (const Model& m : {Model{"demo", demo.checkpoint, prompts_of(demo)}, Model{"tiny-qwen3_5 + random head", tiny, prompts_of(tiny_fx)}}) {
+    Backend plain_be = routes.backend();
+    auto plain = load(m.ck, plain_be, 1, 0);
+    const std::vector<size_t> n{40, 23, 31, 17, 36, 28};
+    std::vector<Tokens> want;
+    for (size_t i = 0; i < m.prompts.size(); ++i) want.push_back(plain_greedy(*plain, m.prompts[i], n[i]));
+    for (int32_t K = 1; K <= kMostDraftTokens; ++K)
+      for (int32_t slots : {1, 2, 4}) {
+        Backend be = routes.backend();
+        auto spec = load(m.ck, be, slots, K);
+        std::vector<int64_t> hist(static_cast<size_t>(K) + 1, 0);
+        const std::vector<Tokens> got = spec_batch(*spec, m.prompts, n, slots, &hist);
+        for (size_t i = 0; i < want.size(); ++i) {
+          Tokens g = got[i], w = want[i];
+          g.logprobs[0] = w.logprobs[0] = 0;
+          EXPECT_TRUE(g == w) << m.name << " K " << K << " slots " << slots << " request " << i
+                              << ": ids differ or a log-probability's bits do";
+        }
+        std::printf("%s K %d slots %d: rows by accepted drafts %s\n", m.name, K, slots, histogram(hist).c_str());
+        if (m.name == std::string("demo")) EXPECT_GT(hist.back(), 0) << "K " << K << ": no round accepted every draft";
+      }
+  }
+}
+
+// With the routes a product run takes (the fused decode step on plain decode, the verification
+// pass's own), the tokens are greedy decode's wherever greedy decode's top two logits are apart.
+TEST(Speculation, DefaultRoutesPartFromGreedyDecodeOnlyAtNearTies) {
+  const Fixture demo = Fixture::load(kDemo);
+  Backend plain_be = cpu_model_backend(), spec_be = cpu_model_backend();
+  auto plain = load(demo.checkpoint, plain_be, 1, 0);
+  auto spec = load(demo.checkpoint, spec_be, 2, 3);
+  const auto prompts = prompts_of(demo);
+  const std::vector<size_t> n(prompts.size(), 48);
+  const std::vector<Tokens> got = spec_batch(*spec, prompts, n, 2, nullptr);
+  size_t compared = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    plain->reset(0);
+    std::vector<float> logits = plain->prefill(0, prompts[i]);
+    for (size_t j = 0; j < n[i]; ++j) {
+      const int32_t want = argmax(logits);
+      if (got[i].ids[j] != want) {
+        std::vector<float> sorted = logits;
+        std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+        EXPECT_LE(sorted[0] - sorted[1], kRouteTieMargin) << "request " << i << " token " << j;
+        break;
+      }
+      ++compared;
+      const StepRow r{.slot = 0, .ids = std::span(&want, 1), .logits = true};
+      plain->queue_step(std::span(&r, 1));
+      logits = plain->next_result().logits;
+    }
+  }
+  EXPECT_GE(compared, prompts.size() * 40) << "too few tokens compared before near-ties";
+}
+
+// After rounds that accepted some drafts and rejected others, a model is where plain decode of
+// the same tokens leaves it: the next token's logits and the head's draft logits (its KV cache
+// and the slot's last hidden state) are the same bits. Both models are loaded for speculation;
+// one only decodes.
+TEST(Speculation, RoundsLeaveTheStateOfPlainDecode) {
+  const MatchedRoutes routes;
+  const Fixture demo = Fixture::load(kDemo);
+  for (int32_t K : {2, 5}) {
+    Backend plain_be = routes.backend(), spec_be = routes.backend();
+    auto plain = load(demo.checkpoint, plain_be, 1, K), spec = load(demo.checkpoint, spec_be, 1, K);
+    const std::vector<int32_t>& prompt = demo.cases[0].prompt;
+    std::vector<int32_t> ids{argmax(spec->prefill(0, prompt))};
+    plain->prefill(0, prompt);
+    int64_t accepted = 0, rejected = 0;
+    for (int round = 0; round < 12; ++round) {
+      SpecRow r{.slot = 0};
+      if (round == 0) r.id = ids.back();
+      spec->queue_spec_round(std::span(&r, 1));
+      const StepResult res = spec->next_result();
+      accepted += res.accepted[0];
+      rejected += res.accepted[0] < K;
+      for (int32_t j = 0; j <= res.accepted[0]; ++j) ids.push_back(res.ids[static_cast<size_t>(j)]);
+    }
+    ASSERT_GT(accepted, 0) << "K " << K;
+    ASSERT_GT(rejected, 0) << "K " << K;
+    // Plain decode feeds the same tokens (all but the last: the slot's next input).
+    for (size_t i = 0; plain->position(0) < spec->position(0); ++i) {
+      const StepRow s{.slot = 0, .ids = std::span(&ids[i], 1)};
+      plain->queue_step(std::span(&s, 1));
+      plain->next_result();
+    }
+    ASSERT_EQ(plain->position(0), spec->position(0));
+    const int32_t next = ids.back();
+    const std::vector<float> a = plain->prefill(0, std::span(&next, 1)), b = spec->prefill(0, std::span(&next, 1));
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), sizeof(float) * a.size()), 0) << "K " << K << ": the model's logits";
+    const std::vector<float> da = plain->last_step_draft_logits(0, 1), db = spec->last_step_draft_logits(0, 1);
+    EXPECT_EQ(std::memcmp(da.data(), db.data(), sizeof(float) * da.size()), 0) << "K " << K << ": the head's logits";
+  }
+}
+
+// The demo head's first draft after each held-out token (three State of the Union addresses the
+// training never saw, tests/models/data/README.md) equals the model's own next argmax as often
+// as its training measured: a wrong head forward (halves swapped, a position off, a norm's
+// scale) falls far below.
+TEST(Speculation, DemoHeadAgreesWithTheModelAsTrained) {
+  const Fixture demo = Fixture::load(kDemo);
+  const Tokenizer tok = Tokenizer::load(source_dir() / kDemo / "tokenizer.json");
+  std::ifstream in(source_dir() / "tests/models/data/sotu_heldout.txt");
+  std::string line;
+  int64_t agree = 0, total = 0;
+  Backend be = cpu_model_backend();
+  ModelOptions o;
+  o.max_context = 1024;
+  o.prefill_chunk = 1024;
+  o.speculation = {SpecMethod::Mtp, 1};
+  auto lm = CausalLM::load(demo.checkpoint, be, o);
+  const auto V = static_cast<size_t>(lm->vocab_size());
+  while (std::getline(in, line)) {
+    const std::vector<int32_t> ids = tok.encode(line);
+    ASSERT_GT(ids.size(), 100u);
+    lm->reset(0);
+    const std::vector<float> model = lm->prefill(0, ids, LogitsFor::All);
+    const std::vector<float> head = lm->last_step_draft_logits(1, static_cast<int64_t>(ids.size()) - 1);
+    // Head row p - 1 drafts the token after token p; model row p predicts the same token.
+    for (size_t p = 1; p + 1 < ids.size(); ++p) {
+      const std::span<const float> m(model.data() + p * V, V), h(head.data() + (p - 1) * V, V);
+      agree += std::max_element(m.begin(), m.end()) - m.begin() == std::max_element(h.begin(), h.end()) - h.begin();
+      ++total;
+    }
+  }
+  ASSERT_GT(total, 800);
+  const double agreement = static_cast<double>(agree) / static_cast<double>(total);
+  std::printf("demo head: first draft = the model's next argmax on %lld of %lld held-out tokens (%.3f; trained "
+              "%.3f)\n",
+              static_cast<long long>(agree), static_cast<long long>(total), agreement, kDemoTrainedAgreement);
+  EXPECT_NEAR(agreement, kDemoTrainedAgreement, kDemoAgreementTolerance);
+}
+
+// What speculation cannot do is an error naming the problem, and leaves the model usable.
+TEST(Speculation, RefusesWhatItCannotRun) {
+  const Fixture tiny = Fixture::load("tiny-qwen3_5"), demo = Fixture::load(kDemo);
+  Backend be = cpu_model_backend(); // loads that fail allocate nothing
+  try {
+    load(tiny.checkpoint, be, 1, 3);
+    ADD_FAILURE() << "a checkpoint without an MTP head loaded for speculation";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mtp_num_hidden_layers"), std::string::npos) << e.what();
+  }
+  for (int32_t K : {0, kMostDraftTokens + 1}) {
+    ModelOptions o;
+    o.max_context = 256;
+    o.speculation = {SpecMethod::Mtp, K};
+    EXPECT_THROW(CausalLM::load(demo.checkpoint, be, o), Error) << "K " << K;
+  }
+  ModelOptions no_method;
+  no_method.max_context = 256;
+  no_method.speculation.draft_tokens = 2;
+  EXPECT_THROW(CausalLM::load(demo.checkpoint, be, no_method), Error);
+
+  Backend plain_be = cpu_model_backend();
+  auto plain = load(demo.checkpoint, plain_be, 1, 0);
+  const SpecRow row{.slot = 0, .id = 5};
+  plain->prefill(0, demo.cases[0].prompt);
+  EXPECT_THROW(plain->queue_spec_round(std::span(&row, 1)), Error) << "no speculation loaded";
+  Backend truncate_be = cpu_model_backend();
+  EXPECT_FALSE(load(demo.checkpoint, truncate_be, 1, 2)->can_truncate());
+
+  Backend be2 = cpu_model_backend();
+  auto lm = load(demo.checkpoint, be2, 2, 3, 64);
+  EXPECT_THROW(lm->queue_spec_round(std::span(&row, 1)), Error) << "nothing prefilled";
+  const std::vector<int32_t> prompt(61, 11);
+  lm->prefill(0, prompt);
+  EXPECT_THROW(lm->queue_spec_round(std::span(&row, 1)), Error) << "61 + 4 positions exceed the context of 64";
+  lm->reset(0);
+  lm->prefill(0, demo.cases[0].prompt);
+  const SpecRow chained{.slot = 0};
+  EXPECT_THROW(lm->queue_spec_round(std::span(&chained, 1)), Error) << "no next input on the backend";
+  const SpecRow twice[] = {row, row};
+  EXPECT_THROW(lm->queue_spec_round(twice), Error);
+  const SpecRow bad{.slot = 0, .id = static_cast<int32_t>(lm->vocab_size())};
+  EXPECT_THROW(lm->queue_spec_round(std::span(&bad, 1)), Error);
+  lm->queue_spec_round(std::span(&row, 1));
+  const int32_t id = 3;
+  const StepRow step{.slot = 0, .ids = std::span(&id, 1)};
+  EXPECT_THROW(lm->queue_step(std::span(&step, 1)), Error) << "its round is not read";
+  EXPECT_THROW(lm->queue_spec_round(std::span(&chained, 1)), Error) << "its round is not read";
+  const int64_t before = lm->position(0);
+  const StepResult r = lm->next_result();
+  EXPECT_EQ(lm->position(0), before + r.accepted[0] + 1);
+  lm->queue_spec_round(std::span(&chained, 1)); // usable: chained from the round's own pick
+  lm->next_result();
+}
