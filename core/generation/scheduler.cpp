@@ -49,7 +49,8 @@ struct Scheduler::Sequence {
   SequenceHooks hooks;
   Sampler sampler;
   bool on_backend;
-  // Speculation: greedy on the backend, so its tokens come from rounds once its prompt is in.
+  // Speculation: picked on the backend (greedy or sampled), so its tokens come from rounds once
+  // its prompt is in.
   bool spec = false;
   bool round_unread = false;   // a round of it is queued and not read
   bool next_on_backend = false; // its next input is its last step's or round's pick, on the backend
@@ -91,7 +92,7 @@ void Scheduler::add(int32_t slot, GenerationRequest r, SequenceHooks hooks) {
                             "generated token must fit)",
                             prompt_end, ctx));
   auto s = std::make_shared<Sequence>(slot, std::move(r), std::move(hooks)); // the sampler validates
-  s->spec = lm_.options().speculation.on() && s->on_backend && s->request.sampling.is_greedy();
+  s->spec = lm_.options().speculation.on() && s->on_backend;
   // A sequence ends when the next step would need a position the context lacks.
   s->limit = std::min(s->request.max_new_tokens, ctx - prompt_end);
   if (!s->request.append) lm_.reset(slot);
@@ -254,6 +255,12 @@ void Scheduler::queue_round() {
       if (s.in_flight || !s.last) continue; // its next input is not known yet, not even on the backend
       row.id = *s.last;
     }
+    // A sampled row's picks take the sequence's next draws in order; the round uses as many as it
+    // keeps tokens, claimed when it is read.
+    const SamplingParams& sp = s.request.sampling;
+    if (!sp.is_greedy())
+      row.sampling = {sp.temperature, static_cast<int32_t>(std::min<int64_t>(sp.top_k, INT32_MAX)), sp.top_p,
+                      sp.min_p,       s.sampler.seed(),                                          s.sampler.draws()};
     rows.push_back(row);
     f.rows.push_back(p);
     f.logits.push_back(false);
@@ -335,6 +342,8 @@ void Scheduler::read_oldest() {
       s.round_unread = false;
       stats_.spec.add(r.accepted[i], drafts);
       s.out.spec.add(r.accepted[i], drafts);
+      if (!s.request.sampling.is_greedy())
+        for (int32_t j = 0; j <= r.accepted[i]; ++j) s.sampler.claim_draw();
       for (int32_t j = 0; j <= r.accepted[i] && !s.ended; ++j)
         take_token(s, r.ids[i * D + static_cast<size_t>(j)], r.logprobs[i * D + static_cast<size_t>(j)], nullptr);
     }

@@ -347,14 +347,22 @@ void CausalLM::queue_spec_round(std::span<const SpecRow> rows) {
   }
   std::vector<models::RoundRow> round;
   PendingRound pending;
+  bool sampled = false;
+  std::vector<ninfer_sample_row> sampling; // per verification row: row i's draw i, i + 1, ...
   for (const SpecRow& r : rows) {
     const auto i = static_cast<size_t>(r.slot);
     if (r.id) decoder_->set_next_input(r.slot, *r.id);
     round.push_back({r.slot, positions_[i]});
     pending.slots.push_back(r.slot);
     pending.generations.push_back(generation_[i]);
+    const RowSampling& p = r.sampling;
+    sampled = sampled || p.temperature > 0;
+    for (int64_t j = 0; j < span; ++j)
+      sampling.push_back({p.temperature, p.top_p, p.min_p, p.seed, p.draw + static_cast<uint64_t>(j), p.top_k, 0});
   }
-  decoder_->spec_round(round);
+  // The sample op's rows are device data uploaded before the round (never part of a recording).
+  if (sampled) decoder_->set_sample_rows(sampling);
+  decoder_->spec_round(round, sampled ? models::Pick::Sample : models::Pick::Greedy);
   last_step_tokens_ = 0; // a round's rows are not prompt rows
   pending_rounds_.push_back(std::move(pending));
   for (const SpecRow& r : rows) {

@@ -123,7 +123,9 @@ class Decoder {
   // and the accepted counts with read_picks; a row gains accepted + 1 tokens. Rows' positions
   // must hold the round's draft_tokens + 1 tokens. Decode recordings serve rounds too, one per
   // (rows, context bucket, drafts).
-  Queued spec_round(std::span<const RoundRow> rows);
+  // `pick`: Greedy (argmax) or Sample (the sample op under set_sample_rows' rows, one per
+  // verification row) for the verified rows; the drafts are always the head's argmax.
+  Queued spec_round(std::span<const RoundRow> rows, Pick pick = Pick::Greedy);
   // The slot's next input for spec_round, given by the host.
   void set_next_input(int32_t slot, int32_t id);
   // The sampling rows the next Pick::Sample step uses, row i for its picked row i.
@@ -175,7 +177,7 @@ class Decoder {
   void run_mtp_pass(const Step& s, const MtpPass& m, bool picked);
   // The launches of a speculative round over the verification step `v` (its draft passes'
   // positions at `draft_pos`, draft_tokens x rows; `to_verify` places the drafts in v's ids).
-  void run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify);
+  void run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify, Pick pick);
   // Int32 arrays of the next step, packed for one upload before its launches; the same sizes in
   // the same order give the same addresses, as a recording needs.
   const int32_t* add_index(std::span<const int32_t> values);

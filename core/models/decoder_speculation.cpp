@@ -135,7 +135,7 @@ void Decoder::draft_logits(int64_t first, int64_t count, std::vector<float>& out
   }
 }
 
-Decoder::Queued Decoder::spec_round(std::span<const RoundRow> rows) {
+Decoder::Queued Decoder::spec_round(std::span<const RoundRow> rows, Pick pick) {
   if (!mtp_) throw Error("internal: a speculative round on a model loaded without speculation");
   if (pending_.size() >= kMostPendingPicks)
     throw Error(fmt::format("internal: {} picks are already waiting to be read", pending_.size()));
@@ -169,13 +169,13 @@ Decoder::Queued Decoder::spec_round(std::span<const RoundRow> rows) {
   const int32_t* pos = add_index(span_of(draft_pos));
   const int32_t* layout = add_index(span_of(to_verify));
   upload_indices();
-  run_decode_step({B, v.kv_len, Pick::Greedy, K, 0}, [&] { run_round(v, pos, layout); });
+  run_decode_step({B, v.kv_len, pick, K, 0}, [&] { run_round(v, pos, layout, pick); });
   send_picks(int64_t{B} * D, {}, q, B);
   mtp_row_of_token_.clear(); // the head's rows now hold the round's catch-up
   return q;
 }
 
-void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify) {
+void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify, Pick pick) {
   const int32_t K = limits_.draft_tokens, D = K + 1, B = v.num_seqs;
   const int64_t H = hidden_, V = vocab();
   const ops::Rows head = rows_of(mtp_rows_, H), normed = rows_of(normed_, H), logits = rows_of(logits_, V);
@@ -204,7 +204,13 @@ void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* 
   const int64_t n = int64_t{B} * D;
   auto* picked = picks_.as<int32_t>();
   ops::linear(be_, n, normed, lm_head(), logits);
-  ops::argmax(be_, n, logits, static_cast<int32_t>(V), picked, picks_.as<float>() + n);
+  // A sampled pick that equals the draft keeps it: the draft is accepted with its probability,
+  // and a pick that differs is a draw from the rest (speculative sampling of a point-mass draft).
+  if (pick == Pick::Sample)
+    ops::sample(be_, n, logits, static_cast<int32_t>(V), sample_params_.as<ninfer_sample_row>(), picked,
+                picks_.as<float>() + n);
+  else
+    ops::argmax(be_, n, logits, static_cast<int32_t>(V), picked, picks_.as<float>() + n);
   // The picks of a round are followed by its accepted counts (send_picks).
   const auto* keep = keep_rows_.as<const int32_t>();
   ops::draft_accept(be_, B, K, v.ids, picked, picked + 2 * n, keep_rows_.as<int32_t>());

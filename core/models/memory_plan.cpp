@@ -21,11 +21,11 @@ constexpr int kMostRounds = 8;
 
 // Decode recordings a run may make: one per batch size (1..max_sequences), context bucket
 // (256, 512, ... up to max_context: Decoder::decode_bucket) and kind of pick (greedy, sampled),
-// and with speculation one per batch size and bucket for the greedy rounds.
+// and with speculation as many again for the rounds.
 size_t decode_recordings(const ModelOptions& o) {
   size_t buckets = 1;
   for (int64_t b = kMinAutoContext; b < o.max_context; b *= 2) ++buckets;
-  return static_cast<size_t>(o.max_sequences) * buckets * (o.speculation.on() ? 3 : 2);
+  return static_cast<size_t>(o.max_sequences) * buckets * (o.speculation.on() ? 4 : 2);
 }
 
 MemoryReport dry_load(const Checkpoint& ck, const PlanTarget& t, const ModelOptions& o) {

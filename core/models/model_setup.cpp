@@ -168,7 +168,7 @@ ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice
   spdlog::info("KV cache: {} (kv_dtype {}); memory budget: {}", to_string(out.lm->options().kv_cache),
                to_string(m.runtime.kv_dtype), report.describe());
   if (mo.speculation.on())
-    spdlog::info("speculative decoding: {} drafts per round from the MTP head (greedy requests)",
+    spdlog::info("speculative decoding: {} drafts per round from the MTP head (requests picked on the device)",
                  mo.speculation.draft_tokens);
   if (max_sequences > 1)
     spdlog::info("prompt chunks: {} tokens alone, {} beside decoding streams (mixed_chunk{})",

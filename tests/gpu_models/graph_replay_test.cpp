@@ -215,10 +215,11 @@ TEST(CudaGraphs, QueuedStepsFedOnTheDevicePickWhatEagerStepsPick) {
 }
 
 // Speculative rounds (docs/speculative.md) replay from recordings made per (rows, context bucket,
-// drafts) bit for bit as rounds launched op by op: picks, log-probabilities and accepted counts,
-// over 400 rounds of 1 to 4 sequences whose acceptance lengths differ within a round (the trained
-// demo head: drafts are accepted and rejected), sequences restarting with new prompts when their
-// context is full, and then the logits of the next token (the states the rounds settled).
+// pick, drafts) bit for bit as rounds launched op by op: picks, log-probabilities and accepted
+// counts, over 400 rounds of 1 to 4 sequences, greedy and sampled in turn (new draw numbers each
+// round), whose acceptance lengths differ within a round (the trained demo head: drafts are
+// accepted and rejected), sequences restarting with new prompts when their context is full, and
+// then the logits of the next token (the states the rounds settled).
 TEST(CudaGraphs, SpeculativeRoundsReplayBitIdenticalToEager) {
   NINFER_FIXTURE_BACKEND(eager_be);
   auto graph_be = fixture_backend();
@@ -249,11 +250,13 @@ TEST(CudaGraphs, SpeculativeRoundsReplayBitIdenticalToEager) {
   int64_t rounds = 0, mixed = 0;
   for (int round = 0; round < 400; ++round) {
     const int32_t batch = 1 + round % 4;
+    const bool sampled = (round / 4) % 2 == 1;
     std::vector<SpecRow> rows;
     for (int32_t i = 0; i < batch; ++i) {
       const int32_t s = (round + i) % 4;
       if (eager->position(s) + 4 > 640) restart(s);
       rows.push_back({.slot = s, .id = first[static_cast<size_t>(s)]});
+      if (sampled) rows.back().sampling = {.temperature = 0.8, .top_k = 40, .seed = 9, .draw = 4u * static_cast<uint64_t>(round)};
       first[static_cast<size_t>(s)].reset();
     }
     eager->queue_spec_round(rows);

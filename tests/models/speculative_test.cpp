@@ -251,6 +251,82 @@ TEST(Speculation, GreedyRoundsGiveGreedyDecodeBitForBit) {
   }
 }
 
+namespace {
+
+// Sampled decode: the prompt but its last token prefilled, then one step per token, each picked
+// by the sample op with draw numbers 0, 1, 2, ... of `p`.
+Tokens plain_sampled(CausalLM& lm, const std::vector<int32_t>& prompt, RowSampling p, size_t n) {
+  lm.reset(0);
+  lm.prefill(0, std::span(prompt.data(), prompt.size() - 1));
+  Tokens t;
+  int32_t in = prompt.back();
+  for (uint64_t draw = 0; t.ids.size() < n; ++draw) {
+    p.draw = draw;
+    const StepRow r{.slot = 0, .ids = std::span(&in, 1), .sampling = p};
+    lm.queue_step(std::span(&r, 1));
+    const StepResult res = lm.next_result();
+    in = res.ids[0];
+    t.ids.push_back(res.ids[0]);
+    t.logprobs.push_back(res.logprobs[0]);
+  }
+  return t;
+}
+
+// The same through rounds: the first token from the same step (draw 0), then rounds whose rows
+// take the next draws, as many per round as tokens it kept.
+Tokens spec_sampled(CausalLM& lm, const std::vector<int32_t>& prompt, RowSampling p, size_t n, int64_t& accepted) {
+  lm.reset(0);
+  lm.prefill(0, std::span(prompt.data(), prompt.size() - 1));
+  p.draw = 0;
+  const StepRow first{.slot = 0, .ids = std::span(&prompt.back(), 1), .sampling = p};
+  lm.queue_step(std::span(&first, 1));
+  const StepResult r0 = lm.next_result();
+  Tokens t{{r0.ids[0]}, {r0.logprobs[0]}};
+  uint64_t draw = 1;
+  while (t.ids.size() < n) {
+    p.draw = draw;
+    const SpecRow row{.slot = 0, .sampling = p}; // fed by the last pick on the backend
+    lm.queue_spec_round(std::span(&row, 1));
+    const StepResult r = lm.next_result();
+    accepted += r.accepted[0];
+    for (int32_t j = 0; j <= r.accepted[0] && t.ids.size() < n; ++j) {
+      t.ids.push_back(r.ids[static_cast<size_t>(j)]);
+      t.logprobs.push_back(r.logprobs[static_cast<size_t>(j)]);
+    }
+    draw += static_cast<uint64_t>(r.accepted[0]) + 1;
+  }
+  return t;
+}
+
+} // namespace
+
+// Speculative sampling: a row's pick after each verified position is the sample op's with the
+// sequence's next draw numbers, and a draft is kept while it equals the pick. So sampled rounds
+// draw, token for token and log-probability for log-probability, what sampled decode draws with
+// the same seed (every filter of the sample op; K = 1..5; matched routes).
+TEST(Speculation, SampledRoundsDrawWhatSampledDecodeDraws) {
+  const MatchedRoutes routes;
+  const Fixture demo = Fixture::load(kDemo);
+  Backend plain_be = routes.backend();
+  auto plain = load(demo.checkpoint, plain_be, 1, 0);
+  const std::vector<RowSampling> settings{{.temperature = 0.7, .seed = 3},
+                                          {.temperature = 1.0, .top_k = 20, .seed = 4},
+                                          {.temperature = 0.9, .top_p = 0.8, .seed = 5},
+                                          {.temperature = 1.2, .min_p = 0.05, .seed = 6}};
+  for (int32_t K = 1; K <= kMostDraftTokens; ++K) {
+    Backend be = routes.backend();
+    auto spec = load(demo.checkpoint, be, 1, K);
+    int64_t accepted = 0;
+    for (size_t i = 0; i < settings.size(); ++i) {
+      const std::vector<int32_t>& prompt = demo.cases[i % demo.cases.size()].prompt;
+      const Tokens want = plain_sampled(*plain, prompt, settings[i], 40);
+      const Tokens got = spec_sampled(*spec, prompt, settings[i], 40, accepted);
+      EXPECT_TRUE(got == want) << "K " << K << " settings " << i;
+    }
+    EXPECT_GT(accepted, 0) << "K " << K << ": no sampled draft was accepted";
+  }
+}
+
 // With the routes a product run takes (the fused decode step on plain decode, the verification
 // pass's own), the tokens are greedy decode's wherever greedy decode's top two logits are apart.
 TEST(Speculation, DefaultRoutesPartFromGreedyDecodeOnlyAtNearTies) {

@@ -48,8 +48,8 @@ void add_memory_options(CLI::App& app, std::optional<double>& memory_limit, std:
 
 void add_spec_options(CLI::App& app, std::optional<std::string>& spec, std::optional<int64_t>& draft_tokens) {
   app.add_option("--spec", spec,
-                 "Speculative decoding of greedy requests: mtp (the checkpoint's MTP head drafts, the model verifies "
-                 "them in one pass) or none (default: the manifest's spec.method, none; docs/speculative.md)")
+                 "Speculative decoding: mtp (the checkpoint's MTP head drafts, the model verifies them in one pass; "
+                 "the output is unchanged) or none (default: the manifest's spec.method, none; docs/speculative.md)")
       ->check(CLI::IsMember({"none", "mtp"}));
   app.add_option("--draft-tokens", draft_tokens,
                  fmt::format("Drafts per speculative round, 1 to {} (default: the manifest's spec.draft_tokens, 3)",

@@ -96,12 +96,9 @@ std::vector<std::string> check_run_options(const RunOptions& o) {
     if (o.no_think) warnings.push_back("--no-think has no effect without --chat or --interactive");
   }
   const bool greedy = o.greedy || (o.temperature && *o.temperature == 0);
-  if (o.spec == "mtp" && !greedy && !o.temperature)
-    warnings.push_back("--spec mtp speeds up greedy requests only: with the manifest's sampling settings, if they "
-                       "sample, every token is decoded one at a time (add --greedy)");
-  else if (o.spec == "mtp" && !greedy)
-    warnings.push_back("--spec mtp has no effect with --temperature > 0: speculative sampling is not supported yet, "
-                       "so every token is decoded one at a time");
+  if (o.spec == "mtp" && (o.repetition_penalty || o.presence_penalty || o.frequency_penalty || o.logprobs))
+    warnings.push_back("--spec mtp: a request with penalties or --logprobs is sampled on the host, one token per step: "
+                       "it does not speculate");
   if (greedy) {
     if (o.top_k || o.top_p || o.min_p) warnings.push_back("--top-k, --top-p and --min-p have no effect with greedy decoding");
     if (o.seed) warnings.push_back("--seed has no effect with greedy decoding (nothing is drawn)");

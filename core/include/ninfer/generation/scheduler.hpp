@@ -7,8 +7,9 @@
 // checks and streams the current one. Tokens are
 // chosen on the backend (argmax or the sample op, fed by the previous pick on the backend);
 // only a sequence whose sampling the backend lacks (penalties, top logprobs) brings its logits
-// row back, and only its row. With a model that speculates (ModelOptions::speculation), greedy
-// sequences picked on the backend decode in speculative rounds instead, all of them in one round
+// row back, and only its row. With a model that speculates (ModelOptions::speculation),
+// sequences picked on the backend (greedy or sampled) decode in speculative rounds instead, all
+// of them in one round
 // per iteration; a round's result is read before the next round is queued (its accepted drafts
 // decide the positions). docs/serving.md, "The engine loop", has the details.
 //

@@ -47,7 +47,7 @@ struct RuntimeOptions {
   std::optional<int64_t> kv_capacity;
 };
 
-// `spec:`: speculative decoding of greedy requests.
+// `spec:`: speculative decoding of the requests picked on the device (docs/speculative.md).
 struct SpecSettings {
   SpecKind method = SpecKind::None;
   // Drafts per round, 1..5. Three: what the field's Qwen3.5 MTP setups run, where the fourth

@@ -128,6 +128,13 @@ struct SpecRow {
   // The slot's next input. Absent: the pick its last step or round left on the backend (the
   // host need not have read it).
   std::optional<int32_t> id;
+  // The model's pick after each verified row: greedy (temperature 0), or the sample op under
+  // these settings with draw numbers draw, draw + 1, ... for rows 0 .. draft_tokens. A draft is
+  // kept while it equals the pick: accepting a greedy draft x with probability p(x) and else
+  // taking a token from p without x, which is speculative sampling for a point-mass draft, and
+  // draws the very tokens sampled decode draws with the same numbers (a row gains accepted + 1
+  // tokens, so it uses accepted + 1 draws).
+  RowSampling sampling{.temperature = 0};
 };
 
 // What the host reads of one queued step.
@@ -230,7 +237,8 @@ class CausalLM {
   // it accepted; nothing waits for the host. Its result (next_result) has draft_tokens + 1 picks
   // per row and the accepted counts; a row gains accepted + 1 tokens (the accepted drafts and the
   // model's own next token, its next input), and its position advances when the result is read:
-  // a slot's next step or round comes after that. Greedy only. Throws ninfer::Error (the model
+  // a slot's next step or round comes after that. Rows pick greedily or sample (SpecRow::sampling).
+  // Throws ninfer::Error (the model
   // unchanged) without speculation, for a bad slot, a slot twice, a slot whose last round is not
   // read, one with no next input (neither given nor picked), an id outside the vocabulary, a
   // slot without draft_tokens + 1 positions left in max_context, or results left unread.
