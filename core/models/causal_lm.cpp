@@ -327,7 +327,16 @@ void CausalLM::queue_spec_round(std::span<const SpecRow> rows) {
                             decoder_->pending_picks()));
   const int64_t span = int64_t{options_.speculation.draft_tokens} + 1;
   std::set<int32_t> seen;
+  std::vector<int32_t> forced;
   for (const SpecRow& r : rows) {
+    if (r.forced_accept.has_value() != rows.front().forced_accept.has_value())
+      throw Error("a round forces the accepted counts of every row or of none");
+    if (r.forced_accept) {
+      if (*r.forced_accept < 0 || *r.forced_accept > options_.speculation.draft_tokens)
+        throw Error(fmt::format("a forced accepted count of {} is outside 0..{} (draft_tokens)", *r.forced_accept,
+                                options_.speculation.draft_tokens));
+      forced.push_back(*r.forced_accept);
+    }
     check_slot(r.slot);
     if (!seen.insert(r.slot).second) throw Error(fmt::format("slot {} appears twice in one round", r.slot));
     check_no_round(r.slot);
@@ -362,7 +371,7 @@ void CausalLM::queue_spec_round(std::span<const SpecRow> rows) {
   }
   // The sample op's rows are device data uploaded before the round (never part of a recording).
   if (sampled) decoder_->set_sample_rows(sampling);
-  decoder_->spec_round(round, sampled ? models::Pick::Sample : models::Pick::Greedy);
+  decoder_->spec_round(round, sampled ? models::Pick::Sample : models::Pick::Greedy, forced);
   last_step_tokens_ = 0; // a round's rows are not prompt rows
   pending_rounds_.push_back(std::move(pending));
   for (const SpecRow& r : rows) {

@@ -125,7 +125,10 @@ class Decoder {
   // (rows, context bucket, drafts).
   // `pick`: Greedy (argmax) or Sample (the sample op under set_sample_rows' rows, one per
   // verification row) for the verified rows; the drafts are always the head's argmax.
-  Queued spec_round(std::span<const RoundRow> rows, Pick pick = Pick::Greedy);
+  // `forced`, when not empty (benchmarks only: ninfer-bench --spec-acceptance): row i's accepted
+  // count is forced[i] (0..draft_tokens) whatever the drafts were, so a round's cost can be
+  // measured at a chosen acceptance rate; the tokens it reports then mean nothing.
+  Queued spec_round(std::span<const RoundRow> rows, Pick pick = Pick::Greedy, std::span<const int32_t> forced = {});
   // The slot's next input for spec_round, given by the host.
   void set_next_input(int32_t slot, int32_t id);
   // The sampling rows the next Pick::Sample step uses, row i for its picked row i.
@@ -177,7 +180,7 @@ class Decoder {
   void run_mtp_pass(const Step& s, const MtpPass& m, bool picked);
   // The launches of a speculative round over the verification step `v` (its draft passes'
   // positions at `draft_pos`, draft_tokens x rows; `to_verify` places the drafts in v's ids).
-  void run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify, Pick pick);
+  void run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify, Pick pick, bool forced);
   // Int32 arrays of the next step, packed for one upload before its launches; the same sizes in
   // the same order give the same addresses, as a recording needs.
   const int32_t* add_index(std::span<const int32_t> values);
@@ -202,6 +205,8 @@ class Decoder {
   // speculative round or 0, rows of the step's MTP pass). Everything else a step varies (ids,
   // chained ids, sampling rows, positions, the accepted drafts) is device data written before
   // it or by its own launches.
+  // (tokens, context bucket, pick, drafts, last): a step's last is its MTP pass's tokens, a
+  // round's 1 when its accepted counts are forced.
   using DecodeShape = std::tuple<int64_t, int32_t, Pick, int32_t, int64_t>;
   void run_decode_step(const DecodeShape& shape, const std::function<void()>& launch);
 
@@ -214,7 +219,8 @@ class Decoder {
   // at its last position and its next input; the draft table [draft_tokens + 1][sequences] (a
   // round's inputs, then its drafts); the head's rows; each round sequence's kept row.
   std::unique_ptr<StepInputs> mtp_inputs_;
-  DeviceBuffer slot_hidden_, next_ids_, draft_ids_, mtp_rows_, keep_rows_;
+  // forced_accepts_: a round's forced accepted counts, then its kept rows (spec_round's `forced`).
+  DeviceBuffer slot_hidden_, next_ids_, draft_ids_, mtp_rows_, keep_rows_, forced_accepts_;
   DeviceBuffer indices_;
   std::vector<int32_t> host_indices_;
   std::vector<int32_t> mtp_row_of_token_; // the last step's: its head row per token, -1 for none

@@ -31,6 +31,7 @@ void Decoder::allocate_speculation() {
   draft_ids_ = be_.allocate(drafts * slots * sizeof(int32_t), MemoryUse::Activations, "draft tokens");
   mtp_rows_ = be_.allocate(rows * row, MemoryUse::Activations, "mtp rows");
   keep_rows_ = be_.allocate(slots * sizeof(int32_t), MemoryUse::Activations, "accepted row per sequence");
+  forced_accepts_ = be_.allocate(2 * slots * sizeof(int32_t), MemoryUse::Activations, "forced accepted counts");
   // The most index arrays one step uploads: an MTP pass's five (rows, two hidden sources, the
   // sequences' last tokens) or a round's two (draft positions, the verification layout).
   const size_t most = std::max(4 * rows + slots, 2 * drafts * slots);
@@ -135,12 +136,24 @@ void Decoder::draft_logits(int64_t first, int64_t count, std::vector<float>& out
   }
 }
 
-Decoder::Queued Decoder::spec_round(std::span<const RoundRow> rows, Pick pick) {
+Decoder::Queued Decoder::spec_round(std::span<const RoundRow> rows, Pick pick, std::span<const int32_t> forced) {
   if (!mtp_) throw Error("internal: a speculative round on a model loaded without speculation");
   if (pending_.size() >= kMostPendingPicks)
     throw Error(fmt::format("internal: {} picks are already waiting to be read", pending_.size()));
   const int32_t K = limits_.draft_tokens, D = K + 1;
   const auto B = static_cast<int32_t>(rows.size());
+  if (!forced.empty()) {
+    if (forced.size() != rows.size()) throw Error("internal: forced accepted counts are not one per round row");
+    // Device data uploaded before the round (never part of a recording): the counts, then the
+    // rows they keep (draft_accept's two outputs).
+    std::vector<int32_t> up(forced.begin(), forced.end());
+    for (int32_t i = 0; i < B; ++i) {
+      const int32_t a = forced[static_cast<size_t>(i)];
+      if (a < 0 || a > K) throw Error(fmt::format("a forced accepted count of {} is outside 0..{}", a, K));
+      up.push_back(i * D + a);
+    }
+    be_.upload(forced_accepts_, 0, up.data(), sizeof(int32_t) * up.size());
+  }
   // The verification pass: every row's next input and its K drafts, at its next K + 1 positions
   // (the ids are placed on the backend by the round itself).
   static const std::vector<int32_t> kPlaceholders(static_cast<size_t>(kMostDraftTokens) + 1, 0);
@@ -169,13 +182,14 @@ Decoder::Queued Decoder::spec_round(std::span<const RoundRow> rows, Pick pick) {
   const int32_t* pos = add_index(span_of(draft_pos));
   const int32_t* layout = add_index(span_of(to_verify));
   upload_indices();
-  run_decode_step({B, v.kv_len, pick, K, 0}, [&] { run_round(v, pos, layout, pick); });
+  const bool force = !forced.empty();
+  run_decode_step({B, v.kv_len, pick, K, force ? 1 : 0}, [&] { run_round(v, pos, layout, pick, force); });
   send_picks(int64_t{B} * D, {}, q, B);
   mtp_row_of_token_.clear(); // the head's rows now hold the round's catch-up
   return q;
 }
 
-void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify, Pick pick) {
+void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify, Pick pick, bool forced) {
   const int32_t K = limits_.draft_tokens, D = K + 1, B = v.num_seqs;
   const int64_t H = hidden_, V = vocab();
   const ops::Rows head = rows_of(mtp_rows_, H), normed = rows_of(normed_, H), logits = rows_of(logits_, V);
@@ -214,6 +228,11 @@ void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* 
   // The picks of a round are followed by its accepted counts (send_picks).
   const auto* keep = keep_rows_.as<const int32_t>();
   ops::draft_accept(be_, B, K, v.ids, picked, picked + 2 * n, keep_rows_.as<int32_t>());
+  if (forced) { // the verification still ran in full: only what it kept is replaced
+    const auto* f = forced_accepts_.as<const int32_t>();
+    ops::copy_rows(be_, B, 1, picked + 2 * n, 1, nullptr, f, 1, nullptr);
+    ops::copy_rows(be_, B, 1, keep_rows_.as<int32_t>(), 1, nullptr, f + B, 1, nullptr);
+  }
   // Every slot settles at its kept row: the recurrent layers' state after it, the model's
   // hidden state there, and its pick as the next input. KV rows past it are never read.
   for (Layer& l : parts_.layers) l.mixer->keep_token_state(be_, B, slots, keep);

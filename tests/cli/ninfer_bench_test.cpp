@@ -237,6 +237,8 @@ TEST(NinferBench, RefusesBadInputClearly) {
       {"--preset qwen3-cpu-small --dtype fp8 --device cpu", "--dtype fp8", 2},
       {"--preset qwen3-cpu-small --device cuda:7", "cuda", 1},
       {"--preset qwen3-cpu-small --prompt-lengths 40000 --device cpu --skip-decode", "max_position_embeddings = 32768", 1},
+      {"--preset qwen3_5-cpu-small --spec-acceptance 0.5 --device cpu", "add --spec mtp", 2},
+      {"--preset qwen3_5-cpu-small --spec mtp --spec-acceptance 2 --device cpu", "--spec-acceptance 2", 2},
   };
   for (const Case& c : cases) {
     const ProcessOutput r = bench(c.args);
@@ -248,6 +250,26 @@ TEST(NinferBench, RefusesBadInputClearly) {
   EXPECT_EQ(list.status, 0);
   for (const char* p : {"qwen3-0.6b", "qwen3-8b", "qwen3-32b", "qwen3_5-27b"})
     EXPECT_NE(list.out.find(p), std::string::npos) << p;
+}
+
+// --spec-acceptance P: every round keeps its drafts one by one with probability P. At 0 and 1
+// the acceptance is exact (no draft, every draft); at 0.5 the mean accepted length over 256 rows
+// is 1 + 0.5 + 0.25 + 0.125 = 1.875 within 0.3 (its standard error is about 0.06).
+TEST(NinferBench, SpecAcceptanceSetsTheRoundsAcceptance) {
+  const std::string args = "--preset qwen3_5-cpu-small --skip-prefill --contexts 4 --batches 2 --warmup 0 --spec mtp "
+                           "--draft-tokens 3 --spec-acceptance ";
+  constexpr double kMeanLengthTolerance = 0.3;
+  for (const auto& [p, by_position, mean] : {std::tuple{"0", 0.0, 1.0}, std::tuple{"1", 1.0, 4.0}}) {
+    const json j = bench_json(args + p + " --decode-steps 4 --repeats 1");
+    ASSERT_EQ(j["results"].size(), 1u) << p;
+    const json& s = j["results"][0]["speculation"];
+    EXPECT_EQ(s["forced_acceptance"].get<double>(), std::stod(p));
+    for (const json& a : s["acceptance_by_position"]) EXPECT_EQ(a.get<double>(), by_position) << p;
+    EXPECT_EQ(s["mean_accepted_length"].get<double>(), mean) << p;
+  }
+  const json half = bench_json(args + "0.5 --decode-steps 64 --repeats 2");
+  ASSERT_EQ(half["results"].size(), 1u);
+  EXPECT_NEAR(half["results"][0]["speculation"]["mean_accepted_length"].get<double>(), 1.875, kMeanLengthTolerance);
 }
 
 // On the CPU, a run that names no points measures CPU-sized ones (a GPU's 32,768-token

@@ -436,6 +436,65 @@ TEST(Speculation, DemoHeadAgreesWithTheModelAsTrained) {
   EXPECT_NEAR(agreement, kDemoTrainedAgreement, kDemoAgreementTolerance);
 }
 
+// Forced accepted counts (ninfer-bench --spec-acceptance) replace only what a round keeps: forced
+// to the counts the verification finds itself, rounds give the very ids and log-probabilities of
+// unforced rounds; forced to other counts, every row reports and advances by its forced count.
+TEST(Speculation, ForcedAcceptanceKeepsTheForcedCounts) {
+  const Fixture demo = Fixture::load(kDemo);
+  constexpr int32_t K = 3, kRounds = 6;
+  auto run = [&](const std::vector<std::vector<int32_t>>& forced, std::vector<std::vector<int32_t>>* counts,
+                 std::vector<int64_t>* positions) {
+    Backend be = cpu_model_backend();
+    auto lm = load(demo.checkpoint, be, 2, K);
+    std::vector<SpecRow> rows;
+    for (int32_t s = 0; s < 2; ++s) {
+      rows.push_back({.slot = s, .id = argmax(lm->prefill(s, demo.cases[static_cast<size_t>(s)].prompt))});
+    }
+    Tokens got;
+    for (int32_t round = 0; round < kRounds; ++round) {
+      for (size_t i = 0; i < rows.size(); ++i) {
+        if (!forced.empty()) rows[i].forced_accept = forced[static_cast<size_t>(round)][i];
+      }
+      lm->queue_spec_round(rows);
+      const StepResult res = lm->next_result();
+      got.ids.insert(got.ids.end(), res.ids.begin(), res.ids.end());
+      got.logprobs.insert(got.logprobs.end(), res.logprobs.begin(), res.logprobs.end());
+      if (counts) counts->push_back(res.accepted);
+      if (positions) positions->push_back(lm->position(0) * 1000 + lm->position(1));
+      for (SpecRow& r : rows) r.id.reset();
+    }
+    return got;
+  };
+  std::vector<std::vector<int32_t>> natural;
+  const Tokens unforced = run({}, &natural, nullptr);
+  int64_t natural_accepted = 0;
+  for (const auto& c : natural) natural_accepted += c[0] + c[1];
+  ASSERT_GT(natural_accepted, 0) << "the demo head accepted nothing: the comparison below would be weak";
+  EXPECT_TRUE(run(natural, nullptr, nullptr) == unforced) << "forcing the natural counts changed the rounds";
+
+  const std::vector<std::vector<int32_t>> chosen{{3, 0}, {0, 3}, {1, 2}, {2, 1}, {3, 3}, {0, 0}};
+  std::vector<std::vector<int32_t>> reported;
+  std::vector<int64_t> positions;
+  run(chosen, &reported, &positions);
+  EXPECT_EQ(reported, chosen);
+  std::vector<int64_t> p0{static_cast<int64_t>(demo.cases[0].prompt.size()),
+                          static_cast<int64_t>(demo.cases[1].prompt.size())};
+  for (int32_t round = 0; round < kRounds; ++round) {
+    for (size_t i = 0; i < 2; ++i) p0[i] += chosen[static_cast<size_t>(round)][i] + 1;
+    EXPECT_EQ(positions[static_cast<size_t>(round)], p0[0] * 1000 + p0[1]) << "round " << round;
+  }
+
+  Backend be = cpu_model_backend();
+  auto lm = load(demo.checkpoint, be, 2, K);
+  for (int32_t s = 0; s < 2; ++s) lm->prefill(s, demo.cases[0].prompt);
+  std::vector<SpecRow> mixed{{.slot = 0, .id = 5, .forced_accept = 1}, {.slot = 1, .id = 5}};
+  EXPECT_THROW(lm->queue_spec_round(mixed), Error) << "one row forced, one not";
+  for (int32_t bad : {-1, K + 1}) {
+    const SpecRow r{.slot = 0, .id = 5, .forced_accept = bad};
+    EXPECT_THROW(lm->queue_spec_round(std::span(&r, 1)), Error) << "forced count " << bad;
+  }
+}
+
 // What speculation cannot do is an error naming the problem, and leaves the model usable.
 TEST(Speculation, RefusesWhatItCannotRun) {
   const Fixture tiny = Fixture::load("tiny-qwen3_5"), demo = Fixture::load(kDemo);

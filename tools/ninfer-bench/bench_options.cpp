@@ -36,6 +36,10 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "auto, a manifest's own)");
   add_memory_options(app, o.memory_limit, o.kv_capacity);
   add_spec_options(app, o.spec, o.draft_tokens);
+  app.add_option("--spec-acceptance", o.spec_acceptance,
+                 "With --spec mtp: each round keeps its drafts one by one with probability P (0..1), whatever they "
+                 "are, so decode tok/s is the engine's at that acceptance (random weights accept no drafts); the "
+                 "tokens produced mean nothing");
   app.add_option("--seed", o.seed, "Seed of a preset's weights and of the prompts")->capture_default_str();
   auto given = [&o](const auto&) { o.points_given = true; };
   app.add_option("--prompt-lengths", o.prompt_lengths, "Prefill points (tokens; on a CPU: 64,256)")
@@ -84,6 +88,8 @@ void check_bench_options(const BenchOptions& o) {
   }
   if (o.skip_prefill && o.skip_decode) throw UsageError("--skip-prefill and --skip-decode leave nothing to measure");
   check_spec_options(o.spec, o.draft_tokens);
+  if (o.spec_acceptance && !(*o.spec_acceptance >= 0 && *o.spec_acceptance <= 1))
+    throw UsageError(fmt::format("--spec-acceptance {}: expected a probability in [0, 1]", *o.spec_acceptance));
   if (o.prefill_chunk < 1 || o.decode_steps < 1 || o.repeats < 1 || o.warmup < 0)
     throw UsageError("--prefill-chunk, --decode-steps and --repeats must be >= 1, --warmup >= 0");
   if (o.preset.empty() && o.manifest.empty() && o.checkpoint.empty())

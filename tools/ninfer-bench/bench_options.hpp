@@ -27,6 +27,9 @@ struct BenchOptions {
   std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS
   std::optional<std::string> spec;        // --spec none|mtp: decode points run speculative rounds
   std::optional<int64_t> draft_tokens;    // --draft-tokens K
+  // --spec-acceptance P: each round keeps its drafts one by one with probability P (the first
+  // refusal ends the row's run), whatever they were: the engine's cost at acceptance P
+  std::optional<double> spec_acceptance;
   uint64_t seed = 0;
   std::vector<int64_t> prompt_lengths{512, 2048, 8192, 32768};
   std::vector<int64_t> contexts{0, 4096, 32768};

@@ -57,6 +57,10 @@ void print_table(const BenchSetup& s, const std::vector<BenchPoint>& points) {
   if (speculative)
     fmt::print("decode points ran speculative rounds: tok/s counts the tokens they produced, against the roofline of "
                "plain decode\n");
+  if (speculative && s.spec_acceptance)
+    fmt::print("each round kept its drafts one by one with probability {:.2f} (--spec-acceptance), whatever they "
+               "were: the engine's speed at that acceptance, not the drafter's\n",
+               *s.spec_acceptance);
   // A round's time does not grow with depth as a step's does: depth growth is for plain decode.
   const std::vector<DepthGrowth> growth = speculative ? std::vector<DepthGrowth>{} : depth_growth(points, s.costs);
   if (!growth.empty())
@@ -129,6 +133,7 @@ void print_json(const BenchSetup& s, const std::vector<BenchPoint>& points) {
                           {"rows", p.spec.rows},
                           {"acceptance_by_position", acceptance},
                           {"mean_accepted_length", p.spec.mean_accepted_length()}};
+      if (s.spec_acceptance) r["speculation"]["forced_acceptance"] = *s.spec_acceptance;
     }
     rows.push_back(r);
   }

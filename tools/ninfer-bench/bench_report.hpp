@@ -3,6 +3,7 @@
 // entries the planner used. A table for people, one JSON object for machines.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@ struct BenchSetup {
   MemoryReport memory;
   size_t plan_allocated = 0, plan_total = 0; // the load's memory plan: its exact parts, and with its estimates
   size_t device_taken = 0;                   // ModelOnDevice::device_taken
+  std::optional<double> spec_acceptance;     // --spec-acceptance: the rounds' acceptance was forced
   DeviceRates rates;
   ModelCosts costs;
   std::vector<VariantUse> variants;

@@ -69,6 +69,17 @@ BenchPoint bench_rounds(CausalLM& lm, const BenchOptions& o, int64_t context, in
     chained.push_back({.slot = i});
   }
   const int32_t drafts = lm.options().speculation.draft_tokens;
+  // --spec-acceptance: each row's accepted count drawn per round, the drafts kept one by one.
+  std::mt19937_64 rng(o.seed + 11);
+  std::bernoulli_distribution keep(o.spec_acceptance.value_or(0));
+  auto force = [&](std::vector<SpecRow>& round) {
+    if (!o.spec_acceptance) return;
+    for (SpecRow& r : round) {
+      int32_t a = 0;
+      while (a < drafts && keep(rng)) ++a;
+      r.forced_accept = a;
+    }
+  };
   std::vector<double> rates;
   BenchPoint p;
   // A round continues a sequence: context 0 runs after one assumed token.
@@ -83,7 +94,9 @@ BenchPoint bench_rounds(CausalLM& lm, const BenchOptions& o, int64_t context, in
     int64_t tokens = 0;
     const auto t0 = Clock::now();
     for (int32_t i = 0; i < rounds; ++i) {
-      lm.queue_spec_round(i == 0 ? first : chained);
+      std::vector<SpecRow>& round = i == 0 ? first : chained;
+      force(round);
+      lm.queue_spec_round(round);
       const StepResult res = lm.next_result();
       for (int32_t id : res.ids)
         if (id < 0) throw Error("a verification pass produced NaN logits: the timings would mean nothing");

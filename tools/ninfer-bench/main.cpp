@@ -103,6 +103,9 @@ int run(BenchOptions o) {
   // The positions a decode point needs follow the speculation the load will run.
   o.spec = to_string(files.manifest.spec.method);
   o.draft_tokens = files.manifest.spec.draft_tokens;
+  if (o.spec_acceptance && files.manifest.spec.method != SpecKind::Mtp)
+    throw tools::UsageError("--spec-acceptance sets the acceptance of speculative rounds: add --spec mtp (or a manifest "
+                     "with spec.method mtp)");
   tools::fit_to_model(o, files.checkpoint.config().max_position_embeddings);
   files.manifest.runtime.max_context = tools::needed_context(o);
   if (!o.json) fmt::print(stderr, "ninfer-bench: loading {}\n", o.preset.empty() ? files.manifest.name : o.preset);
@@ -129,6 +132,7 @@ int run(BenchOptions o) {
   setup.plan_allocated = m.lm->memory_plan().parts.allocated();
   setup.plan_total = m.lm->memory_plan().parts.total();
   setup.device_taken = m.device_taken;
+  setup.spec_acceptance = o.spec_acceptance;
   MemoryReport plain = setup.memory;
   if (m.lm->options().speculation.on()) {
     // The rooflines are plain decode's: the bytes a load without speculation holds (no MTP head,

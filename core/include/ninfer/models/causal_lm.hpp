@@ -135,6 +135,11 @@ struct SpecRow {
   // draws the very tokens sampled decode draws with the same numbers (a row gains accepted + 1
   // tokens, so it uses accepted + 1 draws).
   RowSampling sampling{.temperature = 0};
+  // Benchmarks only (ninfer-bench --spec-acceptance): the round keeps this many drafts
+  // (0..draft_tokens) whatever the verification found, so the engine's cost is measured at a
+  // chosen acceptance rate; the tokens such a round reports mean nothing. Every row of a round
+  // forces its count, or none does.
+  std::optional<int32_t> forced_accept;
 };
 
 // What the host reads of one queued step.
