@@ -382,10 +382,14 @@ void CausalLM::queue_spec_round(std::span<const SpecRow> rows) {
   }
 }
 
-std::vector<float> CausalLM::last_step_logits(int64_t first, int64_t count) {
+void CausalLM::check_last_step_rows(int64_t first, int64_t count, const char* what) const {
   if (first < 0 || count < 1 || first + count > last_step_tokens_)
-    throw Error(fmt::format("logits of tokens [{}, {}) asked of a step of {} tokens", first, first + count,
+    throw Error(fmt::format("{} of tokens [{}, {}) asked of a step of {} tokens", what, first, first + count,
                             last_step_tokens_));
+}
+
+std::vector<float> CausalLM::last_step_logits(int64_t first, int64_t count) {
+  check_last_step_rows(first, count, "logits");
   std::vector<float> out;
   decoder_->logits(first, count, out);
   return out;
@@ -393,9 +397,7 @@ std::vector<float> CausalLM::last_step_logits(int64_t first, int64_t count) {
 
 std::vector<float> CausalLM::last_step_draft_logits(int64_t first, int64_t count) {
   if (!decoder_->speculative()) throw Error("draft logits need a model loaded with speculation (--spec mtp)");
-  if (first < 0 || count < 1 || first + count > last_step_tokens_)
-    throw Error(fmt::format("draft logits of tokens [{}, {}) asked of a step of {} tokens", first, first + count,
-                            last_step_tokens_));
+  check_last_step_rows(first, count, "draft logits");
   std::vector<float> out;
   decoder_->draft_logits(first, count, out);
   return out;

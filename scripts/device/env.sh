@@ -6,7 +6,9 @@ export LD_LIBRARY_PATH="$n/ninfer/lib" NINFER_TEST_FIXTURES="$PWD/tests/fixtures
 # unpack_bundle [DEFAULT_CARRY]: $CARRY's bundle (else DEFAULT_CARRY's, else .carry's) into $n.
 unpack_bundle() {
   local bundle="${CARRY:-${1:-.carry}}/bundle.tar.gz"
-  rm -rf "$n" && mkdir -p "$n" && tar -C "$n" -xzf "$bundle" && md5sum < "$bundle" > "$n/.bundle.md5"
+  rm -rf "$n" && mkdir -p "$n" && tar -C "$n" -xzf "$bundle" && md5sum < "$bundle" > "$n/.bundle.md5" &&
+    # Tests read the demo checkpoint and held-out text from the source tree, which is $n.
+    mkdir -p "$n/tests/models" && ln -sfn "$PWD/models" "$n/models" && ln -sfn "$PWD/tests/models/data" "$n/tests/models/data"
 }
 # ensure_bundle [DEFAULT_CARRY]: unpack unless $n already holds this very bundle. A device machine
 # can stay warm between calls, and an unpacked copy from an earlier call (another build) must not

@@ -274,6 +274,8 @@ class CausalLM {
   void check_ids(std::span<const int32_t> ids) const;
   // Refuses a slot whose speculative round is not read (its position is not known yet).
   void check_no_round(int32_t slot) const;
+  // Refuses rows [first, first + count) that the last step did not hold (`what` names the ask).
+  void check_last_step_rows(int64_t first, int64_t count, const char* what) const;
   // queue_step's checks of a step's rows (nothing changes before they pass).
   void check_rows(std::span<const StepRow> rows) const;
 
