@@ -444,6 +444,12 @@ __device__ void gemv(const Args& a, long long begin, long long end) {
   }
 }
 
+// CTAs per SM each form's registers are capped for: the column-pair forms' step loops stay free of
+// spills at 80 registers (ptxas; 349 instead of 343 instructions per int4 step at one token), so
+// they run 3 CTAs (24 warps) per SM, 1.5 times the warps to hide the latency that bounds them;
+// the split form's would spill at 80 and keeps 2 (128 registers).
+__host__ __device__ constexpr int min_ctas_per_sm(int NT) { return NT <= 4 ? 3 : 2; }
+
 // The token form a launch of T tokens takes: column pairs for 1, 2 and up to 4 tokens (one tile),
 // the split form beyond (tiles of 8, the last one possibly shorter).
 __host__ __device__ constexpr int form_tokens(long long T) { return T <= 1 ? 1 : T == 2 ? 2 : T <= 4 ? 4 : 8; }
@@ -454,7 +460,8 @@ __host__ __device__ constexpr int form_tokens(long long T) { return T <= 1 ? 1 :
 // the split form) and x alignment (_xscalar: rows not 16-byte aligned), each with the registers
 // its own loop needs. The launch picks one from w_dtype, the launch's token count and x.
 #define NINFER_GEMV_QUANT_MMA(CODE_NAME, CODE, NT, VEC, SUFFIX)                                             \
-  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_quant_mma::kThreads, 2)            \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_quant_mma::kThreads,               \
+                                               ninfer::cuda_plugin::gemv_quant_mma::min_ctas_per_sm(NT))     \
       ninfer_linear_gemv_quant_mma_##CODE_NAME##_t##NT##SUFFIX(ninfer::cuda_plugin::quant::Args a, long long b, \
                                                                 long long e) {                               \
     ninfer::cuda_plugin::grid_dependency_prologue();                                                        \
