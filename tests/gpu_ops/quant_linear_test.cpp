@@ -7,7 +7,9 @@
 // x accumulate, outputs poisoned with NaN (accumulate: random y, NaN padding). Shapes reach each
 // kernel path: 16-byte code loads with one group per load, 4-byte loads (rows not whole 16-byte
 // vectors), per-code groups (g_idx, a group size that splits a load), one group per row, x rows
-// off 16-byte alignment, odd N. norm_linear on quantized weights takes its unfused form
+// off 16-byte alignment, odd N. gemv_quant_mma's kernels are reached through the same cases: its
+// token forms by T (1, 2, 3-4: column pairs; 5-8, 9, 17: the split form in tiles of 8) and its
+// x loads by the shapes whose x rows are or are not 16-byte aligned. norm_linear on quantized weights takes its unfused form
 // (rms_norm + this linear) and is checked against the CPU plugin's norm_linear too.
 //
 // Tolerance `float32-summation-order`: both plugins dequantize exactly (the contract's weight is

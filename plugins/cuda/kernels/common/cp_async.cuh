@@ -13,6 +13,11 @@ __device__ __forceinline__ void cp_async16_stream(void* smem, const void* gmem) 
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
 
+// The same with the destination as a shared-space address (a warp's ring walked by offsets).
+__device__ __forceinline__ void cp_async16_stream_shared(unsigned smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
 // Waits until at most N of this thread's committed groups are still in flight.

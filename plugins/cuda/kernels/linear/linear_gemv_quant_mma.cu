@@ -18,10 +18,22 @@
 //     codes go through float32 (2^23 + u, minus 2^23 + zero) and fp8 through the hardware e4m3
 //     conversion, then a bf16x2 pack;
 //   - a dot product may take its k terms in any order, so each lane's codes fill the MMA's k
-//     slots in the order they decode, and x (the B fragment, the tile's tokens as the MMA's n)
-//     is read in the same order, split into bf16 hi + lo so x keeps float32 accuracy;
+//     slots in the order they decode, and x (the B fragment) is read in the same order, split
+//     into bf16 hi + lo so x keeps float32 accuracy;
 //   - the CTA's 8 warps split the reduction S ways (from the shape alone) and meet in shared
 //     memory in a fixed order (deterministic), as the bf16 kernel does.
+// The warp's instruction stream is what bounds this kernel (the H100's ncu: 8-9 cycles per issued
+// instruction at 16 warps per SM, DRAM 22-37% busy), so a step is straight-line code: one kernel
+// per code type, token form and x alignment (no branch inside a step), a step's group from
+// counters (no division), a row's scale and zero loaded once per warp and shuffled to its lanes,
+// and no more x splits and MMAs than the token count needs:
+//   - up to 4 tokens ("column pairs"): the MMA's 8 columns are (token, hi) and (token, lo) pairs,
+//     so one MMA per k slice takes both halves of x (half the MMAs of the split form), and for 1
+//     or 2 tokens, where most columns are empty, the lanes share the split work: each lane splits
+//     the x of one slice per round and the lanes that need it read it with a shuffle (1 token,
+//     int4: 4 splits of two values per lane and step instead of 16);
+//   - 5-8 tokens ("split"): columns are tokens, each lane splits its own token's x, and hi and
+//     lo go through separate MMAs.
 // Shapes it takes: K a multiple of the step (128 for int4, 64 otherwise), group_size a multiple
 // of the step or >= K, no g_idx (the planning shape's dims[2], linear.h). Anything else runs
 // gemv_quant_warp_* (linear/linear_gemv_quant.cu).
@@ -44,7 +56,6 @@ namespace ninfer::cuda_plugin::gemv_quant_mma {
 using namespace quant;
 using gemv_bf16::bf16_hi;
 using gemv_bf16::bf16_lo;
-using gemv_bf16::mma;
 using gemv_bf16::pack_bf16;
 
 constexpr int kThreads = 256;
@@ -71,7 +82,40 @@ __host__ __device__ constexpr int rows_per_cta(int out_features, int steps) {
   return kWarps / splits(out_features, steps) * 16 * kMR;
 }
 
-// x as a bf16 pair hi + lo (x = hi + lo + O(2^-17 |x|)).
+// MMA k slices per step (16 k each): int4 8 (slice 2j + h: word j of a lane's 16 bytes, nibble
+// half h), int8 / fp8 4 (slice j: word j).
+template <int CODE>
+constexpr int kSlices = CODE == kInt4 ? 8 : 4;
+// Codes of one lane quarter of a step (16 bytes).
+template <int CODE>
+constexpr int kQuarterCodes = CODE == kInt4 ? 32 : 16;
+
+// Offset, within a lane quarter's codes, of slice s's first x value. Slice s's B registers are
+// b0 = (x[o], x[o + d]) and b1 = (x[o + e], x[o + e + d]), the order in which the A fragment's
+// codes decode: int4 a0 / a1 hold nibbles (2h, 2h + 4) of word j and a2 / a3 nibbles (2h + 1,
+// 2h + 5), so o = 8j + 2h, d = 4, e = 1; int8 / fp8 a0 / a1 hold bytes (0, 1) and a2 / a3 bytes
+// (2, 3), so o = 4j, d = 1, e = 2. Linear in s over the ranges the writers use (x_offset(a + b) =
+// x_offset(a) + x_offset(b) for a a multiple of 2 and b < 2, or a a multiple of 4 and b < 4).
+template <int CODE>
+__host__ __device__ constexpr int x_offset(int s) {
+  return CODE == kInt4 ? 8 * (s >> 1) + 2 * (s & 1) : 4 * s;
+}
+
+// d += A . B (m16n8k16, bf16 in, float32 accumulate); mma_first: d = A . B.
+__device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_first(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %10, %10, %10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+}
+
+// Two x values as the bf16 pairs hi and lo (x = hi + lo + O(2^-17 |x|)).
 struct XPair {
   u32 hi, lo;
 };
@@ -87,8 +131,21 @@ __device__ __forceinline__ u32 bf16x2_sub(u32 a, u32 b) {
 
 // Nibbles i and i + 4 of w as the bf16 pair (u_i - zero, u_{i+4} - zero); bias = 128 + zero in
 // both halves. 0x4300 is bf16 128.0, whose last mantissa bit weighs 1: OR-ing a nibble in adds it.
+// (a & b) | c in one instruction (the compiler splits it when b and c are both constants).
+__device__ __forceinline__ u32 and_or(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+// 16 bytes of shared memory at a shared-space address.
+__device__ __forceinline__ uint4 lds16(u32 addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+  return v;
+}
+
 __device__ __forceinline__ u32 int4_pair(u32 w, int i, u32 bias) {
-  return bf16x2_sub(((w >> (4 * i)) & 0x000F000Fu) | 0x43004300u, bias);
+  return bf16x2_sub(and_or(w >> (4 * i), 0x000F000Fu, 0x43004300u), bias);
 }
 
 // Bytes b and b + 1 of w as the bf16 pair (u - zero); bias = 2^23 + zero.
@@ -98,207 +155,280 @@ __device__ __forceinline__ u32 int8_pair(u32 w, int b, float bias) {
   return pack_bf16(lo, hi);
 }
 
-// The zero point's term of row n, group g: 128 + zero as a bf16 pair (int4), 2^23 + zero (int8).
-__device__ __forceinline__ u32 int4_bias(const Args& a, long long i) {
-  const u32 z = a.zeros ? __ldg(a.zeros + i) : 8u;
-  return (0x4300u + z) * 0x10001u;
-}
-__device__ __forceinline__ float int8_bias(const Args& a, long long i) {
-  return kMagic + static_cast<float>(a.zeros ? __ldg(a.zeros + i) : 128u);
-}
-
-// N floats of the token row at k (zeros for a lane without a token): float4 loads when aligned.
-template <int N>
-__device__ __forceinline__ void load_x(const float* row, int k, bool has_token, bool vec, float (&f)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) f[i] = 0.f;
-  if (!has_token) return;
-  if (vec) {
-#pragma unroll
-    for (int i = 0; i < N / 4; ++i) {
-      const float4 v = __ldg(reinterpret_cast<const float4*>(row + k) + i);
-      f[4 * i] = v.x, f[4 * i + 1] = v.y, f[4 * i + 2] = v.z, f[4 * i + 3] = v.w;
-    }
+// The A fragment of slice S from the step's 16 code bytes of rows g (c0) and g + 8 (c8), with
+// their zero terms (int4: 128 + zero as a bf16 pair; int8: 2^23 + zero as float32 bits).
+// S is a constant where the caller's loop is unrolled.
+template <int CODE>
+__device__ __forceinline__ void a_fragment(int S, const uint4& c0, const uint4& c8, u32 bias0, u32 bias8, u32 (&a)[4]) {
+  if constexpr (CODE == kInt4) {
+    const int j = S >> 1, h = S & 1;
+    const u32 w0 = (&c0.x)[j], w8 = (&c8.x)[j];
+    a[0] = int4_pair(w0, 2 * h, bias0), a[1] = int4_pair(w8, 2 * h, bias8);
+    a[2] = int4_pair(w0, 2 * h + 1, bias0), a[3] = int4_pair(w8, 2 * h + 1, bias8);
+  } else if constexpr (CODE == kInt8) {
+    const u32 w0 = (&c0.x)[S], w8 = (&c8.x)[S];
+    const float z0 = __uint_as_float(bias0), z8 = __uint_as_float(bias8);
+    a[0] = int8_pair(w0, 0, z0), a[1] = int8_pair(w8, 0, z8);
+    a[2] = int8_pair(w0, 2, z0), a[3] = int8_pair(w8, 2, z8);
   } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) f[i] = __ldg(row + k + i);
+    float f0[4], f8[4];
+    e4m3x4_to_float((&c0.x)[S], f0);
+    e4m3x4_to_float((&c8.x)[S], f8);
+    a[0] = pack_bf16(f0[0], f0[1]), a[1] = pack_bf16(f8[0], f8[1]);
+    a[2] = pack_bf16(f0[2], f0[3]), a[3] = pack_bf16(f8[2], f8[3]);
   }
 }
 
-// acc[m] += this step's (code - zero) . x_hi of tile m and acc_lo[m] += ... . x_lo, for the 16
-// bytes of rows g (codes[m][0]) and g + 8 (codes[m][1]): two accumulators, so two independent
-// MMA chains per tile hide the MMA latency.
+// The four x values of the slice at x_offset o of a lane quarter (p: the quarter's first value),
+// in B-register order (b0's two, then b1's); zeros for a lane without a token.
+template <int CODE, bool kVec>
+__device__ __forceinline__ void slice_x(const float* p, int o, bool has_token, float (&v)[4]) {
+  v[0] = v[1] = v[2] = v[3] = 0.f;
+  if (!has_token) return;
+  p += o;
+  if constexpr (CODE == kInt4) { // x[o], x[o + 4], x[o + 1], x[o + 5]
+    if constexpr (kVec) {
+      const float2 lo = __ldg(reinterpret_cast<const float2*>(p)), hi = __ldg(reinterpret_cast<const float2*>(p + 4));
+      v[0] = lo.x, v[1] = hi.x, v[2] = lo.y, v[3] = hi.y;
+    } else {
+      v[0] = __ldg(p), v[1] = __ldg(p + 4), v[2] = __ldg(p + 1), v[3] = __ldg(p + 5);
+    }
+  } else { // x[o .. o + 4)
+    if constexpr (kVec) {
+      const float4 f = __ldg(reinterpret_cast<const float4*>(p));
+      v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+    } else {
+      v[0] = __ldg(p), v[1] = __ldg(p + 1), v[2] = __ldg(p + 2), v[3] = __ldg(p + 3);
+    }
+  }
+}
+
+// 16 bytes of codes per lane and row, the step's unit of the reduction.
+using Ring = uint4[kStages][kMR][2][32]; // one warp's ring of code steps
+using Partial = float[kWarps][kMR][4][32];
+
+// One lane's scale and zero term of row `lane` of its warp's 32 (the lanes that use it read it
+// with a shuffle: a row's terms are loaded and converted once per warp, not once per lane
+// quarter). bias: int4 128 + zero as a bf16 pair, int8 2^23 + zero as float32 bits. Predicated
+// loads and selects rather than branches on the scale dtype, so a step stays one block of code.
 template <int CODE>
-__device__ __forceinline__ void step_mmas(const Args& a, const uint4 (&codes)[kMR][2], const long long (&gi)[kMR][2],
-                                          const float* xrow, int k0, bool has_token, bool x_vec,
-                                          float (&acc)[kMR][4], float (&acc_lo)[kMR][4]) {
-  if constexpr (CODE == kInt4) {
+__device__ __forceinline__ void load_row_terms(const Args& a, long long i, float& sc, u32& bias) {
+  const bool f32 = a.scale_dtype == NINFER_DTYPE_F32;
+  u32 raw = 0u;
+  if (f32) raw = __ldg(static_cast<const u32*>(a.scales) + i);
+  else raw = __ldg(static_cast<const unsigned short*>(a.scales) + i);
+  const float from16 = a.scale_dtype == NINFER_DTYPE_BF16 ? __uint_as_float(raw << 16)
+                                                          : f16_to_float(static_cast<unsigned short>(raw));
+  sc = f32 ? __uint_as_float(raw) : from16;
+  if constexpr (CODE != kFp8) {
+    u32 z = CODE == kInt4 ? 8u : 128u;
+    if (a.zeros) z = __ldg(a.zeros + i);
+    if constexpr (CODE == kInt4) bias = (0x4300u + z) * 0x10001u;
+    else bias = __float_as_uint(kMagic + static_cast<float>(z));
+  } else {
+    bias = 0u;
+  }
+}
+
+// The sums of this warp's rows over its stretch of the reduction for the tile of nt tokens at
+// t0, left in partial[warp] in the split form's layout ([m][i][lane]: row 16m + g + 8 (i >> 1),
+// token 2q + (i & 1)). NT = 1, 2, 4: column pairs, nt <= NT; NT = 8: the split form, any nt.
+// kVec: x rows are 16-byte aligned.
+template <int CODE, int NT, bool kVec>
+__device__ __forceinline__ void tile_sums(const Args& a, long long t0, int nt, long long row0, int s_begin, int s_end,
+                                          Ring& ring, Partial& partial) {
+  constexpr bool kPairs = NT <= 4;
+  constexpr int kSl = kSlices<CODE>;
+  constexpr int kStepK = 4 * kQuarterCodes<CODE>;
+  // Column pairs: lane L of round r splits slice r * kPer + (L >> 3) / NT of token (L >> 3) % NT
+  // and keeps the half of x its own column needs (lo_half: odd column); the lane of column
+  // g = 2t + p that multiplies slice s reads it from lane L + 8 NT (s % kPer) of round s / kPer,
+  // itself when that is 0 (so with 4 tokens every lane splits for itself). Columns past 2 nt
+  // read another lane's values: they feed only their own outputs, which are never stored.
+  // Split form: each lane splits its own token's (column g's) slices.
+  constexpr int kPer = kPairs ? 4 / NT : 1; // slices per round
+  constexpr int kRounds = kSl / kPer;
+  constexpr bool kShared = kPer > 1;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, q = lane & 3; // fragment row (and column) / k quarter
+  const int wt = kPairs ? (lane >> 3) % NT : g; // the token whose x this lane splits
+  const bool lo_half = (lane >> 2) & 1;
+  const bool has_token = NT == 1 || wt < nt; // nt >= 1: one token is always there
+  const float* xs = a.x + (t0 + (has_token ? wt : 0)) * a.x_stride + q * kQuarterCodes<CODE> +
+                    (kShared ? x_offset<CODE>((lane >> 3) / NT) : 0) + static_cast<long long>(s_begin) * kStepK;
+
+  // This lane's code rows (rows g and g + 8 of each tile; rows past N read row N - 1: in
+  // bounds, never stored) and the row whose terms it loads (row `lane` of the warp).
+  const long long last = a.N - 1;
+  const unsigned char* wrow[kMR][2];
+#pragma unroll
+  for (int m = 0; m < kMR; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      wrow[m][h] = a.w + min(row0 + 16 * m + 8 * h + g, last) * a.row_bytes + 16 * q +
+                   static_cast<long long>(s_begin) * kStepBytes;
+  const long long term0 = min(row0 + lane, last) * a.groups;
+  const int steps_per_group = a.group_size >= a.K ? 0 : a.group_size / kStepK; // 0: one group per row
+  // cp.async of the next step to copy (wrow's) into the ring slot at byte offset `slot`, then
+  // wrow moves on a step: one commit group per step, empty past the warp's stretch so the group
+  // count stays uniform.
+  constexpr u32 kSlotBytes = sizeof(ring[0]);
+  const u32 ring_lane = static_cast<u32>(__cvta_generic_to_shared(&ring[0][0][0][lane]));
+  int to_issue = s_begin;
+  auto issue = [&](u32 slot) {
+    if (to_issue < s_end)
+#pragma unroll
+      for (int m = 0; m < kMR; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) cp_async16_stream_shared(ring_lane + slot + (2 * m + h) * 32 * 16, wrow[m][h]);
+    cp_async_commit();
+#pragma unroll
+    for (int m = 0; m < kMR; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) wrow[m][h] += kStepBytes;
+    ++to_issue;
+  };
+
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) issue(i * kSlotBytes);
+  // The terms of the step after the current one, a step ahead, so their latency (read once
+  // from DRAM, 1/64 of the codes' bytes) hides behind a step's work.
+  int group = steps_per_group ? s_begin / steps_per_group : 0; // the group of the next terms loaded
+  int in_group = steps_per_group ? s_begin - group * steps_per_group : 0;
+  float sc_next = 0.f;
+  u32 bias_next = 0u;
+  if (s_begin < s_end) load_row_terms<CODE>(a, term0 + group, sc_next, bias_next);
+
+  float total[kMR][kPairs ? 2 : 4];
+#pragma unroll
+  for (int m = 0; m < kMR; ++m)
+#pragma unroll
+    for (int i = 0; i < (kPairs ? 2 : 4); ++i) total[m][i] = 0.f;
+
+  u32 slot = 0, free_slot = (kStages - 1) * kSlotBytes; // this step's ring slot; the one step st - 1 used
+  for (int st = s_begin; st < s_end; ++st, xs += kStepK) {
+    issue(free_slot); // step st + kStages - 1
+    const float my_sc = sc_next;
+    const u32 my_bias = bias_next;
+    if (steps_per_group && ++in_group == steps_per_group) in_group = 0, ++group;
+    if (st + 1 < s_end) load_row_terms<CODE>(a, term0 + group, sc_next, bias_next);
+    float sc[kMR][2];
     u32 bias[kMR][2];
 #pragma unroll
     for (int m = 0; m < kMR; ++m)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) bias[m][h] = int4_bias(a, gi[m][h]);
+      for (int h = 0; h < 2; ++h) {
+        sc[m][h] = __shfl_sync(0xffffffffu, my_sc, 16 * m + 8 * h + g);
+        bias[m][h] = CODE == kFp8 ? 0u : __shfl_sync(0xffffffffu, my_bias, 16 * m + 8 * h + g);
+      }
+
+    // Shared splits of x (1 or 2 tokens) are all made before the codes are read, as the
+    // shuffles need every round; otherwise each slice's split is made where it is used.
+    u32 r0[kShared ? kRounds : 1], r1[kShared ? kRounds : 1];
+    if constexpr (kShared) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) { // word j: codes k0 + 8j .. k0 + 8j + 7
-      float xf[8];
-      load_x<8>(xrow, k0 + 8 * j, has_token, x_vec, xf);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) { // slots (2q, 2q+1) <- k (2h, 2h+4), (2q+8, 2q+9) <- k (2h+1, 2h+5)
-        const XPair b0 = split_x(xf[2 * h], xf[2 * h + 4]);
-        const XPair b1 = split_x(xf[2 * h + 1], xf[2 * h + 5]);
-#pragma unroll
-        for (int m = 0; m < kMR; ++m) {
-          const u32 w0 = (&codes[m][0].x)[j], w8 = (&codes[m][1].x)[j];
-          const u32 a0 = int4_pair(w0, 2 * h, bias[m][0]), a2 = int4_pair(w0, 2 * h + 1, bias[m][0]);
-          const u32 a1 = int4_pair(w8, 2 * h, bias[m][1]), a3 = int4_pair(w8, 2 * h + 1, bias[m][1]);
-          mma(acc[m], a0, a1, a2, a3, b0.hi, b1.hi);
-          mma(acc_lo[m], a0, a1, a2, a3, b0.lo, b1.lo);
-        }
+      for (int r = 0; r < kRounds; ++r) {
+        float v[4];
+        slice_x<CODE, kVec>(xs, x_offset<CODE>(r * kPer), has_token, v);
+        const XPair p0 = split_x(v[0], v[1]), p1 = split_x(v[2], v[3]);
+        r0[r] = lo_half ? p0.lo : p0.hi;
+        r1[r] = lo_half ? p1.lo : p1.hi;
       }
     }
-  } else {
-    float bias[kMR][2];
-    if constexpr (CODE == kInt8) {
+
+    cp_async_wait<kStages - 1>(); // this step's group is complete (each lane reads only its own copies)
+    uint4 c[kMR][2];
 #pragma unroll
-      for (int m = 0; m < kMR; ++m)
+    for (int m = 0; m < kMR; ++m)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) bias[m][h] = int8_bias(a, gi[m][h]);
-    }
+      for (int h = 0; h < 2; ++h) c[m][h] = lds16(ring_lane + slot + (2 * m + h) * 32 * 16);
+    free_slot = slot;
+    slot = slot == (kStages - 1) * kSlotBytes ? 0 : slot + kSlotBytes;
+
+    float acc[kMR][4], acc_lo[kPairs ? 1 : kMR][4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) { // word j: codes k0 + 4j .. k0 + 4j + 3; slots in k order
-      float xf[4];
-      load_x<4>(xrow, k0 + 4 * j, has_token, x_vec, xf);
-      const XPair b0 = split_x(xf[0], xf[1]);
-      const XPair b1 = split_x(xf[2], xf[3]);
+    for (int s = 0; s < kSl; ++s) { // s is a constant once unrolled: registers, no local memory
+      u32 x0, x1, x0_lo = 0u, x1_lo = 0u;
+      if constexpr (kShared) {
+        const int r = s / kPer, shift = 8 * NT * (s % kPer);
+        if (shift == 0) x0 = r0[r], x1 = r1[r];
+        else x0 = __shfl_sync(0xffffffffu, r0[r], lane + shift), x1 = __shfl_sync(0xffffffffu, r1[r], lane + shift);
+      } else {
+        float v[4];
+        slice_x<CODE, kVec>(xs, x_offset<CODE>(s), has_token, v);
+        const XPair p0 = split_x(v[0], v[1]), p1 = split_x(v[2], v[3]);
+        if constexpr (kPairs) {
+          x0 = lo_half ? p0.lo : p0.hi, x1 = lo_half ? p1.lo : p1.hi;
+        } else {
+          x0 = p0.hi, x1 = p1.hi, x0_lo = p0.lo, x1_lo = p1.lo;
+        }
+      }
 #pragma unroll
       for (int m = 0; m < kMR; ++m) {
-        const u32 w0 = (&codes[m][0].x)[j], w8 = (&codes[m][1].x)[j];
-        u32 a0, a1, a2, a3;
-        if constexpr (CODE == kInt8) {
-          a0 = int8_pair(w0, 0, bias[m][0]), a2 = int8_pair(w0, 2, bias[m][0]);
-          a1 = int8_pair(w8, 0, bias[m][1]), a3 = int8_pair(w8, 2, bias[m][1]);
-        } else {
-          float f0[4], f8[4];
-          e4m3x4_to_float(w0, f0);
-          e4m3x4_to_float(w8, f8);
-          a0 = pack_bf16(f0[0], f0[1]), a2 = pack_bf16(f0[2], f0[3]);
-          a1 = pack_bf16(f8[0], f8[1]), a3 = pack_bf16(f8[2], f8[3]);
+        u32 af[4];
+        a_fragment<CODE>(s, c[m][0], c[m][1], bias[m][0], bias[m][1], af);
+        if (s == 0) mma_first(acc[m], af, x0, x1);
+        else mma(acc[m], af, x0, x1);
+        if constexpr (!kPairs) {
+          if (s == 0) mma_first(acc_lo[m], af, x0_lo, x1_lo);
+          else mma(acc_lo[m], af, x0_lo, x1_lo);
         }
-        mma(acc[m], a0, a1, a2, a3, b0.hi, b1.hi);
-        mma(acc_lo[m], a0, a1, a2, a3, b0.lo, b1.lo);
       }
+    }
+
+    // The step's sums times its group's scales. Column pairs: acc[m] holds rows g (0, 1) and
+    // g + 8 (2, 3) of token q, hi then lo; split form: rows g (0, 1) and g + 8 (2, 3) of tokens
+    // 2q and 2q + 1, hi in acc and lo in acc_lo.
+#pragma unroll
+    for (int m = 0; m < kMR; ++m) {
+      if constexpr (kPairs) {
+        total[m][0] = fmaf(sc[m][0], acc[m][0] + acc[m][1], total[m][0]);
+        total[m][1] = fmaf(sc[m][1], acc[m][2] + acc[m][3], total[m][1]);
+      } else {
+        total[m][0] = fmaf(sc[m][0], acc[m][0] + acc_lo[m][0], total[m][0]);
+        total[m][1] = fmaf(sc[m][0], acc[m][1] + acc_lo[m][1], total[m][1]);
+        total[m][2] = fmaf(sc[m][1], acc[m][2] + acc_lo[m][2], total[m][2]);
+        total[m][3] = fmaf(sc[m][1], acc[m][3] + acc_lo[m][3], total[m][3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads(); // every warp is done with its ring: it becomes partial[]
+
+#pragma unroll
+  for (int m = 0; m < kMR; ++m) {
+    if constexpr (kPairs) { // token q, row half hh: the split form's lane 4g + q / 2, slot (q & 1) + 2 hh
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) partial[warp][m][(q & 1) + 2 * hh][4 * g + (q >> 1)] = total[m][hh];
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) partial[warp][m][i][lane] = total[m][i];
     }
   }
 }
 
-template <int CODE>
+template <int CODE, int NT, bool kVec>
 __device__ void gemv(const Args& a, long long begin, long long end) {
   // Each warp's ring of kStages steps of codes (16 bytes per lane, row tile and row half); after
   // the reduction loop the same memory holds the warps' sums for the split-K total.
   __shared__ __align__(16) uint4 ring[kWarps][kStages][kMR][2][32];
-  static_assert(sizeof(ring) >= sizeof(float) * kWarps * kMR * 4 * 32, "the sums fit in the ring");
-  auto& partial = *reinterpret_cast<float (*)[kWarps][kMR][4][32]>(&ring[0][0][0][0][0]);
-  constexpr int kCodes16 = CODE == kInt4 ? 32 : 16; // codes per 16 bytes
+  static_assert(sizeof(ring) >= sizeof(Partial), "the sums fit in the ring");
+  auto& partial = *reinterpret_cast<Partial*>(&ring[0][0][0][0][0]);
   const int N = a.N;
   const int steps = a.row_bytes / kStepBytes;
   const int S = splits(N, steps);
   const int tiles_per_cta = kWarps / S;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, q = lane & 3; // fragment row (and token) / k quarter
+  const int warp = threadIdx.x >> 5;
   const int tile = warp / S, split = warp % S;
   const long long cta_row0 = static_cast<long long>(blockIdx.x) * tiles_per_cta * 16 * kMR;
-  const long long row0 = cta_row0 + static_cast<long long>(tile) * 16 * kMR;
-
-  const uint4* wrow[kMR][2];
-  int row[kMR][2]; // N < 2^31
-#pragma unroll
-  for (int m = 0; m < kMR; ++m)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) { // rows past N read row N-1 (in bounds; never stored)
-      row[m][h] = static_cast<int>(min(row0 + 16 * m + 8 * h + g, static_cast<long long>(N) - 1));
-      wrow[m][h] = reinterpret_cast<const uint4*>(a.w + static_cast<long long>(row[m][h]) * a.row_bytes);
-    }
   const int per_split = (steps + S - 1) / S;
   const int s_begin = split * per_split, s_end = min(steps, s_begin + per_split);
-  const bool x_vec = a.x_stride % 4 == 0 && reinterpret_cast<unsigned long long>(a.x) % 16 == 0;
-  const int step_k = 4 * kCodes16;
-  const bool one_group = a.group_size >= a.K;
-  // Copies step st's 16-byte pieces of this lane into ring slot st % kStages (one commit group
-  // per step, empty past the warp's stretch so the group count stays uniform).
-  auto issue = [&](int st) {
-    if (st < s_end)
-#pragma unroll
-      for (int m = 0; m < kMR; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) cp_async16_stream(&ring[warp][st % kStages][m][h][lane], wrow[m][h] + st * 4 + q);
-    cp_async_commit();
-  };
-
-  // The scales of step st's rows: loaded a step ahead, so their latency (they are read once
-  // from DRAM, 1/64 of the codes' bytes) hides behind a step's work instead of stalling it.
-  auto scales_of = [&](int st, float (&sc)[kMR][2]) {
-    const int group = one_group ? 0 : st * step_k / a.group_size;
-#pragma unroll
-    for (int m = 0; m < kMR; ++m)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) sc[m][h] = load_scale(a, static_cast<long long>(row[m][h]) * a.groups + group);
-  };
 
   const long long tiles = (end - begin + kTokens - 1) / kTokens;
   for (long long t_tile = blockIdx.y; t_tile < tiles; t_tile += gridDim.y) {
     const long long t0 = begin + t_tile * kTokens;
     const int nt = static_cast<int>(min(static_cast<long long>(kTokens), end - t0));
-    const bool has_token = g < nt; // this lane's B column is token t0 + g
-    const float* xrow = a.x + (t0 + (has_token ? g : 0)) * a.x_stride;
-    float total[kMR][4];
-#pragma unroll
-    for (int m = 0; m < kMR; ++m) total[m][0] = total[m][1] = total[m][2] = total[m][3] = 0.f;
-
-#pragma unroll
-    for (int i = 0; i < kStages - 1; ++i) issue(s_begin + i);
-    float sc_next[kMR][2] = {};
-    if (s_begin < s_end) scales_of(s_begin, sc_next);
-    for (int st = s_begin; st < s_end; ++st) {
-      issue(st + kStages - 1); // into the slot step st - 1 used
-      float sc[kMR][2];
-#pragma unroll
-      for (int m = 0; m < kMR; ++m) sc[m][0] = sc_next[m][0], sc[m][1] = sc_next[m][1];
-      if (st + 1 < s_end) scales_of(st + 1, sc_next);
-      cp_async_wait<kStages - 1>(); // step st's group is complete
-      uint4 codes[kMR][2];
-#pragma unroll
-      for (int m = 0; m < kMR; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) codes[m][h] = ring[warp][st % kStages][m][h][lane];
-      const int group = one_group ? 0 : st * step_k / a.group_size;
-      long long gi[kMR][2];
-#pragma unroll
-      for (int m = 0; m < kMR; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) gi[m][h] = static_cast<long long>(row[m][h]) * a.groups + group;
-      float acc[kMR][4], acc_lo[kMR][4];
-#pragma unroll
-      for (int m = 0; m < kMR; ++m)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[m][i] = acc_lo[m][i] = 0.f;
-      step_mmas<CODE>(a, codes, gi, xrow, st * step_k + q * kCodes16, has_token, x_vec, acc, acc_lo);
-      // acc[m][i]: row 16m + g + 8 (i >> 1), token 2q + (i & 1): the step's sum, times its scale.
-#pragma unroll
-      for (int m = 0; m < kMR; ++m) {
-        const float s0 = sc[m][0], s8 = sc[m][1];
-        total[m][0] = fmaf(s0, acc[m][0] + acc_lo[m][0], total[m][0]);
-        total[m][1] = fmaf(s0, acc[m][1] + acc_lo[m][1], total[m][1]);
-        total[m][2] = fmaf(s8, acc[m][2] + acc_lo[m][2], total[m][2]);
-        total[m][3] = fmaf(s8, acc[m][3] + acc_lo[m][3], total[m][3]);
-      }
-    }
-    cp_async_wait<0>();
-    __syncthreads(); // every warp is done with its ring: it becomes partial[]
-
-#pragma unroll
-    for (int m = 0; m < kMR; ++m)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) partial[warp][m][i][lane] = total[m][i];
+    tile_sums<CODE, NT, kVec>(a, t0, nt, cta_row0 + tile * 16 * kMR, s_begin, s_end, ring[warp], partial);
     __syncthreads();
     for (int e = threadIdx.x; e < tiles_per_cta * kMR * 4 * 32; e += kThreads) {
       const int ln = e & 31, i = (e >> 5) & 3, m = (e >> 7) % kMR, grp = (e >> 7) / kMR;
@@ -314,17 +444,41 @@ __device__ void gemv(const Args& a, long long begin, long long end) {
   }
 }
 
+// CTAs per SM each form's registers are capped for: the column-pair forms' step loops stay free of
+// spills at 80 registers (ptxas; 349 instead of 343 instructions per int4 step at one token), so
+// they run 3 CTAs (24 warps) per SM, 1.5 times the warps to hide the latency that bounds them;
+// the split form's would spill at 80 and keeps 2 (128 registers).
+__host__ __device__ constexpr int min_ctas_per_sm(int NT) { return NT <= 4 ? 3 : 2; }
+
+// The token form a launch of T tokens takes: column pairs for 1, 2 and up to 4 tokens (one tile),
+// the split form beyond (tiles of 8, the last one possibly shorter).
+__host__ __device__ constexpr int form_tokens(long long T) { return T <= 1 ? 1 : T == 2 ? 2 : T <= 4 ? 4 : 8; }
+
 } // namespace ninfer::cuda_plugin::gemv_quant_mma
 
-#define NINFER_GEMV_QUANT_MMA(CODE_NAME, CODE)                                                               \
-  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_quant_mma::kThreads, 2)             \
-      ninfer_linear_gemv_quant_mma_##CODE_NAME(ninfer::cuda_plugin::quant::Args a, long long b, long long e) { \
-    ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
-    ninfer::cuda_plugin::gemv_quant_mma::gemv<ninfer::cuda_plugin::quant::CODE>(a, b, e);                    \
+// One kernel per code type, token form (t1, t2, t4: column pairs for up to 1, 2, 4 tokens; t8:
+// the split form) and x alignment (_xscalar: rows not 16-byte aligned), each with the registers
+// its own loop needs. The launch picks one from w_dtype, the launch's token count and x.
+#define NINFER_GEMV_QUANT_MMA(CODE_NAME, CODE, NT, VEC, SUFFIX)                                             \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_quant_mma::kThreads,               \
+                                               ninfer::cuda_plugin::gemv_quant_mma::min_ctas_per_sm(NT))     \
+      ninfer_linear_gemv_quant_mma_##CODE_NAME##_t##NT##SUFFIX(ninfer::cuda_plugin::quant::Args a, long long b, \
+                                                                long long e) {                               \
+    ninfer::cuda_plugin::grid_dependency_prologue();                                                        \
+    ninfer::cuda_plugin::gemv_quant_mma::gemv<ninfer::cuda_plugin::quant::CODE, NT, VEC>(a, b, e);          \
   }
-NINFER_GEMV_QUANT_MMA(int4, kInt4)
-NINFER_GEMV_QUANT_MMA(int8, kInt8)
-NINFER_GEMV_QUANT_MMA(fp8, kFp8)
+#define NINFER_GEMV_QUANT_MMA_FORMS(CODE_NAME, CODE)           \
+  NINFER_GEMV_QUANT_MMA(CODE_NAME, CODE, 1, true, )            \
+  NINFER_GEMV_QUANT_MMA(CODE_NAME, CODE, 1, false, _xscalar)   \
+  NINFER_GEMV_QUANT_MMA(CODE_NAME, CODE, 2, true, )            \
+  NINFER_GEMV_QUANT_MMA(CODE_NAME, CODE, 2, false, _xscalar)   \
+  NINFER_GEMV_QUANT_MMA(CODE_NAME, CODE, 4, true, )            \
+  NINFER_GEMV_QUANT_MMA(CODE_NAME, CODE, 4, false, _xscalar)   \
+  NINFER_GEMV_QUANT_MMA(CODE_NAME, CODE, 8, true, )            \
+  NINFER_GEMV_QUANT_MMA(CODE_NAME, CODE, 8, false, _xscalar)
+NINFER_GEMV_QUANT_MMA_FORMS(int4, kInt4)
+NINFER_GEMV_QUANT_MMA_FORMS(int8, kInt8)
+NINFER_GEMV_QUANT_MMA_FORMS(fp8, kFp8)
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
@@ -334,12 +488,32 @@ struct GemvQuantMmaDef {
   static constexpr const char* name = "gemv_quant_mma";
   static constexpr int threads = gemv_quant_mma::kThreads;
   static constexpr int tokens_per_cta = gemv_quant_mma::kTokens;
+  // Code type major, then token form (t1, t2, t4, t8), then x alignment (16-byte aligned first).
+  static constexpr int kernel_count = 24;
   static const QuantKernel* kernels() {
-    static const QuantKernel k[3] = {
-        {"ninfer_linear_gemv_quant_mma_int4", reinterpret_cast<const void*>(ninfer_linear_gemv_quant_mma_int4)},
-        {"ninfer_linear_gemv_quant_mma_int8", reinterpret_cast<const void*>(ninfer_linear_gemv_quant_mma_int8)},
-        {"ninfer_linear_gemv_quant_mma_fp8", reinterpret_cast<const void*>(ninfer_linear_gemv_quant_mma_fp8)}};
+#define NINFER_GEMV_QUANT_MMA_KERNEL(NAME) {#NAME, reinterpret_cast<const void*>(NAME)}
+#define NINFER_GEMV_QUANT_MMA_KERNELS(C)                                                                     \
+  NINFER_GEMV_QUANT_MMA_KERNEL(ninfer_linear_gemv_quant_mma_##C##_t1),                                      \
+      NINFER_GEMV_QUANT_MMA_KERNEL(ninfer_linear_gemv_quant_mma_##C##_t1_xscalar),                          \
+      NINFER_GEMV_QUANT_MMA_KERNEL(ninfer_linear_gemv_quant_mma_##C##_t2),                                  \
+      NINFER_GEMV_QUANT_MMA_KERNEL(ninfer_linear_gemv_quant_mma_##C##_t2_xscalar),                          \
+      NINFER_GEMV_QUANT_MMA_KERNEL(ninfer_linear_gemv_quant_mma_##C##_t4),                                  \
+      NINFER_GEMV_QUANT_MMA_KERNEL(ninfer_linear_gemv_quant_mma_##C##_t4_xscalar),                          \
+      NINFER_GEMV_QUANT_MMA_KERNEL(ninfer_linear_gemv_quant_mma_##C##_t8),                                  \
+      NINFER_GEMV_QUANT_MMA_KERNEL(ninfer_linear_gemv_quant_mma_##C##_t8_xscalar)
+    static const QuantKernel k[kernel_count] = {NINFER_GEMV_QUANT_MMA_KERNELS(int4), NINFER_GEMV_QUANT_MMA_KERNELS(int8),
+                                                NINFER_GEMV_QUANT_MMA_KERNELS(fp8)};
+#undef NINFER_GEMV_QUANT_MMA_KERNELS
+#undef NINFER_GEMV_QUANT_MMA_KERNEL
     return k;
+  }
+  // The kernel of a launch: its code type, its token count's form, and whether x rows are
+  // 16-byte aligned (float4 loads).
+  static int pick(const ninfer_linear_args& a, const ninfer_launch& l) {
+    const int nt = gemv_quant_mma::form_tokens(l.token_end - l.token_begin);
+    const int form = nt == 1 ? 0 : nt == 2 ? 1 : nt == 4 ? 2 : 3;
+    const bool x_vec = a.x_row_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+    return quant::code_index(a.w_dtype) * 8 + form * 2 + (x_vec ? 0 : 1);
   }
   // Whole steps per row, and groups that hold whole steps (dims[2]: the group size, 0 for g_idx).
   static int32_t supports(const void*, const ninfer_shape* s) {

@@ -6,9 +6,12 @@
 // A Def names the variant and supplies: `name`, `threads`, `tokens_per_cta`, `kernels()` (three
 // QuantKernel: int4, int8, fp8), `supports(shape)` (its token range and shapes), `invalid(args)`
 // (its own launch-time checks beyond the shared ones below, or nullptr) and `grid(args, launch)`.
+// A Def with more kernels than one per code type says how many (`kernel_count`) and which one a
+// launch takes (`pick(args, launch)`: an index into kernels()); both or neither.
 #pragma once
 
 #include <cstdio>
+#include <type_traits>
 
 #include "../../cuda_variant.hpp"
 #include "common/token_variant.cuh"
@@ -25,6 +28,19 @@ struct QuantKernel {
 template <class Def>
 struct QuantLinearVariant {
   static inline const QuantKernel* planned = nullptr; // the kernel needing the most registers
+
+  template <class D, class = void>
+  struct Picks : std::false_type {}; // one kernel per code type
+  template <class D>
+  struct Picks<D, std::void_t<decltype(D::kernel_count)>> : std::true_type {};
+  static constexpr int kernel_count() {
+    if constexpr (Picks<Def>::value) return Def::kernel_count;
+    else return 3;
+  }
+  static int pick(const ninfer_linear_args& a, const ninfer_launch& l) {
+    if constexpr (Picks<Def>::value) return Def::pick(a, l);
+    else return quant::code_index(a.w_dtype);
+  }
 
   // The checks every quantized linear kernel needs (quant_weight.h's description).
   static const char* invalid(const ninfer_linear_args& a) {
@@ -47,7 +63,7 @@ struct QuantLinearVariant {
       return NINFER_ERR_INVALID_ARGUMENT;
     }
     quant::Args q = quant::make_args(a);
-    const QuantKernel& k = Def::kernels()[quant::code_index(a.w_dtype)];
+    const QuantKernel& k = Def::kernels()[pick(a, *l)];
     long long b = l->token_begin, e = l->token_end;
     const dim3 grid = Def::grid(a, *l);
     void* params[] = {&q, &b, &e};
@@ -75,7 +91,7 @@ struct QuantLinearVariant {
 
   static int32_t add(const ninfer_registrar* r, ninfer_variant& v, char* err, size_t err_len) {
     const BuildResource* most = nullptr;
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kernel_count(); ++i) {
       const BuildResource* res = find_build_resource(Def::kernels()[i].symbol);
       if (!res) {
         std::snprintf(err, err_len, "%s/%s: kernel %s missing from the build resource table", NINFER_OP_LINEAR,
