@@ -1,10 +1,10 @@
 // linear on quantized weights (INT4, INT8, FP8_E4M3 in the canonical layout of
 // ninfer/abi/ops/quant_weight.h), decode-sized, on the tensor cores: gemv_quant_mma_split, up to 8
-// tokens per tile, every code byte read once per tile. The schedule tables give it calls of 5-8
+// tokens per tile, every code byte read once per tile. The schedule tables give it calls of 4-8
 // tokens: there its 8-column MMAs (x split into hi and lo MMAs, 2 CTAs per SM at up to 128
 // registers) run the int4 Qwen3.5-27B shape at batch 8 at 429 tok/s on an H200 against 302 for
 // gemv_quant_mma's split form (ninfer-bench, docs/quantization.md); gemv_quant_mma's column pairs
-// win at 1-4 tokens. The bf16 GEMV's design
+// win at 1-3 tokens. The bf16 GEMV's design
 // (linear/linear_gemv_mma_bf16.cuh) with the dequantization in front of its MMAs:
 //   - a warp owns 16 * kMR rows and one stretch of the reduction; each step, each lane copies 16
 //     bytes of codes of two rows (rows g and g + 8 of each 16-row tile) into its warp's ring in
