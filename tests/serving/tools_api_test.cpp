@@ -10,8 +10,10 @@
 
 #include "demo_checkpoint.hpp"
 #include "ninfer/tokenizer/tokenizer.hpp"
+#include "process.hpp"
 #include "serve_client.hpp"
 #include "server_process.hpp"
+#include "temp_dir.hpp"
 
 using namespace ninfer;
 using namespace ninfer::test;
@@ -304,4 +306,62 @@ TEST(NinferServe, AnthropicErrorsHaveAnthropicsShapeAndOpenAIRoutesKeepTheirs) {
   EXPECT_EQ(openai.body["error"]["param"], "temperature");
   EXPECT_FALSE(openai.body.contains("type"));
   EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// Anthropic's usage splits the prompt into the tokens computed (input_tokens) and those read from
+// the slot (cache_read_input_tokens): a next turn on a dense model (whose slot keeps any common
+// prefix) reads the first turn's shared tokens; the two always add up to count_tokens, streamed
+// or not; with --no-prefix-cache nothing is read.
+TEST(NinferServe, AnthropicUsageCountsTheTokensReadFromTheSlot) {
+  const TempDir dir;
+  const auto dense = dir / "dense";
+  const ProcessOutput made = run_process(std::string(NINFER_MAKE_CHECKPOINT_BIN) +
+                                         " --preset qwen3-cpu-small --seed 7 --tokenizer " +
+                                         shell_quote(real_tokenizer().string()) + " --out " + shell_quote(dense.string()));
+  ASSERT_EQ(made.status, 0) << made.err;
+  const httplib::Headers headers{{"anthropic-version", "2023-06-01"}};
+  const json first_turn{{"role", "user"}, {"content", "Name a colour."}};
+  const json first{{"max_tokens", 4}, {"temperature", 0}, {"messages", {first_turn}}};
+  for (bool reuse : {true, false}) {
+    std::vector<std::string> args{"--checkpoint", dense.string(), "--device", "cpu", "--max-concurrency", "1"};
+    if (!reuse) args.push_back("--no-prefix-cache");
+    ServerProcess server(args);
+    auto c = server.client();
+    const Reply a = post(*c, "/v1/messages", first, headers);
+    ASSERT_EQ(a.status, 200) << a.body.dump();
+    EXPECT_EQ(a.body["usage"]["cache_read_input_tokens"], 0);
+    EXPECT_EQ(a.body["usage"]["cache_creation_input_tokens"], 0);
+    std::string text;
+    for (const json& b : a.body["content"]) text += b["text"].get<std::string>();
+    json second = first;
+    second["messages"] = {first_turn, {{"role", "assistant"}, {"content", text.empty() ? "Red." : text}},
+                          {{"role", "user"}, {"content", "And another?"}}};
+    const Reply count = post(*c, "/v1/messages/count_tokens", second, headers);
+    ASSERT_EQ(count.status, 200) << count.body.dump();
+    const int64_t prompt = count.body["input_tokens"];
+    const Reply b = post(*c, "/v1/messages", second, headers);
+    ASSERT_EQ(b.status, 200) << b.body.dump();
+    const json& u = b.body["usage"];
+    const int64_t read = u["cache_read_input_tokens"];
+    EXPECT_EQ(u["input_tokens"].get<int64_t>() + read, prompt) << u;
+    if (reuse) {
+      // At least "<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n": the first
+      // prompt less its empty think block (4 tokens), which the next turn's history leaves out.
+      EXPECT_GE(read, a.body["usage"]["input_tokens"].get<int64_t>() - 4) << u;
+      EXPECT_LT(read, prompt) << u;
+    } else {
+      EXPECT_EQ(read, 0) << u;
+    }
+    json streamed = second;
+    streamed["stream"] = true;
+    const auto [status, stream] = post_stream(*c, "/v1/messages", streamed);
+    ASSERT_EQ(status, 200);
+    const auto events = anthropic_events(stream);
+    ASSERT_GE(events.size(), 3u) << stream;
+    EXPECT_EQ(events.front().second["message"]["usage"]["input_tokens"], prompt);
+    const json& du = events[events.size() - 2].second["usage"];
+    EXPECT_EQ(du["input_tokens"].get<int64_t>() + du["cache_read_input_tokens"].get<int64_t>(), prompt) << du;
+    if (!reuse) EXPECT_EQ(du["cache_read_input_tokens"], 0) << du;
+    EXPECT_EQ(server.stop(), 0) << server.log();
+  }
 }

@@ -117,8 +117,15 @@ StopReason stop_reason(const serving::ServeResult& r, size_t tool_uses, const st
   return {"end_turn", std::nullopt};
 }
 
+json usage_json(const MessageUsage& u) {
+  return json{{"input_tokens", u.prompt - u.cached},
+              {"cache_creation_input_tokens", 0},
+              {"cache_read_input_tokens", u.cached},
+              {"output_tokens", u.output}};
+}
+
 json message_json(const std::string& id, const std::string& model, const json& content, const StopReason& stop,
-                  int64_t input_tokens, int64_t output_tokens) {
+                  const MessageUsage& usage) {
   return json{{"id", id},
               {"type", "message"},
               {"role", "assistant"},
@@ -126,7 +133,7 @@ json message_json(const std::string& id, const std::string& model, const json& c
               {"content", content},
               {"stop_reason", stop.reason},
               {"stop_sequence", stop.sequence ? json(*stop.sequence) : json(nullptr)},
-              {"usage", {{"input_tokens", input_tokens}, {"output_tokens", output_tokens}}}};
+              {"usage", usage_json(usage)}};
 }
 
 json message_start_event(const std::string& id, const std::string& model, int64_t input_tokens) {
@@ -139,13 +146,13 @@ json message_start_event(const std::string& id, const std::string& model, int64_
                 {"content", json::array()},
                 {"stop_reason", nullptr},
                 {"stop_sequence", nullptr},
-                {"usage", {{"input_tokens", input_tokens}, {"output_tokens", 0}}}}}};
+                {"usage", usage_json({input_tokens, 0, 0})}}}};
 }
 
-json message_delta_event(const StopReason& stop, int64_t input_tokens, int64_t output_tokens) {
+json message_delta_event(const StopReason& stop, const MessageUsage& usage) {
   return json{{"type", "message_delta"},
               {"delta", {{"stop_reason", stop.reason}, {"stop_sequence", stop.sequence ? json(*stop.sequence) : json(nullptr)}}},
-              {"usage", {{"input_tokens", input_tokens}, {"output_tokens", output_tokens}}}};
+              {"usage", usage_json(usage)}};
 }
 
 json message_stop_event() { return json{{"type", "message_stop"}}; }

@@ -63,13 +63,23 @@ struct StopReason {
 StopReason stop_reason(const serving::ServeResult& r, size_t tool_uses, const std::vector<std::string>& stop_sequences,
                        const Tokenizer* tokenizer);
 
+// A reply's token counts: prompt tokens, those of them read from the slot (prompt reuse,
+// docs/serving.md), generated tokens.
+struct MessageUsage {
+  int64_t prompt = 0, cached = 0, output = 0;
+};
+// Anthropic's usage object: input_tokens are the prompt tokens computed, cache_read_input_tokens
+// those read from the slot (together the prompt), cache_creation_input_tokens 0 (no explicit
+// cache_control breakpoints: every prompt stays in its slot for the next request).
+nlohmann::json usage_json(const MessageUsage& u);
 // The non-streamed message.
 nlohmann::json message_json(const std::string& id, const std::string& model, const nlohmann::json& content,
-                            const StopReason& stop, int64_t input_tokens, int64_t output_tokens);
-// The events around the content blocks: message_start (content empty, no stop reason yet),
-// message_delta (stop reason and output usage) and message_stop.
+                            const StopReason& stop, const MessageUsage& usage);
+// The events around the content blocks: message_start (content empty, no stop reason yet, the
+// whole prompt as input before the engine says what it read from a slot), message_delta (stop
+// reason and the final usage) and message_stop.
 nlohmann::json message_start_event(const std::string& id, const std::string& model, int64_t input_tokens);
-nlohmann::json message_delta_event(const StopReason& stop, int64_t input_tokens, int64_t output_tokens);
+nlohmann::json message_delta_event(const StopReason& stop, const MessageUsage& usage);
 nlohmann::json message_stop_event();
 
 // {"type": "error", "error": {"type", "message"}} and its HTTP status: the ApiError's status,

@@ -53,7 +53,8 @@ struct MessageReply {
       blocks->finish();
       const auto output = static_cast<int64_t>(r->generated_ids.size());
       const StopReason stop = stop_reason(*r, blocks->tool_uses(), stop_sequences, tokenizer);
-      ex->reply(200, "application/json", dump(message_json(id, model, blocks->content(), stop, input_tokens, output)));
+      ex->reply(200, "application/json",
+                dump(message_json(id, model, blocks->content(), stop, {input_tokens, r->cached_tokens, output})));
       return;
     }
     std::string out;
@@ -67,7 +68,8 @@ struct MessageReply {
       } else {
         for (const json& e : blocks->finish()) out += event(e);
         const StopReason stop = stop_reason(*r, blocks->tool_uses(), stop_sequences, tokenizer);
-        out += event(message_delta_event(stop, input_tokens, static_cast<int64_t>(r->generated_ids.size())));
+        out += event(message_delta_event(
+            stop, {input_tokens, r->cached_tokens, static_cast<int64_t>(r->generated_ids.size())}));
         out += event(message_stop_event());
       }
     }
