@@ -11,8 +11,8 @@
  * Quantization is per head row; x is the float32 row being written, G = head_dim / 64 groups
  * of 64 consecutive elements (group g holds elements [64g, 64g + 64)). Divisions are float32,
  * correctly rounded; rint rounds half to even; fp16(y) rounds a float32 to IEEE binary16
- * (nearest even). A row with a NaN or infinite element, or a group whose scale rounds past
- * 65504, gets a NaN scale (its elements read as NaN, never as a finite value).
+ * (nearest even). A group (KV_FP8: a row) holding a NaN or infinite element, or whose fp16
+ * scale rounds past 65504, gets a NaN scale (its elements read as NaN, never as a finite value).
  *   NINFER_DTYPE_KV_INT8: head_dim a multiple of 64. Codes are int8 (two's complement), one
  *     byte per element at byte r*head_dim + d. Scales are fp16 bit patterns (uint16_t),
  *     scale[r*G + g] = s = fp16(max_{d in g} |x_d| / 127); code q_d = clamp(rint(x_d / s),
