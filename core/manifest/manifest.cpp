@@ -87,7 +87,7 @@ constexpr std::pair<const char*, WeightDType> kWeightDTypes[] = {
     {"bfloat16", WeightDType::BFloat16}, {"float16", WeightDType::Float16}};
 constexpr std::pair<const char*, KvDType> kKvDTypes[] = {
     {"auto", KvDType::Auto}, {"float32", KvDType::Float32}, {"float16", KvDType::Float16},
-    {"bfloat16", KvDType::BFloat16}};
+    {"bfloat16", KvDType::BFloat16}, {"int8", KvDType::Int8}, {"fp8", KvDType::Fp8}, {"int4r", KvDType::Int4r}};
 constexpr std::pair<const char*, ChatTemplate> kChatTemplates[] = {{"qwen", ChatTemplate::Qwen},
                                                                    {"none", ChatTemplate::None}};
 constexpr std::pair<const char*, SpecKind> kSpecKinds[] = {{"none", SpecKind::None}, {"mtp", SpecKind::Mtp}};

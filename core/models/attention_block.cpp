@@ -1,6 +1,10 @@
 #include "attention_block.hpp"
 
+#include <fmt/format.h>
+
+#include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/abi/plugin_abi.h"
+#include "ninfer/support/error.hpp"
 #include "step_parts.hpp"
 
 namespace ninfer::models {
@@ -26,16 +30,26 @@ AttentionBlock::AttentionBlock(WeightLoader& w, Backend& be, const std::string& 
       o_(w.matrix(p + "self_attn.o_proj.weight", p + "self_attn.o_proj")),
       q_norm_(w.vector(p + "self_attn.q_norm.weight", p + "self_attn.q_norm")),
       k_norm_(w.vector(p + "self_attn.k_norm.weight", p + "self_attn.k_norm")) {
-  const size_t elems = static_cast<size_t>(limits.max_sequences) * limits.max_context * kv_width();
-  const size_t bytes = elems * kv_element_bytes(limits.kv_dtype);
+  if (!ninfer_kv_dtype_takes_head_dim(limits.kv_dtype, spec.head_dim))
+    throw Error(fmt::format("{}: a {} KV cache cannot hold head_dim {} (int8: a multiple of 64; int4r: a power of "
+                            "two, at least 64); use kv_dtype auto, float16, bfloat16 or fp8",
+                            p, ninfer_dtype_name(limits.kv_dtype), spec.head_dim));
+  const size_t rows = static_cast<size_t>(limits.max_sequences) * limits.max_context * spec.kv_heads;
+  const size_t bytes = rows * kv_row_bytes(limits.kv_dtype, spec.head_dim);
+  const size_t scale_bytes = rows * kv_row_scale_bytes(limits.kv_dtype, spec.head_dim);
   k_cache_ = be.allocate(bytes, MemoryUse::KvCache, p + "self_attn K cache");
   v_cache_ = be.allocate(bytes, MemoryUse::KvCache, p + "self_attn V cache");
+  if (scale_bytes) {
+    k_scale_ = be.allocate(scale_bytes, MemoryUse::KvCache, p + "self_attn K cache scales");
+    v_scale_ = be.allocate(scale_bytes, MemoryUse::KvCache, p + "self_attn V cache scales");
+  }
   // Rows a sequence has not written are never read, but zeroed memory keeps a fault (or a
   // benchmark's assumed context, CausalLM::assume_context) free of NaN garbage.
-  be.zero(k_cache_, 0, k_cache_.bytes());
-  be.zero(v_cache_, 0, v_cache_.bytes());
+  for (DeviceBuffer* b : {&k_cache_, &v_cache_, &k_scale_, &v_scale_})
+    if (b->bytes()) be.zero(*b, 0, b->bytes());
   cache_ = {k_cache_.data(), v_cache_.data(), limits.max_sequences, static_cast<int32_t>(limits.max_context),
-            spec.kv_heads, spec.head_dim, limits.kv_dtype};
+            spec.kv_heads, spec.head_dim, limits.kv_dtype, scale_bytes ? k_scale_.data() : nullptr,
+            scale_bytes ? v_scale_.data() : nullptr};
 }
 
 int64_t AttentionBlock::q_width() const {

@@ -46,6 +46,7 @@ class AttentionBlock final : public Mixer {
   Matrix o_;
   Vector q_norm_, k_norm_;
   DeviceBuffer k_cache_, v_cache_;
+  DeviceBuffer k_scale_, v_scale_; // a compact format's scales (kv_append.h); empty otherwise
   ninfer_kv_cache cache_{};
 };
 

@@ -58,11 +58,27 @@ void compare_with_plan(const MemoryPlan& plan, const MemoryReport& before, const
 
 const char* to_string(SpecMethod m) { return m == SpecMethod::Mtp ? "mtp" : "none"; }
 
+int32_t kv_cache_dtype(KvCachePrecision p) {
+  switch (p) {
+    case KvCachePrecision::F16: return NINFER_DTYPE_F16;
+    case KvCachePrecision::BF16: return NINFER_DTYPE_BF16;
+    case KvCachePrecision::Int8: return NINFER_DTYPE_KV_INT8;
+    case KvCachePrecision::Fp8: return NINFER_DTYPE_KV_FP8;
+    case KvCachePrecision::Int4r: return NINFER_DTYPE_KV_INT4R;
+    case KvCachePrecision::F32:
+    case KvCachePrecision::Auto: break;
+  }
+  return NINFER_DTYPE_F32;
+}
+
 const char* to_string(KvCachePrecision p) {
   switch (p) {
     case KvCachePrecision::F32: return "float32";
     case KvCachePrecision::F16: return "float16";
     case KvCachePrecision::BF16: return "bfloat16";
+    case KvCachePrecision::Int8: return "int8";
+    case KvCachePrecision::Fp8: return "fp8";
+    case KvCachePrecision::Int4r: return "int4r";
     case KvCachePrecision::Auto: break;
   }
   return "auto";

@@ -28,9 +28,7 @@ bool plugin_takes_kv_dtype(const LoadedPlugin& plugin, int32_t dtype) {
 
 } // namespace
 
-int32_t kv_dtype(KvCachePrecision p) {
-  return p == KvCachePrecision::F16 ? NINFER_DTYPE_F16 : p == KvCachePrecision::BF16 ? NINFER_DTYPE_BF16 : NINFER_DTYPE_F32;
-}
+int32_t kv_dtype(KvCachePrecision p) { return kv_cache_dtype(p); }
 
 KvCachePrecision resolve_kv_cache(const LoadedPlugin& plugin, const ninfer_device_info& device, KvCachePrecision want) {
   if (want == KvCachePrecision::Auto)

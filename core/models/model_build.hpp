@@ -17,7 +17,7 @@ namespace ninfer::models {
 // and writes it, float32 elsewhere (ModelOptions::kv_cache). Throws ninfer::Error when the
 // plugin has no kv_append or attention variant for an asked dtype.
 KvCachePrecision resolve_kv_cache(const LoadedPlugin& plugin, const ninfer_device_info& device, KvCachePrecision want);
-int32_t kv_dtype(KvCachePrecision p); // ninfer_dtype: F32, F16 or BF16
+int32_t kv_dtype(KvCachePrecision p); // ninfer_dtype: F32, F16, BF16 or a compact KV_* format
 
 // The largest steps of a load with `o` (max_context, kv_cache and mixed_chunk resolved).
 StepLimits step_limits(const ModelOptions& o);

@@ -31,15 +31,19 @@ KvCachePrecision kv_cache_precision(KvDType d) {
     case KvDType::Float32: return KvCachePrecision::F32;
     case KvDType::Float16: return KvCachePrecision::F16;
     case KvDType::BFloat16: return KvCachePrecision::BF16;
+    case KvDType::Int8: return KvCachePrecision::Int8;
+    case KvDType::Fp8: return KvCachePrecision::Fp8;
+    case KvDType::Int4r: return KvCachePrecision::Int4r;
     case KvDType::Auto: break;
   }
   return KvCachePrecision::Auto;
 }
 
 KvDType parse_kv_dtype_option(const std::string& text) {
-  for (KvDType d : {KvDType::Auto, KvDType::Float32, KvDType::Float16, KvDType::BFloat16})
+  for (KvDType d : {KvDType::Auto, KvDType::Float32, KvDType::Float16, KvDType::BFloat16, KvDType::Int8, KvDType::Fp8,
+                    KvDType::Int4r})
     if (text == to_string(d)) return d;
-  throw Error(fmt::format("--kv-dtype {}: expected auto, float32, float16 or bfloat16", text));
+  throw Error(fmt::format("--kv-dtype {}: expected auto, float32, float16, bfloat16, int8, fp8 or int4r", text));
 }
 
 std::optional<int64_t> parse_kv_capacity_option(const std::string& text) {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/abi/ops/token_batch.h"
 #include "ninfer/abi/plugin_abi.h"
 
@@ -38,12 +39,17 @@ struct StepLimits {
   int64_t max_mixed_chunk = 0; // most prompt tokens of a mixed step (0: no mixed steps)
   int32_t max_sequences = 0; // slots
   int64_t max_context = 0;   // positions per slot
-  int32_t kv_dtype = NINFER_DTYPE_F32; // KV cache elements (ninfer_dtype: F32, F16 or BF16)
+  int32_t kv_dtype = NINFER_DTYPE_F32; // KV cache elements (ninfer_dtype: F32, F16, BF16, KV_*)
   bool state_snapshots = false;        // a second copy of each slot's recurrent state (ModelOptions)
   int32_t draft_tokens = 0; // speculative rounds' drafts per sequence (0: no speculation)
 };
 
-// Bytes of one KV cache element of `dtype`.
-inline size_t kv_element_bytes(int32_t dtype) { return dtype == NINFER_DTYPE_F32 ? 4 : 2; }
+// Bytes of one head row of a KV cache of `dtype` (kv_append.h): its elements, and its scales.
+inline size_t kv_row_bytes(int32_t dtype, int64_t head_dim) {
+  return static_cast<size_t>(ninfer_kv_row_bytes(dtype, head_dim));
+}
+inline size_t kv_row_scale_bytes(int32_t dtype, int64_t head_dim) {
+  return static_cast<size_t>(ninfer_kv_row_scale_bytes(dtype, head_dim));
+}
 
 } // namespace ninfer::models

@@ -17,7 +17,7 @@ namespace {
 
 // The schema admits the names ninfer_dtype_name gives.
 int32_t dtype_from_name(const std::string& name) {
-  for (int32_t d = NINFER_DTYPE_F32; d <= NINFER_DTYPE_FP8_E4M3; ++d)
+  for (int32_t d = NINFER_DTYPE_F32; d <= NINFER_DTYPE_KV_INT4R; ++d)
     if (name == ninfer_dtype_name(d)) return d;
   throw Error(fmt::format("unknown dtype '{}'", name));
 }

@@ -103,20 +103,24 @@ TEST(NinferBench, ReportsEveryPointAgainstItsRoofline) {
 }
 
 // --kv-dtype: the cache's element type is reported, and the cost model follows the allocated
-// bytes (2 per element for float16 and bfloat16, 4 for the CPU's default float32).
+// bytes (2 per element for float16 and bfloat16, 4 for the CPU's default float32, the compact
+// formats' codes plus their scales: kv_append.h).
 TEST(NinferBench, KvDtypeSetsTheCacheAndItsBytesPerToken) {
   const double L = 4, kv = 2 * 64; // qwen3-cpu-small: 4 layers, 2 KV heads of 64
   for (const auto& [flag, dtype, bytes] : {std::tuple{"", "float32", 4.0}, std::tuple{"--kv-dtype float16", "float16", 2.0},
-                                           std::tuple{"--kv-dtype bfloat16", "bfloat16", 2.0}}) {
+                                           std::tuple{"--kv-dtype bfloat16", "bfloat16", 2.0},
+                                           std::tuple{"--kv-dtype int8", "int8", 1.0 + 2.0 / 64},
+                                           std::tuple{"--kv-dtype fp8", "fp8", 1.0 + 4.0 / 64},
+                                           std::tuple{"--kv-dtype int4r", "int4r", 0.5 + 2.0 / 64}}) {
     const json j = bench_json(std::string("--preset qwen3-cpu-small --skip-prefill --contexts 8 --batches 1 "
                                           "--decode-steps 2 --repeats 1 --warmup 0 ") + flag);
     ASSERT_TRUE(j.contains("model")) << flag;
     EXPECT_EQ(j["model"]["kv_dtype"], dtype) << flag;
     EXPECT_NEAR(j["costs"]["kv_bytes_per_token"].get<double>(), L * 2 * kv * bytes, kExact) << flag;
   }
-  const ProcessOutput r = bench("--preset qwen3-cpu-small --kv-dtype int8 --device cpu");
+  const ProcessOutput r = bench("--preset qwen3-cpu-small --kv-dtype int2 --device cpu");
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.err.find("--kv-dtype int8"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--kv-dtype int2"), std::string::npos) << r.err;
 }
 
 // Qwen3.5 (hybrid): recurrent state is part of a decode step's bytes.

@@ -62,6 +62,13 @@ int64_t kv_bytes_per_token(const ModelConfig& c, int64_t element) {
   return c.num_layers_of(LayerKind::FullAttention) * 2 * c.num_key_value_heads * c.head_dim * element;
 }
 
+// A compact format's bytes per token (kv_append.h): head rows of codes (`code_bits` each) plus
+// `scale_bytes` per head row.
+int64_t compact_kv_bytes_per_token(const ModelConfig& c, int64_t code_bits, int64_t scale_bytes) {
+  return c.num_layers_of(LayerKind::FullAttention) * 2 * c.num_key_value_heads *
+         (c.head_dim * code_bits / 8 + scale_bytes);
+}
+
 int64_t state_bytes_per_sequence(const ModelConfig& c) {
   const int64_t conv = (2 * c.linear_num_key_heads * c.linear_key_head_dim +
                         c.linear_num_value_heads * c.linear_value_head_dim) *
@@ -90,6 +97,9 @@ TEST(NinferInfoFit, Qwen35_27bInt4FitsA32GiBCardAndBfloat16DoesNot) {
   EXPECT_EQ(q["kv_dtype"], "float16") << "a CUDA card's default KV cache";
   EXPECT_EQ(q["kv_bytes_per_token"]["float16"].get<int64_t>(), kv_bytes_per_token(c, 2));
   EXPECT_EQ(q["kv_bytes_per_token"]["float32"].get<int64_t>(), kv_bytes_per_token(c, 4));
+  EXPECT_EQ(q["kv_bytes_per_token"]["int8"].get<int64_t>(), compact_kv_bytes_per_token(c, 8, 2 * c.head_dim / 64));
+  EXPECT_EQ(q["kv_bytes_per_token"]["fp8"].get<int64_t>(), compact_kv_bytes_per_token(c, 8, 4));
+  EXPECT_EQ(q["kv_bytes_per_token"]["int4r"].get<int64_t>(), compact_kv_bytes_per_token(c, 4, 2 * c.head_dim / 64));
   EXPECT_EQ(q["state_bytes_per_sequence"].get<int64_t>(), state_bytes_per_sequence(c));
   EXPECT_EQ(parts["gdn_state"].get<int64_t>(), 4 * state_bytes_per_sequence(c));
   EXPECT_EQ(q["budget"]["limit_bytes"].get<int64_t>(), 32 * kGiB);
@@ -130,6 +140,20 @@ TEST(NinferInfoFit, AGivenContextThatDoesNotFitSaysWhatDoes) {
   EXPECT_NE(problem.find("max_context 262144 x max_concurrency 4"), std::string::npos) << problem;
   EXPECT_NE(problem.find("the longest context that fits is"), std::string::npos) << problem;
   EXPECT_EQ(j["kv_dtype"], "float32");
+}
+
+// The field report's setup: two 262,144-token streams of the 27B with int4 weights on a 32 GiB
+// card fit with an int4r cache (17 KiB per token) and not with float16 (64 KiB per token).
+TEST(NinferInfoFit, TwoFullContextStreamsOfThe27bFitWithAnInt4rCache) {
+  const ModelConfig c = shape_preset_config("qwen3_5-27b");
+  const std::string two_full = k27bOn32GiB + " --weights int4-g128 --concurrency 2 --max-context 262144";
+  const json r = fit_json(two_full + " --kv-dtype int4r", 0);
+  EXPECT_TRUE(r["fits"].get<bool>()) << r.dump(2);
+  EXPECT_EQ(r["kv_dtype"], "int4r");
+  EXPECT_EQ(r["parts"]["kv_cache"].get<int64_t>(),
+            2 * 262144 * compact_kv_bytes_per_token(c, 4, 2 * c.head_dim / 64));
+  const json f = fit_json(two_full + " --kv-dtype float16", 1);
+  EXPECT_FALSE(f["fits"].get<bool>());
 }
 
 TEST(NinferInfoFit, TextNamesThePartsAndTheChoice) {

@@ -162,7 +162,9 @@ TEST(Manifest, EveryKvDtypeIsRead) {
   ScratchDir dir;
   dir.folder("ck");
   for (const auto& [text, want] : {std::pair{"auto", KvDType::Auto}, std::pair{"float32", KvDType::Float32},
-                                   std::pair{"float16", KvDType::Float16}, std::pair{"bfloat16", KvDType::BFloat16}}) {
+                                   std::pair{"float16", KvDType::Float16}, std::pair{"bfloat16", KvDType::BFloat16},
+                                   std::pair{"int8", KvDType::Int8}, std::pair{"fp8", KvDType::Fp8},
+                                   std::pair{"int4r", KvDType::Int4r}}) {
     const Manifest m = load_manifest(dir.write("m.yaml", std::string("checkpoint: ck\nruntime:\n  kv_dtype: ") + text + "\n"));
     EXPECT_EQ(m.runtime.kv_dtype, want) << text;
     EXPECT_STREQ(to_string(m.runtime.kv_dtype), text);

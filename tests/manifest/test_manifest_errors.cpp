@@ -64,8 +64,8 @@ TEST_F(ManifestErrors, UnknownKeySuggestsTheClosestKnownOne) {
 TEST_F(ManifestErrors, BadEnumListsTheChoices) {
   auto f = manifest("checkpoint: ck\ndtype: fp8\n");
   expect_message(load_error(f), f, 2, "dtype", {"auto, float32, bfloat16, float16", "'fp8'"});
-  f = manifest("checkpoint: ck\nruntime:\n  kv_dtype: int8\n");
-  expect_message(load_error(f), f, 3, "runtime.kv_dtype", {"auto, float32, float16, bfloat16", "'int8'"});
+  f = manifest("checkpoint: ck\nruntime:\n  kv_dtype: int2\n");
+  expect_message(load_error(f), f, 3, "runtime.kv_dtype", {"auto, float32, float16, bfloat16, int8, fp8, int4r", "'int2'"});
   f = manifest("checkpoint: ck\nchat_template: chatml\n");
   expect_message(load_error(f), f, 2, "chat_template", {"qwen, none", "'chatml'"});
 }

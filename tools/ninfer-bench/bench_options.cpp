@@ -32,7 +32,7 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       "fp8 (128-column blocks); the modules a default ninfer-quantize run quantizes, codes drawn on the device");
   weights->capture_default_str()->excludes(manifest)->excludes(ck);
   app.add_option("--kv-dtype", o.kv_dtype,
-                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (default: a preset's "
+                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16, int8, fp8, int4r (default: a preset's "
                  "auto, a manifest's own)");
   add_memory_options(app, o.memory_limit, o.kv_capacity);
   add_spec_options(app, o.spec, o.draft_tokens);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/checkpoint/checkpoint.hpp"
 #include "ninfer/checkpoint/model_family.hpp"
 #include "ninfer/checkpoint/shape_presets.hpp"
@@ -124,7 +125,15 @@ Where where_to_plan(const FitRequest& r, std::optional<double> memory_gib) {
   return w;
 }
 
-size_t kv_element(KvCachePrecision p) { return p == KvCachePrecision::F32 ? 4 : 2; }
+constexpr KvCachePrecision kKvFormats[] = {KvCachePrecision::F32,  KvCachePrecision::F16, KvCachePrecision::BF16,
+                                           KvCachePrecision::Int8, KvCachePrecision::Fp8, KvCachePrecision::Int4r};
+
+// Bytes of one head row (elements and scales) of a cache of `p`; 0 where head_dim does not fit.
+size_t kv_head_row_bytes(KvCachePrecision p, int64_t head_dim) {
+  const int32_t d = kv_cache_dtype(p);
+  if (!ninfer_kv_dtype_takes_head_dim(d, head_dim)) return 0;
+  return static_cast<size_t>(ninfer_kv_row_bytes(d, head_dim) + ninfer_kv_row_scale_bytes(d, head_dim));
+}
 
 } // namespace
 
@@ -140,8 +149,10 @@ FitResult fit(const FitRequest& r) {
   f.plugin = w.target.plugin->name();
   f.plan = plan_memory(*src.checkpoint, w.target, asked, w.budget);
   f.plan.model = r.preset.empty() ? src.manifest.name : r.preset;
-  const size_t elems = f.plan.kv_bytes_per_token / kv_element(f.plan.options.kv_cache);
-  f.kv_per_token = {elems * 4, elems * 2, elems * 2};
+  const int64_t hd = f.config.head_dim;
+  const size_t head_rows = f.plan.kv_bytes_per_token / kv_head_row_bytes(f.plan.options.kv_cache, hd);
+  for (KvCachePrecision p : kKvFormats)
+    if (const size_t row = kv_head_row_bytes(p, hd)) f.kv_per_token.emplace_back(to_string(p), head_rows * row);
   if (f.plan.kv_tokens_fit < 0) return f; // no bound: every concurrency takes the model's positions
   for (int32_t c = 1; c <= kMostConcurrency; c *= 2) {
     ModelOptions o = asked;
@@ -162,8 +173,10 @@ std::string fit_text(const FitResult& f) {
                               family_name(c.family), c.num_layers, c.num_layers_of(LayerKind::FullAttention),
                               c.num_layers_of(LayerKind::LinearAttention), c.max_position_embeddings);
   s += p.text() + "\n";
-  s += fmt::format("  KV per token: {} float32, {} float16, {} bfloat16\n", format_bytes(f.kv_per_token[0]),
-                   format_bytes(f.kv_per_token[1]), format_bytes(f.kv_per_token[2]));
+  s += "  KV per token:";
+  for (size_t i = 0; i < f.kv_per_token.size(); ++i)
+    s += fmt::format("{} {} {}", i ? "," : "", format_bytes(f.kv_per_token[i].second), f.kv_per_token[i].first);
+  s += "\n";
   if (!f.by_concurrency.empty()) {
     s += fmt::format("  longest max_context by max_concurrency (KV cache {}):\n", to_string(p.options.kv_cache));
     for (const FitRow& row : f.by_concurrency)
@@ -198,7 +211,8 @@ nlohmann::json fit_json(const FitResult& f) {
   j["note"] = p.note;
   j["kv_dtype"] = to_string(p.options.kv_cache);
   j["weights_by_format"] = parts.weights_by_format;
-  j["kv_bytes_per_token"] = {{"float32", f.kv_per_token[0]}, {"float16", f.kv_per_token[1]}, {"bfloat16", f.kv_per_token[2]}};
+  j["kv_bytes_per_token"] = nlohmann::json::object();
+  for (const auto& [name, bytes] : f.kv_per_token) j["kv_bytes_per_token"][name] = bytes;
   j["state_bytes_per_sequence"] = p.state_bytes_per_sequence;
   j["parts"] = {{"weights", parts.of(MemoryUse::Weights)},
                 {"kv_cache", parts.of(MemoryUse::KvCache)},

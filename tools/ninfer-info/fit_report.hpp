@@ -42,7 +42,9 @@ struct FitResult {
   ninfer_device_info device{};
   std::string plugin; // whose planner sized the workspace
   MemoryPlan plan;    // at the asked concurrency (and max_context, when given)
-  std::array<size_t, 3> kv_per_token{}; // float32, float16, bfloat16
+  // KV bytes per token of each kv_dtype the model's head_dim takes (kv_append.h), elements
+  // and scales: ("float32", n), ("float16", n), ("bfloat16", n), ("int8", n), ...
+  std::vector<std::pair<std::string, size_t>> kv_per_token;
   std::vector<FitRow> by_concurrency;   // 1, 2, 4, ... until one does not fit (none without a bound)
 };
 

@@ -233,8 +233,8 @@ int main(int argc, char** argv) {
   app.add_option("--memory", f.memory_gib,
                  "With --fit: GiB of device memory (a --device-model card's own otherwise; a limit on a live device)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--kv-dtype", f.kv_dtype, "With --fit: KV cache auto, float32, float16, bfloat16 (default: the manifest's)")
-      ->check(CLI::IsMember({"auto", "float32", "float16", "bfloat16"}));
+  app.add_option("--kv-dtype", f.kv_dtype, "With --fit: KV cache auto, float32, float16, bfloat16, int8, fp8, int4r (default: the manifest's)")
+      ->check(CLI::IsMember({"auto", "float32", "float16", "bfloat16", "int8", "fp8", "int4r"}));
   app.add_option("--concurrency", f.concurrency, "With --fit: sequences at once (default: the manifest's max_concurrency, 4)")
       ->check(CLI::PositiveNumber);
   app.add_option("--prefill-chunk", f.prefill_chunk, "With --fit: prompt tokens per forward pass (default: the manifest's, 2048)")

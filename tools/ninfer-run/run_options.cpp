@@ -41,8 +41,8 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--dtype", o.dtype, "Weights: auto, float32, bfloat16 (overrides the manifest)")
       ->check(CLI::IsMember({"auto", "float32", "bfloat16"}));
   app.add_option("--kv-dtype", o.kv_dtype,
-                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (overrides the manifest)")
-      ->check(CLI::IsMember({"auto", "float32", "float16", "bfloat16"}));
+                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16, int8, fp8, int4r (overrides the manifest)")
+      ->check(CLI::IsMember({"auto", "float32", "float16", "bfloat16", "int8", "fp8", "int4r"}));
   app.add_option("--max-context", o.max_context,
                  "Tokens one sequence may hold (default: the manifest's; unset there, one-shot runs take the prompt "
                  "plus --max-new)");

@@ -49,8 +49,8 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("--dtype", o.dtype, "Weights: auto, float32, bfloat16 (overrides the manifest)")
       ->check(CLI::IsMember({"auto", "float32", "bfloat16"}));
   app.add_option("--kv-dtype", o.kv_dtype,
-                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16 (overrides the manifest)")
-      ->check(CLI::IsMember({"auto", "float32", "float16", "bfloat16"}));
+                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16, int8, fp8, int4r (overrides the manifest)")
+      ->check(CLI::IsMember({"auto", "float32", "float16", "bfloat16", "int8", "fp8", "int4r"}));
   app.add_option("--served-model-name", o.served_model_name, "Model id clients use (default: the manifest's name)");
   // The HTTP front end's limits (docs/serving.md, "Limits").
   HttpLimits& h = o.http;

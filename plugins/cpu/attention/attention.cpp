@@ -1,13 +1,15 @@
 // attention on the host (contract: ninfer/abi/ops/attention.h). One (token, head) row at a
 // time with an online softmax in double: no score buffer, so no workspace, and the result
 // does not depend on how rows are split across threads. The cache is float32, float16 or
-// bfloat16 (E: common/numerics.hpp's KvF32 / KvF16 / KvBf16); its elements widen exactly.
+// bfloat16 (E: common/numerics.hpp's KvF32 / KvF16 / KvBf16), whose elements widen exactly, or
+// a compact format, whose rows are dequantized one at a time (common/kv_formats.hpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "common/cpu_ops.hpp"
 #include "common/host_variant.hpp"
+#include "common/kv_formats.hpp"
 #include "common/numerics.hpp"
 #include "ninfer/abi/ops/attention.h"
 #include "common/parallel.hpp"
@@ -19,7 +21,8 @@ constexpr int32_t kMaxHeadDim = 512; // the accumulator lives on the stack
 
 int32_t supports(const void*, const ninfer_shape* s) {
   const int64_t head_dim = s->dims[0], heads = s->dims[1], kv_heads = s->dims[2];
-  return s->tokens > 0 && head_dim > 0 && head_dim <= kMaxHeadDim && kv_heads > 0 && heads % kv_heads == 0;
+  return s->tokens > 0 && head_dim > 0 && head_dim <= kMaxHeadDim && kv_heads > 0 && heads % kv_heads == 0 &&
+         ninfer_kv_dtype_takes_head_dim(s->dtype, head_dim);
 }
 
 // One (token, head) row's operands: its query, the first key and value row of its kv head in
@@ -38,7 +41,7 @@ struct Row {
     pos = a.batch.token_pos[t];
     pos_stride = static_cast<int64_t>(c.kv_heads) * hd;
     const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]], g = h / (a.heads / c.kv_heads);
-    const int64_t kv0 = static_cast<int64_t>(slot) * c.capacity * pos_stride + static_cast<int64_t>(g) * hd;
+    const int64_t kv0 = kv_row(c, slot, 0, g) * hd;
     q = a.q + t * a.q_token_stride + h * a.q_head_stride;
     k = static_cast<const typename E::T*>(c.k) + kv0;
     v = static_cast<const typename E::T*>(c.v) + kv0;
@@ -72,6 +75,42 @@ void attend_row(const ninfer_attention_args& a, int64_t t, int32_t h) {
     for (int32_t d = 0; d < hd; ++d) acc[d] += w * E::load(v[d]);
   }
   for (int32_t d = 0; d < hd; ++d) r.out[d] = static_cast<float>(acc[d] / sum);
+}
+
+// A row over a compact cache: each key and value row dequantized to float32 (exact for KV_INT8
+// and KV_INT4R, one rounding for KV_FP8: kv_append.h), then the same double arithmetic as
+// attend_row. KV_INT4R keys stay rotated; the query is rotated instead, in double
+// (dot(H q, k') = dot(q, H k') since H is symmetric).
+void attend_row_compact(const ninfer_attention_args& a, int64_t t, int32_t h) {
+  const auto& c = a.cache;
+  const int32_t hd = c.head_dim, pos = a.batch.token_pos[t];
+  const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]], g = h / (a.heads / c.kv_heads);
+  const float* q = a.q + t * a.q_token_stride + h * a.q_head_stride;
+  double qr[kMaxHeadDim], acc[kMaxHeadDim];
+  float kr[kMaxHeadDim], vr[kMaxHeadDim];
+  for (int32_t d = 0; d < hd; ++d) qr[d] = q[d];
+  if (c.dtype == NINFER_DTYPE_KV_INT4R) hadamard_rotate(qr, hd);
+  std::fill(acc, acc + hd, 0.0);
+  double m = -std::numeric_limits<double>::infinity(), sum = 0;
+  for (int32_t j = 0; j <= pos; ++j) {
+    const int64_t row = kv_row(c, slot, j, g);
+    kv_dequantize_row(c.dtype, c.k, c.k_scale, row, hd, kr);
+    kv_dequantize_row(c.dtype, c.v, c.v_scale, row, hd, vr);
+    double s = 0;
+    for (int32_t d = 0; d < hd; ++d) s += qr[d] * kr[d];
+    s *= a.scale;
+    if (s > m) {
+      const double r = std::exp(m - s);
+      sum *= r;
+      for (int32_t d = 0; d < hd; ++d) acc[d] *= r;
+      m = s;
+    }
+    const double w = std::exp(s - m);
+    sum += w;
+    for (int32_t d = 0; d < hd; ++d) acc[d] += w * vr[d];
+  }
+  float* out = a.out + t * a.out_token_stride + static_cast<int64_t>(h) * hd;
+  for (int32_t d = 0; d < hd; ++d) out[d] = static_cast<float>(acc[d] / sum);
 }
 
 // `emulate_mma_f16`: the numerics of the CUDA tensor-core prefill `prefill_mma_f16_*` on the CPU,
@@ -126,10 +165,12 @@ using RowFn = void (*)(const ninfer_attention_args&, int64_t, int32_t);
 // The row functions of a variant, one per cache element type: Fn<KvF32>::run, ...
 template <class E>
 struct Reference {
+  static constexpr bool kTakesCompact = true;
   static void run(const ninfer_attention_args& a, int64_t t, int32_t h) { attend_row<E>(a, t, h); }
 };
 template <class E>
 struct EmulateMmaF16 {
+  static constexpr bool kTakesCompact = false;
   static void run(const ninfer_attention_args& a, int64_t t, int32_t h) { attend_row_emulate_f16<E>(a, t, h); }
 };
 
@@ -140,12 +181,18 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, cha
   if (c.head_dim > kMaxHeadDim || c.kv_heads <= 0 || a.heads % c.kv_heads)
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "heads %d / kv_heads %d / head_dim %d not supported",
                 a.heads, c.kv_heads, c.head_dim);
+  const bool compact = Fn<KvF32>::kTakesCompact && ninfer_kv_dtype_is_compact(c.dtype);
   const RowFn row_fn = c.dtype == NINFER_DTYPE_F32    ? Fn<KvF32>::run
                        : c.dtype == NINFER_DTYPE_F16  ? Fn<KvF16>::run
                        : c.dtype == NINFER_DTYPE_BF16 ? Fn<KvBf16>::run
+                       : compact                      ? attend_row_compact
                                                       : nullptr;
   if (!row_fn)
-    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "cache dtype %d is not F32, F16 or BF16", c.dtype);
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "cache dtype %s is not one this variant reads",
+                ninfer_dtype_name(c.dtype));
+  if (compact && (!ninfer_kv_dtype_takes_head_dim(c.dtype, c.head_dim) || !c.k_scale || !c.v_scale))
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "a %s cache of head_dim %d with%s scales (kv_append.h)",
+                ninfer_dtype_name(c.dtype), c.head_dim, c.k_scale && c.v_scale ? "" : "out");
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
     const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]];
     const int32_t pos = a.batch.token_pos[t];
@@ -172,7 +219,7 @@ int32_t attention_launch(const void*, const void* args, const ninfer_launch* l, 
 // runs only where a schedule table names it.
 int32_t register_attention(const ninfer_registrar* r) {
   static const ninfer_variant reference =
-      host_variant(NINFER_OP_ATTENTION, "reference", kKvCacheDtypes, supports, launch<Reference>);
+      host_variant(NINFER_OP_ATTENTION, "reference", kKvCacheDtypesAll, supports, launch<Reference>);
   static const ninfer_variant emulate = host_variant(NINFER_OP_ATTENTION, "emulate_mma_f16", kKvCacheDtypes,
                                                      supports, launch<EmulateMmaF16>);
   if (int32_t rc = r->add_variant(r->ctx, &reference); rc != NINFER_OK) return rc;

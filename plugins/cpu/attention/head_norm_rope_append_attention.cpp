@@ -32,7 +32,7 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stre
 
 int32_t register_head_norm_rope_append_attention(const ninfer_registrar* r) {
   static const ninfer_variant v =
-      host_variant(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, "reference", kKvCacheDtypes, supports, launch);
+      host_variant(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, "reference", kKvCacheDtypesAll, supports, launch);
   return r->add_variant(r->ctx, &v);
 }
 

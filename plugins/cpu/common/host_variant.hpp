@@ -19,6 +19,9 @@ inline constexpr uint32_t kLinearWeightDtypes = kF32OrBf16 | (1u << NINFER_DTYPE
                                                 (1u << NINFER_DTYPE_FP8_E4M3);
 // The KV cache element types kv_append writes and attention reads.
 inline constexpr uint32_t kKvCacheDtypes = kF32OrBf16 | (1u << NINFER_DTYPE_F16);
+// With the compact formats (kv_append.h) too.
+inline constexpr uint32_t kKvCacheDtypesAll =
+    kKvCacheDtypes | (1u << NINFER_DTYPE_KV_INT8) | (1u << NINFER_DTYPE_KV_FP8) | (1u << NINFER_DTYPE_KV_INT4R);
 
 // A host variant: one launch covers the whole call (the planner gives host variants a single
 // launch over [0, T)), so sequential ops see whole sequences.

@@ -9,7 +9,9 @@ namespace ninfer::cpu_plugin {
 namespace {
 
 // head_norm_rope's shapes with at least one k (and so one v) head.
-int32_t supports(const void*, const ninfer_shape* s) { return s->dims[2] > 0 && head_norm_rope_supports(nullptr, s); }
+int32_t supports(const void*, const ninfer_shape* s) {
+  return s->dims[2] > 0 && head_norm_rope_supports(nullptr, s) && ninfer_kv_dtype_takes_head_dim(s->dtype, s->dims[0]);
+}
 
 int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_head_norm_rope_append_args*>(args);
@@ -23,7 +25,7 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stre
 
 int32_t register_head_norm_rope_append(const ninfer_registrar* r) {
   static const ninfer_variant v =
-      host_variant(NINFER_OP_HEAD_NORM_ROPE_APPEND, "reference", kKvCacheDtypes, supports, launch);
+      host_variant(NINFER_OP_HEAD_NORM_ROPE_APPEND, "reference", kKvCacheDtypesAll, supports, launch);
   return r->add_variant(r->ctx, &v);
 }
 

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define NINFER_PLUGIN_ABI_VERSION 6u /* 2: the registrar offers run-time compilation;
+#define NINFER_PLUGIN_ABI_VERSION 7u /* 2: the registrar offers run-time compilation;
                                           3: ninfer_linear_args.accumulate;
                                           4: variant callbacks take the variant's ctx, plugins may
                                              make variants on demand, ninfer_shape.max_seq_tokens;
@@ -30,7 +30,9 @@ extern "C" {
                                              ninfer_norm_linear_args.wq (ops/quant_weight.h);
                                           6: ninfer_shape.flags, token_states of the Gated
                                              DeltaNet ops (causal_conv1d, gated_delta_rule,
-                                             gated_delta_step) */
+                                             gated_delta_step);
+                                          7: compact KV cache formats: the KV_* dtypes and
+                                             ninfer_kv_cache.k_scale / v_scale (kv_append.h) */
 #define NINFER_PLUGIN_ENTRY_SYMBOL "ninfer_plugin_entry"
 
 /* Capability bits a plugin advertises in its descriptor. */
@@ -61,13 +63,19 @@ typedef enum ninfer_dtype {
   NINFER_DTYPE_INT4 = 3,     /* unsigned 4-bit codes, two per byte (quant_weight.h) */
   NINFER_DTYPE_INT8 = 4,     /* unsigned 8-bit codes */
   NINFER_DTYPE_FP8_E4M3 = 5, /* float8 e4m3fn codes (1 sign, 4 exponent bits of bias 7, 3 mantissa bits) */
+  /* Compact KV cache formats: codes plus per-row scales, only in a ninfer_kv_cache (their exact
+   * layout and rounding: kv_append.h). Kept apart from the weight dtypes above, whose codes and
+   * scales follow quant_weight.h's layout instead. */
+  NINFER_DTYPE_KV_INT8 = 6,  /* signed 8-bit codes, an fp16 scale per 64 elements of a head row */
+  NINFER_DTYPE_KV_FP8 = 7,   /* e4m3fn codes, one float32 scale per head row */
+  NINFER_DTYPE_KV_INT4R = 8, /* 4-bit codes, an fp16 scale per 64; keys Hadamard-rotated */
 } ninfer_dtype;
 
 /* Host helpers: NVRTC (cuda-generic compiles the kernel sources, which include this header) takes
  * no function without an execution space. */
 #ifndef __CUDACC_RTC__
 /* The dtype's name in messages: "float32", "bfloat16", "float16", "int4", "int8", "fp8_e4m3",
- * "?" for any other value. */
+ * "kv_int8", "kv_fp8", "kv_int4r", "?" for any other value. */
 static inline const char* ninfer_dtype_name(int32_t dtype) {
   switch (dtype) {
     case NINFER_DTYPE_F32: return "float32";
@@ -76,6 +84,9 @@ static inline const char* ninfer_dtype_name(int32_t dtype) {
     case NINFER_DTYPE_INT4: return "int4";
     case NINFER_DTYPE_INT8: return "int8";
     case NINFER_DTYPE_FP8_E4M3: return "fp8_e4m3";
+    case NINFER_DTYPE_KV_INT8: return "kv_int8";
+    case NINFER_DTYPE_KV_FP8: return "kv_fp8";
+    case NINFER_DTYPE_KV_INT4R: return "kv_int4r";
     default: return "?";
   }
 }

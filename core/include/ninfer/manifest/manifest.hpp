@@ -18,7 +18,7 @@ namespace ninfer {
 enum class WeightDType { Auto, Float32, BFloat16, Float16 };
 // KV cache element type; auto lets the engine choose (float16 on CUDA, float32 on the CPU
 // plugin: ModelOptions::kv_cache).
-enum class KvDType { Auto, Float32, Float16, BFloat16 };
+enum class KvDType { Auto, Float32, Float16, BFloat16, Int8, Fp8, Int4r };
 // How --chat prompts and server messages are formatted.
 enum class ChatTemplate { Qwen, None };
 // Speculative decoding (docs/speculative.md): none, or the checkpoint's MTP head as drafter.

@@ -42,10 +42,14 @@ enum class WeightPrecision { Auto, F32, BF16 };
 // Element type of the KV cache (ninfer/abi/ops/kv_append.h). Auto: float16 on a CUDA device whose
 // plugin reads and writes it (the tensor-core prefill attention rounds K and V to fp16 anyway,
 // and decode attention at long context is bound by the cache's bytes), float32 elsewhere (the
-// CPU reference). F16 and BF16 halve the cache; a plugin that cannot take the asked dtype is an
-// error at load. docs/manifest.md (`kv_dtype`) says when to choose which.
-enum class KvCachePrecision { Auto, F32, F16, BF16 };
-const char* to_string(KvCachePrecision p); // "auto", "float32", "float16", "bfloat16"
+// CPU reference). F16 and BF16 halve the cache; Int8, Fp8 and Int4r are the compact formats of
+// kv_append.h (about a quarter and an eighth of float32); a plugin that cannot take the asked
+// dtype is an error at load. docs/manifest.md (`kv_dtype`) says when to choose which.
+enum class KvCachePrecision { Auto, F32, F16, BF16, Int8, Fp8, Int4r };
+// "auto", "float32", "float16", "bfloat16", "int8", "fp8", "int4r"
+const char* to_string(KvCachePrecision p);
+// The cache's ninfer_dtype: F32 (also for Auto), F16, BF16, KV_INT8, KV_FP8, KV_INT4R.
+int32_t kv_cache_dtype(KvCachePrecision p);
 
 // Speculative decoding (docs/speculative.md). Mtp: the checkpoint's multi-token-prediction head
 // (mtp.*) drafts `draft_tokens` tokens per round, and one forward pass of the model verifies

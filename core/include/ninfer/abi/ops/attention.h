@@ -14,7 +14,12 @@
  * multiple of kv_heads. Softmax and both products accumulate in float32 or wider.
  * The cache's elements (cache.dtype F32, F16 or BF16; layout in kv_append.h) are read as the
  * float32 values they represent (widening F16 and BF16 is exact); q and out are float32 for
- * every cache dtype.
+ * every cache dtype. A compact cache (KV_INT8, KV_FP8, KV_INT4R) is read as the values
+ * kv_append.h says its codes and scales represent, dequantized where they are used (no second
+ * copy); for KV_INT4R the keys hold k' = H k, and a variant computes the score as
+ * dot(H q, k') (equal to dot(q, H k') since H is symmetric and orthogonal), the rotation of q
+ * in float32 or wider. Tolerance of a compact variant against the reference: float32
+ * accumulation over the same dequantized values.
  * Planning shape: tokens = T, dims[0] = head_dim, dims[1] = heads, dims[2] = kv_heads,
  * dims[3] = the longest attended span in this call (max p + 1), dtype = cache dtype (a
  * variant's dtype_mask says which cache dtypes it reads).

@@ -2,11 +2,49 @@
  *
  * Cache layout: k and v are each [slots, capacity, kv_heads, head_dim] contiguous elements of
  * cache.dtype: NINFER_DTYPE_F32 (float), NINFER_DTYPE_F16 (IEEE binary16) or NINFER_DTYPE_BF16
- * (bfloat16, the high half of a float32); the row of (slot s, position p, kv head h) starts at
- * element ((s*capacity + p)*kv_heads + h)*head_dim. The pointers are void* for every dtype (the
- * struct's layout is the one of the float32-only version: no ABI bump; a plugin built before
- * 16-bit caches declares F32 only in its variants' dtype_mask, so the planner never gives it
- * another dtype).
+ * (bfloat16, the high half of a float32), or codes of a compact format (below). The head row
+ * of (slot s, position p, kv head h) is row r = (s*capacity + p)*kv_heads + h; its elements
+ * start at element r*head_dim. That row index is the one address rule of the cache: a format's
+ * scales are indexed by r too. The pointers are void* for every dtype.
+ *
+ * Compact formats (k_scale and v_scale point at their scales; NULL for F32, F16 and BF16).
+ * Quantization is per head row; x is the float32 row being written, G = head_dim / 64 groups
+ * of 64 consecutive elements (group g holds elements [64g, 64g + 64)). Divisions are float32,
+ * correctly rounded; rint rounds half to even; fp16(y) rounds a float32 to IEEE binary16
+ * (nearest even). A group (KV_FP8: a row) holding a NaN or infinite element, or whose fp16
+ * scale rounds past 65504, gets a NaN scale (its elements read as NaN, never as a finite value).
+ *   NINFER_DTYPE_KV_INT8: head_dim a multiple of 64. Codes are int8 (two's complement), one
+ *     byte per element at byte r*head_dim + d. Scales are fp16 bit patterns (uint16_t),
+ *     scale[r*G + g] = s = fp16(max_{d in g} |x_d| / 127); code q_d = clamp(rint(x_d / s),
+ *     -127, 127), 0 when s = 0. The element reads as q_d * s (exact in float32). A group
+ *     whose absmax is below 127 * 2^-14 ~ 0.0078 gets a subnormal fp16 scale: fewer
+ *     significant bits, so its largest elements may clamp (an error above half a step, still
+ *     below 2^-14 * 127 * 2^-10 in absolute terms).
+ *   NINFER_DTYPE_KV_FP8: codes are float8 e4m3fn (1 sign, 4 exponent bits of bias 7, 3
+ *     mantissa bits, no infinities), one byte per element at byte r*head_dim + d. One float32
+ *     scale per row, scale[r] = s = max_d |x_d| / 448; code e_d = e4m3(x_d / s), rounded to
+ *     nearest even and saturated to +-448 (the satfinite conversion), 0 when s = 0. The element
+ *     reads as the float32 product e4m3_value(e_d) * s (one rounding). The scale is float32 rather than fp16 because a row whose
+ *     absmax is below 448 * 2^-14 ~ 0.027 would get a subnormal fp16 scale (fewer significant
+ *     bits, down to none), and small K/V rows are common after RMS-normed heads; float32 costs 4 bytes per row, 2% of
+ *     a 128-wide fp8 row (1% at 256).
+ *   NINFER_DTYPE_KV_INT4R: head_dim a power of two and a multiple of 64 (64, 128, 256, 512).
+ *     Codes are 4-bit, two per byte at byte (r*head_dim + d) / 2, even d in the low nibble,
+ *     each nibble q_d + 8 (q_d in [-7, 7]). Scales as for KV_INT8 with 7 in place of 127:
+ *     s = fp16(max_{d in g} |y_d| / 7), q_d = clamp(rint(y_d / s), -7, 7). For v, y = x. For
+ *     k, y = H x, the row rotated by the normalized Hadamard matrix of order n = head_dim,
+ *     H[i][j] = (-1)^popcount(i & j) / sqrt(n) (symmetric and orthogonal: H H = I), computed in
+ *     float32 in any order (so y, and the codes, may differ from exact arithmetic by float32
+ *     rounding: a code only where y_d / s lies that close to a half-integer). The rotation
+ *     spreads an outlier channel over the whole row, so one group's scale no longer serves one
+ *     large element and 63 small ones. A value element reads as q_d * s; a key row reads as
+ *     H k' with k'_d = q_d * s, which attention computes as dot(H q, k') (attention.h).
+ * Bytes per head row: head_dim * 4 / 2 / 2 (F32 / F16, BF16), head_dim + 2G (KV_INT8),
+ * head_dim + 4 (KV_FP8), head_dim / 2 + 2G (KV_INT4R); the scale arrays hold G (KV_FP8: 1)
+ * entries per row, slots*capacity*kv_heads rows, for k and for v.
+ * A format is a room for more (2-bit values, other group sizes): a new dtype value with its
+ * paragraph here, the same row index, and a scale array per tensor.
+ *
  * A slot holds one sequence; its positions [0, capacity) are written once each, in order, by
  * kv_append, and read by attention. Memory is the caller's, sized up front.
  *
@@ -15,10 +53,12 @@
  *   cache.k[s, p, h, :] = round(k[t, h, :])      cache.v[s, p, h, :] = round(v[t, h, :])
  * where round is the identity for F32 and round-to-nearest-even into the cache dtype for F16
  * and BF16 (F16: |x| >= 65520, past the largest half 65504, becomes infinite, as a float -> half
- * conversion does; NaN stays NaN).
+ * conversion does; NaN stays NaN), and the quantization above (codes and scales of the row)
+ * for the compact formats.
  * k and v head rows are head_dim float32 at k + t*k_token_stride + h*head_dim (v likewise).
  * Planning shape: tokens = T, dims[0] = head_dim, dims[1] = kv_heads, dtype = cache dtype
- * (a variant's dtype_mask says which cache dtypes it writes).
+ * (a variant's dtype_mask says which cache dtypes it writes; a head_dim a compact format does
+ * not take is refused by supports()).
  *
  * Effects: writes only the cache rows of the launch's tokens. p >= capacity or a slot outside
  * [0, slots) is an error (host variants return NINFER_ERR_INVALID_ARGUMENT). Workspace: none.
@@ -29,12 +69,15 @@
 #include <stdint.h>
 
 #include "ninfer/abi/ops/token_batch.h"
+#include "ninfer/abi/plugin_abi.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define NINFER_OP_KV_APPEND "kv_append"
+
+#define NINFER_KV_GROUP 64 /* elements per scale of KV_INT8 and KV_INT4R */
 
 typedef struct ninfer_kv_cache {
   void* k; /* elements of `dtype` */
@@ -43,7 +86,9 @@ typedef struct ninfer_kv_cache {
   int32_t capacity; /* positions per slot (max context) */
   int32_t kv_heads;
   int32_t head_dim;
-  int32_t dtype; /* ninfer_dtype of the elements: F32, F16 or BF16 */
+  int32_t dtype; /* ninfer_dtype of the elements: F32, F16, BF16, KV_INT8, KV_FP8 or KV_INT4R */
+  void* k_scale;  /* the compact formats' scales (fp16 bits; KV_FP8: float32); else NULL */
+  void* v_scale;
 } ninfer_kv_cache;
 
 typedef struct ninfer_kv_append_args {
@@ -55,6 +100,41 @@ typedef struct ninfer_kv_append_args {
   ninfer_token_batch batch;
   int64_t tokens;
 } ninfer_kv_append_args;
+
+#ifndef __CUDACC_RTC__
+/* Whether `dtype` is one of the compact formats (it has scale arrays). */
+static inline int ninfer_kv_dtype_is_compact(int32_t dtype) {
+  return dtype == NINFER_DTYPE_KV_INT8 || dtype == NINFER_DTYPE_KV_FP8 || dtype == NINFER_DTYPE_KV_INT4R;
+}
+
+/* Whether a cache of `dtype` can have rows of `head_dim` elements (the formats' rules above). */
+static inline int ninfer_kv_dtype_takes_head_dim(int32_t dtype, int64_t head_dim) {
+  if (head_dim <= 0) return 0;
+  if (dtype == NINFER_DTYPE_KV_INT8) return head_dim % NINFER_KV_GROUP == 0;
+  if (dtype == NINFER_DTYPE_KV_INT4R) return head_dim % NINFER_KV_GROUP == 0 && (head_dim & (head_dim - 1)) == 0;
+  return 1;
+}
+
+/* Bytes of one head row's elements (codes) in a cache of `dtype`; 0 for an unknown dtype. */
+static inline int64_t ninfer_kv_row_bytes(int32_t dtype, int64_t head_dim) {
+  switch (dtype) {
+    case NINFER_DTYPE_F32: return 4 * head_dim;
+    case NINFER_DTYPE_F16:
+    case NINFER_DTYPE_BF16: return 2 * head_dim;
+    case NINFER_DTYPE_KV_INT8:
+    case NINFER_DTYPE_KV_FP8: return head_dim;
+    case NINFER_DTYPE_KV_INT4R: return head_dim / 2;
+    default: return 0;
+  }
+}
+
+/* Bytes of one head row's scales (0 for F32, F16, BF16). */
+static inline int64_t ninfer_kv_row_scale_bytes(int32_t dtype, int64_t head_dim) {
+  if (dtype == NINFER_DTYPE_KV_FP8) return 4;
+  if (dtype == NINFER_DTYPE_KV_INT8 || dtype == NINFER_DTYPE_KV_INT4R) return 2 * (head_dim / NINFER_KV_GROUP);
+  return 0;
+}
+#endif
 
 #ifdef __cplusplus
 }
