@@ -1,6 +1,8 @@
 #include "attention_block.hpp"
 
+#include "kv_block_pool.hpp"
 #include "ninfer/abi/plugin_abi.h"
+#include "ninfer/support/error.hpp"
 #include "step_parts.hpp"
 
 namespace ninfer::models {
@@ -26,7 +28,9 @@ AttentionBlock::AttentionBlock(WeightLoader& w, Backend& be, const std::string& 
       o_(w.matrix(p + "self_attn.o_proj.weight", p + "self_attn.o_proj")),
       q_norm_(w.vector(p + "self_attn.q_norm.weight", p + "self_attn.q_norm")),
       k_norm_(w.vector(p + "self_attn.k_norm.weight", p + "self_attn.k_norm")) {
-  const size_t elems = static_cast<size_t>(limits.max_sequences) * limits.max_context * kv_width();
+  if (!limits.kv_pool) throw Error("internal: an attention layer without a KV block pool");
+  const KvBlockPool& pool = *limits.kv_pool;
+  const size_t elems = static_cast<size_t>(pool.total_blocks()) * pool.block_tokens() * kv_width();
   const size_t bytes = elems * kv_element_bytes(limits.kv_dtype);
   k_cache_ = be.allocate(bytes, MemoryUse::KvCache, p + "self_attn K cache");
   v_cache_ = be.allocate(bytes, MemoryUse::KvCache, p + "self_attn V cache");
@@ -34,8 +38,12 @@ AttentionBlock::AttentionBlock(WeightLoader& w, Backend& be, const std::string& 
   // benchmark's assumed context, CausalLM::assume_context) free of NaN garbage.
   be.zero(k_cache_, 0, k_cache_.bytes());
   be.zero(v_cache_, 0, v_cache_.bytes());
-  cache_ = {k_cache_.data(), v_cache_.data(), limits.max_sequences, static_cast<int32_t>(limits.max_context),
-            spec.kv_heads, spec.head_dim, limits.kv_dtype};
+  cache_.k = k_cache_.data();
+  cache_.v = v_cache_.data();
+  cache_.kv_heads = spec.kv_heads;
+  cache_.head_dim = spec.head_dim;
+  cache_.dtype = limits.kv_dtype;
+  pool.describe(cache_);
 }
 
 int64_t AttentionBlock::q_width() const {

@@ -12,6 +12,8 @@
 
 namespace ninfer::models {
 
+class KvBlockPool; // kv_block_pool.hpp
+
 struct Step {
   int64_t tokens = 0;
   int32_t num_seqs = 0;
@@ -41,6 +43,9 @@ struct StepLimits {
   int32_t kv_dtype = NINFER_DTYPE_F32; // KV cache elements (ninfer_dtype: F32, F16 or BF16)
   bool state_snapshots = false;        // a second copy of each slot's recurrent state (ModelOptions)
   int32_t draft_tokens = 0; // speculative rounds' drafts per sequence (0: no speculation)
+  // The KV block pool every attention layer's cache is laid out over (its table, block size,
+  // blocks); set by build_decoder before the layers are built.
+  const KvBlockPool* kv_pool = nullptr;
 };
 
 // Bytes of one KV cache element of `dtype`.

@@ -14,6 +14,7 @@
 
 #include "../gpu_ops/gpu_op_env.hpp"
 #include "attention_layer_case.hpp"
+#include "kv_blocks.hpp"
 #include "late_copy.hpp"
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/gated_delta_step.h"
@@ -234,6 +235,8 @@ TEST(GpuOrdering, HeadNormRopeAppendAttentionSeesProjectionRowsWrittenByTheKerne
   const std::vector<uint16_t> k0 = bf16_values(rng, cache_elems), v0 = bf16_values(rng, cache_elems);
   DeviceBatch db(*gpu, b);
   DeviceBuffer truth = put(*gpu, proj_true), wqd = put(*gpu, wq), wkd = put(*gpu, wk);
+  const KvBlockLayout blocks = KvBlockLayout::identity(kSlots, kCapacity, 64);
+  DeviceBuffer table = put(*gpu, blocks.table);
   const ninfer_shape shape{T, {kHeadDim, kHeads, kKvHeads, 4101}, NINFER_DTYPE_BF16};
   gpu->reserve_workspace(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, shape);
 
@@ -246,7 +249,10 @@ TEST(GpuOrdering, HeadNormRopeAppendAttentionSeesProjectionRowsWrittenByTheKerne
     DeviceBuffer out = poisoned_buffer(*gpu, static_cast<size_t>(T) * kHeads * kHeadDim);
     float* x = p.as<float>();
     float* k = x + int64_t{kHeads} * kHeadDim;
-    const ninfer_kv_cache cache{kc.data(), vc.data(), kSlots, kCapacity, kKvHeads, kHeadDim, NINFER_DTYPE_BF16};
+    ninfer_kv_cache cache{};
+    cache.k = kc.data(), cache.v = vc.data(), cache.kv_heads = kKvHeads, cache.head_dim = kHeadDim;
+    cache.dtype = NINFER_DTYPE_BF16;
+    blocks.attach(cache, table.as<int32_t>());
     ninfer_head_norm_rope_append_attention_args a{};
     a.prep.rope = {x, stride, kHeadDim, k, stride, kHeadDim, wqd.as<float>(), wkd.as<float>(), db.batch.token_pos,
                    T, kHeads, kKvHeads, kHeadDim, kHeadDim, 1e-6f, 0, 1e6};

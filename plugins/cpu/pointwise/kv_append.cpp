@@ -22,6 +22,7 @@ template <class E>
 int32_t append(const ninfer_kv_append_args& a, const ninfer_launch* l, char* err, size_t err_len) {
   const auto& c = a.cache;
   const int64_t row = static_cast<int64_t>(c.kv_heads) * c.head_dim;
+  if (const char* why = ninfer_kv_cache_layout_error(&c)) return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "%s", why);
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
     const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]];
     const int32_t pos = a.batch.token_pos[t];
@@ -29,7 +30,10 @@ int32_t append(const ninfer_kv_append_args& a, const ninfer_launch* l, char* err
       return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
                   "token %lld: slot %d position %d outside the cache (%d slots x %d positions)",
                   static_cast<long long>(t), slot, pos, c.slots, c.capacity);
-    const int64_t at = (static_cast<int64_t>(slot) * c.capacity + pos) * row;
+    const int64_t at = ninfer_kv_cache_row(&c, slot, pos);
+    if (at < 0)
+      return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "token %lld: slot %d block %d names no block of the pool (%d blocks)",
+                  static_cast<long long>(t), slot, pos / c.block_tokens, c.pool_blocks);
     store_row<E>(c.k, at, a.k + t * a.k_token_stride, row);
     store_row<E>(c.v, at, a.v + t * a.v_token_stride, row);
   }

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define NINFER_PLUGIN_ABI_VERSION 6u /* 2: the registrar offers run-time compilation;
+#define NINFER_PLUGIN_ABI_VERSION 7u /* 2: the registrar offers run-time compilation;
                                           3: ninfer_linear_args.accumulate;
                                           4: variant callbacks take the variant's ctx, plugins may
                                              make variants on demand, ninfer_shape.max_seq_tokens;
@@ -30,7 +30,10 @@ extern "C" {
                                              ninfer_norm_linear_args.wq (ops/quant_weight.h);
                                           6: ninfer_shape.flags, token_states of the Gated
                                              DeltaNet ops (causal_conv1d, gated_delta_rule,
-                                             gated_delta_step) */
+                                             gated_delta_step);
+                                          7: paged KV cache: ninfer_kv_cache.block_table,
+                                             block_tokens, blocks_per_slot, pool_blocks;
+                                             ninfer_shape.kv_block_tokens */
 #define NINFER_PLUGIN_ENTRY_SYMBOL "ninfer_plugin_entry"
 
 /* Capability bits a plugin advertises in its descriptor. */
@@ -133,6 +136,9 @@ typedef struct ninfer_shape {
   /* NINFER_SHAPE_* bits: what the call asks of a variant beyond its dims. A variant that does not
    * do what a bit asks must refuse the shape in `supports`. */
   uint32_t flags;
+  /* Ops that read or write a KV cache (kv_append.h): the cache's block_tokens, so a variant can
+   * refuse a block size in `supports`; 0: not stated (other ops, or a caller without one). */
+  int32_t kv_block_tokens;
 } ninfer_shape;
 
 /* The call passes `token_states`: the op also writes its per-slot state after every token
