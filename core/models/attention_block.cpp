@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "kv_block_pool.hpp"
 #include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/abi/plugin_abi.h"
 #include "ninfer/support/error.hpp"
@@ -34,7 +35,9 @@ AttentionBlock::AttentionBlock(WeightLoader& w, Backend& be, const std::string& 
     throw Error(fmt::format("{}: a {} KV cache cannot hold head_dim {} (int8: a multiple of 64; int4r: a power of "
                             "two, at least 64); use kv_dtype auto, float16, bfloat16 or fp8",
                             p, ninfer_dtype_name(limits.kv_dtype), spec.head_dim));
-  const size_t rows = static_cast<size_t>(limits.max_sequences) * limits.max_context * spec.kv_heads;
+  if (!limits.kv_pool) throw Error("internal: an attention layer without a KV block pool");
+  const KvBlockPool& pool = *limits.kv_pool;
+  const size_t rows = static_cast<size_t>(pool.total_blocks()) * pool.block_tokens() * spec.kv_heads;
   const size_t bytes = rows * kv_row_bytes(limits.kv_dtype, spec.head_dim);
   const size_t scale_bytes = rows * kv_row_scale_bytes(limits.kv_dtype, spec.head_dim);
   k_cache_ = be.allocate(bytes, MemoryUse::KvCache, p + "self_attn K cache");
@@ -47,9 +50,14 @@ AttentionBlock::AttentionBlock(WeightLoader& w, Backend& be, const std::string& 
   // benchmark's assumed context, CausalLM::assume_context) free of NaN garbage.
   for (DeviceBuffer* b : {&k_cache_, &v_cache_, &k_scale_, &v_scale_})
     if (b->bytes()) be.zero(*b, 0, b->bytes());
-  cache_ = {k_cache_.data(), v_cache_.data(), limits.max_sequences, static_cast<int32_t>(limits.max_context),
-            spec.kv_heads, spec.head_dim, limits.kv_dtype, scale_bytes ? k_scale_.data() : nullptr,
-            scale_bytes ? v_scale_.data() : nullptr};
+  cache_.k = k_cache_.data();
+  cache_.v = v_cache_.data();
+  cache_.kv_heads = spec.kv_heads;
+  cache_.head_dim = spec.head_dim;
+  cache_.dtype = limits.kv_dtype;
+  cache_.k_scale = scale_bytes ? k_scale_.data() : nullptr;
+  cache_.v_scale = scale_bytes ? v_scale_.data() : nullptr;
+  pool.describe(cache_);
 }
 
 int64_t AttentionBlock::q_width() const {

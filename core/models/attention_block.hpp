@@ -27,8 +27,8 @@ AttentionSpec attention_spec(const ModelConfig& cfg);
 
 class AttentionBlock final : public Mixer {
  public:
-  // Loads the layer's weights under `prefix` ("model.layers.N.") and allocates its KV cache
-  // for limits.max_sequences slots x limits.max_context positions of limits.kv_dtype elements.
+  // Loads the layer's weights under `prefix` ("model.layers.N.") and allocates its KV cache:
+  // limits.kv_pool's blocks of limits.kv_dtype elements, read through the pool's block table.
   AttentionBlock(WeightLoader& w, Backend& be, const std::string& prefix, const AttentionSpec& spec,
                  const StepLimits& limits);
 

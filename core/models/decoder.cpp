@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "kv_block_pool.hpp"
 #include "mtp_head.hpp"
 #include "ninfer/support/error.hpp"
 
@@ -19,8 +20,10 @@ size_t pick_bytes(int64_t rows) { return 2 * sizeof(int32_t) * static_cast<size_
 
 } // namespace
 
-Decoder::Decoder(Backend& be, DecoderParts parts, const StepLimits& limits, std::unique_ptr<MtpHead> mtp)
-    : be_(be), parts_(std::move(parts)), limits_(limits), inputs_(be, limits), mtp_(std::move(mtp)),
+Decoder::Decoder(Backend& be, DecoderParts parts, const StepLimits& limits, std::unique_ptr<KvBlockPool> kv_pool,
+                 std::unique_ptr<MtpHead> mtp)
+    : be_(be), parts_(std::move(parts)), limits_(limits), kv_pool_(std::move(kv_pool)), inputs_(be, limits),
+      mtp_(std::move(mtp)),
       hidden_(parts_.embedding.cols) {
   if (mtp_ && limits.draft_tokens < 1) throw Error("internal: an MTP head without drafts per round");
   for (const auto& l : parts_.layers) needs_ = needs_.max(l.mixer->needs()).max(l.mlp->needs());

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "block.hpp"
+#include "kv_block_pool.hpp"
 #include "decoder_layer.hpp"
 #include "mlp_block.hpp"
 #include "ninfer/abi/ops/sample.h"
@@ -86,10 +87,16 @@ class Decoder {
  public:
   // Allocates activations for `limits`, then sizes every op's workspace by planning the largest
   // prefill and decode steps (and, with an MTP head, the largest speculative round).
-  Decoder(Backend& be, DecoderParts parts, const StepLimits& limits, std::unique_ptr<MtpHead> mtp = nullptr);
+  // limits.kv_pool is `kv_pool`, which the decoder keeps.
+  Decoder(Backend& be, DecoderParts parts, const StepLimits& limits, std::unique_ptr<KvBlockPool> kv_pool,
+          std::unique_ptr<MtpHead> mtp = nullptr);
   ~Decoder();
 
   const StepLimits& limits() const { return limits_; }
+  // The KV blocks every attention layer's cache is laid out over (their table is uploaded by
+  // KvBlockPool::sync before the steps that read it).
+  KvBlockPool& kv_pool() { return *kv_pool_; }
+  const KvBlockPool& kv_pool() const { return *kv_pool_; }
   // With an MTP head (speculative decoding, docs/speculative.md) every step also runs the head
   // over its tokens, one position behind the model, so the head's KV cache and each slot's
   // last hidden state follow the sequence; a step with picks also keeps each slot's pick as the
@@ -213,6 +220,7 @@ class Decoder {
   Backend& be_;
   DecoderParts parts_;
   StepLimits limits_;
+  std::unique_ptr<KvBlockPool> kv_pool_;
   StepInputs inputs_;
   std::unique_ptr<MtpHead> mtp_;
   // Speculation only: the MTP pass's step inputs; per slot, the model's final-norm hidden state

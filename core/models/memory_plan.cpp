@@ -59,7 +59,8 @@ void measure(MemoryPlan& p, const Checkpoint& ck, const PlanTarget& t, bool auto
   parts.allocator = allocator_overhead(r, p.cuda ? NINFER_DEVICE_CUDA : NINFER_DEVICE_CPU);
   parts.cuda_graphs = p.cuda && o.cuda_graphs ? decode_recordings(o) * kCudaGraphBytes : 0;
   parts.cuda_runtime = p.cuda && p.budget.limit ? kCudaRuntimeBytes : 0;
-  p.kv_tokens = int64_t{o.max_sequences} * o.max_context;
+  // The pool's tokens: every slot's max_context in whole KV blocks (models::kKvBlockTokens).
+  p.kv_tokens = int64_t{o.max_sequences} * ((o.max_context + kKvBlockTokens - 1) / kKvBlockTokens) * kKvBlockTokens;
   p.kv_bytes_per_token = parts.of(MemoryUse::KvCache) / static_cast<size_t>(p.kv_tokens);
   p.state_bytes_per_sequence = parts.of(MemoryUse::State) / static_cast<size_t>(o.max_sequences);
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "kv_block_pool.hpp"
+#include "ninfer/models/memory_plan.hpp"
 #include "model_families.hpp"
 #include "mtp_head.hpp"
 #include "ninfer/checkpoint/expected_tensors.hpp"
@@ -62,11 +64,17 @@ std::unique_ptr<Decoder> build_decoder(const Checkpoint& ck, Backend& be, const 
   const ModelConfig& cfg = ck.config();
   const bool mtp = o.speculation.method == SpecMethod::Mtp;
   if (mtp) require_mtp(ck);
-  const StepLimits limits = step_limits(o);
+  StepLimits limits = step_limits(o);
+  // Room for every slot's whole max_context: slots x blocks_per_slot blocks, handed to the slots
+  // as their sequences grow (CausalLM takes them before each step).
+  const int64_t per_slot = (o.max_context + kKvBlockTokens - 1) / kKvBlockTokens;
+  auto pool = std::make_unique<KvBlockPool>(be, o.max_sequences, o.max_context, kKvBlockTokens,
+                                            per_slot * o.max_sequences);
+  limits.kv_pool = pool.get();
   WeightLoader w(ck, be, o.weights, mtp ? static_cast<int64_t>(mtp_tensors(cfg).size()) : 0);
   DecoderParts parts = decoder_builder(family_of(cfg))(w, be, cfg, limits);
   std::unique_ptr<MtpHead> head = mtp ? std::make_unique<MtpHead>(w, be, cfg, limits) : nullptr;
-  return std::make_unique<Decoder>(be, std::move(parts), limits, std::move(head));
+  return std::make_unique<Decoder>(be, std::move(parts), limits, std::move(pool), std::move(head));
 }
 
 } // namespace ninfer::models

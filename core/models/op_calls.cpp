@@ -163,6 +163,7 @@ void head_norm_rope_append_attention(Backend& be, const Step& s, HeadRows q, con
   // The op takes one token per sequence: the shape says how many this call has.
   ninfer_shape sh = shape(s.tokens, cache.head_dim, q.heads, cache.kv_heads, s.kv_len, cache.dtype);
   sh.max_seq_tokens = s.max_seq_tokens;
+  sh.kv_block_tokens = cache.block_tokens;
   be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, sh, &a);
 }
 

@@ -13,6 +13,8 @@
 
 namespace ninfer::models {
 
+class KvBlockPool; // kv_block_pool.hpp
+
 struct Step {
   int64_t tokens = 0;
   int32_t num_seqs = 0;
@@ -42,6 +44,9 @@ struct StepLimits {
   int32_t kv_dtype = NINFER_DTYPE_F32; // KV cache elements (ninfer_dtype: F32, F16, BF16, KV_*)
   bool state_snapshots = false;        // a second copy of each slot's recurrent state (ModelOptions)
   int32_t draft_tokens = 0; // speculative rounds' drafts per sequence (0: no speculation)
+  // The KV block pool every attention layer's cache is laid out over (its table, block size,
+  // blocks); set by build_decoder before the layers are built.
+  const KvBlockPool* kv_pool = nullptr;
 };
 
 // Bytes of one head row of a KV cache of `dtype` (kv_append.h): its elements, and its scales.

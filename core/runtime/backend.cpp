@@ -31,9 +31,10 @@ const LoadedPlugin& choose_plugin(const PluginHost& plugins, const ninfer_device
 }
 
 std::string shape_text(const ninfer_shape& s) {
-  return fmt::format("{} tokens, dims [{}, {}, {}, {}], dtype {}{}", s.tokens, s.dims[0], s.dims[1], s.dims[2],
+  return fmt::format("{} tokens, dims [{}, {}, {}, {}], dtype {}{}{}", s.tokens, s.dims[0], s.dims[1], s.dims[2],
                      s.dims[3], ninfer_dtype_name(s.dtype),
-                     s.flags & NINFER_SHAPE_TOKEN_STATES ? ", with the state after every token" : "");
+                     s.flags & NINFER_SHAPE_TOKEN_STATES ? ", with the state after every token" : "",
+                     s.kv_block_tokens ? fmt::format(", KV blocks of {} tokens", s.kv_block_tokens) : "");
 }
 
 } // namespace
@@ -163,7 +164,8 @@ void Backend::zero(const DeviceBuffer& dst, size_t offset, size_t bytes) {
 }
 
 const Plan& Backend::plan(std::string_view op, const ninfer_shape& s) {
-  PlanKey key{std::string(op), s.tokens, s.dims[0], s.dims[1], s.dims[2], s.dims[3], s.dtype, s.max_seq_tokens, s.flags};
+  PlanKey key{std::string(op), s.tokens,         s.dims[0], s.dims[1],        s.dims[2],
+              s.dims[3],       s.dtype,          s.max_seq_tokens, s.flags, s.kv_block_tokens};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     try {

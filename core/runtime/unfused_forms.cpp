@@ -98,16 +98,22 @@ void head_norm_rope_append(Backend& be, const ninfer_head_norm_rope_append_args&
   const ninfer_head_norm_rope_args& r = a.rope;
   be.run(NINFER_OP_HEAD_NORM_ROPE, shape(r.tokens, r.head_dim, r.q_heads, r.k_heads, r.rotary_dim), &r);
   const ninfer_kv_cache& c = a.append.cache;
-  be.run(NINFER_OP_KV_APPEND, shape(a.append.tokens, c.head_dim, c.kv_heads, 0, 0, c.dtype), &a.append);
+  ninfer_shape append = shape(a.append.tokens, c.head_dim, c.kv_heads, 0, 0, c.dtype);
+  append.kv_block_tokens = c.block_tokens;
+  be.run(NINFER_OP_KV_APPEND, append, &a.append);
 }
 
 // head_norm_rope_append (routed), then attention; the fused op's shape is attention's.
 void head_norm_rope_append_attention(Backend& be, const ninfer_shape& s,
                                      const ninfer_head_norm_rope_append_attention_args& a) {
   const ninfer_head_norm_rope_args& r = a.prep.rope;
-  be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND, shape(r.tokens, r.head_dim, r.q_heads, r.k_heads, r.rotary_dim, s.dtype),
-         &a.prep);
-  be.run(NINFER_OP_ATTENTION, shape(s.tokens, s.dims[0], s.dims[1], s.dims[2], s.dims[3], s.dtype), &a.attn);
+  const int32_t block_tokens = a.attn.cache.block_tokens;
+  ninfer_shape prep = shape(r.tokens, r.head_dim, r.q_heads, r.k_heads, r.rotary_dim, s.dtype);
+  prep.kv_block_tokens = block_tokens;
+  be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND, prep, &a.prep);
+  ninfer_shape attn = shape(s.tokens, s.dims[0], s.dims[1], s.dims[2], s.dims[3], s.dtype);
+  attn.kv_block_tokens = block_tokens;
+  be.run(NINFER_OP_ATTENTION, attn, &a.attn);
 }
 
 void conv_l2_norm(Backend& be, const ninfer_conv_l2_norm_args& a) {

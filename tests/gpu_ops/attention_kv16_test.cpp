@@ -8,7 +8,8 @@
 // tolerances of attention_test.cpp). Every variant that serves a call and the planner's choice,
 // on fresh random caches whose slots hold NaN after their filled length, with decode spans up
 // to 5,000 keys (split-KV with chunks of the span) and prompt chunks that start mid-sequence
-// (chunked prefill reading the earlier chunks from the cache).
+// (chunked prefill reading the earlier chunks from the cache). The cache is paged through a
+// shuffled block table of 64-token blocks (the core's default) with NaN blocks no slot owns.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "attention_test_common.hpp"
 #include "described_cards.hpp"
 #include "gpu_op_env.hpp"
+#include "kv_blocks.hpp"
 #include "op_routes.hpp"
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/kv_append.h"
@@ -54,6 +56,7 @@ constexpr Format16 kFormats[] = {kF16, kBf16};
 
 constexpr int32_t kKvHeads = 2;
 constexpr int32_t kCapacity = 5120;
+constexpr int32_t kBlockTokens = 64, kSpareBlocks = 5;
 
 // Slot s holds keys for positions [0, kFilled[s]); every call's sequences end at their slot's
 // filled length, so a kernel that reads one key too far gets NaN.
@@ -77,28 +80,40 @@ std::vector<Call> calls() {
   };
 }
 
-// The same 16-bit cache on both backends.
+// The same paged 16-bit cache on both backends (a shuffled table, a copy of it on the GPU).
 struct Cache16 {
   int32_t head_dim, slots, dtype;
-  DeviceBuffer cpu_k, cpu_v, gpu_k, gpu_v;
+  KvBlockLayout blocks;
+  DeviceBuffer cpu_k, cpu_v, gpu_k, gpu_v, cpu_table, gpu_table;
 
   Cache16(Backend& cpu, Backend& gpu, const Format16& f, int32_t hd, std::mt19937_64& rng)
-      : head_dim(hd), slots(static_cast<int32_t>(std::size(kFilled))), dtype(f.dtype) {
-    const size_t row = size_t{kKvHeads} * hd, per_slot = size_t{kCapacity} * row;
-    std::vector<uint16_t> k(slots * per_slot, f.nan), v = k;
+      : head_dim(hd), slots(static_cast<int32_t>(std::size(kFilled))), dtype(f.dtype),
+        blocks(KvBlockLayout::shuffled(slots, kCapacity, kBlockTokens, kSpareBlocks, rng)) {
+    const size_t row = size_t{kKvHeads} * hd;
+    std::vector<uint16_t> k(size_t(blocks.pool_rows()) * row, f.nan), v = k;
     std::normal_distribution<float> nd(0.f, 1.f);
     for (int32_t s = 0; s < slots; ++s)
-      for (size_t i = 0; i < size_t(kFilled[s]) * row; ++i) {
-        k[s * per_slot + i] = f.encode(nd(rng));
-        v[s * per_slot + i] = f.encode(nd(rng));
-      }
+      for (int32_t p = 0; p < kFilled[s]; ++p)
+        for (size_t i = 0; i < row; ++i) {
+          k[size_t(blocks.row(s, p)) * row + i] = f.encode(nd(rng));
+          v[size_t(blocks.row(s, p)) * row + i] = f.encode(nd(rng));
+        }
     cpu_k = put(cpu, k, "K cache");
     cpu_v = put(cpu, v, "V cache");
     gpu_k = put(gpu, k, "K cache");
     gpu_v = put(gpu, v, "V cache");
+    cpu_table = put(cpu, blocks.table, "KV block table");
+    gpu_table = put(gpu, blocks.table, "KV block table");
   }
   ninfer_kv_cache on(bool gpu) const {
-    return {(gpu ? gpu_k : cpu_k).data(), (gpu ? gpu_v : cpu_v).data(), slots, kCapacity, kKvHeads, head_dim, dtype};
+    ninfer_kv_cache c{};
+    c.k = (gpu ? gpu_k : cpu_k).data();
+    c.v = (gpu ? gpu_v : cpu_v).data();
+    c.kv_heads = kKvHeads;
+    c.head_dim = head_dim;
+    c.dtype = dtype;
+    blocks.attach(c, (gpu ? gpu_table : cpu_table).as<int32_t>());
+    return c;
   }
 };
 
@@ -201,28 +216,36 @@ INSTANTIATE_TEST_SUITE_P(GpuAttention, GpuAttentionKv16,
                          param_name);
 
 // kv_append into a 16-bit cache: the GPU's rounding is the CPU plugin's, bit for bit, including
-// values past float16's range (infinity) and rows that are not 16-byte vectors.
+// values past float16's range (infinity) and rows that are not 16-byte vectors; the rows go
+// where a shuffled table of 8-token blocks says (the same on both), and the blocks no slot owns
+// keep their canary bits.
 TEST(GpuKvAppend16, RoundsToTheSameBitsAsTheCpuPlugin) {
   NINFER_REQUIRE_CUDA_BACKEND();
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
   auto rng = fresh_rng("gpu kv_append 16-bit");
+  constexpr uint16_t kCanary = 0x1234;
   for (const Format16& f : kFormats)
     for (int32_t head_dim : {128, 18}) {
       SCOPED_TRACE(testing::Message() << f.name << " cache, head_dim " << head_dim);
       const int32_t slots = 3, capacity = 40;
+      const KvBlockLayout blocks = KvBlockLayout::shuffled(slots, capacity, /*block_tokens=*/8, /*spare=*/3, rng);
       const Batch b({{2, 0, 17}, {0, 5, 3}, {1, 39, 1}});
       const int64_t T = b.tokens(), row = int64_t{kKvHeads} * head_dim, stride = row + 3;
       std::vector<float> k = randn(rng, T * stride, 3.f), v = randn(rng, T * stride, 3.f);
       k[1] = 70000.f; // past float16's largest finite value: infinity there, finite in bfloat16
       v[2] = -1e-7f;  // a float16 subnormal
-      const size_t elems = size_t(slots) * capacity * row;
-      const std::vector<uint16_t> blank(elems, 0x1234);
+      const size_t elems = size_t(blocks.pool_rows()) * row;
+      const std::vector<uint16_t> blank(elems, kCanary);
       auto run = [&](Backend& be) {
-        DeviceBuffer kd = put(be, k), vd = put(be, v), kc = put(be, blank), vc = put(be, blank);
+        DeviceBuffer kd = put(be, k), vd = put(be, v), kc = put(be, blank), vc = put(be, blank),
+                     table = put(be, blocks.table);
         const BatchOn bo(be, b);
-        ninfer_kv_append_args a{kd.as<float>(), stride, vd.as<float>(), stride,
-                                {kc.data(), vc.data(), slots, capacity, kKvHeads, head_dim, f.dtype}, bo.batch, T};
+        ninfer_kv_cache cache{};
+        cache.k = kc.data(), cache.v = vc.data(), cache.kv_heads = kKvHeads, cache.head_dim = head_dim;
+        cache.dtype = f.dtype;
+        blocks.attach(cache, table.as<int32_t>());
+        ninfer_kv_append_args a{kd.as<float>(), stride, vd.as<float>(), stride, cache, bo.batch, T};
         be.run(NINFER_OP_KV_APPEND, {T, {head_dim, kKvHeads, 0, 0}, f.dtype}, &a);
         std::vector<uint16_t> out = get<uint16_t>(be, kc, elems), vo = get<uint16_t>(be, vc, elems);
         out.insert(out.end(), vo.begin(), vo.end());
@@ -235,8 +258,17 @@ TEST(GpuKvAppend16, RoundsToTheSameBitsAsTheCpuPlugin) {
         if (got[i] != want[i] && differ++ == 0) first = i;
       EXPECT_EQ(differ, 0u) << "first at element " << first << ": GPU 0x" << std::hex << got[first] << ", CPU 0x"
                             << want[first];
-      // The test's own encoding of the written rows agrees too (both plugins round to nearest even).
-      EXPECT_EQ(want[(size_t{2} * capacity + 0) * row + 1], f.encode(k[1]));
+      // The test's own encoding of the written rows agrees too (both plugins round to nearest even),
+      // at the contract's address of slot 2, position 0.
+      EXPECT_EQ(want[size_t(blocks.row(2, 0)) * row + 1], f.encode(k[1]));
+      const std::vector<bool> owned = blocks.owned();
+      const size_t block_elems = size_t(blocks.block_tokens) * row;
+      size_t touched = 0;
+      for (int32_t blk = 0; blk < blocks.pool_blocks; ++blk)
+        if (!owned[size_t(blk)])
+          for (size_t i = 0; i < block_elems; ++i)
+            touched += (got[blk * block_elems + i] != kCanary) + (got[elems + blk * block_elems + i] != kCanary);
+      EXPECT_EQ(touched, 0u) << "kv_append wrote into blocks no slot owns";
     }
 }
 

@@ -2,10 +2,14 @@
 // serves a shape (Backend::run_variant) and the planner's own choice (Backend::run), on fresh
 // random queries and caches, outputs NaN-poisoned before every run.
 //
-// Both backends get the same host cache. Each slot holds keys for positions [0, filled) and
-// NaN after them, and every sequence of a call ends at its slot's filled length: a kernel that
-// reads a position after the last token's, or another slot's, turns rows into NaN, and one
-// that lets an earlier token of a chunk see a later key gets a wrong (finite) row.
+// Both backends get the same host cache, paged through a shuffled block table of 32-token blocks
+// (the smallest the CUDA variants take: every key tile that strays over a block edge reads the
+// wrong block) in a pool with blocks no slot owns, all NaN. Each slot holds keys for positions
+// [0, filled) and NaN after them, and every sequence of a call ends at its slot's filled length:
+// a kernel that reads a position after the last token's, another slot's or an unowned block
+// turns rows into NaN, and one that lets an earlier token of a chunk see a later key, or reads
+// a tile through the wrong table entry, gets a wrong (finite) row. The CPU reference reads
+// through the same table; tests/ops/attention_test.cpp holds it to a contiguous float64 oracle.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +21,7 @@
 #include "attention_test_common.hpp"
 #include "described_cards.hpp"
 #include "gpu_op_env.hpp"
+#include "kv_blocks.hpp"
 #include "op_routes.hpp"
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/devices/arch_catalog.hpp"
@@ -30,6 +35,7 @@ namespace {
 
 constexpr int32_t kKvHeads = 2;
 constexpr int32_t kCapacity = 4096;
+constexpr int32_t kBlockTokens = NINFER_ATTENTION_TILE_BLOCK_TOKENS, kSpareBlocks = 9;
 // Query heads per kv head. 6 is Qwen3.5-27B's group; 16 gives the decode kernel's warps two rows.
 constexpr int32_t kRatios[] = {1, 2, 4, 6, 8, 16};
 
@@ -58,30 +64,43 @@ std::vector<Call> calls() {
   return out;
 }
 
-// The same cache on both backends; slot s holds keys for positions [0, filled[s]), NaN after.
+// The same paged cache on both backends (a shuffled table, a copy of it on the GPU); slot s holds
+// keys for positions [0, filled[s]), NaN after, and the blocks no slot owns are NaN.
 struct Cache {
   int32_t head_dim, slots;
-  DeviceBuffer cpu_k, cpu_v, gpu_k, gpu_v;
+  KvBlockLayout blocks;
+  DeviceBuffer cpu_k, cpu_v, gpu_k, gpu_v, cpu_table, gpu_table;
 
   Cache(Backend& cpu, Backend& gpu, int32_t hd, std::mt19937_64& rng,
-        const std::vector<int32_t>& filled = {std::begin(kFilled), std::end(kFilled)})
-      : head_dim(hd), slots(static_cast<int32_t>(filled.size())) {
-    const size_t row = size_t{kKvHeads} * hd, per_slot = size_t{kCapacity} * row;
-    std::vector<float> k(slots * per_slot, std::numeric_limits<float>::quiet_NaN()), v = k;
+        const std::vector<int32_t>& filled = {std::begin(kFilled), std::end(kFilled)},
+        int32_t block_tokens = kBlockTokens)
+      : head_dim(hd), slots(static_cast<int32_t>(filled.size())),
+        blocks(KvBlockLayout::shuffled(slots, kCapacity, block_tokens, kSpareBlocks, rng)) {
+    const size_t row = size_t{kKvHeads} * hd;
+    std::vector<float> k(size_t(blocks.pool_rows()) * row, std::numeric_limits<float>::quiet_NaN()), v = k;
     std::normal_distribution<float> nd(0.f, 1.f);
     for (int32_t s = 0; s < slots; ++s)
-      for (size_t i = 0; i < size_t(filled[s]) * row; ++i) {
-        k[s * per_slot + i] = nd(rng);
-        v[s * per_slot + i] = nd(rng);
-      }
+      for (int32_t p = 0; p < filled[s]; ++p)
+        for (size_t i = 0; i < row; ++i) {
+          k[size_t(blocks.row(s, p)) * row + i] = nd(rng);
+          v[size_t(blocks.row(s, p)) * row + i] = nd(rng);
+        }
     cpu_k = put(cpu, k, "K cache");
     cpu_v = put(cpu, v, "V cache");
     gpu_k = put(gpu, k, "K cache");
     gpu_v = put(gpu, v, "V cache");
+    cpu_table = put(cpu, blocks.table, "KV block table");
+    gpu_table = put(gpu, blocks.table, "KV block table");
   }
   ninfer_kv_cache on(bool gpu) const {
-    return {(gpu ? gpu_k : cpu_k).as<float>(), (gpu ? gpu_v : cpu_v).as<float>(), slots, kCapacity, kKvHeads,
-            head_dim, NINFER_DTYPE_F32};
+    ninfer_kv_cache c{};
+    c.k = (gpu ? gpu_k : cpu_k).as<float>();
+    c.v = (gpu ? gpu_v : cpu_v).as<float>();
+    c.kv_heads = kKvHeads;
+    c.head_dim = head_dim;
+    c.dtype = NINFER_DTYPE_F32;
+    blocks.attach(c, (gpu ? gpu_table : cpu_table).as<int32_t>());
+    return c;
   }
 };
 
@@ -396,6 +415,54 @@ TEST(GpuAttentionPlan, SplitKeysKeepLongChunksAndFitTheMergeTickets) {
         }
   }
   EXPECT_GT(cut, 0) << "no plan cut keys into chunks: the test checked nothing";
+}
+
+// The planner never gives an attention variant a KV block size whose key tiles could straddle a
+// block: below NINFER_ATTENTION_TILE_BLOCK_TOKENS or not a power of two, no variant serves the
+// shape; at 32 and above (powers of two) the plan is the one an unstated block size gets.
+TEST(GpuAttentionPlan, KvBlockSizesTheKernelsCannotTakeAreRefusedWhenPlanning) {
+  const std::vector<Card> cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
+  for (const Card& card : cards) {
+    const Planner planner(*card.plugin, card.dev);
+    for (const int64_t T : {1, 4, 300}) {
+      ninfer_shape s{T, {128, 32, 8, 4096}, NINFER_DTYPE_F32};
+      const Plan unstated = planner.plan(NINFER_OP_ATTENTION, s);
+      for (const int32_t bt : {32, 64, 128, 4096}) {
+        s.kv_block_tokens = bt;
+        EXPECT_EQ(planner.plan(NINFER_OP_ATTENTION, s).variant, unstated.variant) << card.dev.name << " T=" << T;
+      }
+      for (const int32_t bt : {1, 16, 48, 96}) {
+        s.kv_block_tokens = bt;
+        EXPECT_THROW(planner.plan(NINFER_OP_ATTENTION, s), Error) << card.dev.name << " T=" << T << ", blocks of " << bt;
+      }
+    }
+  }
+}
+
+// A cache whose blocks are smaller than a key tile reaches no kernel: every variant's launch
+// refuses it (its shape left unstated, so only the launch can tell), and writes no output.
+TEST(GpuAttention, LaunchesRefuseBlocksSmallerThanAKeyTile) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend();
+  auto rng = fresh_rng("gpu attention small blocks");
+  const Cache cache(*cpu, *gpu, 128, rng, {1, 2, 64, 65, 66, 1001, 4096}, /*block_tokens=*/16);
+  const Layout l = layout(128, 4);
+  const Batch b({{6, 4095, 1}, {2, 63, 1}});
+  const int64_t T = b.tokens();
+  Inputs gin = upload(*gpu, b, randn(rng, T * l.q_token_stride), l);
+  const ninfer_attention_args ga = args(gin, b, l, cache.on(true));
+  const ninfer_shape shape{T, {128, l.heads, kKvHeads, kCapacity}, NINFER_DTYPE_F32};
+  int refused = 0;
+  for (const ninfer_variant* v : gpu->plugin().variants_for(NINFER_OP_ATTENTION)) {
+    if (!v->supports(v->ctx, &shape)) continue;
+    EXPECT_THROW(gpu->run_variant(NINFER_OP_ATTENTION, v->name, shape, &ga), Error) << v->name;
+    ++refused;
+  }
+  EXPECT_GT(refused, 0);
+  const std::vector<float> out = get<float>(*gpu, gin.out, l.out_elems(T));
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); })) << "a refused launch wrote";
 }
 
 // A head dim beyond every compiled class is refused at planning time with the op's name.

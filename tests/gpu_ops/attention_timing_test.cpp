@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gpu_op_env.hpp"
+#include "kv_blocks.hpp"
 #include "ninfer/abi/ops/attention.h"
 
 using namespace ninfer;
@@ -35,6 +36,10 @@ TEST(GpuAttentionTiming, DISABLED_PrefillVariantsOnQwenShapes) {
     const size_t cache_elems = size_t{kCapacity} * sh.kv_heads * sh.head_dim;
     const DeviceBuffer k = put(*gpu, randn(rng, cache_elems), "K cache");
     const DeviceBuffer v = put(*gpu, randn(rng, cache_elems), "V cache");
+    const KvBlockLayout blocks = KvBlockLayout::identity(1, kCapacity, 64); // the identity table: one contiguous slot
+    const DeviceBuffer table = put(*gpu, blocks.table, "KV block table");
+    ninfer_kv_cache cache = blocks.cache(k.as<float>(), v.as<float>(), sh.kv_heads, sh.head_dim, NINFER_DTYPE_F32);
+    blocks.attach(cache, table.as<int32_t>());
     for (int32_t T : {512, 4096, 8192}) {
       std::vector<int32_t> pos(T), seq(T, 0), seq_start{0, T}, slot{0};
       std::iota(pos.begin(), pos.end(), 0);
@@ -44,8 +49,7 @@ TEST(GpuAttentionTiming, DISABLED_PrefillVariantsOnQwenShapes) {
       const DeviceBuffer d_start = put(*gpu, seq_start), d_slot = put(*gpu, slot), d_pos = put(*gpu, pos),
                          d_seq = put(*gpu, seq);
       const ninfer_attention_args a{q.as<float>(), width, sh.head_dim,
-                                    {k.as<float>(), v.as<float>(), 1, kCapacity, sh.kv_heads, sh.head_dim,
-                                     NINFER_DTYPE_F32},
+                                    cache,
                                     {1, d_start.as<int32_t>(), d_slot.as<int32_t>(), d_pos.as<int32_t>(),
                                      d_seq.as<int32_t>()},
                                     out.as<float>(), width, T, sh.heads,

@@ -5,7 +5,8 @@
 // The fold computes the same rows with its own instructions, so a new K row may round to the
 // neighbouring 16-bit value and a q element to the neighbouring one of the cache's format: the
 // output rows are held to the tensor-core decode's row tolerance. V rows and every cache row the
-// call does not write are bit for bit.
+// call does not write are bit for bit. The cache is paged through a shuffled table of 64-token
+// blocks in a pool with blocks no slot owns (those stay bit for bit too).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "attention_layer_case.hpp"
 #include "attention_test_common.hpp"
 #include "gpu_op_env.hpp"
+#include "kv_blocks.hpp"
 #include "ninfer/abi/ops/head_norm_rope_append_attention.h"
 #include "op_routes.hpp"
 
@@ -28,7 +30,7 @@ namespace {
 using Layout = AttentionLayout;
 // Qwen3-8B; gated q with a quarter rotary; 96-dim heads (padding inside the 128 class).
 const Layout kLayouts[] = {{32, 8, 128, 128, 1e6, false}, {16, 2, 128, 32, 1e7, true}, {8, 2, 96, 96, 1e4, false}};
-constexpr int32_t kSlots = 4, kCapacity = 4160;
+constexpr int32_t kSlots = 4, kCapacity = 4160, kBlockTokens = 64, kSpareBlocks = 3;
 
 struct Seq {
   int32_t slot, pos;
@@ -71,7 +73,7 @@ struct Result {
 // the same with attention variant V.
 Result run(Backend& be, const Layout& l, const std::vector<Seq>& seqs, int32_t dtype, const std::vector<float>& proj,
            const std::vector<float>& wq, const std::vector<float>& wk, const std::vector<uint16_t>& kc,
-           const std::vector<uint16_t>& vc, const std::string& route) {
+           const std::vector<uint16_t>& vc, const KvBlockLayout& blocks, const std::string& route) {
   std::vector<int32_t> seq_start{0}, seq_slot, token_pos, token_seq;
   for (size_t i = 0; i < seqs.size(); ++i) {
     seq_slot.push_back(seqs[i].slot);
@@ -82,12 +84,16 @@ Result run(Backend& be, const Layout& l, const std::vector<Seq>& seqs, int32_t d
   const int64_t T = static_cast<int64_t>(seqs.size());
   DeviceBuffer p = put(be, proj), wqd = put(be, wq), wkd = put(be, wk), kd = put(be, kc), vd = put(be, vc);
   DeviceBuffer ss = put(be, seq_start), sl = put(be, seq_slot), tp = put(be, token_pos), ts = put(be, token_seq);
+  DeviceBuffer table = put(be, blocks.table);
   const size_t out_n = static_cast<size_t>(T * l.q_heads * l.head_dim);
   DeviceBuffer out = poisoned_buffer(be, out_n);
   float* x = p.as<float>();
   const ninfer_token_batch batch{static_cast<int32_t>(T), ss.as<int32_t>(), sl.as<int32_t>(), tp.as<int32_t>(),
                                  ts.as<int32_t>()};
-  const ninfer_kv_cache cache{kd.data(), vd.data(), kSlots, kCapacity, l.kv_heads, l.head_dim, dtype};
+  ninfer_kv_cache cache{};
+  cache.k = kd.data(), cache.v = vd.data(), cache.kv_heads = l.kv_heads, cache.head_dim = l.head_dim;
+  cache.dtype = dtype;
+  blocks.attach(cache, table.as<int32_t>());
   ninfer_head_norm_rope_append_attention_args a{};
   a.prep.rope = {x,          l.token_stride(), l.q_head_stride(), x + l.k_offset(), l.token_stride(),
                  l.head_dim, wqd.as<float>(),  wkd.as<float>(),   tp.as<int32_t>(), T,
@@ -123,14 +129,15 @@ TEST(HeadNormRopeAppendAttentionGpu, EveryRouteMatchesTheTwoOpsOfThePlugin) {
   for (const char* v : {"decode_split2_hd128", "decode_split4_hd128"}) routes.push_back(std::string("two ops, ") + v);
   // A K row may round to the neighbouring 16-bit value: 2^-7 relative for bfloat16.
   constexpr Tolerance kNewKRow{"fold-k-row-one-16-bit-step", 0, 8e-3};
+  const KvBlockLayout blocks = KvBlockLayout::shuffled(kSlots, kCapacity, kBlockTokens, kSpareBlocks, rng);
   for (const Layout& l : kLayouts)
     for (const auto& seqs : kBatches)
       for (int32_t dtype : {NINFER_DTYPE_F16, NINFER_DTYPE_BF16}) {
-        const size_t cache_n = static_cast<size_t>(kSlots) * kCapacity * l.kv_heads * l.head_dim;
+        const size_t cache_n = static_cast<size_t>(blocks.pool_rows()) * l.kv_heads * l.head_dim;
         const auto proj = randn(rng, static_cast<size_t>(seqs.size() * l.token_stride()), 2.f);
         const auto wq = randn(rng, l.head_dim, 0.3f), wk = randn(rng, l.head_dim, 0.3f);
         const auto kc = cache_values(rng, cache_n, dtype), vc = cache_values(rng, cache_n, dtype);
-        const Result want = run(*gpu, l, seqs, dtype, proj, wq, wk, kc, vc, "two ops");
+        const Result want = run(*gpu, l, seqs, dtype, proj, wq, wk, kc, vc, blocks, "two ops");
         for (const std::string& route : routes) {
           const ninfer_shape probe{static_cast<int64_t>(seqs.size()), {l.head_dim, l.q_heads, l.kv_heads, span_of(seqs)},
                                    dtype};
@@ -141,7 +148,7 @@ TEST(HeadNormRopeAppendAttentionGpu, EveryRouteMatchesTheTwoOpsOfThePlugin) {
                         : gpu->plugin().find_variant(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, route);
             if (v && v->supports && !v->supports(v->ctx, &probe)) continue; // a split this shape's keys do not fill
           }
-          const Result got = run(*gpu, l, seqs, dtype, proj, wq, wk, kc, vc, route);
+          const Result got = run(*gpu, l, seqs, dtype, proj, wq, wk, kc, vc, blocks, route);
           const std::string what = std::to_string(l.q_heads) + "q/" + std::to_string(l.kv_heads) + "kv x " +
                                    std::to_string(l.head_dim) + (l.gated ? " gated" : "") + ", " +
                                    std::to_string(seqs.size()) + " sequences, first at " +

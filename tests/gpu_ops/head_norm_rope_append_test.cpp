@@ -11,6 +11,7 @@
 
 #include "attention_layer_case.hpp"
 #include "gpu_op_env.hpp"
+#include "kv_blocks.hpp"
 #include "ninfer/abi/ops/head_norm_rope_append.h"
 #include "op_routes.hpp"
 
@@ -31,6 +32,16 @@ using Seq = SeqSpan;
 const std::vector<std::vector<Seq>> kBatches{
     {{2, 5, 1}}, {{3, 17, 1}, {0, 63, 1}, {1, 64, 1}}, {{0, 0, 40}}, {{1, 10, 23}, {2, 40, 1}, {0, 3, 7}}};
 constexpr int32_t kSlots = 4, kCapacity = 64;
+
+// The cache's block table: each slot's 64 positions in 4 blocks of 16, shuffled through a pool
+// with 3 blocks no slot owns (whose bytes, like every row not written, must stay).
+const KvBlockLayout& blocks() {
+  static const KvBlockLayout b = [] {
+    auto rng = fresh_rng("gpu head_norm_rope_append blocks");
+    return KvBlockLayout::shuffled(kSlots, kCapacity, 16, 3, rng);
+  }();
+  return b;
+}
 
 using Batch = HostTokenBatch;
 Batch make_batch(const std::vector<Seq>& seqs) { return Batch(seqs); }
@@ -56,21 +67,24 @@ struct Outputs {
 
 // Device copies of one case's inputs, and the two ops' argument structs over them.
 struct DeviceCase {
-  DeviceBuffer proj, wq, wk, kc, vc, ss, sl, tp, ts;
+  DeviceBuffer proj, wq, wk, kc, vc, ss, sl, tp, ts, table;
   ninfer_head_norm_rope_append_args args{};
 
   DeviceCase(Backend& be, const Layout& l, const Batch& b, const Inputs& in, int32_t dtype, int32_t offset)
       : proj(put(be, in.proj)), wq(put(be, in.wq)), wk(put(be, in.wk)), kc(put(be, in.k_cache)),
         vc(put(be, in.v_cache)), ss(put(be, b.seq_start)), sl(put(be, b.seq_slot)), tp(put(be, b.token_pos)),
-        ts(put(be, b.token_seq)) {
+        ts(put(be, b.token_seq)), table(put(be, blocks().table)) {
     float* x = proj.as<float>();
     const int64_t stride = l.token_stride(), T = b.tokens();
     const ninfer_token_batch batch{static_cast<int32_t>(b.seq_slot.size()), ss.as<int32_t>(), sl.as<int32_t>(),
                                    tp.as<int32_t>(), ts.as<int32_t>()};
     args.rope = {x,  stride, l.q_head_stride(), x + l.k_offset(), stride, l.head_dim, wq.as<float>(), wk.as<float>(),
                  tp.as<int32_t>(), T, l.q_heads, l.kv_heads, l.head_dim, l.rotary_dim, 1e-6f, offset, l.theta};
-    args.append = {x + l.k_offset(), stride, x + l.v_offset(), stride,
-                   {kc.data(), vc.data(), kSlots, kCapacity, l.kv_heads, l.head_dim, dtype}, batch, T};
+    ninfer_kv_cache cache{};
+    cache.k = kc.data(), cache.v = vc.data(), cache.kv_heads = l.kv_heads, cache.head_dim = l.head_dim;
+    cache.dtype = dtype;
+    blocks().attach(cache, table.as<int32_t>());
+    args.append = {x + l.k_offset(), stride, x + l.v_offset(), stride, cache, batch, T};
   }
   Outputs read(Backend& be, const Inputs& in) const {
     return {get<float>(be, proj, in.proj.size()), get<uint8_t>(be, kc, in.k_cache.size()),
@@ -88,7 +102,7 @@ Inputs make_inputs(std::mt19937_64& rng, const Layout& l, int64_t T, int32_t dty
   if (!offset)
     for (auto* w : {&in.wq, &in.wk})
       for (auto& v : *w) v += 1.f;
-  const size_t bytes = static_cast<size_t>(kSlots) * kCapacity * l.kv_heads * l.head_dim * element_bytes(dtype);
+  const size_t bytes = static_cast<size_t>(blocks().pool_rows()) * l.kv_heads * l.head_dim * element_bytes(dtype);
   // 16-bit caches: random bits; float32: random values (no NaN, so a tolerance compare works).
   std::uniform_int_distribution<int> byte(0, 255);
   for (auto* c : {&in.k_cache, &in.v_cache}) {

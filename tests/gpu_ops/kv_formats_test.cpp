@@ -15,6 +15,7 @@
 
 #include "attention_test_common.hpp"
 #include "gpu_op_env.hpp"
+#include "kv_blocks.hpp"
 #include "op_routes.hpp"
 #include "ninfer/abi/ops/kv_append.h"
 
@@ -64,7 +65,9 @@ TEST_P(GpuKvFormat, AppendWritesTheCpuReferencesCodesAndScales) {
   auto gpu = make_cuda_backend();
   auto rng = fresh_rng((std::string("gpu kv format ") + p.name).c_str());
   const int32_t slots = 3, capacity = 50, kv_heads = 4, hd = p.head_dim;
-  const int64_t rows = int64_t{slots} * capacity * kv_heads;
+  // Paged through a shuffled table of 16-token blocks, two of them nobody's (kv_append.h).
+  const KvBlockLayout blocks = KvBlockLayout::shuffled(slots, capacity, 16, 2, rng);
+  const int64_t rows = blocks.pool_rows() * kv_heads;
   const size_t code_bytes = rows * ninfer_kv_row_bytes(p.dtype, hd), scale_bytes = rows * ninfer_kv_row_scale_bytes(p.dtype, hd);
 
   // A prefill chunk, a batch of decode rows, and a mixed call.
@@ -74,12 +77,20 @@ TEST_P(GpuKvFormat, AppendWritesTheCpuReferencesCodesAndScales) {
                cvs = put(*cpu, poison_scales);
   DeviceBuffer gk = put(*gpu, poison_codes), gv = put(*gpu, poison_codes), gks = put(*gpu, poison_scales),
                gvs = put(*gpu, poison_scales);
-  const ninfer_kv_cache c_cache{ck.data(), cv.data(), slots, capacity, kv_heads, hd, p.dtype, cks.data(), cvs.data()};
-  const ninfer_kv_cache g_cache{gk.data(), gv.data(), slots, capacity, kv_heads, hd, p.dtype, gks.data(), gvs.data()};
+  const DeviceBuffer c_table = put(*cpu, blocks.table), g_table = put(*gpu, blocks.table);
+  ninfer_kv_cache c_cache = blocks.cache(ck.data(), cv.data(), kv_heads, hd, p.dtype);
+  ninfer_kv_cache g_cache = blocks.cache(gk.data(), gv.data(), kv_heads, hd, p.dtype);
+  blocks.attach(c_cache, c_table.as<int32_t>());
+  blocks.attach(g_cache, g_table.as<int32_t>());
+  c_cache.k_scale = cks.data();
+  c_cache.v_scale = cvs.data();
+  g_cache.k_scale = gks.data();
+  g_cache.v_scale = gvs.data();
   for (const Batch& b : batches) {
     const int64_t T = b.tokens(), row = int64_t{kv_heads} * hd, stride = row + 3;
     const std::vector<float> k = rows_with_spread(rng, T * stride / hd + 1, hd), v = rows_with_spread(rng, T * stride / hd + 1, hd);
-    const ninfer_shape shape{T, {hd, kv_heads, 0, 0}, p.dtype};
+    ninfer_shape shape{T, {hd, kv_heads, 0, 0}, p.dtype};
+    shape.kv_block_tokens = blocks.block_tokens;
     const BatchOn cbo(*cpu, b), gbo(*gpu, b);
     const ninfer_token_batch cb = cbo.batch, gb = gbo.batch;
     DeviceBuffer ckin = put(*cpu, k), cvin = put(*cpu, v), gkin = put(*gpu, k), gvin = put(*gpu, v);

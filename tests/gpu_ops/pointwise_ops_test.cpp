@@ -13,6 +13,7 @@
 
 #include "attention_layer_case.hpp"
 #include "gpu_op_env.hpp"
+#include "kv_blocks.hpp"
 #include "ninfer/abi/ops/embedding.h"
 #include "ninfer/abi/ops/gated_rms_norm.h"
 #include "ninfer/abi/ops/kv_append.h"
@@ -314,8 +315,9 @@ TEST(PointwiseGpu, RopeFullAndPartialAtLargePositions) {
 }
 
 // A prefill chunk of one sequence, a batched decode step of several sequences, and a mix, into
-// distinct slots of one cache; k and v rows read where they lie in a fused qkv output. Every
-// cache row the batch does not own must be left as it was.
+// distinct slots of one cache paged through a shuffled table of 8-token blocks (with blocks no
+// slot owns); k and v rows read where they lie in a fused qkv output. Every cache row the batch
+// does not own must be left as it was.
 TEST(PointwiseGpu, KvAppendWritesOnlyTheBatchRows) {
   NINFER_REQUIRE_CUDA_BACKEND();
   auto rng = fresh_rng("gpu kv_append");
@@ -332,18 +334,20 @@ TEST(PointwiseGpu, KvAppendWritesOnlyTheBatchRows) {
       const int64_t T = b.tokens();
       const int64_t qkv_stride = static_cast<int64_t>(q_heads + 2 * kv_heads) * head_dim + 1;
       const auto qkv = randn(rng, static_cast<size_t>(T * qkv_stride));
-      const size_t cache_elems = static_cast<size_t>(slots) * capacity * kv_heads * head_dim;
+      const KvBlockLayout blocks = KvBlockLayout::shuffled(slots, capacity, /*block_tokens=*/8, /*spare=*/3, rng);
+      const size_t cache_elems = static_cast<size_t>(blocks.pool_rows()) * kv_heads * head_dim;
       const auto k_cache0 = randn(rng, cache_elems), v_cache0 = randn(rng, cache_elems);
       RunFn run = [&](Backend& be, const std::string& route) {
         DeviceBuffer qd = put(be, qkv), kc = put(be, k_cache0), vc = put(be, v_cache0);
         DeviceBuffer ss = put(be, b.seq_start), sl = put(be, b.seq_slot), tp = put(be, b.token_pos),
-                     ts = put(be, b.token_seq);
+                     ts = put(be, b.token_seq), table = put(be, blocks.table);
         ninfer_kv_append_args a{};
         a.k = ptr<float>(qd) + static_cast<int64_t>(q_heads) * head_dim;
         a.k_token_stride = qkv_stride;
         a.v = a.k + static_cast<int64_t>(kv_heads) * head_dim;
         a.v_token_stride = qkv_stride;
-        a.cache = {kc.as<float>(), vc.as<float>(), slots, capacity, kv_heads, head_dim, NINFER_DTYPE_F32};
+        a.cache = blocks.cache(kc.as<float>(), vc.as<float>(), kv_heads, head_dim, NINFER_DTYPE_F32);
+        blocks.attach(a.cache, table.as<int32_t>());
         a.batch = {static_cast<int32_t>(seqs.size()), ptr<int32_t>(ss), ptr<int32_t>(sl), ptr<int32_t>(tp),
                    ptr<int32_t>(ts)};
         a.tokens = T;

@@ -14,6 +14,7 @@
 
 #include "../gpu_ops/gpu_op_env.hpp"
 #include "attention_layer_case.hpp"
+#include "kv_blocks.hpp"
 #include "late_copy.hpp"
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/gated_delta_step.h"
@@ -98,6 +99,9 @@ TEST(GpuOrdering, AttentionSeesThisCallsKvRowsWrittenByTheKernelBeforeIt) {
     const std::vector<float> q = randn(rng, static_cast<size_t>(T) * kHeads * kHeadDim);
     DeviceBatch db(*gpu, b);
     DeviceBuffer qd = put(*gpu, q), kt = put(*gpu, k_true), vt = put(*gpu, v_true);
+    // The identity table (64-token blocks): the late copies below address the cache contiguously.
+    const KvBlockLayout blocks = KvBlockLayout::identity(kSlots, kCapacity, 64);
+    DeviceBuffer table = put(*gpu, blocks.table);
     const ninfer_shape shape{T, {kHeadDim, kHeads, kKvHeads, b.token_pos.back() + 1}, NINFER_DTYPE_BF16};
     gpu->reserve_workspace(NINFER_OP_ATTENTION, shape);
 
@@ -105,9 +109,12 @@ TEST(GpuOrdering, AttentionSeesThisCallsKvRowsWrittenByTheKernelBeforeIt) {
     // from the true cache first.
     auto run = [&](const std::vector<uint16_t>& k, const std::vector<uint16_t>& v, bool late) {
       DeviceBuffer kc = put(*gpu, k), vc = put(*gpu, v), out = poisoned_buffer(*gpu, q.size());
-      ninfer_attention_args a{qd.as<float>(), kHeads * kHeadDim, kHeadDim,
-                              {kc.data(), vc.data(), kSlots, kCapacity, kKvHeads, kHeadDim, NINFER_DTYPE_BF16},
-                              db.batch, out.as<float>(), kHeads * kHeadDim, T, kHeads, 0.08838834764831845f};
+      ninfer_kv_cache cache{};
+      cache.k = kc.data(), cache.v = vc.data(), cache.kv_heads = kKvHeads, cache.head_dim = kHeadDim;
+      cache.dtype = NINFER_DTYPE_BF16;
+      blocks.attach(cache, table.as<int32_t>());
+      ninfer_attention_args a{qd.as<float>(), kHeads * kHeadDim, kHeadDim, cache, db.batch, out.as<float>(),
+                              kHeads * kHeadDim, T, kHeads, 0.08838834764831845f};
       if (late) {
         LateCopies c;
         for (const Seq& s : seqs) {
@@ -190,6 +197,8 @@ TEST(GpuOrdering, HeadNormRopeAppendSeesProjectionRowsWrittenByTheKernelBeforeIt
   const std::vector<uint16_t> cache0 = bf16_values(rng, static_cast<size_t>(kSlots) * capacity * kPosElems);
   DeviceBatch db(*gpu, b);
   DeviceBuffer truth = put(*gpu, proj_true), wqd = put(*gpu, wq), wkd = put(*gpu, wk);
+  const KvBlockLayout blocks = KvBlockLayout::identity(kSlots, capacity, 16); // the cache, contiguous
+  DeviceBuffer table = put(*gpu, blocks.table);
   const ninfer_shape shape{T, {kHeadDim, kHeads, kKvHeads, kHeadDim}, NINFER_DTYPE_BF16};
 
   struct Result {
@@ -203,8 +212,11 @@ TEST(GpuOrdering, HeadNormRopeAppendSeesProjectionRowsWrittenByTheKernelBeforeIt
     ninfer_head_norm_rope_append_args a{};
     a.rope = {x, stride, kHeadDim, k, stride, kHeadDim, wqd.as<float>(), wkd.as<float>(), db.batch.token_pos,
               T, kHeads, kKvHeads, kHeadDim, kHeadDim, 1e-6f, 0, 1e6};
-    a.append = {k, stride, k + kPosElems, stride,
-                {kc.data(), vc.data(), kSlots, capacity, kKvHeads, kHeadDim, NINFER_DTYPE_BF16}, db.batch, T};
+    ninfer_kv_cache cache{};
+    cache.k = kc.data(), cache.v = vc.data(), cache.kv_heads = kKvHeads, cache.head_dim = kHeadDim;
+    cache.dtype = NINFER_DTYPE_BF16;
+    blocks.attach(cache, table.as<int32_t>());
+    a.append = {k, stride, k + kPosElems, stride, cache, db.batch, T};
     if (late) late_copy(*gpu, truth, p, proj.size());
     gpu->run(NINFER_OP_HEAD_NORM_ROPE_APPEND, shape, &a);
     return Result{get<float>(*gpu, p, proj.size()), get<uint16_t>(*gpu, kc, cache0.size()),
@@ -234,6 +246,8 @@ TEST(GpuOrdering, HeadNormRopeAppendAttentionSeesProjectionRowsWrittenByTheKerne
   const std::vector<uint16_t> k0 = bf16_values(rng, cache_elems), v0 = bf16_values(rng, cache_elems);
   DeviceBatch db(*gpu, b);
   DeviceBuffer truth = put(*gpu, proj_true), wqd = put(*gpu, wq), wkd = put(*gpu, wk);
+  const KvBlockLayout blocks = KvBlockLayout::identity(kSlots, kCapacity, 64);
+  DeviceBuffer table = put(*gpu, blocks.table);
   const ninfer_shape shape{T, {kHeadDim, kHeads, kKvHeads, 4101}, NINFER_DTYPE_BF16};
   gpu->reserve_workspace(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, shape);
 
@@ -246,7 +260,10 @@ TEST(GpuOrdering, HeadNormRopeAppendAttentionSeesProjectionRowsWrittenByTheKerne
     DeviceBuffer out = poisoned_buffer(*gpu, static_cast<size_t>(T) * kHeads * kHeadDim);
     float* x = p.as<float>();
     float* k = x + int64_t{kHeads} * kHeadDim;
-    const ninfer_kv_cache cache{kc.data(), vc.data(), kSlots, kCapacity, kKvHeads, kHeadDim, NINFER_DTYPE_BF16};
+    ninfer_kv_cache cache{};
+    cache.k = kc.data(), cache.v = vc.data(), cache.kv_heads = kKvHeads, cache.head_dim = kHeadDim;
+    cache.dtype = NINFER_DTYPE_BF16;
+    blocks.attach(cache, table.as<int32_t>());
     ninfer_head_norm_rope_append_attention_args a{};
     a.prep.rope = {x, stride, kHeadDim, k, stride, kHeadDim, wqd.as<float>(), wkd.as<float>(), db.batch.token_pos,
                    T, kHeads, kKvHeads, kHeadDim, kHeadDim, 1e-6f, 0, 1e6};

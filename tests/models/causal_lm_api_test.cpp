@@ -97,3 +97,54 @@ TEST(CausalLmApi, StateSnapshotReturnsTheSlotToWhereItWasSaved) {
   EXPECT_EQ(lm->snapshot_position(0), -1) << "a reset slot's rows will be overwritten";
   EXPECT_NE(error_of([&] { lm->restore_snapshot(0); }).find("no snapshot"), std::string::npos);
 }
+
+// The paged KV cache: a slot takes blocks of kv_block_tokens() positions as its sequence grows,
+// keeps them across reset, and gives them back with release_kv. A sequence whose blocks are
+// scattered through the pool, interleaved with another slot's, gives bit for bit the logits of
+// the same sequence alone in a fresh model (its blocks in order): the addressing through the
+// table changes nothing but where rows lie.
+TEST(CausalLmApi, KvBlocksFollowTheSequenceAndTheirPlaceChangesNothing) {
+  const Fixture fx = Fixture::load("tiny-qwen3_5");
+  const int32_t vocab = static_cast<int32_t>(fx.checkpoint.config().vocab_size);
+  std::vector<int32_t> prompt(150), other(134);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7 + 3) % vocab);
+  for (size_t i = 0; i < other.size(); ++i) other[i] = static_cast<int32_t>((i * 5 + 1) % vocab);
+  const std::span<const int32_t> p(prompt), o(other);
+
+  Backend alone_be = cpu_model_backend();
+  auto alone = fixture_model(alone_be, fx, 256, 2, 16);
+  const std::vector<float> want = alone->prefill(0, p, LogitsFor::All);
+  const std::vector<float> want_next = decode_logits(*alone, std::vector<int32_t>{0}, std::vector<int32_t>{9});
+
+  Backend be = cpu_model_backend();
+  auto lm = fixture_model(be, fx, 256, 2, 16);
+  const int32_t bt = lm->kv_block_tokens();
+  ASSERT_EQ(bt, 64) << "the test's block arithmetic assumes 64-position blocks";
+  EXPECT_EQ(lm->kv_blocks_total(), 2 * 4); // 2 slots x 256 positions
+  EXPECT_EQ(lm->kv_blocks_free(), lm->kv_blocks_total());
+  // Slot 1 first, then the two slots in turn: slot 0's blocks are the pool's 3rd, 5th and 6th.
+  lm->prefill(1, o.first(70));
+  std::vector<float> got = lm->prefill(0, p.first(64), LogitsFor::All);
+  lm->prefill(1, o.subspan(70));
+  const std::vector<float> rest = lm->prefill(0, p.subspan(64), LogitsFor::All);
+  got.insert(got.end(), rest.begin(), rest.end());
+  EXPECT_EQ(lm->kv_blocks_held(0), 3);
+  EXPECT_EQ(lm->kv_blocks_held(1), 3);
+  EXPECT_EQ(lm->kv_blocks_free(), 2);
+  EXPECT_EQ(max_abs_diff(got, want), 0.0) << "prompt logits through a scattered table";
+  EXPECT_EQ(max_abs_diff(decode_logits(*lm, std::vector<int32_t>{0}, std::vector<int32_t>{9}), want_next), 0.0)
+      << "a decode step through a scattered table";
+
+  lm->reset(1); // a retired sequence keeps its blocks (prompt reuse in the slot)
+  EXPECT_EQ(lm->kv_blocks_held(1), 3);
+  lm->release_kv(1);
+  EXPECT_EQ(lm->position(1), 0);
+  EXPECT_EQ(lm->kv_blocks_held(1), 0);
+  EXPECT_EQ(lm->kv_blocks_free(), 5);
+  EXPECT_FALSE(lm->reserve_kv(1, 257)) << "past max_context";
+  EXPECT_EQ(lm->kv_blocks_free(), 5) << "a refused reservation takes nothing";
+  EXPECT_TRUE(lm->reserve_kv(1, 256));
+  EXPECT_EQ(lm->kv_blocks_held(1), 4);
+  EXPECT_EQ(lm->kv_blocks_free(), 1);
+  EXPECT_EQ(lm->kv_blocks_for(129), 3);
+}

@@ -104,7 +104,9 @@ TEST(MemoryPlan, EqualsTheLoadOfEveryFixture) {
     Backend be = cpu_model_backend();
     const MemoryPlan p = plan_memory(ck, plan_target(be), f16, {});
     EXPECT_EQ(p.kv_bytes_per_token, kv_bytes_per_token(c, 2)) << name;
-    EXPECT_EQ(p.parts.of(MemoryUse::KvCache), kv_bytes_per_token(c, 2) * 300 * 3) << name;
+    // Each slot's 300 positions in whole KV blocks (docs/memory.md, "The KV block pool").
+    const size_t blocks = (300 + kKvBlockTokens - 1) / kKvBlockTokens;
+    EXPECT_EQ(p.parts.of(MemoryUse::KvCache), kv_bytes_per_token(c, 2) * blocks * kKvBlockTokens * 3) << name;
     EXPECT_EQ(p.state_bytes_per_sequence, state_bytes_per_sequence(c)) << name;
     EXPECT_EQ(p.parts.of(MemoryUse::State), state_bytes_per_sequence(c) * 3) << name;
   }

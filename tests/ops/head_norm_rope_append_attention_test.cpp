@@ -13,6 +13,7 @@
 #include "ninfer/abi/ops/head_norm_rope_append_attention.h"
 #include "ninfer/support/error.hpp"
 #include "attention_layer_case.hpp"
+#include "kv_blocks.hpp"
 #include "op_test_env.hpp"
 
 using namespace ninfer;
@@ -24,10 +25,12 @@ using Layout = AttentionLayout;
 
 // Qwen3's layout (full rotary) and Qwen3.5's (gated q, a quarter rotary), small head counts.
 const Layout kLayouts[] = {{4, 2, 128, 128, 1e6, false}, {3, 1, 256, 64, 1e7, true}};
-constexpr int32_t kSlots = 3, kCapacity = 16;
+// Each slot's 16 positions in 4 blocks of 4, shuffled through a pool with 2 blocks no slot owns.
+constexpr int32_t kSlots = 3, kCapacity = 16, kBlockTokens = 4, kSpareBlocks = 2;
 
 // One call's buffers, and the fused op's arguments over them.
 struct Case {
+  KvBlockLayout layout;
   std::vector<float> proj, wq, wk, k_cache, v_cache, out;
   std::vector<int32_t> seq_start, seq_slot, token_pos, token_seq;
   ninfer_head_norm_rope_append_attention_args args{};
@@ -37,8 +40,7 @@ struct Case {
     float* x = proj.data();
     const ninfer_token_batch batch{static_cast<int32_t>(seq_slot.size()), seq_start.data(), seq_slot.data(),
                                    token_pos.data(), token_seq.data()};
-    const ninfer_kv_cache cache{k_cache.data(), v_cache.data(), kSlots, kCapacity, l.kv_heads, l.head_dim,
-                                NINFER_DTYPE_F32};
+    const ninfer_kv_cache cache = layout.cache(k_cache.data(), v_cache.data(), l.kv_heads, l.head_dim, NINFER_DTYPE_F32);
     args.prep.rope = {x,          l.token_stride(), l.q_head_stride(), x + l.k_offset(), l.token_stride(),
                       l.head_dim, wq.data(),        wk.data(),         token_pos.data(), T,
                       l.q_heads,  l.kv_heads,       l.head_dim,        l.rotary_dim,     1e-6f,
@@ -55,7 +57,8 @@ Case make_case(std::mt19937_64& rng, const Layout& l, const std::vector<SeqSpan>
   const HostTokenBatch b(seqs);
   c.seq_start = b.seq_start, c.seq_slot = b.seq_slot, c.token_pos = b.token_pos, c.token_seq = b.token_seq;
   const int64_t T = static_cast<int64_t>(c.token_pos.size());
-  const size_t cache = static_cast<size_t>(kSlots) * kCapacity * l.kv_heads * l.head_dim;
+  c.layout = KvBlockLayout::shuffled(kSlots, kCapacity, kBlockTokens, kSpareBlocks, rng);
+  const size_t cache = static_cast<size_t>(c.layout.pool_rows()) * l.kv_heads * l.head_dim;
   c.proj = randn(rng, static_cast<size_t>(T * l.token_stride()), 2.f);
   c.wq = randn(rng, l.head_dim, 0.3f);
   c.wk = randn(rng, l.head_dim, 0.3f);
@@ -69,7 +72,9 @@ Case make_case(std::mt19937_64& rng, const Layout& l, const std::vector<SeqSpan>
 ninfer_shape shape(const Layout& l, const Case& c) {
   int32_t span = 0;
   for (int32_t p : c.token_pos) span = std::max(span, p + 1);
-  return {static_cast<int64_t>(c.token_pos.size()), {l.head_dim, l.q_heads, l.kv_heads, span}, NINFER_DTYPE_F32};
+  ninfer_shape s{static_cast<int64_t>(c.token_pos.size()), {l.head_dim, l.q_heads, l.kv_heads, span}, NINFER_DTYPE_F32};
+  s.kv_block_tokens = kBlockTokens;
+  return s;
 }
 
 template <class T>
@@ -118,4 +123,9 @@ TEST(HeadNormRopeAppendAttentionOp, RefusesPromptChunksAndUntiedArguments) {
   untied = c.args;
   untied.attn.cache.v = other.data();
   EXPECT_THROW(be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, shape(l, c), &untied), Error) << "attn.cache";
+  untied = c.args;
+  const std::vector<int32_t> other_table = c.layout.table;
+  untied.attn.cache.block_table = other_table.data();
+  EXPECT_THROW(be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, shape(l, c), &untied), Error)
+      << "attn.cache.block_table";
 }

@@ -7,6 +7,7 @@
 #include "ninfer/abi/ops/rms_norm.h"
 #include "ninfer/abi/ops/rope.h"
 #include "ninfer/support/error.hpp"
+#include "kv_blocks.hpp"
 #include "op_test_env.hpp"
 
 using namespace ninfer;
@@ -171,7 +172,8 @@ TEST(HeadNormRopeOp, RejectsRotaryDimsTheContractForbids) {
 
 // head_norm_rope_append on a float32 cache: the q and k rows as the double oracle says, the
 // rotated k rows and the untouched v rows of each token in its cache row (slot 1, positions
-// from 3), and nothing else in the cache. Arguments that break the contract's ties between the
+// from 3, through a shuffled block table of 2-token blocks with 3 blocks no slot owns), and
+// nothing else in the cache. Arguments that break the contract's ties between the
 // two halves (append.k not rope.k) are refused.
 TEST(HeadNormRopeAppendOp, CachesTheOracleKRowsAndTheVRowsOnly) {
   Backend be = cpu_backend();
@@ -185,11 +187,12 @@ TEST(HeadNormRopeAppendOp, CachesTheOracleKRowsAndTheVRowsOnly) {
     const auto wq = randn(rng, l.head_dim, 0.3f), wk = randn(rng, l.head_dim, 0.3f);
     std::vector<int32_t> pos(T), seq_start{0, static_cast<int32_t>(T)}, seq_slot{slot}, token_seq(T, 0);
     for (int64_t t = 0; t < T; ++t) pos[t] = pos0 + static_cast<int32_t>(t);
-    const int64_t row = int64_t{l.k_heads} * l.head_dim, cache_elems = int64_t{slots} * capacity * row;
+    const auto blocks = KvBlockLayout::shuffled(slots, capacity, /*block_tokens=*/2, /*spare=*/3, rng);
+    const int64_t row = int64_t{l.k_heads} * l.head_dim, cache_elems = blocks.pool_rows() * row;
     std::vector<float> x = before, kc(cache_elems, sentinel), vc(cache_elems, sentinel);
     ninfer_head_norm_rope_append_args a{args(x, l, b, T, pos, wq, wk, 1, eps), {}};
     a.append = {x.data() + b.k_offset, b.token_stride, x.data() + b.k_offset + row, b.token_stride,
-                {kc.data(), vc.data(), slots, capacity, l.k_heads, l.head_dim, NINFER_DTYPE_F32},
+                blocks.cache(kc.data(), vc.data(), l.k_heads, l.head_dim, NINFER_DTYPE_F32),
                 {1, seq_start.data(), seq_slot.data(), pos.data(), token_seq.data()}, T};
     const ninfer_shape s = shape(l, T);
     be.run(NINFER_OP_HEAD_NORM_ROPE_APPEND, s, &a);
@@ -200,7 +203,7 @@ TEST(HeadNormRopeAppendOp, CachesTheOracleKRowsAndTheVRowsOnly) {
     std::vector<double> want_k(cache_elems, sentinel), want_v(cache_elems, sentinel);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t i = 0; i < row; ++i) {
-        const int64_t at = (int64_t{slot} * capacity + pos[t]) * row + i;
+        const int64_t at = blocks.row(slot, pos[t]) * row + i;
         want_k[at] = want[t * b.token_stride + b.k_offset + i];
         want_v[at] = before[t * b.token_stride + b.k_offset + row + i];
       }

@@ -13,6 +13,7 @@
 
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/kv_append.h"
+#include "kv_blocks.hpp"
 #include "ninfer/support/error.hpp"
 #include "op_test_env.hpp"
 
@@ -79,19 +80,25 @@ constexpr Format kInt4r{"kv_int4r", NINFER_DTYPE_KV_INT4R, 7, true, 1e-4};
 // At most this fraction of the elements may sit in a tie window (else the window hides bugs).
 constexpr double kMaxTieFraction = 1e-3;
 
-// A compact cache on the host; codes zero, scales NaN-poisoned (a row kv_append did not write
-// reads as NaN).
+// A compact cache on the host, paged through a shuffled block table of 8-token blocks with two
+// blocks no slot owns; codes zero, scales NaN-poisoned (a row kv_append did not write reads as
+// NaN). row(slot, pos, head) is the head row index of the contract (kv_append.h).
 struct Cache {
+  KvBlockLayout layout;
   std::vector<uint8_t> k, v, ks, vs;
   ninfer_kv_cache desc{};
-  Cache(int32_t dtype, int32_t slots, int32_t capacity, int32_t kv_heads, int32_t hd) {
-    const int64_t rows = int64_t{slots} * capacity * kv_heads;
+  Cache(int32_t dtype, int32_t slots, int32_t capacity, int32_t kv_heads, int32_t hd, std::mt19937_64& rng)
+      : layout(KvBlockLayout::shuffled(slots, capacity, 8, 2, rng)) {
+    const int64_t rows = layout.pool_rows() * kv_heads;
     k.assign(rows * ninfer_kv_row_bytes(dtype, hd), 0);
     v = k;
     ks.assign(rows * ninfer_kv_row_scale_bytes(dtype, hd), 0xff);
     vs = ks;
-    desc = {k.data(), v.data(), slots, capacity, kv_heads, hd, dtype, ks.data(), vs.data()};
+    desc = layout.cache(k.data(), v.data(), kv_heads, hd, dtype);
+    desc.k_scale = ks.data();
+    desc.v_scale = vs.data();
   }
+  int64_t row(int32_t slot, int32_t pos, int32_t head) const { return layout.row(slot, pos) * desc.kv_heads + head; }
 };
 
 // Row `row` of one tensor as the test reads the contract: codes (in code units) and scales.
@@ -219,7 +226,7 @@ TEST_P(KvFormat, AppendQuantizesAsTheFloat64Oracle) {
   auto rng = fresh_rng((std::string("kv format ") + f.name).c_str());
   for (int32_t hd : {64, 128, 256}) {
     const int32_t slots = 2, capacity = 24, kv_heads = 3;
-    Cache cache(f.dtype, slots, capacity, kv_heads, hd);
+    Cache cache(f.dtype, slots, capacity, kv_heads, hd, rng);
     TokenBatch tb;
     tb.add(1, 0, 20);
     tb.add(0, 3, 4);
@@ -230,7 +237,7 @@ TEST_P(KvFormat, AppendQuantizesAsTheFloat64Oracle) {
     int64_t ties = 0;
     for (int64_t t = 0; t < T; ++t)
       for (int32_t h = 0; h < kv_heads; ++h) {
-        const int64_t r = (int64_t{tb.seq_slot[tb.token_seq[t]]} * capacity + tb.token_pos[t]) * kv_heads + h;
+        const int64_t r = cache.row(tb.seq_slot[tb.token_seq[t]], tb.token_pos[t], h);
         const std::string what = std::string(f.name) + " hd " + std::to_string(hd) + " token " + std::to_string(t);
         for (bool key : {true, false}) {
           const float* x = (key ? k : v).data() + t * row + int64_t{h} * hd;
@@ -249,15 +256,16 @@ TEST_P(KvFormat, ZeroAndNonFiniteRows) {
   const Format& f = GetParam();
   Backend be = cpu_backend();
   const int32_t hd = 64;
+  auto rng = fresh_rng("kv format non-finite rows");
   for (float bad : {0.f, std::numeric_limits<float>::quiet_NaN(), INFINITY, 3e9f}) {
-    Cache cache(f.dtype, 1, 1, 1, hd);
+    Cache cache(f.dtype, 1, 1, 1, hd, rng);
     std::vector<float> x(hd, 0.f);
     x[7] = bad;
     TokenBatch tb;
     tb.add(0, 0, 1);
     ninfer_kv_append_args ap{x.data(), hd, x.data(), hd, cache.desc, tb.batch(), 1};
     be.run(NINFER_OP_KV_APPEND, {1, {hd, 1, 0, 0}, f.dtype}, &ap);
-    const DecodedRow got = decode_row(f, cache.v.data(), cache.vs.data(), 0, hd);
+    const DecodedRow got = decode_row(f, cache.v.data(), cache.vs.data(), cache.row(0, 0, 0), hd);
     const std::vector<double> xh = row_values(f, false, got);
     if (bad == 0.f) {
       EXPECT_EQ(got.scale[0], 0.0) << f.name;
@@ -276,8 +284,9 @@ TEST_P(KvFormat, RefusesAHeadDimTheFormatCannotTake) {
   const Format& f = GetParam();
   if (f.dtype == NINFER_DTYPE_KV_FP8) GTEST_SKIP() << "kv_fp8 takes any head_dim";
   Backend be = cpu_backend();
+  auto rng = fresh_rng("kv format head_dim refusal");
   for (int32_t hd : {32, 96}) {
-    Cache cache(f.dtype, 1, 1, 1, 128);
+    Cache cache(f.dtype, 1, 1, 1, 128, rng);
     std::vector<float> x(hd, 1.f);
     cache.desc.head_dim = hd;
     TokenBatch tb;
@@ -295,7 +304,7 @@ TEST_P(KvFormat, AttentionReadsTheDequantizedRows) {
   Backend be = cpu_backend();
   auto rng = fresh_rng((std::string("kv format attention ") + f.name).c_str());
   const int32_t slots = 3, capacity = 40, kv_heads = 2, hd = 128, heads = 6;
-  Cache cache(f.dtype, slots, capacity, kv_heads, hd);
+  Cache cache(f.dtype, slots, capacity, kv_heads, hd, rng);
   const int64_t kv_row = int64_t{kv_heads} * hd, q_stride = int64_t{heads} * hd + 5, out_stride = q_stride + 3;
   const float scale = 1.f / std::sqrt(float(hd));
   auto call = [&](const TokenBatch& tb, const char* what) {
@@ -319,7 +328,7 @@ TEST_P(KvFormat, AttentionReadsTheDequantizedRows) {
         std::vector<double> s;
         double mx = -1e300;
         for (int32_t j = 0; j <= pos; ++j) {
-          const int64_t r = (int64_t{slot} * capacity + j) * kv_heads + g;
+          const int64_t r = cache.row(slot, j, g);
           kr.push_back(row_values(f, true, decode_row(f, cache.k.data(), cache.ks.data(), r, hd)));
           vr.push_back(row_values(f, false, decode_row(f, cache.v.data(), cache.vs.data(), r, hd)));
           double dot = 0;

@@ -12,6 +12,7 @@
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/linear.h"
 #include "norm_linear_case.hpp"
+#include "kv_blocks.hpp"
 #include "op_test_env.hpp"
 
 using namespace ninfer;
@@ -139,7 +140,8 @@ TEST(PrecisionEmulation, AttentionRoundsLikeTheTensorCorePrefill) {
   constexpr int32_t kSlots = 2, kCap = 128, kKv = 2, kHd = 64, kHeads = 4, kTile = 32;
   const int64_t kv_row = int64_t{kKv} * kHd;
   auto kc = randn(rng, size_t(kSlots) * kCap * kv_row), vc = randn(rng, size_t(kSlots) * kCap * kv_row);
-  ninfer_kv_cache cache{kc.data(), vc.data(), kSlots, kCap, kKv, kHd, NINFER_DTYPE_F32};
+  const auto layout = KvBlockLayout::identity(kSlots, kCap, kCap); // contiguous: the oracle indexes it so
+  const ninfer_kv_cache cache = layout.cache(kc.data(), vc.data(), kKv, kHd, NINFER_DTYPE_F32);
   TokenBatch tb;
   tb.add(0, 0, 100);
   tb.add(1, 60, 40);

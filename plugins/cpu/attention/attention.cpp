@@ -25,42 +25,43 @@ int32_t supports(const void*, const ninfer_shape* s) {
          ninfer_kv_dtype_takes_head_dim(s->dtype, head_dim);
 }
 
-// One (token, head) row's operands: its query, the first key and value row of its kv head in
-// its slot (key j at k + j * pos_stride), its position, and where its output goes.
+// One (token, head) row's operands: its query, its slot's cache (the row of key j through the
+// block table: key(j), value(j)), its position, and where its output goes.
 template <class E>
 struct Row {
   const float* q;
-  const typename E::T *k, *v;
+  const ninfer_kv_cache* c;
+  const typename E::T *k0, *v0; // kv head g's elements in the pool's first row
   float* out;
-  int64_t pos_stride;
-  int32_t pos, hd;
+  int32_t slot, pos, hd;
 
   Row(const ninfer_attention_args& a, int64_t t, int32_t h) {
-    const auto& c = a.cache;
-    hd = c.head_dim;
+    c = &a.cache;
+    hd = c->head_dim;
     pos = a.batch.token_pos[t];
-    pos_stride = static_cast<int64_t>(c.kv_heads) * hd;
-    const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]], g = h / (a.heads / c.kv_heads);
-    const int64_t kv0 = kv_row(c, slot, 0, g) * hd;
+    slot = a.batch.seq_slot[a.batch.token_seq[t]];
+    const int64_t g = h / (a.heads / c->kv_heads);
     q = a.q + t * a.q_token_stride + h * a.q_head_stride;
-    k = static_cast<const typename E::T*>(c.k) + kv0;
-    v = static_cast<const typename E::T*>(c.v) + kv0;
+    k0 = static_cast<const typename E::T*>(c->k) + g * hd;
+    v0 = static_cast<const typename E::T*>(c->v) + g * hd;
     out = a.out + t * a.out_token_stride + static_cast<int64_t>(h) * hd;
   }
+  // The launch checked every row [0, pos] of the slot resolves (ninfer_kv_cache_row >= 0).
+  const typename E::T* key(int32_t j) const { return k0 + ninfer_kv_cache_row(c, slot, j); }
+  const typename E::T* value(int32_t j) const { return v0 + ninfer_kv_cache_row(c, slot, j); }
 };
 
 template <class E>
 void attend_row(const ninfer_attention_args& a, int64_t t, int32_t h) {
   const Row<E> r(a, t, h);
   const int32_t hd = r.hd, pos = r.pos;
-  const int64_t pos_stride = r.pos_stride;
   const float* q = r.q;
-  const typename E::T *k = r.k, *v = r.v;
 
   double acc[kMaxHeadDim];
   std::fill(acc, acc + hd, 0.0);
   double m = -std::numeric_limits<double>::infinity(), sum = 0;
-  for (int32_t j = 0; j <= pos; ++j, k += pos_stride, v += pos_stride) {
+  for (int32_t j = 0; j <= pos; ++j) {
+    const typename E::T *k = r.key(j), *v = r.value(j);
     double s = 0;
     for (int32_t d = 0; d < hd; ++d) s += static_cast<double>(q[d]) * E::load(k[d]);
     s *= a.scale;
@@ -126,9 +127,7 @@ template <class E>
 void attend_row_emulate_f16(const ninfer_attention_args& a, int64_t t, int32_t h) {
   const Row<E> r(a, t, h);
   const int32_t hd = r.hd, pos = r.pos;
-  const int64_t pos_stride = r.pos_stride;
   const float* q = r.q;
-  const typename E::T *k0 = r.k, *v0 = r.v;
 
   const float qscale = a.scale * 1.4426950408889634f;
   float qr[kMaxHeadDim];
@@ -140,7 +139,7 @@ void attend_row_emulate_f16(const ninfer_attention_args& a, int64_t t, int32_t h
     const int32_t n = std::min(kMmaKeyTile, pos + 1 - key0);
     double mx = -std::numeric_limits<double>::infinity();
     for (int32_t j = 0; j < n; ++j) {
-      const typename E::T* k = k0 + (key0 + j) * pos_stride;
+      const typename E::T* k = r.key(key0 + j);
       double dot = 0;
       for (int32_t d = 0; d < hd; ++d) dot += static_cast<double>(qr[d]) * round_to_f16(E::load(k[d]));
       s[j] = dot;
@@ -152,7 +151,7 @@ void attend_row_emulate_f16(const ninfer_attention_args& a, int64_t t, int32_t h
     m = m_new;
     for (int32_t j = 0; j < n; ++j) {
       const double w = round_to_f16(static_cast<float>(std::exp2(s[j] - m)));
-      const typename E::T* v = v0 + (key0 + j) * pos_stride;
+      const typename E::T* v = r.value(key0 + j);
       sum += w;
       for (int32_t d = 0; d < hd; ++d) acc[d] += w * round_to_f16(E::load(v[d]));
     }
@@ -193,6 +192,7 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, cha
   if (compact && (!ninfer_kv_dtype_takes_head_dim(c.dtype, c.head_dim) || !c.k_scale || !c.v_scale))
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "a %s cache of head_dim %d with%s scales (kv_append.h)",
                 ninfer_dtype_name(c.dtype), c.head_dim, c.k_scale && c.v_scale ? "" : "out");
+  if (const char* why = ninfer_kv_cache_layout_error(&c)) return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "%s", why);
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
     const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]];
     const int32_t pos = a.batch.token_pos[t];
@@ -200,6 +200,11 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, cha
       return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
                   "token %lld: slot %d position %d outside the cache (%d slots x %d positions)",
                   static_cast<long long>(t), slot, pos, c.slots, c.capacity);
+    for (int32_t p = 0; p <= pos; p += c.block_tokens) // every block the row reads names one of the pool
+      if (ninfer_kv_cache_row(&c, slot, p) < 0)
+        return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
+                    "token %lld: slot %d block %d names no block of the pool (%d blocks)", static_cast<long long>(t),
+                    slot, p / c.block_tokens, c.pool_blocks);
   }
   const int64_t t0 = l->token_begin, rows = (l->token_end - t0) * a.heads;
   parallel_for(rows, 4, [&](int64_t b, int64_t e) {

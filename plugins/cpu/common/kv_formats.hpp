@@ -13,10 +13,12 @@
 
 namespace ninfer::cpu_plugin {
 
-// The head row of (slot, pos, kv head) in `c`: elements start at row * head_dim, a compact
-// format's scales at row * groups. Every CPU op addresses the cache through this function.
+// The head row of (slot, pos, kv head) in `c`, through the slot's block table: elements start at
+// row * head_dim, a compact format's scales at row * groups; -1 when the slot, the position or
+// its table entry lies outside the cache. Every CPU op addresses the cache through this function.
 inline int64_t kv_row(const ninfer_kv_cache& c, int32_t slot, int32_t pos, int32_t head) {
-  return (static_cast<int64_t>(slot) * c.capacity + pos) * c.kv_heads + head;
+  const int64_t at = ninfer_kv_cache_row(&c, slot, pos);
+  return at < 0 ? -1 : at / c.head_dim + head;
 }
 
 inline uint16_t f16_bits(float x) {

@@ -46,6 +46,7 @@ void quantize_token(const ninfer_kv_append_args& a, int64_t t, int64_t row0) {
 template <class Token>
 int32_t append(const ninfer_kv_append_args& a, const ninfer_launch* l, char* err, size_t err_len, Token token) {
   const auto& c = a.cache;
+  if (const char* why = ninfer_kv_cache_layout_error(&c)) return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "%s", why);
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
     const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]];
     const int32_t pos = a.batch.token_pos[t];
@@ -53,7 +54,11 @@ int32_t append(const ninfer_kv_append_args& a, const ninfer_launch* l, char* err
       return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
                   "token %lld: slot %d position %d outside the cache (%d slots x %d positions)",
                   static_cast<long long>(t), slot, pos, c.slots, c.capacity);
-    token(a, t, kv_row(c, slot, pos, 0));
+    const int64_t row0 = kv_row(c, slot, pos, 0);
+    if (row0 < 0)
+      return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "token %lld: slot %d block %d names no block of the pool (%d blocks)",
+                  static_cast<long long>(t), slot, pos / c.block_tokens, c.pool_blocks);
+    token(a, t, row0);
   }
   return NINFER_OK;
 }

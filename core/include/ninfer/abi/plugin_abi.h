@@ -31,8 +31,10 @@ extern "C" {
                                           6: ninfer_shape.flags, token_states of the Gated
                                              DeltaNet ops (causal_conv1d, gated_delta_rule,
                                              gated_delta_step);
-                                          7: compact KV cache formats: the KV_* dtypes and
-                                             ninfer_kv_cache.k_scale / v_scale (kv_append.h) */
+                                          7: paged KV cache (ninfer_kv_cache.block_table,
+                                             block_tokens, blocks_per_slot, pool_blocks;
+                                             ninfer_shape.kv_block_tokens) and its compact
+                                             formats (the KV_* dtypes, k_scale / v_scale) */
 #define NINFER_PLUGIN_ENTRY_SYMBOL "ninfer_plugin_entry"
 
 /* Capability bits a plugin advertises in its descriptor. */
@@ -144,6 +146,9 @@ typedef struct ninfer_shape {
   /* NINFER_SHAPE_* bits: what the call asks of a variant beyond its dims. A variant that does not
    * do what a bit asks must refuse the shape in `supports`. */
   uint32_t flags;
+  /* Ops that read or write a KV cache (kv_append.h): the cache's block_tokens, so a variant can
+   * refuse a block size in `supports`; 0: not stated (other ops, or a caller without one). */
+  int32_t kv_block_tokens;
 } ninfer_shape;
 
 /* The call passes `token_states`: the op also writes its per-slot state after every token

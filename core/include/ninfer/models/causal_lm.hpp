@@ -192,6 +192,24 @@ class CausalLM {
 
   // Tokens slot `slot` holds (its next position).
   int64_t position(int32_t slot) const;
+
+  // The paged KV cache (docs/memory.md, "The KV block pool"): one pool of blocks of
+  // kv_block_tokens() positions, shared by the slots; a slot holds the blocks of the positions
+  // its sequence has reached. prefill, queue_step and queue_spec_round take the blocks their
+  // positions lack from the free ones before they queue anything, and refuse (ninfer::Error with
+  // the numbers, the model unchanged) when there are not enough. A slot keeps its blocks until
+  // release_kv (a retired sequence's rows stay for prompt reuse until then).
+  int32_t kv_block_tokens() const;
+  int64_t kv_blocks_total() const;
+  int64_t kv_blocks_free() const;
+  int64_t kv_blocks_held(int32_t slot) const;
+  // Blocks a sequence of `positions` positions holds.
+  int64_t kv_blocks_for(int64_t positions) const;
+  // Gives the slot blocks for positions [0, positions) now (an admission's reservation): false,
+  // with nothing changed, when the free blocks do not suffice or positions > max_context.
+  bool reserve_kv(int32_t slot, int64_t positions);
+  // Forgets the slot's sequence (reset) and returns its blocks to the pool.
+  void release_kv(int32_t slot);
   // Forgets the slot's sequence: position 0, GDN state zeroed.
   void reset(int32_t slot);
   // Whether truncate() can roll a slot back: only a model without Gated DeltaNet layers, whose
@@ -282,6 +300,9 @@ class CausalLM {
   void check_last_step_rows(int64_t first, int64_t count, const char* what) const;
   // queue_step's checks of a step's rows (nothing changes before they pass).
   void check_rows(std::span<const StepRow> rows) const;
+  // Takes the KV blocks that (slot, positions) pairs lack, all or none, and uploads the table;
+  // throws ninfer::Error naming the shortfall when the free blocks do not suffice.
+  void take_kv_blocks(std::span<const std::pair<int32_t, int64_t>> needs);
 
   ModelConfig config_;
   ModelOptions options_;

@@ -8,8 +8,9 @@
 // load's MemoryReport agree byte for byte on weights, KV cache, state, activations and workspace
 // (models_cpu_tests' MemoryPlan.* check it on every fixture and random preset).
 //
-// KV tokens are the unit of the KV cache: today the cache is contiguous, max_concurrency x
-// max_context tokens per attention layer; a paged pool will hand out the same tokens in blocks.
+// KV tokens are the unit of the KV cache: a pool of blocks of kKvBlockTokens tokens per attention
+// layer (docs/memory.md, "The KV block pool"), max_concurrency x max_context tokens rounded up to
+// whole blocks per sequence.
 #pragma once
 
 #include <array>
@@ -35,6 +36,12 @@ struct ScheduleTable;
 // process holds before it allocates anything: a card's whole memory (a described card,
 // --memory-limit) must hold them too; a live device's free memory is measured after them.
 inline constexpr size_t kCudaRuntimeBytes = size_t{512} << 20;
+// Positions per block of the paged KV cache (ninfer/abi/ops/kv_append.h): a power of two >=
+// NINFER_ATTENTION_TILE_BLOCK_TOKENS (32), so every attention variant of the CUDA plugins takes
+// it. 64 keeps the table small (a 262,144-token sequence has 4,096 entries) and leaves at most 63
+// positions of a sequence's last block unused; the choice against 32, 128 or 256 awaits a
+// measurement of the attention kernels on a GPU.
+inline constexpr int32_t kKvBlockTokens = 64;
 // One decode recording (a CUDA graph: its kernel nodes and their parameters on the device),
 // for a 64-layer model's few hundred launches.
 inline constexpr size_t kCudaGraphBytes = size_t{1} << 20;
@@ -100,7 +107,7 @@ struct MemoryPlan {
   MemoryParts parts;
   size_t kv_bytes_per_token = 0;       // every attention layer's K and V of one token
   size_t state_bytes_per_sequence = 0; // Gated DeltaNet conv + recurrent state of one slot
-  int64_t kv_tokens = 0;     // reserved: max_sequences x max_context
+  int64_t kv_tokens = 0;     // the KV pool: max_sequences x max_context rounded up to whole KV blocks
   int64_t kv_tokens_fit = -1; // what the budget leaves room for after every other part; -1: no bound
   MemoryBudget budget;
   // Bytes the tighter bound of the budget leaves for the KV cache (negative: the other parts

@@ -190,7 +190,7 @@ class Backend {
   void release(DeviceBuffer& b) noexcept;
   void execute_plan(const Plan& p, const void* args);
 
-  using PlanKey = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t, int32_t, uint32_t>;
+  using PlanKey = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t, int32_t, uint32_t, int32_t>;
   const LoadedPlugin* plugin_;
   ninfer_device_info device_;
   BackendOptions options_;

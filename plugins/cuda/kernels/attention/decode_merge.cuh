@@ -176,7 +176,9 @@ __device__ inline CtaWork cta_work(const ninfer_attention_args& a, int64_t tb, i
   w.pos = a.batch.token_pos[w.t];
   w.ok = in_cache(c, w.slot, w.pos);
   const int span = w.ok ? w.pos + 1 : 0;
-  const int chunk_len = (span + w.chunks - 1) / w.chunks;
+  // Whole key tiles per chunk: every chunk starts at a multiple of kKeysPerTile, so each of its
+  // tiles lies in one KV block (tile.cuh, KvRows). Chunks past the span are empty.
+  const int chunk_len = ((span + w.chunks - 1) / w.chunks + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
   w.g0 = split, w.gstep = splits, w.chunk = 0, w.cluster = 0;
   if (const int ctas = cluster_ctas(); ctas > 1) { // grid.y = kvh x ctas (the launch checks it)
     w.g0 = w.chunks == 1 && split % ctas ? kvh : split / ctas;

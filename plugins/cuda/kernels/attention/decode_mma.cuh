@@ -44,16 +44,18 @@ struct DecodeMmaInputs<__nv_bfloat16> {
 // Starts copying keys [key0, key0 + nkeys) of K and V into the warp's tiles (pitch P elements)
 // with cp.async, zero-filling rows past nkeys and dims past head_dim: the tile rows j for which
 // rows(j) holds, as one commit group. The whole warp calls it; warp_tile_wait() ends every group.
+// key0 is a multiple of kDecodeMmaKeys, so the tile lies in one KV block (tile.cuh, KvRows).
 template <class E, int HD, class Rows>
-__device__ void warp_tile_copy(E* ks, E* vs, const KvRows<E>& kv, int key0, int nkeys, int lane, Rows rows) {
+__device__ void warp_tile_copy(E* ks, E* vs, const KvRows<E>& slot_rows, int key0, int nkeys, int lane, Rows rows) {
   constexpr int P = mma_pitch(HD), kVec = 8, kPerRow = HD / kVec;
   constexpr int kIters = kDecodeMmaKeys * kPerRow / 32;
+  const KvRows<E> kv = nkeys > 0 ? slot_rows.tile(key0) : slot_rows;
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = lane + 32 * it, j = i / kPerRow, d = (i % kPerRow) * kVec;
     if (!rows(j)) continue;
     const bool in = j < nkeys && d < kv.head_dim;
-    const int64_t off = in ? static_cast<int64_t>(key0 + j) * kv.pos_stride + d : 0;
+    const int64_t off = in ? static_cast<int64_t>(j) * kv.pos_stride + d : 0;
     const uint32_t bytes = in ? 16u : 0u; // 0: the copy writes zeros and reads nothing
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(mma::smem_addr(ks + j * P + d)),
                  "l"(kv.k + off), "r"(bytes));
@@ -94,8 +96,9 @@ __device__ void fold_rows(const ninfer_attention_args& a, const ninfer_head_norm
   constexpr int P = mma_pitch(HD), kPer = HD / 32;
   const ninfer_head_norm_rope_args& r = prep.rope;
   const int group = a.heads / a.cache.kv_heads, hd = a.cache.head_dim;
-  E* const k_row = const_cast<E*>(kv.k) + static_cast<int64_t>(w.pos) * kv.pos_stride;
-  E* const v_row = const_cast<E*>(kv.v) + static_cast<int64_t>(w.pos) * kv.pos_stride;
+  const int64_t own_row = own ? kv.row_offset(w.pos) : 0; // through the table only for a key it holds
+  E* const k_row = const_cast<E*>(kv.k) + own_row;
+  E* const v_row = const_cast<E*>(kv.v) + own_row;
   const int tasks = group + (own ? 2 : 0);
   for (int task = warp; task < tasks; task += kDecodeWarps) {
     float o[kPer];

@@ -65,12 +65,15 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int bytes) {
 
 // Keys [key0, key0 + nkeys) (nkeys <= 32; every one visible to every row: a decode token sees all
 // keys up to its position) through the warp's rows. q: the pass's R rows in shared memory, [R][HD],
-// pre-scaled, zero past head_dim and in rows past the group.
+// pre-scaled, zero past head_dim and in rows past the group. key0 is a multiple of kKeysPerTile,
+// so the tile lies in one KV block (tile.cuh, KvRows).
 template <class E, int HD, int R>
-__device__ void warp_tile(RowState<HD, R>& st, const float* q, const KvRows<E>& kv, int key0, int nkeys, int lane) {
+__device__ void warp_tile(RowState<HD, R>& st, const float* q, const KvRows<E>& slot_rows, int key0, int nkeys,
+                          int lane) {
   constexpr int kDims = RowState<HD, R>::kDimsPerLane;
   const bool has_key = lane < nkeys;
-  const E* krow = kv.k + static_cast<int64_t>(key0 + lane) * kv.pos_stride;
+  const KvRows<E> kv = slot_rows.tile(key0);
+  const E* krow = kv.k + static_cast<int64_t>(lane) * kv.pos_stride;
 
   // Scores: lane j's key against every row, R independent FMA chains.
   float s[R];
@@ -131,7 +134,7 @@ __device__ void warp_tile(RowState<HD, R>& st, const float* q, const KvRows<E>& 
   const bool has_dims = d0 < kv.head_dim;
   using Piece = KvPiece<E, kDims>;
   constexpr int kKeysInFlight = 32 / Piece::kWords < 16 ? 32 / Piece::kWords : 16;
-  const E* vbase = kv.v + static_cast<int64_t>(key0) * kv.pos_stride + d0;
+  const E* vbase = kv.v + d0;
 #pragma unroll 1
   for (int j0 = 0; j0 < nkeys; j0 += kKeysInFlight) {
     Piece raw[kKeysInFlight];
@@ -166,9 +169,11 @@ __device__ void warp_tile(RowState<HD, R>& st, const float* q, const KvRows<E>& 
 
 // Requests tile [key0, key0 + nkeys)'s K and V rows into L2 (lane j: key j's rows).
 template <class E>
-__device__ __forceinline__ void prefetch_tile(const KvRows<E>& kv, int key0, int nkeys, int lane) {
+__device__ __forceinline__ void prefetch_tile(const KvRows<E>& slot_rows, int key0, int nkeys, int lane) {
+  if (nkeys <= 0) return;
+  const KvRows<E> kv = slot_rows.tile(key0);
   if (lane >= nkeys) return;
-  const int64_t off = static_cast<int64_t>(key0 + lane) * kv.pos_stride;
+  const int64_t off = static_cast<int64_t>(lane) * kv.pos_stride;
   const int bytes = kv.head_dim * static_cast<int>(sizeof(E));
   prefetch_l2(kv.k + off, bytes);
   prefetch_l2(kv.v + off, bytes);

@@ -15,8 +15,9 @@
 
 namespace ninfer::cuda_plugin::attention {
 
-// Checks what the kernels rely on. Positions and slots live in device memory, so they are
-// checked in the kernels instead (a token outside the cache gets NaN rows).
+// Checks what the kernels rely on. Positions, slots and table entries live in device memory, so
+// positions and slots are checked in the kernels instead (a token outside the cache gets NaN
+// rows); the table entries of the positions a token reads are the caller's to get right.
 inline int32_t check_args(const ninfer_attention_args& a, const ninfer_launch& l, int hd_class, const char* variant,
                           char* err, size_t err_len) {
   const ninfer_kv_cache& c = a.cache;
@@ -28,6 +29,9 @@ inline int32_t check_args(const ninfer_attention_args& a, const ninfer_launch& l
   else if (c.kv_heads <= 0 || a.heads <= 0 || a.heads % c.kv_heads != 0) problem = "heads must be a multiple of kv_heads";
   else if (!head_dim_in_class(c.head_dim, hd_class)) problem = "head_dim outside this variant's class";
   else if (l.token_begin < 0 || l.token_end > a.tokens || l.token_begin >= l.token_end) problem = "bad token range";
+  else if (const char* layout = ninfer_kv_cache_layout_error(&c)) problem = layout;
+  else if (!kv_tiles_fit_blocks(c.block_tokens))
+    problem = "block_tokens must be a power of two >= NINFER_ATTENTION_TILE_BLOCK_TOKENS (every key tile in one block)";
   if (!problem) return NINFER_OK;
   std::snprintf(err, err_len, "attention/%s: %s (heads %d, kv_heads %d, head_dim %d, cache dtype %d, tokens [%lld,%lld) of %lld)",
                 variant, problem, a.heads, c.kv_heads, c.head_dim, c.dtype, static_cast<long long>(l.token_begin),

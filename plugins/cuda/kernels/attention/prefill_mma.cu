@@ -75,10 +75,13 @@ __device__ __forceinline__ void stage_vec(typename In::T* p, const uint4& raw) {
 }
 
 // Stages keys [key0, key0 + nkeys) of K and V in the input format, zero rows after them (the cache
-// holds NaN or garbage there, and 0 * NaN would poison P V) and zero dims past head_dim.
+// holds NaN or garbage there, and 0 * NaN would poison P V) and zero dims past head_dim. The tile
+// (BC keys from a multiple of BC) lies in one KV block (tile.cuh, KvRows).
 template <class In, class E, int HD, int BC, int THREADS>
-__device__ void stage_kv(typename In::T* ks, typename In::T* vs, const KvRows<E>& kv, int key0, int nkeys) {
+__device__ void stage_kv(typename In::T* ks, typename In::T* vs, const KvRows<E>& slot_rows, int key0, int nkeys) {
+  static_assert(BC <= NINFER_ATTENTION_TILE_BLOCK_TOKENS, "a key tile must fit the smallest KV block");
   constexpr int P = mma_pitch(HD);
+  const KvRows<E> kv = slot_rows.tile(key0);
   if (kv.vec) {
     constexpr int kIters = BC * TileVec<E, HD>::kPerRow / THREADS;
     // Loads in flight per thread; 8-warp CTAs (2 per SM at 128 registers, the output block
@@ -90,7 +93,7 @@ __device__ void stage_kv(typename In::T* ks, typename In::T* vs, const KvRows<E>
       uint4 kr[kBatch], vr[kBatch];
 #pragma unroll
       for (int it = 0; it < kBatch; ++it) // all loads of the batch in flight before any store
-        fetch_vec<E, HD>(kv, key0, nkeys, TileVec<E, HD>(threadIdx.x + (it0 + it) * THREADS), kr[it], vr[it]);
+        fetch_vec<E, HD>(kv, nkeys, TileVec<E, HD>(threadIdx.x + (it0 + it) * THREADS), kr[it], vr[it]);
 #pragma unroll
       for (int it = 0; it < kBatch; ++it) {
         const TileVec<E, HD> at(threadIdx.x + (it0 + it) * THREADS);
@@ -103,7 +106,7 @@ __device__ void stage_kv(typename In::T* ks, typename In::T* vs, const KvRows<E>
       const int j = i / HD, d = i % HD;
       float kx = 0.f, vx = 0.f;
       if (j < nkeys && d < kv.head_dim) {
-        const int64_t off = static_cast<int64_t>(key0 + j) * kv.pos_stride + d;
+        const int64_t off = static_cast<int64_t>(j) * kv.pos_stride + d;
         kx = KvElem<E>::load(kv.k + off);
         vx = KvElem<E>::load(kv.v + off);
       }

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/plugin_abi.h"
 
 #ifndef __CUDACC__
@@ -99,10 +100,18 @@ NINFER_HD_FN constexpr int64_t partial_floats(int64_t head_dim) { return head_di
 
 #ifndef __CUDACC_RTC__ // host side
 // Shapes every variant needs: a head-dim class, whole GQA groups, a token count.
+// Whether every kernel's key tile lies inside one KV block of `block_tokens` positions (a power
+// of two >= NINFER_ATTENTION_TILE_BLOCK_TOKENS; tiles are 16 or 32 keys from a multiple of their
+// size, attention/tile.cuh's KvRows): the variants refuse other block sizes.
+NINFER_HD_FN bool kv_tiles_fit_blocks(int64_t block_tokens) {
+  return block_tokens >= NINFER_ATTENTION_TILE_BLOCK_TOKENS && (block_tokens & (block_tokens - 1)) == 0;
+}
+
+// kv_block_tokens 0: not stated (the launch still checks the cache's).
 inline bool basic_shape_ok(const ninfer_shape& s, int hd_class) {
   const int64_t head_dim = s.dims[0], heads = s.dims[1], kv_heads = s.dims[2];
   return s.tokens > 0 && head_dim_in_class(head_dim, hd_class) && kv_heads > 0 && heads > 0 &&
-         heads % kv_heads == 0;
+         heads % kv_heads == 0 && (s.kv_block_tokens == 0 || kv_tiles_fit_blocks(s.kv_block_tokens));
 }
 
 // Whether the split-KV decode with `splits` CTAs per token serves this shape. dims[3] (the

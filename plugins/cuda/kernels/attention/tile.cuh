@@ -95,7 +95,13 @@ __device__ inline float KvElem<__half>::load(const __half* p) { return __half2fl
 template <>
 __device__ inline float KvElem<__nv_bfloat16>::load(const __nv_bfloat16* p) { return __bfloat162float(__ldg(p)); }
 
-// Where the keys of one (slot, kv head) live: row of position p at base + p * pos_stride.
+// Where the keys of one (slot, kv head) live in the paged cache (ninfer/abi/ops/kv_append.h):
+// the slot's row of the block table, and k / v at the kv head's elements of the pool's first row.
+// tile(key0) gives the rows of one key tile: key key0 + j at k + j * pos_stride. Every kernel
+// addresses the cache through it (or row() for one position), so this is the one address rule
+// of the CUDA kernels. A tile's keys must lie in one block: the kernels' tiles are 16 or 32 keys
+// starting at a multiple of their size (split-KV chunks start at multiples of kKeysPerTile), and
+// block_tokens is a power of two >= NINFER_ATTENTION_TILE_BLOCK_TOKENS (the launch checks it).
 template <class E>
 struct KvRows {
   const E* k;
@@ -103,6 +109,23 @@ struct KvRows {
   int64_t pos_stride;
   int head_dim;
   bool vec; // head_dim a multiple of the 16-byte vector and 16-byte aligned rows: vector loads
+  const int32_t* table; // the slot's blocks_per_slot entries
+  int block_shift;      // log2(block_tokens)
+
+  // Elements from the pool's first row to position p's row (the table entry of p's block must
+  // name a block of the pool: the caller reads only positions the sequence holds).
+  __device__ __forceinline__ int64_t row_offset(int p) const {
+    const int64_t block = __ldg(table + (p >> block_shift));
+    return ((block << block_shift) + (p & ((1 << block_shift) - 1))) * pos_stride;
+  }
+  // The rows of the key tile that starts at key0 (its keys all in key0's block).
+  __device__ __forceinline__ KvRows tile(int key0) const {
+    KvRows r = *this;
+    const int64_t off = row_offset(key0);
+    r.k += off;
+    r.v += off;
+    return r;
+  }
 };
 
 // Whether a cache's rows are whole 16-byte vectors (head_dim a multiple of the 16 / elem_bytes
@@ -117,9 +140,14 @@ __host__ __device__ inline bool kv_vector_rows(const ninfer_kv_cache& c, int ele
 template <class E>
 __device__ inline KvRows<E> kv_rows(const ninfer_kv_cache& c, int slot, int kv_head) {
   const int64_t pos_stride = static_cast<int64_t>(c.kv_heads) * c.head_dim;
-  const int64_t base = static_cast<int64_t>(slot) * c.capacity * pos_stride + static_cast<int64_t>(kv_head) * c.head_dim;
-  return {static_cast<const E*>(c.k) + base, static_cast<const E*>(c.v) + base, pos_stride, c.head_dim,
-          kv_vector_rows(c, sizeof(E))};
+  const int64_t base = static_cast<int64_t>(kv_head) * c.head_dim;
+  return {static_cast<const E*>(c.k) + base,
+          static_cast<const E*>(c.v) + base,
+          pos_stride,
+          c.head_dim,
+          kv_vector_rows(c, sizeof(E)),
+          c.block_table + static_cast<int64_t>(slot) * c.blocks_per_slot,
+          __ffs(c.block_tokens) - 1};
 }
 
 // Vector i of a K/V tile as the CTA's thread share it out: key j, first dim d.
@@ -130,14 +158,15 @@ struct TileVec {
   __device__ explicit TileVec(int i) : j(i / kPerRow), d((i % kPerRow) * kVec) {}
 };
 
-// Raw 16-byte vectors of key `key0 + j`, dims [d, d + kVec) of K and V; zero past the tile's keys
-// and past head_dim (widened: +0).
+// Raw 16-byte vectors of the tile's key j, dims [d, d + kVec) of K and V; zero past the tile's
+// keys and past head_dim (widened: +0). `tile`: the tile's rows (KvRows::tile).
 template <class E, int HD>
-__device__ __forceinline__ void fetch_vec(const KvRows<E>& kv, int key0, int nkeys, const TileVec<E, HD>& at,
-                                          uint4& kr, uint4& vr) {
+__device__ __forceinline__ void fetch_vec(const KvRows<E>& tile, int nkeys, const TileVec<E, HD>& at, uint4& kr,
+                                          uint4& vr) {
   kr = vr = make_uint4(0u, 0u, 0u, 0u);
-  if (at.j < nkeys && at.d < kv.head_dim) {
-    const int64_t off = static_cast<int64_t>(key0 + at.j) * kv.pos_stride + at.d;
+  if (at.j < nkeys && at.d < tile.head_dim) {
+    const KvRows<E>& kv = tile;
+    const int64_t off = static_cast<int64_t>(at.j) * kv.pos_stride + at.d;
     kr = __ldg(reinterpret_cast<const uint4*>(kv.k + off));
     vr = __ldg(reinterpret_cast<const uint4*>(kv.v + off));
   }
@@ -164,7 +193,8 @@ __device__ __forceinline__ void store_vec(const Tiles<HD, ROWS>& t, const TileVe
 // never written). Every thread of the CTA takes part; a thread issues the loads of a batch
 // before storing any, so they are in flight together (batches bound the staging registers).
 template <class E, int HD, int ROWS, int THREADS>
-__device__ void load_kv_tile(const Tiles<HD, ROWS>& t, const KvRows<E>& kv, int key0, int nkeys) {
+__device__ void load_kv_tile(const Tiles<HD, ROWS>& t, const KvRows<E>& slot_rows, int key0, int nkeys) {
+  const KvRows<E> kv = slot_rows.tile(key0);
   if (kv.vec) {
     constexpr int kIters = kKeysPerTile * TileVec<E, HD>::kPerRow / THREADS;
     constexpr int kBatch = kIters < 4 ? kIters : 4;
@@ -175,7 +205,7 @@ __device__ void load_kv_tile(const Tiles<HD, ROWS>& t, const KvRows<E>& kv, int 
       uint4 kr[kBatch], vr[kBatch];
 #pragma unroll
       for (int it = 0; it < kBatch; ++it)
-        fetch_vec<E, HD>(kv, key0, nkeys, TileVec<E, HD>(threadIdx.x + (it0 + it) * THREADS), kr[it], vr[it]);
+        fetch_vec<E, HD>(kv, nkeys, TileVec<E, HD>(threadIdx.x + (it0 + it) * THREADS), kr[it], vr[it]);
 #pragma unroll
       for (int it = 0; it < kBatch; ++it)
         store_vec<E, HD, ROWS>(t, TileVec<E, HD>(threadIdx.x + (it0 + it) * THREADS), kr[it], vr[it]);
@@ -185,7 +215,7 @@ __device__ void load_kv_tile(const Tiles<HD, ROWS>& t, const KvRows<E>& kv, int 
       const int j = i / HD, d = i % HD;
       float kx = 0.f, vx = 0.f;
       if (j < nkeys && d < kv.head_dim) {
-        const int64_t off = static_cast<int64_t>(key0 + j) * kv.pos_stride + d;
+        const int64_t off = static_cast<int64_t>(j) * kv.pos_stride + d;
         kx = KvElem<E>::load(kv.k + off);
         vx = KvElem<E>::load(kv.v + off);
       }
@@ -205,10 +235,10 @@ struct KvTileInFlight {
   static_assert(kKeysPerTile * TileVec<E, HD>::kPerRow % THREADS == 0, "tile must split evenly over the CTA");
   uint4 k[kIters], v[kIters];
 
-  __device__ void fetch(const KvRows<E>& kv, int key0, int nkeys) {
+  __device__ void fetch(const KvRows<E>& slot_rows, int key0, int nkeys) {
+    const KvRows<E> kv = slot_rows.tile(key0);
 #pragma unroll
-    for (int it = 0; it < kIters; ++it)
-      fetch_vec<E, HD>(kv, key0, nkeys, TileVec<E, HD>(threadIdx.x + it * THREADS), k[it], v[it]);
+    for (int it = 0; it < kIters; ++it) fetch_vec<E, HD>(kv, nkeys, TileVec<E, HD>(threadIdx.x + it * THREADS), k[it], v[it]);
   }
   template <int ROWS>
   __device__ void store(const Tiles<HD, ROWS>& t) const {

@@ -284,10 +284,11 @@ struct HeadNormRopeAppendDef : TokenDefDefaults {
                ? reinterpret_cast<const void*>(ninfer_head_norm_rope_append_f16)
                : nullptr;
   }
-  // The cache dtype, the contract's ties between the two argument structs, then
+  // The cache dtype and layout, the contract's ties between the two argument structs, then
   // head_norm_rope's own checks.
   static const char* invalid(const Args& a, const ninfer_launch& l) {
     if (attention::kv_dtype_index(a.append.cache.dtype) < 0) return "the KV cache must be float32, float16 or bfloat16";
+    if (const char* why = ninfer_kv_cache_layout_error(&a.append.cache)) return why;
     if (const char* why = ninfer_head_norm_rope_append_untied(&a)) return why;
     return rope_args_invalid(a.rope, l);
   }

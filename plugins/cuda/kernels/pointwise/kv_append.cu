@@ -227,7 +227,8 @@ struct KvAppendDef : TokenDefDefaults {
     return a.cache.dtype == NINFER_DTYPE_F16 ? reinterpret_cast<const void*>(ninfer_kv_append_f16) : nullptr;
   }
   static const char* invalid(const Args& a, const ninfer_launch&) {
-    return attention::kv_dtype_index(a.cache.dtype) < 0 ? "the KV cache must be float32, float16 or bfloat16" : nullptr;
+    if (attention::kv_dtype_index(a.cache.dtype) < 0) return "the KV cache must be float32, float16 or bfloat16";
+    return ninfer_kv_cache_layout_error(&a.cache);
   }
 };
 

@@ -10,7 +10,8 @@
  * rows in the launch that normalises and rotates them: one latency-bound launch fewer per
  * layer (docs/ops.md).
  * Planning shape: tokens = T, dims[0] = head_dim, dims[1] = q_heads, dims[2] = k_heads,
- * dims[3] = rotary_dim, dtype = the cache dtype (F32, F16 or BF16).
+ * dims[3] = rotary_dim, dtype = the cache dtype (F32, F16 or BF16), kv_block_tokens = the
+ * cache's block_tokens. The cache rows go where its block table says (kv_append.h).
  *
  * Effects: those of the two ops: the q and k head rows of the launch's tokens are rewritten,
  * and their cache rows written. Workspace: none. Ordering: head_norm_rope's, and the batch

@@ -13,7 +13,8 @@
  * A plugin fuses them so that the new query meets the cache in the launch that normalises and
  * rotates it: one latency-bound launch fewer per attention layer (docs/ops.md).
  * Planning shape: attention's (tokens = T, dims[0] = head_dim, dims[1] = heads, dims[2] =
- * kv_heads, dims[3] = the longest attended span), dtype = the cache dtype, max_seq_tokens = the
+ * kv_heads, dims[3] = the longest attended span), dtype = the cache dtype, kv_block_tokens = the
+ * cache's block_tokens (a variant refuses the block sizes attention.h lets it), max_seq_tokens = the
  * most tokens of one sequence where the caller states it: a plugin variant is planned only when
  * it is 0 or 1, and the core runs the two ops otherwise.
  *
@@ -56,7 +57,9 @@ static inline const char* ninfer_head_norm_rope_append_attention_untied(
       a->attn.heads != r->q_heads || a->attn.tokens != r->tokens)
     return "attn's q rows, heads and tokens must be prep's";
   if (ac->k != pc->k || ac->v != pc->v || ac->slots != pc->slots || ac->capacity != pc->capacity ||
-      ac->kv_heads != pc->kv_heads || ac->head_dim != pc->head_dim || ac->dtype != pc->dtype)
+      ac->kv_heads != pc->kv_heads || ac->head_dim != pc->head_dim || ac->dtype != pc->dtype ||
+      ac->block_table != pc->block_table || ac->block_tokens != pc->block_tokens ||
+      ac->blocks_per_slot != pc->blocks_per_slot || ac->pool_blocks != pc->pool_blocks)
     return "attn's cache must be the one prep appends to";
   if (ab->num_seqs != pb->num_seqs || ab->seq_start != pb->seq_start || ab->seq_slot != pb->seq_slot ||
       ab->token_pos != pb->token_pos || ab->token_seq != pb->token_seq)
