@@ -272,7 +272,8 @@ TEST(GpuKvAppend16, RoundsToTheSameBitsAsTheCpuPlugin) {
     }
 }
 
-// Needs no GPU: every CUDA attention and kv_append variant declares the three cache dtypes, the
+// Needs no GPU: every CUDA attention and kv_append variant of float caches declares all three
+// cache dtypes (a variant of the compact formats alone, kv_append's rows_quantized, none), the
 // planner gives a 16-bit decode a split-KV plan whose CTAs are all resident, the same split as a
 // float32 one wherever the two kernels are equally resident (the hd128 class decodes a 16-bit
 // cache on tensor cores with 74 KB of shared memory per CTA: two CTAs per SM like the float32
@@ -283,10 +284,13 @@ TEST(GpuAttentionKv16Plan, SixteenBitCachesPlanResidentSplitsAndUnknownDtypesAre
   if (cards.empty()) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
   for (const Card& card : cards) {
     const LoadedPlugin* p = card.plugin;
+    constexpr uint32_t kFloatCaches = (1u << NINFER_DTYPE_F32) | (1u << NINFER_DTYPE_F16) | (1u << NINFER_DTYPE_BF16);
     for (const char* op : {NINFER_OP_ATTENTION, NINFER_OP_KV_APPEND})
-      for (const ninfer_variant* v : p->variants_for(op))
+      for (const ninfer_variant* v : p->variants_for(op)) {
+        if (!(v->dtype_mask & kFloatCaches)) continue; // a compact-format variant (kv_append.h)
         for (int32_t d : {NINFER_DTYPE_F32, NINFER_DTYPE_F16, NINFER_DTYPE_BF16})
           EXPECT_TRUE(v->dtype_mask & (1u << d)) << p->name() << " " << op << "/" << v->name << " lacks dtype " << d;
+      }
     const Planner planner(*p, card.dev);
     for (int64_t T : {1, 8}) {
       const ninfer_shape f32{T, {128, 32, 8, 32768}, NINFER_DTYPE_F32};
