@@ -51,20 +51,16 @@ struct Row {
   const typename E::T* value(int32_t j) const { return v0 + ninfer_kv_cache_row(c, slot, j); }
 };
 
-template <class E>
-void attend_row(const ninfer_attention_args& a, int64_t t, int32_t h) {
-  const Row<E> r(a, t, h);
-  const int32_t hd = r.hd, pos = r.pos;
-  const float* q = r.q;
-
+// Softmax-weighted sum of value rows in one pass over the keys, in double: the running maximum
+// rescales what was accumulated when a larger score arrives.
+struct OnlineSoftmax {
+  int32_t hd;
   double acc[kMaxHeadDim];
-  std::fill(acc, acc + hd, 0.0);
   double m = -std::numeric_limits<double>::infinity(), sum = 0;
-  for (int32_t j = 0; j <= pos; ++j) {
-    const typename E::T *k = r.key(j), *v = r.value(j);
-    double s = 0;
-    for (int32_t d = 0; d < hd; ++d) s += static_cast<double>(q[d]) * E::load(k[d]);
-    s *= a.scale;
+  explicit OnlineSoftmax(int32_t head_dim) : hd(head_dim) { std::fill(acc, acc + hd, 0.0); }
+  // Adds value row v (element d: v(d)) with score s.
+  template <class Value>
+  void add(double s, const Value& v) {
     if (s > m) { // new maximum: rescale what was accumulated against the old one
       const double r = std::exp(m - s);
       sum *= r;
@@ -73,9 +69,26 @@ void attend_row(const ninfer_attention_args& a, int64_t t, int32_t h) {
     }
     const double w = std::exp(s - m);
     sum += w;
-    for (int32_t d = 0; d < hd; ++d) acc[d] += w * E::load(v[d]);
+    for (int32_t d = 0; d < hd; ++d) acc[d] += w * v(d);
   }
-  for (int32_t d = 0; d < hd; ++d) r.out[d] = static_cast<float>(acc[d] / sum);
+  void write(float* out) const {
+    for (int32_t d = 0; d < hd; ++d) out[d] = static_cast<float>(acc[d] / sum);
+  }
+};
+
+template <class E>
+void attend_row(const ninfer_attention_args& a, int64_t t, int32_t h) {
+  const Row<E> r(a, t, h);
+  const int32_t hd = r.hd, pos = r.pos;
+  const float* q = r.q;
+  OnlineSoftmax o(hd);
+  for (int32_t j = 0; j <= pos; ++j) {
+    const typename E::T *k = r.key(j), *v = r.value(j);
+    double s = 0;
+    for (int32_t d = 0; d < hd; ++d) s += static_cast<double>(q[d]) * E::load(k[d]);
+    o.add(s * a.scale, [&](int32_t d) { return static_cast<double>(E::load(v[d])); });
+  }
+  o.write(r.out);
 }
 
 // A row over a compact cache: each key and value row dequantized to float32 (exact for KV_INT8
@@ -87,31 +100,20 @@ void attend_row_compact(const ninfer_attention_args& a, int64_t t, int32_t h) {
   const int32_t hd = c.head_dim, pos = a.batch.token_pos[t];
   const int32_t slot = a.batch.seq_slot[a.batch.token_seq[t]], g = h / (a.heads / c.kv_heads);
   const float* q = a.q + t * a.q_token_stride + h * a.q_head_stride;
-  double qr[kMaxHeadDim], acc[kMaxHeadDim];
+  double qr[kMaxHeadDim];
   float kr[kMaxHeadDim], vr[kMaxHeadDim];
   for (int32_t d = 0; d < hd; ++d) qr[d] = q[d];
   if (c.dtype == NINFER_DTYPE_KV_INT4R) hadamard_rotate(qr, hd);
-  std::fill(acc, acc + hd, 0.0);
-  double m = -std::numeric_limits<double>::infinity(), sum = 0;
+  OnlineSoftmax o(hd);
   for (int32_t j = 0; j <= pos; ++j) {
     const int64_t row = kv_row(c, slot, j, g);
     kv_dequantize_row(c.dtype, c.k, c.k_scale, row, hd, kr);
     kv_dequantize_row(c.dtype, c.v, c.v_scale, row, hd, vr);
     double s = 0;
     for (int32_t d = 0; d < hd; ++d) s += qr[d] * kr[d];
-    s *= a.scale;
-    if (s > m) {
-      const double r = std::exp(m - s);
-      sum *= r;
-      for (int32_t d = 0; d < hd; ++d) acc[d] *= r;
-      m = s;
-    }
-    const double w = std::exp(s - m);
-    sum += w;
-    for (int32_t d = 0; d < hd; ++d) acc[d] += w * vr[d];
+    o.add(s * a.scale, [&](int32_t d) { return static_cast<double>(vr[d]); });
   }
-  float* out = a.out + t * a.out_token_stride + static_cast<int64_t>(h) * hd;
-  for (int32_t d = 0; d < hd; ++d) out[d] = static_cast<float>(acc[d] / sum);
+  o.write(a.out + t * a.out_token_stride + static_cast<int64_t>(h) * hd);
 }
 
 // `emulate_mma_f16`: the numerics of the CUDA tensor-core prefill `prefill_mma_f16_*` on the CPU,
