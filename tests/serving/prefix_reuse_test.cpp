@@ -43,6 +43,28 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
   return a;
 }
 
+// `warm` (a next turn read partly from a slot) against the same request on a fresh engine without
+// prompt reuse: nothing cached there, and the same greedy ids and log-probabilities up to the
+// first step whose top two are within kGreedyMargin (a near-tie may flip on rounding).
+void expect_reply_of_a_cold_engine(const Fixture& fx, const std::vector<int32_t>& prompt, const ServeResult& warm) {
+  Backend cold_be = cpu_model_backend();
+  auto cold_lm = model(cold_be, fx, 2);
+  EngineOptions no_cache;
+  no_cache.prefix_cache = false;
+  Engine cold(*cold_lm, nullptr, no_cache);
+  const ServeResult cold2 = cold.submit(greedy(prompt, 10, 2))->wait();
+  ASSERT_EQ(cold2.finish_reason, "length") << cold2.error;
+  EXPECT_EQ(cold2.cached_tokens, 0);
+  ASSERT_EQ(warm.generated_ids.size(), cold2.generated_ids.size());
+  for (size_t s = 0; s < cold2.generated_ids.size(); ++s) {
+    const auto& top = cold2.top_logprobs[s];
+    ASSERT_EQ(top.size(), 2u);
+    if (top[0].logprob - top[1].logprob <= kGreedyMargin) break;
+    EXPECT_EQ(warm.generated_ids[s], cold2.generated_ids[s]) << "step " << s;
+    EXPECT_NEAR(warm.logprobs[s], cold2.logprobs[s], kLogprobTolerance) << "step " << s;
+  }
+}
+
 } // namespace
 
 TEST(SlotReuse, AttentionOnlyModelsReuseTheCommonPrefixAndKeepOneTokenToRead) {
@@ -155,22 +177,7 @@ TEST(ServingEngine, NextTurnReadFromTheSlotMatchesTheWholePromptOnAHybridModel) 
   EXPECT_GE(warm2.cached_tokens, static_cast<int64_t>(fed_at_least));
   EXPECT_LT(warm2.cached_tokens, static_cast<int64_t>(next.size()));
 
-  Backend cold_be = cpu_model_backend();
-  auto cold_lm = model(cold_be, fx, 2);
-  EngineOptions no_cache;
-  no_cache.prefix_cache = false;
-  Engine cold(*cold_lm, nullptr, no_cache);
-  const ServeResult cold2 = cold.submit(greedy(next, 10, 2))->wait();
-  ASSERT_EQ(cold2.finish_reason, "length") << cold2.error;
-  EXPECT_EQ(cold2.cached_tokens, 0);
-  ASSERT_EQ(warm2.generated_ids.size(), cold2.generated_ids.size());
-  for (size_t s = 0; s < cold2.generated_ids.size(); ++s) {
-    const auto& top = cold2.top_logprobs[s];
-    ASSERT_EQ(top.size(), 2u);
-    if (top[0].logprob - top[1].logprob <= kGreedyMargin) break; // a near-tie may flip on rounding
-    EXPECT_EQ(warm2.generated_ids[s], cold2.generated_ids[s]) << "step " << s;
-    EXPECT_NEAR(warm2.logprobs[s], cold2.logprobs[s], kLogprobTolerance) << "step " << s;
-  }
+  expect_reply_of_a_cold_engine(fx, next, warm2);
 }
 
 // A next turn whose reply differs from the one generated (a template that re-renders or drops
@@ -196,19 +203,7 @@ TEST(ServingEngine, HybridModelResumesFromTheSnapshotWhenTheReplyDiffers) {
   ASSERT_EQ(warm2.finish_reason, "length") << warm2.error;
   EXPECT_EQ(warm2.cached_tokens, static_cast<int64_t>(c.prompt.size()));
 
-  Backend cold_be = cpu_model_backend();
-  auto cold_lm = model(cold_be, fx, 2);
-  EngineOptions no_cache;
-  no_cache.prefix_cache = false;
-  Engine cold(*cold_lm, nullptr, no_cache);
-  const ServeResult cold2 = cold.submit(greedy(next, 10, 2))->wait();
-  ASSERT_EQ(cold2.generated_ids.size(), warm2.generated_ids.size());
-  for (size_t s = 0; s < cold2.generated_ids.size(); ++s) {
-    const auto& top = cold2.top_logprobs[s];
-    if (top[0].logprob - top[1].logprob <= kGreedyMargin) break;
-    EXPECT_EQ(warm2.generated_ids[s], cold2.generated_ids[s]) << "step " << s;
-    EXPECT_NEAR(warm2.logprobs[s], cold2.logprobs[s], kLogprobTolerance) << "step " << s;
-  }
+  expect_reply_of_a_cold_engine(fx, next, warm2);
 }
 
 // Without snapshots, a prompt that diverges from the slot inside the hybrid model's earlier
