@@ -16,6 +16,7 @@
 #include "attention_test_common.hpp"
 #include "gpu_op_env.hpp"
 #include "kv_blocks.hpp"
+#include "kv_rows.hpp"
 #include "op_routes.hpp"
 #include "ninfer/abi/ops/kv_append.h"
 
@@ -30,16 +31,10 @@ struct Param {
   int32_t head_dim;
 };
 
-std::vector<float> rows_with_spread(std::mt19937_64& rng, int64_t rows, int32_t hd) {
-  std::uniform_real_distribution<double> decade(-3.5, 1.5);
-  std::uniform_int_distribution<int32_t> chan(0, hd - 1);
-  std::vector<float> x = randn(rng, rows * hd);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float m = static_cast<float>(std::pow(10.0, decade(rng)));
-    for (int32_t d = 0; d < hd; ++d) x[r * hd + d] *= m;
-    if (r % 5 == 1) x[r * hd + chan(rng)] *= 30.f;
-  }
-  std::fill(x.begin(), x.begin() + hd, 0.f);
+// The shared spread rows (kv_rows.hpp) with one NaN element: its group's scale must be NaN on
+// both plugins.
+std::vector<float> rows_with_nan(std::mt19937_64& rng, int64_t rows, int32_t hd) {
+  std::vector<float> x = rows_with_spread(rng, rows, hd);
   x[3 * hd + 5] = std::numeric_limits<float>::quiet_NaN();
   return x;
 }
@@ -88,7 +83,7 @@ TEST_P(GpuKvFormat, AppendWritesTheCpuReferencesCodesAndScales) {
   g_cache.v_scale = gvs.data();
   for (const Batch& b : batches) {
     const int64_t T = b.tokens(), row = int64_t{kv_heads} * hd, stride = row + 3;
-    const std::vector<float> k = rows_with_spread(rng, T * stride / hd + 1, hd), v = rows_with_spread(rng, T * stride / hd + 1, hd);
+    const std::vector<float> k = rows_with_nan(rng, T * stride / hd + 1, hd), v = rows_with_nan(rng, T * stride / hd + 1, hd);
     ninfer_shape shape{T, {hd, kv_heads, 0, 0}, p.dtype};
     shape.kv_block_tokens = blocks.block_tokens;
     const BatchOn cbo(*cpu, b), gbo(*gpu, b);

@@ -14,6 +14,7 @@
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/kv_append.h"
 #include "kv_blocks.hpp"
+#include "kv_rows.hpp"
 #include "ninfer/support/error.hpp"
 #include "op_test_env.hpp"
 
@@ -135,21 +136,6 @@ std::vector<double> row_values(const Format& f, bool key, const DecodedRow& r) {
   for (size_t d = 0; d < x.size(); ++d)
     x[d] = f.dtype == NINFER_DTYPE_KV_FP8 ? double(float(r.code[d]) * float(r.scale[d])) : r.code[d] * r.scale[d];
   return key && f.rotates_keys ? hadamard(x) : x;
-}
-
-// Random head rows whose magnitudes span five decades (down into fp8's subnormal codes and
-// fp16's subnormal scales), a few with an outlier channel, one all zero.
-std::vector<float> rows_with_spread(std::mt19937_64& rng, int64_t rows, int32_t hd) {
-  std::uniform_real_distribution<double> decade(-3.5, 1.5);
-  std::uniform_int_distribution<int32_t> chan(0, hd - 1);
-  std::vector<float> x = randn(rng, rows * hd);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float m = static_cast<float>(std::pow(10.0, decade(rng)));
-    for (int32_t d = 0; d < hd; ++d) x[r * hd + d] *= m;
-    if (r % 5 == 1) x[r * hd + chan(rng)] *= 30.f;
-  }
-  std::fill(x.begin(), x.begin() + hd, 0.f);
-  return x;
 }
 
 // Checks one tensor's row against the oracle's quantization of x (float32 input row).
