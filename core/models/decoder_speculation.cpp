@@ -147,11 +147,8 @@ Decoder::Queued Decoder::spec_round(std::span<const RoundRow> rows, Pick pick, s
     // Device data uploaded before the round (never part of a recording): the counts, then the
     // rows they keep (draft_accept's two outputs).
     std::vector<int32_t> up(forced.begin(), forced.end());
-    for (int32_t i = 0; i < B; ++i) {
-      const int32_t a = forced[static_cast<size_t>(i)];
-      if (a < 0 || a > K) throw Error(fmt::format("a forced accepted count of {} is outside 0..{}", a, K));
-      up.push_back(i * D + a);
-    }
+    // Each count is in 0..K (CausalLM::queue_spec_round checks them).
+    for (int32_t i = 0; i < B; ++i) up.push_back(i * D + forced[static_cast<size_t>(i)]);
     be_.upload(forced_accepts_, 0, up.data(), sizeof(int32_t) * up.size());
   }
   // The verification pass: every row's next input and its K drafts, at its next K + 1 positions
