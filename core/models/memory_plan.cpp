@@ -42,11 +42,12 @@ MemoryReport dry_load(const Checkpoint& ck, const PlanTarget& t, const ModelOpti
 // the context (ninfer/models/mixed_chunk.hpp), and the dry run is repeated when the chunk changes.
 void measure(MemoryPlan& p, const Checkpoint& ck, const PlanTarget& t, bool auto_mixed) {
   ModelOptions& o = p.options;
+  const int32_t kind = p.cuda ? NINFER_DEVICE_CUDA : NINFER_DEVICE_CPU;
   MemoryReport r = dry_load(ck, t, o);
   if (auto_mixed) {
     const double weights = static_cast<double>(r.in_use[static_cast<size_t>(MemoryUse::Weights)]);
     const int32_t chunk = mixed_chunk_rule(
-        mixed_step_cost(ck.config(), weights, o.max_context, p.cuda ? NINFER_DEVICE_CUDA : NINFER_DEVICE_CPU),
+        mixed_step_cost(ck.config(), weights, o.max_context, kind),
         o.prefill_chunk);
     const bool changed = chunk != o.mixed_chunk;
     o.mixed_chunk = chunk;
@@ -56,7 +57,7 @@ void measure(MemoryPlan& p, const Checkpoint& ck, const PlanTarget& t, bool auto
   parts = {};
   parts.exact = r.in_use;
   parts.weights_by_format = r.weights_by_format;
-  parts.allocator = allocator_overhead(r, p.cuda ? NINFER_DEVICE_CUDA : NINFER_DEVICE_CPU);
+  parts.allocator = allocator_overhead(r, kind);
   parts.cuda_graphs = p.cuda && o.cuda_graphs ? decode_recordings(o) * kCudaGraphBytes : 0;
   parts.cuda_runtime = p.cuda && p.budget.limit ? kCudaRuntimeBytes : 0;
   // The pool's tokens: every slot's max_context in whole KV blocks (models::kKvBlockTokens).
