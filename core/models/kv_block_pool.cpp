@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "ninfer/support/error.hpp"
 
 namespace ninfer::models {
@@ -38,14 +40,16 @@ bool KvBlockPool::ensure(int32_t slot, int64_t positions) {
   return true;
 }
 
-void KvBlockPool::release(int32_t slot) {
+void KvBlockPool::trim(int32_t slot, int64_t positions) {
+  int32_t& held = held_[static_cast<size_t>(slot)];
+  const int32_t keep = static_cast<int32_t>(std::min<int64_t>(held, blocks_for(std::max<int64_t>(positions, 0))));
   int32_t* row = table_.data() + static_cast<size_t>(slot) * blocks_per_slot_;
-  for (int32_t i = held_[static_cast<size_t>(slot)] - 1; i >= 0; --i) {
+  for (int32_t i = held - 1; i >= keep; --i) {
     free_.push_back(row[i]);
     row[i] = -1;
   }
-  if (held_[static_cast<size_t>(slot)]) dirty_ = true;
-  held_[static_cast<size_t>(slot)] = 0;
+  if (keep < held) dirty_ = true;
+  held = keep;
 }
 
 void KvBlockPool::sync() {

@@ -36,8 +36,10 @@ class KvBlockPool {
   // Gives `slot` blocks until it holds positions [0, positions); false (nothing changes) when the
   // free list lacks them or `positions` is past capacity().
   bool ensure(int32_t slot, int64_t positions);
-  // Returns every block of `slot` to the free list; its entries become -1.
-  void release(int32_t slot);
+  // Returns the blocks of `slot` past those that hold positions [0, positions) to the free list;
+  // their entries become -1. release(slot) is trim(slot, 0).
+  void trim(int32_t slot, int64_t positions);
+  void release(int32_t slot) { trim(slot, 0); }
   // Uploads the host table when it changed since the last upload.
   void sync();
 

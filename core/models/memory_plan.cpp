@@ -60,8 +60,7 @@ void measure(MemoryPlan& p, const Checkpoint& ck, const PlanTarget& t, bool auto
   parts.allocator = allocator_overhead(r, kind);
   parts.cuda_graphs = p.cuda && o.cuda_graphs ? decode_recordings(o) * kCudaGraphBytes : 0;
   parts.cuda_runtime = p.cuda && p.budget.limit ? kCudaRuntimeBytes : 0;
-  // The pool's tokens: every slot's max_context in whole KV blocks (models::kKvBlockTokens).
-  p.kv_tokens = int64_t{o.max_sequences} * ((o.max_context + kKvBlockTokens - 1) / kKvBlockTokens) * kKvBlockTokens;
+  p.kv_tokens = kv_pool_blocks(o) * kKvBlockTokens;
   p.kv_bytes_per_token = parts.of(MemoryUse::KvCache) / static_cast<size_t>(p.kv_tokens);
   p.state_bytes_per_sequence = parts.of(MemoryUse::State) / static_cast<size_t>(o.max_sequences);
 
@@ -103,6 +102,11 @@ std::string problem_of(const MemoryPlan& p, bool auto_context_asked) {
     return fmt::format("the model does not fit even without its KV cache: its other parts take {}, {} more than {}",
                        format_bytes(p.parts.total() - p.parts.of(MemoryUse::KvCache)),
                        format_bytes(static_cast<size_t>(-p.room)), p.bound);
+  const int64_t one_sequence = (o.max_context + kKvBlockTokens - 1) / kKvBlockTokens * kKvBlockTokens;
+  if (p.kv_capacity && p.kv_capacity < one_sequence)
+    return fmt::format("a KV capacity of {} tokens is less than one sequence of max_context {} needs ({} tokens in "
+                       "whole blocks of {}): raise kv_capacity or lower max_context",
+                       p.kv_capacity, o.max_context, one_sequence, kKvBlockTokens);
   if (p.kv_tokens_fit < 0) return "";
   if (p.kv_capacity > p.kv_tokens_fit)
     return fmt::format("a KV capacity of {} does not fit: {} fit in what {} leaves", tokens_bytes(p.kv_capacity, per),
@@ -123,6 +127,13 @@ std::string problem_of(const MemoryPlan& p, bool auto_context_asked) {
 }
 
 } // namespace
+
+int64_t kv_pool_blocks(const ModelOptions& o) {
+  const int64_t per_sequence = (o.max_context + kKvBlockTokens - 1) / kKvBlockTokens;
+  const int64_t all = per_sequence * o.max_sequences;
+  if (o.kv_capacity <= 0) return all;
+  return std::clamp(o.kv_capacity / kKvBlockTokens, per_sequence, all);
+}
 
 size_t MemoryParts::allocated() const {
   size_t n = 0;
@@ -151,8 +162,9 @@ MemoryPlan plan_memory(const Checkpoint& ck, const PlanTarget& t, const ModelOpt
                    : models::resolve_kv_cache(*t.plugin, t.device, asked.kv_cache);
   const bool auto_ctx = asked.max_context == 0;
   const bool auto_mixed = asked.mixed_chunk == 0;
+  // An asked capacity is a pool the sequences share: one of them may take all of it.
   if (auto_ctx)
-    o.max_context = asked.kv_capacity ? std::max<int64_t>(1, auto_context(asked.kv_capacity / o.max_sequences, p.max_positions))
+    o.max_context = asked.kv_capacity ? std::max<int64_t>(1, auto_context(asked.kv_capacity, p.max_positions))
                                       : p.max_positions;
   for (int round = 0; round < kMostRounds; ++round) {
     measure(p, ck, t, auto_mixed);

@@ -65,11 +65,9 @@ std::unique_ptr<Decoder> build_decoder(const Checkpoint& ck, Backend& be, const 
   const bool mtp = o.speculation.method == SpecMethod::Mtp;
   if (mtp) require_mtp(ck);
   StepLimits limits = step_limits(o);
-  // Room for every slot's whole max_context: slots x blocks_per_slot blocks, handed to the slots
-  // as their sequences grow (CausalLM takes them before each step).
-  const int64_t per_slot = (o.max_context + kKvBlockTokens - 1) / kKvBlockTokens;
-  auto pool = std::make_unique<KvBlockPool>(be, o.max_sequences, o.max_context, kKvBlockTokens,
-                                            per_slot * o.max_sequences);
+  // The blocks are handed to the slots as their sequences grow (CausalLM takes them before each
+  // step); kv_pool_blocks says how many there are.
+  auto pool = std::make_unique<KvBlockPool>(be, o.max_sequences, o.max_context, kKvBlockTokens, kv_pool_blocks(o));
   limits.kv_pool = pool.get();
   WeightLoader w(ck, be, o.weights, mtp ? static_cast<int64_t>(mtp_tensors(cfg).size()) : 0);
   DecoderParts parts = decoder_builder(family_of(cfg))(w, be, cfg, limits);

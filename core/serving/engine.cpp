@@ -18,6 +18,9 @@ Engine::Engine(CausalLM& lm, const Tokenizer* tokenizer, EngineOptions options)
       // keeps state a slot's tokens do not describe: no reuse there yet.
       reuse_(lm.options().max_sequences, lm.can_truncate(), options.prefix_cache && !lm.options().speculation.on()) {
   if (options_.max_pending < 0) throw Error("max_pending must be >= 0");
+  kv_load_.kv_block_tokens = lm.kv_block_tokens();
+  kv_load_.kv_blocks_total = lm.kv_blocks_total();
+  kv_load_.kv_blocks_free = lm.kv_blocks_free();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -27,7 +30,11 @@ int64_t Engine::max_context() const { return lm_.options().max_context; }
 
 EngineLoad Engine::load() const {
   std::lock_guard lock(mutex_);
-  return {static_cast<int64_t>(pending_.size()), running_, lm_.options().max_sequences};
+  EngineLoad l = kv_load_;
+  l.pending = static_cast<int64_t>(pending_.size());
+  l.running = running_;
+  l.slots = lm_.options().max_sequences;
+  return l;
 }
 
 std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r, RequestOptions ro) {
@@ -83,13 +90,46 @@ void Engine::shutdown(bool cancel_running) {
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
+// KV blocks a request may need (docs/memory.md, "The KV block pool"): every position it can
+// reach, its prompt, max_new_tokens and with speculation one round's drafts, at most max_context.
+// Reserved at admission, so a running sequence never finds the pool empty mid-stream.
+int64_t Engine::positions_needed(const GenerationRequest& r, int32_t slot) const {
+  const ModelOptions& o = lm_.options();
+  const int64_t prompt_end = (r.append ? lm_.position(slot) : 0) + static_cast<int64_t>(r.prompt_ids.size());
+  const int64_t round = o.speculation.on() ? o.speculation.draft_tokens + 1 : 0;
+  return std::min(prompt_end + r.max_new_tokens + round, o.max_context);
+}
+
+// Whether `slot` can hold `need` positions once it keeps only its first `keep` and the free slots
+// other than it give back the rows they keep for prompt reuse.
+bool Engine::blocks_suffice(int32_t slot, int64_t keep, int64_t need, std::span<const int32_t> free_slots) const {
+  const int64_t held = lm_.kv_blocks_held(slot), kept = std::min(held, lm_.kv_blocks_for(keep));
+  int64_t available = lm_.kv_blocks_free() + held - kept;
+  for (int32_t s : free_slots)
+    if (s != slot) available += lm_.kv_blocks_held(s);
+  return lm_.kv_blocks_for(need) - kept <= available;
+}
+
+// Gives `slot` the blocks of `need` positions, taking back the rows other free slots keep for
+// prompt reuse, least recently retired first, while the free blocks fall short.
+bool Engine::reserve_blocks(int32_t slot, int64_t need, std::span<const int32_t> free_slots) {
+  lm_.trim_kv(slot);
+  for (int32_t s : free_slots) {
+    if (lm_.kv_blocks_for(need) - lm_.kv_blocks_held(slot) <= lm_.kv_blocks_free()) break;
+    if (s == slot || lm_.kv_blocks_held(s) == 0) continue;
+    lm_.release_kv(s);
+    reuse_.forget(s);
+  }
+  return lm_.reserve_kv(slot, need);
+}
+
 void Engine::admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& active, std::vector<int32_t>& free_slots) {
   std::lock_guard lock(mutex_);
   while (!pending_.empty() && !free_slots.empty()) {
-    Pending p = std::move(pending_.front());
-    pending_.pop_front();
+    Pending& p = pending_.front();
     if (p.handle->cancelled()) {
       drop(p, "cancelled");
+      pending_.pop_front();
       continue;
     }
     const SlotReuse::Choice choice = reuse_.choose(p.request.prompt_ids, free_slots);
@@ -97,19 +137,32 @@ void Engine::admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& acti
     // Prompt logprobs need every prompt position's logits: such a prompt is read whole.
     int64_t reuse = p.request.prompt_logprobs > 0 || p.request.append ? 0 : choice.reuse;
     if (reuse > lm_.position(slot) || (choice.restore && lm_.snapshot_position(slot) != reuse)) reuse = 0;
-    GenerationRequest run = p.request;
+    const int64_t need = positions_needed(p.request, slot);
+    const int64_t keep = reuse > 0 ? reuse : p.request.append ? lm_.position(slot) : 0;
+    // Not enough blocks until running sequences end: the queue waits, in order.
+    if (!blocks_suffice(slot, keep, need, free_slots)) break;
+    Pending taken = std::move(p);
+    pending_.pop_front();
+    GenerationRequest run = taken.request;
     if (reuse > 0) {
       if (choice.restore) lm_.restore_snapshot(slot);
       else if (lm_.position(slot) > reuse) lm_.truncate(slot, reuse);
       run.prompt_ids.erase(run.prompt_ids.begin(), run.prompt_ids.begin() + reuse);
       run.append = true; // the slot keeps its first `reuse` tokens
+    } else if (!run.append) {
+      lm_.release_kv(slot); // its rows are not read again
     }
-    auto seq = std::make_unique<Sequence>(slot, p.request, p.options, p.handle, tokenizer_, p.submitted, reuse);
+    auto seq = std::make_unique<Sequence>(slot, taken.request, taken.options, taken.handle, tokenizer_,
+                                          taken.submitted, reuse);
     try {
+      if (!reserve_blocks(slot, need, free_slots))
+        throw Error(fmt::format("internal: {} KV blocks for {} positions were counted free but could not be taken",
+                                lm_.kv_blocks_for(need), need));
       loop.add(slot, std::move(run), seq->hooks()); // resets the slot unless it continues it
     } catch (const std::exception& e) {
       reuse_.forget(slot);
-      drop(p, "error", e.what());
+      lm_.release_kv(slot);
+      drop(taken, "error", e.what());
       continue;
     }
     free_slots.erase(std::find(free_slots.begin(), free_slots.end(), slot));
@@ -208,6 +261,7 @@ void Engine::run() {
     std::lock_guard lock(mutex_);
     retire_done();
     stats_ = loop.stats();
+    kv_load_.kv_blocks_free = lm_.kv_blocks_free();
   }
 }
 

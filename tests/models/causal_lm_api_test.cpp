@@ -147,4 +147,17 @@ TEST(CausalLmApi, KvBlocksFollowTheSequenceAndTheirPlaceChangesNothing) {
   EXPECT_EQ(lm->kv_blocks_held(1), 4);
   EXPECT_EQ(lm->kv_blocks_free(), 1);
   EXPECT_EQ(lm->kv_blocks_for(129), 3);
+
+  // Slot 0 (151 positions, 3 blocks) reserved ahead to 256, then trimmed back to its position.
+  lm->release_kv(1);
+  ASSERT_EQ(lm->position(0), 151);
+  EXPECT_TRUE(lm->reserve_kv(0, 256));
+  EXPECT_EQ(lm->kv_blocks_held(0), 4);
+  lm->trim_kv(0);
+  EXPECT_EQ(lm->kv_blocks_held(0), 3);
+  EXPECT_EQ(lm->kv_blocks_free(), lm->kv_blocks_total() - 3);
+  EXPECT_EQ(max_abs_diff(decode_logits(*lm, std::vector<int32_t>{0}, std::vector<int32_t>{9}),
+                         decode_logits(*alone, std::vector<int32_t>{0}, std::vector<int32_t>{9})),
+            0.0)
+      << "trimming the blocks past the position keeps the sequence";
 }

@@ -222,12 +222,43 @@ TEST(MemoryPlan, AutomaticContextIsTheLongestThatFitsTheLimit) {
   EXPECT_EQ(roomy.options.max_context, c.max_position_embeddings);
   EXPECT_EQ(roomy.kv_tokens_fit, -1);
 
-  // A KV capacity asked: its tokens per sequence.
+}
+
+// An asked KV capacity is one pool the sequences share: the automatic context is as long as the
+// whole pool (rounded down to 256), the pool is the capacity in whole blocks, not slots x
+// context, and a load makes exactly that many blocks. A capacity below one sequence's context
+// is refused with the numbers.
+TEST(MemoryPlan, AKvCapacityIsAPoolTheSequencesShare) {
+  ModelConfig shape = shape_preset_config("qwen3_5-cpu-small");
+  shape.vocab_size = 2048;
+  const Checkpoint ck = Checkpoint::synthetic(shape, DType::F32, 1);
+  Backend probe = cpu_model_backend();
   ModelOptions cap = options(0, 4);
-  cap.kv_capacity = 4 * 1000;
+  cap.kv_capacity = 4000;
   const MemoryPlan capped = plan_memory(ck, plan_target(probe), cap, {});
-  EXPECT_EQ(capped.options.max_context, 768) << capped.text();
-  EXPECT_TRUE(capped.fits()) << capped.problem;
+  ASSERT_TRUE(capped.fits()) << capped.problem;
+  EXPECT_EQ(capped.options.max_context, 3840) << capped.text();
+  EXPECT_EQ(capped.kv_tokens, 4000 / kKvBlockTokens * kKvBlockTokens) << capped.text();
+  EXPECT_EQ(capped.parts.of(MemoryUse::KvCache), static_cast<size_t>(capped.kv_tokens) * capped.kv_bytes_per_token);
+
+  Backend be = cpu_model_backend();
+  const auto lm = CausalLM::load(ck, be, cap);
+  EXPECT_EQ(lm->kv_blocks_total(), 4000 / kKvBlockTokens);
+  EXPECT_EQ(be.memory().in_use[static_cast<size_t>(MemoryUse::KvCache)], capped.parts.of(MemoryUse::KvCache));
+
+  // A capacity beyond slots x context changes nothing: every slot's whole context.
+  ModelOptions roomy = options(512, 2);
+  roomy.kv_capacity = 1 << 20;
+  EXPECT_EQ(plan_memory(ck, plan_target(probe), roomy, {}).kv_tokens, 2 * 512);
+
+  ModelOptions small = options(1000, 2);
+  small.kv_capacity = 1000; // one sequence of 1000 takes 16 blocks of 64: 1024 tokens
+  const MemoryPlan refused = plan_memory(ck, plan_target(probe), small, {});
+  EXPECT_FALSE(refused.fits());
+  EXPECT_NE(refused.problem.find("a KV capacity of 1000 tokens is less than one sequence of max_context 1000 needs "
+                                 "(1024 tokens"),
+            std::string::npos)
+      << refused.problem;
 }
 
 TEST(MemoryPlan, RefusesWhatDoesNotFitWithTheNumbers) {

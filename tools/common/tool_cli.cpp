@@ -31,8 +31,8 @@ void add_memory_options(CLI::App& app, std::optional<double>& memory_limit, std:
                  "free memory; CPU: 80% of the available memory): emulates a smaller card (docs/memory.md)")
       ->check(CLI::PositiveNumber);
   app.add_option("--kv-capacity", kv_capacity,
-                 "KV cache tokens, all sequences together: auto (what the memory leaves after weights, state, "
-                 "activations, workspace and graphs) or TOKENS")
+                 "KV cache tokens, all sequences together: auto (every sequence's whole context, fitted to what "
+                 "the memory leaves) or TOKENS (a block pool of that size the sequences share; docs/memory.md)")
       ->check(CLI::Validator(
           [](std::string& v) {
             if (v == "auto") return std::string();

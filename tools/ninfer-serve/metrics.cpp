@@ -45,12 +45,19 @@ std::string ServerMetrics::render(const serving::Engine& engine, const Backend& 
          fmt::format("ninfer_generation_tokens_total {}\n", generated_tokens_));
   metric(out, "ninfer_decode_seconds_total", "counter", "Seconds finished requests spent decoding.",
          fmt::format("ninfer_decode_seconds_total {}\n", decode_seconds_));
-  metric(out, "ninfer_queue_depth", "gauge", "Requests waiting for a slot.", fmt::format("ninfer_queue_depth {}\n", load.pending));
+  metric(out, "ninfer_queue_depth", "gauge", "Requests waiting for a slot or KV blocks.",
+         fmt::format("ninfer_queue_depth {}\n", load.pending));
   metric(out, "ninfer_slots_in_use", "gauge", "Sequence slots (KV cache / GDN state) held by requests.",
          fmt::format("ninfer_slots_in_use {}\n", load.running));
   metric(out, "ninfer_slots_total", "gauge", "Sequence slots (--max-concurrency).", fmt::format("ninfer_slots_total {}\n", load.slots));
   metric(out, "ninfer_kv_cache_bytes", "gauge", "KV cache memory, allocated at load.",
          fmt::format("ninfer_kv_cache_bytes {}\n", mem.in_use[static_cast<size_t>(MemoryUse::KvCache)]));
+  metric(out, "ninfer_kv_blocks_total", "gauge", "Blocks of the KV cache pool (ninfer_kv_block_tokens positions each).",
+         fmt::format("ninfer_kv_blocks_total {}\n", load.kv_blocks_total));
+  metric(out, "ninfer_kv_blocks_free", "gauge", "KV blocks no slot holds (a retired slot's kept rows are held).",
+         fmt::format("ninfer_kv_blocks_free {}\n", load.kv_blocks_free));
+  metric(out, "ninfer_kv_block_tokens", "gauge", "Positions per KV block.",
+         fmt::format("ninfer_kv_block_tokens {}\n", load.kv_block_tokens));
   metric(out, "ninfer_state_bytes", "gauge", "Gated DeltaNet state memory, allocated at load.",
          fmt::format("ninfer_state_bytes {}\n", mem.in_use[static_cast<size_t>(MemoryUse::State)]));
   // The engine loop's counters: what ran on the device and what came back to the host.

@@ -75,8 +75,9 @@ struct ModelOptions {
   // sequences, read in the same forward pass); at most prefill_chunk. 0: the cost rule of
   // ninfer/models/mixed_chunk.hpp picks it at load (options() holds the result).
   int32_t mixed_chunk = 0;
-  // KV tokens of the cache, all sequences together; 0: what the memory leaves after every other
-  // part. Today's contiguous cache holds max_sequences x max_context of them, which must fit.
+  // KV tokens of the cache, all sequences together. 0: every slot's whole max_context (which the
+  // plan fits to the memory). A number: a KV block pool of that many tokens (at least one
+  // max_context, at most every slot's), shared by the slots (kv_pool_blocks, memory_plan.hpp).
   int64_t kv_capacity = 0;
   WeightPrecision weights = WeightPrecision::Auto;
   KvCachePrecision kv_cache = KvCachePrecision::Auto; // resolved by load: never Auto in options()
@@ -210,6 +211,9 @@ class CausalLM {
   bool reserve_kv(int32_t slot, int64_t positions);
   // Forgets the slot's sequence (reset) and returns its blocks to the pool.
   void release_kv(int32_t slot);
+  // Returns the slot's blocks past its position (rows it no longer reads: a truncated or restored
+  // sequence's tail) to the pool; the sequence is unchanged.
+  void trim_kv(int32_t slot);
   // Forgets the slot's sequence: position 0, GDN state zeroed.
   void reset(int32_t slot);
   // Whether truncate() can roll a slot back: only a model without Gated DeltaNet layers, whose

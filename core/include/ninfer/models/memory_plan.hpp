@@ -9,8 +9,8 @@
 // (models_cpu_tests' MemoryPlan.* check it on every fixture and random preset).
 //
 // KV tokens are the unit of the KV cache: a pool of blocks of kKvBlockTokens tokens per attention
-// layer (docs/memory.md, "The KV block pool"), max_concurrency x max_context tokens rounded up to
-// whole blocks per sequence.
+// layer (docs/memory.md, "The KV block pool"): max_concurrency x max_context tokens rounded up to
+// whole blocks per sequence, or fewer when kv_capacity asks for fewer (kv_pool_blocks).
 #pragma once
 
 #include <array>
@@ -42,6 +42,12 @@ inline constexpr size_t kCudaRuntimeBytes = size_t{512} << 20;
 // positions of a sequence's last block unused; the choice against 32, 128 or 256 awaits a
 // measurement of the attention kernels on a GPU.
 inline constexpr int32_t kKvBlockTokens = 64;
+// Blocks of the KV pool a load makes with options `o` (max_context resolved): every slot's whole
+// max_context in blocks, or, when o.kv_capacity asks for fewer tokens, kv_capacity rounded down to
+// whole blocks, but never fewer than one sequence's max_context needs (the plan refuses a
+// kv_capacity below max_context). Sequences then share the pool and the serving engine admits a
+// request only when the blocks it may need are free (docs/memory.md, "The KV block pool").
+int64_t kv_pool_blocks(const ModelOptions& o);
 // One decode recording (a CUDA graph: its kernel nodes and their parameters on the device),
 // for a 64-layer model's few hundred launches.
 inline constexpr size_t kCudaGraphBytes = size_t{1} << 20;
@@ -107,7 +113,7 @@ struct MemoryPlan {
   MemoryParts parts;
   size_t kv_bytes_per_token = 0;       // every attention layer's K and V of one token
   size_t state_bytes_per_sequence = 0; // Gated DeltaNet conv + recurrent state of one slot
-  int64_t kv_tokens = 0;     // the KV pool: max_sequences x max_context rounded up to whole KV blocks
+  int64_t kv_tokens = 0;     // the KV pool's tokens: kv_pool_blocks(options) x kKvBlockTokens
   int64_t kv_tokens_fit = -1; // what the budget leaves room for after every other part; -1: no bound
   MemoryBudget budget;
   // Bytes the tighter bound of the budget leaves for the KV cache (negative: the other parts

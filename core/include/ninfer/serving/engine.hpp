@@ -1,6 +1,8 @@
 // The server's inference engine: one CausalLM with max_sequences slots and one thread driving
 // the engine loop (ninfer/generation/scheduler.hpp, the loop ninfer-run drives too). Requests
-// wait in a bounded queue, take a free slot, are prefilled one chunk per iteration (inside the
+// wait in a bounded queue, in order, and take a free slot once the KV block pool can give it the
+// blocks of every position the request may reach (retired slots' rows kept for prompt reuse are
+// given back for it, least recently retired first); they are prefilled one chunk per iteration (inside the
 // decoding sequences' step while there are any: ModelOptions::mixed_chunk tokens, else
 // prefill_chunk), and then decode together: every step feeds one token to each generating
 // sequence, queued before the host reads the previous step's tokens. Requests join between
@@ -21,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,9 +57,14 @@ class PromptTooLong : public Error {
 
 // What the scheduler holds right now (for /metrics).
 struct EngineLoad {
-  int64_t pending = 0; // waiting for a slot
+  int64_t pending = 0; // waiting for a slot or for KV blocks
   int64_t running = 0; // holding a slot
   int64_t slots = 0;   // max_sequences
+  // The KV block pool (CausalLM::kv_blocks_*), as of the loop's last iteration: free counts the
+  // blocks no slot holds (a retired slot's rows kept for prompt reuse are held).
+  int64_t kv_block_tokens = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_free = 0;
 };
 
 // How one request's output is presented (what it generates does not change).
@@ -127,6 +135,9 @@ class Engine {
   // sees its request finished can submit the next one into that slot at once.
   void retire(Sequence& s, std::vector<int32_t>& free_slots);
   void admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& active, std::vector<int32_t>& free_slots);
+  int64_t positions_needed(const GenerationRequest& r, int32_t slot) const;
+  bool blocks_suffice(int32_t slot, int64_t keep, int64_t need, std::span<const int32_t> free_slots) const;
+  bool reserve_blocks(int32_t slot, int64_t need, std::span<const int32_t> free_slots);
 
   CausalLM& lm_;
   const Tokenizer* tokenizer_;
@@ -139,6 +150,7 @@ class Engine {
   bool cancel_running_ = false;
   SchedulerStats stats_; // the loop's, copied after each iteration
   SlotReuse reuse_;      // the scheduler thread's only
+  EngineLoad kv_load_;   // the KV pool's counts (mutex_)
   std::thread thread_;
 };
 
