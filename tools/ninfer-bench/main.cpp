@@ -141,7 +141,8 @@ int run(BenchOptions o) {
     o_plain.speculation = {};
     plain.in_use = plan_memory(files.checkpoint, plan_target(*m.backend), o_plain, {}).parts.exact;
   }
-  setup.costs = tools::model_costs(cfg, plain, setup.max_sequences, setup.max_context, embedding_bytes(files));
+  setup.costs = tools::model_costs(cfg, plain, setup.max_sequences, m.lm->kv_blocks_total() * m.lm->kv_block_tokens(),
+                                   embedding_bytes(files));
   if (!o.json) fmt::print(stderr, "ninfer-bench: measuring the device's bandwidth and matmul rate\n");
   setup.rates = tools::measure_device_rates(*m.backend);
   const auto points = tools::run_benchmarks(*m.lm, o, setup.costs, setup.rates);

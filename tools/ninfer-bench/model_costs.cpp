@@ -1,18 +1,15 @@
 #include "ninfer/checkpoint/expected_tensors.hpp"
-#include "ninfer/models/memory_plan.hpp"
 #include "rooflines.hpp"
 
 namespace ninfer::tools {
 
-ModelCosts model_costs(const ModelConfig& cfg, const MemoryReport& mem, int64_t max_sequences, int64_t max_context,
+ModelCosts model_costs(const ModelConfig& cfg, const MemoryReport& mem, int64_t max_sequences, int64_t kv_pool_tokens,
                        double embedding_bytes) {
   ModelCosts c;
   const auto in_use = [&](MemoryUse u) { return static_cast<double>(mem.in_use[static_cast<size_t>(u)]); };
   // What is on the device is what a step can read: exact for any dtype and layout.
   c.weight_bytes_per_step = in_use(MemoryUse::Weights) - (cfg.tie_word_embeddings ? 0.0 : embedding_bytes);
-  // The KV pool holds each sequence's max_context in whole blocks (docs/memory.md).
-  const int64_t pool_context = (max_context + kKvBlockTokens - 1) / kKvBlockTokens * kKvBlockTokens;
-  c.kv_bytes_per_token = in_use(MemoryUse::KvCache) / static_cast<double>(max_sequences * pool_context);
+  c.kv_bytes_per_token = in_use(MemoryUse::KvCache) / static_cast<double>(kv_pool_tokens);
   c.state_bytes_per_seq = 2.0 * in_use(MemoryUse::State) / static_cast<double>(max_sequences);
   for (const ExpectedTensor& e : expected_tensors(cfg)) {
     double n = 1;

@@ -30,8 +30,10 @@ struct ModelCosts {
   double parameters = 0;            // every matrix and vector of the model
 };
 
-// From the model's shapes and what the backend allocated for it (weights, KV cache, state).
-ModelCosts model_costs(const ModelConfig& cfg, const MemoryReport& mem, int64_t max_sequences, int64_t max_context,
+// From the model's shapes and what the backend allocated for it (weights, KV cache, state);
+// `kv_pool_tokens`: the tokens the KV block pool holds (CausalLM::kv_blocks_total x
+// kv_block_tokens).
+ModelCosts model_costs(const ModelConfig& cfg, const MemoryReport& mem, int64_t max_sequences, int64_t kv_pool_tokens,
                        double embedding_bytes);
 
 // Roofline tok/s of a decode step of `batch` sequences at depth `context`, and of prefill.
