@@ -30,6 +30,15 @@ struct Scheduler::Sequence {
     out.added = Clock::now();
   }
   int64_t prompt_size() const { return static_cast<int64_t>(request.prompt_ids.size()); }
+  // The thinking budget's token count less the tokens read and being picked: 0 when the row
+  // queued next picks the token the end token replaces, negative while that row is in flight.
+  // Empty when no budget applies (none asked, or the block is closed).
+  std::optional<int64_t> thinking_left() const {
+    if (!request.thinking_budget || thought) return std::nullopt;
+    return request.thinking_budget->tokens - read - in_flight;
+  }
+  // Whether the next token read is the one the thinking budget replaces with its end token.
+  bool forced_next() const { return request.thinking_budget && !thought && read == request.thinking_budget->tokens; }
   bool prefilling() const { return queued_prompt < prompt_size(); }
   // The row's pick: on the backend with the next draw of this sequence's stream (draws are
   // claimed in step order, as the host sampler would make them), or a logits row for the host.
@@ -59,6 +68,7 @@ struct Scheduler::Sequence {
   int64_t read = 0;          // tokens read (the stop token included)
   int64_t in_flight = 0;     // queued rows whose picks are not read: each adds one token
   std::optional<int32_t> last; // the last token read: the next input when nothing is in flight
+  bool thought = false;        // the thinking budget's end token was read: the budget is spent
   bool ended = false;
   SequenceOutcome out;
 };
@@ -85,6 +95,10 @@ void Scheduler::add(int32_t slot, GenerationRequest r, SequenceHooks hooks) {
                               "does not match this model",
                               r.prompt_ids[i], i, lm_.vocab_size()));
   if (r.max_new_tokens < 0) throw Error(fmt::format("max_new_tokens must be >= 0 (got {})", r.max_new_tokens));
+  if (const auto& b = r.thinking_budget; b && (b->tokens < 1 || b->end_id < 0 || b->end_id >= lm_.vocab_size()))
+    throw Error(fmt::format("a thinking budget needs >= 1 tokens and an end token in the vocabulary (got {} tokens, "
+                            "end token {})",
+                            b->tokens, b->end_id));
   const int64_t ctx = lm_.options().max_context;
   const int64_t prompt_end = (r.append ? lm_.position(slot) : 0) + static_cast<int64_t>(r.prompt_ids.size());
   if (prompt_end >= ctx)
@@ -218,6 +232,9 @@ void Scheduler::add_decode_rows(StepBuild& b) {
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence& s = *running_[i];
     if (s.ended || s.prefilling() || s.read + s.in_flight >= s.limit || in_rounds(s) || s.round_unread) continue;
+    // The pick the thinking budget replaces is in flight: the next input is the end token, fed
+    // once that pick is read.
+    if (const auto left = s.thinking_left(); left && *left < 0) continue;
     StepRow row{.slot = s.slot};
     if (s.in_flight == 0 && s.last) {
       b.ids[i] = *s.last;
@@ -236,6 +253,8 @@ void Scheduler::add_decode_rows(StepBuild& b) {
 bool Scheduler::in_rounds(const Sequence& s) const {
   if (!s.spec) return false;
   const int64_t drafts = lm_.options().speculation.draft_tokens;
+  // A round that could reach the thinking budget's forced token gives way to one-token steps.
+  if (const auto left = s.thinking_left(); left && *left < drafts + 1) return false;
   // A round writes its input and drafts at the next drafts + 1 positions (queued steps have
   // advanced the position already; no round of the sequence is unread: read_rounds runs first).
   return lm_.position(s.slot) + drafts + 1 <= lm_.options().max_context;
@@ -364,7 +383,14 @@ void Scheduler::read_oldest() {
 void Scheduler::take_token(Sequence& s, int32_t id, float logprob, const float* logits) {
   SampleResult t;
   try {
-    if (logits) {
+    if (s.forced_next()) {
+      // The thinking budget is spent: the end token replaces the pick, and is the next input
+      // (not the pick on the backend).
+      t = SampleResult{s.request.thinking_budget->end_id, 0.0f, {}};
+      s.next_on_backend = false;
+      // The replaced pick took its draw, as a device pick claims one when queued.
+      if (logits && !s.request.sampling.is_greedy()) s.sampler.claim_draw();
+    } else if (logits) {
       const auto t0 = Clock::now();
       t = s.sampler.sample(std::span(logits, static_cast<size_t>(lm_.vocab_size())));
       s.out.sampling_s += std::chrono::duration<double>(Clock::now() - t0).count();
@@ -380,6 +406,7 @@ void Scheduler::take_token(Sequence& s, int32_t id, float logprob, const float* 
   if (s.out.first_token == Clock::time_point{}) s.out.first_token = Clock::now();
   ++s.read;
   s.last = t.token;
+  if (s.request.thinking_budget && t.token == s.request.thinking_budget->end_id) s.thought = true;
   if (s.request.stop.is_stop_token(t.token)) {
     s.out.stop_token = t.token;
     end(s, "stop");

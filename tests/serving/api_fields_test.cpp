@@ -292,6 +292,58 @@ TEST(NinferServe, ChatStopStringChoicesAndThinkingSwitchTypes) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
+// thinking_token_budget (vLLM's field) and Anthropic's thinking.budget_tokens: the reply's
+// token after the budget is </think>, forced (logprob 0), the reply still runs to max_tokens,
+// its first tokens are those of the same request without a budget; a bad budget is 400 naming
+// the field.
+TEST(NinferServe, ThinkingBudgetForcesTheEndOfTheReasoning) {
+  ServerProcess server({"--checkpoint", demo_checkpoint(NINFER_MAKE_CHECKPOINT_BIN).string(), "--device", "cpu",
+                        "--max-concurrency", "2"});
+  auto c = server.client();
+  const json req{{"messages", {{{"role", "user"}, {"content", "Think about the sea."}}}},
+                 {"max_tokens", 12},
+                 {"temperature", 0},
+                 {"ignore_eos", true},
+                 {"logprobs", true}};
+  const Reply free = post(*c, "/v1/chat/completions", req);
+  ASSERT_EQ(free.status, 200) << free.body.dump();
+  json budgeted = req;
+  budgeted["thinking_token_budget"] = 4;
+  const Reply cut = post(*c, "/v1/chat/completions", budgeted);
+  ASSERT_EQ(cut.status, 200) << cut.body.dump();
+  const json& want = free.body["choices"][0]["logprobs"]["content"];
+  const json& got = cut.body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(got.size(), 12u) << cut.body.dump();
+  for (size_t k = 0; k < 4; ++k) EXPECT_EQ(got[k]["token"], want[k]["token"]) << "token " << k;
+  for (size_t k = 0; k < 4; ++k) ASSERT_NE(want[k]["token"], "</think>") << "the free reply closed its block itself";
+  EXPECT_EQ(got[4]["token"], "</think>");
+  EXPECT_EQ(got[4]["logprob"].get<double>(), 0.0);
+  EXPECT_EQ(cut.body["usage"]["completion_tokens"], 12);
+
+  const json anthropic{{"model", cut.body["model"]},
+                       {"max_tokens", 12},
+                       {"temperature", 0},
+                       {"messages", req["messages"]},
+                       {"thinking", {{"type", "enabled"}, {"budget_tokens", 4}}}};
+  const Reply a = post(*c, "/v1/messages", anthropic);
+  ASSERT_EQ(a.status, 200) << a.body.dump();
+  std::string thinking;
+  for (const json& b : a.body["content"])
+    if (b["type"] == "thinking") thinking += b["thinking"].get<std::string>();
+  const json& rc = cut.body["choices"][0]["message"]["reasoning_content"];
+  EXPECT_EQ(thinking, rc.is_string() ? rc.get<std::string>() : "") << a.body.dump() << "\n" << cut.body.dump();
+  EXPECT_EQ(a.body["usage"]["output_tokens"], 12);
+
+  for (const json& bad : {json(0), json("4"), json(1.5)}) {
+    json b = req;
+    b["thinking_token_budget"] = bad;
+    const Reply r = post(*c, "/v1/chat/completions", b);
+    EXPECT_EQ(r.status, 400) << bad;
+    EXPECT_EQ(r.body["error"]["param"], "thinking_token_budget") << bad;
+  }
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
 // A second request that extends the first (a chat's next turn: its prompt, the reply, more
 // tokens) reads the first's tokens from the slot: usage.prompt_tokens_details.cached_tokens and
 // /metrics say how many, the request log too, and its greedy ids are those of a server that

@@ -182,3 +182,101 @@ TEST(SpeculativeLoop, RequestsEqualTheLoopWithoutSpeculation) {
                   by_position.c_str(), stats.spec.mean_accepted_length());
     }
 }
+
+namespace {
+
+// The first five requests of requests_of (greedy, seeded-sampled, host-sampled) with thinking
+// budgets of 1 to 9 tokens ending with `end_id`.
+std::vector<GenerationRequest> budgeted_requests(const Fixture& demo, int32_t end_id) {
+  std::vector<GenerationRequest> r = requests_of(demo);
+  r.resize(5);
+  const int64_t budgets[] = {7, 3, 9, 1, 5};
+  for (size_t i = 0; i < r.size(); ++i) r[i].thinking_budget = GenerationRequest::ThinkingBudget{budgets[i], end_id};
+  return r;
+}
+
+// A token none of the outcomes holds in its first `n` ids.
+int32_t unused_token(const std::vector<SequenceOutcome>& runs, int64_t vocab, size_t n) {
+  for (int32_t id = static_cast<int32_t>(vocab) - 1; id >= 0; --id) {
+    bool seen = false;
+    for (const SequenceOutcome& o : runs)
+      for (size_t k = 0; k < std::min(n, o.generated_ids.size()); ++k) seen = seen || o.generated_ids[k] == id;
+    if (!seen) return id;
+  }
+  return -1;
+}
+
+} // namespace
+
+// A thinking budget: each request generates its unbudgeted tokens up to the budget, then the end
+// token (logprob 0, not sampled), then what the model continues with; a request whose own
+// continuation holds the end token within its budget is unchanged. Rounds that could reach the
+// forced token give way to one-token steps, so a speculating model generates the same.
+TEST(SpeculativeLoop, ThinkingBudgetForcesTheEndTokenWithAndWithoutSpeculation) {
+  const MatchedRoutes routes;
+  const Fixture demo = Fixture::load(kDemo);
+  Backend plain_be = routes.backend();
+  auto plain = model(plain_be, demo.checkpoint, 2, 0);
+  std::vector<GenerationRequest> free = requests_of(demo);
+  free.resize(5);
+  const std::vector<int64_t> join_at{0, 0, 1, 2, 3};
+  const std::vector<SequenceOutcome> unbudgeted = run_loop(*plain, free, join_at);
+  const int32_t end_id = unused_token(unbudgeted, demo.vocab, 10);
+  ASSERT_GE(end_id, 0);
+  std::vector<GenerationRequest> requests = budgeted_requests(demo, end_id);
+  // Request 2 closes its block by itself: its own third token is its end token.
+  ASSERT_GT(unbudgeted[2].generated_ids.size(), 9u);
+  requests[2].thinking_budget = GenerationRequest::ThinkingBudget{9, unbudgeted[2].generated_ids[2]};
+  const std::vector<SequenceOutcome> want = run_loop(*plain, requests, join_at);
+  for (size_t i : {0, 1, 3, 4}) {
+    const size_t b = static_cast<size_t>(requests[i].thinking_budget->tokens);
+    ASSERT_GT(want[i].generated_ids.size(), b) << "request " << i;
+    EXPECT_EQ(std::vector<int32_t>(want[i].generated_ids.begin(), want[i].generated_ids.begin() + b),
+              std::vector<int32_t>(unbudgeted[i].generated_ids.begin(), unbudgeted[i].generated_ids.begin() + b))
+        << "request " << i << ": the tokens before the budget";
+    EXPECT_EQ(want[i].generated_ids[b], end_id) << "request " << i;
+    EXPECT_EQ(want[i].generated_logprobs[b], 0.0f) << "request " << i << ": a forced token's logprob";
+    EXPECT_EQ(want[i].generated_ids.size(), unbudgeted[i].generated_ids.size()) << "request " << i;
+  }
+  EXPECT_EQ(want[2].generated_ids, unbudgeted[2].generated_ids) << "a block closed within its budget";
+  for (int32_t K : {1, 3}) {
+    Backend be = routes.backend();
+    auto spec = model(be, demo.checkpoint, 2, K);
+    const std::vector<SequenceOutcome> got = run_loop(*spec, requests, join_at);
+    for (size_t i = 0; i < requests.size(); ++i)
+      EXPECT_EQ(got[i].generated_ids, want[i].generated_ids) << "K " << K << " request " << i;
+  }
+}
+
+// After the forced end token the model continues as if the end token were the prompt's last:
+// the budgeted request's tokens after it equal greedy decoding of prompt + its first tokens + the
+// end token read as a prompt, up to the first near-tie of that reference (prefill and decode sum
+// in other orders).
+TEST(SpeculativeLoop, ThinkingBudgetContinuesAsIfTheEndTokenWereInThePrompt) {
+  const MatchedRoutes routes;
+  const Fixture demo = Fixture::load(kDemo);
+  Backend be = routes.backend();
+  auto lm = model(be, demo.checkpoint, 1, 0);
+  GenerationRequest r;
+  r.prompt_ids = demo.cases[0].prompt;
+  r.sampling.temperature = 0;
+  r.max_new_tokens = 30;
+  const SequenceOutcome free = run_loop(*lm, {r}, {0})[0];
+  const int32_t end_id = unused_token({free}, demo.vocab, 30);
+  r.thinking_budget = GenerationRequest::ThinkingBudget{6, end_id};
+  const SequenceOutcome got = run_loop(*lm, {r}, {0})[0];
+  ASSERT_EQ(got.generated_ids.size(), 30u);
+  GenerationRequest ref;
+  ref.prompt_ids = r.prompt_ids;
+  ref.prompt_ids.insert(ref.prompt_ids.end(), got.generated_ids.begin(), got.generated_ids.begin() + 7);
+  ASSERT_EQ(ref.prompt_ids.back(), end_id);
+  ref.sampling.temperature = 0;
+  ref.sampling.top_logprobs = 2;
+  ref.max_new_tokens = 23;
+  const SequenceOutcome want = run_loop(*lm, {ref}, {0})[0];
+  ASSERT_EQ(want.generated_ids.size(), 23u);
+  for (size_t k = 0; k < 23; ++k) {
+    if (want.generated_top[k][0].logprob - want.generated_top[k][1].logprob <= kGreedyMargin) break;
+    EXPECT_EQ(got.generated_ids[7 + k], want.generated_ids[k]) << "token " << 7 + k;
+  }
+}

@@ -142,18 +142,19 @@ ToolSetup parse_tools(const json& body) {
   return s;
 }
 
-// Anthropic's thinking switch: off unless {"type": "enabled", "budget_tokens": N}.
-bool thinking(const json& body) {
+// Anthropic's thinking switch: off unless {"type": "enabled", "budget_tokens": N}; its budget
+// (tokens of reasoning before </think> is forced), nullopt when off.
+std::optional<int64_t> thinking_budget(const json& body) {
   const json* t = field(body, "thinking");
-  if (!t) return false;
+  if (!t) return std::nullopt;
   if (!t->is_object()) throw bad_param("thinking", "expected an object");
   const std::string type = required_string(*t, "type", "thinking");
-  if (type == "disabled") return false;
+  if (type == "disabled") return std::nullopt;
   if (type != "enabled") throw bad_param("thinking.type", fmt::format("'{}': expected enabled or disabled", type));
   const json* budget = field(*t, "budget_tokens");
   if (!budget || !budget->is_number_integer() || budget->get<int64_t>() < 1)
     throw bad_param("thinking.budget_tokens", "required positive integer");
-  return true;
+  return budget->get<int64_t>();
 }
 
 std::optional<double> number(const json& body, const char* key, double lo, double hi) {
@@ -192,7 +193,8 @@ MessagesRequest parse_fields(const json& body, const LoadedModel& model, bool co
                     "a final assistant message (prefill) is not supported: end with a user message");
   p.tools = parse_tools(body);
   p.options.reasoning.reset();
-  make_chat_prompt(messages, thinking(body), p.tools, model, r, p.options);
+  const std::optional<int64_t> budget = thinking_budget(body);
+  make_chat_prompt(messages, budget.has_value(), budget, p.tools, model, r, p.options);
   if (count_only) return out;
 
   const json* max_tokens = field(body, "max_tokens");

@@ -4,8 +4,9 @@
 
 namespace ninfer::tools {
 
-bool make_chat_prompt(const std::vector<ChatMessage>& messages, bool thinking, const ToolSetup& tools,
-                      const LoadedModel& model, GenerationRequest& r, serving::RequestOptions& options) {
+bool make_chat_prompt(const std::vector<ChatMessage>& messages, bool thinking, std::optional<int64_t> thinking_budget,
+                      const ToolSetup& tools, const LoadedModel& model, GenerationRequest& r,
+                      serving::RequestOptions& options) {
   if (!model.tokenizer) throw ApiError(400, "this model has no tokenizer: use /v1/completions with token-id prompts");
   if (model.manifest.chat_template == ChatTemplate::None)
     throw ApiError(400, "this model's manifest sets chat_template: none: use /v1/completions");
@@ -15,6 +16,12 @@ bool make_chat_prompt(const std::vector<ChatMessage>& messages, bool thinking, c
   // With thinking on, the reply's <think>...</think> block is split off as reasoning.
   const auto open = model.tokenizer->token_id("<think>"), close = model.tokenizer->token_id("</think>");
   if (thinking && open && close) options.reasoning = serving::ReasoningMarkers{*open, *close};
+  if (thinking && thinking_budget) {
+    if (!close)
+      throw ApiError(400, "a thinking budget ends the reasoning with the </think> token, which this model's tokenizer "
+                          "does not have");
+    r.thinking_budget = GenerationRequest::ThinkingBudget{*thinking_budget, *close};
+  }
   r.prompt_ids = model.tokenizer->encode(format_chat(messages, ChatOptions{true, thinking, tools.rendered}) + tools.prefill());
   return options.reasoning.has_value();
 }

@@ -96,7 +96,13 @@ std::vector<int32_t> chat_prompt(const json& body, const LoadedModel& model, Gen
       thinking = e->get<bool>();
     }
   }
-  make_chat_prompt(messages, thinking, tools, model, r, options);
+  // vLLM's name for the cap on reasoning tokens.
+  std::optional<int64_t> budget;
+  if (const json* b = field(body, "thinking_token_budget")) {
+    if (!b->is_number_integer() || b->get<int64_t>() < 1) throw bad_param("thinking_token_budget", "expected an integer >= 1");
+    budget = b->get<int64_t>();
+  }
+  make_chat_prompt(messages, thinking, budget, tools, model, r, options);
   return r.prompt_ids;
 }
 

@@ -30,6 +30,15 @@ struct GenerationRequest {
   // next turn of a chat whose earlier turns are still in the KV cache and GDN state) instead of
   // starting afresh. The context must hold the slot's tokens, the prompt and max_new_tokens.
   bool append = false;
+  // A cap on the reply's reasoning (Qwen's <think> block): unless one of the reply's first
+  // `tokens` tokens is `end_id` (</think>), the next token is end_id, forced rather than sampled
+  // (logprob 0), and the answer follows. Counted from the reply's first token (a <think> the
+  // model opens with included). tokens >= 1.
+  struct ThinkingBudget {
+    int64_t tokens = 0;
+    int32_t end_id = -1;
+  };
+  std::optional<ThinkingBudget> thinking_budget;
   // When set (by another thread or a signal handler), generation stops: between prefill chunks
   // and before each new token. finish_reason is then "cancelled".
   const std::atomic<bool>* cancel = nullptr;
