@@ -224,7 +224,15 @@ TEST(NinferServe, RequestWaitingPastThePendingTimeoutGets503) {
     auto c = server.client();
     first = post(*c, "/v1/completions", busy);
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(150)); // the first request holds the slot
+  // Until the first request holds the slot (a loaded machine may start its thread late).
+  {
+    auto c = server.client();
+    for (int i = 0; i < 500; ++i) {
+      const auto m = c->Get("/metrics");
+      if (m && m->body.find("ninfer_slots_in_use 1\n") != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
   {
     auto c = server.client();
     second = post(*c, "/v1/completions", busy);
