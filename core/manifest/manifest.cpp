@@ -109,6 +109,7 @@ void read_runtime(const YAML::Node& n, RuntimeOptions& r) {
   if (n["cuda_graphs"]) r.cuda_graphs = n["cuda_graphs"].as<bool>();
   if (n["memory_limit"]) r.memory_limit_gib = n["memory_limit"].as<double>();
   if (n["kv_capacity"] && n["kv_capacity"].Scalar() != "auto") r.kv_capacity = n["kv_capacity"].as<int64_t>();
+  if (n["kv_block_tokens"]) r.kv_block_tokens = n["kv_block_tokens"].as<int64_t>();
 }
 
 void read_spec(const YAML::Node& n, SpecSettings& s) {

@@ -33,6 +33,9 @@ void check_options(const ModelOptions& o) {
     throw Error(fmt::format("mixed_chunk must be in [1, prefill_chunk = {}], or 0 for the default rule (got {})",
                             o.prefill_chunk, o.mixed_chunk));
   if (o.kv_capacity < 0) throw Error(fmt::format("kv_capacity must be >= 1 tokens, or 0 for auto (got {})", o.kv_capacity));
+  if (const int32_t b = o.kv_block_tokens; b != 0 && (b < 32 || b > 1024 || (b & (b - 1))))
+    throw Error(fmt::format("kv_block_tokens must be a power of two from 32 to 1024, or 0 for the default {} (got {})",
+                            kKvBlockTokens, b));
   const Speculation& sp = o.speculation;
   if (sp.on() && (sp.draft_tokens < 1 || sp.draft_tokens > kMostDraftTokens))
     throw Error(fmt::format("draft_tokens must be in [1, {}] with speculation {} (got {})", kMostDraftTokens,

@@ -60,7 +60,7 @@ void measure(MemoryPlan& p, const Checkpoint& ck, const PlanTarget& t, bool auto
   parts.allocator = allocator_overhead(r, kind);
   parts.cuda_graphs = p.cuda && o.cuda_graphs ? decode_recordings(o) * kCudaGraphBytes : 0;
   parts.cuda_runtime = p.cuda && p.budget.limit ? kCudaRuntimeBytes : 0;
-  p.kv_tokens = kv_pool_blocks(o) * kKvBlockTokens;
+  p.kv_tokens = kv_pool_blocks(o) * kv_block_tokens(o);
   p.kv_bytes_per_token = parts.of(MemoryUse::KvCache) / static_cast<size_t>(p.kv_tokens);
   p.state_bytes_per_sequence = parts.of(MemoryUse::State) / static_cast<size_t>(o.max_sequences);
 
@@ -102,11 +102,12 @@ std::string problem_of(const MemoryPlan& p, bool auto_context_asked) {
     return fmt::format("the model does not fit even without its KV cache: its other parts take {}, {} more than {}",
                        format_bytes(p.parts.total() - p.parts.of(MemoryUse::KvCache)),
                        format_bytes(static_cast<size_t>(-p.room)), p.bound);
-  const int64_t one_sequence = (o.max_context + kKvBlockTokens - 1) / kKvBlockTokens * kKvBlockTokens;
+  const int64_t block = kv_block_tokens(o);
+  const int64_t one_sequence = (o.max_context + block - 1) / block * block;
   if (p.kv_capacity && p.kv_capacity < one_sequence)
     return fmt::format("a KV capacity of {} tokens is less than one sequence of max_context {} needs ({} tokens in "
                        "whole blocks of {}): raise kv_capacity or lower max_context",
-                       p.kv_capacity, o.max_context, one_sequence, kKvBlockTokens);
+                       p.kv_capacity, o.max_context, one_sequence, block);
   if (p.kv_tokens_fit < 0) return "";
   if (p.kv_capacity > p.kv_tokens_fit)
     return fmt::format("a KV capacity of {} does not fit: {} fit in what {} leaves", tokens_bytes(p.kv_capacity, per),
@@ -129,10 +130,11 @@ std::string problem_of(const MemoryPlan& p, bool auto_context_asked) {
 } // namespace
 
 int64_t kv_pool_blocks(const ModelOptions& o) {
-  const int64_t per_sequence = (o.max_context + kKvBlockTokens - 1) / kKvBlockTokens;
+  const int64_t block = kv_block_tokens(o);
+  const int64_t per_sequence = (o.max_context + block - 1) / block;
   const int64_t all = per_sequence * o.max_sequences;
   if (o.kv_capacity <= 0) return all;
-  return std::clamp(o.kv_capacity / kKvBlockTokens, per_sequence, all);
+  return std::clamp(o.kv_capacity / block, per_sequence, all);
 }
 
 size_t MemoryParts::allocated() const {
@@ -160,6 +162,7 @@ MemoryPlan plan_memory(const Checkpoint& ck, const PlanTarget& t, const ModelOpt
   o.kv_cache = asked.kv_cache == KvCachePrecision::Auto && p.cuda && t.device.kind != NINFER_DEVICE_CUDA
                    ? KvCachePrecision::F16
                    : models::resolve_kv_cache(*t.plugin, t.device, asked.kv_cache);
+  o.kv_block_tokens = kv_block_tokens(asked);
   const bool auto_ctx = asked.max_context == 0;
   const bool auto_mixed = asked.mixed_chunk == 0;
   // An asked capacity is a pool the sequences share: one of them may take all of it.

@@ -67,7 +67,7 @@ std::unique_ptr<Decoder> build_decoder(const Checkpoint& ck, Backend& be, const 
   StepLimits limits = step_limits(o);
   // The blocks are handed to the slots as their sequences grow (CausalLM takes them before each
   // step); kv_pool_blocks says how many there are.
-  auto pool = std::make_unique<KvBlockPool>(be, o.max_sequences, o.max_context, kKvBlockTokens, kv_pool_blocks(o));
+  auto pool = std::make_unique<KvBlockPool>(be, o.max_sequences, o.max_context, kv_block_tokens(o), kv_pool_blocks(o));
   limits.kv_pool = pool.get();
   WeightLoader w(ck, be, o.weights, mtp ? static_cast<int64_t>(mtp_tensors(cfg).size()) : 0);
   DecoderParts parts = decoder_builder(family_of(cfg))(w, be, cfg, limits);

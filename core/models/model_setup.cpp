@@ -120,6 +120,7 @@ ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::option
   ModelOptions mo;
   mo.max_context = m.runtime.max_context.value_or(0); // 0: what the model supports and the memory allows
   mo.kv_capacity = m.runtime.kv_capacity.value_or(0);
+  mo.kv_block_tokens = static_cast<int32_t>(m.runtime.kv_block_tokens.value_or(0));
   mo.max_sequences = max_sequences;
   mo.prefill_chunk = prefill_chunk.value_or(static_cast<int32_t>(m.runtime.prefill_chunk));
   mo.mixed_chunk = mixed_chunk.value_or(static_cast<int32_t>(m.runtime.mixed_chunk.value_or(0)));

@@ -40,6 +40,7 @@ TEST(Manifest, OnlyCheckpointIsRequiredAndEveryDefaultHolds) {
   // Unset: the memory plan decides (what the model supports and the memory allows).
   EXPECT_FALSE(m.runtime.memory_limit_gib.has_value());
   EXPECT_FALSE(m.runtime.kv_capacity.has_value());
+  EXPECT_FALSE(m.runtime.kv_block_tokens.has_value());
   EXPECT_EQ(m.max_new_tokens, 512);
   const SamplingParams neutral;
   EXPECT_EQ(m.sampling.temperature, 1.0);
@@ -105,6 +106,7 @@ runtime:
   cuda_graphs: false
   memory_limit: 31.5
   kv_capacity: 65536
+  kv_block_tokens: 128
 sampling:
   temperature: 0.6
   top_p: 0.95
@@ -137,6 +139,7 @@ TEST(Manifest, EveryKeyIsRead) {
   EXPECT_FALSE(m.runtime.cuda_graphs);
   EXPECT_EQ(m.runtime.memory_limit_gib, 31.5);
   EXPECT_EQ(m.runtime.kv_capacity, 65536);
+  EXPECT_EQ(m.runtime.kv_block_tokens, 128);
   EXPECT_EQ(m.sampling.temperature, 0.6);
   EXPECT_EQ(m.sampling.top_p, 0.95);
   EXPECT_EQ(m.sampling.top_k, 20);
@@ -152,7 +155,7 @@ TEST(Manifest, EveryKeyIsRead) {
   // Where each key was set, for checks made after loading.
   const std::string file = (dir.path() / "m.yaml").string();
   EXPECT_EQ(m.where("runtime.max_context"), file + ":7: runtime.max_context");
-  EXPECT_EQ(m.where("sampling.seed"), file + ":23: sampling.seed");
+  EXPECT_EQ(m.where("sampling.seed"), file + ":24: sampling.seed");
   EXPECT_EQ(m.where("checkpoint"), file + ":1: checkpoint");
 }
 

@@ -95,6 +95,13 @@ TEST_F(ManifestErrors, KvCapacityIsTokensOrAuto) {
   }
 }
 
+TEST_F(ManifestErrors, KvBlockTokensIsOneOfThePowersOfTwo) {
+  for (const char* bad : {"100", "16", "2048"}) {
+    const auto f = manifest(std::string("checkpoint: ck\nruntime:\n  kv_block_tokens: ") + bad + "\n");
+    expect_message(load_error(f), f, 3, "runtime.kv_block_tokens", {bad});
+  }
+}
+
 TEST_F(ManifestErrors, MissingCheckpointKey) {
   const auto f = manifest("name: x\ndtype: auto\n");
   expect_message(load_error(f), f, 1, "checkpoint", {"required"});

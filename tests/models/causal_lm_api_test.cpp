@@ -161,3 +161,43 @@ TEST(CausalLmApi, KvBlocksFollowTheSequenceAndTheirPlaceChangesNothing) {
             0.0)
       << "trimming the blocks past the position keeps the sequence";
 }
+
+// The KV block size (ModelOptions::kv_block_tokens) changes only how the pool is cut: the same
+// logits bit for bit at 32, 64 and 256 positions per block, the pool's block count follows, and
+// a size that is not a power of two from 32 to 1024 is refused naming the option.
+TEST(CausalLmApi, KvBlockSizeChangesOnlyHowThePoolIsCut) {
+  const Fixture fx = Fixture::load("tiny-qwen3_5");
+  const int32_t vocab = static_cast<int32_t>(fx.checkpoint.config().vocab_size);
+  std::vector<int32_t> prompt(150);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 11 + 5) % vocab);
+  std::vector<float> want, want_next;
+  for (int32_t block : {64, 32, 256}) {
+    ModelOptions o;
+    o.max_context = 256;
+    o.max_sequences = 2;
+    o.prefill_chunk = 16;
+    o.kv_block_tokens = block;
+    Backend be = cpu_model_backend();
+    auto lm = CausalLM::load(fx.checkpoint, be, o);
+    EXPECT_EQ(lm->kv_block_tokens(), block);
+    EXPECT_EQ(lm->options().kv_block_tokens, block);
+    EXPECT_EQ(lm->kv_blocks_total(), 2 * ((256 + block - 1) / block));
+    const std::vector<float> got = lm->prefill(1, prompt, LogitsFor::All);
+    const std::vector<float> next = decode_logits(*lm, std::vector<int32_t>{1}, std::vector<int32_t>{9});
+    if (want.empty()) {
+      want = got;
+      want_next = next;
+      continue;
+    }
+    EXPECT_EQ(max_abs_diff(got, want), 0.0) << "prompt logits, blocks of " << block;
+    EXPECT_EQ(max_abs_diff(next, want_next), 0.0) << "decode logits, blocks of " << block;
+  }
+  for (int32_t bad : {16, 48, 2048}) {
+    ModelOptions o;
+    o.max_context = 256;
+    o.kv_block_tokens = bad;
+    Backend be = cpu_model_backend();
+    const std::string msg = error_of([&] { CausalLM::load(fx.checkpoint, be, o); });
+    EXPECT_NE(msg.find("kv_block_tokens must be a power of two from 32 to 1024"), std::string::npos) << bad << ": " << msg;
+  }
+}

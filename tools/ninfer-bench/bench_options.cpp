@@ -35,6 +35,10 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16, int8, fp8, int4r (default: a preset's "
                  "auto, a manifest's own)");
   add_memory_options(app, o.memory_limit, o.kv_capacity);
+  app.add_option("--kv-block-tokens", o.kv_block_tokens,
+                 "Positions per KV block: 32, 64, 128, 256, 512 or 1024 (default: a manifest's runtime.kv_block_tokens, "
+                 "else 64; docs/memory.md)")
+      ->check(CLI::IsMember({32, 64, 128, 256, 512, 1024}));
   add_spec_options(app, o.spec, o.draft_tokens);
   app.add_option("--spec-acceptance", o.spec_acceptance,
                  "With --spec mtp: each round keeps its drafts one by one with probability P (0..1), whatever they "

@@ -25,6 +25,7 @@ struct BenchOptions {
   std::optional<std::string> kv_dtype; // KV cache elements; unset: a preset's auto, a manifest's own
   std::optional<double> memory_limit;     // --memory-limit GIB (docs/memory.md)
   std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS
+  std::optional<int64_t> kv_block_tokens; // --kv-block-tokens N
   std::optional<std::string> spec;        // --spec none|mtp: decode points run speculative rounds
   std::optional<int64_t> draft_tokens;    // --draft-tokens K
   // --spec-acceptance P: each round keeps its drafts one by one with probability P (the first

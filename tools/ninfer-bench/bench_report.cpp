@@ -32,9 +32,10 @@ std::vector<VariantUse> variants_used(const Backend& be) {
 }
 
 void print_table(const BenchSetup& s, const std::vector<BenchPoint>& points) {
-  fmt::print("ninfer-bench: {} ({}, {:.2f} B parameters, {} weights{}, {} KV cache) on {} with plugin {}\n", s.model,
-             s.family, s.costs.parameters / 1e9, s.weights_dtype, s.random_weights ? ", random" : "", s.kv_dtype,
-             s.device, s.plugin);
+  fmt::print("ninfer-bench: {} ({}, {:.2f} B parameters, {} weights{}, {} KV cache in blocks of {}) on {} with plugin "
+             "{}\n",
+             s.model, s.family, s.costs.parameters / 1e9, s.weights_dtype, s.random_weights ? ", random" : "", s.kv_dtype,
+             s.kv_block_tokens, s.device, s.plugin);
   fmt::print("load {:.1f} s; max_context {}, {} sequence slot(s); CUDA graphs {}\n", s.load_seconds, s.max_context,
              s.max_sequences, s.cuda_graphs ? fmt::format("on ({} recorded)", s.graphs_recorded) : "off");
   fmt::print("memory: {}\n", s.memory.describe());
@@ -88,6 +89,7 @@ void print_json(const BenchSetup& s, const std::vector<BenchPoint>& points) {
                 {"parameters", s.costs.parameters},
                 {"weights_dtype", s.weights_dtype},
                 {"kv_dtype", s.kv_dtype},
+                {"kv_block_tokens", s.kv_block_tokens},
                 {"random_weights", s.random_weights}};
   j["device"] = s.device;
   j["plugin"] = s.plugin;

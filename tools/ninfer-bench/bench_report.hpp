@@ -19,6 +19,7 @@ struct VariantUse {
 
 struct BenchSetup {
   std::string model, family, weights_dtype, kv_dtype, device, plugin;
+  int32_t kv_block_tokens = 0; // positions per KV block
   bool random_weights = false;
   bool cuda_graphs = false;
   size_t graphs_recorded = 0;

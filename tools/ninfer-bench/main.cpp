@@ -44,6 +44,7 @@ ModelFiles model_files(const BenchOptions& o) {
     if (o.kv_dtype) m.runtime.kv_dtype = parse_kv_dtype_option(*o.kv_dtype);
     m.runtime.memory_limit_gib = o.memory_limit;
     if (o.kv_capacity) m.runtime.kv_capacity = parse_kv_capacity_option(*o.kv_capacity);
+    m.runtime.kv_block_tokens = o.kv_block_tokens;
     ModelConfig cfg = shape_preset_config(o.preset);
     if (o.spec) m.spec.method = parse_spec_option(*o.spec);
     if (o.draft_tokens) m.spec.draft_tokens = *o.draft_tokens;
@@ -68,7 +69,9 @@ ModelFiles model_files(const BenchOptions& o) {
   src.kv_capacity = o.kv_capacity;
   src.spec = o.spec;
   src.draft_tokens = o.draft_tokens;
-  return open_model_files(src);
+  ModelFiles f = open_model_files(src);
+  if (o.kv_block_tokens) f.manifest.runtime.kv_block_tokens = o.kv_block_tokens;
+  return f;
 }
 
 // Bytes of the embedding table on the device (a decode step reads one row of it).
@@ -123,6 +126,7 @@ int run(BenchOptions o) {
   if (const auto quant = o.preset.empty() ? std::nullopt : tools::parse_weights_spec(o.weights))
     setup.weights_dtype = fmt::format("{} + {}", tools::weights_label(*quant), setup.weights_dtype);
   setup.kv_dtype = to_string(m.lm->options().kv_cache);
+  setup.kv_block_tokens = m.lm->kv_block_tokens();
   setup.random_weights = !o.preset.empty() || cfg.random_weights;
   setup.device = m.backend->device().name;
   setup.plugin = m.backend->plugin().name();

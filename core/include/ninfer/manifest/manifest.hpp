@@ -45,6 +45,8 @@ struct RuntimeOptions {
   std::optional<double> memory_limit_gib;
   // KV tokens of the cache, all sequences together; unset: auto (what the memory leaves).
   std::optional<int64_t> kv_capacity;
+  // Positions per KV block (a power of two, 32..1024); unset: the built-in 64.
+  std::optional<int64_t> kv_block_tokens;
 };
 
 // `spec:`: speculative decoding of the requests picked on the device (docs/speculative.md).

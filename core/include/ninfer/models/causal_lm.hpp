@@ -79,6 +79,9 @@ struct ModelOptions {
   // plan fits to the memory). A number: a KV block pool of that many tokens (at least one
   // max_context, at most every slot's), shared by the slots (kv_pool_blocks, memory_plan.hpp).
   int64_t kv_capacity = 0;
+  // Positions per block of the KV pool: a power of two from 32 (the CUDA attention kernels'
+  // key tile) to 1024; 0: kKvBlockTokens (memory_plan.hpp). options() holds the one used.
+  int32_t kv_block_tokens = 0;
   WeightPrecision weights = WeightPrecision::Auto;
   KvCachePrecision kv_cache = KvCachePrecision::Auto; // resolved by load: never Auto in options()
   // Decode steps replay CUDA graphs (one per batch size and context bucket) where the backend

@@ -48,6 +48,8 @@ inline constexpr int32_t kKvBlockTokens = 64;
 // kv_capacity below max_context). Sequences then share the pool and the serving engine admits a
 // request only when the blocks it may need are free (docs/memory.md, "The KV block pool").
 int64_t kv_pool_blocks(const ModelOptions& o);
+// Positions per KV block of a load with options `o`: o.kv_block_tokens, or kKvBlockTokens.
+inline int32_t kv_block_tokens(const ModelOptions& o) { return o.kv_block_tokens ? o.kv_block_tokens : kKvBlockTokens; }
 // One decode recording (a CUDA graph: its kernel nodes and their parameters on the device),
 // for a 64-layer model's few hundred launches.
 inline constexpr size_t kCudaGraphBytes = size_t{1} << 20;
@@ -113,7 +115,7 @@ struct MemoryPlan {
   MemoryParts parts;
   size_t kv_bytes_per_token = 0;       // every attention layer's K and V of one token
   size_t state_bytes_per_sequence = 0; // Gated DeltaNet conv + recurrent state of one slot
-  int64_t kv_tokens = 0;     // the KV pool's tokens: kv_pool_blocks(options) x kKvBlockTokens
+  int64_t kv_tokens = 0;     // the KV pool's tokens: kv_pool_blocks(options) x kv_block_tokens(options)
   int64_t kv_tokens_fit = -1; // what the budget leaves room for after every other part; -1: no bound
   MemoryBudget budget;
   // Bytes the tighter bound of the budget leaves for the KV cache (negative: the other parts
