@@ -25,20 +25,26 @@ namespace {
 
 constexpr const char* kDemo = "models/qwen3_5-demo";
 constexpr int64_t kPromptTokens = 400, kDecodeSteps = 32;
+constexpr double kPickMargin = 0.1;
 
 // Per logits row, relative L2 of the CUDA row to the CPU row. A K/V element whose code differs
 // between the two sides (its value landed within float32 noise of a rounding boundary) moves by
-// one step of its group; the bound leaves room for a few such codes per row and is far below what
-// a misread format costs (a misplaced scale, an unrotated query, a swapped nibble: O(1), like the
-// format's distance from float32 in tests/models/kv_format_model_test.cpp, 1e-3 to 1.4e-2 mean).
+// one step of its group (int4r: a seventh of the group's largest element), so the bounds are
+// about the format's own mean distance from float32 (tests/models/kv_format_model_test.cpp:
+// int8 1.0e-3, fp8 4.2e-3, int4r 1.4e-2) times two to five: room for a few such codes in a row.
+// A misread format (a misplaced scale, an unrotated query, a swapped nibble) moves every row
+// by O(1). Not measured on a GPU yet: set from that analysis.
 struct FormatBound {
   const char* name;
   KvCachePrecision kv;
   double worst_row_rel_l2;
 };
-constexpr FormatBound kInt8{"int8-kv-cuda-vs-cpu-logits-row", KvCachePrecision::Int8, 2e-3};
-constexpr FormatBound kFp8{"fp8-kv-cuda-vs-cpu-logits-row", KvCachePrecision::Fp8, 4e-3};
-constexpr FormatBound kInt4r{"int4r-kv-cuda-vs-cpu-logits-row", KvCachePrecision::Int4r, 1e-2};
+constexpr FormatBound kInt8{"int8-kv-cuda-vs-cpu-logits-row", KvCachePrecision::Int8, 5e-3};
+constexpr FormatBound kFp8{"fp8-kv-cuda-vs-cpu-logits-row", KvCachePrecision::Fp8, 1e-2};
+constexpr FormatBound kInt4r{"int4r-kv-cuda-vs-cpu-logits-row", KvCachePrecision::Int4r, 3e-2};
+// A decode step's greedy pick is compared where the CPU's top-2 margin exceeds this (logits
+// units): a row within its bound moves a logit by far less, while the demo model ties many
+// steps closely (docs/kv_formats.md, "Quality").
 
 void PrintTo(const FormatBound& b, std::ostream* os) { *os << b.name; }
 
@@ -97,7 +103,7 @@ TEST_P(CudaDemoKvFormat, LogitsAndGreedyPicksMatchTheCpuWithTheSameFormat) {
     if (e > worst || worst_row < 0) worst = e, worst_row = rows;
     ++rows;
     const auto [margin, want] = top2(w);
-    if (decode && margin > kGreedyMargin) {
+    if (decode && margin > kPickMargin) {
       ++picks_compared;
       EXPECT_EQ(top2(g).second, want) << "decode row " << rows - 1 << " (CPU top-2 margin " << margin << ")";
     }
@@ -118,7 +124,7 @@ TEST_P(CudaDemoKvFormat, LogitsAndGreedyPicksMatchTheCpuWithTheSameFormat) {
               to_string(b.kv), worst, static_cast<long long>(worst_row), static_cast<long long>(rows),
               static_cast<long long>(picks_compared));
   EXPECT_LE(worst, b.worst_row_rel_l2) << b.name << ", row " << worst_row;
-  EXPECT_GE(picks_compared, kDecodeSteps / 2) << "too few decode steps with a clear pick to compare";
+  EXPECT_GE(picks_compared, kDecodeSteps / 4) << "too few decode steps with a clear pick to compare";
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaDemoKvFormat, testing::Values(kInt8, kFp8, kInt4r),
