@@ -2,9 +2,9 @@
 // compact KV cache on the CUDA plugin against the same model and format on the CPU reference
 // plugin: a held-out prompt (prefill in chunks, so later chunks read rows earlier ones
 // quantized), then greedy decode steps fed the CPU's picks, every position's logits compared.
-// The GPU runs float32 activations (a schedule table names the float32 linear, as
-// large_model_test.cpp does), so the two sides differ only in accumulation order, and in the few
-// K/V codes that order moves across a rounding boundary.
+// Both sides hold the same bf16 weights and the GPU runs float32 activations (a schedule table
+// names the float32 linear, as large_model_test.cpp does), so the two sides differ only in
+// accumulation order, and in the few K/V codes that order moves across a rounding boundary.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -84,7 +84,7 @@ TEST_P(CudaDemoKvFormat, LogitsAndGreedyPicksMatchTheCpuWithTheSameFormat) {
   o.max_context = 1024;
   o.max_sequences = 1;
   o.prefill_chunk = 128;
-  o.weights = WeightPrecision::F32;
+  o.weights = WeightPrecision::BF16;
   o.kv_cache = b.kv;
   Backend cpu_be = cpu_model_backend();
   auto cpu = CausalLM::load(demo.checkpoint, cpu_be, o);
