@@ -124,8 +124,8 @@ NINFER_ATTENTION_PREFILL(prefill_hd128_kvbf16, __nv_bfloat16, 128)
 NINFER_ATTENTION_PREFILL(prefill_hd256_kvbf16, __nv_bfloat16, 256)
 
 // Compact caches, held to two CTAs per SM (128 registers): a variant is planned with the
-// resources of its kernel that needs the most, and unbounded the fp8 hd128 kernel took 158,
-// which would have halved the residency the planner gives every cache dtype's prefill_hd128.
+// resources of its kernel that needs the most, and unbounded the fp8 hd256 kernel took 154 (sm_90),
+// which would have halved the residency the planner gives every cache dtype's prefill_hd256.
 #define NINFER_ATTENTION_PREFILL_COMPACT(NAME, F, HD)                                                        \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kPrefillThreads, 2)           \
       ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float*) {                       \
