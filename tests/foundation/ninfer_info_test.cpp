@@ -79,6 +79,28 @@ TEST(NinferInfo, LibraryPlanIsOneCallOverAllTokens) {
   EXPECT_GT(j["launches"][0]["workspace_bytes"].get<int64_t>(), 0);
 }
 
+// For the KV ops, --dtype int8 / fp8 / int4r name the compact cache formats (kv_append.h), not
+// weight formats: a decode plans on the split-KV decode, a prompt on the tiled prefill (the
+// variants that read them), and the fused decode op runs unfused.
+TEST(NinferInfo, KvOpsPlanTheCompactCacheFormats) {
+  if (!plugin_for_arch("sm_90")) GTEST_SKIP() << "build has no sm_90 plugin";
+  for (const char* dtype : {"int8", "fp8", "int4r"}) {
+    SCOPED_TRACE(dtype);
+    const std::string d = std::string(" --dtype ") + dtype + " --device-model H200 --json";
+    const ProcessOutput decode = run_info("--plan attention --tokens 1 --dims 256,24,4,4096" + d);
+    ASSERT_EQ(decode.status, 0) << decode.out;
+    const auto j = nlohmann::json::parse(decode.out);
+    EXPECT_EQ(j["dtype"], std::string("kv_") + dtype);
+    EXPECT_EQ(j["variant"].get<std::string>().rfind("decode_split", 0), 0u) << j["variant"];
+    const ProcessOutput prompt = run_info("--plan attention --tokens 512 --dims 256,24,4,4096" + d);
+    ASSERT_EQ(prompt.status, 0) << prompt.out;
+    EXPECT_EQ(nlohmann::json::parse(prompt.out)["variant"], "prefill_hd256");
+    const ProcessOutput fused = run_info("--plan head_norm_rope_append_attention --tokens 1 --dims 128,32,8,4096" + d);
+    ASSERT_EQ(fused.status, 0) << fused.out;
+    EXPECT_EQ(nlohmann::json::parse(fused.out)["route"], "unfused");
+  }
+}
+
 // One-token linear on an RTX 4090 (a decode step's projections) is the prebuilt CUDA-core GEMV
 // of arch/schedules/sm_89.yaml: one ordinary launch of 128-thread CTAs over the token. (The
 // H200's table takes gemv_4warps there, measured faster inside its decode step.)

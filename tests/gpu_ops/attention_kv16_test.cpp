@@ -307,8 +307,8 @@ TEST(GpuAttentionKv16Plan, SixteenBitCachesPlanResidentSplitsAndUnknownDtypesAre
       EXPECT_EQ(b.variant, c.variant) << card.dev.name << " T=" << T << ": float16 and bfloat16 plan alike";
     }
     try {
-      planner.plan(NINFER_OP_ATTENTION, {1, {128, 32, 8, 4096}, 7});
-      ADD_FAILURE() << card.dev.name << ": a cache of dtype 7 was planned";
+      planner.plan(NINFER_OP_ATTENTION, {1, {128, 32, 8, 4096}, NINFER_DTYPE_INT4}); // a weight format
+      ADD_FAILURE() << card.dev.name << ": a cache of dtype int4 was planned";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("attention"), std::string::npos) << e.what();
     }

@@ -5,12 +5,17 @@
 
 #include <iostream>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "ninfer/devices/arch_catalog.hpp"
 #include "ninfer/devices/device.hpp"
+#include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/gdn_gating.h"
+#include "ninfer/abi/ops/head_norm_rope_append.h"
+#include "ninfer/abi/ops/head_norm_rope_append_attention.h"
+#include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/support/error.hpp"
 #include "ninfer/support/log.hpp"
 #include "ninfer/planning/op_catalog.hpp"
@@ -46,7 +51,14 @@ struct Options {
   tools::FitRequest fit_request;
 };
 
-int32_t parse_dtype(const std::string& s) {
+// `op`: the planned op. The KV ops' dtype is the cache's, where int8, fp8 and int4r name the
+// compact formats (kv_append.h); elsewhere int8 and fp8 are quantized weights.
+int32_t parse_dtype(const std::string& s, std::string_view op) {
+  const bool kv_op = op == NINFER_OP_ATTENTION || op == NINFER_OP_KV_APPEND || op == NINFER_OP_HEAD_NORM_ROPE_APPEND ||
+                     op == NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION;
+  if (kv_op && s == "int8") return NINFER_DTYPE_KV_INT8;
+  if (kv_op && (s == "fp8" || s == "fp8_e4m3")) return NINFER_DTYPE_KV_FP8;
+  if (kv_op && s == "int4r") return NINFER_DTYPE_KV_INT4R;
   if (s == "bf16" || s == "bfloat16") return NINFER_DTYPE_BF16;
   if (s == "f32" || s == "float32") return NINFER_DTYPE_F32;
   // f16: the KV cache of attention, kv_append, head_norm_rope_append(_attention)
@@ -55,7 +67,7 @@ int32_t parse_dtype(const std::string& s) {
   if (s == "int4") return NINFER_DTYPE_INT4;
   if (s == "int8") return NINFER_DTYPE_INT8;
   if (s == "fp8" || s == "fp8_e4m3") return NINFER_DTYPE_FP8_E4M3;
-  throw Error(fmt::format("unknown --dtype '{}' (use bf16, f16, f32, int4, int8 or fp8)", s));
+  throw Error(fmt::format("unknown --dtype '{}' (use bf16, f16, f32, int4, int8 or fp8; int4r for a KV op)", s));
 }
 
 // The device a plan is for: a described card, or a live device chosen by --device.
@@ -100,7 +112,7 @@ Plan make_plan(const Options& o, const PluginHost& host, const ninfer_device_inf
                               fmt::join(op.dim_names, ",")));
     for (size_t i = 0; i < o.dims.size(); ++i) shape.dims[i] = o.dims[i];
   }
-  shape.dtype = o.dtype.empty() ? op.default_dtype : parse_dtype(o.dtype);
+  shape.dtype = o.dtype.empty() ? op.default_dtype : parse_dtype(o.dtype, op.name);
   table_out = default_schedule_table(*c.chosen, dev); // as the engine would: tuned when one matches
   Planner planner(*c.chosen, dev, &table_out);
   return planner.plan(op.name, shape);
@@ -209,7 +221,7 @@ int main(int argc, char** argv) {
   app.add_option("--plan", o.plan_op, "Print the launch plan of OP (see --list-ops)");
   app.add_option("--tokens", o.tokens, "Token count for --plan")->capture_default_str();
   app.add_option("--dims", o.dims, "Op dims for --plan, comma separated (default: the op's real-model shape)")->delimiter(',');
-  app.add_option("--dtype", o.dtype, "Input dtype for --plan: bf16, f16, f32, or a quantized weight int4, int8, fp8 (linear; attention, kv_append, head_norm_rope_append(_attention): the KV cache's; default: the op's)");
+  app.add_option("--dtype", o.dtype, "Input dtype for --plan: bf16, f16, f32, or a quantized weight int4, int8, fp8 (linear; attention, kv_append, head_norm_rope_append(_attention): the KV cache's, where int8, fp8 and int4r are the compact formats; default: the op's)");
   app.add_flag("--json", o.json, "Print the plan as JSON");
   app.add_flag("--list-ops", o.list_ops, "List the op contracts");
   app.add_flag("--list-device-models", o.list_models, "List the cards that can be described with --device-model");

@@ -30,7 +30,9 @@
 //
 // The cache may be float32, float16 or bfloat16 (one kernel per cache dtype, the variant
 // launches the call's), widened exactly to float32 as it is read (tensor cores: used as stored,
-// with q rounded to its format).
+// with q rounded to its format), or a compact format (int8, fp8, int4r): those take the
+// row-owning design in every head-dim class, their codes widened as each tile is staged
+// (attention/kv_compact.cuh).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -77,6 +79,24 @@ NINFER_ATTENTION_DECODE(decode_hd64_kvbf16, __nv_bfloat16, 64)
 NINFER_ATTENTION_DECODE(decode_hd128_kvbf16, __nv_bfloat16, 128)
 NINFER_ATTENTION_DECODE(decode_hd256_kvbf16, __nv_bfloat16, 256)
 
+// Compact caches: warps own rows in every class (hd256 too: the key-owning walk reads 16-byte
+// rows straight from the cache, which a compact row's codes and scales are not), two CTAs per SM.
+#define NINFER_ATTENTION_DECODE_COMPACT(NAME, F, HD)                                                         \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, 2)            \
+      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float* ws) {                    \
+    ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
+    ninfer::cuda_plugin::attention::decode_split_rows<ninfer::cuda_plugin::attention::F, HD>(a, b, e, ws);   \
+  }
+NINFER_ATTENTION_DECODE_COMPACT(decode_hd64_kvint8, KvInt8, 64)
+NINFER_ATTENTION_DECODE_COMPACT(decode_hd128_kvint8, KvInt8, 128)
+NINFER_ATTENTION_DECODE_COMPACT(decode_hd256_kvint8, KvInt8, 256)
+NINFER_ATTENTION_DECODE_COMPACT(decode_hd64_kvfp8, KvFp8, 64)
+NINFER_ATTENTION_DECODE_COMPACT(decode_hd128_kvfp8, KvFp8, 128)
+NINFER_ATTENTION_DECODE_COMPACT(decode_hd256_kvfp8, KvFp8, 256)
+NINFER_ATTENTION_DECODE_COMPACT(decode_hd64_kvint4r, KvInt4r, 64)
+NINFER_ATTENTION_DECODE_COMPACT(decode_hd128_kvint4r, KvInt4r, 128)
+NINFER_ATTENTION_DECODE_COMPACT(decode_hd256_kvint4r, KvInt4r, 256)
+
 // The tensor-core design's entry points (hd128, 16-bit caches): the launch takes them when the
 // call's cache rows are 16-byte vectors, the kernels above otherwise. Its own kernel, so neither
 // design's registers constrain the other's (in one kernel with the row-owning walk, the pair
@@ -107,27 +127,36 @@ namespace {
 
 // The kernels of one head-dim class, by cache dtype (kv_dtype_index); mma: the tensor-core
 // design's, null where that class and dtype have none. This table is the one place that says
-// which calls may run on tensor cores.
+// which calls may run on tensor cores. compact: the compact formats' (kv_compact_index).
 struct DecodeKernel {
   int hd;
   const char* symbols[kKvDtypeCount];
   Kernel kernels[kKvDtypeCount];
   const char* mma_symbols[kKvDtypeCount];
   Kernel mma[kKvDtypeCount];
+  const char* compact_symbols[kKvCompactCount];
+  Kernel compact[kKvCompactCount];
 };
 
 #define NINFER_DECODE_KERNELS(HD)                                                                            \
   {"ninfer_attention_decode_hd" #HD, "ninfer_attention_decode_hd" #HD "_kvf16",                              \
    "ninfer_attention_decode_hd" #HD "_kvbf16"},                                                              \
   {ninfer_attention_decode_hd##HD, ninfer_attention_decode_hd##HD##_kvf16, ninfer_attention_decode_hd##HD##_kvbf16}
+#define NINFER_DECODE_COMPACT_KERNELS(HD)                                                                    \
+  {"ninfer_attention_decode_hd" #HD "_kvint8", "ninfer_attention_decode_hd" #HD "_kvfp8",                    \
+   "ninfer_attention_decode_hd" #HD "_kvint4r"},                                                             \
+  {ninfer_attention_decode_hd##HD##_kvint8, ninfer_attention_decode_hd##HD##_kvfp8,                          \
+   ninfer_attention_decode_hd##HD##_kvint4r}
 const DecodeKernel kKernels[kHeadDimClassCount] = {
-    {64, NINFER_DECODE_KERNELS(64), {}, {}},
+    {64, NINFER_DECODE_KERNELS(64), {}, {}, NINFER_DECODE_COMPACT_KERNELS(64)},
     {128,
      NINFER_DECODE_KERNELS(128),
      {nullptr, "ninfer_attention_decode_mma_hd128_kvf16", "ninfer_attention_decode_mma_hd128_kvbf16"},
-     {nullptr, ninfer_attention_decode_mma_hd128_kvf16, ninfer_attention_decode_mma_hd128_kvbf16}},
-    {256, NINFER_DECODE_KERNELS(256), {}, {}}};
+     {nullptr, ninfer_attention_decode_mma_hd128_kvf16, ninfer_attention_decode_mma_hd128_kvbf16},
+     NINFER_DECODE_COMPACT_KERNELS(128)},
+    {256, NINFER_DECODE_KERNELS(256), {}, {}, NINFER_DECODE_COMPACT_KERNELS(256)}};
 #undef NINFER_DECODE_KERNELS
+#undef NINFER_DECODE_COMPACT_KERNELS
 
 // Per head-dim class: the kernel that needs the most registers, among every cache dtype's and
 // the tensor-core ones (on sm_89 the float32-tile kernels need fewer than the tensor-core ones,
@@ -174,9 +203,11 @@ constexpr int split_of(int v) { return kDecodeSplits[v % kDecodeSplitCount]; }
 char g_names[kVariants][32]; // "decode_split512_hd256"
 
 // Shared memory a call needs of a class's kernels: the key-owning design's follows the GQA group,
-// the others' the cache dtype (a 16-bit cache may take the tensor-core kernel, chosen at launch).
-// The plan (dyn_smem) and the launch's check both ask this.
+// the others' the cache dtype (a 16-bit cache may take the tensor-core kernel, chosen at launch;
+// a compact one takes the row-owning kernel in every class). The plan (dyn_smem) and the
+// launch's check both ask this.
 size_t decode_smem_bytes(const DecodeKernel& k, int64_t group, int32_t cache_dtype) {
+  if (kv_compact_index(cache_dtype) >= 0) return smem_bytes(k.hd, kRows);
   if (decode_by_keys(k.hd)) return decode_keys_smem_bytes(k.hd, group);
   const int d = kv_dtype_index(cache_dtype);
   const size_t rows = smem_bytes(k.hd, kRows);
@@ -185,7 +216,7 @@ size_t decode_smem_bytes(const DecodeKernel& k, int64_t group, int32_t cache_dty
 
 template <int V>
 size_t dyn_smem(const void*, const ninfer_shape* s) {
-  if (decode_by_keys(kernel_of(V).hd) && s->dims[2] <= 0) return 0;
+  if (decode_by_keys(kernel_of(V).hd) && kv_compact_index(s->dtype) < 0 && s->dims[2] <= 0) return 0;
   return decode_smem_bytes(kernel_of(V), s->dims[2] > 0 ? s->dims[1] / s->dims[2] : 0, s->dtype);
 }
 
@@ -196,7 +227,7 @@ size_t workspace(const void*, const ninfer_shape* s, int64_t) {
 
 template <int V>
 int32_t supports(const void*, const ninfer_shape* s) {
-  return basic_shape_ok(*s, kernel_of(V).hd) && decode_serves(*s, split_of(V));
+  return basic_shape_ok(*s, kernel_of(V).hd) && cache_dtype_ok(*s, true) && decode_serves(*s, split_of(V));
 }
 
 // What every split-KV decode launch needs of its call, beyond check_args: one CTA per token, a
@@ -246,7 +277,7 @@ template <int V>
 int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
   const auto& a = *static_cast<const ninfer_attention_args*>(args);
   const char* name = g_names[V];
-  if (int32_t rc = check_args(a, *l, kernel_of(V).hd, name, err, err_len); rc != NINFER_OK) return rc;
+  if (int32_t rc = check_args(a, *l, kernel_of(V).hd, true, name, err, err_len); rc != NINFER_OK) return rc;
   const int group = a.heads / a.cache.kv_heads;
   if (int32_t rc = check_decode_launch(a, *l, decode_smem_bytes(kernel_of(V), group, a.cache.dtype), name, err, err_len);
       rc != NINFER_OK)
@@ -256,6 +287,9 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stre
   // decode kernel. The variants stay "cooperative" for the planner only: it sizes the split so all
   // CTAs are resident in one wave, which is still what makes the chunks run side by side.
   const int d = kv_dtype_index(a.cache.dtype);
+  if (d < 0) // a compact cache (check_args took it): the row-owning kernel of its format
+    return launch_kernel(kernel_of(V).compact[kv_compact_index(a.cache.dtype)], dim3(l->grid_x, l->grid_y),
+                         kDecodeThreads, a, *l, false, stream, name, err, err_len);
   const Kernel mma = kernel_of(V).mma[d];
   const bool vec = kv_vector_rows(a.cache, a.cache.dtype == NINFER_DTYPE_F32 ? 4 : 2);
   if (mma && vec)
@@ -287,7 +321,7 @@ void fill(ninfer_variant& v) {
   fill_decode_common(v, split_of(V));
   v.op = NINFER_OP_ATTENTION;
   v.name = g_names[V];
-  v.dtype_mask = kKvDtypeMask;
+  v.dtype_mask = kKvDtypeMask | kKvCompactMask;
   v.dynamic_smem_bytes = dyn_smem<V>;
   v.workspace_bytes = workspace<V>;
   v.supports = supports<V>;
@@ -339,7 +373,7 @@ int32_t fold_launch(const void*, const void* args, const ninfer_launch* l, void*
     std::snprintf(err, err_len, "head_norm_rope_append_attention/%s: %s", name, why);
     return NINFER_ERR_INVALID_ARGUMENT;
   }
-  if (int32_t rc = check_args(a, *l, kFoldHd, name, err, err_len); rc != NINFER_OK) return rc;
+  if (int32_t rc = check_args(a, *l, kFoldHd, false, name, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = check_decode_launch(a, *l, fold_smem_bytes(), name, err, err_len); rc != NINFER_OK) return rc;
   const FoldKernel k = kFoldKernels[kv_dtype_index(a.cache.dtype)];
   return launch_kernel(k, dim3(l->grid_x, l->grid_y), kDecodeThreads, f, *l, false, stream, name, err, err_len,
@@ -391,13 +425,18 @@ int32_t register_attention_decode(const ninfer_registrar* r, char* err, size_t e
   static ninfer_variant variants[kVariants];
   fill_all(variants, std::make_integer_sequence<int, kVariants>{});
   const BuildResource* planned[kHeadDimClassCount] = {};
-  for (int c = 0; c < kHeadDimClassCount; ++c)
+  for (int c = 0; c < kHeadDimClassCount; ++c) {
     for (int d = 0; d < kKvDtypeCount; ++d)
       for (const auto& [symbol, kernel] : {std::pair{kKernels[c].symbols[d], kKernels[c].kernels[d]},
                                            std::pair{kKernels[c].mma_symbols[d], kKernels[c].mma[d]}}) {
         if (!kernel) continue; // no tensor-core kernel for this class and dtype
         if (int32_t rc = plan_kernel(c, symbol, kernel, planned[c], err, err_len); rc != NINFER_OK) return rc;
       }
+    for (int d = 0; d < kKvCompactCount; ++d)
+      if (int32_t rc = plan_kernel(c, kKernels[c].compact_symbols[d], kKernels[c].compact[d], planned[c], err, err_len);
+          rc != NINFER_OK)
+        return rc;
+  }
   for (int i = 0; i < kVariants; ++i) {
     variants[i].resources = make_resources(*planned[class_of(i)], kDecodeThreads);
     if (int32_t rc = r->add_variant(r->ctx, &variants[i]); rc != NINFER_OK) return rc;

@@ -5,10 +5,12 @@
 // computes on the current one, so that tile's memory latency hides behind the computation
 // (KvTileInFlight). The float32 cache keeps the single-buffered loop: its tile in registers would
 // cost twice as many (32 at hd128 with 256 threads) inside the 128-register bound that keeps two
-// CTAs per SM.
+// CTAs per SM. A compact cache (attention/kv_compact.cuh) takes the single-buffered loop too, its
+// codes widened as each tile is staged; this design serves it in every head-dim class.
 #pragma once
 
 #include "attention/decode_merge.cuh"
+#include "attention/kv_compact.cuh"
 
 namespace ninfer::cuda_plugin::attention {
 
@@ -17,10 +19,10 @@ constexpr int kRows = kDecodeMaxGroup;
 // Keys [k0, k1) of one kv head through the rows' online softmax (st), tile by tile. The caller's
 // q rows must be in the q tile, visible after the first barrier here.
 template <class E, int HD, int R>
-__device__ void decode_keys(RowState<HD, R>& st, const Tiles<HD, kRows>& tiles, const KvRows<E>& kv, int k0, int k1,
+__device__ void decode_keys(RowState<HD, R>& st, const Tiles<HD, kRows>& tiles, const KvSource<E>& kv, int k0, int k1,
                             const int (&row)[R], const int (&last)[R], int group) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if constexpr (sizeof(E) == 2) {
+  if constexpr (!kv_compact<E> && sizeof(E) == 2) {
     if (kv.vec) { // pipelined: tile n + 1 is in flight while tile n is computed
       KvTileInFlight<E, HD, kDecodeThreads> next;
       if (k0 < k1) next.fetch(kv, k0, min(k1 - k0, kKeysPerTile));
@@ -38,7 +40,7 @@ __device__ void decode_keys(RowState<HD, R>& st, const Tiles<HD, kRows>& tiles, 
   for (int key0 = k0; key0 < k1; key0 += kKeysPerTile) {
     const int nkeys = min(k1 - key0, kKeysPerTile);
     __syncthreads();
-    load_kv_tile<E, HD, kRows, kDecodeThreads>(tiles, kv, key0, nkeys);
+    load_tile<E, HD, kRows, kDecodeThreads>(tiles, kv, key0, nkeys);
     __syncthreads();
     if (warp < group) attend_tile(st, tiles, row, last, key0, nkeys, lane);
   }
@@ -75,9 +77,14 @@ __device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t
           active[i] ? a.q + t * a.q_token_stride + static_cast<int64_t>(g * group + row[i]) * a.q_head_stride : nullptr;
       load_q_row<HD>(tiles.q + row[i] * HD, src, hd, a.scale, lane, 32);
     }
+    if constexpr (kv_rotated_keys<E>) { // int4r: H q, once per row (kv_append.h)
+#pragma unroll
+      for (int i = 0; i < R; ++i)
+        if (active[i]) hadamard_rotate_row(tiles.q + row[i] * HD, hd, lane);
+    }
     RowState<HD, R> st;
     st.reset();
-    decode_keys<E, HD, R>(st, tiles, kv_rows<E>(c, ok ? slot : 0, g), k0, k1, row, last, group);
+    decode_keys<E, HD, R>(st, tiles, kv_source<E>(c, ok ? slot : 0, g), k0, k1, row, last, group);
 #pragma unroll
     for (int i = 0; i < R; ++i) {
       if (!active[i]) continue;

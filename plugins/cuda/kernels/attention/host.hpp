@@ -18,14 +18,36 @@ namespace ninfer::cuda_plugin::attention {
 // Checks what the kernels rely on. Positions, slots and table entries live in device memory, so
 // positions and slots are checked in the kernels instead (a token outside the cache gets NaN
 // rows); the table entries of the positions a token reads are the caller's to get right.
-inline int32_t check_args(const ninfer_attention_args& a, const ninfer_launch& l, int hd_class, const char* variant,
-                          char* err, size_t err_len) {
+// What a compact cache (kv_append.h) must be for the kernels that read it (attention/kv_compact.cuh):
+// its format's head_dim, scales, and codes and scales aligned for the pieces' vector loads.
+inline const char* compact_cache_problem(const ninfer_kv_cache& c) {
+  if (!compact_head_dim_ok(c.dtype, c.head_dim))
+    return "head_dim not one the compact format takes here (int8: a multiple of 64; fp8: a multiple of 16; int4r: a "
+           "power of two >= 64)";
+  if (!c.k_scale || !c.v_scale) return "a compact cache needs k_scale and v_scale";
+  const uintptr_t codes = reinterpret_cast<uintptr_t>(c.k) | reinterpret_cast<uintptr_t>(c.v);
+  const uintptr_t scales = reinterpret_cast<uintptr_t>(c.k_scale) | reinterpret_cast<uintptr_t>(c.v_scale);
+  if (codes & 15u) return "a compact cache's codes must be 16-byte aligned";
+  if (scales & (c.dtype == NINFER_DTYPE_KV_FP8 ? 3u : 1u)) return "a compact cache's scales must be aligned to their size";
+  return nullptr;
+}
+
+// reads_compact: whether the variant has kernels for the compact formats (the tensor-core ones do
+// not: they take float32, float16 and bfloat16 caches).
+inline int32_t check_args(const ninfer_attention_args& a, const ninfer_launch& l, int hd_class, bool reads_compact,
+                          const char* variant, char* err, size_t err_len) {
   const ninfer_kv_cache& c = a.cache;
+  const bool compact = kv_compact_index(c.dtype) >= 0;
   const char* problem = nullptr;
   if (!a.q || !a.out || !c.k || !c.v) problem = "null q, out or cache pointer";
   else if (!a.batch.seq_start || !a.batch.seq_slot || !a.batch.token_pos || !a.batch.token_seq)
     problem = "null token batch array";
-  else if (kv_dtype_index(c.dtype) < 0) problem = "the cache must be float32, float16 or bfloat16";
+  else if (kv_dtype_index(c.dtype) < 0 && !compact)
+    problem = "the cache must be float32, float16, bfloat16, int8, fp8 or int4r";
+  else if (compact && !reads_compact)
+    problem = "this variant reads float32, float16 and bfloat16 caches only; int8, fp8 and int4r caches are read by "
+              "the tiled prefill and the split-KV decode";
+  else if (compact && compact_cache_problem(c)) problem = compact_cache_problem(c);
   else if (c.kv_heads <= 0 || a.heads <= 0 || a.heads % c.kv_heads != 0) problem = "heads must be a multiple of kv_heads";
   else if (!head_dim_in_class(c.head_dim, hd_class)) problem = "head_dim outside this variant's class";
   else if (l.token_begin < 0 || l.token_end > a.tokens || l.token_begin >= l.token_end) problem = "bad token range";

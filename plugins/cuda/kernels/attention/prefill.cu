@@ -14,11 +14,14 @@
 //
 // The cache may be float32, float16 or bfloat16: one kernel per cache dtype, whose K/V tiles
 // are widened to float32 as they are staged (attention/tile.cuh), so the arithmetic is the same.
-// A chunk after the first reads the earlier chunks' keys from the cache in its dtype.
+// A chunk after the first reads the earlier chunks' keys from the cache in its dtype. A compact
+// cache (int8, fp8, int4r) has one kernel per format too, its codes widened as each tile is
+// staged (attention/kv_compact.cuh); with int4r each warp rotates its q rows once.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "attention/kv_compact.cuh"
 #include "attention/tile.cuh"
 #include "common/grid_dependency.cuh"
 
@@ -73,15 +76,20 @@ __device__ void prefill_tiles(const ninfer_attention_args& a, int64_t tb, int64_
         const float* src = active[i] ? a.q + (t0 + row[i]) * a.q_token_stride + h * a.q_head_stride : nullptr;
         load_q_row<HD>(tiles.q + row[i] * HD, src, hd, a.scale, lane, 32);
       }
+      if constexpr (kv_rotated_keys<E>) { // int4r: H q, once per row (kv_append.h)
+#pragma unroll
+        for (int i = 0; i < kRowsPerWarp; ++i)
+          if (active[i]) hadamard_rotate_row(tiles.q + row[i] * HD, hd, lane);
+      }
 
       RowState<HD> st;
       st.reset();
       const int kmax = ok ? last_pos : -1;
-      const KvRows<E> kv = kv_rows<E>(c, ok ? slot : 0, g);
+      const KvSource<E> kv = kv_source<E>(c, ok ? slot : 0, g);
       for (int key0 = 0; key0 <= kmax; key0 += kKeysPerTile) {
         const int nkeys = kmax + 1 - key0 < kKeysPerTile ? kmax + 1 - key0 : kKeysPerTile;
         __syncthreads(); // every warp is done with the previous K/V tile
-        load_kv_tile<E, HD, kRows, kPrefillThreads>(tiles, kv, key0, nkeys);
+        load_tile<E, HD, kRows, kPrefillThreads>(tiles, kv, key0, nkeys);
         __syncthreads(); // the tile (and every warp's q rows) are in place
         if (warp_last >= key0) attend_tile(st, tiles, row, last, key0, nkeys, lane);
       }
@@ -97,7 +105,8 @@ __device__ void prefill_tiles(const ninfer_attention_args& a, int64_t tb, int64_
 } // namespace ninfer::cuda_plugin::attention
 
 // Kernel entry points: extern "C" so their cubin names are the symbols of the build-time
-// resource table. One per (head-dim class, cache dtype); 16-bit caches add _kvf16 / _kvbf16.
+// resource table. One per (head-dim class, cache dtype); 16-bit caches add _kvf16 / _kvbf16, compact
+// ones _kvint8 / _kvfp8 / _kvint4r.
 #define NINFER_ATTENTION_PREFILL(NAME, E, HD)                                                                \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kPrefillThreads)              \
       ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float*) {                       \
@@ -114,6 +123,25 @@ NINFER_ATTENTION_PREFILL(prefill_hd64_kvbf16, __nv_bfloat16, 64)
 NINFER_ATTENTION_PREFILL(prefill_hd128_kvbf16, __nv_bfloat16, 128)
 NINFER_ATTENTION_PREFILL(prefill_hd256_kvbf16, __nv_bfloat16, 256)
 
+// Compact caches, held to two CTAs per SM (128 registers): a variant is planned with the
+// resources of its kernel that needs the most, and unbounded the fp8 hd256 kernel took 154 (sm_90),
+// which would have halved the residency the planner gives every cache dtype's prefill_hd256.
+#define NINFER_ATTENTION_PREFILL_COMPACT(NAME, F, HD)                                                        \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kPrefillThreads, 2)           \
+      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float*) {                       \
+    ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
+    ninfer::cuda_plugin::attention::prefill_tiles<ninfer::cuda_plugin::attention::F, HD>(a, b, e);           \
+  }
+NINFER_ATTENTION_PREFILL_COMPACT(prefill_hd64_kvint8, KvInt8, 64)
+NINFER_ATTENTION_PREFILL_COMPACT(prefill_hd128_kvint8, KvInt8, 128)
+NINFER_ATTENTION_PREFILL_COMPACT(prefill_hd256_kvint8, KvInt8, 256)
+NINFER_ATTENTION_PREFILL_COMPACT(prefill_hd64_kvfp8, KvFp8, 64)
+NINFER_ATTENTION_PREFILL_COMPACT(prefill_hd128_kvfp8, KvFp8, 128)
+NINFER_ATTENTION_PREFILL_COMPACT(prefill_hd256_kvfp8, KvFp8, 256)
+NINFER_ATTENTION_PREFILL_COMPACT(prefill_hd64_kvint4r, KvInt4r, 64)
+NINFER_ATTENTION_PREFILL_COMPACT(prefill_hd128_kvint4r, KvInt4r, 128)
+NINFER_ATTENTION_PREFILL_COMPACT(prefill_hd256_kvint4r, KvInt4r, 256)
+
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::attention {
 namespace {
@@ -126,7 +154,12 @@ namespace {
    "prefill_hd" #HD,                                                                                         \
    {"ninfer_attention_prefill_hd" #HD, "ninfer_attention_prefill_hd" #HD "_kvf16",                           \
     "ninfer_attention_prefill_hd" #HD "_kvbf16"},                                                            \
-   {ninfer_attention_prefill_hd##HD, ninfer_attention_prefill_hd##HD##_kvf16, ninfer_attention_prefill_hd##HD##_kvbf16}}
+   {ninfer_attention_prefill_hd##HD, ninfer_attention_prefill_hd##HD##_kvf16,                               \
+    ninfer_attention_prefill_hd##HD##_kvbf16},                                                               \
+   {"ninfer_attention_prefill_hd" #HD "_kvint8", "ninfer_attention_prefill_hd" #HD "_kvfp8",                 \
+    "ninfer_attention_prefill_hd" #HD "_kvint4r"},                                                           \
+   {ninfer_attention_prefill_hd##HD##_kvint8, ninfer_attention_prefill_hd##HD##_kvfp8,                       \
+    ninfer_attention_prefill_hd##HD##_kvint4r}}
 
 const PrefillKernel* prefill_kernels() {
   static const PrefillKernel k[kHeadDimClassCount] = {NINFER_PREFILL_KERNEL(64), NINFER_PREFILL_KERNEL(128),

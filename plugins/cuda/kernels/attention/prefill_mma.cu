@@ -241,7 +241,8 @@ namespace {
 constexpr int kMmaVariants = 4;
 
 // In the order of the kernel entry points above; threads, tokens and shared memory follow
-// from each class's warps; one kernel per cache dtype.
+// from each class's warps; one kernel per cache dtype, none for the compact formats (the tiled
+// prefill reads those: its launch refuses them with that reason).
 #define NINFER_MMA_KERNEL(NAME, HD, WARPS)                                                                   \
   {HD,                                                                                                       \
    WARPS * 32,                                                                                               \
@@ -249,7 +250,9 @@ constexpr int kMmaVariants = 4;
    mma_smem_bytes(HD, WARPS, kMmaKeyTile),                                                                   \
    #NAME,                                                                                                    \
    {"ninfer_attention_" #NAME, "ninfer_attention_" #NAME "_kvf16", "ninfer_attention_" #NAME "_kvbf16"},    \
-   {ninfer_attention_##NAME, ninfer_attention_##NAME##_kvf16, ninfer_attention_##NAME##_kvbf16}}
+   {ninfer_attention_##NAME, ninfer_attention_##NAME##_kvf16, ninfer_attention_##NAME##_kvbf16},           \
+   {},                                                                                                       \
+   {}}
 
 const PrefillKernel* mma_kernels() {
   static const PrefillKernel k[kMmaVariants] = {

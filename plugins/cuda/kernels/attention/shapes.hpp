@@ -79,6 +79,19 @@ NINFER_HD_FN int kv_dtype_index(int32_t dtype) {
   return dtype == NINFER_DTYPE_F32 ? 0 : dtype == NINFER_DTYPE_F16 ? 1 : dtype == NINFER_DTYPE_BF16 ? 2 : -1;
 }
 
+// The compact formats (kv_append.h) the float-tile kernels read (the split-KV decode with warps
+// owning rows, the tiled prefill: attention/kv_compact.cuh): one kernel per format at index
+// kv_compact_index(dtype) of a variant's compact table. The tensor-core kernels read none.
+constexpr int kKvCompactCount = 3;
+constexpr uint32_t kKvCompactMask =
+    (1u << NINFER_DTYPE_KV_INT8) | (1u << NINFER_DTYPE_KV_FP8) | (1u << NINFER_DTYPE_KV_INT4R);
+NINFER_HD_FN int kv_compact_index(int32_t dtype) {
+  return dtype == NINFER_DTYPE_KV_INT8 ? 0 : dtype == NINFER_DTYPE_KV_FP8 ? 1 : dtype == NINFER_DTYPE_KV_INT4R ? 2 : -1;
+}
+// Elements of a compact row one thread stages at once (16 code bytes; int4r 8). A compact cache's
+// head_dim must be a multiple of it: every format's rule already says so but fp8's.
+constexpr int kKvCompactPiece = 16;
+
 // Kernels are compiled for head-dim classes; one compiled for HD serves head_dim in
 // (HD/2, HD], the smallest class everything up to it (padding with zeros past head_dim).
 constexpr int kHeadDimClasses[] = {64, 128, 256};
@@ -112,6 +125,18 @@ inline bool basic_shape_ok(const ninfer_shape& s, int hd_class) {
   const int64_t head_dim = s.dims[0], heads = s.dims[1], kv_heads = s.dims[2];
   return s.tokens > 0 && head_dim_in_class(head_dim, hd_class) && kv_heads > 0 && heads > 0 &&
          heads % kv_heads == 0 && (s.kv_block_tokens == 0 || kv_tiles_fit_blocks(s.kv_block_tokens));
+}
+
+// A compact cache's head_dim: its format's rule (kv_append.h) and whole staged pieces.
+inline bool compact_head_dim_ok(int32_t dtype, int64_t head_dim) {
+  return ninfer_kv_dtype_takes_head_dim(dtype, head_dim) && head_dim % kKvCompactPiece == 0;
+}
+
+// Whether a variant that reads compact caches iff `reads_compact` takes the shape's cache dtype
+// and, for a compact one, its head_dim.
+inline bool cache_dtype_ok(const ninfer_shape& s, bool reads_compact) {
+  if (kv_dtype_index(s.dtype) >= 0) return true;
+  return reads_compact && kv_compact_index(s.dtype) >= 0 && compact_head_dim_ok(s.dtype, s.dims[0]);
 }
 
 // Whether the split-KV decode with `splits` CTAs per token serves this shape. dims[3] (the

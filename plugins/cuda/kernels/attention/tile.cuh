@@ -2,7 +2,8 @@
 // per-warp online-softmax step over one key tile. Float32 arithmetic throughout (activations
 // are float32, and the float32 path must match the CPU reference tightly); the cache is float32,
 // float16 or bfloat16 (KvElem), widened exactly to float32 as its tiles are staged, so the
-// tiles and the arithmetic on them are the same for every cache dtype.
+// tiles and the arithmetic on them are the same for every cache dtype (the compact formats'
+// codes are staged into the same tiles by attention/kv_compact.cuh).
 //
 // Work split inside a warp (kKeysPerTile = 32 keys per tile):
 //   scores  lane j computes the scores of key j against the warp's rows (q rows are read from
