@@ -28,9 +28,11 @@ namespace {
 
 constexpr int64_t kLongPrompt = 262144, kDepthPrompt = 32768, kDecode = 16;
 // Two chunkings of one prompt on the GPU: the same float16 cache rows up to the rounding of
-// differently shaped GEMMs, a different order of the attention's and the Gated DeltaNet scan's
-// sums; an error in where a chunk's rows land or which keys a split reads is of order 1.
-constexpr double kChunkingRelL2 = 1e-2;
+// differently shaped GEMMs (bf16 activations), a different order of the attention's and the
+// Gated DeltaNet scan's sums. Measured on an H100: 1.02e-2 at the last prompt row, 3e-3 to 8e-3
+// on the decoded rows; an error in where a chunk's rows land or which keys a split reads is of
+// order 1.
+constexpr double kChunkingRelL2 = 3e-2;
 // CPU (float64 sums) against the GPU with float32 linears, over a cache of the same format: the
 // GPU's attention rounds Q and P to 16 bits in its tensor-core forms (2^-11 relative), and a
 // cache code may round the other way where K or V differ in the last float32 bit.

@@ -16,9 +16,16 @@ namespace ninfer::test {
 
 // "" (the planner's choice) followed by every variant of `op` in the backend's plugin. Adds a
 // test failure when the plugin has none: a test must never pass on an op that is not there.
-inline std::vector<std::string> op_routes(const Backend& be, const char* op) {
+// With `shape`: only the variants that declare its dtype and accept it (a variant for other
+// dtypes, such as kv_append's compact-cache one beside a float32 cache, is not a route there).
+inline std::vector<std::string> op_routes(const Backend& be, const char* op, const ninfer_shape* shape = nullptr) {
   std::vector<std::string> routes{""};
-  for (const ninfer_variant* v : be.plugin().variants_for(op)) routes.emplace_back(v->name);
+  for (const ninfer_variant* v : be.plugin().variants_for(op)) {
+    if (shape && (shape->dtype < 0 || shape->dtype >= 32 || !(v->dtype_mask & (1u << shape->dtype)) ||
+                  (v->supports && !v->supports(v->ctx, shape))))
+      continue;
+    routes.emplace_back(v->name);
+  }
   EXPECT_GT(routes.size(), 1u) << be.plugin().name() << " registers no variant of " << op;
   return routes;
 }

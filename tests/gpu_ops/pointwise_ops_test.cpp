@@ -39,12 +39,14 @@ using RunFn = std::function<Outputs(Backend&, const std::string& route)>;
 
 // Runs `run` on the CPU backend once (the reference) and on the CUDA backend by every route;
 // each output must agree within `tol`.
-void expect_every_route_matches_cpu(const char* op, const RunFn& run, Tolerance tol, const std::string& what) {
+// `shape`: when given, only the variants that take it (op_routes).
+void expect_every_route_matches_cpu(const char* op, const RunFn& run, Tolerance tol, const std::string& what,
+                                    const ninfer_shape* shape = nullptr) {
   auto cpu = make_cpu_backend();
   const Outputs want = run(*cpu, "");
   ASSERT_TRUE(want.untouched_ok) << "CPU reference wrote outside its rows: " << what;
   auto gpu = make_cuda_backend();
-  for (const std::string& route : op_routes(*gpu, op)) {
+  for (const std::string& route : op_routes(*gpu, op, shape)) {
     const Outputs got = run(*gpu, route);
     ASSERT_EQ(got.values.size(), want.values.size());
     for (size_t i = 0; i < want.values.size(); ++i) {
@@ -354,8 +356,10 @@ TEST(PointwiseGpu, KvAppendWritesOnlyTheBatchRows) {
         run_route(be, NINFER_OP_KV_APPEND, route, shape(T, head_dim, kv_heads), &a);
         return Outputs{{get<float>(be, kc, cache_elems), get<float>(be, vc, cache_elems)}};
       };
+      const ninfer_shape float_cache = shape(T, head_dim, kv_heads);
       expect_every_route_matches_cpu(NINFER_OP_KV_APPEND, run, kExactCopy,
                                      std::to_string(seqs.size()) + " sequences, " + std::to_string(T) +
-                                         " tokens, head_dim " + std::to_string(head_dim));
+                                         " tokens, head_dim " + std::to_string(head_dim),
+                                     &float_cache);
     }
 }
