@@ -327,11 +327,16 @@ TEST(NinferServe, ThinkingBudgetForcesTheEndOfTheReasoning) {
                        {"thinking", {{"type", "enabled"}, {"budget_tokens", 4}}}};
   const Reply a = post(*c, "/v1/messages", anthropic);
   ASSERT_EQ(a.status, 200) << a.body.dump();
-  std::string thinking;
-  for (const json& b : a.body["content"])
+  // The same reply through the other API: its thinking and text blocks are the chat's
+  // reasoning_content and content.
+  std::string thinking, text;
+  for (const json& b : a.body["content"]) {
     if (b["type"] == "thinking") thinking += b["thinking"].get<std::string>();
+    if (b["type"] == "text") text += b["text"].get<std::string>();
+  }
   const json& rc = cut.body["choices"][0]["message"]["reasoning_content"];
   EXPECT_EQ(thinking, rc.is_string() ? rc.get<std::string>() : "") << a.body.dump() << "\n" << cut.body.dump();
+  EXPECT_EQ(text, cut.body["choices"][0]["message"]["content"].get<std::string>()) << a.body.dump();
   EXPECT_EQ(a.body["usage"]["output_tokens"], 12);
 
   for (const json& bad : {json(0), json("4"), json(1.5)}) {
