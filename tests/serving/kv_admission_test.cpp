@@ -160,3 +160,42 @@ TEST(KvAdmission, RetiredSlotsGiveTheirKeptRowsBack) {
   EXPECT_EQ(fresh.submit(big)->wait().generated_ids, r2.generated_ids);
   EXPECT_EQ(fresh.submit(next)->wait().generated_ids, r3.generated_ids);
 }
+
+// With speculation a request also reserves one round's drafts + 1 positions: its last rounds
+// write drafts past its last token. Four requests of exactly two blocks (prompt + max_tokens =
+// 128, prompts of 21 to 24 tokens so that rounds of four positions do not end on the block
+// boundary) on a pool of eight: reserving only their tokens would admit all four and leave last
+// rounds that cross into a third block without one (the loop then fails); with the round
+// reserved two run at a time. On the demo model (its MTP head), K = 3, each equals its run
+// alone.
+TEST(KvAdmission, SpeculatingRequestsReserveTheirLastRound) {
+  const Fixture demo = Fixture::load("models/qwen3_5-demo");
+  std::vector<GenerationRequest> reqs(4);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].prompt_ids = demo.cases[i % demo.cases.size()].prompt;
+    reqs[i].prompt_ids.resize(21 + i, 7);
+    reqs[i].max_new_tokens = 128 - static_cast<int64_t>(reqs[i].prompt_ids.size());
+    reqs[i].sampling.temperature = 0;
+  }
+  auto load = [&](Backend& be, int32_t slots, int64_t capacity) {
+    ModelOptions o;
+    o.max_context = kContext;
+    o.max_sequences = slots;
+    o.prefill_chunk = 16;
+    o.kv_capacity = capacity;
+    o.speculation = {SpecMethod::Mtp, 3};
+    return CausalLM::load(demo.checkpoint, be, o);
+  };
+  Backend ref_be = cpu_model_backend();
+  auto ref_lm = load(ref_be, 1, 0);
+  Engine ref(*ref_lm, nullptr, {16});
+  Backend be = cpu_model_backend();
+  auto lm = load(be, 4, 2 * kContext);
+  ASSERT_EQ(lm->kv_blocks_total(), 8);
+  Engine engine(*lm, nullptr, {16});
+  const std::vector<ServeResult> got = run_all(engine, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(got[i].finish_reason, "length") << got[i].error;
+    EXPECT_EQ(got[i].generated_ids, ref.submit(reqs[i])->wait().generated_ids) << "request " << i;
+  }
+}
