@@ -117,17 +117,6 @@ struct Cache16 {
   }
 };
 
-struct BatchOn {
-  DeviceBuffer seq_start, seq_slot, token_pos, token_seq;
-  ninfer_token_batch batch{};
-  BatchOn(Backend& be, const Batch& b)
-      : seq_start(put(be, b.seq_start)), seq_slot(put(be, b.seq_slot)), token_pos(put(be, b.token_pos)),
-        token_seq(put(be, b.token_seq)) {
-    batch = {static_cast<int32_t>(b.seq_slot.size()), seq_start.as<int32_t>(), seq_slot.as<int32_t>(),
-             token_pos.as<int32_t>(), token_seq.as<int32_t>()};
-  }
-};
-
 struct Param {
   Format16 format;
   int32_t head_dim;

@@ -67,17 +67,6 @@ std::vector<Call> calls() {
   };
 }
 
-struct BatchOn {
-  DeviceBuffer seq_start, seq_slot, token_pos, token_seq;
-  ninfer_token_batch batch{};
-  BatchOn(Backend& be, const Batch& b)
-      : seq_start(put(be, b.seq_start)), seq_slot(put(be, b.seq_slot)), token_pos(put(be, b.token_pos)),
-        token_seq(put(be, b.token_seq)) {
-    batch = {static_cast<int32_t>(b.seq_slot.size()), seq_start.as<int32_t>(), seq_slot.as<int32_t>(),
-             token_pos.as<int32_t>(), token_seq.as<int32_t>()};
-  }
-};
-
 // K and V rows for the cache: normal elements, each row scaled by 10^u (u uniform in [-0.5,
 // 0.3]: a group's scale differs from row to row), every fifth row with one channel 6x (the
 // outlier int4r's rotation spreads).

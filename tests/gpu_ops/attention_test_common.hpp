@@ -1,6 +1,6 @@
-// What the attention GPU tests (float32 and 16-bit caches) share: a call described as sequences
-// of a cache's slots, its token batch as host arrays, and the per-row tolerance of the
-// tensor-core prefill and decode kernels.
+// What the attention GPU tests (float32, 16-bit and compact caches) share: a call described as
+// sequences of a cache's slots, its token batch as host arrays and on a backend, and the per-row
+// tolerance of the tensor-core prefill and decode kernels.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "gpu_op_env.hpp"
+#include "ninfer/abi/ops/token_batch.h"
 #include "ninfer/abi/plugin_abi.h"
 
 namespace ninfer::test {
@@ -40,6 +42,18 @@ struct Batch {
     }
   }
   int64_t tokens() const { return static_cast<int64_t>(token_pos.size()); }
+};
+
+// A batch's arrays on one backend.
+struct BatchOn {
+  DeviceBuffer seq_start, seq_slot, token_pos, token_seq;
+  ninfer_token_batch batch{};
+  BatchOn(Backend& be, const Batch& b)
+      : seq_start(put(be, b.seq_start)), seq_slot(put(be, b.seq_slot)), token_pos(put(be, b.token_pos)),
+        token_seq(put(be, b.token_seq)) {
+    batch = {static_cast<int32_t>(b.seq_slot.size()), seq_start.as<int32_t>(), seq_slot.as<int32_t>(),
+             token_pos.as<int32_t>(), token_seq.as<int32_t>()};
+  }
 };
 
 // The tensor-core prefill (`prefill_mma_*`) rounds q, K, V and the softmax weights to bf16
