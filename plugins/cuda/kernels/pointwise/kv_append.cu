@@ -185,25 +185,19 @@ __device__ void append_quantized(const ninfer_kv_append_args& a, int64_t begin, 
 } // namespace
 } // namespace ninfer::cuda_plugin
 
-#define NINFER_KV_APPEND_QUANTIZED(NAME, DTYPE)                                                              \
+// One kernel per cache dtype: `ROWS` is the append_* instantiation that writes its rows.
+#define NINFER_KV_APPEND(NAME, ROWS)                                                                         \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)                                \
       ninfer_kv_append_##NAME(ninfer_kv_append_args a, int64_t b, int64_t e) {                               \
     ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
-    ninfer::cuda_plugin::append_quantized<DTYPE>(a, b, e);                                                   \
+    ninfer::cuda_plugin::ROWS(a, b, e);                                                                      \
   }
-NINFER_KV_APPEND_QUANTIZED(int8, NINFER_DTYPE_KV_INT8)
-NINFER_KV_APPEND_QUANTIZED(fp8, NINFER_DTYPE_KV_FP8)
-NINFER_KV_APPEND_QUANTIZED(int4r, NINFER_DTYPE_KV_INT4R)
-
-#define NINFER_KV_APPEND(NAME, E)                                                                            \
-  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kThreads)                                \
-      ninfer_kv_append_##NAME(ninfer_kv_append_args a, int64_t b, int64_t e) {                               \
-    ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
-    ninfer::cuda_plugin::append_rows<E>(a, b, e);                                                            \
-  }
-NINFER_KV_APPEND(f32, float)
-NINFER_KV_APPEND(f16, __half)
-NINFER_KV_APPEND(bf16, __nv_bfloat16)
+NINFER_KV_APPEND(int8, append_quantized<NINFER_DTYPE_KV_INT8>)
+NINFER_KV_APPEND(fp8, append_quantized<NINFER_DTYPE_KV_FP8>)
+NINFER_KV_APPEND(int4r, append_quantized<NINFER_DTYPE_KV_INT4R>)
+NINFER_KV_APPEND(f32, append_rows<float>)
+NINFER_KV_APPEND(f16, append_rows<__half>)
+NINFER_KV_APPEND(bf16, append_rows<__nv_bfloat16>)
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
