@@ -321,13 +321,13 @@ Plan Planner::plan(std::string_view op, const ninfer_shape& shape) const {
   return p;
 }
 
-void execute(const Plan& plan, const void* args, void* workspace, void* stream) {
+void execute(const Plan& plan, const void* args, void* workspace, void* stream, uint32_t* tickets) {
   if (plan.unfused)
     throw Error(fmt::format("internal: {}'s unfused route has no launch of its own; Backend::run runs it", plan.op));
   char err[512] = {0};
   for (const auto& l : plan.launches) {
     ninfer_launch launch{l.token_begin, l.token_end, l.grid_x, l.grid_y, l.block,
-                         plan.cooperative ? 1 : 0, l.dynamic_smem, workspace, l.workspace_bytes};
+                         plan.cooperative ? 1 : 0, l.dynamic_smem, workspace, l.workspace_bytes, tickets};
     if (plan.v->launch(plan.v->ctx, args, &launch, stream, err, sizeof err) != NINFER_OK)
       throw Error(fmt::format("{}/{} on {} failed for tokens [{}, {}): {}", plan.op, plan.variant,
                               plan.device.name, l.token_begin, l.token_end, err));

@@ -52,6 +52,13 @@ Backend::Backend(const LoadedPlugin& plugin, const ninfer_device_info& device, B
       memory_(options_.plan_only ? make_planning_memory_space() : make_memory_space(plugin, device)),
       sizing_(options_.plan_only) {
   report_.limit = options_.memory_limit;
+  // The launch tickets are the backend's own 4 KiB, like its memory space's staging buffers:
+  // outside the memory report, so a memory plan and a load count the model's buffers alone.
+  if (!options_.plan_only) {
+    tickets_ = static_cast<uint32_t*>(memory_->allocate(kTicketBytes));
+    if (!tickets_) throw Error(fmt::format("out of {} allocating the backend's launch tickets", memory_->name()));
+    memory_->zero(tickets_, kTicketBytes);
+  }
 }
 
 const ScheduleTable* Backend::schedule_table() const {
@@ -60,6 +67,7 @@ const ScheduleTable* Backend::schedule_table() const {
 
 Backend::~Backend() {
   workspace_ = DeviceBuffer(); // before the memory space goes
+  if (tickets_) memory_->free(tickets_, kTicketBytes);
 }
 
 DeviceBuffer Backend::allocate(size_t bytes, MemoryUse use, std::string_view what) {
@@ -209,7 +217,7 @@ void Backend::execute_plan(const Plan& p, const void* args) {
     throw Error(fmt::format("op '{}' ({}) needs {} bytes of workspace for {}, but only {} were reserved; the "
                             "model must call reserve_workspace for its largest shapes at load time",
                             p.op, p.variant, p.workspace_bytes, shape_text(p.shape), workspace_.bytes()));
-  execute(p, args, workspace_.data(), memory_->stream());
+  execute(p, args, workspace_.data(), memory_->stream(), tickets_);
   // Kernel faults surface at the next synchronisation, far from the op that caused them. With
   // NINFER_SYNC_OPS=1 every op is waited for, so a fault names its op, variant and shape.
   static const bool sync_ops = [] {

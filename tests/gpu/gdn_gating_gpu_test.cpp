@@ -71,7 +71,7 @@ Inputs make_inputs(int32_t dtype, std::mt19937_64& rng) {
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
-      ninfer_launch l{kMaxTokens * t / threads, kMaxTokens * (t + 1) / threads, 1, 1, 1, 0, 0, nullptr, 0};
+      ninfer_launch l{kMaxTokens * t / threads, kMaxTokens * (t + 1) / threads, 1, 1, 1, 0, 0, nullptr, 0, nullptr};
       char err[128];
       ref->launch(ref->ctx, &args, &l, nullptr, err, sizeof err);
     });

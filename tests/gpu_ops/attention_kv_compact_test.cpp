@@ -277,7 +277,7 @@ TEST(GpuAttentionKvCompactPlan, CompactCachesPlanOnTheVariantsThatReadThemAndThe
         a.cache.pool_blocks = 1;
         const int32_t* ids = reinterpret_cast<const int32_t*>(dummy);
         a.batch = {1, ids, ids, ids, ids};
-        ninfer_launch l{0, 200, 7, 1, 256, 0, 0, nullptr, 0};
+        ninfer_launch l{0, 200, 7, 1, 256, 0, 0, nullptr, 0, nullptr};
         char err[512] = {0};
         EXPECT_EQ(v->launch(v->ctx, &a, &l, nullptr, err, sizeof err), NINFER_ERR_INVALID_ARGUMENT)
             << name << " launched over cache dtype " << dt;

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define NINFER_PLUGIN_ABI_VERSION 7u /* 2: the registrar offers run-time compilation;
+#define NINFER_PLUGIN_ABI_VERSION 8u /* 2: the registrar offers run-time compilation;
                                           3: ninfer_linear_args.accumulate;
                                           4: variant callbacks take the variant's ctx, plugins may
                                              make variants on demand, ninfer_shape.max_seq_tokens;
@@ -34,7 +34,8 @@ extern "C" {
                                           7: paged KV cache (ninfer_kv_cache.block_table,
                                              block_tokens, blocks_per_slot, pool_blocks;
                                              ninfer_shape.kv_block_tokens) and its compact
-                                             formats (the KV_* dtypes, k_scale / v_scale) */
+                                             formats (the KV_* dtypes, k_scale / v_scale);
+                                          8: ninfer_launch.tickets */
 #define NINFER_PLUGIN_ENTRY_SYMBOL "ninfer_plugin_entry"
 
 /* Capability bits a plugin advertises in its descriptor. */
@@ -167,7 +168,15 @@ typedef struct ninfer_launch {
   size_t dynamic_smem_bytes;
   void* workspace; /* caller-owned, at least variant->workspace_bytes(shape) */
   size_t workspace_bytes;
+  /* NINFER_LAUNCH_TICKETS 32-bit counters that the CTAs of one launch may share (a split-key
+   * decode's merge tickets), owned by the caller's backend: zero when it made them, and every
+   * launch must leave them zero. One set per backend, and a backend launches on one stream, so
+   * launches of two backends (two models in a process) never share counters. NULL: none (a
+   * variant that needs them refuses the launch). */
+  uint32_t* tickets;
 } ninfer_launch;
+
+#define NINFER_LAUNCH_TICKETS 1024
 
 /* Every callback receives the variant's `ctx` first, so one function can serve many variants
  * (a plugin that builds variants at run time hands each its own object). */

@@ -103,8 +103,9 @@ class Planner {
 };
 
 // Runs a plan's launches in order on `stream` (a cudaStream_t, or null for host variants).
-// `workspace` must hold plan.workspace_bytes. Throws ninfer::Error naming op, variant and
-// launch when a launch fails.
-void execute(const Plan& plan, const void* args, void* workspace, void* stream);
+// `workspace` must hold plan.workspace_bytes; `tickets` are the launches' shared counters
+// (ninfer_launch.tickets: the caller's own, zero; null where the caller has none). Throws
+// ninfer::Error naming op, variant and launch when a launch fails.
+void execute(const Plan& plan, const void* args, void* workspace, void* stream, uint32_t* tickets = nullptr);
 
 } // namespace ninfer

@@ -200,6 +200,10 @@ class Backend {
   MemoryReport report_;
   std::map<PlanKey, Plan, std::less<>> plans_;
   DeviceBuffer workspace_;
+  // The counters every launch of this backend may share (ninfer_launch.tickets): its own, so
+  // no launch of another backend on another stream takes them. Null in a plan-only backend.
+  static constexpr size_t kTicketBytes = sizeof(uint32_t) * NINFER_LAUNCH_TICKETS;
+  uint32_t* tickets_ = nullptr;
   bool sizing_ = false;
   bool recording_ = false;
 };

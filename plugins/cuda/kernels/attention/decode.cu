@@ -7,10 +7,11 @@
 //
 // When keys are cut, each chunk leaves a partial result (running max, sum of weights,
 // unnormalised output row) in the caller's workspace and takes a ticket of its (token, kv
-// head); the chunk that takes the last one merges that kv head's rows (g_merge_tickets). The
-// variants are declared cooperative so that the planner gives a call the largest split count
-// whose tokens x splits CTAs are all resident on the device in one wave: the split follows the
-// device (SM count, registers, shared memory), never a constant. The launch itself is ordinary
+// head) from its backend's launch tickets; the chunk that takes the last one merges that kv
+// head's rows (merge_if_last_chunk). The variants are declared cooperative so that the planner
+// gives a call the largest split count whose tokens x splits CTAs are all resident on the device
+// in one wave: the split follows the device (SM count, registers, shared memory), never a
+// constant. The launch itself is ordinary
 // (no grid barrier), so it starts early behind the previous kernel. Which split counts may serve
 // a shape (enough keys per chunk, a bounded workspace) is decided by decode_serves() in
 // attention/shapes.hpp.
@@ -62,7 +63,8 @@
 #define NINFER_ATTENTION_DECODE(NAME, E, HD)                                                                 \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads,               \
                                                ninfer::cuda_plugin::attention::decode_min_ctas(HD))          \
-      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float* ws) {                    \
+      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e,                                 \
+                              ninfer::cuda_plugin::attention::LaunchScratch ws) {                            \
     ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
     if constexpr (ninfer::cuda_plugin::attention::decode_by_keys(HD))                                        \
       ninfer::cuda_plugin::attention::decode_split_keys_rows<E, HD>(a, b, e, ws);                            \
@@ -83,7 +85,8 @@ NINFER_ATTENTION_DECODE(decode_hd256_kvbf16, __nv_bfloat16, 256)
 // rows straight from the cache, which a compact row's codes and scales are not), two CTAs per SM.
 #define NINFER_ATTENTION_DECODE_COMPACT(NAME, F, HD)                                                         \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, 2)            \
-      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float* ws) {                    \
+      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e,                                 \
+                              ninfer::cuda_plugin::attention::LaunchScratch ws) {                            \
     ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
     ninfer::cuda_plugin::attention::decode_split_rows<ninfer::cuda_plugin::attention::F, HD>(a, b, e, ws);   \
   }
@@ -103,7 +106,8 @@ NINFER_ATTENTION_DECODE_COMPACT(decode_hd256_kvint4r, KvInt4r, 256)
 // spilled 108 bytes at the two-CTA bound of 128 registers; alone, 16).
 #define NINFER_ATTENTION_DECODE_MMA(NAME, E, HD)                                                             \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, 2)            \
-      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float* ws) {                    \
+      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e,                                 \
+                              ninfer::cuda_plugin::attention::LaunchScratch ws) {                            \
     const ninfer_head_norm_rope_append_args none{};                                                          \
     ninfer::cuda_plugin::attention::decode_split_mma<E, HD, false>(a, none, b, e, ws); /* own launch wait */  \
   }
@@ -115,7 +119,7 @@ NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvbf16, __nv_bfloat16, 128)
 #define NINFER_ATTENTION_DECODE_FOLD(NAME, E, HD)                                                            \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, 2)            \
       ninfer_head_norm_rope_append_attention_##NAME(ninfer_head_norm_rope_append_attention_args a, int64_t b,     \
-                                                    int64_t e, float* ws) {                                  \
+                                                    int64_t e, ninfer::cuda_plugin::attention::LaunchScratch ws) { \
     ninfer::cuda_plugin::attention::decode_split_mma<E, HD, true>(a.attn, a.prep, b, e, ws);                \
   }
 NINFER_ATTENTION_DECODE_FOLD(decode_hd128_kvf16, __half, 128)
@@ -247,6 +251,7 @@ int32_t check_decode_launch(const ninfer_attention_args& a, const ninfer_launch&
     problem = "planned with less shared memory than the call's group and cache dtype need";
   else if (chunks > 1 && tokens * a.cache.kv_heads > kDecodeMaxPartials)
     problem = "more (token, kv head) pairs with split keys than the kernel has merge tickets";
+  else if (chunks > 1 && !l.tickets) problem = "split keys need the backend's launch tickets (ninfer_launch.tickets)";
   else if (chunks > 1 && (!l.workspace || l.workspace_bytes < need)) problem = "workspace too small for the partials";
   if (!problem) return NINFER_OK;
   std::snprintf(err, err_len, "attention/%s: %s (grid %d x %d, %lld tokens, %d heads / %d kv heads, workspace %zu of "
@@ -339,7 +344,7 @@ void fill_all(ninfer_variant* out, std::integer_sequence<int, V...>) {
 // (attention/head_norm_rope_append_attention.cuh), one per split count, 16-bit caches with 16-byte
 // rows only; one kernel per cache dtype. Planned like the attention's (same split rule, residency,
 // workspace).
-using FoldKernel = void (*)(ninfer_head_norm_rope_append_attention_args, int64_t, int64_t, float*);
+using FoldKernel = void (*)(ninfer_head_norm_rope_append_attention_args, int64_t, int64_t, LaunchScratch);
 constexpr int kFoldHd = 128;
 const char* const kFoldSymbols[kKvDtypeCount] = {nullptr, "ninfer_head_norm_rope_append_attention_decode_hd128_kvf16",
                                                  "ninfer_head_norm_rope_append_attention_decode_hd128_kvbf16"};

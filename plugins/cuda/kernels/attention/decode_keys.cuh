@@ -25,7 +25,7 @@ struct DecodeSmem {
 // (row, dim) elements; each recomputes its row's max and weights from the warps' slots (8 values).
 template <int HD, int R>
 __device__ void merge_warps(const ninfer_attention_args& a, const DecodeSmem<HD, R>& sm, int64_t t, int64_t tt, int g,
-                            int r0, int chunk, int chunks, float* ws) {
+                            int r0, int chunk, int chunks, LaunchScratch ws) {
   const int group = a.heads / a.cache.kv_heads, hd = a.cache.head_dim;
   for (int e = threadIdx.x; e < R * hd; e += kDecodeThreads) {
     const int i = e / hd, d = e % hd, r = r0 + i;
@@ -48,7 +48,7 @@ __device__ void merge_warps(const ninfer_attention_args& a, const DecodeSmem<HD,
           total > 0.f ? out / total : __int_as_float(0x7fc00000);
       continue;
     }
-    float* p = partial_at(ws, tt, g, chunk, r, a.cache.kv_heads, chunks, group, hd);
+    float* p = partial_at(ws.partials, tt, g, chunk, r, a.cache.kv_heads, chunks, group, hd);
     if (d == 0) p[0] = m, p[1] = total;
     p[2 + d] = out;
   }
@@ -59,7 +59,7 @@ __device__ void merge_warps(const ninfer_attention_args& a, const DecodeSmem<HD,
 // their slots, then merged (merge_warps).
 template <class E, int HD, int R>
 __device__ void decode_pass(const ninfer_attention_args& a, const DecodeSmem<HD, R>& sm, const KvRows<E>& kv,
-                            int64_t t, int64_t tt, int g, int r0, int k0, int k1, int chunk, int chunks, float* ws) {
+                            int64_t t, int64_t tt, int g, int r0, int k0, int k1, int chunk, int chunks, LaunchScratch ws) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int group = a.heads / a.cache.kv_heads, hd = a.cache.head_dim;
   __syncthreads(); // the previous pass is done with q and the slots
@@ -95,7 +95,7 @@ __device__ void decode_pass(const ninfer_attention_args& a, const DecodeSmem<HD,
 // R: rows per pass (a group of more than R rows takes several passes over the same keys, the
 // later ones from L2).
 template <class E, int HD, int R>
-__device__ void decode_split_keys(const ninfer_attention_args& a, int64_t tb, int64_t te, float* ws) {
+__device__ void decode_split_keys(const ninfer_attention_args& a, int64_t tb, int64_t te, LaunchScratch ws) {
   extern __shared__ __align__(16) unsigned char smem[];
   const DecodeSmem<HD, R> sm(smem);
   const ninfer_kv_cache& c = a.cache;
@@ -114,7 +114,7 @@ __device__ void decode_split_keys(const ninfer_attention_args& a, int64_t tb, in
 
 // Rows per pass: 4 for groups up to 4, else 8 (Qwen3.5-27B's 6; 16 in two passes).
 template <class E, int HD>
-__device__ void decode_split_keys_rows(const ninfer_attention_args& a, int64_t tb, int64_t te, float* ws) {
+__device__ void decode_split_keys_rows(const ninfer_attention_args& a, int64_t tb, int64_t te, LaunchScratch ws) {
   if (a.heads / a.cache.kv_heads <= kDecodeSmallPass) decode_split_keys<E, HD, kDecodeSmallPass>(a, tb, te, ws);
   else decode_split_keys<E, HD, kDecodePassRows>(a, tb, te, ws);
 }

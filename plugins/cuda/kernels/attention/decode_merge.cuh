@@ -1,7 +1,6 @@
 // What both split-KV decode designs share (attention/decode.cu): which keys a CTA takes, where
 // a chunk's partial result goes, and how the chunks of one (token, kv head) meet — merge tickets
-// and the merge of the partials. Included by attention/decode.cu only: it defines the module's
-// ticket array.
+// and the merge of the partials.
 #pragma once
 
 #include "attention/decode_cluster.cuh"
@@ -126,15 +125,6 @@ __device__ bool merge_staged(const ninfer_attention_args& a, const float* ws, in
   return true;
 }
 
-// One ticket per (token of the launch, kv head) whose keys are cut into chunks: the chunk CTAs
-// take it in turn (atomicInc wraps at chunks - 1), and the one that takes it last merges the
-// rows. atomicInc's wrap returns the ticket to 0 after exactly `chunks` takes, so every launch
-// finds them at 0 (module globals start at 0) without a reset of its own. They replace a
-// cooperative grid barrier: the launch is an ordinary one that starts early behind the previous
-// kernel (programmatic dependent launch), and each kv head's merge starts as soon as its own
-// chunks are done. Launches on one device share the tickets, so two split-key decode launches
-// must not run at the same time (ninfer runs a model's steps on one stream).
-__device__ unsigned int g_merge_tickets[kDecodeMaxPartials];
 
 // Key chunks per kv head for this launch: the planned count, cut down to what the launch's
 // longest span fills with kMinChunkKeys keys per chunk (the planner's own rule, decode_serves,
@@ -205,24 +195,31 @@ __device__ inline int settled_keys(const ninfer_attention_args& a, const CtaWork
 }
 
 // After a CTA has written its partials of (token tt, kv head g): takes the ticket, and if this
-// was the last chunk in, merges that kv head's rows. The fence publishes this CTA's partials
-// before its ticket; the one after the ticket orders the merge's reads after the others'. Every
-// thread of the CTA calls it. `stage`: shared memory the CTA no longer needs (stage_bytes of it),
+// was the last chunk in, merges that kv head's rows. One ticket per (token of the launch, kv
+// head) whose keys are cut into chunks, in the backend's launch tickets (ws.tickets,
+// ninfer_launch.tickets): the chunk CTAs take it in turn (atomicInc wraps at chunks - 1), and the
+// one that takes it last merges. The wrap returns the ticket to 0 after exactly `chunks` takes,
+// so every launch finds them at 0, as the ABI asks, without a reset of its own. They replace a
+// cooperative grid barrier: the launch is an ordinary one that starts early behind the previous
+// kernel (programmatic dependent launch), and each kv head's merge starts as soon as its own
+// chunks are done. Two launches on one stream never overlap; another backend (another stream)
+// has tickets of its own. The fence publishes this CTA's partials before its ticket; the one
+// after the ticket orders the merge's reads after the others'. Every thread of the CTA calls it. `stage`: shared memory the CTA no longer needs (stage_bytes of it),
 // for merge_staged; null: merge_row only.
 template <int HD>
-__device__ void merge_if_last_chunk(const ninfer_attention_args& a, const float* ws, int64_t tb, int64_t tt, int g,
+__device__ void merge_if_last_chunk(const ninfer_attention_args& a, LaunchScratch ws, int64_t tb, int64_t tt, int g,
                                     int chunks, float* stage = nullptr, size_t stage_bytes = 0) {
   __shared__ bool last_chunk;
   const int kvh = a.cache.kv_heads, group = a.heads / kvh, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0)
-    last_chunk = atomicInc(&g_merge_tickets[tt * kvh + g], static_cast<unsigned>(chunks - 1)) == chunks - 1;
+    last_chunk = atomicInc(&ws.tickets[tt * kvh + g], static_cast<unsigned>(chunks - 1)) == chunks - 1;
   __syncthreads();
   if (!last_chunk) return;
   __threadfence();
-  if (stage && merge_staged<HD>(a, ws, tb, tt, g, chunks, stage, stage_bytes)) return;
-  for (int r = warp; r < group; r += kDecodeWarps) merge_row<HD>(a, ws, tb, tt, g * group + r, chunks, lane);
+  if (stage && merge_staged<HD>(a, ws.partials, tb, tt, g, chunks, stage, stage_bytes)) return;
+  for (int r = warp; r < group; r += kDecodeWarps) merge_row<HD>(a, ws.partials, tb, tt, g * group + r, chunks, lane);
 }
 
 } // namespace ninfer::cuda_plugin::attention

@@ -135,7 +135,7 @@ __device__ void fold_rows(const ninfer_attention_args& a, const ninfer_head_norm
 // its first half; otherwise the attention op, `prep` unused.
 template <class E, int HD, bool kFold>
 __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_head_norm_rope_append_args& prep,
-                                 int64_t tb, int64_t te, float* ws) {
+                                 int64_t tb, int64_t te, LaunchScratch ws) {
   using In = typename DecodeMmaInputs<E>::type;
   constexpr int P = mma_pitch(HD);
   static_assert(sizeof(MmaMergeSlot<HD>) * kDecodeWarps * 16 <= sizeof(E) * 2 * kDecodeWarps * kDecodeMmaKeys * P,
@@ -267,7 +267,7 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
         continue;
       }
       // The chunk's partial, in the natural-log domain merge_row works in.
-      float* p = partial_at(ws, w.tt, kh, w.chunk, r, kvh, chunks, group, hd);
+      float* p = partial_at(ws.partials, w.tt, kh, w.chunk, r, kvh, chunks, group, hd);
       if (d == 0) {
         p[0] = mx * (1.f / kLog2e);
         p[1] = total;

@@ -48,7 +48,7 @@ __device__ void decode_keys(RowState<HD, R>& st, const Tiles<HD, kRows>& tiles, 
 
 // R: rows per warp, the fewest that hold the GQA group (group <= kDecodeWarps * R).
 template <class E, int HD, int R>
-__device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t te, float* ws) {
+__device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t te, LaunchScratch ws) {
   extern __shared__ __align__(16) unsigned char smem[];
   const Tiles<HD, kRows> tiles(smem);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -93,7 +93,7 @@ __device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t
         store_row(st, i, a.out + t * a.out_token_stride + static_cast<int64_t>(h) * hd, hd, lane);
         continue;
       }
-      float* p = partial_at(ws, tt, g, chunk, row[i], kvh, chunks, group, hd);
+      float* p = partial_at(ws.partials, tt, g, chunk, row[i], kvh, chunks, group, hd);
       const float total = st.total(i);
       if (lane == 0) {
         p[0] = st.m[i];
@@ -112,7 +112,7 @@ __device__ void decode_split(const ninfer_attention_args& a, int64_t tb, int64_t
 // One kernel serves every group size: a warp takes as few rows as the group needs (one row per
 // warp for groups up to 8, Qwen3-8B's 4 among them; two up to 16).
 template <class E, int HD>
-__device__ void decode_split_rows(const ninfer_attention_args& a, int64_t tb, int64_t te, float* ws) {
+__device__ void decode_split_rows(const ninfer_attention_args& a, int64_t tb, int64_t te, LaunchScratch ws) {
   const int group = a.heads / a.cache.kv_heads;
   static_assert(kDecodeRowsPerWarp == 2, "one path per row count");
   if (group <= kDecodeWarps) decode_split<E, HD, 1>(a, tb, te, ws);

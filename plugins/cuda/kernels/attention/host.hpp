@@ -61,18 +61,18 @@ inline int32_t check_args(const ninfer_attention_args& a, const ninfer_launch& l
   return NINFER_ERR_INVALID_ARGUMENT;
 }
 
-// Every attention kernel takes (args, token_begin, token_end, workspace).
-using Kernel = void (*)(ninfer_attention_args, int64_t, int64_t, float*);
+// Every attention kernel takes (args, token_begin, token_end, scratch).
+using Kernel = void (*)(ninfer_attention_args, int64_t, int64_t, LaunchScratch);
 
 // Args: the op's argument struct (attention's; head_norm_rope_append_attention's for the fold).
 // cluster_y > 1: in clusters (common/cluster_launch.hpp; never cooperative).
 template <class Args>
-int32_t launch_kernel(void (*k)(Args, int64_t, int64_t, float*), dim3 grid, int threads, const Args& args,
+int32_t launch_kernel(void (*k)(Args, int64_t, int64_t, LaunchScratch), dim3 grid, int threads, const Args& args,
                       const ninfer_launch& l, bool cooperative, void* stream, const char* variant, char* err,
                       size_t err_len, unsigned cluster_y = 1) {
   Args a = args;
   int64_t b = l.token_begin, e = l.token_end;
-  float* ws = static_cast<float*>(l.workspace);
+  LaunchScratch ws{static_cast<float*>(l.workspace), l.tickets};
   cudaError_t rc = set_max_dynamic_smem(reinterpret_cast<const void*>(k), l.dynamic_smem_bytes);
   if (rc == cudaSuccess) {
     void* params[] = {&a, &b, &e, &ws};

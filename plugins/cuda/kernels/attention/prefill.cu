@@ -109,7 +109,8 @@ __device__ void prefill_tiles(const ninfer_attention_args& a, int64_t tb, int64_
 // ones _kvint8 / _kvfp8 / _kvint4r.
 #define NINFER_ATTENTION_PREFILL(NAME, E, HD)                                                                \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kPrefillThreads)              \
-      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float*) {                       \
+      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e,                                 \
+                              ninfer::cuda_plugin::attention::LaunchScratch) {                               \
     ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
     ninfer::cuda_plugin::attention::prefill_tiles<E, HD>(a, b, e);                                           \
   }
@@ -128,7 +129,8 @@ NINFER_ATTENTION_PREFILL(prefill_hd256_kvbf16, __nv_bfloat16, 256)
 // which would have halved the residency the planner gives every cache dtype's prefill_hd256.
 #define NINFER_ATTENTION_PREFILL_COMPACT(NAME, F, HD)                                                        \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kPrefillThreads, 2)           \
-      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float*) {                       \
+      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e,                                 \
+                              ninfer::cuda_plugin::attention::LaunchScratch) {                               \
     ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
     ninfer::cuda_plugin::attention::prefill_tiles<ninfer::cuda_plugin::attention::F, HD>(a, b, e);           \
   }

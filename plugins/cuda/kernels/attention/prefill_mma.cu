@@ -215,7 +215,8 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
 // One kernel per cache dtype (E); 16-bit caches add _kvf16 / _kvbf16 to the name.
 #define NINFER_ATTENTION_PREFILL_MMA_KV(NAME, IN, E, HD, WARPS, MIN_BLOCKS)                                  \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::WARPS * 32, MIN_BLOCKS)       \
-      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e, float*) {                        \
+      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e,                                 \
+                              ninfer::cuda_plugin::attention::LaunchScratch) {                               \
     ninfer::cuda_plugin::grid_dependency_prologue();                                                          \
     using namespace ninfer::cuda_plugin::attention;                                                           \
     prefill_mma_tiles<mma::IN, E, HD, WARPS, kMmaKeyTile>(a, b, e);                                           \

@@ -58,6 +58,17 @@ constexpr int64_t kDecodeMaxTokens = 64;
 // number that does not depend on the device; the planner still picks the split count from
 // residency below it.
 constexpr int64_t kDecodeMaxPartials = 1024;
+// A merge ticket per (token, kv head) with split keys, at most kDecodeMaxPartials of them: the
+// backend's launch tickets hold them all.
+static_assert(kDecodeMaxPartials <= NINFER_LAUNCH_TICKETS);
+
+// What every attention kernel gets besides its arguments and token range: the caller's workspace
+// (the split-KV decode's partial results) and its backend's launch tickets (ninfer_launch.tickets:
+// where a decode's chunks meet). The prefill kernels use neither.
+struct LaunchScratch {
+  float* partials;
+  uint32_t* tickets;
+};
 // A split into chunks is only worth it when each chunk still has this many keys: one 16-key tile
 // per warp of the tensor-core kernel's 8 (attention/decode_mma.cuh). On the H200, 128 against
 // 256 measured +2.3-2.6% on Qwen3-8B decode at 256-1,024 keys and +1.1% on Qwen3.5-27B at 1,024,
