@@ -255,17 +255,17 @@ class CausalLM {
   void restore_snapshot(int32_t slot);
   int64_t snapshot_position(int32_t slot) const;
   // Slot `dst` becomes an exact copy of slot `src`'s sequence: decoding it afterwards gives what
-  // decoding `src` would. It shares src's KV blocks (dst gets its own copy at once of the blocks
-  // both slots write next: where the sequence ends inside one and, with speculation, where the
-  // MTP head writes its row of the last position; so src's blocks stay as private as they
-  // were, and neither slot's next step copies anything), and gets a copy
-  // of every Gated DeltaNet layer's state (and snapshot), src's position and snapshot position,
-  // its last queued pick (a chained row of dst takes it) and, with speculation, its last hidden
-  // state and next input. dst's own blocks past src's position stay dst's (a reservation holds);
-  // its earlier sequence is forgotten. Device copies queued after the steps queued so far: src's
-  // unread step is fine (its position is known). Throws ninfer::Error, the model unchanged, for
-  // src == dst, a bad slot, a src that holds no tokens, a round of either slot not read (its
-  // position is not known), or too few free blocks for the copies.
+  // decoding `src` would. It shares src's KV blocks, except that dst gets its own copy at once
+  // of the blocks both slots write next (the one the sequence ends inside and, with speculation,
+  // the one where the MTP head writes its row of the last position), so src's blocks stay as
+  // private as they were and neither slot's next step copies anything. It gets a copy of every
+  // Gated DeltaNet layer's state (and snapshot), src's position and snapshot position, its last
+  // queued pick (a chained row of dst takes it) and, with speculation, its last hidden state and
+  // next input. dst's own blocks past src's position stay dst's (a reservation holds); its
+  // earlier sequence is forgotten. Device copies, queued after the steps queued so far, so src's
+  // unread step is fine (its position is known when it is queued). Throws ninfer::Error, the
+  // model unchanged, for src == dst, a bad slot, a src that holds no tokens, a round of either
+  // slot not read (its position is not known), or too few free blocks for the copies.
   void fork(int32_t src, int32_t dst);
   // Benchmarks only: the slot continues at position `tokens` as if that many had been
   // prefilled, without computing them. Decode then reads `tokens` KV rows per attention layer
