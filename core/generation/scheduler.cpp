@@ -40,6 +40,9 @@ struct Scheduler::Sequence {
   // Whether the next token read is the one the thinking budget replaces with its end token.
   bool forced_next() const { return request.thinking_budget && !thought && read == request.thinking_budget->tokens; }
   bool prefilling() const { return queued_prompt < prompt_size(); }
+  // Takes tokens and joins steps: neither waiting to copy another's prompt nor for the first
+  // token drawn from that prompt's logits.
+  bool forked_ready() const { return fork == Fork::None; }
   // The row's pick: on the backend with the next draw of this sequence's stream (draws are
   // claimed in step order, as the host sampler would make them), or a logits row for the host.
   void fill_pick(StepRow& row) {
@@ -70,6 +73,10 @@ struct Scheduler::Sequence {
   std::optional<int32_t> last; // the last token read: the next input when nothing is in flight
   bool thought = false;        // the thinking budget's end token was read: the budget is spent
   bool ended = false;
+  int64_t prompt_end = 0;      // the slot's position once the prompt is in
+  // add_fork: waiting for the prompt of the sequence it copies, then for its first token.
+  enum class Fork { None, AwaitingPrompt, AwaitingFirst } fork = Fork::None;
+  std::vector<std::shared_ptr<Sequence>> forks; // sequences waiting to copy this one's prompt
   SequenceOutcome out;
 };
 
@@ -82,7 +89,8 @@ Scheduler::Scheduler(CausalLM& lm) : lm_(lm) {
 // behind its last token.
 Scheduler::~Scheduler() { lm_.drop_results(); }
 
-void Scheduler::add(int32_t slot, GenerationRequest r, SequenceHooks hooks) {
+std::shared_ptr<Scheduler::Sequence> Scheduler::make_sequence(int32_t slot, GenerationRequest& r,
+                                                              SequenceHooks& hooks) const {
   const int32_t slots = lm_.options().max_sequences;
   if (slot < 0 || slot >= slots)
     throw Error(fmt::format("sequence slot {} does not exist (slots 0..{})", slot, slots - 1));
@@ -109,13 +117,47 @@ void Scheduler::add(int32_t slot, GenerationRequest r, SequenceHooks hooks) {
   s->spec = lm_.options().speculation.on() && s->on_backend;
   // A sequence ends when the next step would need a position the context lacks.
   s->limit = std::min(s->request.max_new_tokens, ctx - prompt_end);
+  s->prompt_end = prompt_end;
+  return s;
+}
+
+void Scheduler::add(int32_t slot, GenerationRequest r, SequenceHooks hooks) {
+  SequencePtr s = make_sequence(slot, r, hooks);
   if (!s->request.append) lm_.reset(slot);
+  running_.push_back(std::move(s));
+}
+
+bool Scheduler::reading_prompt(int32_t slot) const {
+  return std::any_of(running_.begin(), running_.end(), [&](const SequencePtr& s) {
+    return s->slot == slot && !s->ended && s->forked_ready() && s->prefilling();
+  });
+}
+
+void Scheduler::add_fork(int32_t from, int32_t slot, GenerationRequest r, SequenceHooks hooks) {
+  const auto it = std::find_if(running_.begin(), running_.end(), [&](const SequencePtr& s) {
+    return s->slot == from && !s->ended && s->forked_ready() && s->prefilling();
+  });
+  if (it == running_.end())
+    throw Error(fmt::format("slot {} holds no sequence still reading its prompt: there is no prompt to copy", from));
+  if (r.append || r.prompt_logprobs > 0)
+    throw Error("a sequence copied from another's prompt continues no earlier sequence and reads no prompt rows "
+                "(append, prompt logprobs)");
+  SequencePtr s = make_sequence(slot, r, hooks);
+  if (s->prompt_end != (*it)->prompt_end)
+    throw Error(fmt::format("the sequence in slot {} ends its prompt at position {}, not at this prompt's {} tokens",
+                            from, (*it)->prompt_end, s->prompt_end));
+  lm_.reset(slot); // what it starts from if it reads its prompt after all
+  s->fork = Sequence::Fork::AwaitingPrompt;
+  (*it)->forks.push_back(s);
   running_.push_back(std::move(s));
 }
 
 void Scheduler::end(Sequence& s, const std::string& reason, const std::string& error) {
   if (s.ended) return;
   s.ended = true;
+  // Sequences still waiting to copy its prompt read theirs.
+  for (const SequencePtr& f : s.forks) f->fork = Sequence::Fork::None;
+  s.forks.clear();
   s.out.finish_reason = reason;
   s.out.error = error;
   s.out.ended = Clock::now();
@@ -161,11 +203,12 @@ struct Scheduler::Chunk {
 // is that sequence's inter-token latency. With nobody decoding, prefill_chunk tokens (the
 // prompt alone is read fastest in long chunks).
 std::optional<Scheduler::Chunk> Scheduler::next_chunk() const {
-  const auto it = std::find_if(running_.begin(), running_.end(),
-                               [](const SequencePtr& s) { return !s->ended && s->prefilling(); });
+  const auto it = std::find_if(running_.begin(), running_.end(), [](const SequencePtr& s) {
+    return !s->ended && s->forked_ready() && s->prefilling();
+  });
   if (it == running_.end()) return std::nullopt;
   const bool others_decode = std::any_of(running_.begin(), running_.end(), [](const SequencePtr& s) {
-    return !s->ended && !s->prefilling() && s->read + s->in_flight < s->limit;
+    return !s->ended && s->forked_ready() && !s->prefilling() && s->read + s->in_flight < s->limit;
   });
   const ModelOptions& o = lm_.options();
   Sequence& s = **it;
@@ -185,9 +228,14 @@ void Scheduler::queue_iteration() {
   if (chunk) {
     Sequence& s = *chunk->s;
     const std::span<const int32_t> ids(s.request.prompt_ids.data() + s.queued_prompt, static_cast<size_t>(chunk->n));
-    // Prompt logprobs sample the first token on the host from the chunk's logits rows.
-    StepRow row{.slot = s.slot, .ids = ids, .pick = chunk->last && s.limit > 0 && s.request.prompt_logprobs == 0};
+    // Prompt logprobs sample the first token on the host from the chunk's logits rows. The
+    // sequences waiting to copy the prompt draw theirs from the last row's logits.
+    const bool forks = chunk->last && s.request.prompt_logprobs == 0 &&
+                       std::any_of(s.forks.begin(), s.forks.end(), [](const SequencePtr& f) { return !f->ended; });
+    StepRow row{.slot = s.slot, .ids = ids,
+                .pick = chunk->last && (s.limit > 0 || forks) && s.request.prompt_logprobs == 0};
     if (row.pick) s.fill_pick(row);
+    if (forks) row.logits = true;
     b.rows.push_back(row);
     b.f.rows.push_back(row.pick ? chunk->s : nullptr);
     b.f.logits.push_back(row.logits);
@@ -203,6 +251,7 @@ void Scheduler::queue_iteration() {
     return;
   }
   stats_.prompt_chunks += chunk.has_value();
+  if (chunk) stats_.prompt_tokens += chunk->n;
   if (b.decode_rows > 0) {
     ++stats_.decode_steps;
     stats_.decode_rows += b.decode_rows;
@@ -231,7 +280,9 @@ void Scheduler::add_decode_rows(StepBuild& b) {
   b.ids.resize(running_.size());
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence& s = *running_[i];
-    if (s.ended || s.prefilling() || s.read + s.in_flight >= s.limit || in_rounds(s) || s.round_unread) continue;
+    if (s.ended || !s.forked_ready() || s.prefilling() || s.read + s.in_flight >= s.limit || in_rounds(s) ||
+        s.round_unread)
+      continue;
     // The pick the thinking budget replaces is in flight: the next input is the end token, fed
     // once that pick is read.
     if (const auto left = s.thinking_left(); left && *left < 0) continue;
@@ -268,7 +319,9 @@ void Scheduler::queue_round() {
   f.round = true;
   for (const SequencePtr& p : running_) {
     Sequence& s = *p;
-    if (s.ended || s.prefilling() || s.round_unread || s.read + s.in_flight >= s.limit || !in_rounds(s)) continue;
+    if (s.ended || !s.forked_ready() || s.prefilling() || s.round_unread || s.read + s.in_flight >= s.limit ||
+        !in_rounds(s))
+      continue;
     SpecRow row{.slot = s.slot};
     if (!s.next_on_backend) {
       if (s.in_flight || !s.last) continue; // its next input is not known yet, not even on the backend
@@ -326,10 +379,40 @@ void Scheduler::chunk_queued(const Chunk& c) {
   // The state at the prompt's end, for a later prompt that shares the prompt but not the reply
   // (serving's prompt reuse): queued before the step that feeds the first pick.
   if (c.last && lm_.options().state_snapshots) lm_.save_snapshot(s.slot);
+  if (c.last) fork_waiting(s, rows);
   if (s.hooks.on_prefill) s.hooks.on_prefill(s.queued_prompt, s.prompt_size());
   if (c.last && s.limit == 0) end(s, "length");
   else if (c.last && !rows.empty())
     take_token(s, -1, 0, rows.data() + static_cast<size_t>(c.n - 1) * static_cast<size_t>(lm_.vocab_size()));
+}
+
+void Scheduler::fork_waiting(Sequence& s, const std::vector<float>& rows) {
+  std::vector<SequencePtr> forks = std::move(s.forks);
+  s.forks.clear();
+  for (const SequencePtr& p : forks) {
+    Sequence& f = *p;
+    if (f.ended) continue;
+    f.fork = Sequence::Fork::None;
+    try {
+      lm_.fork(s.slot, f.slot);
+    } catch (const std::exception&) {
+      continue; // it reads its prompt itself (its slot is as add_fork left it)
+    }
+    ++stats_.forks;
+    f.queued_prompt = f.prompt_size();
+    f.out.forked_tokens = f.prompt_size();
+    if (f.hooks.on_prefill) f.hooks.on_prefill(f.queued_prompt, f.prompt_size());
+    if (f.limit == 0) {
+      end(f, "length");
+    } else if (!rows.empty()) {
+      const size_t V = static_cast<size_t>(lm_.vocab_size());
+      take_token(f, -1, 0, rows.data() + rows.size() - V);
+    } else {
+      // The chunk's step (the newest in flight: it picked) brings back its last row's logits.
+      f.fork = Sequence::Fork::AwaitingFirst;
+      in_flight_.back().forks.push_back(p);
+    }
+  }
 }
 
 void Scheduler::read_until(size_t keep) {
@@ -349,6 +432,7 @@ void Scheduler::read_oldest() {
       else --s->in_flight;
       end(*s, "error", e.what());
     }
+    for (const SequencePtr& s : f.forks) end(*s, "error", e.what());
     return;
   }
   if (f.round) {
@@ -375,8 +459,14 @@ void Scheduler::read_oldest() {
     Sequence& s = *f.rows[i];
     --s.in_flight;
     const float* logits = f.logits[i] ? r.logits.data() + V * logits_at++ : nullptr;
-    // A step queued before its sequence ended still ran; what it picked is not wanted.
-    if (!s.ended) take_token(s, r.ids[i], r.logprobs[i], logits);
+    // A step queued before its sequence ended still ran; what it picked is not wanted. A
+    // sequence picked on the backend takes the pick (its logits row came back for its forks).
+    if (!s.ended) take_token(s, r.ids[i], r.logprobs[i], s.on_backend ? nullptr : logits);
+  }
+  // The forks of row 0's prompt draw their first tokens from its logits, each with its sampler.
+  for (const SequencePtr& p : f.forks) {
+    p->fork = Sequence::Fork::None;
+    if (!p->ended) take_token(*p, -1, 0, r.logits.data());
   }
 }
 

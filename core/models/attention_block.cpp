@@ -37,9 +37,12 @@ AttentionBlock::AttentionBlock(WeightLoader& w, Backend& be, const std::string& 
                             p, ninfer_dtype_name(limits.kv_dtype), spec.head_dim));
   if (!limits.kv_pool) throw Error("internal: an attention layer without a KV block pool");
   const KvBlockPool& pool = *limits.kv_pool;
-  const size_t rows = static_cast<size_t>(pool.total_blocks()) * pool.block_tokens() * spec.kv_heads;
-  const size_t bytes = rows * kv_row_bytes(limits.kv_dtype, spec.head_dim);
-  const size_t scale_bytes = rows * kv_row_scale_bytes(limits.kv_dtype, spec.head_dim);
+  // [pool_blocks, block_tokens, kv_heads, head_dim] (kv_append.h): a block's rows are contiguous.
+  const size_t block_rows = static_cast<size_t>(pool.block_tokens()) * spec.kv_heads;
+  block_bytes_ = block_rows * kv_row_bytes(limits.kv_dtype, spec.head_dim);
+  block_scale_bytes_ = block_rows * kv_row_scale_bytes(limits.kv_dtype, spec.head_dim);
+  const size_t bytes = static_cast<size_t>(pool.total_blocks()) * block_bytes_;
+  const size_t scale_bytes = static_cast<size_t>(pool.total_blocks()) * block_scale_bytes_;
   k_cache_ = be.allocate(bytes, MemoryUse::KvCache, p + "self_attn K cache");
   v_cache_ = be.allocate(bytes, MemoryUse::KvCache, p + "self_attn V cache");
   if (scale_bytes) {
@@ -58,6 +61,15 @@ AttentionBlock::AttentionBlock(WeightLoader& w, Backend& be, const std::string& 
   cache_.k_scale = scale_bytes ? k_scale_.data() : nullptr;
   cache_.v_scale = scale_bytes ? v_scale_.data() : nullptr;
   pool.describe(cache_);
+}
+
+void AttentionBlock::copy_kv_block(Backend& be, int32_t from, int32_t to) {
+  const auto at = [](int32_t block, size_t bytes) { return static_cast<size_t>(block) * bytes; };
+  be.copy(k_cache_, at(to, block_bytes_), k_cache_, at(from, block_bytes_), block_bytes_);
+  be.copy(v_cache_, at(to, block_bytes_), v_cache_, at(from, block_bytes_), block_bytes_);
+  if (!block_scale_bytes_) return;
+  be.copy(k_scale_, at(to, block_scale_bytes_), k_scale_, at(from, block_scale_bytes_), block_scale_bytes_);
+  be.copy(v_scale_, at(to, block_scale_bytes_), v_scale_, at(from, block_scale_bytes_), block_scale_bytes_);
 }
 
 int64_t AttentionBlock::q_width() const {

@@ -36,6 +36,7 @@ class AttentionBlock final : public Mixer {
   void forward(Backend& be, const Step& s, const Scratch& scratch, const ops::NormedInput& in,
                ops::Rows resid) override;
   void reset(Backend&, int32_t) override {} // positions gate what is read; nothing to clear
+  void copy_kv_block(Backend& be, int32_t from, int32_t to) override;
 
  private:
   int64_t q_width() const; // query (+ gate) columns of the projection
@@ -47,6 +48,7 @@ class AttentionBlock final : public Mixer {
   Vector q_norm_, k_norm_;
   DeviceBuffer k_cache_, v_cache_;
   DeviceBuffer k_scale_, v_scale_; // a compact format's scales (kv_append.h); empty otherwise
+  size_t block_bytes_ = 0, block_scale_bytes_ = 0; // one pool block of k_cache_ (v_cache_), k_scale_ (v_scale_)
   ninfer_kv_cache cache_{};
 };
 

@@ -44,6 +44,13 @@ class Mixer {
   // queued in stream order). A mixer whose state is per token (KV rows) has nothing to copy.
   virtual void save_snapshot(Backend&, int32_t) {}
   virtual void restore_snapshot(Backend&, int32_t) {}
+  // The sequence state of slot `src` becomes slot `dst`'s too (CausalLM::fork; queued in stream
+  // order): a recurrent mixer copies its state (and its snapshot, where it keeps one). Attention
+  // keeps its rows in KV blocks, which the slots share (copy_kv_block).
+  virtual void fork(Backend&, int32_t /*src*/, int32_t /*dst*/) {}
+  // Attention: the rows of KV block `from` (every position, K and V, a compact format's scales)
+  // into block `to` (KvBlockPool::make_private's copies). Nothing for a mixer without KV rows.
+  virtual void copy_kv_block(Backend&, int32_t /*from*/, int32_t /*to*/) {}
   // After a speculative round's verification pass (Step::keep_token_states): slot slots[i] takes
   // the state kept after the pass's token rows[i], for i < seqs (backend arrays, written by the
   // round's acceptance). Attention keeps nothing: KV rows past a sequence's length are never read.

@@ -205,53 +205,13 @@ void CausalLM::assume_context(int32_t slot, int64_t tokens) {
   check_slot(slot);
   if (tokens < 0 || tokens >= options_.max_context)
     throw Error(fmt::format("assumed context of {} tokens does not fit max_context = {}", tokens, options_.max_context));
-  const std::pair<int32_t, int64_t> need{slot, tokens + 1}; // the rows decode reads, and its own
+  // The rows decode reads, and its own (written from `tokens`, where the slot continues).
+  const KvWrite need{slot, kv_write_start(tokens), tokens + 1};
   take_kv_blocks(std::span(&need, 1));
   positions_[static_cast<size_t>(slot)] = tokens;
   snapshots_[static_cast<size_t>(slot)] = -1;
   last_pick_[static_cast<size_t>(slot)].reset();
   next_on_backend_[static_cast<size_t>(slot)] = false;
-}
-
-int32_t CausalLM::kv_block_tokens() const { return decoder_->kv_pool().block_tokens(); }
-int64_t CausalLM::kv_blocks_total() const { return decoder_->kv_pool().total_blocks(); }
-int64_t CausalLM::kv_blocks_free() const { return decoder_->kv_pool().free_blocks(); }
-int64_t CausalLM::kv_blocks_held(int32_t slot) const {
-  check_slot(slot);
-  return decoder_->kv_pool().held_blocks(slot);
-}
-int64_t CausalLM::kv_blocks_for(int64_t positions) const { return decoder_->kv_pool().blocks_for(positions); }
-
-bool CausalLM::reserve_kv(int32_t slot, int64_t positions) {
-  check_slot(slot);
-  if (positions > options_.max_context) return false;
-  models::KvBlockPool& pool = decoder_->kv_pool();
-  if (!pool.ensure(slot, positions)) return false;
-  pool.sync();
-  return true;
-}
-
-void CausalLM::release_kv(int32_t slot) {
-  reset(slot);
-  decoder_->kv_pool().release(slot); // the table upload comes with the next step that takes blocks
-}
-
-void CausalLM::trim_kv(int32_t slot) {
-  check_slot(slot);
-  check_no_round(slot);
-  decoder_->kv_pool().trim(slot, positions_[static_cast<size_t>(slot)]);
-}
-
-void CausalLM::take_kv_blocks(std::span<const std::pair<int32_t, int64_t>> needs) {
-  models::KvBlockPool& pool = decoder_->kv_pool();
-  int64_t lack = 0;
-  for (const auto& [slot, positions] : needs) lack += std::max<int64_t>(0, pool.blocks_for(positions) - pool.held_blocks(slot));
-  if (lack > pool.free_blocks())
-    throw Error(fmt::format("the KV cache is out of blocks: the step needs {} more blocks of {} tokens and {} of {} "
-                            "are free; release finished sequences (release_kv) first",
-                            lack, pool.block_tokens(), pool.free_blocks(), pool.total_blocks()));
-  for (const auto& [slot, positions] : needs) pool.ensure(slot, positions);
-  pool.sync();
 }
 
 void CausalLM::check_no_round(int32_t slot) const {
@@ -271,7 +231,7 @@ std::vector<float> CausalLM::prefill(int32_t slot, std::span<const int32_t> ids,
     throw Error(fmt::format("a prompt of {} tokens does not fit: the sequence already holds {} of max_context = {} "
                             "tokens; shorten the prompt or raise max_context",
                             ids.size(), pos, options_.max_context));
-  const std::pair<int32_t, int64_t> need{slot, pos + static_cast<int64_t>(ids.size())};
+  const KvWrite need = kv_write(slot, pos + static_cast<int64_t>(ids.size()));
   take_kv_blocks(std::span(&need, 1));
   std::vector<float> out;
   const int64_t chunk = options_.prefill_chunk;
@@ -338,10 +298,10 @@ void CausalLM::check_rows(std::span<const StepRow> rows) const {
 // ids are laid out in the same row order.
 void CausalLM::queue_step(std::span<const StepRow> rows) {
   check_rows(rows);
-  std::vector<std::pair<int32_t, int64_t>> needs;
+  std::vector<KvWrite> needs;
   for (const StepRow& r : rows)
-    needs.emplace_back(r.slot, positions_[static_cast<size_t>(r.slot)] +
-                                   (r.ids.empty() ? 1 : static_cast<int64_t>(r.ids.size())));
+    needs.push_back(kv_write(r.slot, positions_[static_cast<size_t>(r.slot)] +
+                                         (r.ids.empty() ? 1 : static_cast<int64_t>(r.ids.size()))));
   take_kv_blocks(needs);
   static constexpr int32_t kPlaceholder = 0; // a chained row's id is copied in on the backend
   std::vector<SequenceChunk> chunks;
@@ -423,8 +383,10 @@ void CausalLM::queue_spec_round(std::span<const SpecRow> rows) {
                               "{}; raise max_context",
                               r.slot, positions_[i], options_.max_context, span));
   }
-  std::vector<std::pair<int32_t, int64_t>> needs;
-  for (const SpecRow& r : rows) needs.emplace_back(r.slot, positions_[static_cast<size_t>(r.slot)] + span);
+  // A round writes its input and drafts at the next `span` positions, and its draft passes the
+  // MTP head's row of the position before them (kv_write_start).
+  std::vector<KvWrite> needs;
+  for (const SpecRow& r : rows) needs.push_back(kv_write(r.slot, positions_[static_cast<size_t>(r.slot)] + span));
   take_kv_blocks(needs);
   std::vector<models::RoundRow> round;
   PendingRound pending;

@@ -261,6 +261,18 @@ void Decoder::reset(int32_t slot) {
   for (auto& l : parts_.layers) l.mixer->reset(be_, slot);
 }
 
+void Decoder::fork(int32_t src, int32_t dst) {
+  for (auto& l : parts_.layers) l.mixer->fork(be_, src, dst);
+  if (mtp_) fork_speculation(src, dst);
+}
+
+void Decoder::copy_kv_blocks(std::span<const KvBlockPool::Copy> copies) {
+  for (const KvBlockPool::Copy& c : copies) {
+    for (auto& l : parts_.layers) l.mixer->copy_kv_block(be_, c.from, c.to);
+    if (mtp_) mtp_->copy_kv_block(be_, c.from, c.to);
+  }
+}
+
 // Plans the largest prefill step, the largest decode step and the largest mixed step with the
 // backend reserving workspace instead of launching, so every op a real step can issue finds
 // its workspace already allocated.

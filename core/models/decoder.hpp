@@ -160,6 +160,13 @@ class Decoder {
   // Every mixer's state of the slot to its snapshot and back (StepLimits::state_snapshots).
   void save_snapshot(int32_t slot);
   void restore_snapshot(int32_t slot);
+  // Slot `dst` takes a copy of slot `src`'s state, queued after the steps queued so far: every
+  // recurrent layer's state (and snapshot) and, with speculation, the slot's last hidden state
+  // and next input. KV rows are the pool's (KvBlockPool::share, copy_kv_blocks).
+  void fork(int32_t src, int32_t dst);
+  // The rows of each copy's source block into its target block, in every attention layer (the
+  // MTP head's included), queued in stream order.
+  void copy_kv_blocks(std::span<const KvBlockPool::Copy> copies);
 
  private:
   // The LM head, then `pick` for rows [first, first + n) into picks_.
@@ -203,6 +210,8 @@ class Decoder {
   void reserve_workspace();
   // The speculation buffers (decoder_speculation.cpp) and the planning of a round's ops.
   void allocate_speculation();
+  // fork()'s part of the speculation state: the slot's last hidden state and next input.
+  void fork_speculation(int32_t src, int32_t dst);
   void reserve_round_workspace();
   // The span a decode step's attention is planned for: the next power of two >= kv_len (at
   // least kMinDecodeBucket, at most max_context). Eager and recorded steps use the same plans,

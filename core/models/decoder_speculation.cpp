@@ -39,6 +39,12 @@ void Decoder::allocate_speculation() {
   host_indices_.reserve(most);
 }
 
+void Decoder::fork_speculation(int32_t src, int32_t dst) {
+  const size_t row = sizeof(float) * static_cast<size_t>(hidden_), id = sizeof(int32_t);
+  be_.copy(slot_hidden_, static_cast<size_t>(dst) * row, slot_hidden_, static_cast<size_t>(src) * row, row);
+  be_.copy(next_ids_, static_cast<size_t>(dst) * id, next_ids_, static_cast<size_t>(src) * id, id);
+}
+
 const int32_t* Decoder::add_index(std::span<const int32_t> values) {
   const int32_t* at = indices_.as<const int32_t>() + host_indices_.size();
   host_indices_.insert(host_indices_.end(), values.begin(), values.end());

@@ -68,6 +68,15 @@ void GatedDeltaNetBlock::restore_snapshot(Backend& be, int32_t slot) {
           recurrent_state_bytes());
 }
 
+void GatedDeltaNetBlock::fork(Backend& be, int32_t src, int32_t dst) {
+  const size_t conv = conv_state_bytes(), rec = recurrent_state_bytes();
+  be.copy(conv_state_, dst * conv, conv_state_, src * conv, conv);
+  be.copy(recurrent_state_, dst * rec, recurrent_state_, src * rec, rec);
+  if (conv_snapshot_.bytes() == 0) return;
+  be.copy(conv_snapshot_, dst * conv, conv_snapshot_, src * conv, conv);
+  be.copy(recurrent_snapshot_, dst * rec, recurrent_snapshot_, src * rec, rec);
+}
+
 // Two copies per layer, at rows the device chose: no host round trip between a round's
 // verification and the next step.
 void GatedDeltaNetBlock::keep_token_state(Backend& be, int32_t seqs, const int32_t* slots, const int32_t* rows) {

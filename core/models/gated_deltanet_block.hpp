@@ -34,6 +34,7 @@ class GatedDeltaNetBlock final : public Mixer {
   void reset(Backend& be, int32_t slot) override;
   void save_snapshot(Backend& be, int32_t slot) override;
   void restore_snapshot(Backend& be, int32_t slot) override;
+  void fork(Backend& be, int32_t src, int32_t dst) override;
   void keep_token_state(Backend& be, int32_t seqs, const int32_t* slots, const int32_t* rows) override;
 
  private:

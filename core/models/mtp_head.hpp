@@ -31,6 +31,8 @@ class MtpHead {
   // `embedding` is the model's table; `scratch` the decoder's block scratch.
   void forward(Backend& be, const Step& s, const Matrix& embedding, ops::Rows hidden, const Scratch& scratch,
                ops::Rows out);
+  // The head's KV rows of block `from` into block `to` (its attention layer's, as the model's).
+  void copy_kv_block(Backend& be, int32_t from, int32_t to) { layer_.mixer->copy_kv_block(be, from, to); }
 
  private:
   int64_t hidden_;

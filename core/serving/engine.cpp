@@ -38,6 +38,11 @@ EngineLoad Engine::load() const {
 }
 
 std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r, RequestOptions ro) {
+  return submit(std::move(r), std::move(ro), 1).front();
+}
+
+std::vector<std::shared_ptr<RequestHandle>> Engine::submit(GenerationRequest r, RequestOptions ro, int64_t choices) {
+  if (choices < 1) throw Error(fmt::format("a request needs at least one choice (got {})", choices));
   if (r.prompt_ids.empty()) throw Error("the prompt is empty: give at least one token");
   for (int32_t id : r.prompt_ids)
     if (id < 0 || id >= lm_.vocab_size())
@@ -51,19 +56,25 @@ std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r, RequestOption
   if (!tokenizer_ && !r.stop.strings.empty()) throw Error("stop strings need a tokenizer and this model has none");
   r.sampling.validate();
   if (ro.reasoning && !tokenizer_) throw Error("splitting off the reasoning needs a tokenizer and this model has none");
-  auto handle = std::make_shared<RequestHandle>();
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (int64_t i = 0; i < choices; ++i) handles.push_back(std::make_shared<RequestHandle>());
   {
     std::lock_guard lock(mutex_);
     if (stopping_) throw QueueFull("the server is shutting down");
     const int64_t capacity = lm_.options().max_sequences + options_.max_pending;
-    if (static_cast<int64_t>(pending_.size()) + running_ >= capacity)
+    if (static_cast<int64_t>(pending_.size()) + running_ + choices > capacity)
       throw QueueFull(fmt::format("all {} slots are busy and {} requests are waiting (--max-pending-requests {}): "
                                   "retry later",
                                   running_, pending_.size(), options_.max_pending));
-    pending_.push_back({std::move(r), ro, handle, std::chrono::steady_clock::now()});
+    const auto now = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < choices; ++i) {
+      GenerationRequest g = r;
+      if (g.sampling.seed) g.sampling.seed = *g.sampling.seed + static_cast<uint64_t>(i);
+      pending_.push_back({std::move(g), ro, handles[static_cast<size_t>(i)], now, i ? handles.front() : nullptr});
+    }
   }
   cv_.notify_all();
-  return handle;
+  return handles;
 }
 
 void Engine::cancel(RequestHandle& handle) {
@@ -101,13 +112,10 @@ int64_t Engine::positions_needed(const GenerationRequest& r, int32_t slot) const
 }
 
 // Whether `slot` can hold `need` positions once it keeps only its first `keep` and the free slots
-// other than it give back the rows they keep for prompt reuse.
+// other than it give back the rows they keep for prompt reuse (exact with shared blocks: a block
+// returns to the pool only when no slot keeps it).
 bool Engine::blocks_suffice(int32_t slot, int64_t keep, int64_t need, std::span<const int32_t> free_slots) const {
-  const int64_t held = lm_.kv_blocks_held(slot), kept = std::min(held, lm_.kv_blocks_for(keep));
-  int64_t available = lm_.kv_blocks_free() + held - kept;
-  for (int32_t s : free_slots)
-    if (s != slot) available += lm_.kv_blocks_held(s);
-  return lm_.kv_blocks_for(need) - kept <= available;
+  return lm_.kv_outlook(slot, keep, need, free_slots).fits();
 }
 
 // Gives `slot` the blocks of `need` positions, taking back the rows other free slots keep for
@@ -115,12 +123,20 @@ bool Engine::blocks_suffice(int32_t slot, int64_t keep, int64_t need, std::span<
 bool Engine::reserve_blocks(int32_t slot, int64_t need, std::span<const int32_t> free_slots) {
   lm_.trim_kv(slot);
   for (int32_t s : free_slots) {
-    if (lm_.kv_blocks_for(need) - lm_.kv_blocks_held(slot) <= lm_.kv_blocks_free()) break;
+    if (lm_.kv_outlook(slot, lm_.position(slot), need).fits()) break;
     if (s == slot || lm_.kv_blocks_held(s) == 0) continue;
     lm_.release_kv(s);
     reuse_.forget(s);
   }
   return lm_.reserve_kv(slot, need);
+}
+
+Sequence* Engine::fork_source(const Pending& p, Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& active) const {
+  if (!p.first_choice || p.request.prompt_logprobs > 0 || p.request.append) return nullptr;
+  for (const auto& s : active)
+    if (&s->handle() == p.first_choice.get())
+      return !s->done() && loop.reading_prompt(s->slot()) ? s.get() : nullptr;
+  return nullptr;
 }
 
 void Engine::admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& active, std::vector<int32_t>& free_slots) {
@@ -132,7 +148,12 @@ void Engine::admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& acti
       pending_.pop_front();
       continue;
     }
-    const SlotReuse::Choice choice = reuse_.choose(p.request.prompt_ids, free_slots);
+    // A further choice of a request whose choice 0 still reads the prompt copies it there, in
+    // the least recently used free slot: its admission counts blocks as if it read the prompt
+    // (the fork gives back those the shared ones replace).
+    Sequence* source = fork_source(p, loop, active);
+    const SlotReuse::Choice choice =
+        reuse_.choose(source ? std::span<const int32_t>{} : std::span<const int32_t>(p.request.prompt_ids), free_slots);
     const int32_t slot = choice.slot;
     // Prompt logprobs need every prompt position's logits: such a prompt is read whole.
     int64_t reuse = p.request.prompt_logprobs > 0 || p.request.append ? 0 : choice.reuse;
@@ -158,7 +179,8 @@ void Engine::admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& acti
       if (!reserve_blocks(slot, need, free_slots))
         throw Error(fmt::format("internal: {} KV blocks for {} positions were counted free but could not be taken",
                                 lm_.kv_blocks_for(need), need));
-      loop.add(slot, std::move(run), seq->hooks()); // resets the slot unless it continues it
+      if (source) loop.add_fork(source->slot(), slot, std::move(run), seq->hooks());
+      else loop.add(slot, std::move(run), seq->hooks()); // resets the slot unless it continues it
     } catch (const std::exception& e) {
       reuse_.forget(slot);
       lm_.release_kv(slot);

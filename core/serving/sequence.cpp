@@ -54,6 +54,7 @@ void Sequence::on_end(const SequenceOutcome& o) {
   result_.error = o.error;
   stop_token_ = o.stop_token;
   result_.spec = o.spec;
+  result_.forked_tokens = o.forked_tokens;
   const auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   ServeTimings& t = result_.timings;
   t.queue_s = secs(o.added - submitted_);

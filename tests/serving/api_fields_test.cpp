@@ -184,8 +184,8 @@ TEST(NinferServe, SeveralChoicesEachEqualTheirOwnRequest) {
     EXPECT_EQ(choice.first, r.body["choices"][index]["token_ids"]) << "choice " << index;
     EXPECT_EQ(choice.second, "length");
   }
-  // Three choices in two slots: the third takes a slot that holds the prompt from the first,
-  // and reads all but its last token from it (as every choice of a repeated request may).
+  // Three choices in two slots: the second copies the first's prompt; the third waits for a slot,
+  // which then holds the prompt, and reads all but its last token from it.
   EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], cs["prompt_ids"].size() - 1);
   EXPECT_EQ(usage, r.body["usage"]);
   EXPECT_EQ(sse_data(text).back(), "[DONE]");
@@ -194,6 +194,68 @@ TEST(NinferServe, SeveralChoicesEachEqualTheirOwnRequest) {
   const Reply bad = post(*c, "/v1/completions", req);
   EXPECT_EQ(bad.status, 400);
   EXPECT_EQ(bad.body["error"]["param"], "n");
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+namespace {
+
+// The value of counter `name` in /metrics text (-1 when absent).
+int64_t counter(const std::string& metrics, const std::string& name) {
+  const size_t at = metrics.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stoll(metrics.substr(at + name.size() + 2));
+}
+
+} // namespace
+
+// `n` = 3 reads its prompt once: /metrics counts the prompt's tokens computed once and two
+// choices that copied it. Greedy, the three choices are the n = 1 reply; seeded, choice i is the
+// n = 1 request with seed + i (the server reads every prompt whole, so the n = 1 requests read
+// theirs as the first choice does).
+TEST(NinferServe, ChoicesComputeThePromptOnceAndEachIsItsOwnRequest) {
+  const json ref = reference("tiny-qwen3");
+  const json& prompt = ref["cases"][2]["prompt_ids"];
+  ServerProcess server({"--checkpoint", (fixtures_dir() / "tiny-qwen3").string(), "--device", "cpu", "--max-context",
+                        "256", "--max-concurrency", "3", "--prefill-chunk", "5", "--no-prefix-cache"});
+  auto c = server.client();
+  const auto metrics = [&] {
+    const auto r = c->Get("/metrics");
+    return r && r->status == 200 ? r->body : std::string("(no reply)");
+  };
+  const std::string before = metrics();
+  json req = ids_request(prompt, 8);
+  req["ignore_eos"] = true;
+  req["n"] = 3;
+  const Reply three = post(*c, "/v1/completions", req);
+  ASSERT_EQ(three.status, 200) << three.body.dump();
+  const std::string after = metrics();
+  EXPECT_EQ(counter(after, "ninfer_prefill_tokens_total") - counter(before, "ninfer_prefill_tokens_total"),
+            static_cast<int64_t>(prompt.size()))
+      << after;
+  EXPECT_EQ(counter(after, "ninfer_forked_choices_total") - counter(before, "ninfer_forked_choices_total"), 2)
+      << after;
+  EXPECT_EQ(three.body["usage"]["prompt_tokens"], prompt.size());
+  EXPECT_EQ(three.body["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << "copied, not cached";
+  req["n"] = 1;
+  const Reply one = post(*c, "/v1/completions", req);
+  ASSERT_EQ(one.status, 200) << one.body.dump();
+  for (size_t k = 0; k < 3; ++k)
+    EXPECT_EQ(three.body["choices"][k]["token_ids"], one.body["choices"][0]["token_ids"]) << "choice " << k;
+
+  json sampled = req;
+  sampled["temperature"] = 1.0;
+  sampled["seed"] = 4242;
+  sampled["n"] = 3;
+  const Reply seeded = post(*c, "/v1/completions", sampled);
+  ASSERT_EQ(seeded.status, 200) << seeded.body.dump();
+  sampled["n"] = 1;
+  for (int64_t k = 0; k < 3; ++k) {
+    sampled["seed"] = 4242 + k;
+    const Reply own = post(*c, "/v1/completions", sampled);
+    ASSERT_EQ(own.status, 200) << own.body.dump();
+    EXPECT_EQ(seeded.body["choices"][k]["token_ids"], own.body["choices"][0]["token_ids"]) << "choice " << k;
+  }
+  EXPECT_NE(seeded.body["choices"][0]["token_ids"], seeded.body["choices"][1]["token_ids"]) << "choices differ";
+  EXPECT_EQ(counter(metrics(), "ninfer_forked_choices_total") - counter(before, "ninfer_forked_choices_total"), 4);
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 

@@ -12,7 +12,7 @@ std::string sse_event(const std::string& data, const std::string& name) {
   return (name.empty() ? "" : "event: " + name + "\n") + "data: " + data + "\n\n";
 }
 
-// Each choice prefills the prompt itself: the engine has no prefix sharing yet. A seeded
+// The choices are queued together (Engine::submit): the prompt is read once, and a seeded
 // request gives choice i the seed + i, so the choices differ and each is reproducible.
 std::vector<std::shared_ptr<serving::RequestHandle>> submit(serving::Engine& engine, const std::string& prompt_field,
                                                             ParsedRequest& p) {
@@ -28,27 +28,14 @@ std::vector<std::shared_ptr<serving::RequestHandle>> submit(serving::Engine& eng
                                ctx, prompt + asked, prompt, prompt_field,
                                p.max_tokens_field, asked, p.max_tokens_field, ctx - prompt),
                    "invalid_request_error", p.max_tokens_field, "context_length_exceeded");
-  std::vector<std::shared_ptr<serving::RequestHandle>> handles;
   try {
-    for (int64_t i = 0; i < p.n; ++i) {
-      GenerationRequest g = p.generation;
-      if (g.sampling.seed) g.sampling.seed = *g.sampling.seed + static_cast<uint64_t>(i);
-      handles.push_back(engine.submit(std::move(g), p.options));
-    }
-    return handles;
-  } catch (...) {
-    // All choices or none: the ones already queued give their places back.
-    for (auto& h : handles) engine.cancel(*h);
-    try {
-      throw;
-    } catch (const serving::PromptTooLong& e) {
-      throw ApiError(413, e.what(), "invalid_request_error", prompt_field,
-                     "context_length_exceeded");
-    } catch (const serving::QueueFull& e) {
-      throw ApiError(429, e.what(), "rate_limit_error", {}, "queue_full");
-    } catch (const Error& e) {
-      throw ApiError(400, e.what());
-    }
+    return engine.submit(p.generation, p.options, p.n);
+  } catch (const serving::PromptTooLong& e) {
+    throw ApiError(413, e.what(), "invalid_request_error", prompt_field, "context_length_exceeded");
+  } catch (const serving::QueueFull& e) {
+    throw ApiError(429, e.what(), "rate_limit_error", {}, "queue_full");
+  } catch (const Error& e) {
+    throw ApiError(400, e.what());
   }
 }
 

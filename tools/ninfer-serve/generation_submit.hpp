@@ -23,9 +23,10 @@ std::string dump(const nlohmann::json& j);
 // One server-sent event: `data: DATA`, with an `event: NAME` line first when `name` is given.
 std::string sse_event(const std::string& data, const std::string& name = {});
 
-// Submits the request's `n` choices, each a request of its own. `prompt_field` names the field
-// the prompt came from in errors ("messages", "prompt"). Throws ApiError: 400 when max_tokens
-// does not fit the context, 413 for a prompt too long, 429 when the queue is full.
+// Submits the request's `n` choices, all or none, which read the prompt once (Engine::submit).
+// `prompt_field` names the field the prompt came from in errors ("messages", "prompt"). Throws
+// ApiError: 400 when max_tokens does not fit the context, 413 for a prompt too long, 429 when
+// the queue cannot take every choice.
 std::vector<std::shared_ptr<serving::RequestHandle>> submit(serving::Engine& engine, const std::string& prompt_field,
                                                             ParsedRequest& p);
 

@@ -71,6 +71,12 @@ std::string ServerMetrics::render(const serving::Engine& engine, const Backend& 
          fmt::format("ninfer_chained_rows_total {}\n", loop.chained_rows));
   metric(out, "ninfer_prompt_chunks_total", "counter", "Prompt chunks run.",
          fmt::format("ninfer_prompt_chunks_total {}\n", loop.prompt_chunks));
+  metric(out, "ninfer_prefill_tokens_total", "counter",
+         "Prompt tokens computed (those of the prompt chunks): a prompt the choices of a request share counts once.",
+         fmt::format("ninfer_prefill_tokens_total {}\n", loop.prompt_tokens));
+  metric(out, "ninfer_forked_choices_total", "counter",
+         "Choices (n > 1) that copied their request's prompt from its first choice instead of reading it.",
+         fmt::format("ninfer_forked_choices_total {}\n", loop.forks));
   metric(out, "ninfer_mixed_steps_total", "counter",
          "Steps that carried a prompt chunk and decode rows in one forward pass.",
          fmt::format("ninfer_mixed_steps_total {}\n", loop.mixed_steps));

@@ -28,9 +28,10 @@ void RequestLog::write(const serving::ServeResult& r) {
       {"queue_s", t.queue_s},
       {"prompt_tokens", r.prompt_tokens},
       {"cached_tokens", r.cached_tokens},
+      {"forked_tokens", r.forked_tokens},
       {"prefill_s", t.prefill_s},
-      // Prompt tokens computed, not those read from the slot.
-      {"prefill_tok_s", rate(static_cast<double>(r.prompt_tokens - r.cached_tokens), t.prefill_s)},
+      // Prompt tokens computed, not those read from the slot or copied from the first choice.
+      {"prefill_tok_s", rate(static_cast<double>(r.prompt_tokens - r.cached_tokens - r.forked_tokens), t.prefill_s)},
       {"ttft_s", t.first_token_s},
       {"decode_tokens", r.generated_ids.size()},
       {"decode_s", t.decode_s},

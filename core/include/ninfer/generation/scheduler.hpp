@@ -11,7 +11,9 @@
 // sequences picked on the backend (greedy or sampled) decode in speculative rounds instead, all
 // of them in one round
 // per iteration; a round's result is read before the next round is queued (its accepted drafts
-// decide the positions). docs/serving.md, "The engine loop", has the details.
+// decide the positions). A sequence may also start as a copy of another right after that one's
+// prompt (add_fork: the prompt is read once for several choices of one request). docs/serving.md,
+// "The engine loop", has the details.
 //
 //   Scheduler loop(lm);
 //   loop.add(slot, request, {.on_token = ..., .on_end = ...});
@@ -46,6 +48,7 @@ struct SequenceOutcome {
   std::optional<int32_t> stop_token;         // which stop token ended it
   uint64_t seed = 0;                         // the sampler's seed (a replay passes it back)
   SpecCounts spec;                           // its rows of speculative rounds
+  int64_t forked_tokens = 0;                 // prompt tokens copied from another sequence (add_fork), not read
   // Moments: added to the loop, the first token read (after its sampling), the end. A moment
   // never reached stays Clock::time_point{}.
   Clock::time_point added, first_token, ended;
@@ -72,6 +75,8 @@ struct SchedulerStats {
   int64_t decode_rows = 0;   // one-token rows of those steps
   int64_t chained_rows = 0;  // of them, rows fed by the previous pick on the backend
   int64_t prompt_chunks = 0; // prompt chunks run
+  int64_t prompt_tokens = 0; // their tokens: the prompt tokens computed
+  int64_t forks = 0;         // sequences started as a copy of another's prompt (add_fork)
   int64_t mixed_steps = 0;   // steps that carried a prompt chunk and one-token rows together
   int64_t logits_rows = 0;   // logits rows brought to the host (host sampling, prompt logprobs)
   int64_t spec_rounds = 0;   // speculative rounds queued
@@ -92,6 +97,18 @@ class Scheduler {
   // full. Throws ninfer::Error for a bad slot, an empty prompt, ids outside the vocabulary, bad
   // sampling parameters, or a prompt that leaves no room for a token. Not from inside a hook.
   void add(int32_t slot, GenerationRequest request, SequenceHooks hooks);
+  // Starts `request` in `slot` as a copy of the sequence in slot `from` right after that one's
+  // prompt, so its prompt is not read again: when `from`'s last prompt chunk is queued, the slot
+  // becomes a copy of `from` (CausalLM::fork, before anything feeds `from`'s first token), and the
+  // sequence draws its first token from that chunk's logits row on the host (its own sampler:
+  // its seed, draw 0), then decodes as any other. If `from` ends before its prompt is read, or
+  // the fork is refused, the request reads its prompt itself. request.prompt_ids must be the
+  // whole prompt `from` ends at (not append, no prompt logprobs). Throws ninfer::Error as add()
+  // does, and when `from` holds no sequence still reading its prompt or ends it elsewhere.
+  void add_fork(int32_t from, int32_t slot, GenerationRequest request, SequenceHooks hooks);
+  // Whether slot `slot` holds a running sequence whose prompt is not all queued yet (add_fork
+  // can still copy it).
+  bool reading_prompt(int32_t slot) const;
   // One iteration (see above). Hooks run inside it.
   void step();
   // Whether a sequence is still running.
@@ -110,6 +127,9 @@ class Scheduler {
     std::vector<bool> logits; // per row: its logits row came back
     int64_t iteration = 0;
     bool round = false;       // a speculative round (its rows' tokens are accepted drafts + 1)
+    // Sequences forked from row 0's prompt (its last chunk): each samples its first token from
+    // that row's logits.
+    std::vector<SequencePtr> forks;
   };
   // The step an iteration builds: its rows and what their results go to.
   struct StepBuild;
@@ -132,6 +152,11 @@ class Scheduler {
   void read_rounds();
   // After the chunk's step is queued: its logits rows for prompt logprobs, progress, its end.
   void chunk_queued(const Chunk& c);
+  // After the last chunk of `s`'s prompt is queued: the sequences waiting to copy it fork from
+  // it; their first tokens come from `rows` (prompt logprobs) or the chunk's result.
+  void fork_waiting(Sequence& s, const std::vector<float>& rows);
+  // A sequence for `slot` after add()'s checks (the sampler validates the request).
+  std::shared_ptr<Sequence> make_sequence(int32_t slot, GenerationRequest& r, SequenceHooks& hooks) const;
   // Reads the oldest unread result and hands its tokens to their sequences.
   void read_oldest();
   // Reads results until at most `keep` are unread.

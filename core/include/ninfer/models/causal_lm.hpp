@@ -199,19 +199,38 @@ class CausalLM {
 
   // The paged KV cache (docs/memory.md, "The KV block pool"): one pool of blocks of
   // kv_block_tokens() positions, shared by the slots; a slot holds the blocks of the positions
-  // its sequence has reached. prefill, queue_step and queue_spec_round take the blocks their
-  // positions lack from the free ones before they queue anything, and refuse (ninfer::Error with
+  // its sequence has reached. A block may be held by several slots (fork: a common prefix) and
+  // is free once none holds it. A slot never writes into a block another slot holds: a write
+  // that starts inside one (after truncate, restore_snapshot or assume_context) first gives the
+  // slot a private copy of it (copy-on-write, a device copy of its rows in every attention
+  // layer). prefill, queue_step and queue_spec_round take the blocks their positions lack and
+  // those copies from the free blocks before they queue anything, and refuse (ninfer::Error with
   // the numbers, the model unchanged) when there are not enough. A slot keeps its blocks until
   // release_kv (a retired sequence's rows stay for prompt reuse until then).
   int32_t kv_block_tokens() const;
   int64_t kv_blocks_total() const;
   int64_t kv_blocks_free() const;
+  // Blocks in the slot's row of the table, shared ones included; of them, the ones another slot
+  // also holds.
   int64_t kv_blocks_held(int32_t slot) const;
+  int64_t kv_blocks_shared(int32_t slot) const;
   // Blocks a sequence of `positions` positions holds.
   int64_t kv_blocks_for(int64_t positions) const;
-  // Gives the slot blocks for positions [0, positions) now (an admission's reservation): false,
-  // with nothing changed, when the free blocks do not suffice or positions > max_context.
+  // Gives the slot every block it writes up to `positions` now (an admission's reservation): the
+  // blocks of positions [0, positions) it lacks, and a private copy of each shared block where
+  // its next write lands. Later steps up to `positions` then take nothing. false, with nothing
+  // changed, when the free blocks do not suffice or positions > max_context.
   bool reserve_kv(int32_t slot, int64_t positions);
+  // The admission arithmetic of reserve_kv: were the slot to keep only its first `keep`
+  // positions (truncate, restore_snapshot; trim_kv) and the slots in `released` to give back
+  // their blocks (release_kv), the blocks reserve_kv(slot, positions) would take, and the blocks
+  // then free. Exact with shared blocks: a released slot frees only the blocks no other slot
+  // keeps, and a kept block where the slot writes costs a copy while another slot keeps it.
+  struct KvOutlook {
+    int64_t take = 0, free = 0;
+    bool fits() const { return take <= free; }
+  };
+  KvOutlook kv_outlook(int32_t slot, int64_t keep, int64_t positions, std::span<const int32_t> released = {}) const;
   // Forgets the slot's sequence (reset) and returns its blocks to the pool.
   void release_kv(int32_t slot);
   // Returns the slot's blocks past its position (rows it no longer reads: a truncated or restored
@@ -235,6 +254,19 @@ class CausalLM {
   void save_snapshot(int32_t slot);
   void restore_snapshot(int32_t slot);
   int64_t snapshot_position(int32_t slot) const;
+  // Slot `dst` becomes an exact copy of slot `src`'s sequence: decoding it afterwards gives what
+  // decoding `src` would. It shares src's KV blocks, except that dst gets its own copy at once
+  // of the blocks both slots write next (the one the sequence ends inside and, with speculation,
+  // the one where the MTP head writes its row of the last position), so src's blocks stay as
+  // private as they were and neither slot's next step copies anything. It gets a copy of every
+  // Gated DeltaNet layer's state (and snapshot), src's position and snapshot position, its last
+  // queued pick (a chained row of dst takes it) and, with speculation, its last hidden state and
+  // next input. dst's own blocks past src's position stay dst's (a reservation holds); its
+  // earlier sequence is forgotten. Device copies, queued after the steps queued so far, so src's
+  // unread step is fine (its position is known when it is queued). Throws ninfer::Error, the
+  // model unchanged, for src == dst, a bad slot, a src that holds no tokens, a round of either
+  // slot not read (its position is not known), or too few free blocks for the copies.
+  void fork(int32_t src, int32_t dst);
   // Benchmarks only: the slot continues at position `tokens` as if that many had been
   // prefilled, without computing them. Decode then reads `tokens` KV rows per attention layer
   // (zeros, or what an earlier sequence left), so its cost is that of a real context that deep.
@@ -307,9 +339,20 @@ class CausalLM {
   void check_last_step_rows(int64_t first, int64_t count, const char* what) const;
   // queue_step's checks of a step's rows (nothing changes before they pass).
   void check_rows(std::span<const StepRow> rows) const;
-  // Takes the KV blocks that (slot, positions) pairs lack, all or none, and uploads the table;
-  // throws ninfer::Error naming the shortfall when the free blocks do not suffice.
-  void take_kv_blocks(std::span<const std::pair<int32_t, int64_t>> needs);
+  // The first position a slot at `position` writes next: with speculation the MTP head writes
+  // its row of the position before (it pairs the next token with that position's hidden state).
+  int64_t kv_write_start(int64_t position) const;
+  // Positions [from, to) a slot is about to write.
+  struct KvWrite {
+    int32_t slot = 0;
+    int64_t from = 0, to = 0;
+  };
+  // The write of `slot` from its position (kv_write_start) up to `to`.
+  KvWrite kv_write(int32_t slot, int64_t to) const;
+  // Takes the KV blocks the writes lack and makes private the shared blocks where they write (the
+  // rows copied on the backend), all or none, and uploads the table; throws ninfer::Error naming
+  // the shortfall when the free blocks do not suffice.
+  void take_kv_blocks(std::span<const KvWrite> writes);
 
   ModelConfig config_;
   ModelOptions options_;

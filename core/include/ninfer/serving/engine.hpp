@@ -6,7 +6,9 @@
 // decoding sequences' step while there are any: ModelOptions::mixed_chunk tokens, else
 // prefill_chunk), and then decode together: every step feeds one token to each generating
 // sequence, queued before the host reads the previous step's tokens. Requests join between
-// steps; a finished or cancelled one frees its slot at once.
+// steps; a finished or cancelled one frees its slot at once. The choices of one request (`n`)
+// read their prompt once: the first reads it, the others that find a slot while it does become
+// copies of it right after the prompt (Scheduler::add_fork, CausalLM::fork).
 //
 //   Engine engine(*lm, &tokenizer, {.max_pending = 64});
 //   auto h = engine.submit(request);   // throws QueueFull / PromptTooLong / Error
@@ -104,6 +106,15 @@ class Engine {
   // empty prompt, id outside the vocabulary, bad sampling parameters, max_new_tokens < 1).
   // max_new_tokens is capped by the context: generation ends with "length" when it is full.
   std::shared_ptr<RequestHandle> submit(GenerationRequest request, RequestOptions options = {});
+  // `choices` (>= 1) choices of one request, queued together or not at all (QueueFull): choice i
+  // samples with seed + i when the request has a seed (each its own seed otherwise), so each can
+  // be reproduced alone. Choice 0 reads the prompt; every other choice that gets a slot and the
+  // KV blocks while choice 0 still reads its prompt becomes a copy of it at the prompt's end (its
+  // prompt shared, not computed: ServeResult::forked_tokens); one that does not (no free slot
+  // or blocks then, prompt logprobs asked, choice 0 gone) reads the prompt itself when its turn
+  // comes, prompt reuse included. Handles in choice order.
+  std::vector<std::shared_ptr<RequestHandle>> submit(GenerationRequest request, RequestOptions options,
+                                                     int64_t choices);
 
   // The client of `handle` went away: a queued request gives its place back at once; a
   // running one stops at the next step (within one prefill chunk or one decode step).
@@ -124,6 +135,8 @@ class Engine {
     RequestOptions options;
     std::shared_ptr<RequestHandle> handle;
     std::chrono::steady_clock::time_point submitted;
+    // A further choice of a request: the handle of its choice 0, whose prompt it may copy.
+    std::shared_ptr<RequestHandle> first_choice;
   };
   // Finishes a request that never got a slot, and reports it.
   void drop(Pending& p, const std::string& reason, const std::string& error = {});
@@ -135,6 +148,8 @@ class Engine {
   // sees its request finished can submit the next one into that slot at once.
   void retire(Sequence& s, std::vector<int32_t>& free_slots);
   void admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& active, std::vector<int32_t>& free_slots);
+  // The running choice 0 of `p`'s request while it still reads its prompt, else null.
+  Sequence* fork_source(const Pending& p, Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& active) const;
   int64_t positions_needed(const GenerationRequest& r, int32_t slot) const;
   bool blocks_suffice(int32_t slot, int64_t keep, int64_t need, std::span<const int32_t> free_slots) const;
   bool reserve_blocks(int32_t slot, int64_t need, std::span<const int32_t> free_slots);

@@ -43,6 +43,9 @@ struct ServeResult {
   std::string error;                  // finish_reason "error": what went wrong
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0; // of them, read from the slot's earlier request (SlotReuse), not computed
+  // Of them, copied from the first choice of the same request (Engine::submit's `choices`,
+  // CausalLM::fork), not computed: the whole prompt for a choice that forked, else 0.
+  int64_t forked_tokens = 0;
   std::string user; // RequestOptions::user
   ServeTimings timings;
   SpecCounts spec;  // its rows of speculative rounds (docs/speculative.md)

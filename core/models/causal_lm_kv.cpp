@@ -1,0 +1,126 @@
+// CausalLM's KV blocks (docs/memory.md, "The KV block pool"): what slots hold, the blocks a
+// write takes (copy-on-write of shared blocks included), admission arithmetic, and fork, which
+// makes one slot's sequence another's by sharing its blocks.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "decoder.hpp"
+#include "ninfer/models/causal_lm.hpp"
+#include "ninfer/support/error.hpp"
+
+namespace ninfer {
+
+int32_t CausalLM::kv_block_tokens() const { return decoder_->kv_pool().block_tokens(); }
+int64_t CausalLM::kv_blocks_total() const { return decoder_->kv_pool().total_blocks(); }
+int64_t CausalLM::kv_blocks_free() const { return decoder_->kv_pool().free_blocks(); }
+int64_t CausalLM::kv_blocks_held(int32_t slot) const {
+  check_slot(slot);
+  return decoder_->kv_pool().held_blocks(slot);
+}
+int64_t CausalLM::kv_blocks_shared(int32_t slot) const {
+  check_slot(slot);
+  return decoder_->kv_pool().shared_blocks(slot);
+}
+int64_t CausalLM::kv_blocks_for(int64_t positions) const { return decoder_->kv_pool().blocks_for(positions); }
+
+int64_t CausalLM::kv_write_start(int64_t position) const {
+  return decoder_->speculative() ? std::max<int64_t>(position - 1, 0) : position;
+}
+
+CausalLM::KvWrite CausalLM::kv_write(int32_t slot, int64_t to) const {
+  return {slot, kv_write_start(positions_[static_cast<size_t>(slot)]), to};
+}
+
+bool CausalLM::reserve_kv(int32_t slot, int64_t positions) {
+  check_slot(slot);
+  if (positions > options_.max_context) return false;
+  const KvWrite w = kv_write(slot, positions);
+  const models::KvBlockPool::Write pw{w.slot, w.from, w.to};
+  const models::KvBlockPool& pool = decoder_->kv_pool();
+  if (pool.blocks_to_take(std::span(&pw, 1)) > pool.free_blocks()) return false;
+  take_kv_blocks(std::span(&w, 1));
+  return true;
+}
+
+CausalLM::KvOutlook CausalLM::kv_outlook(int32_t slot, int64_t keep, int64_t positions,
+                                         std::span<const int32_t> released) const {
+  check_slot(slot);
+  for (int32_t s : released) check_slot(s);
+  const models::KvBlockPool::Outlook o =
+      decoder_->kv_pool().outlook(slot, keep, kv_write_start(keep), positions, released);
+  return {o.take, o.free};
+}
+
+void CausalLM::release_kv(int32_t slot) {
+  reset(slot);
+  decoder_->kv_pool().release(slot); // the table upload comes with the next step that takes blocks
+}
+
+void CausalLM::trim_kv(int32_t slot) {
+  check_slot(slot);
+  check_no_round(slot);
+  decoder_->kv_pool().trim(slot, positions_[static_cast<size_t>(slot)]);
+}
+
+// The copies are queued before the table upload and the step that writes the new blocks, after
+// every step queued so far (which still read or write the old ones): stream order is enough.
+void CausalLM::take_kv_blocks(std::span<const KvWrite> writes) {
+  models::KvBlockPool& pool = decoder_->kv_pool();
+  std::vector<models::KvBlockPool::Write> w;
+  for (const KvWrite& k : writes) {
+    if (k.to > pool.capacity())
+      throw Error(fmt::format("internal: a write to position {} of slot {} past the KV capacity {}", k.to, k.slot,
+                              pool.capacity()));
+    w.push_back({k.slot, k.from, k.to});
+  }
+  const int64_t lack = pool.blocks_to_take(w);
+  if (lack > pool.free_blocks())
+    throw Error(fmt::format("the KV cache is out of blocks: the step needs {} more blocks of {} tokens and {} of {} "
+                            "are free; release finished sequences (release_kv) first",
+                            lack, pool.block_tokens(), pool.free_blocks(), pool.total_blocks()));
+  for (const KvWrite& k : writes) {
+    decoder_->copy_kv_blocks(pool.make_private(k.slot, k.from, k.to));
+    pool.ensure(k.slot, k.to);
+  }
+  pool.sync();
+}
+
+void CausalLM::fork(int32_t src, int32_t dst) {
+  check_slot(src);
+  check_slot(dst);
+  if (src == dst) throw Error(fmt::format("fork: slot {} cannot be forked into itself", src));
+  for (int32_t s : {src, dst})
+    if (round_unread_[static_cast<size_t>(s)])
+      throw Error(fmt::format("fork: slot {} has a speculative round whose result is not read: its position is known "
+                              "only then (call next_result first)",
+                              s));
+  const int64_t pos = positions_[static_cast<size_t>(src)];
+  if (pos == 0) throw Error(fmt::format("fork: slot {} holds no tokens: there is no sequence to copy", src));
+  models::KvBlockPool& pool = decoder_->kv_pool();
+  // dst shares every block of src's sequence, then copies those both slots write next: dst's own
+  // blocks there are dropped first (freeing those no one else holds), so count them as free.
+  const int64_t blocks = pool.blocks_for(pos), first_written = kv_write_start(pos) / pool.block_tokens();
+  const int64_t copies = std::max<int64_t>(0, blocks - first_written);
+  int64_t freed = 0;
+  const int32_t* d = pool.host_row(dst);
+  const int32_t* s = pool.host_row(src);
+  for (int64_t i = 0; i < std::min(blocks, pool.held_blocks(dst)); ++i) freed += d[i] != s[i] && pool.holders(d[i]) == 1;
+  if (copies > pool.free_blocks() + freed)
+    throw Error(fmt::format("fork: the KV cache is out of blocks: slot {} needs {} private copies of blocks of {} "
+                            "tokens and {} of {} are free; release finished sequences (release_kv) first",
+                            dst, copies, pool.block_tokens(), pool.free_blocks() + freed, pool.total_blocks()));
+  pool.share(dst, src, blocks);
+  decoder_->copy_kv_blocks(pool.make_private(dst, kv_write_start(pos), pos));
+  pool.sync();
+  decoder_->fork(src, dst);
+  const auto i = static_cast<size_t>(src), o = static_cast<size_t>(dst);
+  positions_[o] = pos;
+  snapshots_[o] = snapshots_[i];
+  last_pick_[o] = last_pick_[i] ? std::make_unique<models::PickRef>(*last_pick_[i]) : nullptr;
+  next_on_backend_[o] = next_on_backend_[i];
+  round_unread_[o] = false;
+  ++generation_[o]; // dst's own results still to be read change nothing now
+}
+
+} // namespace ninfer
