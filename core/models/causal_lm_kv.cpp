@@ -44,12 +44,50 @@ bool CausalLM::reserve_kv(int32_t slot, int64_t positions) {
 }
 
 CausalLM::KvOutlook CausalLM::kv_outlook(int32_t slot, int64_t keep, int64_t positions,
-                                         std::span<const int32_t> released) const {
+                                         std::span<const int32_t> released, std::span<const int32_t> adopt) const {
   check_slot(slot);
   for (int32_t s : released) check_slot(s);
-  const models::KvBlockPool::Outlook o =
-      decoder_->kv_pool().outlook(slot, keep, kv_write_start(keep), positions, released);
-  return {o.take, o.free};
+  const models::KvBlockPool& pool = decoder_->kv_pool();
+  for (int32_t b : adopt)
+    if (b < 0 || b >= pool.total_blocks()) throw Error(fmt::format("kv_outlook: KV block {} does not exist", b));
+  if (!adopt.empty()) keep = static_cast<int64_t>(adopt.size()) * pool.block_tokens();
+  const models::KvBlockPool::Outlook o = pool.outlook(slot, keep, kv_write_start(keep), positions, released, adopt);
+  return {o.take, o.free, o.evictable};
+}
+
+std::span<const int32_t> CausalLM::kv_block_row(int32_t slot) const {
+  check_slot(slot);
+  const models::KvBlockPool& pool = decoder_->kv_pool();
+  return {pool.host_row(slot), static_cast<size_t>(pool.held_blocks(slot))};
+}
+
+void CausalLM::kv_hold_block(int32_t block) { decoder_->kv_pool().hold(block); }
+void CausalLM::kv_unhold_block(int32_t block) { decoder_->kv_pool().unhold(block); }
+int32_t CausalLM::kv_block_holders(int32_t block) const {
+  const models::KvBlockPool& pool = decoder_->kv_pool();
+  if (block < 0 || block >= pool.total_blocks()) throw Error(fmt::format("KV block {} does not exist", block));
+  return pool.holders(block);
+}
+int64_t CausalLM::kv_blocks_evictable() const { return decoder_->kv_pool().evictable_blocks(); }
+
+void CausalLM::adopt_prefix(int32_t slot, std::span<const int32_t> blocks) {
+  check_slot(slot);
+  check_no_round(slot);
+  if (!can_truncate())
+    throw Error("adopt_prefix: a slot of a model with Gated DeltaNet layers or speculation holds state besides its KV "
+                "rows, which shared blocks do not give it");
+  models::KvBlockPool& pool = decoder_->kv_pool();
+  const int64_t positions = static_cast<int64_t>(blocks.size()) * pool.block_tokens();
+  if (positions > options_.max_context)
+    throw Error(fmt::format("adopt_prefix: {} blocks hold {} positions, past the context {}", blocks.size(), positions,
+                            options_.max_context));
+  for (int32_t b : blocks)
+    if (b < 0 || b >= pool.total_blocks() || pool.holders(b) == 0)
+      throw Error(fmt::format("adopt_prefix: KV block {} is free or does not exist", b));
+  reset(slot);
+  pool.adopt(slot, blocks);
+  pool.sync();
+  positions_[static_cast<size_t>(slot)] = positions;
 }
 
 void CausalLM::release_kv(int32_t slot) {

@@ -20,6 +20,7 @@ KvBlockPool::KvBlockPool(Backend& be, int32_t slots, int64_t max_context, int32_
   table_.assign(static_cast<size_t>(slots) * blocks_per_slot_, -1);
   held_.assign(static_cast<size_t>(slots), 0);
   refs_.assign(static_cast<size_t>(pool_blocks), 0);
+  cached_.assign(static_cast<size_t>(pool_blocks), 0);
   free_.reserve(static_cast<size_t>(pool_blocks));
   for (int64_t b = pool_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
   device_table_ = be.allocate(sizeof(int32_t) * table_.size(), MemoryUse::Activations, "KV block table");
@@ -29,6 +30,26 @@ KvBlockPool::KvBlockPool(Backend& be, int32_t slots, int64_t max_context, int32_
 int64_t KvBlockPool::shared_blocks(int32_t slot) const {
   const int32_t* r = host_row(slot);
   return std::count_if(r, r + held_[static_cast<size_t>(slot)], [&](int32_t b) { return holders(b) > 1; });
+}
+
+void KvBlockPool::hold(int32_t block) {
+  if (block < 0 || block >= pool_blocks_ || refs_[static_cast<size_t>(block)] == 0 || cached_[static_cast<size_t>(block)])
+    throw Error(fmt::format("internal: the prefix cache holds KV block {}, which is free or held by it already", block));
+  cached_[static_cast<size_t>(block)] = 1;
+  ++refs_[static_cast<size_t>(block)];
+}
+
+void KvBlockPool::unhold(int32_t block) {
+  if (block < 0 || block >= pool_blocks_ || !cached_[static_cast<size_t>(block)])
+    throw Error(fmt::format("internal: the prefix cache drops KV block {}, which it does not hold", block));
+  cached_[static_cast<size_t>(block)] = 0;
+  drop(block);
+}
+
+int64_t KvBlockPool::evictable_blocks() const {
+  int64_t n = 0;
+  for (size_t b = 0; b < refs_.size(); ++b) n += cached_[b] && refs_[b] == 1;
+  return n;
 }
 
 int32_t KvBlockPool::take_free() {
@@ -128,19 +149,39 @@ void KvBlockPool::share(int32_t dst, int32_t src, int64_t blocks) {
   dirty_ = true;
 }
 
+void KvBlockPool::adopt(int32_t slot, std::span<const int32_t> blocks) {
+  if (static_cast<int64_t>(blocks.size()) > blocks_per_slot_)
+    throw Error(fmt::format("internal: slot {} adopts {} KV blocks; a row has {}", slot, blocks.size(), blocks_per_slot_));
+  for (int32_t b : blocks)
+    if (b < 0 || b >= pool_blocks_ || refs_[static_cast<size_t>(b)] == 0)
+      throw Error(fmt::format("internal: slot {} adopts KV block {}, which is free", slot, b));
+  // The new holds first: a block the slot holds already never passes through the free list.
+  for (int32_t b : blocks) ++refs_[static_cast<size_t>(b)];
+  release(slot);
+  int32_t* r = row(slot);
+  std::copy(blocks.begin(), blocks.end(), r);
+  held_[static_cast<size_t>(slot)] = static_cast<int32_t>(blocks.size());
+  dirty_ = true;
+}
+
 KvBlockPool::Outlook KvBlockPool::outlook(int32_t slot, int64_t keep, int64_t from, int64_t to,
-                                          std::span<const int32_t> released) const {
+                                          std::span<const int32_t> released, std::span<const int32_t> adopt) const {
   std::vector<int32_t> refs = refs_;
   for (int32_t s : released) {
     if (s == slot) continue;
     const int32_t* r = host_row(s);
     for (int32_t i = 0; i < held_[static_cast<size_t>(s)]; ++i) --refs[static_cast<size_t>(r[i])];
   }
-  const int64_t held = held_[static_cast<size_t>(slot)], kept = std::min(held, blocks_for(std::max<int64_t>(keep, 0)));
+  const int64_t held = held_[static_cast<size_t>(slot)];
+  const int64_t kept = adopt.empty() ? std::min(held, blocks_for(std::max<int64_t>(keep, 0)))
+                                     : static_cast<int64_t>(adopt.size());
+  for (int32_t b : adopt) ++refs[static_cast<size_t>(b)];
   const int32_t* r = host_row(slot);
-  for (int64_t i = kept; i < held; ++i) --refs[static_cast<size_t>(r[i])];
+  for (int64_t i = adopt.empty() ? kept : 0; i < held; ++i) --refs[static_cast<size_t>(r[i])];
+  if (!adopt.empty()) r = adopt.data();
   Outlook o;
   o.free = std::count(refs.begin(), refs.end(), 0);
+  for (size_t b = 0; b < refs.size(); ++b) o.evictable += cached_[b] && refs[b] == 1;
   const int64_t want = blocks_for(to);
   o.take = std::max<int64_t>(0, want - kept);
   for (int64_t i = std::max<int64_t>(from, 0) / block_tokens_; i < std::min(kept, want); ++i)

@@ -11,6 +11,10 @@
 // is only read: a slot about to write positions inside a block another row also holds first gets
 // a private copy (make_private names the copies; the caller copies the rows of every layer
 // before anything writes them).
+//
+// A block may also be held by the prefix cache (ninfer/serving/prefix_cache.hpp): one more holder
+// that is no row, so the block's rows outlive the slot that wrote them. A block whose only holder
+// is the cache is evictable: the cache gives it back when the free list falls short.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +45,16 @@ class KvBlockPool {
   int64_t held_blocks(int32_t slot) const { return held_[static_cast<size_t>(slot)]; }
   // Of them, the blocks another row also holds.
   int64_t shared_blocks(int32_t slot) const;
-  // Rows holding `block` (0: it is free).
+  // Rows holding `block`, and the prefix cache if it holds it (0: it is free).
   int32_t holders(int32_t block) const { return refs_[static_cast<size_t>(block)]; }
+  // The prefix cache's hold: hold() adds it to a block some row holds, unhold() drops it (the
+  // block is free once no row holds it either). Throws ninfer::Error for a free block, a block
+  // held twice or one not held.
+  void hold(int32_t block);
+  void unhold(int32_t block);
+  bool held_by_cache(int32_t block) const { return cached_[static_cast<size_t>(block)] != 0; }
+  // Blocks whose only holder is the cache.
+  int64_t evictable_blocks() const;
   // Blocks that hold `positions` positions.
   int64_t blocks_for(int64_t positions) const { return (positions + block_tokens_ - 1) / block_tokens_; }
 
@@ -75,15 +87,22 @@ class KvBlockPool {
   // `dst`'s first `blocks` entries become `src`'s (each gains a holder); what dst held there is
   // dropped as trim drops it, and its entries past them stay. `src` must hold `blocks` blocks.
   void share(int32_t dst, int32_t src, int64_t blocks);
+  // `slot` drops every block it holds, then holds `blocks` (each held already, by the cache or a
+  // row) as its first entries: a cached prefix. Throws ninfer::Error for a free block or more
+  // blocks than a row has.
+  void adopt(int32_t slot, std::span<const int32_t> blocks);
 
   // What taking blocks for `slot` to write positions [from, to) would need once `slot` kept only
   // the blocks of its first `keep` positions and every slot in `released` (the slot itself
   // excepted) dropped all of its: the blocks it would take (as blocks_to_take counts them) and
-  // the blocks then free. A block another row keeps stays held.
+  // the blocks then free, and those then held by the cache alone (evictable). A block another row
+  // keeps stays held. `adopt` not empty: instead of keeping any of its blocks, `slot` holds those
+  // (adopt(), `keep` is ignored).
   struct Outlook {
-    int64_t take = 0, free = 0;
+    int64_t take = 0, free = 0, evictable = 0;
   };
-  Outlook outlook(int32_t slot, int64_t keep, int64_t from, int64_t to, std::span<const int32_t> released) const;
+  Outlook outlook(int32_t slot, int64_t keep, int64_t from, int64_t to, std::span<const int32_t> released,
+                  std::span<const int32_t> adopt = {}) const;
 
   // Uploads the host table when it changed since the last upload.
   void sync();
@@ -103,7 +122,8 @@ class KvBlockPool {
   int64_t pool_blocks_;
   std::vector<int32_t> table_; // [slots, blocks_per_slot], -1: no block
   std::vector<int32_t> held_;  // blocks per slot (its first held_[s] entries)
-  std::vector<int32_t> refs_;  // rows holding each block
+  std::vector<int32_t> refs_;  // rows holding each block, plus one when the cache holds it
+  std::vector<uint8_t> cached_; // 1: the prefix cache holds the block
   std::vector<int32_t> free_;  // a stack: the lowest ids are handed out first
   DeviceBuffer device_table_;
   bool dirty_ = true;

@@ -18,13 +18,26 @@ Engine::Engine(CausalLM& lm, const Tokenizer* tokenizer, EngineOptions options)
       // keeps state a slot's tokens do not describe: no reuse there yet.
       reuse_(lm.options().max_sequences, lm.can_truncate(), options.prefix_cache && !lm.options().speculation.on()) {
   if (options_.max_pending < 0) throw Error("max_pending must be >= 0");
+  // Shared blocks give a slot KV rows only: a model with Gated DeltaNet layers (or speculation's
+  // per-slot hidden state) keeps state they do not hold, so it reuses within a slot only.
+  if (options_.prefix_cache && lm.can_truncate()) cache_ = std::make_unique<PrefixCache>(lm, options_.prefix_hash);
   kv_load_.kv_block_tokens = lm.kv_block_tokens();
   kv_load_.kv_blocks_total = lm.kv_blocks_total();
-  kv_load_.kv_blocks_free = lm.kv_blocks_free();
+  count_blocks();
   thread_ = std::thread([this] { run(); });
 }
 
-Engine::~Engine() { shutdown(true); }
+Engine::~Engine() {
+  shutdown(true);
+  cache_.reset(); // gives its holds back: the model may serve another engine
+}
+
+void Engine::count_blocks() {
+  kv_load_.kv_blocks_free = lm_.kv_blocks_free();
+  kv_load_.prefix_cache_blocks = cache_ ? cache_->blocks() : 0;
+  kv_load_.prefix_cache_evictable = cache_ ? lm_.kv_blocks_evictable() : 0;
+  kv_load_.prefix_cache_evictions = cache_ ? cache_->evictions() : 0;
+}
 
 int64_t Engine::max_context() const { return lm_.options().max_context; }
 
@@ -112,22 +125,30 @@ int64_t Engine::positions_needed(const GenerationRequest& r, int32_t slot) const
 }
 
 // Whether `slot` can hold `need` positions once it keeps only its first `keep` and the free slots
-// other than it give back the rows they keep for prompt reuse (exact with shared blocks: a block
-// returns to the pool only when no slot keeps it).
+// other than it give back the rows they keep for prompt reuse, and the prefix cache the blocks
+// then held by it alone (exact with shared blocks: a block returns to the pool only when no slot
+// keeps it and the cache lets it go).
 bool Engine::blocks_suffice(int32_t slot, int64_t keep, int64_t need, std::span<const int32_t> free_slots) const {
   return lm_.kv_outlook(slot, keep, need, free_slots).fits();
 }
 
 // Gives `slot` the blocks of `need` positions, taking back the rows other free slots keep for
-// prompt reuse, least recently retired first, while the free blocks fall short.
+// prompt reuse, least recently retired first, while the free blocks fall short (their full
+// blocks stay in the prefix cache), then the prefix cache's least recently used blocks.
 bool Engine::reserve_blocks(int32_t slot, int64_t need, std::span<const int32_t> free_slots) {
   lm_.trim_kv(slot);
+  const auto short_of = [&] {
+    const CausalLM::KvOutlook o = lm_.kv_outlook(slot, lm_.position(slot), need);
+    return o.take - o.free;
+  };
   for (int32_t s : free_slots) {
-    if (lm_.kv_outlook(slot, lm_.position(slot), need).fits()) break;
+    if (short_of() <= 0) break;
     if (s == slot || lm_.kv_blocks_held(s) == 0) continue;
     lm_.release_kv(s);
     reuse_.forget(s);
   }
+  while (cache_ && short_of() > 0)
+    if (!cache_->evict_one()) break;
   return lm_.reserve_kv(slot, need);
 }
 
@@ -158,14 +179,29 @@ void Engine::admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& acti
     // Prompt logprobs need every prompt position's logits: such a prompt is read whole.
     int64_t reuse = p.request.prompt_logprobs > 0 || p.request.append ? 0 : choice.reuse;
     if (reuse > lm_.position(slot) || (choice.restore && lm_.snapshot_position(slot) != reuse)) reuse = 0;
+    // The prefix cache's blocks, where they cover more of the prompt than the slot's own tokens.
+    std::vector<int32_t> shared;
+    if (cache_ && !source && p.request.prompt_logprobs == 0 && !p.request.append) {
+      const auto& prompt = p.request.prompt_ids;
+      shared = cache_->match(prompt, static_cast<int64_t>(prompt.size()) - 1);
+      if (static_cast<int64_t>(shared.size()) * lm_.kv_block_tokens() <= reuse) shared.clear();
+    }
+    if (!shared.empty()) reuse = static_cast<int64_t>(shared.size()) * lm_.kv_block_tokens();
     const int64_t need = positions_needed(p.request, slot);
     const int64_t keep = reuse > 0 ? reuse : p.request.append ? lm_.position(slot) : 0;
     // Not enough blocks until running sequences end: the queue waits, in order.
-    if (!blocks_suffice(slot, keep, need, free_slots)) break;
+    if (shared.empty() ? !blocks_suffice(slot, keep, need, free_slots)
+                       : !lm_.kv_outlook(slot, keep, need, free_slots, shared).fits())
+      break;
     Pending taken = std::move(p);
     pending_.pop_front();
     GenerationRequest run = taken.request;
-    if (reuse > 0) {
+    if (!shared.empty()) {
+      lm_.adopt_prefix(slot, shared);
+      reuse_.forget(slot);
+      run.prompt_ids.erase(run.prompt_ids.begin(), run.prompt_ids.begin() + reuse);
+      run.append = true; // the slot holds the shared blocks' tokens
+    } else if (reuse > 0) {
       if (choice.restore) lm_.restore_snapshot(slot);
       else if (lm_.position(slot) > reuse) lm_.truncate(slot, reuse);
       run.prompt_ids.erase(run.prompt_ids.begin(), run.prompt_ids.begin() + reuse);
@@ -223,8 +259,16 @@ void Engine::expire_pending() {
 }
 
 void Engine::retire(Sequence& s, std::vector<int32_t>& free_slots) {
-  if (s.result().finish_reason == "error") reuse_.forget(s.slot());
-  else reuse_.ended(s.slot(), s.fed_tokens(), lm_.position(s.slot()), lm_.snapshot_position(s.slot()));
+  if (s.result().finish_reason == "error") {
+    reuse_.forget(s.slot());
+  } else {
+    std::vector<int32_t> fed = s.fed_tokens();
+    const int64_t position = lm_.position(s.slot());
+    // The slot holds the first `position` tokens; those past the known ones (a pick nobody read)
+    // are not offered.
+    if (cache_) cache_->offer(s.slot(), std::span(fed).first(std::min(fed.size(), static_cast<size_t>(position))));
+    reuse_.ended(s.slot(), std::move(fed), position, lm_.snapshot_position(s.slot()));
+  }
   free_slots.push_back(s.slot());
   --running_;
   s.handle().finish(s.result());
@@ -283,7 +327,7 @@ void Engine::run() {
     std::lock_guard lock(mutex_);
     retire_done();
     stats_ = loop.stats();
-    kv_load_.kv_blocks_free = lm_.kv_blocks_free();
+    count_blocks();
   }
 }
 

@@ -230,3 +230,45 @@ TEST(KvBlockPool, AccountingHoldsThroughRandomShareWriteTrimAndRelease) {
   EXPECT_GT(copies_seen, 20) << "too few writes into shared blocks to test copy-on-write";
   EXPECT_GT(refused, 0) << "the pool never ran short: the refusals went untested";
 }
+
+// The prefix cache's hold (KvBlockPool::hold): a held block outlives the rows that held it, is
+// evictable only once no row holds it, is copied before a row writes into it, and an adopting
+// row shares it. The outlook's evictable count equals what giving those blocks back frees.
+TEST(KvBlockPool, CacheHeldBlocksOutliveTheirRowsAndAreEvictableWhenAlone) {
+  auto rng = fresh_rng("kv block pool cache holds");
+  Backend be = cpu_model_backend();
+  KvBlockPool pool{be, kSlots, kContext, kBlockTokens, kPoolBlocks};
+  std::uniform_int_distribution<int64_t> len(kBlockTokens, 3 * kBlockTokens);
+  const int64_t positions = len(rng);
+  ASSERT_TRUE(pool.ensure(0, positions));
+  const int64_t full = positions / kBlockTokens;
+  std::vector<int32_t> cached(pool.host_row(0), pool.host_row(0) + full);
+  for (int32_t b : cached) pool.hold(b);
+  EXPECT_THROW(pool.hold(cached[0]), Error);
+  EXPECT_EQ(pool.evictable_blocks(), 0);
+  const int64_t free_before = pool.free_blocks();
+  // Slot 1 adopts the cached blocks; slot 0 lets go: the blocks stay, held by slot 1 and the cache.
+  pool.adopt(1, cached);
+  pool.release(0);
+  EXPECT_EQ(pool.free_blocks(), free_before + pool.blocks_for(positions) - full);
+  EXPECT_EQ(pool.evictable_blocks(), 0);
+  for (int32_t b : cached) EXPECT_EQ(pool.holders(b), 2);
+  // A write into adopted blocks copies them first: one copy per adopted block it touches, and a
+  // new block past them.
+  const KvBlockPool::Write w{1, kBlockTokens - 1, kBlockTokens + 1};
+  EXPECT_EQ(pool.blocks_to_take(std::span(&w, 1)), 2);
+  // The outlook with slot 1 released counts every cached block as evictable, and giving them back
+  // frees exactly that many.
+  const std::vector<int32_t> released{1};
+  const KvBlockPool::Outlook o = pool.outlook(2, 0, 0, kBlockTokens, released);
+  EXPECT_EQ(o.evictable, full);
+  pool.release(1);
+  EXPECT_EQ(pool.evictable_blocks(), full);
+  const int64_t free_alone = pool.free_blocks();
+  EXPECT_EQ(free_alone, o.free);
+  for (int32_t b : cached) pool.unhold(b);
+  EXPECT_EQ(pool.free_blocks(), free_alone + full);
+  EXPECT_EQ(pool.free_blocks(), kPoolBlocks);
+  EXPECT_THROW(pool.unhold(cached[0]), Error);
+  EXPECT_THROW(pool.adopt(2, cached), Error) << "adopting a free block";
+}

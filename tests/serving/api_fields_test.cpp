@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
+#include <thread>
 
 #include "demo_checkpoint.hpp"
 #include "ninfer/checkpoint/safetensors_file.hpp"
@@ -409,6 +411,61 @@ TEST(NinferServe, ThinkingBudgetForcesTheEndOfTheReasoning) {
     EXPECT_EQ(r.body["error"]["param"], "thinking_token_budget") << bad;
   }
   EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// Four clients at once whose prompts share a system prompt that an earlier request computed, on a
+// server with two slots: each reads at least the system prompt's full KV block from the prefix
+// cache or a slot (usage and /metrics say how many), and each gets the greedy ids of a server
+// that reads every prompt whole.
+TEST(NinferServe, ConcurrentClientsShareASystemPromptThroughThePrefixCache) {
+  auto rng = fresh_rng("serve prefix cache");
+  std::uniform_int_distribution<int64_t> id(0, 511); // tiny-qwen3's vocabulary
+  const auto ids = [&](size_t n) {
+    json v = json::array();
+    for (size_t i = 0; i < n; ++i) v.push_back(id(rng));
+    return v;
+  };
+  const json system = ids(70); // one full block of 64 positions
+  const auto with_system = [&](const json& tail) {
+    json p = system;
+    for (const json& t : tail) p.push_back(t);
+    return p;
+  };
+  std::vector<json> prompts;
+  for (int i = 0; i < 5; ++i) prompts.push_back(with_system(ids(3 + static_cast<size_t>(i))));
+  const auto run = [&](const std::vector<std::string>& extra, std::vector<Reply>& replies) {
+    ServerProcess server(tiny_qwen3_args(extra));
+    auto c = server.client();
+    replies.assign(prompts.size(), {});
+    replies[0] = post(*c, "/v1/completions", ids_request(prompts[0], 6));
+    std::vector<std::thread> clients;
+    for (size_t i = 1; i < prompts.size(); ++i)
+      clients.emplace_back([&, i] {
+        auto ci = server.client();
+        replies[i] = post(*ci, "/v1/completions", ids_request(prompts[i], 6));
+      });
+    for (auto& t : clients) t.join();
+    const auto metrics = c->Get("/metrics");
+    EXPECT_EQ(server.stop(), 0) << server.log();
+    return metrics ? metrics->body : std::string();
+  };
+  std::vector<Reply> warm, cold;
+  const std::string metrics = run({}, warm);
+  run({"--no-prefix-cache"}, cold);
+  int64_t cached = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(warm[i].status, 200) << warm[i].body.dump();
+    ASSERT_EQ(cold[i].status, 200) << cold[i].body.dump();
+    const int64_t n = warm[i].body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+    if (i > 0) EXPECT_GE(n, 64) << "client " << i;
+    cached += n;
+    EXPECT_EQ(cold[i].body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    EXPECT_EQ(warm[i].body["choices"][0]["token_ids"], cold[i].body["choices"][0]["token_ids"]) << "client " << i;
+  }
+  EXPECT_EQ(counter(metrics, "ninfer_prefix_cache_hits_total"), 4) << metrics;
+  EXPECT_EQ(counter(metrics, "ninfer_prefix_cached_tokens_total"), cached) << metrics;
+  EXPECT_GE(counter(metrics, "ninfer_prefix_cache_blocks"), 1) << metrics;
+  EXPECT_GE(counter(metrics, "ninfer_prefix_cache_evictable_blocks"), 0) << metrics;
 }
 
 // A second request that extends the first (a chat's next turn: its prompt, the reply, more

@@ -37,10 +37,18 @@ std::string ServerMetrics::render(const serving::Engine& engine, const Backend& 
   metric(out, "ninfer_prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
          fmt::format("ninfer_prompt_tokens_total {}\n", prompt_tokens_));
   metric(out, "ninfer_prefix_cache_hits_total", "counter",
-         "Finished requests whose prompt began with their slot's earlier tokens (read, not computed).",
+         "Finished requests that read the start of their prompt from their slot's earlier tokens or the prefix cache.",
          fmt::format("ninfer_prefix_cache_hits_total {}\n", cache_hits_));
-  metric(out, "ninfer_prefix_cached_tokens_total", "counter", "Prompt tokens read from a slot instead of computed.",
+  metric(out, "ninfer_prefix_cached_tokens_total", "counter",
+         "Prompt tokens read from a slot or the prefix cache instead of computed.",
          fmt::format("ninfer_prefix_cached_tokens_total {}\n", cached_tokens_));
+  metric(out, "ninfer_prefix_cache_blocks", "gauge", "KV blocks the prefix cache holds.",
+         fmt::format("ninfer_prefix_cache_blocks {}\n", load.prefix_cache_blocks));
+  metric(out, "ninfer_prefix_cache_evictable_blocks", "gauge",
+         "KV blocks only the prefix cache holds (given back when an admission lacks free blocks).",
+         fmt::format("ninfer_prefix_cache_evictable_blocks {}\n", load.prefix_cache_evictable));
+  metric(out, "ninfer_prefix_cache_evictions_total", "counter", "KV blocks the prefix cache gave back for admissions.",
+         fmt::format("ninfer_prefix_cache_evictions_total {}\n", load.prefix_cache_evictions));
   metric(out, "ninfer_generation_tokens_total", "counter", "Generated tokens of finished requests.",
          fmt::format("ninfer_generation_tokens_total {}\n", generated_tokens_));
   metric(out, "ninfer_decode_seconds_total", "counter", "Seconds finished requests spent decoding.",
@@ -54,7 +62,7 @@ std::string ServerMetrics::render(const serving::Engine& engine, const Backend& 
          fmt::format("ninfer_kv_cache_bytes {}\n", mem.in_use[static_cast<size_t>(MemoryUse::KvCache)]));
   metric(out, "ninfer_kv_blocks_total", "gauge", "Blocks of the KV cache pool (ninfer_kv_block_tokens positions each).",
          fmt::format("ninfer_kv_blocks_total {}\n", load.kv_blocks_total));
-  metric(out, "ninfer_kv_blocks_free", "gauge", "KV blocks no slot holds (a retired slot's kept rows are held).",
+  metric(out, "ninfer_kv_blocks_free", "gauge", "KV blocks no slot and not the prefix cache holds (a retired slot's kept rows are held).",
          fmt::format("ninfer_kv_blocks_free {}\n", load.kv_blocks_free));
   metric(out, "ninfer_kv_block_tokens", "gauge", "Positions per KV block.",
          fmt::format("ninfer_kv_block_tokens {}\n", load.kv_block_tokens));

@@ -37,7 +37,8 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_flag("--no-cuda-graph", o.no_cuda_graph, "Diagnostic: launch decode kernels one by one (no CUDA graphs)");
   app.add_flag("--no-prefix-cache", o.no_prefix_cache,
                "Read every prompt whole (default: a prompt that begins with a free slot's earlier tokens, such as "
-               "the next turn of a chat, reads only the rest)");
+               "the next turn of a chat, or with full KV blocks an earlier request left in the prefix cache, such "
+               "as a shared system prompt, reads only the rest)");
   app.add_option("--request-log", o.request_log, "Append one JSON line per finished request (server-side timings) to FILE");
   app.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (default: $NINFER_API_KEY, else none)")
       ->envname("NINFER_API_KEY");

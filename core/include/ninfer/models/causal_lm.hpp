@@ -226,11 +226,27 @@ class CausalLM {
   // their blocks (release_kv), the blocks reserve_kv(slot, positions) would take, and the blocks
   // then free. Exact with shared blocks: a released slot frees only the blocks no other slot
   // keeps, and a kept block where the slot writes costs a copy while another slot keeps it.
+  // `evictable`: blocks then held by the prefix cache alone (kv_hold_block), which it can give back
+  // (kv_unhold_block) for the reservation. `adopt` not empty: the slot instead holds those blocks
+  // as adopt_prefix gives them (`keep` is ignored).
   struct KvOutlook {
-    int64_t take = 0, free = 0;
-    bool fits() const { return take <= free; }
+    int64_t take = 0, free = 0, evictable = 0;
+    bool fits() const { return take <= free + evictable; }
   };
-  KvOutlook kv_outlook(int32_t slot, int64_t keep, int64_t positions, std::span<const int32_t> released = {}) const;
+  KvOutlook kv_outlook(int32_t slot, int64_t keep, int64_t positions, std::span<const int32_t> released = {},
+                       std::span<const int32_t> adopt = {}) const;
+  // The blocks of the slot's row, in position order (kv_blocks_held of them).
+  std::span<const int32_t> kv_block_row(int32_t slot) const;
+  // The prefix cache's hold on a block (ninfer/serving/prefix_cache.hpp): one more holder that is no
+  // slot, so a block some slot holds keeps its rows after that slot drops it, and a slot about to
+  // write into it copies it first. kv_unhold_block drops the hold (the block is free once no slot
+  // holds it). Throws ninfer::Error for a free block or a hold twice / none to drop.
+  void kv_hold_block(int32_t block);
+  void kv_unhold_block(int32_t block);
+  // Slots holding the block, plus one when the cache holds it.
+  int32_t kv_block_holders(int32_t block) const;
+  // Blocks held by the cache alone.
+  int64_t kv_blocks_evictable() const;
   // Forgets the slot's sequence (reset) and returns its blocks to the pool.
   void release_kv(int32_t slot);
   // Returns the slot's blocks past its position (rows it no longer reads: a truncated or restored
@@ -267,6 +283,13 @@ class CausalLM {
   // model unchanged, for src == dst, a bad slot, a src that holds no tokens, a round of either
   // slot not read (its position is not known), or too few free blocks for the copies.
   void fork(int32_t src, int32_t dst);
+  // The slot forgets its sequence (reset, release_kv) and holds `blocks` as its first blocks,
+  // each held already (by the prefix cache or another slot), at position blocks.size() x
+  // kv_block_tokens(): the KV rows of a prefix another slot computed, shared as fork shares them
+  // (copy-on-write protects them). Only where can_truncate() (a model whose whole state per token is
+  // its KV rows). Throws ninfer::Error, the model unchanged, otherwise, for a free block, a prefix
+  // past max_context, or a round of the slot not read.
+  void adopt_prefix(int32_t slot, std::span<const int32_t> blocks);
   // Benchmarks only: the slot continues at position `tokens` as if that many had been
   // prefilled, without computing them. Decode then reads `tokens` KV rows per attention layer
   // (zeros, or what an earlier sequence left), so its cost is that of a real context that deep.

@@ -2,7 +2,9 @@
 // the engine loop (ninfer/generation/scheduler.hpp, the loop ninfer-run drives too). Requests
 // wait in a bounded queue, in order, and take a free slot once the KV block pool can give it the
 // blocks of every position the request may reach (retired slots' rows kept for prompt reuse are
-// given back for it, least recently retired first); they are prefilled one chunk per iteration (inside the
+// given back for it, least recently retired first, then the prefix cache's least recently used
+// blocks); a prompt that begins with blocks the prefix cache holds (ninfer/serving/prefix_cache.hpp)
+// shares them and reads only the rest. They are prefilled one chunk per iteration (inside the
 // decoding sequences' step while there are any: ModelOptions::mixed_chunk tokens, else
 // prefill_chunk), and then decode together: every step feeds one token to each generating
 // sequence, queued before the host reads the previous step's tokens. Requests join between
@@ -34,6 +36,7 @@
 #include "ninfer/generation/generate.hpp"
 #include "ninfer/generation/scheduler.hpp"
 #include "ninfer/serving/reply_text.hpp"
+#include "ninfer/serving/prefix_cache.hpp"
 #include "ninfer/serving/request_handle.hpp"
 #include "ninfer/serving/slot_reuse.hpp"
 
@@ -67,6 +70,11 @@ struct EngineLoad {
   int64_t kv_block_tokens = 0;
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_free = 0;
+  // The prefix cache: blocks it holds, of them those only it holds (evictable), and blocks given
+  // back so far for admissions.
+  int64_t prefix_cache_blocks = 0;
+  int64_t prefix_cache_evictable = 0;
+  int64_t prefix_cache_evictions = 0;
 };
 
 // How one request's output is presented (what it generates does not change).
@@ -89,8 +97,12 @@ struct EngineOptions {
   // cancelled or failed): the server's request log.
   std::function<void(const ServeResult&)> on_finish;
   // A request takes the free slot whose earlier request's tokens begin its prompt and reads only
-  // the rest (ninfer/serving/slot_reuse.hpp); false: every prompt is read whole.
+  // the rest (ninfer/serving/slot_reuse.hpp), or, on a model whose slots hold only KV rows, shares
+  // the longest chain of full blocks that finished requests left in the prefix cache
+  // (ninfer/serving/prefix_cache.hpp), whichever covers more; false: every prompt is read whole.
   bool prefix_cache = true;
+  // Tests only: the prefix cache's chain hash (a colliding one); empty: PrefixCache::default_hash.
+  PrefixCache::Hash prefix_hash;
 };
 
 class Engine {
@@ -153,6 +165,8 @@ class Engine {
   int64_t positions_needed(const GenerationRequest& r, int32_t slot) const;
   bool blocks_suffice(int32_t slot, int64_t keep, int64_t need, std::span<const int32_t> free_slots) const;
   bool reserve_blocks(int32_t slot, int64_t need, std::span<const int32_t> free_slots);
+  // The KV pool's counts for load() (mutex_ held).
+  void count_blocks();
 
   CausalLM& lm_;
   const Tokenizer* tokenizer_;
@@ -165,6 +179,7 @@ class Engine {
   bool cancel_running_ = false;
   SchedulerStats stats_; // the loop's, copied after each iteration
   SlotReuse reuse_;      // the scheduler thread's only
+  std::unique_ptr<PrefixCache> cache_; // the scheduler thread's only; null when off
   EngineLoad kv_load_;   // the KV pool's counts (mutex_)
   std::thread thread_;
 };

@@ -42,7 +42,7 @@ struct ServeResult {
   std::string finish_reason;          // "stop", "length", "cancelled" or "error"
   std::string error;                  // finish_reason "error": what went wrong
   int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0; // of them, read from the slot's earlier request (SlotReuse), not computed
+  int64_t cached_tokens = 0; // of them, read from the slot's earlier request (SlotReuse) or the prefix cache, not computed
   // Of them, copied from the first choice of the same request (Engine::submit's `choices`,
   // CausalLM::fork), not computed: the whole prompt for a choice that forked, else 0.
   int64_t forked_tokens = 0;

@@ -1,0 +1,84 @@
+// The serving engine's prefix cache across slots (docs/serving.md, "The prefix cache"): the full
+// KV blocks of finished requests, found again by their tokens, so that a prompt beginning with a
+// prefix some earlier request computed (a shared system prompt, an earlier turn of a chat that
+// ran in another slot) reads those blocks instead of computing them.
+//
+// An entry is one full block of kv_block_tokens() positions: its tokens, the entry before it in
+// its sequence (the chain: a block's rows depend on every token before it) and the pool block
+// that holds its rows. Entries are found by a chain hash (the hash of the previous block's hash
+// and this block's tokens), and a hit compares the tokens and the previous entry too, so two
+// chains whose hashes collide never share rows. The cache holds one reference on each block
+// (CausalLM::kv_hold_block), so the rows outlive the slot that wrote them; a slot that reads them
+// shares the block, and copy-on-write keeps a slot from ever writing into it. A block that only
+// the cache holds is evictable: the engine gives back the least recently used ones when an
+// admission lacks free blocks (the engine's admission counts them as obtainable).
+//
+// Only where the model's whole per-token state is its KV rows (CausalLM::can_truncate): a Gated
+// DeltaNet layer's recurrent state is not in the blocks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace ninfer {
+class CausalLM;
+}
+
+namespace ninfer::serving {
+
+class PrefixCache {
+ public:
+  // The chain hash of a block: of the previous block's hash (0 for the first block) and its tokens.
+  using Hash = std::function<uint64_t(uint64_t previous, std::span<const int32_t> tokens)>;
+  static uint64_t default_hash(uint64_t previous, std::span<const int32_t> tokens);
+
+  // `lm` must outlive the cache and can_truncate(). `hash` empty: default_hash (tests pass a
+  // colliding one).
+  explicit PrefixCache(CausalLM& lm, Hash hash = {});
+  ~PrefixCache(); // gives every hold back
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
+
+  // `tokens` are the first tokens the slot holds (at most its position): the cache takes a hold
+  // on each full block of them it does not have yet, and marks them all used now.
+  void offer(int32_t slot, std::span<const int32_t> tokens);
+
+  // The longest chain of cached blocks that begins `prompt`, at most `most_tokens` tokens, marked
+  // used now: its pool blocks in position order, each holding block_tokens() of the prompt.
+  std::vector<int32_t> match(std::span<const int32_t> prompt, int64_t most_tokens);
+
+  // Gives back the least recently used block only the cache holds; false when there is none.
+  bool evict_one();
+
+  int32_t block_tokens() const { return block_tokens_; }
+  int64_t blocks() const { return static_cast<int64_t>(entries_.size()); } // blocks held
+  int64_t evictions() const { return evictions_; }
+
+ private:
+  struct Entry {
+    uint64_t previous = 0; // the previous entry's id, 0 for a first block
+    uint64_t hash = 0;
+    std::vector<int32_t> tokens;
+    int32_t block = -1;
+    uint64_t used = 0;
+  };
+  // The entry after `previous` holding `tokens`, 0 for none.
+  uint64_t find(uint64_t previous, uint64_t hash, std::span<const int32_t> tokens) const;
+  void touch(uint64_t id, uint64_t used);
+  void erase(uint64_t id);
+
+  CausalLM& lm_;
+  Hash hash_;
+  int32_t block_tokens_;
+  uint64_t next_id_ = 1, clock_ = 0;
+  int64_t evictions_ = 0;
+  std::unordered_map<uint64_t, Entry> entries_;           // by id
+  std::unordered_multimap<uint64_t, uint64_t> by_hash_;   // chain hash -> ids
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> lru_; // (used, id) -> id, oldest first
+};
+
+} // namespace ninfer::serving
