@@ -206,16 +206,22 @@ __device__ void warp_tile(RowState<HD, R>& st, const float* q, const KvRows<E>& 
   tile_values(st, p, LaneValues<E, RowState<HD, R>::kDimsPerLane>(kv, lane), nkeys);
 }
 
-// Requests tile [key0, key0 + nkeys)'s K and V rows into L2 (lane j: key j's rows).
+// Requests key j's K and V rows of a tile into L2.
 template <class E>
-__device__ __forceinline__ void prefetch_tile(const KvRows<E>& slot_rows, int key0, int nkeys, int lane) {
+__device__ __forceinline__ void prefetch_key(const KvRows<E>& tile, int j) {
+  const int64_t off = static_cast<int64_t>(j) * tile.pos_stride;
+  const int bytes = tile.head_dim * static_cast<int>(sizeof(E));
+  prefetch_l2(tile.k + off, bytes);
+  prefetch_l2(tile.v + off, bytes);
+}
+
+// Requests tile [key0, key0 + nkeys) into L2, lane j key j (prefetch_key of the cache's rows:
+// KvRows here, KvCodeRows in attention/decode_warp_codes.cuh).
+template <class Rows>
+__device__ __forceinline__ void prefetch_tile(const Rows& slot_rows, int key0, int nkeys, int lane) {
   if (nkeys <= 0) return;
-  const KvRows<E> kv = slot_rows.tile(key0);
-  if (lane >= nkeys) return;
-  const int64_t off = static_cast<int64_t>(lane) * kv.pos_stride;
-  const int bytes = kv.head_dim * static_cast<int>(sizeof(E));
-  prefetch_l2(kv.k + off, bytes);
-  prefetch_l2(kv.v + off, bytes);
+  const Rows kv = slot_rows.tile(key0);
+  if (lane < nkeys) prefetch_key(kv, lane);
 }
 
 } // namespace ninfer::cuda_plugin::attention
