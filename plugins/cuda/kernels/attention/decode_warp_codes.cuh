@@ -8,8 +8,8 @@
 // from global memory into registers and are widened there; no tile is staged and no barrier sits
 // in the key loop.
 //
-//   scores  lane j owns key j: its codes in 16-byte pieces (a batch of pieces and the key's scales
-//           in flight), widened to exact code values and dotted with q from shared memory; a
+//   scores  lane j owns key j: its codes in 16-byte pieces (a batch of pieces and their scales in
+//           flight), widened to exact code values and dotted with q from shared memory; a
 //           group's sum (64 elements; fp8: the row) is multiplied by its scale once. int4r keys
 //           are rotated: the pass's q rows were rotated by the same Hadamard transform
 //           (decode_pass, attention/decode_keys.cuh), so q . k is (H q) . k'.
@@ -90,14 +90,17 @@ __device__ __forceinline__ int64_t code_row_bytes(int hd) {
 }
 
 // Lane j's key (head row r, of the tile's keys iff has_key) against the pass's R q rows: s[i].
-// Pieces of 16 code bytes, kBatch in flight with the scales of their groups; pieces past head_dim
-// (and a missing key's) are zero with scale 0, so they add nothing whatever the cache holds.
+// Pieces of 16 code bytes, a batch of 128 elements' in flight with the scales of their groups (8
+// pieces of int8 or fp8, 4 of int4r: the unrolled body stays twice the 16-bit walk's, whose warps
+// ncu found waiting on instruction fetch (docs/cuda-attention.md), and the codes were requested
+// into L2 a tile ahead); pieces past head_dim (and a missing key's) are zero with scale 0, so they
+// add nothing whatever the cache holds.
 template <class F, int HD, int R>
 __device__ __forceinline__ void score_codes(float (&s)[R], const float* q, const KvCodeRows<F>& kv, int64_t r,
                                             bool has_key) {
   using W = KvCodeWord<F>;
   constexpr int kElems = 4 * W::kPerWord, kPieces = HD / kElems; // elements per piece, pieces per row
-  constexpr int kBatch = kPieces < 8 ? kPieces : 8;
+  constexpr int kBatch = kPieces < 128 / kElems ? kPieces : 128 / kElems;
   constexpr int kGroupPieces = NINFER_KV_GROUP / kElems;
   static_assert(kBatch % kGroupPieces == 0, "a batch holds whole scale groups");
   const int hd = kv.head_dim, pieces = hd / kElems;
@@ -155,8 +158,8 @@ struct LaneValueCodes {
     Codes c;
     float s;
   };
-  // int8 and fp8: 8 keys of 2 words and a scale; int4r: 16 of 1 and a scale.
-  static constexpr int kKeysInFlight = 16 / Codes::kWords;
+  // 8 keys of 2 words (int4r 1) and a scale: the 16-bit walk's count of keys and unrolled body.
+  static constexpr int kKeysInFlight = 8;
   static constexpr bool kScaled = true;
   const unsigned char* v;
   const void* v_scale;
