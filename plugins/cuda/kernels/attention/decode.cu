@@ -31,9 +31,10 @@
 //
 // The cache may be float32, float16 or bfloat16 (one kernel per cache dtype, the variant
 // launches the call's), widened exactly to float32 as it is read (tensor cores: used as stored,
-// with q rounded to its format), or a compact format (int8, fp8, int4r): those take the
-// row-owning design in every head-dim class, their codes widened as each tile is staged
-// (attention/kv_compact.cuh).
+// with q rounded to its format), or a compact format (int8, fp8, int4r): those take the float32
+// cache's design, warps owning keys widening codes in registers where decode_by_keys holds
+// (attention/decode_warp_codes.cuh), warps owning rows widening them as each tile is staged
+// elsewhere (attention/kv_compact.cuh).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -55,11 +56,12 @@
 #endif
 
 // Kernel entry points, one per (head-dim class, cache dtype): float32 caches keep the original
-// names, 16-bit ones add _kvf16 / _kvbf16. The row-owning kernels are held to two CTAs of 256
-// threads per SM (128 registers): unbounded, the float32 hd128 one took 149, one CTA per SM,
-// which would halve the split counts the planner can give a call. The key-owning hd256 kernels
-// keep one CTA per SM (decode_min_ctas): held to 128 registers they spilled 460-530 bytes and
-// decoded Qwen3.5-27B at 68.5 tok/s at context 4096 against 70.3 unbounded.
+// names, the others add the cache's (_kvf16, _kvbf16, _kvint8, _kvfp8, _kvint4r). The row-owning
+// kernels are held to two CTAs of 256 threads per SM (128 registers): unbounded, the float32
+// hd128 one took 149, one CTA per SM, which would halve the split counts the planner can give a
+// call. The key-owning hd256 kernels keep one CTA per SM (decode_min_ctas): held to 128 registers
+// the 16-bit ones spilled 460-530 bytes and decoded Qwen3.5-27B at 68.5 tok/s at context 4096
+// against 70.3 unbounded.
 #define NINFER_ATTENTION_DECODE(NAME, E, HD)                                                                 \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads,               \
                                                ninfer::cuda_plugin::attention::decode_min_ctas(HD))          \
@@ -81,24 +83,17 @@ NINFER_ATTENTION_DECODE(decode_hd64_kvbf16, __nv_bfloat16, 64)
 NINFER_ATTENTION_DECODE(decode_hd128_kvbf16, __nv_bfloat16, 128)
 NINFER_ATTENTION_DECODE(decode_hd256_kvbf16, __nv_bfloat16, 256)
 
-// Compact caches: warps own rows in every class (hd256 too: the key-owning walk reads 16-byte
-// rows straight from the cache, which a compact row's codes and scales are not), two CTAs per SM.
-#define NINFER_ATTENTION_DECODE_COMPACT(NAME, F, HD)                                                         \
-  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, 2)            \
-      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e,                                 \
-                              ninfer::cuda_plugin::attention::LaunchScratch ws) {                            \
-    ninfer::cuda_plugin::grid_dependency_prologue();                                                         \
-    ninfer::cuda_plugin::attention::decode_split_rows<ninfer::cuda_plugin::attention::F, HD>(a, b, e, ws);   \
-  }
-NINFER_ATTENTION_DECODE_COMPACT(decode_hd64_kvint8, KvInt8, 64)
-NINFER_ATTENTION_DECODE_COMPACT(decode_hd128_kvint8, KvInt8, 128)
-NINFER_ATTENTION_DECODE_COMPACT(decode_hd256_kvint8, KvInt8, 256)
-NINFER_ATTENTION_DECODE_COMPACT(decode_hd64_kvfp8, KvFp8, 64)
-NINFER_ATTENTION_DECODE_COMPACT(decode_hd128_kvfp8, KvFp8, 128)
-NINFER_ATTENTION_DECODE_COMPACT(decode_hd256_kvfp8, KvFp8, 256)
-NINFER_ATTENTION_DECODE_COMPACT(decode_hd64_kvint4r, KvInt4r, 64)
-NINFER_ATTENTION_DECODE_COMPACT(decode_hd128_kvint4r, KvInt4r, 128)
-NINFER_ATTENTION_DECODE_COMPACT(decode_hd256_kvint4r, KvInt4r, 256)
+// Compact caches (attention/kv_compact.cuh): hd256 on the key-owning walk that widens codes in
+// registers (attention/decode_warp_codes.cuh), the other classes staging them into float tiles.
+NINFER_ATTENTION_DECODE(decode_hd64_kvint8, ninfer::cuda_plugin::attention::KvInt8, 64)
+NINFER_ATTENTION_DECODE(decode_hd128_kvint8, ninfer::cuda_plugin::attention::KvInt8, 128)
+NINFER_ATTENTION_DECODE(decode_hd256_kvint8, ninfer::cuda_plugin::attention::KvInt8, 256)
+NINFER_ATTENTION_DECODE(decode_hd64_kvfp8, ninfer::cuda_plugin::attention::KvFp8, 64)
+NINFER_ATTENTION_DECODE(decode_hd128_kvfp8, ninfer::cuda_plugin::attention::KvFp8, 128)
+NINFER_ATTENTION_DECODE(decode_hd256_kvfp8, ninfer::cuda_plugin::attention::KvFp8, 256)
+NINFER_ATTENTION_DECODE(decode_hd64_kvint4r, ninfer::cuda_plugin::attention::KvInt4r, 64)
+NINFER_ATTENTION_DECODE(decode_hd128_kvint4r, ninfer::cuda_plugin::attention::KvInt4r, 128)
+NINFER_ATTENTION_DECODE(decode_hd256_kvint4r, ninfer::cuda_plugin::attention::KvInt4r, 256)
 
 // The tensor-core design's entry points (hd128, 16-bit caches): the launch takes them when the
 // call's cache rows are 16-byte vectors, the kernels above otherwise. Its own kernel, so neither
@@ -206,13 +201,13 @@ constexpr int split_of(int v) { return kDecodeSplits[v % kDecodeSplitCount]; }
 
 char g_names[kVariants][32]; // "decode_split512_hd256"
 
-// Shared memory a call needs of a class's kernels: the key-owning design's follows the GQA group,
-// the others' the cache dtype (a 16-bit cache may take the tensor-core kernel, chosen at launch;
-// a compact one takes the row-owning kernel in every class). The plan (dyn_smem) and the
-// launch's check both ask this.
+// Shared memory a call needs of a class's kernels: the key-owning design's (every cache dtype's,
+// compact ones included) follows the GQA group, the others' the cache dtype (a 16-bit cache may
+// take the tensor-core kernel, chosen at launch). The plan (dyn_smem) and the launch's check both
+// ask this.
 size_t decode_smem_bytes(const DecodeKernel& k, int64_t group, int32_t cache_dtype) {
-  if (kv_compact_index(cache_dtype) >= 0) return smem_bytes(k.hd, kRows);
   if (decode_by_keys(k.hd)) return decode_keys_smem_bytes(k.hd, group);
+  if (kv_compact_index(cache_dtype) >= 0) return smem_bytes(k.hd, kRows);
   const int d = kv_dtype_index(cache_dtype);
   const size_t rows = smem_bytes(k.hd, kRows);
   return d >= 0 && k.mma[d] ? std::max(rows, decode_mma_smem_bytes(k.hd)) : rows;
@@ -220,7 +215,7 @@ size_t decode_smem_bytes(const DecodeKernel& k, int64_t group, int32_t cache_dty
 
 template <int V>
 size_t dyn_smem(const void*, const ninfer_shape* s) {
-  if (decode_by_keys(kernel_of(V).hd) && kv_compact_index(s->dtype) < 0 && s->dims[2] <= 0) return 0;
+  if (decode_by_keys(kernel_of(V).hd) && s->dims[2] <= 0) return 0;
   return decode_smem_bytes(kernel_of(V), s->dims[2] > 0 ? s->dims[1] / s->dims[2] : 0, s->dtype);
 }
 
@@ -292,7 +287,7 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stre
   // decode kernel. The variants stay "cooperative" for the planner only: it sizes the split so all
   // CTAs are resident in one wave, which is still what makes the chunks run side by side.
   const int d = kv_dtype_index(a.cache.dtype);
-  if (d < 0) // a compact cache (check_args took it): the row-owning kernel of its format
+  if (d < 0) // a compact cache (check_args took it): its format's kernel
     return launch_kernel(kernel_of(V).compact[kv_compact_index(a.cache.dtype)], dim3(l->grid_x, l->grid_y),
                          kDecodeThreads, a, *l, false, stream, name, err, err_len);
   const Kernel mma = kernel_of(V).mma[d];

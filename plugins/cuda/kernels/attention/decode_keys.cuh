@@ -1,11 +1,15 @@
 // The split-KV decode with warps owning keys (attention/decode.cu; head-dim classes where
 // decode_by_keys holds): each of a CTA's warps takes its own 32-key tiles of the chunk with all of
-// the group's rows (warp_tile, attention/decode_warp.cuh) in passes of up to kDecodePassRows rows,
-// and the warps meet once, in shared memory, at the end of a pass (merge_warps).
+// the group's rows (warp_tile) in passes of up to kDecodePassRows rows, and the warps meet once, in
+// shared memory, at the end of a pass (merge_warps). One pass for every cache: the rows come from a
+// KvSource<E> (attention/kv_compact.cuh), and overloads of warp_tile and prefetch_tile read it —
+// 16- and 32-bit rows (attention/decode_warp.cuh) or a compact format's codes and scales
+// (attention/decode_warp_codes.cuh).
 #pragma once
 
 #include "attention/decode_merge.cuh"
 #include "attention/decode_warp.cuh"
+#include "attention/decode_warp_codes.cuh"
 
 namespace ninfer::cuda_plugin::attention {
 
@@ -54,11 +58,12 @@ __device__ void merge_warps(const ninfer_attention_args& a, const DecodeSmem<HD,
   }
 }
 
-// Keys [k0, k1) of kv head g for rows [r0, r0 + R): the pass's q rows into shared memory, the
-// warps over their 32-key tiles (warp w takes tiles w, w + kDecodeWarps, ...), their results into
-// their slots, then merged (merge_warps).
+// Keys [k0, k1) of kv head g for rows [r0, r0 + R): the pass's q rows into shared memory (int4r:
+// rotated, since its keys are stored rotated), the warps over their 32-key tiles (warp w takes
+// tiles w, w + kDecodeWarps, ...; the next one's rows requested into L2 before this one is read),
+// their results into their slots, then merged (merge_warps).
 template <class E, int HD, int R>
-__device__ void decode_pass(const ninfer_attention_args& a, const DecodeSmem<HD, R>& sm, const KvRows<E>& kv,
+__device__ void decode_pass(const ninfer_attention_args& a, const DecodeSmem<HD, R>& sm, const KvSource<E>& kv,
                             int64_t t, int64_t tt, int g, int r0, int k0, int k1, int chunk, int chunks, LaunchScratch ws) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int group = a.heads / a.cache.kv_heads, hd = a.cache.head_dim;
@@ -68,6 +73,8 @@ __device__ void decode_pass(const ninfer_attention_args& a, const DecodeSmem<HD,
     const float* src = r < group ? a.q + t * a.q_token_stride + static_cast<int64_t>(g * group + r) * a.q_head_stride
                                  : nullptr;
     load_q_row<HD>(sm.q + i * HD, src, hd, a.scale, lane, 32);
+    if constexpr (kv_rotated_keys<E>) // H q, by the warp that wrote the row (kv_append.h)
+      if (src) hadamard_rotate_row(sm.q + i * HD, hd, lane);
   }
   __syncthreads();
   RowState<HD, R> st;
@@ -105,8 +112,9 @@ __device__ void decode_split_keys(const ninfer_attention_args& a, int64_t tb, in
   const int chunks = w.chunks, chunk = w.chunk, k0 = w.k0, k1 = w.k1;
 
   for (int g = w.g0; g < kvh; g += w.gstep) {
-    KvRows<E> kv = kv_rows<E>(c, w.ok ? w.slot : 0, g);
-    kv.vec = kv.vec && c.head_dim % RowState<HD, R>::kDimsPerLane == 0; // a lane's value dims all in the row or none
+    KvSource<E> kv = kv_source<E>(c, w.ok ? w.slot : 0, g);
+    if constexpr (!kv_compact<E>) // a lane's value dims all in the row or none (compact head dims: multiples of 16)
+      kv.vec = kv.vec && c.head_dim % RowState<HD, R>::kDimsPerLane == 0;
     for (int r0 = 0; r0 < group; r0 += R) decode_pass<E, HD, R>(a, sm, kv, t, tt, g, r0, k0, k1, chunk, chunks, ws);
     if (chunks > 1) merge_if_last_chunk<HD>(a, ws, tb, tt, g, chunks);
   }

@@ -6,7 +6,7 @@
 // (KvTileInFlight). The float32 cache keeps the single-buffered loop: its tile in registers would
 // cost twice as many (32 at hd128 with 256 threads) inside the 128-register bound that keeps two
 // CTAs per SM. A compact cache (attention/kv_compact.cuh) takes the single-buffered loop too, its
-// codes widened as each tile is staged; this design serves it in every head-dim class.
+// codes widened as each tile is staged, in the same head-dim classes.
 #pragma once
 
 #include "attention/decode_merge.cuh"

@@ -14,7 +14,9 @@
 //   values  lane l owns kDims = HD / 32 consecutive output dims, so one key's value row is one
 //           coalesced load of the warp; a key's probability comes from the lane that scored it.
 // Both rows of a tile (K and V) are requested into L2 when the tile starts, so the batched loads
-// after the first find them there. No shared memory, no barrier inside the key loop.
+// after the first find them there. No shared memory, no barrier inside the key loop. The online
+// softmax and the value loop (tile_softmax, tile_values) serve the compact caches' tiles too
+// (attention/decode_warp_codes.cuh), which read codes where this file reads 16-bit elements.
 #pragma once
 
 #include "attention/tile.cuh"
@@ -63,6 +65,101 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int bytes) {
 // share of each row's sum. Only the dims a lane's acc holds differ: here lane l's kDimsPerLane
 // consecutive dims l * kDimsPerLane + k (the prefill's are l + 32 k).
 
+// s[i] += (dims [d, d + N) of q row i) . f for the pass's R rows: q from shared memory as float4
+// broadcasts (every lane reads the same address), one FMA chain per row.
+template <int HD, int R, int N>
+__device__ __forceinline__ void dot_rows(float (&s)[R], const float* q, int d, const float (&f)[N]) {
+#pragma unroll
+  for (int c = 0; c < N; c += 4)
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const float4 q4 = *reinterpret_cast<const float4*>(q + i * HD + d + c);
+      s[i] = fmaf(q4.x, f[c], s[i]);
+      s[i] = fmaf(q4.y, f[c + 1], s[i]);
+      s[i] = fmaf(q4.z, f[c + 2], s[i]);
+      s[i] = fmaf(q4.w, f[c + 3], s[i]);
+    }
+}
+
+// One tile's online-softmax step, shared by every cache's warp_tile: s[i] is this lane's key's
+// score in row i (ignored without a key); p[i] becomes its weight relative to the new running
+// max, and the rows' sums and accumulators are rescaled to that max.
+template <int HD, int R>
+__device__ __forceinline__ void tile_softmax(RowState<HD, R>& st, const float (&s)[R], bool has_key, float (&p)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const float si = has_key ? s[i] : -INFINITY;
+    const float m_new = fmaxf(st.m[i], warp_max(si)); // finite: the tile has at least one key
+    const float alpha = expf(st.m[i] - m_new);         // 0 on the warp's first tile
+    p[i] = has_key ? expf(si - m_new) : 0.f;
+    st.l[i] = st.l[i] * alpha + p[i];
+#pragma unroll
+    for (int k = 0; k < RowState<HD, R>::kDimsPerLane; ++k) st.acc[i][k] *= alpha;
+    st.m[i] = m_new;
+  }
+}
+
+// Values: adds p_j times key j's value row (this lane's kDimsPerLane dims) for keys [0, nkeys)
+// of the tile, the weights broadcast from the lanes that scored them. `src` reads the rows:
+// load(raw, j, in) issues key j's loads (in: j is one of the tile's keys), widen(raw, j, v) gives
+// its dims and returns the factor its weight takes (Src::kScaled; a compact row's scale). The
+// loads of Src::kKeysInFlight keys are issued before any is widened.
+template <int HD, int R, class Src>
+__device__ __forceinline__ void tile_values(RowState<HD, R>& st, const float (&p)[R], const Src& src, int nkeys) {
+  constexpr int kDims = RowState<HD, R>::kDimsPerLane, kKeys = Src::kKeysInFlight;
+#pragma unroll 1
+  for (int j0 = 0; j0 < nkeys; j0 += kKeys) {
+    typename Src::Raw raw[kKeys];
+#pragma unroll
+    for (int b = 0; b < kKeys; ++b) src.load(raw[b], j0 + b, j0 + b < nkeys);
+#pragma unroll
+    for (int b = 0; b < kKeys; ++b) {
+      const int j = j0 + b;
+      if (j >= nkeys) break; // warp-uniform
+      float v[kDims];
+      const float f = src.widen(raw[b], j, v);
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        float pj = __shfl_sync(kFullMask, p[i], j);
+        if constexpr (Src::kScaled) pj *= f;
+#pragma unroll
+        for (int k = 0; k < kDims; ++k) st.acc[i][k] = fmaf(pj, v[k], st.acc[i][k]);
+      }
+    }
+  }
+}
+
+// A 16- or 32-bit cache's value rows as tile_values reads them: lane l's kDims consecutive dims
+// from d0 = l * kDims, one vector load per key (raw words, about 32 registers for the keys in
+// flight; widened as they are used), or scalar loads where rows are not vectors.
+template <class E, int kDims>
+struct LaneValues {
+  using Raw = KvPiece<E, kDims>;
+  static constexpr int kKeysInFlight = 32 / Raw::kWords < 16 ? 32 / Raw::kWords : 16;
+  static constexpr bool kScaled = false;
+  const E* base; // the tile's first key's row at dim d0
+  int64_t pos_stride;
+  int d0, head_dim;
+  bool vec;
+
+  __device__ LaneValues(const KvRows<E>& kv, int lane)
+      : base(kv.v + lane * kDims), pos_stride(kv.pos_stride), d0(lane * kDims), head_dim(kv.head_dim), vec(kv.vec) {}
+  __device__ __forceinline__ void load(Raw& raw, int j, bool in) const {
+    if (!vec) return;
+    if (in && d0 < head_dim) raw.load(base + j * pos_stride);
+    else raw.zero();
+  }
+  __device__ __forceinline__ float widen(const Raw& raw, int j, float (&v)[kDims]) const {
+    if (vec) {
+      raw.widen(v);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kDims; ++k) v[k] = d0 + k < head_dim ? KvElem<E>::load(base + j * pos_stride + k) : 0.f;
+    }
+    return 1.f;
+  }
+};
+
 // Keys [key0, key0 + nkeys) (nkeys <= 32; every one visible to every row: a decode token sees all
 // keys up to its position) through the warp's rows. q: the pass's R rows in shared memory, [R][HD],
 // pre-scaled, zero past head_dim and in rows past the group. key0 is a multiple of kKeysPerTile,
@@ -70,7 +167,6 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int bytes) {
 template <class E, int HD, int R>
 __device__ void warp_tile(RowState<HD, R>& st, const float* q, const KvRows<E>& slot_rows, int key0, int nkeys,
                           int lane) {
-  constexpr int kDims = RowState<HD, R>::kDimsPerLane;
   const bool has_key = lane < nkeys;
   const KvRows<E> kv = slot_rows.tile(key0);
   const E* krow = kv.k + static_cast<int64_t>(lane) * kv.pos_stride;
@@ -94,16 +190,7 @@ __device__ void warp_tile(RowState<HD, R>& st, const float* q, const KvRows<E>& 
       for (int b = 0; b < kBatch; ++b) {
         float kf[kVec];
         KvElem<E>::widen(raw[b], kf);
-#pragma unroll
-        for (int c = 0; c < kVec; c += 4)
-#pragma unroll
-          for (int i = 0; i < R; ++i) {
-            const float4 q4 = *reinterpret_cast<const float4*>(q + i * HD + (v0 + b) * kVec + c);
-            s[i] = fmaf(q4.x, kf[c], s[i]);
-            s[i] = fmaf(q4.y, kf[c + 1], s[i]);
-            s[i] = fmaf(q4.z, kf[c + 2], s[i]);
-            s[i] = fmaf(q4.w, kf[c + 3], s[i]);
-          }
+        dot_rows<HD>(s, q, (v0 + b) * kVec, kf);
       }
     }
   } else if (has_key) {
@@ -114,69 +201,27 @@ __device__ void warp_tile(RowState<HD, R>& st, const float* q, const KvRows<E>& 
     }
   }
 
-  // Online softmax: p[i] is this lane's key's weight in row i, relative to the new running max.
   float p[R];
-#pragma unroll
-  for (int i = 0; i < R; ++i) {
-    const float si = has_key ? s[i] : -INFINITY;
-    const float m_new = fmaxf(st.m[i], warp_max(si)); // finite: the tile has at least one key
-    const float alpha = expf(st.m[i] - m_new);         // 0 on the warp's first tile
-    p[i] = has_key ? expf(si - m_new) : 0.f;
-    st.l[i] = st.l[i] * alpha + p[i];
-#pragma unroll
-    for (int k = 0; k < kDims; ++k) st.acc[i][k] *= alpha;
-    st.m[i] = m_new;
-  }
-
-  // Values: key j's row, this lane's dims, a batch of keys' loads in flight (raw words, about 32
-  // registers; widened as they are used).
-  const int d0 = lane * kDims;
-  const bool has_dims = d0 < kv.head_dim;
-  using Piece = KvPiece<E, kDims>;
-  constexpr int kKeysInFlight = 32 / Piece::kWords < 16 ? 32 / Piece::kWords : 16;
-  const E* vbase = kv.v + d0;
-#pragma unroll 1
-  for (int j0 = 0; j0 < nkeys; j0 += kKeysInFlight) {
-    Piece raw[kKeysInFlight];
-    if (kv.vec) {
-#pragma unroll
-      for (int b = 0; b < kKeysInFlight; ++b) {
-        if (j0 + b < nkeys && has_dims) raw[b].load(vbase + (j0 + b) * kv.pos_stride);
-        else raw[b].zero();
-      }
-    }
-#pragma unroll
-    for (int b = 0; b < kKeysInFlight; ++b) {
-      const int j = j0 + b;
-      if (j >= nkeys) break; // warp-uniform
-      float v[kDims];
-      if (kv.vec) {
-        raw[b].widen(v);
-      } else {
-#pragma unroll
-        for (int k = 0; k < kDims; ++k)
-          v[k] = d0 + k < kv.head_dim ? KvElem<E>::load(vbase + j * kv.pos_stride + k) : 0.f;
-      }
-#pragma unroll
-      for (int i = 0; i < R; ++i) {
-        const float pj = __shfl_sync(kFullMask, p[i], j);
-#pragma unroll
-        for (int k = 0; k < kDims; ++k) st.acc[i][k] = fmaf(pj, v[k], st.acc[i][k]);
-      }
-    }
-  }
+  tile_softmax(st, s, has_key, p);
+  tile_values(st, p, LaneValues<E, RowState<HD, R>::kDimsPerLane>(kv, lane), nkeys);
 }
 
-// Requests tile [key0, key0 + nkeys)'s K and V rows into L2 (lane j: key j's rows).
+// Requests key j's K and V rows of a tile into L2.
 template <class E>
-__device__ __forceinline__ void prefetch_tile(const KvRows<E>& slot_rows, int key0, int nkeys, int lane) {
+__device__ __forceinline__ void prefetch_key(const KvRows<E>& tile, int j) {
+  const int64_t off = static_cast<int64_t>(j) * tile.pos_stride;
+  const int bytes = tile.head_dim * static_cast<int>(sizeof(E));
+  prefetch_l2(tile.k + off, bytes);
+  prefetch_l2(tile.v + off, bytes);
+}
+
+// Requests tile [key0, key0 + nkeys) into L2, lane j key j (prefetch_key of the cache's rows:
+// KvRows here, KvCodeRows in attention/decode_warp_codes.cuh).
+template <class Rows>
+__device__ __forceinline__ void prefetch_tile(const Rows& slot_rows, int key0, int nkeys, int lane) {
   if (nkeys <= 0) return;
-  const KvRows<E> kv = slot_rows.tile(key0);
-  if (lane >= nkeys) return;
-  const int64_t off = static_cast<int64_t>(lane) * kv.pos_stride;
-  const int bytes = kv.head_dim * static_cast<int>(sizeof(E));
-  prefetch_l2(kv.k + off, bytes);
-  prefetch_l2(kv.v + off, bytes);
+  const Rows kv = slot_rows.tile(key0);
+  if (lane < nkeys) prefetch_key(kv, lane);
 }
 
 } // namespace ninfer::cuda_plugin::attention

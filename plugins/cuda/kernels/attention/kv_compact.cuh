@@ -1,10 +1,12 @@
 // The compact KV cache formats (KV_INT8, KV_FP8, KV_INT4R; ninfer/abi/ops/kv_append.h) as the
 // float-tile attention kernels read them: the split-KV decode with warps owning rows
-// (attention/decode_rows.cuh) and the tiled prefill (attention/prefill.cu). A K/V tile is staged
-// in pieces of kKvCompactPiece elements: each thread loads a piece's codes (16 bytes; int4r 8)
-// and its row's scale, and widens them to float32 as it writes the float tile, so the tile and
-// the arithmetic on it are the 16-bit path's (attention/tile.cuh). No dequantized copy exists
-// outside the tile. int4r keys stay rotated (k' = H k); the kernels rotate each query row once
+// (attention/decode_rows.cuh) and the tiled prefill (attention/prefill.cu); the key-owning decode
+// (decode_by_keys) widens the same codes in registers instead (attention/decode_warp_codes.cuh,
+// which uses the codecs, rows and rotation below). A K/V tile is staged in pieces of
+// kKvCompactPiece elements: each thread loads a piece's codes (16 bytes; int4r 8) and its row's
+// scale, and widens them to float32 as it writes the float tile, so the tile and the arithmetic
+// on it are the 16-bit path's (attention/tile.cuh). No dequantized copy exists outside the tile
+// (or the registers). int4r keys stay rotated (k' = H k); the kernels rotate each query row once
 // instead (hadamard_rotate_row), so the score is dot(H q, k').
 //
 // Addressing is the cache's one row rule (kv_append.h): the head row of (slot, p, kv head h) is
@@ -31,14 +33,18 @@ inline constexpr bool kv_compact<KvFp8> = true;
 template <>
 inline constexpr bool kv_compact<KvInt4r> = true;
 
-// Two e4m3fn codes (kv_append.h; bytes 0 and 2 of `p`) times the scale s, as the CPU reference
-// reads them: the code's exact value, then one float32 product. The code's bits placed in a
-// half (sign to bit 15, exponent and mantissa to bits 7-13) are its value times 2^-8, subnormals
-// included, so the value is that half widened and multiplied by 256 (exact); NVRTC needs no fp8
-// header. 0x7f and 0xff (exponent and mantissa all ones) are NaN in e4m3fn.
-__device__ __forceinline__ void e4m3x2_scaled(uint32_t p, float s, float& lo, float& hi) {
+// Two e4m3fn codes (kv_append.h; bytes 0 and 2 of `p`), each its exact value times 2^-8: the
+// code's bits placed in a half (sign to bit 15, exponent and mantissa to bits 7-13) are that,
+// subnormals included, so no fp8 header is needed under NVRTC. 0x7f and 0xff (exponent and
+// mantissa all ones, NaN in e4m3fn) read as finite here.
+__device__ __forceinline__ float2 e4m3x2_over_256(uint32_t p) {
   const uint32_t h = ((p & 0x00800080u) << 8) | ((p & 0x007f007fu) << 7);
-  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+  return __half22float2(*reinterpret_cast<const __half2*>(&h));
+}
+// The same two codes times the scale s, as the CPU reference reads them: the code's exact value
+// (the half widened and multiplied by 256, exact), then one float32 product; NaN codes read NaN.
+__device__ __forceinline__ void e4m3x2_scaled(uint32_t p, float s, float& lo, float& hi) {
+  const float2 f = e4m3x2_over_256(p);
   const float kNan = __int_as_float(0x7fc00000);
   lo = (p & 0x7fu) == 0x7fu ? kNan : f.x * 256.f * s;
   hi = (p & 0x7f0000u) == 0x7f0000u ? kNan : f.y * 256.f * s;

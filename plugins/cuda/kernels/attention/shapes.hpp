@@ -39,10 +39,11 @@ constexpr int kDecodeThreads = kDecodeWarps * 32;
 constexpr int kDecodeRowsPerWarp = 2;
 constexpr int kDecodeMaxGroup = kDecodeWarps * kDecodeRowsPerWarp; // query heads per kv head
 
-// The hd256 class decodes with warps owning keys instead of rows (attention/decode_keys.cuh):
-// each warp takes its own 32-key tiles with up to kDecodePassRows of the group's rows (groups of
-// kDecodeSmallPass or fewer take that many), read straight from global memory, and the warps
-// meet once at the end. It needs ~250 registers, so one CTA per SM.
+// The hd256 class decodes with warps owning keys instead of rows (attention/decode_keys.cuh), with
+// every cache dtype, compact ones included: each warp takes its own 32-key tiles with up to
+// kDecodePassRows of the group's rows (groups of kDecodeSmallPass or fewer take that many), read
+// straight from global memory, and the warps meet once at the end. It needs 200-255 registers, so
+// one CTA per SM.
 NINFER_HD_FN constexpr bool decode_by_keys(int hd_class) { return hd_class == 256; }
 NINFER_HD_FN constexpr int decode_min_ctas(int hd_class) { return decode_by_keys(hd_class) ? 1 : 2; }
 constexpr int kDecodeSmallPass = 4;
@@ -90,9 +91,9 @@ NINFER_HD_FN int kv_dtype_index(int32_t dtype) {
   return dtype == NINFER_DTYPE_F32 ? 0 : dtype == NINFER_DTYPE_F16 ? 1 : dtype == NINFER_DTYPE_BF16 ? 2 : -1;
 }
 
-// The compact formats (kv_append.h) the float-tile kernels read (the split-KV decode with warps
-// owning rows, the tiled prefill: attention/kv_compact.cuh): one kernel per format at index
-// kv_compact_index(dtype) of a variant's compact table. The tensor-core kernels read none.
+// The compact formats (kv_append.h) the float-tile kernels read (the split-KV decode, the tiled
+// prefill: attention/kv_compact.cuh): one kernel per format at index kv_compact_index(dtype) of a
+// variant's compact table. The tensor-core kernels read none.
 constexpr int kKvCompactCount = 3;
 constexpr uint32_t kKvCompactMask =
     (1u << NINFER_DTYPE_KV_INT8) | (1u << NINFER_DTYPE_KV_FP8) | (1u << NINFER_DTYPE_KV_INT4R);
