@@ -74,6 +74,11 @@ On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu
                                 32000) is prefilled beside them (STREAM_TOKENS each, default 1500), and
                                 each stream's ratio of the two (target <= 1.5); MIXED_CHUNK=N,
                                 PREFILL_CHUNK=N (default 2048): ninfer-serve's --mixed-chunk, --prefill-chunk
+  serve-turns=PRESET[:PROMPT]   the prefix cache (docs/serving.md): a random PRESET checkpoint (bf16, default
+                                qwen3-8b), ninfer-serve with 2 slots, time to first token of a PROMPT-token
+                                (default 8000) conversation's cold first turn, of its second turn from the
+                                prefix cache in another slot, of its third in the same slot; SERVE_ARGS: more
+                                ninfer-serve words
 
 Every device subcommand unpacks $CARRY/bundle.tar.gz (default .carry) into /tmp/ninfer-carry
 unless the unpacked copy is that very bundle (a warm machine may hold another call's build).
@@ -539,6 +544,35 @@ PY
   rm -f "$w/requests.jsonl"
 }
 
+# The issue-33 target for the prefix cache: a conversation's later turns against its cold first
+# turn, time to first token (ninfer_soak.py --mode turns), on a 2-slot server.
+serve_turns() { # preset prompt
+  local preset="${1:-qwen3-8b}" prompt="${2:-8000}" w=/tmp/serve-bench port=8414 url pid
+  url="http://127.0.0.1:$port"
+  health() { python3 -c "import urllib.request;urllib.request.urlopen('$url/health',timeout=2)" 2>/dev/null; }
+  step "device"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  serve_checkpoint "$preset" || return 1
+  step "ninfer-serve, 2 slots: a $prompt-token conversation's turns ${SERVE_ARGS:-}"
+  # shellcheck disable=SC2086  # SERVE_ARGS is a word list
+  "$n/ninfer/bin/ninfer-serve" --checkpoint "$w/model" --device cuda --port "$port" --max-concurrency 2 \
+    --max-context $((prompt + 1024)) ${SERVE_ARGS:-} --request-log "$w/requests.jsonl" > "$w/serve.out" 2> "$w/serve.err" &
+  pid=$!
+  for _ in $(seq 300); do health && break; sleep 1; done
+  health || { echo "server did not come up"; tail -20 "$w/serve.err"; kill "$pid"; return 1; }
+  python3 -u tools/ninfer-soak/ninfer_soak.py --url "$url" --mode turns --prompt-length "$prompt" --max-tokens 64 \
+    --json > "$w/turns.json" 2> "$w/turns.err"
+  python3 - "$w/turns.json" <<'PY' | tee "$(fresh_log "serve-turns-$preset-$prompt" txt)"
+import json, sys, runpy
+soak = runpy.run_path("tools/ninfer-soak/ninfer_soak.py")
+soak["print_report"](json.load(open(sys.argv[1])))
+PY
+  kill -TERM "$pid"; wait "$pid"; echo "ninfer-serve exit $?"
+  for f in turns.json turns.err serve.err requests.jsonl; do
+    cp "$w/$f" "$(fresh_log "serve-turns-$preset-$prompt-${f%.*}" "${f##*.}")" 2>/dev/null
+  done
+  rm -f "$w/requests.jsonl"
+}
+
 # ---------------------------------------------------------------------------------------------
 
 (($#)) || { usage >&2; exit 2; }
@@ -552,7 +586,7 @@ for arg in "$@"; do
     -h | --help | help) usage; exit 0 ;;
     bundle) bundle "$val" || exit 1; continue ;;
     suites | test | generic-test | memcheck | racecheck | bench | routes | ablation | ab | profile | ncu | tune | \
-      precision | generic | soak | serve-bench | serve-itl) device_setup ;;
+      precision | generic | soak | serve-bench | serve-itl | serve-turns) device_setup ;;
     *) echo "unknown subcommand: $arg (scripts/device.sh --help lists them)" >&2; exit 2 ;;
   esac
   case "$kind" in
@@ -572,6 +606,7 @@ for arg in "$@"; do
     soak) soak "$val" || status=1 ;;
     serve-bench) serve_bench "$first" "$rest" || status=1 ;;
     serve-itl) serve_itl "$first" "$rest" || status=1 ;;
+    serve-turns) serve_turns "$first" "$rest" || status=1 ;;
   esac
 done
 exit "$status"

@@ -212,8 +212,8 @@ std::optional<Scheduler::Chunk> Scheduler::next_chunk() const {
   });
   const ModelOptions& o = lm_.options();
   Sequence& s = **it;
-  const int64_t n =
-      std::min<int64_t>(others_decode ? o.mixed_chunk : o.prefill_chunk, s.prompt_size() - s.queued_prompt);
+  int64_t n = std::min<int64_t>(others_decode ? o.mixed_chunk : o.prefill_chunk, s.prompt_size() - s.queued_prompt);
+  if (s.hooks.chunk_end) n = std::clamp<int64_t>(s.hooks.chunk_end(s.queued_prompt) - s.queued_prompt, 1, n);
   return Chunk{*it, n, s.queued_prompt + n == s.prompt_size()};
 }
 

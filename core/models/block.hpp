@@ -40,10 +40,12 @@ class Mixer {
                        ops::Rows resid) = 0;
   // The slot starts a new sequence.
   virtual void reset(Backend& be, int32_t slot) = 0;
-  // Copies the slot's state to its snapshot, or the snapshot back (StepLimits::state_snapshots;
-  // queued in stream order). A mixer whose state is per token (KV rows) has nothing to copy.
-  virtual void save_snapshot(Backend&, int32_t) {}
-  virtual void restore_snapshot(Backend&, int32_t) {}
+  // Copies the slot's state to state copy `copy`, or copy `copy` back into the slot (queued in
+  // stream order). Copies: the slots' snapshots first (copy = slot, StepLimits::state_snapshots),
+  // then the prefix cache's (StepLimits::prefix_states; state_copy_index). A mixer whose state is
+  // per token (KV rows) has nothing to copy.
+  virtual void save_state(Backend&, int32_t /*slot*/, int32_t /*copy*/) {}
+  virtual void load_state(Backend&, int32_t /*slot*/, int32_t /*copy*/) {}
   // The sequence state of slot `src` becomes slot `dst`'s too (CausalLM::fork; queued in stream
   // order): a recurrent mixer copies its state (and its snapshot, where it keeps one). Attention
   // keeps its rows in KV blocks, which the slots share (copy_kv_block).

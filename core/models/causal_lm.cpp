@@ -43,6 +43,12 @@ void check_options(const ModelOptions& o) {
   if (!sp.on() && sp.draft_tokens != 0)
     throw Error(fmt::format("draft_tokens is {} without a speculation method: choose one (mtp) or leave it 0",
                             sp.draft_tokens));
+  if (o.prefix_states < 0 || (o.prefix_states > 0 && sp.on()))
+    throw Error(fmt::format("prefix_states must be >= 0, and 0 with speculation (got {})", o.prefix_states));
+  if (sp.draft_vocab < 0 || (!sp.on() && sp.draft_vocab != 0))
+    throw Error(fmt::format("draft_vocab must be >= 1 with a speculation method, or 0 for the whole vocabulary "
+                            "(got {}{})",
+                            sp.draft_vocab, sp.on() ? "" : " without speculation"));
 }
 
 // The load must allocate what its plan said, part by part: the plan and the load share their
@@ -92,6 +98,9 @@ std::unique_ptr<CausalLM> CausalLM::load(const Checkpoint& ck, Backend& be, cons
   check_options(options);
   require_all(ck); // every missing or misshapen tensor in one message, before allocating anything
   if (options.speculation.method == SpecMethod::Mtp) require_mtp(ck);
+  if (options.speculation.draft_vocab > cfg.vocab_size)
+    throw Error(fmt::format("draft_vocab {} exceeds the model's vocabulary of {} tokens", options.speculation.draft_vocab,
+                            cfg.vocab_size));
   if (const auto extra = unrecognised_tensors(ck); !extra.empty())
     spdlog::warn("{}: {} tensor(s) that no {} layer reads (first: {}); they are ignored", ck.dir().string(),
                  extra.size(), family_name(cfg.family), extra.front());

@@ -70,12 +70,30 @@ int32_t CausalLM::kv_block_holders(int32_t block) const {
 }
 int64_t CausalLM::kv_blocks_evictable() const { return decoder_->kv_pool().evictable_blocks(); }
 
-void CausalLM::adopt_prefix(int32_t slot, std::span<const int32_t> blocks) {
+int32_t CausalLM::prefix_states() const {
+  return config_.num_layers_of(LayerKind::LinearAttention) > 0 ? options_.prefix_states : 0;
+}
+
+void CausalLM::save_prefix_state(int32_t slot, int32_t entry) {
   check_slot(slot);
   check_no_round(slot);
-  if (!can_truncate())
-    throw Error("adopt_prefix: a slot of a model with Gated DeltaNet layers or speculation holds state besides its KV "
+  if (entry < 0 || entry >= prefix_states())
+    throw Error(fmt::format("save_prefix_state: copy {} of {}", entry, prefix_states()));
+  decoder_->save_prefix_state(slot, entry);
+}
+
+void CausalLM::adopt_prefix(int32_t slot, std::span<const int32_t> blocks, int32_t state) {
+  check_slot(slot);
+  check_no_round(slot);
+  if (options_.speculation.on())
+    throw Error("adopt_prefix: a slot of a model loaded for speculation holds its last hidden state besides its KV "
                 "rows, which shared blocks do not give it");
+  const bool recurrent = !can_truncate();
+  if (recurrent && (state < 0 || state >= prefix_states()))
+    throw Error(fmt::format("adopt_prefix: a model with Gated DeltaNet layers adopts blocks with the state saved where "
+                            "they end (copy {} of {})",
+                            state, prefix_states()));
+  if (!recurrent && state >= 0) throw Error("adopt_prefix: a state copy for a model without Gated DeltaNet layers");
   models::KvBlockPool& pool = decoder_->kv_pool();
   const int64_t positions = static_cast<int64_t>(blocks.size()) * pool.block_tokens();
   if (positions > options_.max_context)
@@ -87,6 +105,7 @@ void CausalLM::adopt_prefix(int32_t slot, std::span<const int32_t> blocks) {
   reset(slot);
   pool.adopt(slot, blocks);
   pool.sync();
+  if (recurrent) decoder_->load_prefix_state(slot, state);
   positions_[static_cast<size_t>(slot)] = positions;
 }
 

@@ -250,11 +250,24 @@ PickResult Decoder::read_picks() {
 }
 
 void Decoder::save_snapshot(int32_t slot) {
-  for (auto& l : parts_.layers) l.mixer->save_snapshot(be_, slot);
+  for (auto& l : parts_.layers) l.mixer->save_state(be_, slot, slot);
 }
 
 void Decoder::restore_snapshot(int32_t slot) {
-  for (auto& l : parts_.layers) l.mixer->restore_snapshot(be_, slot);
+  for (auto& l : parts_.layers) l.mixer->load_state(be_, slot, slot);
+}
+
+// The prefix cache's copies follow the slots' snapshots (Mixer::save_state).
+int32_t Decoder::prefix_state_copy(int32_t entry) const {
+  return (limits_.state_snapshots ? limits_.max_sequences : 0) + entry;
+}
+
+void Decoder::save_prefix_state(int32_t slot, int32_t entry) {
+  for (auto& l : parts_.layers) l.mixer->save_state(be_, slot, prefix_state_copy(entry));
+}
+
+void Decoder::load_prefix_state(int32_t slot, int32_t entry) {
+  for (auto& l : parts_.layers) l.mixer->load_state(be_, slot, prefix_state_copy(entry));
 }
 
 void Decoder::reset(int32_t slot) {

@@ -103,6 +103,8 @@ class Decoder {
   // slot's next input for spec_round.
   bool speculative() const { return mtp_ != nullptr; }
   int64_t vocab() const { return lm_head().rows; }
+  // Token ids [0, draft_vocab()) are what the MTP head may draft (Speculation::draft_vocab).
+  int64_t draft_vocab() const { return limits_.draft_vocab > 0 ? limits_.draft_vocab : vocab(); }
 
   // Uploads the step, copies its `chained` ids from earlier picks (on the backend, before the
   // layers and outside any recording), runs every layer and the final norm; the hidden rows stay
@@ -160,6 +162,10 @@ class Decoder {
   // Every mixer's state of the slot to its snapshot and back (StepLimits::state_snapshots).
   void save_snapshot(int32_t slot);
   void restore_snapshot(int32_t slot);
+  // Every mixer's state of the slot to the prefix cache's copy `entry` and back
+  // (StepLimits::prefix_states).
+  void save_prefix_state(int32_t slot, int32_t entry);
+  void load_prefix_state(int32_t slot, int32_t entry);
   // Slot `dst` takes a copy of slot `src`'s state, queued after the steps queued so far: every
   // recurrent layer's state (and snapshot) and, with speculation, the slot's last hidden state
   // and next input. KV rows are the pool's (KvBlockPool::share, copy_kv_blocks).
@@ -169,6 +175,7 @@ class Decoder {
   void copy_kv_blocks(std::span<const KvBlockPool::Copy> copies);
 
  private:
+  int32_t prefix_state_copy(int32_t entry) const;
   // The LM head, then `pick` for rows [first, first + n) into picks_.
   void run_pick(int64_t first, int64_t n, Pick pick);
   // Copies the chained ids into the step's inputs, one copy per run of consecutive tokens fed by

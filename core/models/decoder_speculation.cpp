@@ -213,8 +213,8 @@ void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* 
     // The head's output is the next draft's hidden state (in place) and its logits' argmax the
     // draft.
     mtp_->forward(be_, d, parts_.embedding, head, scratch_, head);
-    ops::linear(be_, B, head, lm_head(), logits);
-    ops::argmax(be_, B, logits, static_cast<int32_t>(V), table + int64_t{k} * B, nullptr);
+    ops::linear_first_rows(be_, B, head, lm_head(), draft_vocab(), logits);
+    ops::argmax(be_, B, logits, static_cast<int32_t>(draft_vocab()), table + int64_t{k} * B, nullptr);
   }
   ops::copy_rows(be_, int64_t{B} * D, 1, device_ids(v), 1, to_verify, table, 1, nullptr);
   run_layers(v);
@@ -260,6 +260,9 @@ void Decoder::reserve_round_workspace() {
   mtp_->forward(be_, mtp_inputs_->shape_only(T, 1, static_cast<int32_t>(T), ctx), parts_.embedding, head, scratch_,
                 head);
   mtp_->forward(be_, mtp_inputs_->shape_only(S, S, 1, ctx), parts_.embedding, head, scratch_, head);
+  const ops::Rows logits = rows_of(logits_, vocab());
+  ops::linear_first_rows(be_, S, head, lm_head(), draft_vocab(), logits);
+  ops::argmax(be_, S, logits, static_cast<int32_t>(draft_vocab()), nullptr, nullptr);
   if (limits_.max_mixed_chunk > 1 && S > 1)
     mtp_->forward(be_, mtp_inputs_->mixed_shape_only(limits_.max_mixed_chunk, S - 1, ctx), parts_.embedding, head,
                   scratch_, head);

@@ -35,8 +35,15 @@ GatedDeltaNetBlock::GatedDeltaNetBlock(WeightLoader& w, Backend& be, const std::
   be.zero(conv_state_, 0, conv_state_.bytes());
   be.zero(recurrent_state_, 0, recurrent_state_.bytes());
   if (limits.state_snapshots) {
+    snapshot_copies_ = limits.max_sequences;
     conv_snapshot_ = be.allocate(slots * conv_state_bytes(), MemoryUse::State, p + "linear_attn conv snapshot");
     recurrent_snapshot_ = be.allocate(slots * recurrent_state_bytes(), MemoryUse::State, p + "linear_attn recurrent snapshot");
+  }
+  if (limits.prefix_states > 0) {
+    const auto n = static_cast<size_t>(limits.prefix_states);
+    conv_prefix_ = be.allocate(n * conv_state_bytes(), MemoryUse::PrefixStates, p + "linear_attn conv prefix states");
+    recurrent_prefix_ =
+        be.allocate(n * recurrent_state_bytes(), MemoryUse::PrefixStates, p + "linear_attn recurrent prefix states");
   }
   if (limits.draft_tokens > 0) {
     const size_t rows = static_cast<size_t>(limits.max_sequences) * static_cast<size_t>(limits.draft_tokens + 1);
@@ -56,16 +63,20 @@ void GatedDeltaNetBlock::reset(Backend& be, int32_t slot) {
   be.zero(recurrent_state_, slot * recurrent_state_bytes(), recurrent_state_bytes());
 }
 
-void GatedDeltaNetBlock::save_snapshot(Backend& be, int32_t slot) {
-  be.copy(conv_snapshot_, slot * conv_state_bytes(), conv_state_, slot * conv_state_bytes(), conv_state_bytes());
-  be.copy(recurrent_snapshot_, slot * recurrent_state_bytes(), recurrent_state_, slot * recurrent_state_bytes(),
-          recurrent_state_bytes());
+void GatedDeltaNetBlock::save_state(Backend& be, int32_t slot, int32_t copy) {
+  const size_t conv = conv_state_bytes(), rec = recurrent_state_bytes();
+  const bool own = copy < snapshot_copies_;
+  const size_t at = static_cast<size_t>(own ? copy : copy - snapshot_copies_);
+  be.copy(own ? conv_snapshot_ : conv_prefix_, at * conv, conv_state_, slot * conv, conv);
+  be.copy(own ? recurrent_snapshot_ : recurrent_prefix_, at * rec, recurrent_state_, slot * rec, rec);
 }
 
-void GatedDeltaNetBlock::restore_snapshot(Backend& be, int32_t slot) {
-  be.copy(conv_state_, slot * conv_state_bytes(), conv_snapshot_, slot * conv_state_bytes(), conv_state_bytes());
-  be.copy(recurrent_state_, slot * recurrent_state_bytes(), recurrent_snapshot_, slot * recurrent_state_bytes(),
-          recurrent_state_bytes());
+void GatedDeltaNetBlock::load_state(Backend& be, int32_t slot, int32_t copy) {
+  const size_t conv = conv_state_bytes(), rec = recurrent_state_bytes();
+  const bool own = copy < snapshot_copies_;
+  const size_t at = static_cast<size_t>(own ? copy : copy - snapshot_copies_);
+  be.copy(conv_state_, slot * conv, own ? conv_snapshot_ : conv_prefix_, at * conv, conv);
+  be.copy(recurrent_state_, slot * rec, own ? recurrent_snapshot_ : recurrent_prefix_, at * rec, rec);
 }
 
 void GatedDeltaNetBlock::fork(Backend& be, int32_t src, int32_t dst) {

@@ -32,8 +32,8 @@ class GatedDeltaNetBlock final : public Mixer {
   void forward(Backend& be, const Step& s, const Scratch& scratch, const ops::NormedInput& in,
                ops::Rows resid) override;
   void reset(Backend& be, int32_t slot) override;
-  void save_snapshot(Backend& be, int32_t slot) override;
-  void restore_snapshot(Backend& be, int32_t slot) override;
+  void save_state(Backend& be, int32_t slot, int32_t copy) override;
+  void load_state(Backend& be, int32_t slot, int32_t copy) override;
   void fork(Backend& be, int32_t src, int32_t dst) override;
   void keep_token_state(Backend& be, int32_t seqs, const int32_t* slots, const int32_t* rows) override;
 
@@ -51,7 +51,10 @@ class GatedDeltaNetBlock final : public Mixer {
   Matrix w_a_, w_b_, out_;
   Vector a_log_, dt_bias_, conv_w_, norm_w_;
   DeviceBuffer conv_state_, recurrent_state_;
-  DeviceBuffer conv_snapshot_, recurrent_snapshot_; // per slot, with StepLimits::state_snapshots
+  // The slots' snapshots (StepLimits::state_snapshots), then the prefix cache's copies
+  // (StepLimits::prefix_states), in two allocations each so the memory report tells them apart.
+  DeviceBuffer conv_snapshot_, recurrent_snapshot_, conv_prefix_, recurrent_prefix_;
+  int32_t snapshot_copies_ = 0;
   // Speculation only: the states after every token of a verification pass (limits.max_sequences
   // x (draft_tokens + 1) tokens), from which keep_token_state settles each slot.
   DeviceBuffer conv_token_states_, recurrent_token_states_;

@@ -39,6 +39,10 @@ std::string MemoryPlan::text() const {
   if (parts.of(MemoryUse::State))
     s += part_line("gdn-state", parts.of(MemoryUse::State),
                    fmt::format("{} per sequence x {}", format_bytes(state_bytes_per_sequence), o.max_sequences));
+  if (const size_t b = parts.of(MemoryUse::PrefixStates); b && o.prefix_states > 0)
+    s += part_line("prefix-states", b,
+                   fmt::format("{} per copy x {} (the prefix cache's Gated DeltaNet states)",
+                               format_bytes(b / static_cast<size_t>(o.prefix_states)), o.prefix_states));
   s += part_line("activations", parts.of(MemoryUse::Activations), "");
   s += part_line("workspace", parts.of(MemoryUse::Workspace), "");
   if (parts.allocator) s += part_line("allocator", parts.allocator, "estimate: buffers rounded to the allocator's granule");

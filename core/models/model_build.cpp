@@ -50,6 +50,7 @@ StepLimits step_limits(const ModelOptions& o) {
   limits.max_mixed_chunk = o.max_sequences > 1 ? o.mixed_chunk : 0;
   // A speculative round verifies every sequence's next input and its drafts in one pass.
   limits.draft_tokens = o.speculation.on() ? o.speculation.draft_tokens : 0;
+  limits.draft_vocab = o.speculation.on() ? o.speculation.draft_vocab : 0;
   limits.max_tokens = std::max<int64_t>({o.prefill_chunk, o.max_sequences,
                                          limits.max_mixed_chunk ? o.mixed_chunk + o.max_sequences - 1 : 0,
                                          int64_t{o.max_sequences} * (limits.draft_tokens + 1)});
@@ -57,6 +58,7 @@ StepLimits step_limits(const ModelOptions& o) {
   limits.max_context = o.max_context;
   limits.kv_dtype = kv_dtype(o.kv_cache);
   limits.state_snapshots = o.state_snapshots;
+  limits.prefix_states = o.prefix_states;
   return limits;
 }
 

@@ -89,11 +89,14 @@ Manifest resolve_manifest(const ModelSource& s) {
     m.runtime.memory_limit_gib = s.memory_limit_gib;
   }
   if (s.kv_capacity) m.runtime.kv_capacity = parse_kv_capacity_option(*s.kv_capacity);
-  if (s.spec) m.spec.method = parse_spec_option(*s.spec);
-  if (s.draft_tokens) {
-    if (*s.draft_tokens < 1 || *s.draft_tokens > kMostDraftTokens)
-      throw Error(fmt::format("--draft-tokens {}: expected 1 to {}", *s.draft_tokens, kMostDraftTokens));
-    m.spec.draft_tokens = *s.draft_tokens;
+  if (s.spec.method) m.spec.method = parse_spec_option(*s.spec.method);
+  if (const auto& k = s.spec.draft_tokens) {
+    if (*k < 1 || *k > kMostDraftTokens) throw Error(fmt::format("--draft-tokens {}: expected 1 to {}", *k, kMostDraftTokens));
+    m.spec.draft_tokens = *k;
+  }
+  if (const auto& n = s.spec.draft_vocab) {
+    if (*n < 0) throw Error(fmt::format("--draft-vocab {}: expected a number of tokens >= 1, or 0 for all", *n));
+    m.spec.draft_vocab = *n;
   }
   return m;
 }
@@ -127,16 +130,19 @@ ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::option
   mo.weights = precision(m.dtype);
   mo.cuda_graphs = m.runtime.cuda_graphs;
   mo.kv_cache = kv_cache_precision(m.runtime.kv_dtype);
-  if (m.spec.method == SpecKind::Mtp) mo.speculation = {SpecMethod::Mtp, static_cast<int32_t>(m.spec.draft_tokens)};
+  if (m.spec.method == SpecKind::Mtp)
+    mo.speculation = {SpecMethod::Mtp, static_cast<int32_t>(m.spec.draft_tokens),
+                      static_cast<int32_t>(std::min<int64_t>(m.spec.draft_vocab, INT32_MAX))};
   return mo;
 }
 
 ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice, int32_t max_sequences,
                              std::optional<int32_t> prefill_chunk, std::optional<int32_t> mixed_chunk,
-                             bool state_snapshots) {
+                             bool state_snapshots, int32_t prefix_states) {
   const Manifest& m = files.manifest;
   ModelOptions mo = model_options(m, max_sequences, prefill_chunk, mixed_chunk);
   mo.state_snapshots = state_snapshots && !mo.speculation.on(); // ModelOptions::state_snapshots
+  mo.prefix_states = mo.speculation.on() ? 0 : prefix_states;    // ModelOptions::prefix_states
 
   ModelOnDevice out;
   out.plugins = std::make_unique<PluginHost>();
@@ -173,8 +179,11 @@ ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice
   spdlog::info("KV cache: {} (kv_dtype {}); memory budget: {}", to_string(out.lm->options().kv_cache),
                to_string(m.runtime.kv_dtype), report.describe());
   if (mo.speculation.on())
-    spdlog::info("speculative decoding: {} drafts per round from the MTP head (requests picked on the device)",
-                 mo.speculation.draft_tokens);
+    spdlog::info("speculative decoding: {} drafts per round from the MTP head over {} (requests picked on the "
+                 "device)",
+                 mo.speculation.draft_tokens,
+                 mo.speculation.draft_vocab ? fmt::format("token ids below {}", mo.speculation.draft_vocab)
+                                            : std::string("the whole vocabulary"));
   if (max_sequences > 1)
     spdlog::info("prompt chunks: {} tokens alone, {} beside decoding streams (mixed_chunk{})",
                  out.lm->options().prefill_chunk, out.lm->options().mixed_chunk,

@@ -16,8 +16,11 @@
 #include "ninfer/abi/ops/rms_norm.h"
 #include "ninfer/abi/ops/sigmoid_gate.h"
 #include "ninfer/abi/ops/silu_mul.h"
+#include <fmt/format.h>
+
 #include "linear_observation.hpp"
 #include "ninfer/runtime/unfused_forms.hpp"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer::models::ops {
 namespace {
@@ -51,10 +54,10 @@ namespace {
 
 // The ops themselves; the public calls below add the observer's report (linear_observer.hpp),
 // once per call whatever the number of parts.
-void linear_op(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool accumulate) {
-  ninfer_linear_args a{x.p, x.stride, w.buf.data(), y.p, y.stride, tokens, i32(w.cols), i32(w.rows), w.dtype,
+void linear_op(Backend& be, int64_t tokens, Rows x, const Matrix& w, int64_t rows, Rows y, bool accumulate) {
+  ninfer_linear_args a{x.p, x.stride, w.buf.data(), y.p, y.stride, tokens, i32(w.cols), i32(rows), w.dtype,
                        accumulate ? 1 : 0, w.wq()};
-  be.run(NINFER_OP_LINEAR, shape(tokens, w.cols, w.rows, ninfer_quant_planning_group(w.wq()), 0, w.dtype), &a);
+  be.run(NINFER_OP_LINEAR, shape(tokens, w.cols, rows, ninfer_quant_planning_group(w.wq()), 0, w.dtype), &a);
 }
 
 void norm_linear_op(Backend& be, int64_t tokens, const NormedInput& in, const Matrix& w, bool gated, Rows y, Rows proj,
@@ -89,7 +92,7 @@ void norm_linear_parts(Backend& be, int64_t tokens, const NormedInput& in, const
   norm_linear_op(be, tokens, in, w.parts.front(), /*gated=*/false, out, {}, /*keep_normed=*/true);
   int64_t at = w.parts.front().rows;
   for (size_t i = 1; i < w.parts.size(); ++i) {
-    linear_op(be, tokens, in.normed, w.parts[i], out.at(at), false);
+    linear_op(be, tokens, in.normed, w.parts[i], w.parts[i].rows, out.at(at), false);
     at += w.parts[i].rows;
   }
   if (!gated) return;
@@ -101,14 +104,14 @@ void norm_linear_parts(Backend& be, int64_t tokens, const NormedInput& in, const
 } // namespace
 
 void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool accumulate) {
-  linear_op(be, tokens, x, w, y, accumulate);
+  linear_op(be, tokens, x, w, w.rows, y, accumulate);
   if (LinearObserver* o = linear_observer(be)) report_linear_input(be, *o, w.modules, x.p, x.stride, tokens, w.cols);
 }
 
 void linear(Backend& be, int64_t tokens, Rows x, const Projection& w, Rows y, bool accumulate) {
   int64_t at = 0;
   for (const Matrix& part : w.parts) {
-    linear_op(be, tokens, x, part, y.at(at), accumulate);
+    linear_op(be, tokens, x, part, part.rows, y.at(at), accumulate);
     at += part.rows;
   }
   if (LinearObserver* o = linear_observer(be)) report_linear_input(be, *o, w.modules, x.p, x.stride, tokens, w.cols);
@@ -128,6 +131,12 @@ void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Proje
   if (w.parts.size() == 1) norm_linear_op(be, tokens, in, w.parts.front(), gated, y, proj, keep_normed || o);
   else norm_linear_parts(be, tokens, in, w, gated, y, proj);
   if (o) report_linear_input(be, *o, w.modules, in.normed.p, in.normed.stride, tokens, w.cols);
+}
+
+void linear_first_rows(Backend& be, int64_t tokens, Rows x, const Matrix& w, int64_t rows, Rows y) {
+  if (rows < 1 || rows > w.rows)
+    throw Error(fmt::format("internal: linear over the first {} rows of a {}-row matrix", rows, w.rows));
+  linear_op(be, tokens, x, w, rows, y, false);
 }
 
 void argmax(Backend& be, int64_t rows, Rows logits, int32_t vocab, int32_t* ids, float* logprob) {

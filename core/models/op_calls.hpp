@@ -55,6 +55,10 @@ void norm_linear(Backend& be, int64_t tokens, const NormedInput& in, const Proje
 // y[:, 0:w.rows] = x[:, 0:w.cols] . W^T; with `accumulate`, y[:, 0:w.rows] += that (y updated in
 // place: a residual stream takes o_proj / down_proj without a separate add).
 void linear(Backend& be, int64_t tokens, Rows x, const Matrix& w, Rows y, bool accumulate = false);
+// The same over w's first `rows` rows only (y gets `rows` columns): every weight layout keeps a
+// row's codes and scales together (ninfer/abi/ops/quant_weight.h), so the first rows are a matrix
+// of their own (the drafter's shorter vocabulary, docs/speculative.md).
+void linear_first_rows(Backend& be, int64_t tokens, Rows x, const Matrix& w, int64_t rows, Rows y);
 // The same for a stacked projection: one linear per part, into its columns of y.
 void linear(Backend& be, int64_t tokens, Rows x, const Projection& w, Rows y, bool accumulate = false);
 

@@ -43,7 +43,9 @@ struct StepLimits {
   int64_t max_context = 0;   // positions per slot
   int32_t kv_dtype = NINFER_DTYPE_F32; // KV cache elements (ninfer_dtype: F32, F16, BF16, KV_*)
   bool state_snapshots = false;        // a second copy of each slot's recurrent state (ModelOptions)
+  int32_t prefix_states = 0;           // copies of one sequence's recurrent state for the prefix cache
   int32_t draft_tokens = 0; // speculative rounds' drafts per sequence (0: no speculation)
+  int32_t draft_vocab = 0;  // the drafter's argmax over ids [0, draft_vocab); 0: the whole vocabulary
   // The KV block pool every attention layer's cache is laid out over (its table, block size,
   // blocks); set by build_decoder before the layers are built.
   const KvBlockPool* kv_pool = nullptr;

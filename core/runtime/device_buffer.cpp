@@ -11,6 +11,7 @@ const char* memory_use_name(MemoryUse u) {
     case MemoryUse::Weights: return "weights";
     case MemoryUse::KvCache: return "kv-cache";
     case MemoryUse::State: return "gdn-state";
+    case MemoryUse::PrefixStates: return "prefix-states";
     case MemoryUse::Activations: return "activations";
     case MemoryUse::Workspace: return "workspace";
     case MemoryUse::Count: break;

@@ -18,9 +18,15 @@ Engine::Engine(CausalLM& lm, const Tokenizer* tokenizer, EngineOptions options)
       // keeps state a slot's tokens do not describe: no reuse there yet.
       reuse_(lm.options().max_sequences, lm.can_truncate(), options.prefix_cache && !lm.options().speculation.on()) {
   if (options_.max_pending < 0) throw Error("max_pending must be >= 0");
-  // Shared blocks give a slot KV rows only: a model with Gated DeltaNet layers (or speculation's
-  // per-slot hidden state) keeps state they do not hold, so it reuses within a slot only.
-  if (options_.prefix_cache && lm.can_truncate()) cache_ = std::make_unique<PrefixCache>(lm, options_.prefix_hash);
+  // Shared blocks give a slot KV rows only: a model with Gated DeltaNet layers needs the cache's
+  // state copies besides, and speculation's per-slot hidden state is in neither, so such a model
+  // reuses within a slot only.
+  if (const int64_t every = options_.prefix_state_interval; every < 0 || every % lm.kv_block_tokens() != 0)
+    throw Error(fmt::format("the prefix cache's state interval must be a multiple of the KV block ({} tokens), or 0 "
+                            "(got {})",
+                            lm.kv_block_tokens(), every));
+  if (options_.prefix_cache && (lm.can_truncate() || lm.prefix_states() > 0))
+    cache_ = std::make_unique<PrefixCache>(lm, options_.prefix_hash);
   kv_load_.kv_block_tokens = lm.kv_block_tokens();
   kv_load_.kv_blocks_total = lm.kv_blocks_total();
   count_blocks();
@@ -37,6 +43,43 @@ void Engine::count_blocks() {
   kv_load_.prefix_cache_blocks = cache_ ? cache_->blocks() : 0;
   kv_load_.prefix_cache_evictable = cache_ ? lm_.kv_blocks_evictable() : 0;
   kv_load_.prefix_cache_evictions = cache_ ? cache_->evictions() : 0;
+  kv_load_.prefix_cache_states = cache_ ? cache_->states() : 0;
+  kv_load_.prefix_cache_state_evictions = cache_ ? cache_->state_evictions() : 0;
+}
+
+// A recurrent model resumes a cached prefix only where the cache holds the state after it: the
+// prompt's chunks end at every prefix_state_interval-th position and at the prompt's last block
+// boundary, and right after such a chunk is queued the blocks up to there and a copy of the
+// slot's state go into the cache (queued before the slot's next step, so the copy is the state
+// there). A later prompt beginning with those tokens (a shared system prompt, the next turn of a
+// conversation in another slot) resumes from the deepest copy.
+void Engine::add_state_points(SequenceHooks& h, int32_t slot, int64_t cached, const std::vector<int32_t>& prompt) {
+  const int64_t B = lm_.kv_block_tokens(), every = options_.prefix_state_interval;
+  const int64_t last = static_cast<int64_t>(prompt.size()) / B * B;
+  const auto is_point = [=](int64_t pos) { return pos > 0 && (pos == last || (every > 0 && pos % every == 0)); };
+  // Positions are the slot's; the loop counts the tokens of the prompt after the cached ones.
+  h.chunk_end = [=](int64_t done) {
+    const int64_t pos = cached + done;
+    int64_t next = every > 0 ? (pos / every + 1) * every : INT64_MAX;
+    if (last > pos) next = std::min(next, last);
+    return next == INT64_MAX ? INT64_MAX : next - cached;
+  };
+  h.on_prefill = [this, slot, cached, prompt, is_point, chained = std::move(h.on_prefill)](int64_t done, int64_t total) {
+    if (chained) chained(done, total);
+    const int64_t pos = cached + done;
+    if (!is_point(pos)) return;
+    try {
+      const int32_t copy = cache_->offer_state(slot, std::span(prompt).first(static_cast<size_t>(pos)));
+      try {
+        if (copy >= 0) lm_.save_prefix_state(slot, copy);
+      } catch (const std::exception&) {
+        cache_->abandon_state(copy); // never resumed from: it holds no state
+        throw;
+      }
+    } catch (const std::exception& e) { // the request goes on; only the cache misses this point
+      spdlog::warn("the prefix cache kept no state at position {} of slot {}: {}", pos, slot, e.what());
+    }
+  };
 }
 
 int64_t Engine::max_context() const { return lm_.options().max_context; }
@@ -180,10 +223,11 @@ void Engine::admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& acti
     int64_t reuse = p.request.prompt_logprobs > 0 || p.request.append ? 0 : choice.reuse;
     if (reuse > lm_.position(slot) || (choice.restore && lm_.snapshot_position(slot) != reuse)) reuse = 0;
     // The prefix cache's blocks, where they cover more of the prompt than the slot's own tokens.
-    std::vector<int32_t> shared;
+    PrefixCache::Match hit;
+    std::vector<int32_t>& shared = hit.blocks;
     if (cache_ && !source && p.request.prompt_logprobs == 0 && !p.request.append) {
       const auto& prompt = p.request.prompt_ids;
-      shared = cache_->match(prompt, static_cast<int64_t>(prompt.size()) - 1);
+      hit = cache_->match(prompt, static_cast<int64_t>(prompt.size()) - 1);
       if (static_cast<int64_t>(shared.size()) * lm_.kv_block_tokens() <= reuse) shared.clear();
     }
     if (!shared.empty()) reuse = static_cast<int64_t>(shared.size()) * lm_.kv_block_tokens();
@@ -197,7 +241,7 @@ void Engine::admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& acti
     pending_.pop_front();
     GenerationRequest run = taken.request;
     if (!shared.empty()) {
-      lm_.adopt_prefix(slot, shared);
+      lm_.adopt_prefix(slot, shared, hit.state);
       reuse_.forget(slot);
       run.prompt_ids.erase(run.prompt_ids.begin(), run.prompt_ids.begin() + reuse);
       run.append = true; // the slot holds the shared blocks' tokens
@@ -215,8 +259,11 @@ void Engine::admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& acti
       if (!reserve_blocks(slot, need, free_slots))
         throw Error(fmt::format("internal: {} KV blocks for {} positions were counted free but could not be taken",
                                 lm_.kv_blocks_for(need), need));
-      if (source) loop.add_fork(source->slot(), slot, std::move(run), seq->hooks());
-      else loop.add(slot, std::move(run), seq->hooks()); // resets the slot unless it continues it
+      SequenceHooks hooks = seq->hooks();
+      if (cache_ && lm_.prefix_states() > 0 && !source && !taken.request.append)
+        add_state_points(hooks, slot, reuse, taken.request.prompt_ids);
+      if (source) loop.add_fork(source->slot(), slot, std::move(run), std::move(hooks));
+      else loop.add(slot, std::move(run), std::move(hooks)); // resets the slot unless it continues it
     } catch (const std::exception& e) {
       reuse_.forget(slot);
       lm_.release_kv(slot);

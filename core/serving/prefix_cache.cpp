@@ -1,6 +1,7 @@
 #include "ninfer/serving/prefix_cache.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "ninfer/models/causal_lm.hpp"
 #include "ninfer/support/error.hpp"
@@ -22,9 +23,12 @@ uint64_t PrefixCache::default_hash(uint64_t previous, std::span<const int32_t> t
 }
 
 PrefixCache::PrefixCache(CausalLM& lm, Hash hash)
-    : lm_(lm), hash_(hash ? std::move(hash) : Hash(default_hash)), block_tokens_(lm.kv_block_tokens()) {
-  if (!lm.can_truncate())
-    throw Error("internal: a prefix cache of KV blocks on a model whose slots hold state besides their KV rows");
+    : lm_(lm), hash_(hash ? std::move(hash) : Hash(default_hash)), block_tokens_(lm.kv_block_tokens()),
+      recurrent_(!lm.can_truncate()) {
+  if (recurrent_ && lm.prefix_states() == 0)
+    throw Error("internal: a prefix cache of KV blocks on a model whose slots hold state besides their KV rows, "
+                "without state copies");
+  for (int32_t s = lm.prefix_states() - 1; s >= 0; --s) free_states_.push_back(s);
 }
 
 PrefixCache::~PrefixCache() {
@@ -52,6 +56,10 @@ void PrefixCache::erase(uint64_t id) {
   const Entry& e = entries_.at(id);
   lm_.kv_unhold_block(e.block);
   lru_.erase({e.used, id});
+  if (e.state >= 0) {
+    state_lru_.erase({e.state_used, id});
+    free_states_.push_back(e.state);
+  }
   const auto [first, last] = by_hash_.equal_range(e.hash);
   for (auto it = first; it != last; ++it)
     if (it->second == id) {
@@ -63,7 +71,9 @@ void PrefixCache::erase(uint64_t id) {
 
 // A chain's deeper blocks are marked used before its shallower ones, so eviction takes a chain
 // from its end and never strands the blocks after an evicted one while they are older.
-void PrefixCache::offer(int32_t slot, std::span<const int32_t> tokens) {
+void PrefixCache::offer(int32_t slot, std::span<const int32_t> tokens) { offer_chain(slot, tokens); }
+
+uint64_t PrefixCache::offer_chain(int32_t slot, std::span<const int32_t> tokens) {
   const std::span<const int32_t> row = lm_.kv_block_row(slot);
   const size_t full = std::min(tokens.size() / static_cast<size_t>(block_tokens_), row.size());
   std::vector<uint64_t> chain;
@@ -84,10 +94,59 @@ void PrefixCache::offer(int32_t slot, std::span<const int32_t> tokens) {
   }
   clock_ += chain.size();
   for (size_t i = 0; i < chain.size(); ++i) touch(chain[i], clock_ - i);
+  return chain.empty() ? 0 : chain.back();
 }
 
-std::vector<int32_t> PrefixCache::match(std::span<const int32_t> prompt, int64_t most_tokens) {
-  std::vector<int32_t> blocks;
+// A state copy's use is its own: the one a hit resumes from (or the newest) is the most recent,
+// not the shallower copies of the same chain that a block's use would rank above it.
+void PrefixCache::touch_state(uint64_t id) {
+  Entry& e = entries_.at(id);
+  state_lru_.erase({e.state_used, id});
+  e.state_used = ++state_clock_;
+  state_lru_.emplace(std::pair{e.state_used, id}, id);
+}
+
+int32_t PrefixCache::take_state() {
+  if (!free_states_.empty()) {
+    const int32_t s = free_states_.back();
+    free_states_.pop_back();
+    return s;
+  }
+  if (state_lru_.empty()) return -1;
+  const uint64_t id = state_lru_.begin()->second;
+  state_lru_.erase(state_lru_.begin());
+  Entry& e = entries_.at(id);
+  const int32_t s = std::exchange(e.state, -1);
+  ++state_evictions_;
+  return s;
+}
+
+int32_t PrefixCache::offer_state(int32_t slot, std::span<const int32_t> tokens) {
+  const auto B = static_cast<size_t>(block_tokens_);
+  if (!recurrent_ || tokens.empty() || tokens.size() % B != 0 || lm_.kv_block_row(slot).size() < tokens.size() / B)
+    return -1;
+  const uint64_t id = offer_chain(slot, tokens);
+  if (!id || entries_.at(id).state >= 0) return -1;
+  const int32_t s = take_state();
+  if (s < 0) return -1;
+  entries_.at(id).state = s;
+  touch_state(id);
+  return s;
+}
+
+void PrefixCache::abandon_state(int32_t state) {
+  for (auto it = state_lru_.begin(); it != state_lru_.end(); ++it)
+    if (Entry& e = entries_.at(it->second); e.state == state) {
+      e.state = -1;
+      state_lru_.erase(it);
+      free_states_.push_back(state);
+      return;
+    }
+}
+
+PrefixCache::Match PrefixCache::match(std::span<const int32_t> prompt, int64_t most_tokens) {
+  Match m;
+  std::vector<int32_t>& blocks = m.blocks;
   std::vector<uint64_t> chain;
   const size_t most = static_cast<size_t>(std::max<int64_t>(most_tokens, 0)) / static_cast<size_t>(block_tokens_);
   const size_t full = std::min(prompt.size() / static_cast<size_t>(block_tokens_), most);
@@ -101,9 +160,17 @@ std::vector<int32_t> PrefixCache::match(std::span<const int32_t> prompt, int64_t
     blocks.push_back(entries_.at(id).block);
     previous = id;
   }
+  if (recurrent_) { // the chain ends where a state copy can resume it
+    while (!chain.empty() && entries_.at(chain.back()).state < 0) chain.pop_back();
+    blocks.resize(chain.size());
+    if (!chain.empty()) {
+      m.state = entries_.at(chain.back()).state;
+      touch_state(chain.back());
+    }
+  }
   clock_ += chain.size();
   for (size_t i = 0; i < chain.size(); ++i) touch(chain[i], clock_ - i);
-  return blocks;
+  return m;
 }
 
 bool PrefixCache::evict_one() {

@@ -255,6 +255,12 @@ TEST(NinferRun, SpeculativeDecodingKeepsTheReferenceIdsAndReportsAcceptance) {
   EXPECT_EQ(bad_k.status, 2) << bad_k.err;
   const ProcessOutput none = ninfer_run(fmt::format("--checkpoint {} --prompt hi --spec none --draft-tokens 2", demo.string()));
   EXPECT_EQ(none.status, 2) << none.err;
+  const ProcessOutput vocab_none = ninfer_run(fmt::format("--checkpoint {} --prompt hi --spec none --draft-vocab 100", demo.string()));
+  EXPECT_EQ(vocab_none.status, 2) << vocab_none.err;
+  const ProcessOutput vocab_big =
+      ninfer_run(fmt::format("--checkpoint {} --prompt hi --spec mtp --draft-vocab 100000 --device cpu", demo.string()));
+  EXPECT_EQ(vocab_big.status, 1) << vocab_big.err;
+  EXPECT_NE(vocab_big.err.find("exceeds the model's vocabulary"), std::string::npos) << vocab_big.err;
   const ProcessOutput no_head = ninfer_run(fmt::format("--checkpoint {} --prompt-ids 1,2,3 --greedy --spec mtp --device cpu",
                                                        (fixtures_dir() / "tiny-qwen3_5").string()));
   EXPECT_EQ(no_head.status, 1);

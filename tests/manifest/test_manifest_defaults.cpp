@@ -54,6 +54,7 @@ TEST(Manifest, OnlyCheckpointIsRequiredAndEveryDefaultHolds) {
   EXPECT_EQ(m.sampling.temperature, neutral.temperature);
   EXPECT_EQ(m.spec.method, SpecKind::None);
   EXPECT_EQ(m.spec.draft_tokens, 3) << "what an MTP method set without it takes";
+  EXPECT_EQ(m.spec.draft_vocab, 0) << "the whole vocabulary";
 }
 
 TEST(Manifest, TokenizerDefaultsToTheCheckpointsTokenizerJson) {
@@ -120,6 +121,7 @@ sampling:
 spec:
   method: mtp
   draft_tokens: 2
+  draft_vocab: 4096
 )";
 
 TEST(Manifest, EveryKeyIsRead) {
@@ -151,6 +153,7 @@ TEST(Manifest, EveryKeyIsRead) {
   EXPECT_EQ(m.max_new_tokens, 64);
   EXPECT_EQ(m.spec.method, SpecKind::Mtp);
   EXPECT_EQ(m.spec.draft_tokens, 2);
+  EXPECT_EQ(m.spec.draft_vocab, 4096);
 
   // Where each key was set, for checks made after loading.
   const std::string file = (dir.path() / "m.yaml").string();

@@ -83,6 +83,8 @@ TEST_F(ManifestErrors, OutOfRangeValuesStateTheBound) {
   expect_message(load_error(f), f, 3, "runtime.memory_limit", {"> 0", "'0'"});
   f = manifest("checkpoint: ck\nspec:\n  draft_tokens: 6\n");
   expect_message(load_error(f), f, 3, "spec.draft_tokens", {"<= 5", "'6'"});
+  f = manifest("checkpoint: ck\nspec:\n  draft_vocab: -1\n");
+  expect_message(load_error(f), f, 3, "spec.draft_vocab", {">= 0", "'-1'"});
   f = manifest("checkpoint: ck\nspec:\n  method: eagle\n");
   expect_message(load_error(f), f, 3, "spec.method", {"none, mtp", "'eagle'"});
 }

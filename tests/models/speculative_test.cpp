@@ -96,11 +96,11 @@ class MatchedRoutes {
 };
 
 std::unique_ptr<CausalLM> load(const Checkpoint& ck, Backend& be, int32_t slots, int32_t drafts,
-                               int64_t context = 512) {
+                               int64_t context = 512, int32_t draft_vocab = 0) {
   ModelOptions o;
   o.max_context = context;
   o.max_sequences = slots;
-  if (drafts > 0) o.speculation = {SpecMethod::Mtp, drafts};
+  if (drafts > 0) o.speculation = {SpecMethod::Mtp, drafts, draft_vocab};
   return CausalLM::load(ck, be, o);
 }
 
@@ -249,6 +249,52 @@ TEST(Speculation, GreedyRoundsGiveGreedyDecodeBitForBit) {
         if (m.name == std::string("demo")) EXPECT_GT(hist.back(), 0) << "K " << K << ": no round accepted every draft";
       }
   }
+}
+
+// The drafter restricted to token ids below N (Speculation::draft_vocab) on the demo model, three
+// drafts, two slots: N = the vocabulary accepts what the unrestricted head accepts, row for row;
+// N = 1 drafts only id 0 (<|endoftext|>), which greedy decode of these prompts never picks, so no
+// draft is ever accepted; N = a quarter of the vocabulary keeps most of the acceptance (the low
+// ids of a BPE vocabulary are its common tokens). Every output stays greedy decode's, bit for bit.
+TEST(Speculation, AShorterDraftVocabularyChangesOnlyWhatIsAccepted) {
+  const MatchedRoutes routes;
+  const Fixture demo = Fixture::load(kDemo);
+  const std::vector<std::vector<int32_t>> prompts = prompts_of(demo);
+  const std::vector<size_t> n{40, 23, 31, 17, 36, 28};
+  Backend plain_be = routes.backend();
+  auto plain = load(demo.checkpoint, plain_be, 1, 0);
+  std::vector<Tokens> want;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    want.push_back(plain_greedy(*plain, prompts[i], n[i]));
+    ASSERT_EQ(std::count(want.back().ids.begin(), want.back().ids.end(), 0), 0) << "request " << i << " picks id 0";
+  }
+  const auto V = static_cast<int32_t>(plain->vocab_size());
+  constexpr int32_t K = 3, kSlots = 2;
+  // Mean drafts accepted per round row, and the histogram, for a draft vocabulary.
+  const auto run = [&](int32_t draft_vocab, std::vector<int64_t>& hist) {
+    Backend be = routes.backend();
+    auto spec = load(demo.checkpoint, be, kSlots, K, 512, draft_vocab);
+    hist.assign(K + 1, 0);
+    const std::vector<Tokens> got = spec_batch(*spec, prompts, n, kSlots, &hist);
+    for (size_t i = 0; i < want.size(); ++i) {
+      Tokens g = got[i], w = want[i];
+      g.logprobs[0] = w.logprobs[0] = 0;
+      EXPECT_TRUE(g == w) << "draft_vocab " << draft_vocab << " request " << i << ": not greedy decode's output";
+    }
+    int64_t rows = 0, accepted = 0;
+    for (size_t a = 0; a < hist.size(); ++a) rows += hist[a], accepted += static_cast<int64_t>(a) * hist[a];
+    return static_cast<double>(accepted) / static_cast<double>(rows);
+  };
+  std::vector<int64_t> all, whole, one, quarter;
+  const double a_all = run(0, all), a_whole = run(V, whole), a_one = run(1, one), a_quarter = run(V / 4, quarter);
+  EXPECT_EQ(whole, all) << "draft_vocab = the vocabulary is the unrestricted drafter";
+  EXPECT_EQ(a_one, 0.0) << "drafts of id 0 accepted: " << histogram(one);
+  // The quarter keeps at least this share of the whole vocabulary's acceptance.
+  constexpr double kQuarterKeeps = 0.8;
+  EXPECT_GE(a_quarter, kQuarterKeeps * a_all) << histogram(quarter) << " vs " << histogram(all);
+  EXPECT_GT(a_all, 0.0);
+  std::printf("drafts accepted per row: all %.3f (%s), ids < %d %.3f (%s)\n", a_all, histogram(all).c_str(), V / 4,
+              a_quarter, histogram(quarter).c_str());
 }
 
 namespace {
@@ -515,6 +561,14 @@ TEST(Speculation, RefusesWhatItCannotRun) {
   no_method.max_context = 256;
   no_method.speculation.draft_tokens = 2;
   EXPECT_THROW(CausalLM::load(demo.checkpoint, be, no_method), Error);
+  no_method.speculation = {SpecMethod::None, 0, 100};
+  EXPECT_THROW(CausalLM::load(demo.checkpoint, be, no_method), Error) << "a draft vocabulary without speculation";
+  for (const int32_t N : {-1, static_cast<int32_t>(demo.checkpoint.config().vocab_size) + 1}) {
+    ModelOptions o;
+    o.max_context = 256;
+    o.speculation = {SpecMethod::Mtp, 2, N};
+    EXPECT_THROW(CausalLM::load(demo.checkpoint, be, o), Error) << "draft_vocab " << N;
+  }
 
   Backend plain_be = cpu_model_backend();
   auto plain = load(demo.checkpoint, plain_be, 1, 0);

@@ -4,83 +4,13 @@
 // engine without the cache, which computes every prompt whole.
 #include <gtest/gtest.h>
 
-#include <random>
-#include <vector>
-
-#include "../models/model_test_env.hpp"
-#include "ninfer/serving/engine.hpp"
-#include "ninfer/serving/prefix_cache.hpp"
+#include "prefix_cache_env.hpp"
 
 using namespace ninfer;
 using namespace ninfer::serving;
 using namespace ninfer::test;
 
 namespace {
-
-// Log-probabilities of the same ids after a prompt read whole and one read partly from shared
-// blocks: the CPU plugin accumulates in float64, so only the prefill's chunk boundaries differ.
-constexpr double kLogprobTolerance = 1e-4;
-constexpr int32_t kBlock = 32;
-
-std::unique_ptr<CausalLM> model(Backend& be, const Fixture& fx, int32_t slots, int64_t kv_capacity = 0) {
-  ModelOptions o;
-  o.max_context = 256;
-  o.max_sequences = slots;
-  o.prefill_chunk = 7;
-  o.kv_block_tokens = kBlock;
-  o.kv_capacity = kv_capacity;
-  return CausalLM::load(fx.checkpoint, be, o);
-}
-
-std::vector<int32_t> random_ids(const Fixture& fx, size_t n, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(fx.vocab) - 1);
-  std::vector<int32_t> v(n);
-  for (auto& t : v) t = id(rng);
-  return v;
-}
-
-std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-GenerationRequest greedy(std::vector<int32_t> prompt, int64_t max_new) {
-  GenerationRequest r;
-  r.prompt_ids = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.sampling.top_logprobs = 2;
-  r.max_new_tokens = max_new;
-  return r;
-}
-
-// The same greedy ids and log-probabilities as `want`, up to the first step whose top two are
-// within kGreedyMargin there (a near-tie may flip on rounding).
-void expect_same_reply(const ServeResult& got, const ServeResult& want, const std::string& what) {
-  ASSERT_EQ(got.finish_reason, want.finish_reason) << what << ": " << got.error;
-  ASSERT_EQ(got.generated_ids.size(), want.generated_ids.size()) << what;
-  for (size_t s = 0; s < want.generated_ids.size(); ++s) {
-    const auto& top = want.top_logprobs[s];
-    ASSERT_EQ(top.size(), 2u);
-    EXPECT_EQ(got.generated_ids[s], want.generated_ids[s]) << what << ", step " << s;
-    EXPECT_NEAR(got.logprobs[s], want.logprobs[s], kLogprobTolerance) << what << ", step " << s;
-    if (top[0].logprob - top[1].logprob <= kGreedyMargin) break;
-  }
-}
-
-// Each request alone on a fresh engine without the prefix cache.
-std::vector<ServeResult> cold_replies(const Fixture& fx, const std::vector<GenerationRequest>& reqs) {
-  Backend be = cpu_model_backend();
-  auto lm = model(be, fx, 1);
-  EngineOptions off;
-  off.prefix_cache = false;
-  Engine cold(*lm, nullptr, off);
-  std::vector<ServeResult> out;
-  for (const auto& r : reqs) {
-    out.push_back(cold.submit(r)->wait());
-    EXPECT_EQ(out.back().cached_tokens, 0);
-  }
-  return out;
-}
 
 // Prefills `ids` into the slot (whole) and offers its blocks to the cache.
 void compute_and_offer(CausalLM& lm, PrefixCache& cache, int32_t slot, const std::vector<int32_t>& ids) {
@@ -105,16 +35,16 @@ TEST(PrefixCache, CollidingHashesNeverShareAnotherChainsBlocks) {
   compute_and_offer(*lm, cache, 1, yy);
   EXPECT_EQ(cache.blocks(), 4);
   const std::span<const int32_t> row0 = lm->kv_block_row(0), row1 = lm->kv_block_row(1);
-  EXPECT_EQ(cache.match(xy, 2 * kBlock), std::vector<int32_t>(row0.begin(), row0.end()));
-  EXPECT_EQ(cache.match(yy, 2 * kBlock), std::vector<int32_t>(row1.begin(), row1.end()));
+  EXPECT_EQ(cache.match(xy, 2 * kBlock).blocks, std::vector<int32_t>(row0.begin(), row0.end()));
+  EXPECT_EQ(cache.match(yy, 2 * kBlock).blocks, std::vector<int32_t>(row1.begin(), row1.end()));
   // y after y is cached, y after x too, but x after y is not: only y's first block matches.
-  EXPECT_EQ(cache.match(concat(y, x), 2 * kBlock), std::vector<int32_t>{row1[0]});
+  EXPECT_EQ(cache.match(concat(y, x), 2 * kBlock).blocks, std::vector<int32_t>{row1[0]});
   // Neither chain begins with y's first half twice.
   std::vector<int32_t> other = x;
   other[kBlock - 1] = (other[kBlock - 1] + 1) % static_cast<int32_t>(fx.vocab);
-  EXPECT_TRUE(cache.match(concat(other, y), 2 * kBlock).empty());
+  EXPECT_TRUE(cache.match(concat(other, y), 2 * kBlock).blocks.empty());
   // At most `most_tokens`, in whole blocks.
-  EXPECT_EQ(cache.match(xy, 2 * kBlock - 1).size(), 1u);
+  EXPECT_EQ(cache.match(xy, 2 * kBlock - 1).blocks.size(), 1u);
   // The cache's hold keeps the rows after the slot lets go, and only then are they evictable.
   EXPECT_EQ(lm->kv_blocks_evictable(), 0);
   lm->release_kv(0);
@@ -123,7 +53,7 @@ TEST(PrefixCache, CollidingHashesNeverShareAnotherChainsBlocks) {
   EXPECT_TRUE(cache.evict_one());
   EXPECT_TRUE(cache.evict_one());
   EXPECT_FALSE(cache.evict_one()) << "slot 1 still holds the other two";
-  EXPECT_TRUE(cache.match(xy, 2 * kBlock).empty());
+  EXPECT_TRUE(cache.match(xy, 2 * kBlock).blocks.empty());
 }
 
 // A block adopted from the cache gives the slot the rows of the prefix: what it decodes after the
@@ -138,7 +68,7 @@ TEST(PrefixCache, AdoptedBlocksContinueAsTheWholePromptWould) {
   const std::vector<int32_t> prefix = random_ids(fx, 2 * kBlock, rng), rest = random_ids(fx, 9, rng);
   compute_and_offer(*lm, cache, 0, concat(prefix, random_ids(fx, 5, rng)));
   const std::vector<int32_t> prompt = concat(prefix, rest);
-  const std::vector<int32_t> blocks = cache.match(prompt, static_cast<int64_t>(prompt.size()) - 1);
+  const std::vector<int32_t> blocks = cache.match(prompt, static_cast<int64_t>(prompt.size()) - 1).blocks;
   ASSERT_EQ(blocks.size(), 2u);
   lm->adopt_prefix(1, blocks);
   EXPECT_EQ(lm->position(1), 2 * kBlock);
@@ -151,7 +81,7 @@ TEST(PrefixCache, AdoptedBlocksContinueAsTheWholePromptWould) {
   lm->truncate(1, kBlock + 3);
   lm->prefill(1, random_ids(fx, 12, rng));
   EXPECT_NE(lm->kv_block_row(1)[1], blocks[1]);
-  lm->adopt_prefix(2, cache.match(prompt, static_cast<int64_t>(prompt.size()) - 1));
+  lm->adopt_prefix(2, cache.match(prompt, static_cast<int64_t>(prompt.size()) - 1).blocks);
   EXPECT_LE(max_abs_diff(lm->prefill(2, rest), want), 1e-4);
   EXPECT_THROW(lm->adopt_prefix(1, std::vector<int32_t>{static_cast<int32_t>(lm->kv_blocks_total())}), Error);
 }

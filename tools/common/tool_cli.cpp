@@ -46,19 +46,26 @@ void add_memory_options(CLI::App& app, std::optional<double>& memory_limit, std:
           "auto|TOKENS"));
 }
 
-void add_spec_options(CLI::App& app, std::optional<std::string>& spec, std::optional<int64_t>& draft_tokens) {
-  app.add_option("--spec", spec,
+void add_spec_options(CLI::App& app, SpecOverrides& spec) {
+  app.add_option("--spec", spec.method,
                  "Speculative decoding: mtp (the checkpoint's MTP head drafts, the model verifies them in one pass; "
                  "the output is unchanged) or none (default: the manifest's spec.method, none; docs/speculative.md)")
       ->check(CLI::IsMember({"none", "mtp"}));
-  app.add_option("--draft-tokens", draft_tokens,
+  app.add_option("--draft-tokens", spec.draft_tokens,
                  fmt::format("Drafts per speculative round, 1 to {} (default: the manifest's spec.draft_tokens, 3)",
                              kMostDraftTokens))
       ->check(CLI::Range(int64_t{1}, int64_t{kMostDraftTokens}));
+  app.add_option("--draft-vocab", spec.draft_vocab,
+                 "The drafter picks among token ids below N only, the most common tokens of a BPE vocabulary; "
+                 "verification still reads all of them, so the output is unchanged (default: the manifest's "
+                 "spec.draft_vocab; 0: the whole vocabulary)")
+      ->check(CLI::Range(int64_t{0}, int64_t{INT32_MAX}));
 }
 
-void check_spec_options(const std::optional<std::string>& spec, const std::optional<int64_t>& draft_tokens) {
-  if (draft_tokens && spec == "none") throw UsageError("--draft-tokens needs --spec mtp, not --spec none");
+void check_spec_options(const SpecOverrides& spec) {
+  if (spec.method != "none") return;
+  if (spec.draft_tokens) throw UsageError("--draft-tokens needs --spec mtp, not --spec none");
+  if (spec.draft_vocab) throw UsageError("--draft-vocab needs --spec mtp, not --spec none");
 }
 
 void apply_threads(const std::optional<int>& threads) {

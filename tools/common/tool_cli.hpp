@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "ninfer/models/model_setup.hpp"
 #include "ninfer/support/error.hpp"
 
 namespace ninfer {
@@ -47,10 +48,10 @@ void apply_threads(const std::optional<int>& threads);
 // docs/memory.md): a value CLI11 refuses is a command-line problem.
 void add_memory_options(CLI::App& app, std::optional<double>& memory_limit, std::optional<std::string>& kv_capacity);
 
-// --spec none|mtp and --draft-tokens K (ninfer-run, ninfer-serve, ninfer-bench;
-// docs/speculative.md). check_spec_options: --draft-tokens with --spec none is a UsageError.
-void add_spec_options(CLI::App& app, std::optional<std::string>& spec, std::optional<int64_t>& draft_tokens);
-void check_spec_options(const std::optional<std::string>& spec, const std::optional<int64_t>& draft_tokens);
+// --spec none|mtp, --draft-tokens K and --draft-vocab N (ninfer-run, ninfer-serve, ninfer-bench;
+// docs/speculative.md). check_spec_options: a draft option with --spec none is a UsageError.
+void add_spec_options(CLI::App& app, SpecOverrides& spec);
+void check_spec_options(const SpecOverrides& spec);
 
 // Parses the command line. Returns the exit code when the tool must stop: 0 after --help or
 // --version, kExitUsage for anything CLI11 refuses (its message on stderr, naming the tool);

@@ -39,7 +39,7 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "Positions per KV block: 32, 64, 128, 256, 512 or 1024 (default: a manifest's runtime.kv_block_tokens, "
                  "else 64; docs/memory.md)")
       ->check(CLI::IsMember({32, 64, 128, 256, 512, 1024}));
-  add_spec_options(app, o.spec, o.draft_tokens);
+  add_spec_options(app, o.spec);
   app.add_option("--spec-acceptance", o.spec_acceptance,
                  "With --spec mtp: each round keeps its drafts one by one with probability P (0..1), whatever they "
                  "are, so decode tok/s is the engine's at that acceptance (random weights accept no drafts); the "
@@ -91,7 +91,7 @@ void check_bench_options(const BenchOptions& o) {
     positive(o.batches, "--batches", false);
   }
   if (o.skip_prefill && o.skip_decode) throw UsageError("--skip-prefill and --skip-decode leave nothing to measure");
-  check_spec_options(o.spec, o.draft_tokens);
+  check_spec_options(o.spec);
   if (o.spec_acceptance && !(*o.spec_acceptance >= 0 && *o.spec_acceptance <= 1))
     throw UsageError(fmt::format("--spec-acceptance {}: expected a probability in [0, 1]", *o.spec_acceptance));
   if (o.prefill_chunk < 1 || o.decode_steps < 1 || o.repeats < 1 || o.warmup < 0)

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "ninfer/models/model_setup.hpp"
+
 namespace ninfer::tools {
 
 struct BenchOptions {
@@ -26,8 +28,7 @@ struct BenchOptions {
   std::optional<double> memory_limit;     // --memory-limit GIB (docs/memory.md)
   std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS
   std::optional<int64_t> kv_block_tokens; // --kv-block-tokens N
-  std::optional<std::string> spec;        // --spec none|mtp: decode points run speculative rounds
-  std::optional<int64_t> draft_tokens;    // --draft-tokens K
+  SpecOverrides spec; // --spec none|mtp (decode points run speculative rounds), --draft-tokens, --draft-vocab
   // --spec-acceptance P: each round keeps its drafts one by one with probability P (the first
   // refusal ends the row's run), whatever they were: the engine's cost at acceptance P
   std::optional<double> spec_acceptance;

@@ -56,8 +56,9 @@ void print_table(const BenchSetup& s, const std::vector<BenchPoint>& points) {
     speculative = speculative || p.spec.rows;
   }
   if (speculative)
-    fmt::print("decode points ran speculative rounds: tok/s counts the tokens they produced, against the roofline of "
-               "plain decode\n");
+    fmt::print("decode points ran speculative rounds (drafts among token ids below {}): tok/s counts the tokens they "
+               "produced, against the roofline of plain decode\n",
+               s.draft_vocab);
   if (speculative && s.spec_acceptance)
     fmt::print("each round kept its drafts one by one with probability {:.2f} (--spec-acceptance), whatever they "
                "were: the engine's speed at that acceptance, not the drafter's\n",
@@ -132,6 +133,7 @@ void print_json(const BenchSetup& s, const std::vector<BenchPoint>& points) {
       json acceptance = json::array();
       for (size_t k = 0; k < p.spec.accepted_at.size(); ++k) acceptance.push_back(p.spec.acceptance(k));
       r["speculation"] = {{"draft_tokens", p.spec.accepted_at.size()},
+                          {"draft_vocab", s.draft_vocab},
                           {"rows", p.spec.rows},
                           {"acceptance_by_position", acceptance},
                           {"mean_accepted_length", p.spec.mean_accepted_length()}};

@@ -159,7 +159,7 @@ BenchPoint bench_decode(CausalLM& lm, const BenchOptions& o, int64_t context, in
 // Positions a decode point writes past its context: a step one each, a speculative round up to
 // its drafts + 1 (every draft accepted).
 int64_t decode_positions(const BenchOptions& o) {
-  const int64_t per = o.spec == "mtp" ? o.draft_tokens.value_or(SpecSettings{}.draft_tokens) + 1 : 1;
+  const int64_t per = o.spec.method == "mtp" ? o.spec.draft_tokens.value_or(SpecSettings{}.draft_tokens) + 1 : 1;
   return std::max<int64_t>(o.decode_steps, kWarmupSteps) * per + 1;
 }
 

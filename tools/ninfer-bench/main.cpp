@@ -46,8 +46,9 @@ ModelFiles model_files(const BenchOptions& o) {
     if (o.kv_capacity) m.runtime.kv_capacity = parse_kv_capacity_option(*o.kv_capacity);
     m.runtime.kv_block_tokens = o.kv_block_tokens;
     ModelConfig cfg = shape_preset_config(o.preset);
-    if (o.spec) m.spec.method = parse_spec_option(*o.spec);
-    if (o.draft_tokens) m.spec.draft_tokens = *o.draft_tokens;
+    if (o.spec.method) m.spec.method = parse_spec_option(*o.spec.method);
+    if (o.spec.draft_tokens) m.spec.draft_tokens = *o.spec.draft_tokens;
+    if (o.spec.draft_vocab) m.spec.draft_vocab = *o.spec.draft_vocab;
     if (m.spec.method == SpecKind::Mtp) {
       // A Qwen3.5 shape carries Qwen3.5's MTP head (one layer); its random drafts are rejected, so
       // the rounds measure their cost, one token each.
@@ -68,7 +69,6 @@ ModelFiles model_files(const BenchOptions& o) {
   src.memory_limit_gib = o.memory_limit;
   src.kv_capacity = o.kv_capacity;
   src.spec = o.spec;
-  src.draft_tokens = o.draft_tokens;
   ModelFiles f = open_model_files(src);
   if (o.kv_block_tokens) f.manifest.runtime.kv_block_tokens = o.kv_block_tokens;
   return f;
@@ -104,8 +104,9 @@ int run(BenchOptions o) {
   }
   ModelFiles files = model_files(o);
   // The positions a decode point needs follow the speculation the load will run.
-  o.spec = to_string(files.manifest.spec.method);
-  o.draft_tokens = files.manifest.spec.draft_tokens;
+  o.spec.method = to_string(files.manifest.spec.method);
+  o.spec.draft_tokens = files.manifest.spec.draft_tokens;
+  o.spec.draft_vocab = files.manifest.spec.draft_vocab;
   if (o.spec_acceptance && files.manifest.spec.method != SpecKind::Mtp)
     throw tools::UsageError("--spec-acceptance sets the acceptance of speculative rounds: add --spec mtp (or a manifest "
                      "with spec.method mtp)");
@@ -137,6 +138,7 @@ int run(BenchOptions o) {
   setup.plan_total = m.lm->memory_plan().parts.total();
   setup.device_taken = m.device_taken;
   setup.spec_acceptance = o.spec_acceptance;
+  setup.draft_vocab = m.lm->options().speculation.draft_vocab ? m.lm->options().speculation.draft_vocab : cfg.vocab_size;
   MemoryReport plain = setup.memory;
   if (m.lm->options().speculation.on()) {
     // The rooflines are plain decode's: the bytes a load without speculation holds (no MTP head,

@@ -34,7 +34,7 @@ constexpr const char* kTool = "ninfer-run";
 
 ModelSource model_source(const RunOptions& o) {
   return {o.manifest, o.checkpoint, o.dtype,      o.max_context, kTool, o.no_cuda_graph, o.kv_dtype, o.memory_limit,
-          o.kv_capacity, o.spec,   o.draft_tokens};
+          o.kv_capacity, o.spec};
 }
 
 long peak_rss_kib() {

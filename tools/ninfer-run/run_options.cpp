@@ -47,7 +47,7 @@ void add_run_options(CLI::App& app, RunOptions& o) {
                  "Tokens one sequence may hold (default: the manifest's; unset there, one-shot runs take the prompt "
                  "plus --max-new)");
   add_memory_options(app, o.memory_limit, o.kv_capacity);
-  add_spec_options(app, o.spec, o.draft_tokens);
+  add_spec_options(app, o.spec);
   app.add_flag("--no-cuda-graph", o.no_cuda_graph, "Diagnostic: launch decode kernels one by one (no CUDA graphs)");
   app.add_flag("--json", o.json, "Print one JSON object (per turn with --interactive) instead of streaming text");
   app.add_option("--logprobs", o.logprobs, "With --json: K most likely [id, logprob] pairs per generated token");
@@ -89,14 +89,14 @@ std::vector<std::string> check_run_options(const RunOptions& o) {
     throw UsageError("--greedy and --temperature contradict each other: give one of them");
   if (o.threads && (*o.threads < 1 || *o.threads > 256))
     throw UsageError(fmt::format("--threads {}: expected 1 to 256", *o.threads));
-  check_spec_options(o.spec, o.draft_tokens);
+  check_spec_options(o.spec);
 
   if (!o.chat_format()) {
     if (o.system) warnings.push_back("--system has no effect without --chat or --interactive");
     if (o.no_think) warnings.push_back("--no-think has no effect without --chat or --interactive");
   }
   const bool greedy = o.greedy || (o.temperature && *o.temperature == 0);
-  if (o.spec == "mtp" && (o.repetition_penalty || o.presence_penalty || o.frequency_penalty || o.logprobs))
+  if (o.spec.method == "mtp" && (o.repetition_penalty || o.presence_penalty || o.frequency_penalty || o.logprobs))
     warnings.push_back("--spec mtp: a request with penalties or --logprobs is sampled on the host, one token per step: "
                        "it does not speculate");
   if (greedy) {

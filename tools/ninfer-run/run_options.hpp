@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "ninfer/models/model_setup.hpp"
+
 namespace ninfer::tools {
 
 struct RunOptions {
@@ -37,8 +39,7 @@ struct RunOptions {
   std::optional<int64_t> max_context;
   std::optional<double> memory_limit;     // --memory-limit GIB
   std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS
-  std::optional<std::string> spec;        // --spec none|mtp
-  std::optional<int64_t> draft_tokens;    // --draft-tokens K
+  SpecOverrides spec; // --spec none|mtp, --draft-tokens K, --draft-vocab N
   bool json = false;
   bool no_cuda_graph = false;
   std::optional<int64_t> logprobs;

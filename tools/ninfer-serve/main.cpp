@@ -49,6 +49,7 @@ int serve(const tools::ServeOptions& o) {
   eo.max_pending = o.max_pending_requests;
   eo.pending_timeout = std::chrono::milliseconds(o.pending_timeout_ms);
   eo.prefix_cache = !o.no_prefix_cache;
+  eo.prefix_state_interval = o.prefix_state_tokens;
   tools::ServerMetrics metrics;
   eo.on_finish = [&request_log, &metrics](const serving::ServeResult& r) {
     metrics.record(r);

@@ -53,6 +53,10 @@ std::string ServerMetrics::render(const serving::Engine& engine, const Backend& 
                load.prefix_cache_evictable);
   metric_value(out, "ninfer_prefix_cache_evictions_total", "counter",
                "KV blocks the prefix cache gave back for admissions.", load.prefix_cache_evictions);
+  metric_value(out, "ninfer_prefix_cache_states", "gauge",
+               "Gated DeltaNet state copies the prefix cache holds (--prefix-states).", load.prefix_cache_states);
+  metric_value(out, "ninfer_prefix_cache_state_evictions_total", "counter",
+               "State copies the prefix cache gave up for newer ones.", load.prefix_cache_state_evictions);
   metric_value(out, "ninfer_generation_tokens_total", "counter",
                "Generated tokens of finished requests.", generated_tokens_);
   metric_value(out, "ninfer_decode_seconds_total", "counter",

@@ -33,12 +33,23 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
                  "Tokens one sequence may hold (overrides the manifest; default: what the model supports and the "
                  "memory allows at --max-concurrency)");
   add_memory_options(app, o.memory_limit, o.kv_capacity);
-  add_spec_options(app, o.spec, o.draft_tokens);
+  add_spec_options(app, o.spec);
   app.add_flag("--no-cuda-graph", o.no_cuda_graph, "Diagnostic: launch decode kernels one by one (no CUDA graphs)");
   app.add_flag("--no-prefix-cache", o.no_prefix_cache,
                "Read every prompt whole (default: a prompt that begins with a free slot's earlier tokens, such as "
                "the next turn of a chat, or with full KV blocks an earlier request left in the prefix cache, such "
                "as a shared system prompt, reads only the rest)");
+  app.add_option("--prefix-states", o.prefix_states,
+                 "Models with Gated DeltaNet layers: copies of one sequence's recurrent state the prefix cache keeps "
+                 "(each costs that state's memory, shown in the load's memory plan), so a prompt that begins with "
+                 "another slot's tokens resumes where a copy was taken (default: 2 per --max-concurrency slot; 0: "
+                 "such a model reuses only a slot's own earlier tokens)")
+      ->check(CLI::Range(0, 1 << 16));
+  app.add_option("--prefix-state-tokens", o.prefix_state_tokens,
+                 "A state copy every N prompt positions (a multiple of the KV block, 64 by default), besides one at "
+                 "each prompt's last block boundary; 0: only there")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   app.add_option("--request-log", o.request_log, "Append one JSON line per finished request (server-side timings) to FILE");
   app.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (default: $NINFER_API_KEY, else none)")
       ->envname("NINFER_API_KEY");
@@ -95,7 +106,7 @@ void check_serve_options(const ServeOptions& o) {
   }
   if (o.max_context && *o.max_context < 2)
     throw UsageError(fmt::format("--max-context must be at least 2 (got {})", *o.max_context));
-  check_spec_options(o.spec, o.draft_tokens);
+  check_spec_options(o.spec);
   if (o.threads && (*o.threads < 1 || *o.threads > 256))
     throw UsageError(fmt::format("--threads {}: expected 1 to 256", *o.threads));
   if (o.device == "cpu" && o.no_cuda_graph) warn("ninfer-serve", "--no-cuda-graph has no effect with --device cpu");

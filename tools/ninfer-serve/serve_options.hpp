@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include "ninfer/models/model_setup.hpp"
+
 namespace ninfer::tools {
 
 struct ServeOptions {
@@ -24,10 +26,13 @@ struct ServeOptions {
   std::optional<int64_t> max_context;
   std::optional<double> memory_limit;     // --memory-limit GIB
   std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS
-  std::optional<std::string> spec;        // --spec none|mtp
-  std::optional<int64_t> draft_tokens;    // --draft-tokens K
+  SpecOverrides spec; // --spec none|mtp, --draft-tokens K, --draft-vocab N
   bool no_cuda_graph = false;
   bool no_prefix_cache = false;
+  // --prefix-states N: Gated DeltaNet state copies the prefix cache keeps (unset: 2 per slot);
+  // --prefix-state-tokens N: one every N prompt positions besides each prompt's end.
+  std::optional<int32_t> prefix_states;
+  int64_t prefix_state_tokens = 2048;
   std::string api_key;              // empty: no authentication
   std::string request_log;          // --request-log FILE: one JSON line per request
   std::string device = "auto";

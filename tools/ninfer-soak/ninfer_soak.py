@@ -13,6 +13,12 @@ Three modes (docs/serving.md, "Soak and latency benchmark"):
         request's long prompt is prefilled beside them, and each stream's ratio of the two
         (mixed steps should keep it within 1.5x).
 
+  turns  A conversation's later turns against its cold first turn: time to first token of a
+        --prompt-length-token first turn (cold), then, after two unrelated requests have taken
+        every slot of a 2-slot server, of its second turn (the first turn's prompt, its reply and
+        --turn-tokens new tokens: read from the prefix cache in another slot), then of its third
+        turn (read from the slot that ran the second). docs/serving.md, "The prefix cache".
+
   decode  N streaming clients start together, one request each of --prompt-length tokens and
         --max-tokens tokens, for --rounds rounds: the aggregate decode tok/s while all N are
         decoding, and the inter-token latency (what ninfer-bench's decode rate at batch N is
@@ -22,6 +28,7 @@ Three modes (docs/serving.md, "Soak and latency benchmark"):
         --prompt-lengths 128,1024,4096,16384 --max-tokens 256
     ninfer_soak.py --url http://127.0.0.1:8000 --mode itl --long-prompt 32000 --streams 2
     ninfer_soak.py --url http://127.0.0.1:8000 --mode decode --clients 8 --prompt-length 128 --max-tokens 512
+    ninfer_soak.py --url http://127.0.0.1:8000 --mode turns --prompt-length 8000 --max-tokens 64
 
 The exit status is 1 when any request failed, else 0. --json prints one JSON object (the
 report) on stdout instead of text.
@@ -85,7 +92,7 @@ class Server:
     def stream(self, body, on_token=None):
         """POSTs a streaming /v1/completions request; returns a dict of what the client saw:
         ok, error, sent, ttft (s), token times (s after sent), tokens."""
-        out = {"ok": False, "error": None, "sent": time.monotonic(), "times": [], "tokens": 0}
+        out = {"ok": False, "error": None, "sent": time.monotonic(), "times": [], "tokens": 0, "ids": []}
         c = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         try:
             c.request("POST", self.prefix + "/v1/completions", body=json.dumps(body), headers=self.headers())
@@ -111,6 +118,7 @@ class Server:
                     return out
                 for choice in chunk.get("choices", []):
                     n = len(choice.get("token_ids") or [])
+                    out["ids"].extend(choice.get("token_ids") or [])
                     if n:
                         now = time.monotonic() - out["sent"]
                         out["times"].extend([now] * n)
@@ -379,6 +387,41 @@ def decode(args, server, model, max_len):
     }
 
 
+def turns(args, server, model, max_len):
+    rng = random.Random(args.seed)
+    new = lambda n: prompt_ids(rng, n, args.id_min, args.id_max)
+    rep = {"mode": "turns", "model": model, "prompt_length": args.prompt_length, "turn_tokens": args.turn_tokens,
+           "max_tokens": args.max_tokens, "failures": 0, "errors": [], "steps": []}
+
+    def ask(what, ids):
+        r = server.stream(request_body(model, ids, args.max_tokens))
+        usage = r.get("usage") or {}
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+        rep["steps"].append({"what": what, "prompt_tokens": len(ids), "ttft_s": r["times"][0] if r["times"] else None,
+                             "cached_tokens": cached, "ok": r["ok"]})
+        if not r["ok"]:
+            rep["failures"] += 1
+            rep["errors"].append(f"{what}: {r['error']}")
+        return r["ids"]
+
+    final = args.prompt_length + 2 * (args.max_tokens + args.turn_tokens)
+    if max_len and final + args.max_tokens > max_len:
+        raise SystemExit(f"three turns reach {final + args.max_tokens} tokens, past the context ({max_len})")
+    ask("warm-up", new(args.prompt_length))
+    turn1 = new(args.prompt_length)
+    reply1 = ask("turn 1 (cold)", turn1)
+    for k in range(2):  # two unrelated requests: the slot that ran turn 1 holds other tokens after them
+        ask(f"other {k + 1} (cold)", new(args.prompt_length))
+    turn2 = turn1 + reply1 + new(args.turn_tokens)
+    reply2 = ask("turn 2 (another slot: the prefix cache)", turn2)
+    ask("turn 3 (the same slot)", turn2 + reply2 + new(args.turn_tokens))
+    cold = [s["ttft_s"] for s in rep["steps"] if "(cold)" in s["what"] and s["ttft_s"]]
+    rep["cold_ttft_s"] = percentile(cold, 50)
+    for s in rep["steps"]:
+        s["speedup"] = rep["cold_ttft_s"] / s["ttft_s"] if s["ttft_s"] and rep["cold_ttft_s"] else None
+    return rep
+
+
 def fmt_s(x):
     return "-" if x is None else f"{x * 1000:.1f} ms"
 
@@ -393,6 +436,13 @@ def print_report(rep):
               f"ITL p50 {fmt_s(rep['itl_s']['p50'])}, p99 {fmt_s(rep['itl_s']['p99'])}")
         print(f"GPU memory start {json.dumps(rep['gpu_memory_start'])}, end {json.dumps(rep['gpu_memory_end'])}, "
               f"growth {rep['gpu_memory_growth_mib']} MiB")
+    elif rep["mode"] == "turns":
+        print(f"{rep['model']}: a conversation of {rep['prompt_length']} prompt tokens, {rep['turn_tokens']} new "
+              f"tokens a turn, {rep['max_tokens']} generated a turn; time to first token:")
+        for s in rep["steps"]:
+            sp = "" if s["speedup"] is None else f", {s['speedup']:.1f}x sooner than cold"
+            print(f"  {s['what']:42s} {s['prompt_tokens']:6d} tokens, {s['cached_tokens']:6d} cached: "
+                  f"TTFT {fmt_s(s['ttft_s'])}{sp}")
     elif rep["mode"] == "decode":
         print(f"{rep['model']}: {rep['clients']} streaming clients, prompts of {rep['prompt_length']} tokens, "
               f"{rep['max_tokens']} tokens each, {len(rep['rounds'])} rounds")
@@ -430,14 +480,17 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)")
     p.add_argument("--api-key", default=None, help="sent as Authorization: Bearer KEY")
-    p.add_argument("--mode", choices=["soak", "itl", "decode"], default="soak")
+    p.add_argument("--mode", choices=["soak", "itl", "decode", "turns"], default="soak")
     p.add_argument("--clients", type=int, default=4, help="soak, decode: concurrent clients (default %(default)s)")
     p.add_argument("--duration", type=float, default=60, help="soak: seconds (default %(default)s)")
     p.add_argument("--prompt-lengths", default="128,1024,4096,16384",
                    help="soak: prompt lengths in tokens, used in turn by each client (default %(default)s)")
     p.add_argument("--max-tokens", type=int, default=128,
                    help="soak, decode: tokens generated per request (default %(default)s)")
-    p.add_argument("--prompt-length", type=int, default=128, help="decode: prompt tokens (default %(default)s)")
+    p.add_argument("--prompt-length", type=int, default=128,
+                   help="decode: prompt tokens; turns: the first turn's (default %(default)s)")
+    p.add_argument("--turn-tokens", type=int, default=100,
+                   help="turns: new tokens of each later turn's message (default %(default)s)")
     p.add_argument("--rounds", type=int, default=3, help="decode: rounds of N requests (default %(default)s)")
     p.add_argument("--long-prompt", type=int, default=16384, help="itl: the long prompt's tokens (default %(default)s)")
     p.add_argument("--stream-tokens", type=int, default=256, help="itl: each decoding stream's tokens (default %(default)s)")
@@ -453,7 +506,7 @@ def main():
 
     server = Server(args.url, args.api_key, args.timeout)
     model, max_len = server.model()
-    rep = {"soak": soak, "itl": itl, "decode": decode}[args.mode](args, server, model, max_len)
+    rep = {"soak": soak, "itl": itl, "decode": decode, "turns": turns}[args.mode](args, server, model, max_len)
     if args.json:
         print(json.dumps(rep))
     else:

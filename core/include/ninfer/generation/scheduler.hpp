@@ -59,6 +59,10 @@ struct SequenceOutcome {
 struct SequenceHooks {
   // After each prompt chunk is queued: prompt tokens queued so far, of all.
   std::function<void(int64_t done, int64_t total)> on_prefill;
+  // Where the prompt chunk starting after `done` tokens must end at the latest (a count of
+  // prompt tokens > done): the serving prefix cache's state copies are taken between chunks.
+  // Unset: chunks are as long as the step allows.
+  std::function<int64_t(int64_t done)> chunk_end;
   // Each generated token as it is read (never a stop token); returns true to end the sequence
   // with "stop" there (a stop string matched).
   std::function<bool(const SampleResult&)> on_token;

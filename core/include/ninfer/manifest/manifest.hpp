@@ -55,6 +55,8 @@ struct SpecSettings {
   // Drafts per round, 1..5. Three: what the field's Qwen3.5 MTP setups run, where the fourth
   // draft's acceptance no longer pays for its verification row.
   int64_t draft_tokens = 3;
+  // The drafter's vocabulary: token ids [0, draft_vocab); 0: all (ModelOptions' Speculation).
+  int64_t draft_vocab = 0;
 };
 
 struct Manifest {

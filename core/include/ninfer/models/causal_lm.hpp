@@ -62,6 +62,12 @@ inline constexpr int32_t kMostDraftTokens = 5;
 struct Speculation {
   SpecMethod method = SpecMethod::None;
   int32_t draft_tokens = 0; // K: 1..kMostDraftTokens with Mtp, 0 without
+  // The drafter's vocabulary: its argmax over token ids [0, draft_vocab) only (the LM head's
+  // first rows, so nothing is copied), verification always over all of them; 0: every token.
+  // A byte-level BPE vocabulary numbers its tokens in merge order, which follows how often the
+  // tokenizer's training text paired them: the low ids are the common tokens
+  // (docs/speculative.md, "A smaller draft vocabulary").
+  int32_t draft_vocab = 0;
   bool on() const { return method != SpecMethod::None; }
 };
 
@@ -93,6 +99,12 @@ struct ModelOptions {
   // again; nothing on a model without Gated DeltaNet layers. Not with speculation (a snapshot does
   // not hold the MTP head's per-slot state).
   bool state_snapshots = false;
+  // Copies of one sequence's Gated DeltaNet state (every recurrent layer's conv and recurrent
+  // state) that the serving prefix cache keeps at KV block boundaries, so that a slot adopting
+  // cached blocks of a hybrid model resumes the recurrent layers there (save_prefix_state,
+  // adopt_prefix). Costs the state of one sequence each (MemoryUse::PrefixStates); nothing on a
+  // model without Gated DeltaNet layers. Not with speculation.
+  int32_t prefix_states = 0;
   // Off: the MTP head, if the checkpoint has one, is not loaded. Mtp: it is loaded (load fails
   // naming the problem when the checkpoint has none), and every step also runs it, so that its
   // KV cache follows the sequence (docs/speculative.md, "The MTP head's own state").
@@ -286,10 +298,17 @@ class CausalLM {
   // The slot forgets its sequence (reset, release_kv) and holds `blocks` as its first blocks,
   // each held already (by the prefix cache or another slot), at position blocks.size() x
   // kv_block_tokens(): the KV rows of a prefix another slot computed, shared as fork shares them
-  // (copy-on-write protects them). Only where can_truncate() (a model whose whole state per token is
-  // its KV rows). Throws ninfer::Error, the model unchanged, otherwise, for a free block, a prefix
+  // (copy-on-write protects them). Throws ninfer::Error, the model unchanged, otherwise, for a free block, a prefix
   // past max_context, or a round of the slot not read.
-  void adopt_prefix(int32_t slot, std::span<const int32_t> blocks);
+  // A model with Gated DeltaNet layers adopts with `state`, a prefix-state copy saved where the
+  // blocks end (save_prefix_state): the slot's recurrent layers resume from it.
+  void adopt_prefix(int32_t slot, std::span<const int32_t> blocks, int32_t state = -1);
+  // The prefix cache's state copies this load has (options().prefix_states where the model has
+  // Gated DeltaNet layers, else 0), and the slot's present state into copy `entry`, queued after
+  // the steps queued so far (so it is the state after them). Throws ninfer::Error for a bad slot
+  // or entry, or a round of the slot not read.
+  int32_t prefix_states() const;
+  void save_prefix_state(int32_t slot, int32_t entry);
   // Benchmarks only: the slot continues at position `tokens` as if that many had been
   // prefilled, without computing them. Decode then reads `tokens` KV rows per attention layer
   // (zeros, or what an earlier sequence left), so its cost is that of a real context that deep.

@@ -18,6 +18,13 @@
 
 namespace ninfer {
 
+// What the command line says of the manifest's spec: (unset: the manifest's).
+struct SpecOverrides {
+  std::optional<std::string> method;  // --spec none|mtp
+  std::optional<int64_t> draft_tokens; // --draft-tokens K
+  std::optional<int64_t> draft_vocab;  // --draft-vocab N
+};
+
 struct ModelSource {
   std::string manifest;   // a manifest file, or
   std::string checkpoint; // a checkpoint folder (implicit manifest)
@@ -28,8 +35,7 @@ struct ModelSource {
   std::optional<std::string> kv_dtype; // --kv-dtype: auto, float32, float16, bfloat16
   std::optional<double> memory_limit_gib;  // --memory-limit GIB
   std::optional<std::string> kv_capacity;  // --kv-capacity auto|TOKENS
-  std::optional<std::string> spec;          // --spec none|mtp
-  std::optional<int64_t> draft_tokens;      // --draft-tokens K
+  SpecOverrides spec;                      // --spec, --draft-tokens, --draft-vocab
 };
 
 // Throws ninfer::Error for no source, both sources, or a bad override.
@@ -85,6 +91,7 @@ struct ModelOnDevice {
 // what the load took. `state_snapshots`: ModelOptions::state_snapshots (the server's prompt reuse).
 ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice, int32_t max_sequences,
                              std::optional<int32_t> prefill_chunk = std::nullopt,
-                             std::optional<int32_t> mixed_chunk = std::nullopt, bool state_snapshots = false);
+                             std::optional<int32_t> mixed_chunk = std::nullopt, bool state_snapshots = false,
+                             int32_t prefix_states = 0);
 
 } // namespace ninfer

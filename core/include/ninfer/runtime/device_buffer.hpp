@@ -11,7 +11,8 @@ namespace ninfer {
 class Backend;
 
 // What a buffer holds, for the memory budget printed at startup and for error messages.
-enum class MemoryUse { Weights, KvCache, State, Activations, Workspace, Count };
+// PrefixStates: the serving prefix cache's copies of Gated DeltaNet state (ModelOptions::prefix_states).
+enum class MemoryUse { Weights, KvCache, State, PrefixStates, Activations, Workspace, Count };
 const char* memory_use_name(MemoryUse u);
 
 // Move-only owner of one allocation; returns it to its backend when destroyed. A default-

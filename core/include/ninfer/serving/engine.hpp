@@ -75,6 +75,10 @@ struct EngineLoad {
   int64_t prefix_cache_blocks = 0;
   int64_t prefix_cache_evictable = 0;
   int64_t prefix_cache_evictions = 0;
+  // Its Gated DeltaNet state copies held (of CausalLM::prefix_states()), and those given up for
+  // newer ones.
+  int64_t prefix_cache_states = 0;
+  int64_t prefix_cache_state_evictions = 0;
 };
 
 // How one request's output is presented (what it generates does not change).
@@ -97,10 +101,15 @@ struct EngineOptions {
   // cancelled or failed): the server's request log.
   std::function<void(const ServeResult&)> on_finish;
   // A request takes the free slot whose earlier request's tokens begin its prompt and reads only
-  // the rest (ninfer/serving/slot_reuse.hpp), or, on a model whose slots hold only KV rows, shares
-  // the longest chain of full blocks that finished requests left in the prefix cache
-  // (ninfer/serving/prefix_cache.hpp), whichever covers more; false: every prompt is read whole.
+  // the rest (ninfer/serving/slot_reuse.hpp), or shares the longest chain of full blocks other
+  // requests left in the prefix cache (ninfer/serving/prefix_cache.hpp; on a model with Gated
+  // DeltaNet layers, one ending where the cache kept a copy of the recurrent state, which needs
+  // CausalLM::prefix_states()), whichever covers more; false: every prompt is read whole.
   bool prefix_cache = true;
+  // A model with Gated DeltaNet layers: the prompt positions at which the cache keeps a state
+  // copy, besides the last block boundary of every prompt: every this many (a multiple of the
+  // KV block; 0: only at prompts' ends).
+  int64_t prefix_state_interval = 2048;
   // Tests only: the prefix cache's chain hash (a colliding one); empty: PrefixCache::default_hash.
   PrefixCache::Hash prefix_hash;
 };
@@ -167,6 +176,8 @@ class Engine {
   bool reserve_blocks(int32_t slot, int64_t need, std::span<const int32_t> free_slots);
   // The KV pool's counts for load() (mutex_ held).
   void count_blocks();
+  // The prompt's state copies (EngineOptions::prefix_state_interval) for `h`'s sequence.
+  void add_state_points(SequenceHooks& h, int32_t slot, int64_t cached, const std::vector<int32_t>& prompt);
 
   CausalLM& lm_;
   const Tokenizer* tokenizer_;

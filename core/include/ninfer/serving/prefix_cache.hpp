@@ -13,8 +13,12 @@
 // the cache holds is evictable: the engine gives back the least recently used ones when an
 // admission lacks free blocks (the engine's admission counts them as obtainable).
 //
-// Only where the model's whole per-token state is its KV rows (CausalLM::can_truncate): a Gated
-// DeltaNet layer's recurrent state is not in the blocks.
+// A model with Gated DeltaNet layers keeps one recurrent state for all of a sequence's tokens,
+// which the blocks do not hold: there an entry may also hold a copy of that state after its last
+// token (CausalLM::save_prefix_state, one of CausalLM::prefix_states()), and a match ends at the
+// deepest entry of its chain that holds one, whose state the adopting slot resumes from. The
+// copies are few and large (one sequence's state each): the least recently used entry gives its
+// copy up when a new one is needed, and keeps its block.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +40,8 @@ class PrefixCache {
   using Hash = std::function<uint64_t(uint64_t previous, std::span<const int32_t> tokens)>;
   static uint64_t default_hash(uint64_t previous, std::span<const int32_t> tokens);
 
-  // `lm` must outlive the cache and can_truncate(). `hash` empty: default_hash (tests pass a
-  // colliding one).
+  // `lm` must outlive the cache, and either can_truncate() or have prefix_states(). `hash` empty:
+  // default_hash (tests pass a colliding one).
   explicit PrefixCache(CausalLM& lm, Hash hash = {});
   ~PrefixCache(); // gives every hold back
   PrefixCache(const PrefixCache&) = delete;
@@ -47,9 +51,24 @@ class PrefixCache {
   // on each full block of them it does not have yet, and marks them all used now.
   void offer(int32_t slot, std::span<const int32_t> tokens);
 
-  // The longest chain of cached blocks that begins `prompt`, at most `most_tokens` tokens, marked
-  // used now: its pool blocks in position order, each holding block_tokens() of the prompt.
-  std::vector<int32_t> match(std::span<const int32_t> prompt, int64_t most_tokens);
+  // A recurrent model's offer made while the slot computes further (its next tokens go to later
+  // blocks): `tokens`, a whole number of blocks, are the slot's first tokens and its state is the
+  // state after them. Returns the state copy the caller must fill at once
+  // (CausalLM::save_prefix_state, before the slot's next step is queued), or -1 when the last
+  // block's entry holds a copy already or the model keeps none.
+  int32_t offer_state(int32_t slot, std::span<const int32_t> tokens);
+  // The copy offer_state returned was never filled: its entry gives it up.
+  void abandon_state(int32_t state);
+
+  // The longest chain of cached blocks that begins `prompt`, at most `most_tokens` tokens (for a
+  // recurrent model: ending at an entry with a state copy), marked used now: its pool blocks in
+  // position order, each holding block_tokens() of the prompt, and the state copy after the last
+  // (-1 for a model without recurrent layers).
+  struct Match {
+    std::vector<int32_t> blocks;
+    int32_t state = -1;
+  };
+  Match match(std::span<const int32_t> prompt, int64_t most_tokens);
 
   // Gives back the least recently used block only the cache holds; false when there is none.
   bool evict_one();
@@ -57,6 +76,8 @@ class PrefixCache {
   int32_t block_tokens() const { return block_tokens_; }
   int64_t blocks() const { return static_cast<int64_t>(entries_.size()); } // blocks held
   int64_t evictions() const { return evictions_; }
+  int64_t states() const { return static_cast<int64_t>(state_lru_.size()); } // state copies held
+  int64_t state_evictions() const { return state_evictions_; }
 
  private:
   struct Entry {
@@ -65,7 +86,14 @@ class PrefixCache {
     std::vector<int32_t> tokens;
     int32_t block = -1;
     uint64_t used = 0;
+    int32_t state = -1; // a recurrent model's state copy after this block, or -1
+    uint64_t state_used = 0;
   };
+  void touch_state(uint64_t id);
+  // Offers the blocks of `tokens`; the id of the entry of the last whole block, 0 for none.
+  uint64_t offer_chain(int32_t slot, std::span<const int32_t> tokens);
+  // A free state copy, or the least recently used entry's; -1 when the model keeps none.
+  int32_t take_state();
   // The entry after `previous` holding `tokens`, 0 for none.
   uint64_t find(uint64_t previous, uint64_t hash, std::span<const int32_t> tokens) const;
   void touch(uint64_t id, uint64_t used);
@@ -74,11 +102,14 @@ class PrefixCache {
   CausalLM& lm_;
   Hash hash_;
   int32_t block_tokens_;
-  uint64_t next_id_ = 1, clock_ = 0;
-  int64_t evictions_ = 0;
+  uint64_t next_id_ = 1, clock_ = 0, state_clock_ = 0;
+  int64_t evictions_ = 0, state_evictions_ = 0;
+  bool recurrent_;
+  std::vector<int32_t> free_states_;
   std::unordered_map<uint64_t, Entry> entries_;           // by id
   std::unordered_multimap<uint64_t, uint64_t> by_hash_;   // chain hash -> ids
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> lru_; // (used, id) -> id, oldest first
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> state_lru_; // (state_used, id) of entries with a state
 };
 
 } // namespace ninfer::serving
