@@ -72,6 +72,25 @@ void AttentionBlock::copy_kv_block(Backend& be, int32_t from, int32_t to) {
   be.copy(v_scale_, at(to, block_scale_bytes_), v_scale_, at(from, block_scale_bytes_), block_scale_bytes_);
 }
 
+// K, V, then the scales of a compact format, in that order at `offset`.
+void AttentionBlock::spill_kv_block(Backend& be, int32_t block, const HostBuffer& to, size_t offset) {
+  const auto b = static_cast<size_t>(block);
+  be.spill(to, offset, k_cache_, b * block_bytes_, block_bytes_);
+  be.spill(to, offset + block_bytes_, v_cache_, b * block_bytes_, block_bytes_);
+  if (!block_scale_bytes_) return;
+  be.spill(to, offset + 2 * block_bytes_, k_scale_, b * block_scale_bytes_, block_scale_bytes_);
+  be.spill(to, offset + 2 * block_bytes_ + block_scale_bytes_, v_scale_, b * block_scale_bytes_, block_scale_bytes_);
+}
+
+void AttentionBlock::unspill_kv_block(Backend& be, int32_t block, const HostBuffer& from, size_t offset) {
+  const auto b = static_cast<size_t>(block);
+  be.unspill(k_cache_, b * block_bytes_, from, offset, block_bytes_);
+  be.unspill(v_cache_, b * block_bytes_, from, offset + block_bytes_, block_bytes_);
+  if (!block_scale_bytes_) return;
+  be.unspill(k_scale_, b * block_scale_bytes_, from, offset + 2 * block_bytes_, block_scale_bytes_);
+  be.unspill(v_scale_, b * block_scale_bytes_, from, offset + 2 * block_bytes_ + block_scale_bytes_, block_scale_bytes_);
+}
+
 int64_t AttentionBlock::q_width() const {
   return int64_t{spec_.heads} * spec_.head_dim * (spec_.output_gate ? 2 : 1);
 }

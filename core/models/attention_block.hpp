@@ -37,6 +37,9 @@ class AttentionBlock final : public Mixer {
                ops::Rows resid) override;
   void reset(Backend&, int32_t) override {} // positions gate what is read; nothing to clear
   void copy_kv_block(Backend& be, int32_t from, int32_t to) override;
+  size_t kv_block_bytes() const override { return 2 * (block_bytes_ + block_scale_bytes_); }
+  void spill_kv_block(Backend& be, int32_t block, const HostBuffer& to, size_t offset) override;
+  void unspill_kv_block(Backend& be, int32_t block, const HostBuffer& from, size_t offset) override;
 
  private:
   int64_t q_width() const; // query (+ gate) columns of the projection

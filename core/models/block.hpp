@@ -53,6 +53,15 @@ class Mixer {
   // Attention: the rows of KV block `from` (every position, K and V, a compact format's scales)
   // into block `to` (KvBlockPool::make_private's copies). Nothing for a mixer without KV rows.
   virtual void copy_kv_block(Backend&, int32_t /*from*/, int32_t /*to*/) {}
+  // The prefix cache's host tier: bytes of one KV block's rows (attention) and of one prefix-state
+  // copy (a recurrent mixer), and their copies into host memory at `offset` and back (queued in
+  // stream order). Nothing for a mixer without them.
+  virtual size_t kv_block_bytes() const { return 0; }
+  virtual void spill_kv_block(Backend&, int32_t /*block*/, const HostBuffer&, size_t /*offset*/) {}
+  virtual void unspill_kv_block(Backend&, int32_t /*block*/, const HostBuffer&, size_t /*offset*/) {}
+  virtual size_t prefix_state_bytes() const { return 0; }
+  virtual void spill_prefix_state(Backend&, int32_t /*entry*/, const HostBuffer&, size_t /*offset*/) {}
+  virtual void unspill_prefix_state(Backend&, int32_t /*entry*/, const HostBuffer&, size_t /*offset*/) {}
   // After a speculative round's verification pass (Step::keep_token_states): slot slots[i] takes
   // the state kept after the pass's token rows[i], for i < seqs (backend arrays, written by the
   // round's acceptance). Attention keeps nothing: KV rows past a sequence's length are never read.

@@ -82,6 +82,39 @@ void CausalLM::save_prefix_state(int32_t slot, int32_t entry) {
   decoder_->save_prefix_state(slot, entry);
 }
 
+size_t CausalLM::kv_block_bytes() const { return decoder_->kv_block_bytes(); }
+size_t CausalLM::prefix_state_bytes() const { return decoder_->prefix_state_bytes(); }
+HostBuffer CausalLM::allocate_host(size_t bytes, std::string_view what) { return backend_.allocate_host(bytes, what); }
+void CausalLM::synchronize() { backend_.synchronize(); }
+int32_t CausalLM::kv_take_block_for_cache() { return decoder_->kv_pool().take_for_cache(); }
+
+namespace {
+void check_block(const models::KvBlockPool& pool, int32_t block, const char* what) {
+  if (block < 0 || block >= pool.total_blocks()) throw Error(fmt::format("{}: KV block {} does not exist", what, block));
+}
+} // namespace
+
+void CausalLM::spill_kv_block(int32_t block, const HostBuffer& to, size_t offset) {
+  check_block(decoder_->kv_pool(), block, "spill_kv_block");
+  decoder_->spill_kv_block(block, to, offset);
+}
+
+void CausalLM::unspill_kv_block(int32_t block, const HostBuffer& from, size_t offset) {
+  check_block(decoder_->kv_pool(), block, "unspill_kv_block");
+  decoder_->unspill_kv_block(block, from, offset);
+}
+
+void CausalLM::spill_prefix_state(int32_t entry, const HostBuffer& to, size_t offset) {
+  if (entry < 0 || entry >= prefix_states()) throw Error(fmt::format("spill_prefix_state: copy {} of {}", entry, prefix_states()));
+  decoder_->spill_prefix_state(entry, to, offset);
+}
+
+void CausalLM::unspill_prefix_state(int32_t entry, const HostBuffer& from, size_t offset) {
+  if (entry < 0 || entry >= prefix_states())
+    throw Error(fmt::format("unspill_prefix_state: copy {} of {}", entry, prefix_states()));
+  decoder_->unspill_prefix_state(entry, from, offset);
+}
+
 void CausalLM::adopt_prefix(int32_t slot, std::span<const int32_t> blocks, int32_t state) {
   check_slot(slot);
   check_no_round(slot);

@@ -270,6 +270,46 @@ void Decoder::load_prefix_state(int32_t slot, int32_t entry) {
   for (auto& l : parts_.layers) l.mixer->load_state(be_, slot, prefix_state_copy(entry));
 }
 
+size_t Decoder::kv_block_bytes() const {
+  size_t n = 0;
+  for (const auto& l : parts_.layers) n += l.mixer->kv_block_bytes();
+  return n;
+}
+
+size_t Decoder::prefix_state_bytes() const {
+  size_t n = 0;
+  for (const auto& l : parts_.layers) n += l.mixer->prefix_state_bytes();
+  return n;
+}
+
+void Decoder::spill_kv_block(int32_t block, const HostBuffer& to, size_t offset) {
+  for (auto& l : parts_.layers) {
+    l.mixer->spill_kv_block(be_, block, to, offset);
+    offset += l.mixer->kv_block_bytes();
+  }
+}
+
+void Decoder::unspill_kv_block(int32_t block, const HostBuffer& from, size_t offset) {
+  for (auto& l : parts_.layers) {
+    l.mixer->unspill_kv_block(be_, block, from, offset);
+    offset += l.mixer->kv_block_bytes();
+  }
+}
+
+void Decoder::spill_prefix_state(int32_t entry, const HostBuffer& to, size_t offset) {
+  for (auto& l : parts_.layers) {
+    l.mixer->spill_prefix_state(be_, entry, to, offset);
+    offset += l.mixer->prefix_state_bytes();
+  }
+}
+
+void Decoder::unspill_prefix_state(int32_t entry, const HostBuffer& from, size_t offset) {
+  for (auto& l : parts_.layers) {
+    l.mixer->unspill_prefix_state(be_, entry, from, offset);
+    offset += l.mixer->prefix_state_bytes();
+  }
+}
+
 void Decoder::reset(int32_t slot) {
   for (auto& l : parts_.layers) l.mixer->reset(be_, slot);
 }

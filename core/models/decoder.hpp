@@ -166,6 +166,14 @@ class Decoder {
   // (StepLimits::prefix_states).
   void save_prefix_state(int32_t slot, int32_t entry);
   void load_prefix_state(int32_t slot, int32_t entry);
+  // The prefix cache's host tier over every layer (Mixer::kv_block_bytes and the rest): one
+  // block's rows, or one prefix-state copy, laid out layer after layer at `offset`.
+  size_t kv_block_bytes() const;
+  size_t prefix_state_bytes() const;
+  void spill_kv_block(int32_t block, const HostBuffer& to, size_t offset);
+  void unspill_kv_block(int32_t block, const HostBuffer& from, size_t offset);
+  void spill_prefix_state(int32_t entry, const HostBuffer& to, size_t offset);
+  void unspill_prefix_state(int32_t entry, const HostBuffer& from, size_t offset);
   // Slot `dst` takes a copy of slot `src`'s state, queued after the steps queued so far: every
   // recurrent layer's state (and snapshot) and, with speculation, the slot's last hidden state
   // and next input. KV rows are the pool's (KvBlockPool::share, copy_kv_blocks).

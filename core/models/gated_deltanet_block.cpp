@@ -79,6 +79,18 @@ void GatedDeltaNetBlock::load_state(Backend& be, int32_t slot, int32_t copy) {
   be.copy(recurrent_state_, slot * rec, own ? recurrent_snapshot_ : recurrent_prefix_, at * rec, rec);
 }
 
+void GatedDeltaNetBlock::spill_prefix_state(Backend& be, int32_t entry, const HostBuffer& to, size_t offset) {
+  const size_t conv = conv_state_bytes(), rec = recurrent_state_bytes(), e = static_cast<size_t>(entry);
+  be.spill(to, offset, conv_prefix_, e * conv, conv);
+  be.spill(to, offset + conv, recurrent_prefix_, e * rec, rec);
+}
+
+void GatedDeltaNetBlock::unspill_prefix_state(Backend& be, int32_t entry, const HostBuffer& from, size_t offset) {
+  const size_t conv = conv_state_bytes(), rec = recurrent_state_bytes(), e = static_cast<size_t>(entry);
+  be.unspill(conv_prefix_, e * conv, from, offset, conv);
+  be.unspill(recurrent_prefix_, e * rec, from, offset + conv, rec);
+}
+
 void GatedDeltaNetBlock::fork(Backend& be, int32_t src, int32_t dst) {
   const size_t conv = conv_state_bytes(), rec = recurrent_state_bytes();
   be.copy(conv_state_, dst * conv, conv_state_, src * conv, conv);

@@ -35,6 +35,9 @@ class GatedDeltaNetBlock final : public Mixer {
   void save_state(Backend& be, int32_t slot, int32_t copy) override;
   void load_state(Backend& be, int32_t slot, int32_t copy) override;
   void fork(Backend& be, int32_t src, int32_t dst) override;
+  size_t prefix_state_bytes() const override { return conv_state_bytes() + recurrent_state_bytes(); }
+  void spill_prefix_state(Backend& be, int32_t entry, const HostBuffer& to, size_t offset) override;
+  void unspill_prefix_state(Backend& be, int32_t entry, const HostBuffer& from, size_t offset) override;
   void keep_token_state(Backend& be, int32_t seqs, const int32_t* slots, const int32_t* rows) override;
 
  private:

@@ -46,6 +46,13 @@ void KvBlockPool::unhold(int32_t block) {
   drop(block);
 }
 
+int32_t KvBlockPool::take_for_cache() {
+  if (free_.empty()) return -1;
+  const int32_t b = take_free();
+  cached_[static_cast<size_t>(b)] = 1;
+  return b;
+}
+
 int64_t KvBlockPool::evictable_blocks() const {
   int64_t n = 0;
   for (size_t b = 0; b < refs_.size(); ++b) n += cached_[b] && refs_[b] == 1;

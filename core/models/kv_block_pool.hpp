@@ -52,6 +52,8 @@ class KvBlockPool {
   // held twice or one not held.
   void hold(int32_t block);
   void unhold(int32_t block);
+  // A free block that only the cache holds (a block restored from host memory), -1 when none is free.
+  int32_t take_for_cache();
   bool held_by_cache(int32_t block) const { return cached_[static_cast<size_t>(block)] != 0; }
   // Blocks whose only holder is the cache.
   int64_t evictable_blocks() const;

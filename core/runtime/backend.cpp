@@ -166,6 +166,44 @@ void Backend::copy(const DeviceBuffer& dst, size_t dst_offset, const DeviceBuffe
 
 void* Backend::stream() const { return memory_->stream(); }
 
+HostBuffer Backend::allocate_host(size_t bytes, std::string_view what) {
+  HostBuffer b;
+  b.ptr_ = memory_->allocate_host(bytes);
+  if (!b.ptr_)
+    throw Error(fmt::format("{}: {} of host memory could not be had{}", what, format_bytes(bytes),
+                            memory_->stream() ? " page-locked" : ""));
+  b.owner_ = this;
+  b.bytes_ = bytes;
+  return b;
+}
+
+void Backend::release(HostBuffer& b) noexcept { memory_->free_host(b.ptr_); }
+
+namespace {
+void check_host_range(const HostBuffer& b, size_t offset, size_t bytes, const char* what) {
+  if (offset > b.bytes() || bytes > b.bytes() - offset)
+    throw Error(fmt::format("internal: {} of {} bytes at {} of a {}-byte host buffer", what, bytes, offset, b.bytes()));
+}
+} // namespace
+
+void Backend::spill(const HostBuffer& dst, size_t dst_offset, const DeviceBuffer& src, size_t src_offset,
+                    size_t bytes) {
+  check_host_range(dst, dst_offset, bytes, "spill");
+  check_range(src, src_offset, bytes, "spill");
+  if (bytes)
+    memory_->spill(static_cast<char*>(dst.data()) + dst_offset, static_cast<const char*>(src.data()) + src_offset,
+                   bytes);
+}
+
+void Backend::unspill(const DeviceBuffer& dst, size_t dst_offset, const HostBuffer& src, size_t src_offset,
+                      size_t bytes) {
+  check_range(dst, dst_offset, bytes, "restore");
+  check_host_range(src, src_offset, bytes, "restore");
+  if (bytes)
+    memory_->unspill(static_cast<char*>(dst.data()) + dst_offset, static_cast<const char*>(src.data()) + src_offset,
+                     bytes);
+}
+
 void Backend::zero(const DeviceBuffer& dst, size_t offset, size_t bytes) {
   check_range(dst, offset, bytes, "zero");
   if (bytes) memory_->zero(static_cast<char*>(dst.data()) + offset, bytes);

@@ -125,6 +125,21 @@ class CudaMemorySpace final : public MemorySpace {
       check(cudaEventSynchronize(result_events_[slot]), "device-to-host copy (or a kernel before it)", ordinal_);
     return result_slot(slot);
   }
+  void* allocate_host(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return p;
+  }
+  void free_host(void* p) noexcept override { cudaFreeHost(p); }
+  void spill(void* host_dst, const void* src, size_t bytes) override {
+    check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "device-to-host spill", ordinal_);
+  }
+  void unspill(void* dst, const void* host_src, size_t bytes) override {
+    check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "host-to-device restore", ordinal_);
+  }
   void copy_within(void* dst, const void* src, size_t bytes) override {
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "device-to-device copy", ordinal_);
   }

@@ -38,6 +38,28 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 DeviceBuffer::~DeviceBuffer() { release(); }
 
+HostBuffer::HostBuffer(HostBuffer&& o) noexcept
+    : owner_(std::exchange(o.owner_, nullptr)), ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+
+HostBuffer& HostBuffer::operator=(HostBuffer&& o) noexcept {
+  if (this != &o) {
+    release();
+    owner_ = std::exchange(o.owner_, nullptr);
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+HostBuffer::~HostBuffer() { release(); }
+
+void HostBuffer::release() noexcept {
+  if (owner_ && ptr_) owner_->release(*this);
+  owner_ = nullptr;
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
 void DeviceBuffer::release() noexcept {
   if (owner_ && ptr_) owner_->release(*this);
   owner_ = nullptr;

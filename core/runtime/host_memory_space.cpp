@@ -1,6 +1,7 @@
 // Host memory for host plugins, and the factory that picks a memory space for a plugin.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -61,6 +62,12 @@ class HostMemorySpace final : public MemorySpace {
 } // namespace
 
 std::unique_ptr<MemorySpace> make_host_memory_space() { return std::make_unique<HostMemorySpace>(); }
+
+void* MemorySpace::allocate_host(size_t bytes) {
+  constexpr size_t kAlign = 64;
+  return std::aligned_alloc(kAlign, (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign);
+}
+void MemorySpace::free_host(void* p) noexcept { std::free(p); }
 
 void MemorySpace::begin_recording() { throw Error(fmt::format("{} cannot record launches", name())); }
 std::shared_ptr<void> MemorySpace::end_recording() { throw Error(fmt::format("{} cannot record launches", name())); }

@@ -34,6 +34,8 @@ class PlanningMemorySpace final : public MemorySpace {
     return results_.data();
   }
   void copy_within(void*, const void*, size_t) override {}
+  void spill(void*, const void*, size_t) override {}
+  void unspill(void*, const void*, size_t) override {}
   void zero(void*, size_t) override {}
   void* stream() const override { return nullptr; }
   void synchronize() override {}

@@ -27,6 +27,10 @@ Engine::Engine(CausalLM& lm, const Tokenizer* tokenizer, EngineOptions options)
                             lm.kv_block_tokens(), every));
   if (options_.prefix_cache && (lm.can_truncate() || lm.prefix_states() > 0))
     cache_ = std::make_unique<PrefixCache>(lm, options_.prefix_hash);
+  if (cache_ && options_.host_cache_bytes) {
+    cache_->enable_host(options_.host_cache_bytes);
+    kv_load_.host_restore_bytes_per_s = measure_restore();
+  }
   kv_load_.kv_block_tokens = lm.kv_block_tokens();
   kv_load_.kv_blocks_total = lm.kv_blocks_total();
   count_blocks();
@@ -44,7 +48,25 @@ void Engine::count_blocks() {
   kv_load_.prefix_cache_evictable = cache_ ? lm_.kv_blocks_evictable() : 0;
   kv_load_.prefix_cache_evictions = cache_ ? cache_->evictions() : 0;
   kv_load_.prefix_cache_states = cache_ ? cache_->states() : 0;
+  if (cache_) kv_load_.host = cache_->host_counts();
   kv_load_.prefix_cache_state_evictions = cache_ ? cache_->state_evictions() : 0;
+}
+
+// The host tier's restore rate, before any request: a free block restored from host memory over
+// and over (8 MiB of copies at least), waited for.
+double Engine::measure_restore() {
+  const int32_t block = lm_.kv_take_block_for_cache();
+  if (block < 0) return 0;
+  const size_t bytes = lm_.kv_block_bytes();
+  const int copies = static_cast<int>(std::max<size_t>(8, (size_t{8} << 20) / std::max<size_t>(bytes, 1)));
+  HostBuffer probe = lm_.allocate_host(bytes, "the host tier's restore probe");
+  lm_.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < copies; ++i) lm_.unspill_kv_block(block, probe, 0);
+  lm_.synchronize();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  lm_.kv_unhold_block(block);
+  return s > 0 ? static_cast<double>(bytes) * copies / s : 0;
 }
 
 // A recurrent model resumes a cached prefix only where the cache holds the state after it: the
@@ -195,6 +217,22 @@ bool Engine::reserve_blocks(int32_t slot, int64_t need, std::span<const int32_t>
   return lm_.reserve_kv(slot, need);
 }
 
+// Room for `blocks` more free blocks, to bring a match's blocks back from the host tier: the rows
+// free slots other than `slot` keep, then the cache's least recently used blocks (spilled in turn).
+// Whether the free blocks grew.
+bool Engine::make_room(int64_t blocks, int32_t slot, std::span<const int32_t> free_slots) {
+  const int64_t before = lm_.kv_blocks_free(), want = before + blocks;
+  for (int32_t s : free_slots) {
+    if (lm_.kv_blocks_free() >= want) break;
+    if (s == slot || lm_.kv_blocks_held(s) == 0) continue;
+    lm_.release_kv(s);
+    reuse_.forget(s);
+  }
+  while (lm_.kv_blocks_free() < want && cache_->evict_one()) {
+  }
+  return lm_.kv_blocks_free() > before;
+}
+
 Sequence* Engine::fork_source(const Pending& p, Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& active) const {
   if (!p.first_choice || p.request.prompt_logprobs > 0 || p.request.append) return nullptr;
   for (const auto& s : active)
@@ -228,6 +266,8 @@ void Engine::admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& acti
     if (cache_ && !source && p.request.prompt_logprobs == 0 && !p.request.append) {
       const auto& prompt = p.request.prompt_ids;
       hit = cache_->match(prompt, static_cast<int64_t>(prompt.size()) - 1);
+      if (hit.missing > 0 && make_room(hit.missing, slot, free_slots))
+        hit = cache_->match(prompt, static_cast<int64_t>(prompt.size()) - 1);
       if (static_cast<int64_t>(shared.size()) * lm_.kv_block_tokens() <= reuse) shared.clear();
     }
     if (!shared.empty()) reuse = static_cast<int64_t>(shared.size()) * lm_.kv_block_tokens();

@@ -32,7 +32,8 @@ PrefixCache::PrefixCache(CausalLM& lm, Hash hash)
 }
 
 PrefixCache::~PrefixCache() {
-  for (const auto& [id, e] : entries_) lm_.kv_unhold_block(e.block);
+  for (const auto& [id, e] : entries_)
+    if (e.block >= 0) lm_.kv_unhold_block(e.block);
 }
 
 uint64_t PrefixCache::find(uint64_t previous, uint64_t hash, std::span<const int32_t> tokens) const {
@@ -53,9 +54,12 @@ void PrefixCache::touch(uint64_t id, uint64_t used) {
 }
 
 void PrefixCache::erase(uint64_t id) {
-  const Entry& e = entries_.at(id);
-  lm_.kv_unhold_block(e.block);
-  lru_.erase({e.used, id});
+  Entry& e = entries_.at(id);
+  if (e.block >= 0) {
+    lm_.kv_unhold_block(e.block);
+    lru_.erase({e.used, id});
+  }
+  forget_host(e, id);
   if (e.state >= 0) {
     state_lru_.erase({e.state_used, id});
     free_states_.push_back(e.state);
@@ -88,6 +92,12 @@ uint64_t PrefixCache::offer_chain(int32_t slot, std::span<const int32_t> tokens)
       entries_.emplace(id, Entry{previous, h, {t.begin(), t.end()}, row[i], 0});
       by_hash_.emplace(h, id);
       lru_.emplace(std::pair{uint64_t{0}, id}, id);
+    } else if (Entry& e = entries_.at(id); e.block < 0) { // on the host: the slot's rows are the same
+      lm_.kv_hold_block(row[i]);
+      host_blocks_.lru.erase({e.host_block_used, id});
+      host_blocks_.free.push_back(std::exchange(e.host_block, -1));
+      e.block = row[i];
+      lru_.emplace(std::pair{e.used, id}, id);
     }
     chain.push_back(id);
     previous = id;
@@ -118,6 +128,7 @@ int32_t PrefixCache::take_state() {
   Entry& e = entries_.at(id);
   const int32_t s = std::exchange(e.state, -1);
   ++state_evictions_;
+  spill_state(id, s); // queued before whatever the copy is filled with next
   return s;
 }
 
@@ -126,7 +137,7 @@ int32_t PrefixCache::offer_state(int32_t slot, std::span<const int32_t> tokens) 
   if (!recurrent_ || tokens.empty() || tokens.size() % B != 0 || lm_.kv_block_row(slot).size() < tokens.size() / B)
     return -1;
   const uint64_t id = offer_chain(slot, tokens);
-  if (!id || entries_.at(id).state >= 0) return -1;
+  if (!id || entries_.at(id).state >= 0 || entries_.at(id).host_state >= 0) return -1;
   const int32_t s = take_state();
   if (s < 0) return -1;
   entries_.at(id).state = s;
@@ -157,17 +168,28 @@ PrefixCache::Match PrefixCache::match(std::span<const int32_t> prompt, int64_t m
     const uint64_t id = find(previous, h, t);
     if (!id) break;
     chain.push_back(id);
-    blocks.push_back(entries_.at(id).block);
     previous = id;
   }
-  if (recurrent_) { // the chain ends where a state copy can resume it
-    while (!chain.empty() && entries_.at(chain.back()).state < 0) chain.pop_back();
-    blocks.resize(chain.size());
-    if (!chain.empty()) {
-      m.state = entries_.at(chain.back()).state;
-      touch_state(chain.back());
+  // A recurrent model's chain ends where a state copy (on the device or the host) resumes it.
+  const auto resumable = [&] {
+    while (recurrent_ && !chain.empty() && entries_.at(chain.back()).state < 0 && entries_.at(chain.back()).host_state < 0)
+      chain.pop_back();
+  };
+  resumable();
+  // Blocks on the host come back into free blocks, as far as there are any.
+  for (size_t i = 0; i < chain.size(); ++i)
+    if (entries_.at(chain[i]).block < 0 && !restore_block(chain[i])) {
+      for (size_t j = i; j < chain.size(); ++j) m.missing += entries_.at(chain[j]).block < 0;
+      chain.resize(i);
+      resumable();
+      break;
     }
+  if (recurrent_ && !chain.empty()) {
+    if (entries_.at(chain.back()).state < 0) restore_state(chain.back());
+    m.state = entries_.at(chain.back()).state;
+    touch_state(chain.back());
   }
+  for (uint64_t id : chain) blocks.push_back(entries_.at(id).block);
   clock_ += chain.size();
   for (size_t i = 0; i < chain.size(); ++i) touch(chain[i], clock_ - i);
   return m;
@@ -176,7 +198,7 @@ PrefixCache::Match PrefixCache::match(std::span<const int32_t> prompt, int64_t m
 bool PrefixCache::evict_one() {
   for (const auto& [key, id] : lru_)
     if (lm_.kv_block_holders(entries_.at(id).block) == 1) {
-      erase(id);
+      if (!spill_block(id)) erase(id); // to the host tier where it is on
       ++evictions_;
       return true;
     }

@@ -50,12 +50,17 @@ int serve(const tools::ServeOptions& o) {
   eo.pending_timeout = std::chrono::milliseconds(o.pending_timeout_ms);
   eo.prefix_cache = !o.no_prefix_cache;
   eo.prefix_state_interval = o.prefix_state_tokens;
+  eo.host_cache_bytes = static_cast<size_t>(o.host_cache_gib * double(size_t{1} << 30));
   tools::ServerMetrics metrics;
   eo.on_finish = [&request_log, &metrics](const serving::ServeResult& r) {
     metrics.record(r);
     if (request_log) request_log->write(r);
   };
   serving::Engine engine(*model.lm, model.tok(), eo);
+  if (const serving::EngineLoad l = engine.load(); l.host.bytes)
+    spdlog::info("prefix cache host tier: {} of host memory for {} KV blocks and {} state copies; restores at {:.1f} "
+                 "GB/s (measured)",
+                 format_bytes(l.host.bytes), l.host.block_room, l.host.state_room, l.host_restore_bytes_per_s / 1e9);
 
   // Replies are moved along on a few workers (the engine notifies from its scheduler thread).
   boost::asio::thread_pool workers(2);

@@ -57,6 +57,18 @@ std::string ServerMetrics::render(const serving::Engine& engine, const Backend& 
                "Gated DeltaNet state copies the prefix cache holds (--prefix-states).", load.prefix_cache_states);
   metric_value(out, "ninfer_prefix_cache_state_evictions_total", "counter",
                "State copies the prefix cache gave up for newer ones.", load.prefix_cache_state_evictions);
+  if (load.host.bytes) {
+    metric_value(out, "ninfer_host_cache_blocks", "gauge", "KV blocks the prefix cache's host tier holds.",
+                 load.host.blocks);
+    metric_value(out, "ninfer_host_cache_states", "gauge", "State copies the prefix cache's host tier holds.",
+                 load.host.states);
+    metric_value(out, "ninfer_host_cache_restored_blocks_total", "counter",
+                 "KV blocks copied back from the host tier for a match.", load.host.restored_blocks);
+    metric_value(out, "ninfer_host_cache_restored_states_total", "counter",
+                 "State copies copied back from the host tier for a match.", load.host.restored_states);
+    metric_value(out, "ninfer_host_cache_restore_bytes_per_second", "gauge",
+                 "Host-to-device restore bandwidth, measured at start.", load.host_restore_bytes_per_s);
+  }
   metric_value(out, "ninfer_generation_tokens_total", "counter",
                "Generated tokens of finished requests.", generated_tokens_);
   metric_value(out, "ninfer_decode_seconds_total", "counter",

@@ -50,6 +50,11 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
                  "each prompt's last block boundary; 0: only there")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  app.add_option("--host-cache-gib", o.host_cache_gib,
+                 "Page-locked host memory the prefix cache spills evicted KV blocks (and Gated DeltaNet state "
+                 "copies) to instead of dropping them; a later prompt that begins with them copies them back "
+                 "(default 0: none)")
+      ->check(CLI::Range(0.0, 4096.0));
   app.add_option("--request-log", o.request_log, "Append one JSON line per finished request (server-side timings) to FILE");
   app.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (default: $NINFER_API_KEY, else none)")
       ->envname("NINFER_API_KEY");
@@ -107,6 +112,8 @@ void check_serve_options(const ServeOptions& o) {
   if (o.max_context && *o.max_context < 2)
     throw UsageError(fmt::format("--max-context must be at least 2 (got {})", *o.max_context));
   check_spec_options(o.spec);
+  if (o.no_prefix_cache && (o.host_cache_gib > 0 || o.prefix_states))
+    throw UsageError("--host-cache-gib and --prefix-states configure the prefix cache, which --no-prefix-cache turns off");
   if (o.threads && (*o.threads < 1 || *o.threads > 256))
     throw UsageError(fmt::format("--threads {}: expected 1 to 256", *o.threads));
   if (o.device == "cpu" && o.no_cuda_graph) warn("ninfer-serve", "--no-cuda-graph has no effect with --device cpu");

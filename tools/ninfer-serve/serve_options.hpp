@@ -33,6 +33,7 @@ struct ServeOptions {
   // --prefix-state-tokens N: one every N prompt positions besides each prompt's end.
   std::optional<int32_t> prefix_states;
   int64_t prefix_state_tokens = 2048;
+  double host_cache_gib = 0; // --host-cache-gib: the prefix cache's host tier
   std::string api_key;              // empty: no authentication
   std::string request_log;          // --request-log FILE: one JSON line per request
   std::string device = "auto";

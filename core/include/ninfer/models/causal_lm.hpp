@@ -24,10 +24,12 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "ninfer/checkpoint/checkpoint.hpp"
 #include "ninfer/checkpoint/model_config.hpp"
+#include "ninfer/runtime/device_buffer.hpp"
 
 namespace ninfer {
 
@@ -309,6 +311,22 @@ class CausalLM {
   // or entry, or a round of the slot not read.
   int32_t prefix_states() const;
   void save_prefix_state(int32_t slot, int32_t entry);
+  // The prefix cache's host tier (ninfer-serve --host-cache-gib): the bytes of one KV block over
+  // every attention layer and of one prefix-state copy; host memory for them (page-locked on a
+  // CUDA device); copies of a block (one the cache alone holds) or of prefix-state copy `entry`
+  // into host memory at `offset` and back, queued after the steps queued so far, the host not
+  // waiting. kv_take_block_for_cache: a free block only the cache holds (for a restore), -1 when
+  // none is free. Throws ninfer::Error for a bad block or entry.
+  size_t kv_block_bytes() const;
+  size_t prefix_state_bytes() const;
+  HostBuffer allocate_host(size_t bytes, std::string_view what);
+  void spill_kv_block(int32_t block, const HostBuffer& to, size_t offset);
+  void unspill_kv_block(int32_t block, const HostBuffer& from, size_t offset);
+  void spill_prefix_state(int32_t entry, const HostBuffer& to, size_t offset);
+  void unspill_prefix_state(int32_t entry, const HostBuffer& from, size_t offset);
+  int32_t kv_take_block_for_cache();
+  // Waits for every step and copy queued so far.
+  void synchronize();
   // Benchmarks only: the slot continues at position `tokens` as if that many had been
   // prefilled, without computing them. Decode then reads `tokens` KV rows per attention layer
   // (zeros, or what an earlier sequence left), so its cost is that of a real context that deep.

@@ -116,6 +116,13 @@ class Backend {
   void download_from(const void* src, void* dst, size_t bytes);
   // Device to device, ordered with the ops (the host does not wait).
   void copy(const DeviceBuffer& dst, size_t dst_offset, const DeviceBuffer& src, size_t src_offset, size_t bytes);
+  // Host memory for spilled device bytes (page-locked on a CUDA device; not in memory()): spill
+  // copies device bytes into it and unspill back, both ordered with the ops, the host not
+  // waiting (host bytes a spill wrote are for unspill, which the stream orders after it).
+  // allocate_host throws ninfer::Error naming `what` when the memory cannot be had.
+  HostBuffer allocate_host(size_t bytes, std::string_view what);
+  void spill(const HostBuffer& dst, size_t dst_offset, const DeviceBuffer& src, size_t src_offset, size_t bytes);
+  void unspill(const DeviceBuffer& dst, size_t dst_offset, const HostBuffer& src, size_t src_offset, size_t bytes);
   void zero(const DeviceBuffer& dst, size_t offset, size_t bytes);
   MemoryReport memory() const;
 
@@ -187,7 +194,9 @@ class Backend {
 
  private:
   friend class DeviceBuffer;
+  friend class HostBuffer;
   void release(DeviceBuffer& b) noexcept;
+  void release(HostBuffer& b) noexcept;
   void execute_plan(const Plan& p, const void* args);
 
   using PlanKey = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t, int32_t, uint32_t, int32_t>;

@@ -49,4 +49,26 @@ class DeviceBuffer {
   std::string format_;
 };
 
+// Move-only owner of host memory a backend spills device bytes to and restores them from
+// (Backend::allocate_host: page-locked on a CUDA device); returned to its backend when destroyed.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  HostBuffer(HostBuffer&& o) noexcept;
+  HostBuffer& operator=(HostBuffer&& o) noexcept;
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  ~HostBuffer();
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  bool empty() const { return ptr_ == nullptr; }
+
+ private:
+  friend class Backend;
+  void release() noexcept;
+  Backend* owner_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 } // namespace ninfer

@@ -38,6 +38,14 @@ class MemorySpace {
   virtual const void* results(size_t slot) = 0;
   // space -> space, ordered with the stream's work.
   virtual void copy_within(void* dst, const void* src, size_t bytes) = 0;
+  // Host memory that bytes of the space spill to and come back from (the prefix cache's host
+  // tier): page-locked on a device, so spill() (space -> it) and unspill() (it -> space) are
+  // queued on the stream like the ops and the host never waits; nullptr when it cannot be had.
+  // The host space's is plain memory and its copies are memcpy.
+  virtual void* allocate_host(size_t bytes);
+  virtual void free_host(void* p) noexcept;
+  virtual void spill(void* host_dst, const void* src, size_t bytes) { copy_out(host_dst, src, bytes); }
+  virtual void unspill(void* dst, const void* host_src, size_t bytes) { copy_in(dst, host_src, bytes); }
   virtual void zero(void* dst, size_t bytes) = 0;
   // The stream ops run on (a cudaStream_t), or nullptr for host execution.
   virtual void* stream() const = 0;

@@ -79,6 +79,11 @@ struct EngineLoad {
   // newer ones.
   int64_t prefix_cache_states = 0;
   int64_t prefix_cache_state_evictions = 0;
+  // Its host tier: what it holds and brought back so far.
+  PrefixCache::HostCounts host;
+  // Host-to-device bandwidth of a restore, measured when the engine started (bytes/s; 0 without
+  // a host tier).
+  double host_restore_bytes_per_s = 0;
 };
 
 // How one request's output is presented (what it generates does not change).
@@ -110,6 +115,9 @@ struct EngineOptions {
   // copy, besides the last block boundary of every prompt: every this many (a multiple of the
   // KV block; 0: only at prompts' ends).
   int64_t prefix_state_interval = 2048;
+  // Bytes of host memory (page-locked on a device) the prefix cache spills evicted blocks and
+  // state copies to instead of dropping them (PrefixCache::enable_host); 0: none.
+  size_t host_cache_bytes = 0;
   // Tests only: the prefix cache's chain hash (a colliding one); empty: PrefixCache::default_hash.
   PrefixCache::Hash prefix_hash;
 };
@@ -176,6 +184,8 @@ class Engine {
   bool reserve_blocks(int32_t slot, int64_t need, std::span<const int32_t> free_slots);
   // The KV pool's counts for load() (mutex_ held).
   void count_blocks();
+  double measure_restore();
+  bool make_room(int64_t blocks, int32_t slot, std::span<const int32_t> free_slots);
   // The prompt's state copies (EngineOptions::prefix_state_interval) for `h`'s sequence.
   void add_state_points(SequenceHooks& h, int32_t slot, int64_t cached, const std::vector<int32_t>& prompt);
 

@@ -19,6 +19,13 @@
 // deepest entry of its chain that holds one, whose state the adopting slot resumes from. The
 // copies are few and large (one sequence's state each): the least recently used entry gives its
 // copy up when a new one is needed, and keeps its block.
+//
+// The host tier (enable_host, ninfer-serve --host-cache-gib): an evicted block, or a state copy
+// given up, is copied into page-locked host memory instead of being dropped (the copy is queued
+// on the device's stream: the host does not wait), its entry stays in the chain, and a match
+// that reaches it copies it back into a free block (or state copy) before the slot adopts it.
+// The host memory holds whole blocks, and on a recurrent model its other half whole state
+// copies; the least recently spilled goes when it is full.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +34,8 @@
 #include <span>
 #include <unordered_map>
 #include <vector>
+
+#include "ninfer/runtime/device_buffer.hpp"
 
 namespace ninfer {
 class CausalLM;
@@ -64,20 +73,34 @@ class PrefixCache {
   // recurrent model: ending at an entry with a state copy), marked used now: its pool blocks in
   // position order, each holding block_tokens() of the prompt, and the state copy after the last
   // (-1 for a model without recurrent layers).
+  // Blocks the host tier holds are brought back into free blocks first; `missing` counts those of
+  // the chain that found none (the chain stops before the first): with that many more free
+  // blocks, matching again reaches further.
   struct Match {
     std::vector<int32_t> blocks;
     int32_t state = -1;
+    int64_t missing = 0;
   };
   Match match(std::span<const int32_t> prompt, int64_t most_tokens);
 
   // Gives back the least recently used block only the cache holds; false when there is none.
   bool evict_one();
 
+  // The host tier over `bytes` of host memory (CausalLM::allocate_host); throws ninfer::Error
+  // when the memory cannot be had or holds not even one block. Once, before any offer.
+  void enable_host(size_t bytes);
+
   int32_t block_tokens() const { return block_tokens_; }
-  int64_t blocks() const { return static_cast<int64_t>(entries_.size()); } // blocks held
+  int64_t blocks() const { return static_cast<int64_t>(lru_.size()); } // device blocks held
   int64_t evictions() const { return evictions_; }
   int64_t states() const { return static_cast<int64_t>(state_lru_.size()); } // state copies held
   int64_t state_evictions() const { return state_evictions_; }
+  // The host tier: blocks and state copies it holds, room for them, and those a match restored.
+  struct HostCounts {
+    int64_t blocks = 0, states = 0, block_room = 0, state_room = 0, restored_blocks = 0, restored_states = 0;
+    size_t bytes = 0; // host memory taken
+  };
+  HostCounts host_counts() const;
 
  private:
   struct Entry {
@@ -88,7 +111,29 @@ class PrefixCache {
     uint64_t used = 0;
     int32_t state = -1; // a recurrent model's state copy after this block, or -1
     uint64_t state_used = 0;
+    int32_t host_block = -1, host_state = -1; // where the host tier holds them (block, state -1)
+    uint64_t host_block_used = 0, host_state_used = 0;
   };
+  // Host memory for items of `unit` bytes: the free ones, and the held ones by age.
+  struct HostArea {
+    HostBuffer memory;
+    size_t unit = 0;
+    int64_t room = 0;
+    std::vector<int32_t> free;
+    std::map<std::pair<uint64_t, uint64_t>, uint64_t> lru; // (spilled, entry id) -> id
+    bool on() const { return room > 0; }
+    size_t at(int32_t item) const { return static_cast<size_t>(item) * unit; }
+  };
+  // The host tier's halves of an entry's life (prefix_cache_host.cpp): spilled where there is
+  // room (true), brought back into a free block / the given state copy, forgotten on erase.
+  bool spill_block(uint64_t id);
+  bool restore_block(uint64_t id);
+  void spill_state(uint64_t id, int32_t state);
+  void restore_state(uint64_t id);
+  void forget_host(Entry& e, uint64_t id);
+  // A free item of the area, making room by dropping the oldest; -1 when the area is off.
+  int32_t take_host_block();
+  int32_t take_host_state();
   void touch_state(uint64_t id);
   // Offers the blocks of `tokens`; the id of the entry of the last whole block, 0 for none.
   uint64_t offer_chain(int32_t slot, std::span<const int32_t> tokens);
@@ -106,6 +151,9 @@ class PrefixCache {
   int64_t evictions_ = 0, state_evictions_ = 0;
   bool recurrent_;
   std::vector<int32_t> free_states_;
+  HostArea host_blocks_, host_states_;
+  uint64_t host_clock_ = 0;
+  int64_t restored_blocks_ = 0, restored_states_ = 0;
   std::unordered_map<uint64_t, Entry> entries_;           // by id
   std::unordered_multimap<uint64_t, uint64_t> by_hash_;   // chain hash -> ids
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> lru_; // (used, id) -> id, oldest first
