@@ -127,26 +127,26 @@ struct Terms {
   u32 z0, z8;
 };
 
-// The rows' pointers of one lane, advanced by pointer increments.
-template <int SD>
+// The rows' positions of one lane: pointers to the codes of the next step to load, and 32-bit
+// indices into scales and zeros ([N, G] both: one index serves both, the bases are kernel
+// parameters) of the group of the next terms to load. Few registers: the codes in flight need them.
 struct Rows {
-  const unsigned char *c0, *c8;           // codes of the next step to load
-  const typename Scale<SD>::raw *s0, *s8; // the group terms of the next step to load
-  const unsigned char *z0, *z8;
+  const unsigned char *c0, *c8;
+  int t0, t8;
 };
 
 // The codes of the step u past r's code pointers (u a constant where unrolled: immediate offsets).
-template <int SD>
-__device__ __forceinline__ Codes load_codes(const Rows<SD>& r, int u) {
+__device__ __forceinline__ Codes load_codes(const Rows& r, int u) {
   return {load_stream(reinterpret_cast<const uint4*>(r.c0 + u * kStepBytes)),
           load_stream(reinterpret_cast<const uint4*>(r.c8 + u * kStepBytes))};
 }
-// The group terms u groups past r's term pointers.
+// The group terms u groups past r's term indices.
 template <int SD, bool kZeros>
-__device__ __forceinline__ Terms<SD, kZeros> load_terms(const Rows<SD>& r, int u) {
+__device__ __forceinline__ Terms<SD, kZeros> load_terms(const Args& a, const Rows& r, int u) {
+  using Raw = typename Scale<SD>::raw;
   Terms<SD, kZeros> t;
-  t.s0 = __ldg(r.s0 + u), t.s8 = __ldg(r.s8 + u);
-  if constexpr (kZeros) t.z0 = __ldg(r.z0 + u), t.z8 = __ldg(r.z8 + u);
+  t.s0 = __ldg(static_cast<const Raw*>(a.scales) + r.t0 + u), t.s8 = __ldg(static_cast<const Raw*>(a.scales) + r.t8 + u);
+  if constexpr (kZeros) t.z0 = __ldg(a.zeros + r.t0 + u), t.z8 = __ldg(a.zeros + r.t8 + u);
   else t.z0 = t.z8 = 0u;
   return t;
 }
@@ -181,29 +181,26 @@ __device__ __forceinline__ void compute_step(const Codes& c, const Terms<SD, kZe
 // (x3, x7) of k = 128 s + 32 q + 8 j + [0, 8), the order in which the word's nibbles decode.
 __device__ __forceinline__ void stage_x(const Args& a, long long begin, int tokens, int st0, int n, int col,
                                         unsigned char* xs) {
-  const bool vec = a.x_stride % 4 == 0 && reinterpret_cast<unsigned long long>(a.x) % 16 == 0;
-  const int units = n * 16; // 8 x values each, per token
+  // Half a word's x per thread and round: (x[2h], x[2h + 4]) and (x[2h + 1], x[2h + 5]), 8 bytes
+  // of each column (few registers: the first codes are in flight meanwhile).
+  const bool vec = a.x_stride % 2 == 0 && reinterpret_cast<unsigned long long>(a.x) % 8 == 0;
+  const int units = n * 32; // half words per token
   for (int i = threadIdx.x; i < tokens * units; i += kThreads) {
     const int t = i / units, u = i - t * units;
-    const int q = u & 3, j = (u >> 2) & 3, s = u >> 4;
-    const float* src = a.x + (begin + t) * a.x_stride + static_cast<long long>(st0 + s) * kStepK + 32 * q + 8 * j;
-    float f[8];
+    const int h = u & 1, q = (u >> 1) & 3, j = (u >> 3) & 3, s = u >> 5;
+    const float* src = a.x + (begin + t) * a.x_stride + static_cast<long long>(st0 + s) * kStepK + 32 * q + 8 * j + 2 * h;
+    float2 lo4, hi4; // x[2h], x[2h + 1] and x[2h + 4], x[2h + 5]
     if (vec) {
-      const float4 v0 = __ldg(reinterpret_cast<const float4*>(src)), v1 = __ldg(reinterpret_cast<const float4*>(src) + 1);
-      f[0] = v0.x, f[1] = v0.y, f[2] = v0.z, f[3] = v0.w, f[4] = v1.x, f[5] = v1.y, f[6] = v1.z, f[7] = v1.w;
+      lo4 = __ldg(reinterpret_cast<const float2*>(src)), hi4 = __ldg(reinterpret_cast<const float2*>(src + 4));
     } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) f[e] = __ldg(src + e);
+      lo4 = make_float2(__ldg(src), __ldg(src + 1)), hi4 = make_float2(__ldg(src + 4), __ldg(src + 5));
     }
-    u32 hi[4], lo[4];
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      hi[p] = pack_bf16(f[p], f[p + 4]);
-      lo[p] = pack_bf16(f[p] - bf16_lo(hi[p]), f[p + 4] - bf16_hi(hi[p]));
-    }
-    const int off = s * kStepXBytes + 64 * j + 16 * q;
-    *reinterpret_cast<uint4*>(xs + (2 * t) * col + off) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-    *reinterpret_cast<uint4*>(xs + (2 * t + 1) * col + off) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+    const u32 h0 = pack_bf16(lo4.x, hi4.x), h1 = pack_bf16(lo4.y, hi4.y);
+    const u32 l0 = pack_bf16(lo4.x - bf16_lo(h0), hi4.x - bf16_hi(h0));
+    const u32 l1 = pack_bf16(lo4.y - bf16_lo(h1), hi4.y - bf16_hi(h1));
+    const int off = s * kStepXBytes + 64 * j + 16 * q + 8 * h;
+    *reinterpret_cast<uint2*>(xs + (2 * t) * col + off) = make_uint2(h0, h1);
+    *reinterpret_cast<uint2*>(xs + (2 * t + 1) * col + off) = make_uint2(l0, l1);
   }
 }
 
@@ -255,7 +252,6 @@ __device__ void gemv(const Args& a, long long begin, long long end, const Split&
   const int st0 = static_cast<int>(static_cast<long long>(blockIdx.y) * steps / sp.ks);
   const int n = static_cast<int>(static_cast<long long>(blockIdx.y + 1) * steps / sp.ks) - st0;
   const int col = column_bytes(a.K, sp.ks);
-  stage_x(a, begin, tokens, st0, n, col, xs);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const long long row0 = static_cast<long long>(blockIdx.x) * kRows + 16 * warp;
@@ -265,30 +261,25 @@ __device__ void gemv(const Args& a, long long begin, long long end, const Split&
   const int per_group = a.group_size >= a.K ? steps + 1 : a.group_size / kStepK; // steps + 1: never reached
   const int group0 = kG128 ? st0 : st0 / per_group;
   int in_group = kG128 ? 0 : st0 - group0 * per_group;
-  using Raw = typename Scale<SD>::raw;
-  Rows<SD> r;
+  Rows r;
   r.c0 = a.w + rg * a.row_bytes + static_cast<long long>(st0) * kStepBytes + 16 * q;
   r.c8 = a.w + r8 * a.row_bytes + static_cast<long long>(st0) * kStepBytes + 16 * q;
-  r.s0 = static_cast<const Raw*>(a.scales) + rg * a.groups + group0;
-  r.s8 = static_cast<const Raw*>(a.scales) + r8 * a.groups + group0;
-  r.z0 = kZeros ? a.zeros + rg * a.groups + group0 : nullptr;
-  r.z8 = kZeros ? a.zeros + r8 * a.groups + group0 : nullptr;
+  r.t0 = static_cast<int>(rg * a.groups) + group0; // N * G < 2^31 (supports)
+  r.t8 = static_cast<int>(r8 * a.groups) + group0;
   // This lane's B column (g; past the launch's 2 tokens columns, a copy of the last one).
   u32 xa = static_cast<u32>(__cvta_generic_to_shared(xs)) + min(g, 2 * tokens - 1) * col + 16 * q;
 
-  // kG128: the term pointers are at the group of the iteration's first step, u past it for
+  // kG128: the term indices are at the group of the iteration's first step, u past it for
   // step u (immediate offsets). Otherwise they are at the next step to load and move a group at
   // a time: a step counter, no division.
   auto next_terms = [&](int by) {
     if constexpr (kG128) {
-      r.s0 += by, r.s8 += by;
-      if constexpr (kZeros) r.z0 += by, r.z8 += by;
+      r.t0 += by, r.t8 += by;
     } else {
       const bool next_group = ++in_group == per_group;
       in_group = next_group ? 0 : in_group;
       const int d = next_group ? 1 : 0;
-      r.s0 += d, r.s8 += d;
-      if constexpr (kZeros) r.z0 += d, r.z8 += d;
+      r.t0 += d, r.t8 += d;
     }
   };
 
@@ -297,9 +288,11 @@ __device__ void gemv(const Args& a, long long begin, long long end, const Split&
   for (int u = 0; u < kAhead; ++u)
     if (u < n) ring[u] = load_codes(r, u);
   r.c0 += kAhead * kStepBytes, r.c8 += kAhead * kStepBytes;
-  Terms<SD, kZeros> terms = load_terms<SD, kZeros>(r, 0);
+  Terms<SD, kZeros> terms = load_terms<SD, kZeros>(a, r, 0);
   if constexpr (!kG128) next_terms(1);
-  __syncthreads(); // x is staged
+  // x while the first codes are in flight.
+  stage_x(a, begin, tokens, st0, n, col, xs);
+  __syncthreads();
 
   float t0 = 0.f, t8 = 0.f;
   for (int s = 0; s < n; s += kAhead) {
@@ -310,7 +303,7 @@ __device__ void gemv(const Args& a, long long begin, long long end, const Split&
         const Terms<SD, kZeros> cur = terms;
         if (s + u + kAhead < n) ring[u] = load_codes(r, u);
         if (s + u + 1 < n) {
-          terms = load_terms<SD, kZeros>(r, kG128 ? u + 1 : 0);
+          terms = load_terms<SD, kZeros>(a, r, kG128 ? u + 1 : 0);
           if constexpr (!kG128) next_terms(1);
         }
         compute_step<SD, kZeros>(codes, cur, xa + u * kStepXBytes, t0, t8);
@@ -391,6 +384,7 @@ struct GemvInt4LeanDef {
         K > INT32_MAX || N > INT32_MAX)
       return 0;
     if (group < 1 || (group % lean::kStepK != 0 && group < K)) return 0;
+    if (N * ((K + group - 1) / group) > INT32_MAX) return 0; // 32-bit scale and zero indices
     for (int t = 1; t <= s->tokens; ++t)
       if (lean::k_chunks(K, N, t) > 1 && (N + lean::kRows - 1) / lean::kRows > kMaxTickets) return 0;
     return 1;
