@@ -2,8 +2,9 @@
 // the tensor cores: gemv_int4_lean. Decode must stream the codes at the memory's rate, and at the
 // copy rate an SM takes in ~26 (H100) to ~38 (H200) int4 codes per cycle against the 4 warp
 // instructions it can issue, so everything that is not the decode of a code is taken out of the
-// K loop or specialized away (gemv_quant_mma's step loop issues ~2.7 instructions per code and
-// lane at one token, the split form ~6):
+// K loop or specialized away. Its step loop issues 1.79-1.90 SASS instructions per code and lane
+// with groups of 128 (1.91-2.04 with larger groups; sm_90, cuobjdump), for 1 to 4 tokens alike,
+// where gemv_quant_mma's issues 2.7 at one token and its split form 6 (docs/quantization.md):
 //   - x is read, split into bf16 hi + lo and stored once per CTA, in shared memory, already in
 //     the MMA's B-fragment order: a lane's whole B operand of a step is 4 ld.shared.v4, and the
 //     MMA's 8 columns are (token, hi) and (token, lo) for up to 4 tokens, so one MMA per 16 k
@@ -20,9 +21,10 @@
 //     float32 and one FMA per row applies the group's scale: w = (u - zero) * scale exactly as
 //     the contract defines it, never rounded;
 //   - the codes of kAhead steps are in flight in registers (16-byte ld.global.nc, no L1
-//     allocation) while a step is computed, the scales and zeros of the next step (L1 hits after
-//     a row's first); addresses advance by pointer increments, the unrolled steps use immediate
-//     offsets;
+//     allocation) while a step is computed, in a ring of kAhead + 1 buffers that a fully
+//     unrolled round walks (a load goes to the buffer the previous step freed: no copies); the
+//     scales and zeros are loaded by the step that uses them (L1 hits after a row's first);
+//     addresses advance by pointer increments once per round, the steps use immediate offsets;
 //   - one kernel per scale dtype, zeros or not, and group form (12), so a step has no branch on
 //     any of them; the token count (1-4) costs nothing inside the loop (each lane reads one
 //     B column whatever the count) and is a launch argument;
@@ -61,7 +63,8 @@ constexpr int kMaxTokens = 4;           // MMA columns (token, hi) and (token, l
 static_assert(2 * kMaxTokens <= 8, "the MMA has 8 columns");
 constexpr int kStepK = 128;             // k per warp step: 4 lane quarters x 32 codes
 constexpr int kStepBytes = kStepK / 2;  // code bytes per row and step
-constexpr int kAhead = 3;               // steps of loads in flight while one is computed
+constexpr int kAhead = 2;               // steps of codes in flight while one is computed (3 at 80
+                                        // registers spill; 3 CTAs x 8 warps x 2 KB in flight per SM)
 constexpr int kStepXBytes = 4 * 4 * 16; // one B column of a step: 4 words x 4 quarters x 16 bytes
 constexpr int kColumnPad = 64;          // columns 2t and 2t + 1 start 64 bytes apart mod 128: no bank conflict
 constexpr int kTargetCtas = 384;        // CTAs a launch aims for (a property of the shape: ~3 per SM)
@@ -120,7 +123,7 @@ struct Codes {
 };
 // One step's group terms of a lane's rows g and g + 8: scales as stored, zeros (kZeros). A row's
 // scales and zeros share one or two 128-byte lines, so after the first they come from L1: they
-// are loaded one step ahead only, which keeps the registers for the codes.
+// are loaded by the step that uses them, which keeps the registers for the codes in flight.
 template <int SD, bool kZeros>
 struct Terms {
   typename Scale<SD>::raw s0, s8;
@@ -135,7 +138,7 @@ struct Rows {
   int t0, t8;
 };
 
-// The codes of the step u past r's code pointers (u a constant where unrolled: immediate offsets).
+// The codes of the step u past r's code pointers (u a constant once unrolled: immediate offsets).
 __device__ __forceinline__ Codes load_codes(const Rows& r, int u) {
   return {load_stream(reinterpret_cast<const uint4*>(r.c0 + u * kStepBytes)),
           load_stream(reinterpret_cast<const uint4*>(r.c8 + u * kStepBytes))};
@@ -269,9 +272,9 @@ __device__ void gemv(const Args& a, long long begin, long long end, const Split&
   // This lane's B column (g; past the launch's 2 tokens columns, a copy of the last one).
   u32 xa = static_cast<u32>(__cvta_generic_to_shared(xs)) + min(g, 2 * tokens - 1) * col + 16 * q;
 
-  // kG128: the term indices are at the group of the iteration's first step, u past it for
-  // step u (immediate offsets). Otherwise they are at the next step to load and move a group at
-  // a time: a step counter, no division.
+  // kG128: the term indices are at the group of the round's first step, v past it for step v
+  // (immediate offsets). Otherwise they are at the next step's group and move a group at a
+  // time: a step counter, no division.
   auto next_terms = [&](int by) {
     if constexpr (kG128) {
       r.t0 += by, r.t8 += by;
@@ -283,36 +286,39 @@ __device__ void gemv(const Args& a, long long begin, long long end, const Split&
     }
   };
 
-  Codes ring[kAhead];
+  // kRing code buffers: the step computed and kAhead steps in flight. The load of a step goes
+  // to the buffer the previous step freed, so no buffer is copied.
+  constexpr int kRing = kAhead + 1;
+  Codes ring[kRing];
 #pragma unroll
   for (int u = 0; u < kAhead; ++u)
     if (u < n) ring[u] = load_codes(r, u);
-  r.c0 += kAhead * kStepBytes, r.c8 += kAhead * kStepBytes;
-  Terms<SD, kZeros> terms = load_terms<SD, kZeros>(a, r, 0);
-  if constexpr (!kG128) next_terms(1);
   // x while the first codes are in flight.
   stage_x(a, begin, tokens, st0, n, col, xs);
   __syncthreads();
 
+  // One step: the load of step v + kAhead (where `more`), then step v's terms (L1 hits after a
+  // row's first: the zeros are needed at once, the scales only after the MMAs) and MMAs.
   float t0 = 0.f, t8 = 0.f;
-  for (int s = 0; s < n; s += kAhead) {
+  auto step = [&](int v, bool more) {
+    if (more) ring[(v + kAhead) % kRing] = load_codes(r, v + kAhead);
+    const Terms<SD, kZeros> terms = load_terms<SD, kZeros>(a, r, kG128 ? v : 0);
+    if constexpr (!kG128) next_terms(1);
+    compute_step<SD, kZeros>(ring[v % kRing], terms, xa + v * kStepXBytes, t0, t8);
+  };
+  int s = 0;
+  // While every load of a round of kRing steps is a step of the chunk, a step is straight-line code.
+  for (; s + kRing + kAhead <= n; s += kRing) {
 #pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      if (s + u < n) {
-        const Codes codes = ring[u];
-        const Terms<SD, kZeros> cur = terms;
-        if (s + u + kAhead < n) ring[u] = load_codes(r, u);
-        if (s + u + 1 < n) {
-          terms = load_terms<SD, kZeros>(a, r, kG128 ? u + 1 : 0);
-          if constexpr (!kG128) next_terms(1);
-        }
-        compute_step<SD, kZeros>(codes, cur, xa + u * kStepXBytes, t0, t8);
-      }
-    }
-    r.c0 += kAhead * kStepBytes, r.c8 += kAhead * kStepBytes;
-    if constexpr (kG128) next_terms(kAhead);
-    xa += kAhead * kStepXBytes;
+    for (int u = 0; u < kRing; ++u) step(u, true);
+    r.c0 += kRing * kStepBytes, r.c8 += kRing * kStepBytes;
+    if constexpr (kG128) next_terms(kRing);
+    xa += kRing * kStepXBytes;
   }
+  // The last steps (fewer than kRing + kAhead), each load only where its step is in the chunk.
+#pragma unroll
+  for (int v = 0; v < kRing + kAhead - 1; ++v)
+    if (s + v < n) step(v, s + v + kAhead < n);
   finish(a, begin, tokens, sp, t0, t8);
 }
 
