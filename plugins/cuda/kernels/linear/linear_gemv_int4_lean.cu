@@ -1,6 +1,6 @@
 // linear on int4 weights (the canonical layout of ninfer/abi/ops/quant_weight.h), 1-4 tokens, on
 // the tensor cores: gemv_int4_lean. Decode must stream the codes at the memory's rate, and at the
-// copy rate an SM takes in ~26 (H100) to ~38 (H200) int4 codes per cycle against the 4 warp
+// copy rate an SM takes in ~26 (H100) to ~37 (H200) int4 codes per cycle against the 4 warp
 // instructions it can issue, so everything that is not the decode of a code is taken out of the
 // K loop or specialized away. Its step loop issues 1.79-1.90 SASS instructions per code and lane
 // with groups of 128 (1.91-2.04 with larger groups; sm_90, cuobjdump), for 1 to 4 tokens alike,
