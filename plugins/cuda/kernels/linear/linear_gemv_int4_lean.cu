@@ -322,12 +322,22 @@ __device__ void gemv(const Args& a, long long begin, long long end, const Split&
   finish(a, begin, tokens, sp, t0, t8);
 }
 
+// CTAs per SM the registers are capped for: 3 (80 registers) on sm_90, whose ptxas keeps the
+// loop free of spills there; other architectures' ptxas spills at 80 (12-36 bytes on sm_89 and
+// sm_120a), so they get 2 (no table routes to it there; ninfer-tune may measure it).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 900
+constexpr int kMinCtasPerSm = 2;
+#else
+constexpr int kMinCtasPerSm = 3;
+#endif
+
 } // namespace ninfer::cuda_plugin::gemv_int4_lean
 
 // One kernel per scale dtype, zeros or not, and group form (_g128: one step per group; _groups:
-// a group of several steps, or one per row). 3 CTAs of 256 threads per SM: 80 registers.
+// a group of several steps, or one per row).
 #define NINFER_GEMV_INT4_LEAN(SD_NAME, SD, ZEROS, ZNAME, G128, GNAME)                                           \
-  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_int4_lean::kThreads, 3)                \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_int4_lean::kThreads,                   \
+                                               ninfer::cuda_plugin::gemv_int4_lean::kMinCtasPerSm)              \
       ninfer_linear_gemv_int4_lean_##SD_NAME##ZNAME##GNAME(ninfer::cuda_plugin::quant::Args a, long long b,    \
                                                              long long e,                                       \
                                                              ninfer::cuda_plugin::gemv_int4_lean::Split s) {    \
