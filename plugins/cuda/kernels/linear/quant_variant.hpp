@@ -29,37 +29,31 @@ struct QuantKernel {
   const void* fn;
 };
 
+// Whether a Def has the optional member MEMBER: NINFER_QUANT_DEF_HAS(Trait, member) defines
+// Trait<D>::value.
+#define NINFER_QUANT_DEF_HAS(TRAIT, MEMBER)                                  \
+  template <class D, class = void>                                           \
+  struct TRAIT : std::false_type {};                                         \
+  template <class D>                                                         \
+  struct TRAIT<D, std::void_t<decltype(D::MEMBER)>> : std::true_type {};
+NINFER_QUANT_DEF_HAS(DefPicks, kernel_count)  // more kernels than one per code type
+NINFER_QUANT_DEF_HAS(DefExtra, extra)         // a kernel parameter beyond (Args, begin, end)
+NINFER_QUANT_DEF_HAS(DefMask, dtype_mask)     // fewer code dtypes than the three
+NINFER_QUANT_DEF_HAS(DefSmem, dynamic_smem)   // dynamic shared memory
+NINFER_QUANT_DEF_HAS(DefWorkspace, workspace) // a launch workspace
+#undef NINFER_QUANT_DEF_HAS
+
 template <class Def>
 struct QuantLinearVariant {
   static inline const QuantKernel* planned = nullptr; // the kernel needing the most registers
 
-  template <class D, class = void>
-  struct Picks : std::false_type {}; // one kernel per code type
-  template <class D>
-  struct Picks<D, std::void_t<decltype(D::kernel_count)>> : std::true_type {};
   static constexpr int kernel_count() {
-    if constexpr (Picks<Def>::value) return Def::kernel_count;
+    if constexpr (DefPicks<Def>::value) return Def::kernel_count;
     else return 3;
   }
-  template <class D, class = void>
-  struct Extra : std::false_type {}; // no kernel parameter beyond (Args, begin, end)
-  template <class D>
-  struct Extra<D, std::void_t<decltype(D::extra)>> : std::true_type {};
-  template <class D, class = void>
-  struct Mask : std::false_type {};
-  template <class D>
-  struct Mask<D, std::void_t<decltype(D::dtype_mask)>> : std::true_type {};
-  template <class D, class = void>
-  struct Smem : std::false_type {};
-  template <class D>
-  struct Smem<D, std::void_t<decltype(D::dynamic_smem)>> : std::true_type {};
-  template <class D, class = void>
-  struct Workspace : std::false_type {};
-  template <class D>
-  struct Workspace<D, std::void_t<decltype(D::workspace)>> : std::true_type {};
 
   static int pick(const ninfer_linear_args& a, const ninfer_launch& l) {
-    if constexpr (Picks<Def>::value) return Def::pick(a, l);
+    if constexpr (DefPicks<Def>::value) return Def::pick(a, l);
     else return quant::code_index(a.w_dtype);
   }
 
@@ -83,7 +77,7 @@ struct QuantLinearVariant {
       std::snprintf(err, err_len, "%s/%s: %s", NINFER_OP_LINEAR, Def::name, why);
       return NINFER_ERR_INVALID_ARGUMENT;
     }
-    if constexpr (Extra<Def>::value) {
+    if constexpr (DefExtra<Def>::value) {
       if (const char* why = Def::invalid_launch(a, *l)) {
         std::snprintf(err, err_len, "%s/%s: %s", NINFER_OP_LINEAR, Def::name, why);
         return NINFER_ERR_INVALID_ARGUMENT;
@@ -97,7 +91,7 @@ struct QuantLinearVariant {
     // The kernel's dynamic shared memory limit to what this launch uses (the limit is per kernel).
     if (l->dynamic_smem_bytes > 0) rc = set_max_dynamic_smem(k.fn, l->dynamic_smem_bytes);
     if (rc == cudaSuccess) {
-      if constexpr (Extra<Def>::value) {
+      if constexpr (DefExtra<Def>::value) {
         auto x = Def::extra(a, *l);
         void* params[] = {&q, &b, &e, &x};
         rc = launch_kernel(k.fn, grid, dim3(l->block), params, l->dynamic_smem_bytes, static_cast<cudaStream_t>(stream));
@@ -124,7 +118,7 @@ struct QuantLinearVariant {
   }
 
   static int32_t supports(const void* ctx, const ninfer_shape* s) {
-    if constexpr (Mask<Def>::value) return (Def::dtype_mask >> s->dtype & 1u) && Def::supports(ctx, s);
+    if constexpr (DefMask<Def>::value) return (Def::dtype_mask >> s->dtype & 1u) && Def::supports(ctx, s);
     else return ninfer_dtype_is_quantized(s->dtype) && Def::supports(ctx, s);
   }
 
@@ -149,10 +143,10 @@ struct QuantLinearVariant {
     v.geometry = NINFER_GEOMETRY_TOKEN_TILED;
     v.split_k = 1;
     v.tokens_per_cta = Def::tokens_per_cta;
-    if constexpr (Mask<Def>::value) v.dtype_mask = Def::dtype_mask;
+    if constexpr (DefMask<Def>::value) v.dtype_mask = Def::dtype_mask;
     else v.dtype_mask = (1u << NINFER_DTYPE_INT4) | (1u << NINFER_DTYPE_INT8) | (1u << NINFER_DTYPE_FP8_E4M3);
-    if constexpr (Smem<Def>::value) v.dynamic_smem_bytes = Def::dynamic_smem;
-    if constexpr (Workspace<Def>::value) v.workspace_bytes = Def::workspace;
+    if constexpr (DefSmem<Def>::value) v.dynamic_smem_bytes = Def::dynamic_smem;
+    if constexpr (DefWorkspace<Def>::value) v.workspace_bytes = Def::workspace;
     v.resources = make_resources(*most, Def::threads);
     v.supports = supports;
     v.launch = launch;
