@@ -1,7 +1,9 @@
 // linear on quantized weights (INT4, INT8, FP8_E4M3 in the canonical layout,
 // ninfer/abi/ops/quant_weight.h) on the CUDA plugin: the planner's choice and every variant that
 // takes the dtype (gemv_quant_warp_t*, linear/linear_gemv_quant.cu; gemv_quant_mma,
-// linear/linear_gemv_quant_mma.cu, where its shape rules admit the case) forced, against the CPU
+// linear/linear_gemv_quant_mma.cu, gemv_quant_mma_split; gemv_int4_lean,
+// linear/linear_gemv_int4_lean.cu: int4, 1-4 tokens; each where its shape rules admit the case)
+// forced, against the CPU
 // plugin's linear on the same fresh random data: every code dtype x scale dtype (f32, bf16,
 // f16) x zero points or symmetric x g_idx or k / group_size x T = 1..8 (and 9, 17: tiles of 8)
 // x accumulate, outputs poisoned with NaN (accumulate: random y, NaN padding). Shapes reach each
@@ -9,7 +11,12 @@
 // vectors), per-code groups (g_idx, a group size that splits a load), one group per row, x rows
 // off 16-byte alignment, odd N. gemv_quant_mma's kernels are reached through the same cases: its
 // token forms by T (1, 2, 3-4: column pairs; 5-8, 9, 17: the split form in tiles of 8) and its
-// x loads by the shapes whose x rows are or are not 16-byte aligned. norm_linear on quantized weights takes its unfused form
+// x loads by the shapes whose x rows are or are not 16-byte aligned. gemv_int4_lean's 12 kernels
+// by scale dtype x zeros x group form (groups of 128: one step each; 256, 384, 512 = K: several
+// steps per group), its K chunks by the 5,120-column shapes (5 chunks meeting through the merge
+// tickets, one and three row blocks) and the 3,072-column one (3 chunks, the second starting
+// inside a group), its staging of x by aligned and unaligned rows, its row blocks by N past 128
+// and not a multiple of 16. norm_linear on quantized weights takes its unfused form
 // (rms_norm + this linear) and is checked against the CPU plugin's norm_linear too.
 //
 // Tolerance `float32-summation-order`: both plugins dequantize exactly (the contract's weight is
@@ -126,6 +133,8 @@ const Shape kShapes[] = {
     {384, 131, 128, 1, "tensor cores: 3 int4 / 6 int8 steps, x off 16-byte alignment, N past a CTA"},
     {512, 70, 512, 0, "tensor cores: one group per row over several steps"},
     {1024, 24, 256, 0, "tensor cores: groups of two int4 / four int8 steps"},
+    {5120, 300, 128, 0, "int4 lean: K in 5 chunks over 3 row blocks (merge tickets)"},
+    {3072, 136, 384, 1, "int4 lean: K in 3 chunks, one starting inside a group of 3 steps; x off alignment"},
 };
 
 } // namespace

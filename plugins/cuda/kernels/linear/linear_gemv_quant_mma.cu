@@ -46,6 +46,7 @@
 #include "common/grid_dependency.cuh"
 #include "linear/linear_gemv_mma_bf16.cuh"
 #include "linear/quant_common.cuh"
+#include "linear/quant_mma_fragments.cuh"
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include "linear/quant_variant.hpp"
@@ -101,20 +102,6 @@ __host__ __device__ constexpr int x_offset(int s) {
   return CODE == kInt4 ? 8 * (s >> 1) + 2 * (s & 1) : 4 * s;
 }
 
-// d += A . B (m16n8k16, bf16 in, float32 accumulate); mma_first: d = A . B.
-__device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void mma_first(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%10, %10, %10, %10};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
-}
-
 // Two x values as the bf16 pairs hi and lo (x = hi + lo + O(2^-17 |x|)).
 struct XPair {
   u32 hi, lo;
@@ -122,30 +109,6 @@ struct XPair {
 __device__ __forceinline__ XPair split_x(float first, float second) {
   const u32 hi = pack_bf16(first, second);
   return {hi, pack_bf16(first - bf16_lo(hi), second - bf16_hi(hi))};
-}
-
-__device__ __forceinline__ u32 bf16x2_sub(u32 a, u32 b) {
-  const __nv_bfloat162 d = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
-  return *reinterpret_cast<const u32*>(&d);
-}
-
-// Nibbles i and i + 4 of w as the bf16 pair (u_i - zero, u_{i+4} - zero); bias = 128 + zero in
-// both halves. 0x4300 is bf16 128.0, whose last mantissa bit weighs 1: OR-ing a nibble in adds it.
-// (a & b) | c in one instruction (the compiler splits it when b and c are both constants).
-__device__ __forceinline__ u32 and_or(u32 a, u32 b, u32 c) {
-  u32 d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-// 16 bytes of shared memory at a shared-space address.
-__device__ __forceinline__ uint4 lds16(u32 addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ u32 int4_pair(u32 w, int i, u32 bias) {
-  return bf16x2_sub(and_or(w >> (4 * i), 0x000F000Fu, 0x43004300u), bias);
 }
 
 // Bytes b and b + 1 of w as the bf16 pair (u - zero); bias = 2^23 + zero.

@@ -8,6 +8,10 @@
 // (its own launch-time checks beyond the shared ones below, or nullptr) and `grid(args, launch)`.
 // A Def with more kernels than one per code type says how many (`kernel_count`) and which one a
 // launch takes (`pick(args, launch)`: an index into kernels()); both or neither.
+// Optional, each on its own: `dtype_mask` (the code dtypes it takes; default all three),
+// `dynamic_smem(ctx, shape)` and `workspace(ctx, shape, tokens)` (the ABI's callbacks), and
+// `extra(args, launch)` with `invalid_launch(args, launch)`: a fourth kernel parameter built
+// from the launch (its workspace, tickets) and the checks it needs.
 #pragma once
 
 #include <cstdio>
@@ -25,20 +29,31 @@ struct QuantKernel {
   const void* fn;
 };
 
+// Whether a Def has the optional member MEMBER: NINFER_QUANT_DEF_HAS(Trait, member) defines
+// Trait<D>::value.
+#define NINFER_QUANT_DEF_HAS(TRAIT, MEMBER)                                  \
+  template <class D, class = void>                                           \
+  struct TRAIT : std::false_type {};                                         \
+  template <class D>                                                         \
+  struct TRAIT<D, std::void_t<decltype(D::MEMBER)>> : std::true_type {};
+NINFER_QUANT_DEF_HAS(DefPicks, kernel_count)  // more kernels than one per code type
+NINFER_QUANT_DEF_HAS(DefExtra, extra)         // a kernel parameter beyond (Args, begin, end)
+NINFER_QUANT_DEF_HAS(DefMask, dtype_mask)     // fewer code dtypes than the three
+NINFER_QUANT_DEF_HAS(DefSmem, dynamic_smem)   // dynamic shared memory
+NINFER_QUANT_DEF_HAS(DefWorkspace, workspace) // a launch workspace
+#undef NINFER_QUANT_DEF_HAS
+
 template <class Def>
 struct QuantLinearVariant {
   static inline const QuantKernel* planned = nullptr; // the kernel needing the most registers
 
-  template <class D, class = void>
-  struct Picks : std::false_type {}; // one kernel per code type
-  template <class D>
-  struct Picks<D, std::void_t<decltype(D::kernel_count)>> : std::true_type {};
   static constexpr int kernel_count() {
-    if constexpr (Picks<Def>::value) return Def::kernel_count;
+    if constexpr (DefPicks<Def>::value) return Def::kernel_count;
     else return 3;
   }
+
   static int pick(const ninfer_linear_args& a, const ninfer_launch& l) {
-    if constexpr (Picks<Def>::value) return Def::pick(a, l);
+    if constexpr (DefPicks<Def>::value) return Def::pick(a, l);
     else return quant::code_index(a.w_dtype);
   }
 
@@ -62,12 +77,29 @@ struct QuantLinearVariant {
       std::snprintf(err, err_len, "%s/%s: %s", NINFER_OP_LINEAR, Def::name, why);
       return NINFER_ERR_INVALID_ARGUMENT;
     }
+    if constexpr (DefExtra<Def>::value) {
+      if (const char* why = Def::invalid_launch(a, *l)) {
+        std::snprintf(err, err_len, "%s/%s: %s", NINFER_OP_LINEAR, Def::name, why);
+        return NINFER_ERR_INVALID_ARGUMENT;
+      }
+    }
     quant::Args q = quant::make_args(a);
     const QuantKernel& k = Def::kernels()[pick(a, *l)];
     long long b = l->token_begin, e = l->token_end;
     const dim3 grid = Def::grid(a, *l);
-    void* params[] = {&q, &b, &e};
-    const cudaError_t rc = launch_kernel(k.fn, grid, dim3(l->block), params, 0, static_cast<cudaStream_t>(stream));
+    cudaError_t rc = cudaSuccess;
+    // The kernel's dynamic shared memory limit to what this launch uses (the limit is per kernel).
+    if (l->dynamic_smem_bytes > 0) rc = set_max_dynamic_smem(k.fn, l->dynamic_smem_bytes);
+    if (rc == cudaSuccess) {
+      if constexpr (DefExtra<Def>::value) {
+        auto x = Def::extra(a, *l);
+        void* params[] = {&q, &b, &e, &x};
+        rc = launch_kernel(k.fn, grid, dim3(l->block), params, l->dynamic_smem_bytes, static_cast<cudaStream_t>(stream));
+      } else {
+        void* params[] = {&q, &b, &e};
+        rc = launch_kernel(k.fn, grid, dim3(l->block), params, l->dynamic_smem_bytes, static_cast<cudaStream_t>(stream));
+      }
+    }
     if (rc != cudaSuccess) {
       std::snprintf(err, err_len, "%s/%s: launch grid (%u,%u) block %d tokens [%lld,%lld): %s", NINFER_OP_LINEAR,
                     Def::name, grid.x, grid.y, l->block, b, e, cudaGetErrorString(rc));
@@ -86,7 +118,8 @@ struct QuantLinearVariant {
   }
 
   static int32_t supports(const void* ctx, const ninfer_shape* s) {
-    return ninfer_dtype_is_quantized(s->dtype) && Def::supports(ctx, s);
+    if constexpr (DefMask<Def>::value) return (Def::dtype_mask >> s->dtype & 1u) && Def::supports(ctx, s);
+    else return ninfer_dtype_is_quantized(s->dtype) && Def::supports(ctx, s);
   }
 
   static int32_t add(const ninfer_registrar* r, ninfer_variant& v, char* err, size_t err_len) {
@@ -110,7 +143,10 @@ struct QuantLinearVariant {
     v.geometry = NINFER_GEOMETRY_TOKEN_TILED;
     v.split_k = 1;
     v.tokens_per_cta = Def::tokens_per_cta;
-    v.dtype_mask = (1u << NINFER_DTYPE_INT4) | (1u << NINFER_DTYPE_INT8) | (1u << NINFER_DTYPE_FP8_E4M3);
+    if constexpr (DefMask<Def>::value) v.dtype_mask = Def::dtype_mask;
+    else v.dtype_mask = (1u << NINFER_DTYPE_INT4) | (1u << NINFER_DTYPE_INT8) | (1u << NINFER_DTYPE_FP8_E4M3);
+    if constexpr (DefSmem<Def>::value) v.dynamic_smem_bytes = Def::dynamic_smem;
+    if constexpr (DefWorkspace<Def>::value) v.workspace_bytes = Def::workspace;
     v.resources = make_resources(*most, Def::threads);
     v.supports = supports;
     v.launch = launch;
