@@ -155,7 +155,7 @@ TEST_F(TuneTest, TunesTheModelsNormLinearShapesGatedApart) {
   EXPECT_NE(r.err.find("shape: norm_linear 256x1536 (gated) up to 23 tokens"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("shape: linear"), std::string::npos) << "only the asked op: " << r.err;
   EXPECT_EQ(r.out.find("WRONG"), std::string::npos) << r.out;
-  const std::regex row(R"(norm_linear\s+(1|4)\s+reference\s)");
+  const std::regex row(R"(norm_linear\s+bfloat16\s+(1|4)\s+reference\s)");
   int rows = 0;
   for (std::sregex_iterator it(r.out.begin(), r.out.end(), row), end; it != end; ++it) ++rows;
   EXPECT_EQ(rows, 2) << r.out;
