@@ -77,7 +77,7 @@ TuneRun run_tuning(Backend& be, Backend& cpu, const std::vector<ShapeToTune>& sh
       std::vector<std::unique_ptr<OpCase>> cases;
       for (const ShapeToTune* s : mine) {
         const int64_t max_t = std::min<int64_t>(s->shape.tokens, o.buckets.back());
-        cases.push_back(make_op_case(be, s->shape, op, max_t, l2, 1234));
+        cases.push_back(make_op_case(be, s->shape, s->quant, op, max_t, l2, 1234));
         if (!cases.back())
           throw Error(fmt::format("op '{}' cannot be tuned (supported: linear, norm_linear, gdn_gating)", op));
       }

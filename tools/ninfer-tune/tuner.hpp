@@ -7,11 +7,13 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "matrix_choice.hpp"
 #include "ninfer/runtime/backend.hpp"
+#include "quant_layout.hpp"
 #include "tune_options.hpp"
 
 namespace ninfer::tools {
@@ -22,6 +24,7 @@ extern std::atomic<bool> g_tune_interrupted;
 struct ShapeToTune {
   std::string op;
   ninfer_shape shape{}; // tokens: the most the model runs it with; dtype: the weights'
+  std::optional<QuantLayout> quant; // the model's layout of these weights, for a quantized dtype
 };
 
 // One op, weight dtype and token bucket: each dtype of an op is tuned on its own (a quantized
