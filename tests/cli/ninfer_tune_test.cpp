@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -155,10 +156,90 @@ TEST_F(TuneTest, TunesTheModelsNormLinearShapesGatedApart) {
   EXPECT_NE(r.err.find("shape: norm_linear 256x1536 (gated) up to 23 tokens"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("shape: linear"), std::string::npos) << "only the asked op: " << r.err;
   EXPECT_EQ(r.out.find("WRONG"), std::string::npos) << r.out;
-  const std::regex row(R"(norm_linear\s+(1|4)\s+reference\s)");
+  const std::regex row(R"(norm_linear\s+bfloat16\s+(1|4)\s+reference\s)");
   int rows = 0;
   for (std::sregex_iterator it(r.out.begin(), r.out.end(), row), end; it != end; ++it) ++rows;
   EXPECT_EQ(rows, 2) << r.out;
+}
+
+// Quantized linears: --weights int4-g128 quantizes qwen3-cpu-small's decoder linears (q|k|v and
+// gate|up are norm_linear calls, o_proj and down_proj linear calls, groups of 128 columns) while
+// the LM head stays bf16. Each dtype is tuned apart, every int4 variant is checked against the
+// reference before it is timed, and the table's entries name their dtype, so the int4 route
+// never takes a bf16 call and the reverse.
+TEST_F(TuneTest, TunesQuantizedLinearsUnderTheirOwnDtype) {
+  const ProcessOutput r = tune(std::string(kSmall) + " --weights int4-g128 --buckets 1,4 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  std::map<std::pair<std::string, std::string>, int> buckets; // (op, dtype) -> buckets
+  for (const json& b : j["buckets"]) {
+    const std::string op = b["op"], dtype = b["dtype"];
+    ++buckets[{op, dtype}];
+    for (const json& x : b["excluded"]) EXPECT_EQ(x.get<std::string>().find("WRONG"), std::string::npos) << x;
+    const std::string variant = op == "linear" ? "blocked" : "reference"; // the CPU plugin's candidates
+    EXPECT_EQ(b["tuned_variant"], variant) << b.dump();
+    // Checked against the reference before it was timed: an error within the bound is reported.
+    ASSERT_TRUE(b["variants_error"].contains(variant)) << b.dump();
+    ASSERT_TRUE(b["variants_error"][variant].is_number()) << b.dump();
+    EXPECT_LE(b["variants_error"][variant].get<double>(), 2e-2) << b.dump();
+    EXPECT_TRUE(b["variants_us"].contains(variant)) << b.dump();
+  }
+  const std::map<std::pair<std::string, std::string>, int> want = {
+      {{"linear", "int4"}, 2}, {{"norm_linear", "int4"}, 2}, {{"linear", "bfloat16"}, 2}};
+  EXPECT_EQ(buckets, want) << j["buckets"].dump();
+  // The entries in the JSON and in the file name their dtype.
+  int int4_entries = 0;
+  for (const json& e : j["entries"])
+    if (e.contains("dtypes") && e["dtypes"] == json::array({"int4"})) ++int4_entries;
+  // linear and norm_linear, tokens [1, 4] each (one candidate: buckets 1 and 4 merge)
+  EXPECT_EQ(int4_entries, 2) << j["entries"].dump();
+  const ScheduleTable t = load_schedule_table(only_table(), data_dir() / "schemas");
+  auto entry_for = [&](const char* op, int32_t dtype, int64_t tokens, int64_t dims2) {
+    ninfer_shape s{};
+    s.tokens = tokens;
+    s.dims[0] = 256;
+    s.dims[1] = 256;
+    s.dims[2] = dims2;
+    s.dtype = dtype;
+    return t.lookup(op, s);
+  };
+  const ScheduleEntry* q = entry_for("linear", NINFER_DTYPE_INT4, 3, 128);
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->dtypes, std::vector<int32_t>{NINFER_DTYPE_INT4});
+  EXPECT_EQ(q->tokens_min, 1);
+  EXPECT_EQ(q->tokens_max, 4);
+  EXPECT_EQ(q->variant, "blocked");
+  const ScheduleEntry* f = entry_for("linear", NINFER_DTYPE_BF16, 3, 0);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->dtypes, std::vector<int32_t>{NINFER_DTYPE_BF16}) << "a bf16 call took another dtype's entry";
+  const ScheduleEntry* n = entry_for("norm_linear", NINFER_DTYPE_INT4, 1, 1);
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->dtypes, std::vector<int32_t>{NINFER_DTYPE_INT4});
+  // An int8 call was not tuned: no tuned entry takes it.
+  const ScheduleEntry* other = entry_for("linear", NINFER_DTYPE_INT8, 1, 128);
+  EXPECT_TRUE(!other || other->dtypes.empty()) << "a tuned entry took an int8 call";
+}
+
+// A quantized checkpoint's own layout reaches the tuned calls: AWQ's zero points and float16
+// scales, and GPTQ act order's g_idx (planning group 0), each checked against the reference.
+TEST_F(TuneTest, TunesAQuantizedCheckpointWithItsOwnLayout) {
+  struct Case {
+    const char* fixture;
+    const char* shape;
+  } cases[] = {{"tiny-qwen3-awq", "int4 (g32, float16 scales, zero points) up to"},
+               {"tiny-qwen3_5-gptq4-actorder", "int4 (g32, float16 scales, symmetric, g_idx) up to"}};
+  for (const Case& c : cases) {
+    const fs::path ck = fixtures_dir() / "quant" / c.fixture / "quantized";
+    const ProcessOutput r = tune("--checkpoint " + shell_quote(ck.string()) +
+                                 " --device cpu --prefill-chunk 16 --repeats 1 --buckets 1,4 --ops linear --dry-run");
+    ASSERT_EQ(r.status, 0) << c.fixture << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.shape), std::string::npos) << c.fixture << "\n" << r.err;
+    EXPECT_EQ(r.out.find("WRONG"), std::string::npos) << r.out;
+    const std::regex row(R"(linear\s+int4\s+(1|4)\s+blocked\s)");
+    int rows = 0;
+    for (std::sregex_iterator it(r.out.begin(), r.out.end(), row), end; it != end; ++it) ++rows;
+    EXPECT_EQ(rows, 2) << c.fixture << "\n" << r.out;
+  }
 }
 
 // SIGINT midway: exit 130, and no table (nor a temporary file) is left behind.
@@ -186,6 +267,8 @@ TEST_F(TuneTest, RefusesBadInputClearly) {
       {"--preset nope --device cpu", "unknown shape preset", 1},
       {"--preset qwen3-cpu-small --device cpu --repeats 0", "--repeats must be >= 1", 2},
       {std::string(kSmall) + " --jit-sweep", "--jit-sweep needs a CUDA device", 1},
+      {std::string(kSmall) + " --weights int3-g128", "--weights int3-g128: expected", 2},
+      {"--checkpoint /nonexistent --device cpu --weights int4-g128", "excludes", 2},
   };
   for (const Case& c : cases) {
     const ProcessOutput r = tune(c.args);

@@ -138,3 +138,52 @@ TEST(TuneTable, MatrixEntriesKeepAGatedAndAPlainNormLinearOfOneWidthApart) {
   EXPECT_EQ(matrix_name({4096, 24576, 1}), "4096x24576 dims[2]=1");
   EXPECT_EQ(matrix_name({4096, 4096, 0}), "4096x4096");
 }
+
+// Each tuned entry names the weight dtype it was measured on: the int4 buckets' choice routes
+// int4 calls only, the bf16 buckets' bf16 calls only, a dtype not tuned goes on to the built-in
+// entries, and buckets of one dtype merge among themselves but never with another dtype's.
+TEST(TuneTable, EntriesRouteOnlyTheDtypeTheyWereMeasuredOn) {
+  TuneRun run;
+  auto typed = [](int32_t dtype, int64_t tokens, std::string variant, std::vector<MatrixChoice> m = {}) {
+    BucketResult b = bucket("linear", tokens, std::move(variant), std::move(m));
+    b.dtype = dtype;
+    return b;
+  };
+  run.buckets.push_back(typed(NINFER_DTYPE_BF16, 1, "gemv"));
+  run.buckets.push_back(typed(NINFER_DTYPE_BF16, 4, "gemv"));
+  run.buckets.push_back(typed(NINFER_DTYPE_INT4, 1, "quant_gemv", {{{4096, 4096, 128}, "quant_other", 9, 10}}));
+  run.buckets.push_back(typed(NINFER_DTYPE_INT4, 4, "gemv")); // a name both dtypes chose
+  ScheduleTable builtin;
+  builtin.arch = "cpu";
+  builtin.entries.push_back({"linear", 1, 1 << 20, "builtin", std::nullopt, "", {}});
+  const ScheduleTable t = tuned_table(run, builtin, ScheduleDevice{"host CPU", 0, 0, "cpu", "0.1.0"});
+  ASSERT_EQ(t.entries.size(), 5u);
+  EXPECT_EQ(t.entries[0].dtypes, std::vector<int32_t>{NINFER_DTYPE_INT4}) << "the int4 matrix's entry";
+  EXPECT_EQ(t.entries[1].dtypes, std::vector<int32_t>{NINFER_DTYPE_BF16});
+  EXPECT_EQ(t.entries[1].tokens_max, 4) << "bf16 buckets 1 and 4 merge";
+  EXPECT_EQ(t.entries[2].dtypes, std::vector<int32_t>{NINFER_DTYPE_INT4});
+  EXPECT_EQ(t.entries[3].dtypes, std::vector<int32_t>{NINFER_DTYPE_INT4});
+  EXPECT_EQ(t.entries[3].tokens_min, 2) << "int4's bucket 4 is not merged into bf16's entry of the same variant";
+  EXPECT_TRUE(t.entries[4].dtypes.empty()) << "the built-in entry as it was";
+
+  auto route = [&](int32_t dtype, int64_t tokens, int64_t dims2) {
+    ninfer_shape s = linear_shape(tokens, 4096, 4096, dims2);
+    s.dtype = dtype;
+    const ScheduleEntry* e = t.lookup("linear", s);
+    return e ? e->variant : std::string("-");
+  };
+  EXPECT_EQ(route(NINFER_DTYPE_INT4, 1, 128), "quant_other");
+  EXPECT_EQ(route(NINFER_DTYPE_INT4, 1, 64), "quant_gemv") << "another group size is another matrix";
+  EXPECT_EQ(route(NINFER_DTYPE_BF16, 1, 0), "gemv");
+  EXPECT_EQ(route(NINFER_DTYPE_BF16, 1, 128), "gemv") << "the int4 matrix entry must not take a bf16 call";
+  EXPECT_EQ(route(NINFER_DTYPE_INT8, 1, 128), "builtin") << "int8 was not tuned";
+  EXPECT_EQ(route(NINFER_DTYPE_F32, 3, 0), "builtin") << "float32 was not tuned";
+
+  // The dtypes survive the schema and a save and load.
+  const auto file = std::filesystem::temp_directory_path() / ("ninfer-tune-dtypes-" + std::to_string(::getpid()) + ".yaml");
+  save_schedule_table(t, file);
+  const ScheduleTable back = load_schedule_table(file, test::data_dir() / "schemas");
+  std::filesystem::remove(file);
+  ASSERT_EQ(back.entries.size(), t.entries.size());
+  for (size_t i = 0; i < t.entries.size(); ++i) EXPECT_EQ(back.entries[i].dtypes, t.entries[i].dtypes) << i;
+}

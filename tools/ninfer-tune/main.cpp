@@ -22,6 +22,8 @@
 #include "ninfer/runtime/backend.hpp"
 #include "ninfer/planning/schedule_table.hpp"
 #include "confirm.hpp"
+#include "preset_weights.hpp"
+#include "quant_layout.hpp"
 #include "tune_options.hpp"
 #include "tune_report.hpp"
 #include "tuner.hpp"
@@ -34,14 +36,21 @@ using tools::TuneOptions;
 extern "C" void on_signal(int) { tools::g_tune_interrupted = true; }
 
 Checkpoint model_checkpoint(const TuneOptions& o) {
-  if (!o.preset.empty()) return Checkpoint::synthetic(shape_preset_config(o.preset), DType::BF16, 0);
+  if (!o.preset.empty()) {
+    // --weights: the decoder linears a default ninfer-quantize run quantizes, as ninfer-bench draws them.
+    const ModelConfig cfg = shape_preset_config(o.preset);
+    const auto quant = tools::parse_weights_spec(o.weights);
+    return Checkpoint::synthetic(cfg, DType::BF16, 0,
+                                 quant ? tools::quantized_tensors(cfg, *quant) : std::map<std::string, SyntheticQuant>{});
+  }
   ModelFiles f = open_model_files({o.manifest, o.checkpoint, std::nullopt, std::nullopt, "ninfer-tune"});
   return std::move(f.checkpoint);
 }
 
 // Loads the model once so the backend plans its largest prefill, decode and mixed steps; those
 // plans name every (op, shape) a forward pass runs. The model is then dropped: only shapes are
-// kept.
+// kept, a quantized matrix's with the layout its weights have in the model (the scale dtype and
+// zero points, which the shape does not carry).
 std::vector<tools::ShapeToTune> model_shapes(Backend& be, const Checkpoint& ck, const TuneOptions& o) {
   ModelOptions mo;
   mo.max_context = o.prefill_chunk + 1;
@@ -50,7 +59,8 @@ std::vector<tools::ShapeToTune> model_shapes(Backend& be, const Checkpoint& ck, 
   mo.weights = WeightPrecision::BF16;
   mo.cuda_graphs = false;
   { auto lm = CausalLM::load(ck, be, mo); }
-  // (op, dims[0..2], dtype): norm_linear's dims[2] (gated) tells q|k|v from gate|up.
+  // (op, dims[0..2], dtype): norm_linear's dims[2] (gated) tells q|k|v from gate|up; linear's is
+  // the group size of quantized weights, and the dtype keeps int4, int8, fp8 and float apart.
   std::map<std::tuple<std::string, int64_t, int64_t, int64_t, int32_t>, int64_t> widest;
   for (const Plan* p : be.cached_plans())
     for (const std::string& op : o.ops)
@@ -58,6 +68,7 @@ std::vector<tools::ShapeToTune> model_shapes(Backend& be, const Checkpoint& ck, 
         int64_t& t = widest[{op, p->shape.dims[0], p->shape.dims[1], p->shape.dims[2], p->shape.dtype}];
         t = std::max(t, p->shape.tokens);
       }
+  const auto layouts = tools::model_quant_layouts(ck);
   std::vector<tools::ShapeToTune> out;
   for (const auto& [k, t] : widest) {
     ninfer_shape s{};
@@ -66,7 +77,8 @@ std::vector<tools::ShapeToTune> model_shapes(Backend& be, const Checkpoint& ck, 
     s.dims[1] = std::get<2>(k);
     s.dims[2] = std::get<3>(k);
     s.dtype = std::get<4>(k);
-    out.push_back({std::get<0>(k), s});
+    out.push_back({std::get<0>(k), s, std::nullopt});
+    if (ninfer_dtype_is_quantized(s.dtype)) out.back().quant = tools::quant_layout_for(layouts, out.back().op, s);
   }
   return out;
 }
@@ -103,8 +115,10 @@ int run(TuneOptions& o) {
   const auto shapes = model_shapes(be, ck, o);
   if (!o.json)
     for (const auto& s : shapes)
-      fmt::print(stderr, "  shape: {} {}x{}{} up to {} tokens\n", s.op, s.shape.dims[0], s.shape.dims[1],
-                 s.op == "norm_linear" && s.shape.dims[2] ? " (gated)" : "", s.shape.tokens);
+      fmt::print(stderr, "  shape: {} {}x{}{}{} up to {} tokens\n", s.op, s.shape.dims[0], s.shape.dims[1],
+                 s.op == "norm_linear" && s.shape.dims[2] ? " (gated)" : "",
+                 s.quant ? fmt::format(" {} ({})", ninfer_dtype_name(s.shape.dtype), s.quant->describe()) : "",
+                 s.shape.tokens);
   tools::TuneRun result = tools::run_tuning(be, cpu, shapes, o);
   const ScheduleTable builtin = builtin_schedule_table(be.plugin(), dev);
   const ScheduleDevice key = schedule_device(be.plugin(), dev);
@@ -130,7 +144,12 @@ int main(int argc, char** argv) {
   TuneOptions o;
   CLI::App app{"ninfer-tune: measure every variant on this card and write the fastest to a schedule table"};
   app.footer("Examples:\n  ninfer-tune --preset qwen3-8b\n  ninfer-tune models/qwen3.5-27b.yaml --ops linear --budget-seconds 300\n"
-             "  ninfer-tune --preset qwen3-8b --buckets 1,8,64 --dry-run --json");
+             "  ninfer-tune --preset qwen3_5-27b --weights int4-g128 --ops linear\n"
+             "  ninfer-tune --preset qwen3-8b --buckets 1,8,64 --dry-run --json\n\n"
+             "Quantized linears (int4, int8, fp8_e4m3; a checkpoint's own or a preset's --weights) are tuned apart "
+             "from float ones, with the model's scale dtype, zero points and group size; every variant is checked "
+             "against the CPU reference plugin on the same codes (relative L2 <= 2e-2, as for float weights) before "
+             "it is timed. Table entries name the weight dtype they were measured on.");
   tools::add_tune_options(app, o);
   tools::add_version_flag(app, "ninfer-tune");
   if (auto rc = tools::parse_command_line(app, argc, argv, "ninfer-tune")) return *rc;

@@ -2,17 +2,26 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
+#include <random>
+#include <utility>
 
 #include "ninfer/abi/ops/fill_random.h"
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/ops/norm_linear.h"
+#include "ninfer/checkpoint/checkpoint.hpp"
+#include "ninfer/quantize/quant_grid.hpp"
 
 namespace ninfer::tools {
 namespace {
 
-size_t elem_size(int32_t dtype) { return dtype == NINFER_DTYPE_BF16 ? 2 : 4; }
+// Bytes per element; 1 for the quantized dtypes, whose buffers are counted in bytes
+// (fill_random's code bytes).
+size_t elem_size(int32_t dtype) {
+  return ninfer_dtype_is_quantized(dtype) ? 1 : dtype == NINFER_DTYPE_BF16 ? 2 : 4;
+}
 
 DeviceBuffer random_buffer(Backend& be, int64_t count, int32_t dtype, float scale, float offset, uint64_t seed,
                            const char* what) {
@@ -113,34 +122,119 @@ class RowwiseCase : public OpCase {
   std::map<int64_t, std::vector<float>> reference_; // tokens -> the reference's check rows
 };
 
+// The weight matrix W [N, K] of a linear or norm_linear case in the call's w_dtype, once per
+// weight copy on the tuned backend (copies_for) and copy 0 again on the CPU backend for the
+// reference. Float weights are fill_random values. Quantized weights (quant_weight.h) are
+// fill_random's uniform code bytes (two int4 codes a byte) with the model's layout
+// (QuantLayout): scales in its scale dtype within 25% of the step that maps the float weights'
+// range onto the codes (products of the float cases' size), zero points in [0, 2^bits) where
+// the model has them, and a shuffled channel-to-group map where it has a g_idx. Every copy holds
+// the same values.
+class CaseWeights {
+ public:
+  CaseWeights(Backend& be, int64_t N, int64_t K, int32_t dtype, const std::optional<QuantLayout>& quant, int64_t l2,
+              uint64_t seed, const char* what)
+      : be_(be), dtype_(dtype), quant_(quant) {
+    const bool int4 = dtype == NINFER_DTYPE_INT4;
+    bytes_ = static_cast<size_t>(N * (int4 ? (K + 1) / 2 : K)) * elem_size(dtype); // quant_weight.h's row_bytes
+    if (quant_) make_layout(N, K, seed);
+    const int n = copies_for(static_cast<int64_t>(bytes_ + scales_.size()), l2);
+    const int64_t count = static_cast<int64_t>(bytes_ / elem_size(dtype));
+    for (int c = 0; c < n; ++c)
+      copies_.push_back(with_layout(be, random_buffer(be, count, dtype, 0.0346f, 0.f, seed + 1, what)));
+  }
+  int copies() const { return static_cast<int>(copies_.size()); }
+  const void* w(int copy) const { return copies_[static_cast<size_t>(copy)].w.data(); }
+  const ninfer_quant_weight* wq(int copy) const { return quant_ ? &copies_[static_cast<size_t>(copy)].wq : nullptr; }
+  // Copy 0 on the CPU backend (made at the first call): the weights and their wq.
+  std::pair<const void*, const ninfer_quant_weight*> on_cpu(Backend& cpu) {
+    if (!cpu_) cpu_ = std::make_unique<Copy>(with_layout(cpu, to_cpu(cpu, be_, copies_[0].w, bytes_, "w")));
+    return {cpu_->w.data(), quant_ ? &cpu_->wq : nullptr};
+  }
+
+ private:
+  struct Copy {
+    DeviceBuffer w, scales, zeros, g_idx;
+    ninfer_quant_weight wq{};
+  };
+
+  void make_layout(int64_t N, int64_t K, uint64_t seed) {
+    const int64_t group = quant_->group_size, G = (K + group - 1) / group;
+    std::mt19937_64 rng(seed + 2);
+    // Half the codes' range around the zero point: 7.5 (int4), 127.5 (int8), just under 2 for
+    // fill_random's finite e4m3 codes.
+    const float half_range = dtype_ == NINFER_DTYPE_INT4 ? 7.5f : dtype_ == NINFER_DTYPE_INT8 ? 127.5f : 1.875f;
+    std::uniform_real_distribution<float> scale(0.75f * 0.0346f / half_range, 1.25f * 0.0346f / half_range);
+    const int32_t sd = quant_->scale_dtype;
+    for (int64_t i = 0; i < N * G; ++i) {
+      const float v = scale(rng);
+      const uint16_t h = sd == NINFER_DTYPE_BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+      const auto* p = sd == NINFER_DTYPE_F32 ? reinterpret_cast<const char*>(&v) : reinterpret_cast<const char*>(&h);
+      scales_.insert(scales_.end(), p, p + (sd == NINFER_DTYPE_F32 ? 4 : 2));
+    }
+    if (quant_->zeros) {
+      std::uniform_int_distribution<int> zero(0, dtype_ == NINFER_DTYPE_INT4 ? 15 : 255);
+      for (int64_t i = 0; i < N * G; ++i) zeros_.push_back(static_cast<char>(zero(rng)));
+    }
+    if (quant_->g_idx) {
+      std::vector<int32_t> g(static_cast<size_t>(K));
+      for (int64_t k = 0; k < K; ++k) g[static_cast<size_t>(k)] = static_cast<int32_t>(k / group);
+      std::shuffle(g.begin(), g.end(), rng);
+      g_idx_.resize(g.size() * 4);
+      std::memcpy(g_idx_.data(), g.data(), g_idx_.size());
+    }
+  }
+  // The codes (or float weights) `w` on backend `b`, with the scales, zero points and g_idx
+  // beside them.
+  Copy with_layout(Backend& b, DeviceBuffer w) const {
+    Copy c;
+    c.w = std::move(w);
+    if (!quant_) return c;
+    c.scales = upload(b, scales_, "tune scales");
+    if (!zeros_.empty()) c.zeros = upload(b, zeros_, "tune zero points");
+    if (!g_idx_.empty()) c.g_idx = upload(b, g_idx_, "tune g_idx");
+    c.wq = {c.scales.data(), c.zeros.as<const uint8_t>(), c.g_idx.as<const int32_t>(), quant_->scale_dtype,
+            static_cast<int32_t>(quant_->group_size)};
+    return c;
+  }
+
+  Backend& be_;
+  int32_t dtype_;
+  std::optional<QuantLayout> quant_;
+  size_t bytes_ = 0;                   // of one copy of w (the codes, for quantized weights)
+  std::vector<char> scales_, zeros_, g_idx_; // host bytes of the layout, empty for float weights
+  std::vector<Copy> copies_;
+  std::unique_ptr<Copy> cpu_;
+};
+
 class LinearCase final : public RowwiseCase {
  public:
-  LinearCase(Backend& be, const ninfer_shape& s, int64_t max_tokens, int64_t l2, uint64_t seed)
-      : RowwiseCase(be, s.dims[0], s.dims[1], max_tokens, seed, "tune linear x/y"), dtype_(s.dtype) {
-    copies_ = copies_for(out_ * in_ * static_cast<int64_t>(elem_size(dtype_)), l2);
-    for (int c = 0; c < copies_; ++c)
-      w_.push_back(random_buffer(be, out_ * in_, dtype_, 0.0346f, 0.f, seed + 1, "tune linear w"));
+  LinearCase(Backend& be, const ninfer_shape& s, const std::optional<QuantLayout>& quant, int64_t max_tokens, int64_t l2,
+             uint64_t seed)
+      : RowwiseCase(be, s.dims[0], s.dims[1], max_tokens, seed, "tune linear x/y"), group_(s.dims[2]), dtype_(s.dtype),
+        w_(be, out_, in_, dtype_, quant, l2, seed, "tune linear w") {
+    copies_ = w_.copies();
   }
   std::string op() const override { return NINFER_OP_LINEAR; }
-  ninfer_shape shape(int64_t t) const override { return {t, {in_, out_, 0, 0}, dtype_}; }
+  ninfer_shape shape(int64_t t) const override { return {t, {in_, out_, group_, 0}, dtype_}; }
   const void* args(int64_t t, int copy) override {
-    a_ = call(x_.as<float>(), w_[static_cast<size_t>(copy)].data(), y_.as<float>(), t);
+    a_ = call(x_.as<float>(), w_.w(copy), w_.wq(copy), y_.as<float>(), t);
     return &a_;
   }
 
  private:
-  ninfer_linear_args call(const float* x, const void* w, float* y, int64_t t) const {
-    return {x, in_, w, y, out_, t, static_cast<int32_t>(in_), static_cast<int32_t>(out_), dtype_, /*accumulate=*/0};
+  ninfer_linear_args call(const float* x, const void* w, const ninfer_quant_weight* wq, float* y, int64_t t) const {
+    return {x, in_, w, y, out_, t, static_cast<int32_t>(in_), static_cast<int32_t>(out_), dtype_, /*accumulate=*/0, wq};
   }
   void run_reference(Backend& cpu, const float* cx, float* cy, int64_t n) override {
-    if (cw_.empty()) cw_ = to_cpu(cpu, be_, w_[0], static_cast<size_t>(out_ * in_) * elem_size(dtype_), "w");
-    const ninfer_linear_args a = call(cx, cw_.data(), cy, n);
+    const auto [w, wq] = w_.on_cpu(cpu);
+    const ninfer_linear_args a = call(cx, w, wq, cy, n);
     cpu.run(NINFER_OP_LINEAR, shape(n), &a);
   }
 
+  int64_t group_; // the planning shape's dims[2]: 0, or the group size of quantized weights
   int32_t dtype_;
-  std::vector<DeviceBuffer> w_;
-  DeviceBuffer cw_; // weight copy 0 on the CPU backend, made at the first check
+  CaseWeights w_;
   ninfer_linear_args a_{};
 };
 
@@ -148,23 +242,24 @@ class LinearCase final : public RowwiseCase {
 // product, then (gated) SwiGLU of the two halves, so y rows are out_features / 2 wide.
 class NormLinearCase final : public RowwiseCase {
  public:
-  NormLinearCase(Backend& be, const ninfer_shape& s, int64_t max_tokens, int64_t l2, uint64_t seed)
+  NormLinearCase(Backend& be, const ninfer_shape& s, const std::optional<QuantLayout>& quant, int64_t max_tokens,
+                 int64_t l2, uint64_t seed)
       : RowwiseCase(be, s.dims[0], s.dims[2] ? s.dims[1] / 2 : s.dims[1], max_tokens, seed, "tune norm_linear x/y"),
-        N_(s.dims[1]), gated_(static_cast<int32_t>(s.dims[2])), dtype_(s.dtype) {
-    copies_ = copies_for(N_ * in_ * static_cast<int64_t>(elem_size(dtype_)), l2);
+        N_(s.dims[1]), gated_(static_cast<int32_t>(s.dims[2])), dtype_(s.dtype),
+        w_(be, N_, in_, dtype_, quant, l2, seed, "tune norm_linear w") {
+    copies_ = w_.copies();
     norm_w_ = random_buffer(be, in_, NINFER_DTYPE_F32, 0.2f, 1.f, seed + 5, "tune norm_linear norm_w");
-    for (int c = 0; c < copies_; ++c)
-      w_.push_back(random_buffer(be, N_ * in_, dtype_, 0.0346f, 0.f, seed + 1, "tune norm_linear w"));
   }
   std::string op() const override { return NINFER_OP_NORM_LINEAR; }
   ninfer_shape shape(int64_t t) const override { return {t, {in_, N_, gated_, 0}, dtype_}; }
   const void* args(int64_t t, int copy) override {
-    a_ = call(x_.as<float>(), norm_w_.as<float>(), w_[static_cast<size_t>(copy)].data(), y_.as<float>(), t);
+    a_ = call(x_.as<float>(), norm_w_.as<float>(), w_.w(copy), w_.wq(copy), y_.as<float>(), t);
     return &a_;
   }
 
  private:
-  ninfer_norm_linear_args call(const float* x, const float* norm_w, const void* w, float* y, int64_t t) const {
+  ninfer_norm_linear_args call(const float* x, const float* norm_w, const void* w, const ninfer_quant_weight* wq,
+                               float* y, int64_t t) const {
     ninfer_norm_linear_args a{};
     a.x = x;
     a.x_row_stride = in_;
@@ -178,23 +273,22 @@ class NormLinearCase final : public RowwiseCase {
     a.in_features = static_cast<int32_t>(in_);
     a.out_features = static_cast<int32_t>(N_);
     a.gated = gated_;
+    a.wq = wq;
     return a;
   }
   void run_reference(Backend& cpu, const float* cx, float* cy, int64_t n) override {
-    if (cw_.empty()) {
-      cw_ = to_cpu(cpu, be_, w_[0], static_cast<size_t>(N_ * in_) * elem_size(dtype_), "w");
-      cnorm_ = to_cpu(cpu, be_, norm_w_, static_cast<size_t>(in_) * 4, "norm_w");
-    }
-    const ninfer_norm_linear_args a = call(cx, cnorm_.as<float>(), cw_.data(), cy, n);
+    const auto [w, wq] = w_.on_cpu(cpu);
+    if (cnorm_.empty()) cnorm_ = to_cpu(cpu, be_, norm_w_, static_cast<size_t>(in_) * 4, "norm_w");
+    const ninfer_norm_linear_args a = call(cx, cnorm_.as<float>(), w, wq, cy, n);
     cpu.reserve_workspace(NINFER_OP_NORM_LINEAR, shape(n)); // the reference's row scratch
     cpu.run(NINFER_OP_NORM_LINEAR, shape(n), &a);
   }
 
   int64_t N_; // out_features (y rows are half of it when gated)
   int32_t gated_, dtype_;
+  CaseWeights w_;
   DeviceBuffer norm_w_;
-  std::vector<DeviceBuffer> w_;
-  DeviceBuffer cw_, cnorm_; // weight copy 0 and the norm weights on the CPU backend
+  DeviceBuffer cnorm_; // the norm weights on the CPU backend
   ninfer_norm_linear_args a_{};
 };
 
@@ -252,10 +346,11 @@ class GdnGatingCase final : public OpCase {
 
 } // namespace
 
-std::unique_ptr<OpCase> make_op_case(Backend& be, const ninfer_shape& shape, const std::string& op,
-                                     int64_t max_tokens, int64_t l2_bytes, uint64_t seed) {
-  if (op == NINFER_OP_LINEAR) return std::make_unique<LinearCase>(be, shape, max_tokens, l2_bytes, seed);
-  if (op == NINFER_OP_NORM_LINEAR) return std::make_unique<NormLinearCase>(be, shape, max_tokens, l2_bytes, seed);
+std::unique_ptr<OpCase> make_op_case(Backend& be, const ninfer_shape& shape, const std::optional<QuantLayout>& quant,
+                                     const std::string& op, int64_t max_tokens, int64_t l2_bytes, uint64_t seed) {
+  if (op == NINFER_OP_LINEAR) return std::make_unique<LinearCase>(be, shape, quant, max_tokens, l2_bytes, seed);
+  if (op == NINFER_OP_NORM_LINEAR)
+    return std::make_unique<NormLinearCase>(be, shape, quant, max_tokens, l2_bytes, seed);
   if (op == NINFER_OP_GDN_GATING) return std::make_unique<GdnGatingCase>(be, shape, max_tokens, l2_bytes, seed);
   return nullptr;
 }

@@ -7,6 +7,7 @@
 #include "ninfer/devices/device.hpp"
 #include "ninfer/planning/op_catalog.hpp"
 #include "ninfer/support/error.hpp"
+#include "preset_weights.hpp"
 #include "tool_cli.hpp"
 
 namespace ninfer::tools {
@@ -17,6 +18,12 @@ void add_tune_options(CLI::App& app, TuneOptions& o) {
   auto* ck = app.add_option("--checkpoint", o.checkpoint, "Hugging Face checkpoint folder whose shapes are tuned");
   preset->excludes(manifest)->excludes(ck);
   manifest->excludes(ck);
+  app.add_option("--weights", o.weights,
+                 "A preset's decoder linears: bfloat16, int4-g128, int8-g128 (any gN), int4-channel, int8-channel, fp8 "
+                 "(128-column blocks), drawn as ninfer-bench draws them; their linears are tuned under their own dtype")
+      ->capture_default_str()
+      ->excludes(manifest)
+      ->excludes(ck);
   app.add_option("--device", o.device, "auto (the first GPU, else the CPU), cuda, cuda:N or cpu")->capture_default_str();
   app.add_option("--plugin-dir", o.plugin_dir, "Plugin directory (default: $NINFER_PLUGIN_DIR, else the install's)");
   app.add_option("--plugin", o.plugin, "Tune this plugin (default: the best-scoring one)");
@@ -45,6 +52,9 @@ void add_tune_options(CLI::App& app, TuneOptions& o) {
 void check_tune_options(TuneOptions& o) {
   if (o.preset.empty() && o.manifest.empty() && o.checkpoint.empty())
     throw UsageError("no model: give --preset NAME, a manifest or --checkpoint DIR (its shapes are tuned)");
+  if (o.weights != "bfloat16" && o.weights != "bf16" && o.preset.empty())
+    throw UsageError("--weights draws a preset's quantized weights: a checkpoint or manifest brings its own");
+  parse_weights_spec(o.weights);
   if (o.prefill_chunk < 1 || o.repeats < 1 || o.budget_seconds <= 0)
     throw UsageError("--prefill-chunk and --repeats must be >= 1, --budget-seconds > 0");
   std::erase(o.ops, std::string{}); // `--ops ''` or `--ops linear,` name no op there

@@ -12,6 +12,7 @@ namespace ninfer::tools {
 
 struct TuneOptions {
   std::string preset, manifest, checkpoint; // the model (shapes only; weights are drawn)
+  std::string weights = "bfloat16"; // a preset's decoder linears: bfloat16, int4-g128, fp8, ... (preset_weights.hpp)
   std::string device = "auto"; // as every tool: the first GPU, else the CPU
   std::string plugin_dir, plugin;
   std::vector<std::string> ops{"linear", "norm_linear", "gdn_gating"};
