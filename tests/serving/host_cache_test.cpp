@@ -12,18 +12,6 @@ using namespace ninfer::test;
 
 namespace {
 
-// Prefills `ids` into the slot and offers its blocks (and, on a recurrent model, a state copy
-// after them: `ids` is a whole number of blocks there).
-void compute_and_offer(CausalLM& lm, PrefixCache& cache, int32_t slot, const std::vector<int32_t>& ids) {
-  lm.release_kv(slot);
-  lm.prefill(slot, ids);
-  if (lm.can_truncate()) {
-    cache.offer(slot, ids);
-  } else if (const int32_t copy = cache.offer_state(slot, ids); copy >= 0) {
-    lm.save_prefix_state(slot, copy);
-  }
-}
-
 // The cache's last row of logits for `prompt` read partly from its blocks in `slot`, against the
 // whole prompt read afresh in `fresh`.
 double adopted_vs_whole(CausalLM& lm, PrefixCache& cache, int32_t slot, int32_t fresh,
@@ -120,17 +108,7 @@ TEST(ServingPrefixCache, HostTierNeverChangesAReply) {
     o.host_cache_bytes = 64 * (lm->kv_block_bytes() + lm->prefix_state_bytes());
     Engine engine(*lm, nullptr, o);
     EXPECT_GT(engine.load().host_restore_bytes_per_s, 0);
-    int64_t cached = 0;
-    for (size_t first = 0; first < reqs.size(); first += 3) {
-      std::vector<std::shared_ptr<RequestHandle>> handles;
-      for (size_t i = first; i < first + 3; ++i) handles.push_back(engine.submit(reqs[i]));
-      for (size_t i = first; i < first + 3; ++i) {
-        const ServeResult r = handles[i - first]->wait();
-        expect_same_reply(r, want[i], "request " + std::to_string(i));
-        cached += r.cached_tokens;
-      }
-    }
-    EXPECT_GT(cached, 0);
+    EXPECT_GT(run_waves(engine, reqs, want, name), 0);
     EXPECT_GT(engine.load().host.restored_blocks, 0) << "no block came back from the host";
   }
 }

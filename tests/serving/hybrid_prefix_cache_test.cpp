@@ -152,17 +152,7 @@ TEST(ServingPrefixCache, HybridCopiesGivenUpNeverChangeAReply) {
     Backend be = cpu_model_backend();
     auto lm = model(be, fx, 3, 14 * kBlock, 2);
     Engine engine(*lm, nullptr, with_interval(interval));
-    int64_t cached = 0;
-    for (size_t first = 0; first < reqs.size(); first += 3) {
-      std::vector<std::shared_ptr<RequestHandle>> handles;
-      for (size_t i = first; i < first + 3; ++i) handles.push_back(engine.submit(reqs[i]));
-      for (size_t i = first; i < first + 3; ++i) {
-        const ServeResult r = handles[i - first]->wait();
-        expect_same_reply(r, want[i], "request " + std::to_string(i) + ", interval " + std::to_string(interval));
-        cached += r.cached_tokens;
-      }
-    }
-    EXPECT_GT(cached, 0) << "interval " << interval;
+    EXPECT_GT(run_waves(engine, reqs, want, "interval " + std::to_string(interval)), 0) << "interval " << interval;
     EXPECT_GT(engine.load().prefix_cache_state_evictions, 0) << "interval " << interval << ": two copies sufficed";
     EXPECT_LE(engine.load().prefix_cache_states, 2);
   }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -85,6 +86,36 @@ inline std::vector<ServeResult> cold_replies(const Fixture& fx, const std::vecto
     EXPECT_EQ(out.back().cached_tokens, 0);
   }
   return out;
+}
+
+// Prefills `ids` into the slot and offers its blocks to the cache, with a state copy after them on
+// a recurrent model (`ids` is then a whole number of blocks).
+inline void compute_and_offer(CausalLM& lm, serving::PrefixCache& cache, int32_t slot, const std::vector<int32_t>& ids) {
+  lm.release_kv(slot);
+  lm.prefill(slot, ids);
+  if (lm.can_truncate()) {
+    cache.offer(slot, ids);
+  } else if (const int32_t copy = cache.offer_state(slot, ids); copy >= 0) {
+    lm.save_prefix_state(slot, copy);
+  }
+}
+
+// `reqs` through `engine` in waves of `wave` submitted together, each reply against `want`
+// (expect_same_reply); the prompt tokens read from a slot or the cache, summed.
+inline int64_t run_waves(Engine& engine, const std::vector<GenerationRequest>& reqs, const std::vector<ServeResult>& want,
+                         const std::string& what, size_t wave = 3) {
+  int64_t cached = 0;
+  for (size_t first = 0; first < reqs.size(); first += wave) {
+    const size_t end = std::min(reqs.size(), first + wave);
+    std::vector<std::shared_ptr<serving::RequestHandle>> handles;
+    for (size_t i = first; i < end; ++i) handles.push_back(engine.submit(reqs[i]));
+    for (size_t i = first; i < end; ++i) {
+      const ServeResult r = handles[i - first]->wait();
+      expect_same_reply(r, want[i], what + ", request " + std::to_string(i));
+      cached += r.cached_tokens;
+    }
+  }
+  return cached;
 }
 
 } // namespace ninfer::test

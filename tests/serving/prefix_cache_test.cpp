@@ -10,17 +10,6 @@ using namespace ninfer;
 using namespace ninfer::serving;
 using namespace ninfer::test;
 
-namespace {
-
-// Prefills `ids` into the slot (whole) and offers its blocks to the cache.
-void compute_and_offer(CausalLM& lm, PrefixCache& cache, int32_t slot, const std::vector<int32_t>& ids) {
-  lm.release_kv(slot);
-  lm.prefill(slot, ids);
-  cache.offer(slot, ids);
-}
-
-} // namespace
-
 // With every chain hash equal, the cache still finds a block only after the same blocks and
 // with the same tokens: the hash only narrows the search.
 TEST(PrefixCache, CollidingHashesNeverShareAnotherChainsBlocks) {
@@ -141,17 +130,8 @@ TEST(ServingPrefixCache, EvictionUnderASmallPoolNeverChangesAReply) {
     EngineOptions o;
     if (collide) o.prefix_hash = [](uint64_t, std::span<const int32_t>) { return uint64_t{1}; };
     Engine engine(*lm, nullptr, o);
-    int64_t cached = 0;
     // In waves of three, so later waves find what earlier ones left.
-    for (size_t first = 0; first < reqs.size(); first += 3) {
-      std::vector<std::shared_ptr<RequestHandle>> handles;
-      for (size_t i = first; i < first + 3; ++i) handles.push_back(engine.submit(reqs[i]));
-      for (size_t i = first; i < first + 3; ++i) {
-        const ServeResult r = handles[i - first]->wait();
-        expect_same_reply(r, want[i], "request " + std::to_string(i) + (collide ? " (colliding hashes)" : ""));
-        cached += r.cached_tokens;
-      }
-    }
+    const int64_t cached = run_waves(engine, reqs, want, collide ? "colliding hashes" : "real hashes");
     EXPECT_GT(cached, 0);
     EXPECT_GT(engine.load().prefix_cache_evictions, 0) << "the pool was never short";
     EXPECT_LE(engine.load().prefix_cache_blocks, 10);
