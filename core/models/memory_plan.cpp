@@ -134,7 +134,8 @@ int64_t kv_pool_blocks(const ModelOptions& o) {
   const int64_t per_sequence = (o.max_context + block - 1) / block;
   const int64_t all = per_sequence * o.max_sequences;
   if (o.kv_capacity <= 0) return all;
-  return std::clamp(o.kv_capacity / block, per_sequence, all);
+  // Beyond every slot's whole context the extra blocks hold the serving prefix cache's rows.
+  return std::max(o.kv_capacity / block, per_sequence);
 }
 
 size_t MemoryParts::allocated() const {

@@ -246,10 +246,10 @@ TEST(MemoryPlan, AKvCapacityIsAPoolTheSequencesShare) {
   EXPECT_EQ(lm->kv_blocks_total(), 4000 / kKvBlockTokens);
   EXPECT_EQ(be.memory().in_use[static_cast<size_t>(MemoryUse::KvCache)], capped.parts.of(MemoryUse::KvCache));
 
-  // A capacity beyond slots x context changes nothing: every slot's whole context.
+  // A capacity beyond slots x context is the pool (room for the prefix cache's blocks).
   ModelOptions roomy = options(512, 2);
-  roomy.kv_capacity = 1 << 20;
-  EXPECT_EQ(plan_memory(ck, plan_target(probe), roomy, {}).kv_tokens, 2 * 512);
+  roomy.kv_capacity = 3 * 512 + 100;
+  EXPECT_EQ(plan_memory(ck, plan_target(probe), roomy, {}).kv_tokens, 3 * 512 + 64);
 
   ModelOptions small = options(1000, 2);
   small.kv_capacity = 1000; // one sequence of 1000 takes 16 blocks of 64: 1024 tokens

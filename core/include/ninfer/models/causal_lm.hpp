@@ -85,7 +85,8 @@ struct ModelOptions {
   int32_t mixed_chunk = 0;
   // KV tokens of the cache, all sequences together. 0: every slot's whole max_context (which the
   // plan fits to the memory). A number: a KV block pool of that many tokens (at least one
-  // max_context, at most every slot's), shared by the slots (kv_pool_blocks, memory_plan.hpp).
+  // max_context; past every slot's, the rest holds prefix-cache blocks), shared by the slots
+  // (kv_pool_blocks, memory_plan.hpp).
   int64_t kv_capacity = 0;
   // Positions per block of the KV pool: a power of two from 32 (the CUDA attention kernels'
   // key tile) to 1024; 0: kKvBlockTokens (memory_plan.hpp). options() holds the one used.

@@ -43,9 +43,9 @@ inline constexpr size_t kCudaRuntimeBytes = size_t{512} << 20;
 // measurement of the attention kernels on a GPU.
 inline constexpr int32_t kKvBlockTokens = 64;
 // Blocks of the KV pool a load makes with options `o` (max_context resolved): every slot's whole
-// max_context in blocks, or, when o.kv_capacity asks for fewer tokens, kv_capacity rounded down to
-// whole blocks, but never fewer than one sequence's max_context needs (the plan refuses a
-// kv_capacity below max_context). Sequences then share the pool and the serving engine admits a
+// max_context in blocks, or, when o.kv_capacity is set, kv_capacity rounded down to whole blocks,
+// but never fewer than one sequence's max_context needs (the plan refuses a kv_capacity below
+// max_context); more than every slot's whole context leaves room for the prefix cache. Sequences then share the pool and the serving engine admits a
 // request only when the blocks it may need are free (docs/memory.md, "The KV block pool").
 int64_t kv_pool_blocks(const ModelOptions& o);
 // Positions per KV block of a load with options `o`: o.kv_block_tokens, or kKvBlockTokens.
