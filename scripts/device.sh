@@ -78,7 +78,7 @@ On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu
                                 qwen3-8b), ninfer-serve with 2 slots, time to first token of a PROMPT-token
                                 (default 8000) conversation's cold first turn, of its second turn from the
                                 prefix cache in another slot, of its third in the same slot; SERVE_ARGS: more
-                                ninfer-serve words
+                                ninfer-serve words (MAX_CONTEXT=N: its --max-context, default PROMPT + 1024)
 
 Every device subcommand unpacks $CARRY/bundle.tar.gz (default .carry) into /tmp/ninfer-carry
 unless the unpacked copy is that very bundle (a warm machine may hold another call's build).
@@ -555,7 +555,8 @@ serve_turns() { # preset prompt
   step "ninfer-serve, 2 slots: a $prompt-token conversation's turns ${SERVE_ARGS:-}"
   # shellcheck disable=SC2086  # SERVE_ARGS is a word list
   "$n/ninfer/bin/ninfer-serve" --checkpoint "$w/model" --device cuda --port "$port" --max-concurrency 2 \
-    --max-context $((prompt + 1024)) ${SERVE_ARGS:-} --request-log "$w/requests.jsonl" > "$w/serve.out" 2> "$w/serve.err" &
+    --max-context "${MAX_CONTEXT:-$((prompt + 1024))}" ${SERVE_ARGS:-} --request-log "$w/requests.jsonl" \
+    > "$w/serve.out" 2> "$w/serve.err" &
   pid=$!
   for _ in $(seq 300); do health && break; sleep 1; done
   health || { echo "server did not come up"; tail -20 "$w/serve.err"; kill "$pid"; return 1; }
