@@ -7,8 +7,9 @@
 // summation order (kGpuVsCpuF32), and a tensor-core prefill by its q / P rounding (the row
 // tolerances of attention_test.cpp). Every variant that serves a call and the planner's choice,
 // on fresh random caches whose slots hold NaN after their filled length, with decode spans up
-// to 5,000 keys (split-KV with chunks of the span) and prompt chunks that start mid-sequence
-// (chunked prefill reading the earlier chunks from the cache). The cache is paged through a
+// to 5,000 keys (split-KV with chunks of the span), prompt chunks that start mid-sequence
+// (chunked prefill reading the earlier chunks from the cache) and decode calls with several
+// tokens per sequence (mixed steps' chunks, speculative verification). The cache is paged through a
 // shuffled block table of 64-token blocks (the core's default) with NaN blocks no slot owns.
 #include <gtest/gtest.h>
 
@@ -77,6 +78,12 @@ std::vector<Call> calls() {
       {"chunk of 200 tokens at position 1000", {{8, 1000, 200}}},
       {"chunk of 904 tokens at position 4096", {{5, 4096, 904}}},
       {"mixed call of 245 tokens", {{8, 1000, 200}, {5, 4999, 1}, {7, 0, 13}, {3, 970, 31}}},
+      // Several tokens of one sequence in a decode call share the tensor-core decode's rows
+      // (attention/decode_runs.cuh), with the grid shared out anew over long spans.
+      {"chunk of 20 tokens at position 4980", {{5, 4980, 20}}},
+      {"chunk of 27 tokens beside 2 decodes", {{5, 4973, 27}, {3, 1000, 1}, {2, 64, 1}}},
+      {"4 tokens of each of 3 sequences", {{5, 4996, 4}, {4, 4093, 4}, {3, 997, 4}}},
+      {"3 tokens each at positions 62 and 1198", {{1, 61, 3}, {8, 1197, 3}}},
   };
 }
 

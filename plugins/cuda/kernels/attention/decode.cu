@@ -49,6 +49,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "../../cuda_variant.hpp"
@@ -122,6 +124,15 @@ NINFER_ATTENTION_DECODE_FOLD(decode_hd128_kvbf16, __nv_bfloat16, 128)
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::attention {
+
+bool decode_runs_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("NINFER_DECODE_RUNS");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return enabled;
+}
+
 namespace {
 
 // The kernels of one head-dim class, by cache dtype (kv_dtype_index); mma: the tensor-core
@@ -264,11 +275,14 @@ int32_t check_decode_launch(const ninfer_attention_args& a, const ninfer_launch&
 // (two CTAs per SM) fits 14 clusters of 16, 30 of 8, 62 of 4: Qwen3-8B at batch 1 and 4,096 keys
 // (8 clusters of 16) merges in clusters, batch 8 (64 clusters of 4) through L2, where clusters
 // measure 1,099.8 tok/s against 1,186.6 (docs/performance.md).
+// A call with fewer sequences than tokens holds runs (attention/decode_runs.cuh), which share
+// the grid out in their own way: no clusters then.
 unsigned decode_cluster(const void* kernel, const ninfer_attention_args& a, const ninfer_launch& l) {
   const int kvh = a.cache.kv_heads, chunks = chunks_per_head(l.grid_y, kvh);
   if (!cluster_launch_enabled() || chunks < 2 || chunks > kDecodeMaxClusterChunks || l.grid_y != kvh * chunks ||
       a.heads / kvh > kDecodeClusterMaxGroup)
     return 1;
+  if (decode_runs_enabled() && a.batch.num_seqs < l.token_end - l.token_begin) return 1;
   const int64_t clusters = static_cast<int64_t>(l.grid_x) * kvh;
   return clusters <= max_active_clusters(kernel, chunks, dim3(kDecodeThreads), l.dynamic_smem_bytes) ? chunks : 1;
 }

@@ -205,10 +205,11 @@ __device__ inline int settled_keys(const ninfer_attention_args& a, const CtaWork
 // chunks are done. Two launches on one stream never overlap; another backend (another stream)
 // has tickets of its own. The fence publishes this CTA's partials before its ticket; the one
 // after the ticket orders the merge's reads after the others'. Every thread of the CTA calls it. `stage`: shared memory the CTA no longer needs (stage_bytes of it),
-// for merge_staged; null: merge_row only.
+// for merge_staged; null: merge_row only. A run (attention/decode_runs.cuh) takes the ticket of
+// its first token tt and merges its `tokens` tokens' rows.
 template <int HD>
 __device__ void merge_if_last_chunk(const ninfer_attention_args& a, LaunchScratch ws, int64_t tb, int64_t tt, int g,
-                                    int chunks, float* stage = nullptr, size_t stage_bytes = 0) {
+                                    int chunks, float* stage = nullptr, size_t stage_bytes = 0, int tokens = 1) {
   __shared__ bool last_chunk;
   const int kvh = a.cache.kv_heads, group = a.heads / kvh, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   __threadfence();
@@ -218,8 +219,12 @@ __device__ void merge_if_last_chunk(const ninfer_attention_args& a, LaunchScratc
   __syncthreads();
   if (!last_chunk) return;
   __threadfence();
-  if (stage && merge_staged<HD>(a, ws.partials, tb, tt, g, chunks, stage, stage_bytes)) return;
-  for (int r = warp; r < group; r += kDecodeWarps) merge_row<HD>(a, ws.partials, tb, tt, g * group + r, chunks, lane);
+  for (int j = 0; j < tokens; ++j) {
+    if (j) __syncthreads(); // the previous token's merge is done with the stage
+    if (stage && merge_staged<HD>(a, ws.partials, tb, tt + j, g, chunks, stage, stage_bytes)) continue;
+    for (int r = warp; r < group; r += kDecodeWarps)
+      merge_row<HD>(a, ws.partials, tb, tt + j, g * group + r, chunks, lane);
+  }
 }
 
 } // namespace ninfer::cuda_plugin::attention

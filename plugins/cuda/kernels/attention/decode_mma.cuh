@@ -23,6 +23,7 @@
 
 #include "attention/head_norm_rope_append_attention.cuh"
 #include "attention/decode_merge.cuh"
+#include "attention/decode_runs.cuh"
 #include "attention/mma_tile.cuh"
 #include "common/grid_dependency.cuh"
 
@@ -90,20 +91,20 @@ struct MmaMergeSlot {
 // were zeroed before the launch wait.
 template <class E, int HD>
 __device__ void fold_rows(const ninfer_attention_args& a, const ninfer_head_norm_rope_append_args& prep,
-                          const FoldSmem<E, HD>& fs, E* qs, const KvRows<E>& kv, const CtaWork& w, int kh, bool own,
-                          float qscale, int warp, int lane) {
+                          const FoldSmem<E, HD>& fs, E* qs, const KvRows<E>& kv, int64_t t, int pos, int kh,
+                          bool own, float qscale, int warp, int lane) {
   using In = typename DecodeMmaInputs<E>::type;
   constexpr int P = mma_pitch(HD), kPer = HD / 32;
   const ninfer_head_norm_rope_args& r = prep.rope;
   const int group = a.heads / a.cache.kv_heads, hd = a.cache.head_dim;
-  const int64_t own_row = own ? kv.row_offset(w.pos) : 0; // through the table only for a key it holds
+  const int64_t own_row = own ? kv.row_offset(pos) : 0; // through the table only for a key it holds
   E* const k_row = const_cast<E*>(kv.k) + own_row;
   E* const v_row = const_cast<E*>(kv.v) + own_row;
   const int tasks = group + (own ? 2 : 0);
   for (int task = warp; task < tasks; task += kDecodeWarps) {
     float o[kPer];
     if (task < group) {
-      const float* x = r.q + w.t * r.q_token_stride + static_cast<int64_t>(kh * group + task) * r.q_head_stride;
+      const float* x = r.q + t * r.q_token_stride + static_cast<int64_t>(kh * group + task) * r.q_head_stride;
       fold_norm_rope_row<HD>(x, fs.wq, r, fs.cs, fs.sn, fs.rows + warp * HD, lane, o);
 #pragma unroll
       for (int u = 0; u < kPer; ++u) qs[task * P + lane + 32 * u] = In::from(o[u] * qscale);
@@ -111,10 +112,10 @@ __device__ void fold_rows(const ninfer_attention_args& a, const ninfer_head_norm
     }
     const bool is_k = task == group;
     if (is_k) {
-      const float* x = r.k + w.t * r.k_token_stride + static_cast<int64_t>(kh) * r.k_head_stride;
+      const float* x = r.k + t * r.k_token_stride + static_cast<int64_t>(kh) * r.k_head_stride;
       fold_norm_rope_row<HD>(x, fs.wk, r, fs.cs, fs.sn, fs.rows + warp * HD, lane, o);
     } else {
-      const float* x = prep.append.v + w.t * prep.append.v_token_stride + static_cast<int64_t>(kh) * hd;
+      const float* x = prep.append.v + t * prep.append.v_token_stride + static_cast<int64_t>(kh) * hd;
 #pragma unroll
       for (int u = 0; u < kPer; ++u) o[u] = lane + 32 * u < hd ? x[lane + 32 * u] : 0.f;
     }
@@ -159,64 +160,70 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
   // keys before the sequence's first position in this call, which earlier steps wrote. Both overlap
   // the previous kernel; the rest of the tile (this call's own keys) is copied after the wait.
   const CtaWork w = cta_work(a, tb, te);
-  const int settled = settled_keys(a, w);
+  // Runs (attention/decode_runs.cuh): a sequence's consecutive tokens share the A fragment's rows.
+  // The fold writes one token's own key, so it keeps one token per CTA.
+  const DecodeRuns runs = decode_runs(a, tb, te, kFold ? 1 : 16 / group, ws);
+  bool any;
+  RunItem it = first_item(a, tb, te, runs, w, any);
+  const int settled = settled_keys(a, tb, it);
   constexpr int kStride = kDecodeWarps * kDecodeMmaKeys; // keys between a warp's tiles
   // Rows [0, early) of a warp's first tile hold settled keys; rows past n are zero-filled.
   const auto early_rows = [settled](int key0, int n) { return min(max(settled - key0, 0), n); };
   // kFold: the token's own key is written by this launch; `own` is the key in the CTA's tiles.
-  const int own = kFold && w.ok && w.k0 <= w.pos && w.pos < w.k1 ? w.pos : -1;
-  if (kFold && w.g0 < kvh) { // a CTA without work leaves after the wait
-    fold_prepare<E, HD>(prep.rope, w.ok ? w.pos : 0, fs);
+  const int own = kFold && it.ok && it.k0 <= it.pos && it.pos < it.k1 ? it.pos : -1;
+  if (kFold && any) { // a CTA without work leaves after the wait
+    fold_prepare<E, HD>(prep.rope, it.ok ? it.pos : 0, fs);
     // The A tile's rows past the group stay zero for every kv head (fold_rows writes the others).
     for (int i = threadIdx.x; i < (16 - group) * HD; i += kDecodeThreads)
       qs[(group + i / HD) * P + i % HD] = In::from(0.f);
   }
-  if (w.g0 < kvh && w.k0 + warp * kDecodeMmaKeys < w.k1) {
-    const int key0 = w.k0 + warp * kDecodeMmaKeys, n = min(w.k1 - key0, kDecodeMmaKeys), e = early_rows(key0, n);
-    warp_tile_copy<E, HD>(ks, vs, kv_rows<E>(cache, w.ok ? w.slot : 0, w.g0), key0, n, lane,
+  if (any && it.k0 + warp * kDecodeMmaKeys < it.k1) {
+    const int key0 = it.k0 + warp * kDecodeMmaKeys, n = min(it.k1 - key0, kDecodeMmaKeys), e = early_rows(key0, n);
+    warp_tile_copy<E, HD>(ks, vs, kv_rows<E>(cache, it.ok ? it.slot : 0, it.kh), key0, n, lane,
                           [=](int j) { return j < e || j >= n; });
   }
   grid_dependency_prologue();
   const float qscale = a.scale * kLog2e;
-  // Rows g and g + 8 of the A fragment are group rows when below the group size; the others are
-  // masked everywhere (last -1). Keys past the chunk are zero rows, masked by the chunk's end.
-  int last[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) last[i] = g + 8 * i < group ? w.k1 - 1 : -1;
 
-  for (int kh = w.g0; kh < kvh; kh += w.gstep) {
-    const KvRows<E> kv = kv_rows<E>(cache, w.ok ? w.slot : 0, kh);
-    int key0 = w.k0 + warp * kDecodeMmaKeys;
-    __syncthreads(); // every warp is done with the previous kv head's q rows and merge slots
+  for (bool first = true; any; first = false, any = next_item(a, runs, it)) {
+    const int kh = it.kh, rows = it.n * group; // rows of the A fragment in use
+    // Row g + 8 i of the A fragment sees keys up to last[i] (-1: none, a row past the run's).
+    // Keys past the chunk are zero rows, masked by the chunk's end.
+    int last[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) last[i] = it.last(g + 8 * i, group, cache);
+    const KvRows<E> kv = kv_rows<E>(cache, it.ok ? it.slot : 0, kh);
+    int key0 = it.k0 + warp * kDecodeMmaKeys;
+    __syncthreads(); // every warp is done with the previous item's q rows and merge slots
     // The first tile's copy goes out before the q rows are read: both latencies overlap. The
-    // first kv head's settled rows and zero rows are in flight already; a later kv head's tile
-    // is copied whole (its zero rows too: the space held the previous head's merge slots).
-    if (key0 < w.k1) {
-      const bool first = kh == w.g0;
-      const int n = min(w.k1 - key0, kDecodeMmaKeys), e = first ? early_rows(key0, n) : 0;
+    // first item's settled rows and zero rows are in flight already; a later item's tile is
+    // copied whole (its zero rows too: the space held the previous item's merge slots).
+    if (key0 < it.k1) {
+      const int n = min(it.k1 - key0, kDecodeMmaKeys), e = first ? early_rows(key0, n) : 0;
       warp_tile_copy<E, HD>(ks, vs, kv, key0, n, lane,
                             [=](int j) { return (!first || (j >= e && j < n)) && key0 + j != own; });
     }
     if constexpr (kFold)
-      fold_rows<E, HD>(a, prep, fs, qs, kv, w, kh, own >= 0, qscale, warp, lane);
+      fold_rows<E, HD>(a, prep, fs, qs, kv, tb + it.tt, it.pos, kh, own >= 0, qscale, warp, lane);
     else
       for (int i = threadIdx.x; i < 16 * HD; i += kDecodeThreads) {
         const int r = i / HD, d = i % HD;
-        const float* src = a.q + w.t * a.q_token_stride + static_cast<int64_t>(kh * group + r) * a.q_head_stride;
-        qs[r * P + d] = In::from(r < group && d < hd ? __ldg(src + d) * qscale : 0.f);
+        const float* src = a.q + (tb + it.tt + r / group) * a.q_token_stride +
+                           static_cast<int64_t>(kh * group + r % group) * a.q_head_stride;
+        qs[r * P + d] = In::from(r < rows && d < hd ? __ldg(src + d) * qscale : 0.f);
       }
     __syncthreads();
     MmaRows<HD> st;
     st.reset();
-    for (; key0 < w.k1; key0 += kStride) {
-      const int nkeys = min(w.k1 - key0, kDecodeMmaKeys);
+    for (; key0 < it.k1; key0 += kStride) {
       warp_tile_wait();
       if (kFold && own >= key0 && own < key0 + kDecodeMmaKeys) fold_place_key<E, HD>(ks, vs, fs, own - key0, lane);
-      attend_tile_mma<In, HD, kDecodeMmaKeys>(st, ad, key0, last, nkeys < kDecodeMmaKeys, lane);
+      // Masked when a key of the tile lies past some row's last (for one token: past the chunk).
+      attend_tile_mma<In, HD, kDecodeMmaKeys>(st, ad, key0, last, key0 + kDecodeMmaKeys - 1 > it.min_last, lane);
       __syncwarp(); // every lane is done with the tile before the next copy overwrites it
       const int next = key0 + kStride;
-      if (next < w.k1)
-        warp_tile_copy<E, HD>(ks, vs, kv, next, min(w.k1 - next, kDecodeMmaKeys), lane,
+      if (next < it.k1)
+        warp_tile_copy<E, HD>(ks, vs, kv, next, min(it.k1 - next, kDecodeMmaKeys), lane,
                               [=](int j) { return next + j != own; });
     }
     __syncthreads(); // the tiles' space becomes the merge slots
@@ -226,7 +233,7 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
     for (int i = 0; i < 2; ++i) {
       const int r = g + 8 * i;
       const float l = st.total(i);
-      if (r >= group) continue;
+      if (r >= rows) continue;
       MmaMergeSlot<HD>& s = slots[warp * 16 + r];
       if (c == 0) s.m = st.m[i], s.l = l;
 #pragma unroll
@@ -235,10 +242,10 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
     }
     __syncthreads();
 
-    // The merge: element (r, d) of the group's rows per thread. A warp that saw no key has
+    // The merge: element (r, d) of the run's rows per thread. A warp that saw no key has
     // m = -inf and weight 0; a row no warp saw (a token outside the cache) gets total 0.
-    const int chunks = w.chunks;
-    for (int i = threadIdx.x; i < group * HD; i += kDecodeThreads) {
+    const int chunks = it.chunks;
+    for (int i = threadIdx.x; i < rows * HD; i += kDecodeThreads) {
       const int r = i / HD, d = i % HD;
       float mx = -INFINITY;
 #pragma unroll
@@ -253,34 +260,36 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
           o += wv * s.o[d];
         }
       }
-      if (w.cluster) { // this chunk's rows, for cluster_merge (the q tile's space is free now)
+      if (it.cluster) { // this chunk's rows, for cluster_merge (the q tile's space is free now)
         float* row = cluster_rows + r * cluster_row_floats(HD);
         if (d == 0) row[0] = mx, row[1] = total;
         row[2 + d] = o;
         continue;
       }
       if (d >= hd) continue;
-      const int h = kh * group + r;
+      const int64_t tt = it.tt + r / group; // the row's token and query head
+      const int h = kh * group + r % group;
       if (chunks == 1) {
-        a.out[w.t * a.out_token_stride + static_cast<int64_t>(h) * hd + d] =
+        a.out[(tb + tt) * a.out_token_stride + static_cast<int64_t>(h) * hd + d] =
             total > 0.f ? o / total : __int_as_float(0x7fc00000);
         continue;
       }
       // The chunk's partial, in the natural-log domain merge_row works in.
-      float* p = partial_at(ws.partials, w.tt, kh, w.chunk, r, kvh, chunks, group, hd);
+      float* p = partial_at(ws.partials, tt, kh, it.chunk, r % group, kvh, chunks, group, hd);
       if (d == 0) {
         p[0] = mx * (1.f / kLog2e);
         p[1] = total;
       }
       p[2 + d] = o;
     }
-    if (w.cluster) {
-      cluster_merge<HD>(a, cluster_rows, w.t, kh, w.cluster, w.chunk);
+    if (it.cluster) {
+      cluster_merge<HD>(a, cluster_rows, tb + it.tt, kh, it.cluster, it.chunk);
     } else if (chunks > 1) {
-      // The merge's stage: the q tile and the K/V tiles. A CTA with chunks > 1 has one kv head
-      // (cta_work: splits >= kv_heads), so nothing reads them again, not even the q tile's zero
-      // rows.
-      merge_if_last_chunk<HD>(a, ws, tb, w.tt, kh, chunks, reinterpret_cast<float*>(smem), decode_mma_smem_bytes(HD));
+      // The merge's stage: the q tile and the K/V tiles. A CTA with chunks > 1 has one item
+      // (cta_work: splits >= kv_heads; runs: items fill at most the grid), so nothing reads them
+      // again, not even the q tile's zero rows.
+      merge_if_last_chunk<HD>(a, ws, tb, it.tt, kh, chunks, reinterpret_cast<float*>(smem), decode_mma_smem_bytes(HD),
+                              it.n);
     }
   }
 }

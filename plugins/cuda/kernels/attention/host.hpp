@@ -61,6 +61,10 @@ inline int32_t check_args(const ninfer_attention_args& a, const ninfer_launch& l
   return NINFER_ERR_INVALID_ARGUMENT;
 }
 
+// Whether the tensor-core decode may give a CTA several tokens of one sequence
+// (attention/decode_runs.cuh): yes unless NINFER_DECODE_RUNS is 0 (an A/B switch). decode.cu.
+bool decode_runs_enabled();
+
 // Every attention kernel takes (args, token_begin, token_end, scratch).
 using Kernel = void (*)(ninfer_attention_args, int64_t, int64_t, LaunchScratch);
 
@@ -72,7 +76,8 @@ int32_t launch_kernel(void (*k)(Args, int64_t, int64_t, LaunchScratch), dim3 gri
                       size_t err_len, unsigned cluster_y = 1) {
   Args a = args;
   int64_t b = l.token_begin, e = l.token_end;
-  LaunchScratch ws{static_cast<float*>(l.workspace), l.tickets};
+  LaunchScratch ws{static_cast<float*>(l.workspace), l.tickets, static_cast<int64_t>(l.workspace_bytes / sizeof(float)),
+                   decode_runs_enabled()};
   cudaError_t rc = set_max_dynamic_smem(reinterpret_cast<const void*>(k), l.dynamic_smem_bytes);
   if (rc == cudaSuccess) {
     void* params[] = {&a, &b, &e, &ws};

@@ -69,6 +69,8 @@ static_assert(kDecodeMaxPartials <= NINFER_LAUNCH_TICKETS);
 struct LaunchScratch {
   float* partials;
   uint32_t* tickets;
+  int64_t partial_floats; // floats at `partials` (the launch's workspace_bytes / 4)
+  bool runs;              // a decode may share CTAs among a sequence's tokens (attention/decode_runs.cuh)
 };
 // A split into chunks is only worth it when each chunk still has this many keys: one 16-key tile
 // per warp of the tensor-core kernel's 8 (attention/decode_mma.cuh). On the H200, 128 against
