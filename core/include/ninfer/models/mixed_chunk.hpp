@@ -23,9 +23,10 @@ namespace ninfer {
 // A mixed step's time over a decode step's that the default chunk aims at.
 inline constexpr double kMixedStepBudget = 1.5;
 // What an attention FLOP of a short chunk costs against a projection FLOP (1: the same rate).
-// The chunk's attention runs on kernels made for decode batches or long prompts (split-KV decode
-// up to 64 tokens, prefill tiles beyond), which reach less than the matmul rate at long context:
-// the first term to measure and raise (scripts/device.sh serve-itl).
+// Up to 64 tokens the chunk's attention runs on the split-KV decode (on hd128 tensor cores it
+// reads the cache once per run of tokens); measured with it (docs/serving.md), a Qwen3-8B mixed
+// step's excess over a decode step is mostly a fixed term this model lacks: the small kernels a
+// decode step fuses away.
 inline constexpr double kMixedAttentionFlopCost = 1;
 // Chunks are a multiple of this many tokens and at least kMinMixedChunk (so a prompt still
 // advances where the model gives less, as on the CPU reference plugin).

@@ -126,6 +126,20 @@ __device__ bool merge_staged(const ninfer_attention_args& a, const float* ws, in
 }
 
 
+// The longest span among the launch's tokens (last position + 1, for the tokens in the cache).
+// The lanes of a warp read 32 tokens' batch entries at once, so a launch's tokens cost one round
+// trip per 32 (a token-by-token loop made a 16-token call wait on 16 chains of dependent loads).
+// The whole warp calls it.
+__device__ inline int launch_longest(const ninfer_attention_args& a, int64_t tb, int64_t te) {
+  int longest = 0;
+  for (int64_t t = tb + (threadIdx.x & 31); t - (threadIdx.x & 31) < te; t += 32)
+    if (t < te) {
+      const int slot = a.batch.seq_slot[a.batch.token_seq[t]], pos = a.batch.token_pos[t];
+      if (in_cache(a.cache, slot, pos)) longest = max(longest, pos + 1);
+    }
+  return static_cast<int>(__reduce_max_sync(kFullMask, static_cast<unsigned>(longest)));
+}
+
 // Key chunks per kv head for this launch: the planned count, cut down to what the launch's
 // longest span fills with kMinChunkKeys keys per chunk (the planner's own rule, decode_serves,
 // applied to the keys the tokens have now rather than to the planned context). A graph replays
@@ -134,14 +148,8 @@ __device__ bool merge_staged(const ninfer_attention_args& a, const float* ws, in
 // CTA computes the same value from the batch metadata, so the barrier is taken by all or none.
 __device__ inline int run_chunks(const ninfer_attention_args& a, int64_t tb, int64_t te, int planned) {
   if (planned == 1) return 1;
-  int longest = 0;
-  for (int64_t t = tb; t < te; ++t) {
-    const int seq = a.batch.token_seq[t], slot = a.batch.seq_slot[seq], pos = a.batch.token_pos[t];
-    if (in_cache(a.cache, slot, pos)) longest = max(longest, pos + 1);
-  }
-  return max(1, min(planned, longest / static_cast<int>(kMinChunkKeys)));
+  return max(1, min(planned, launch_longest(a, tb, te) / static_cast<int>(kMinChunkKeys)));
 }
-
 // What one decode CTA does: token t (tt within the launch) and kv heads g0, g0 + gstep, ...
 // (below kv_heads), each with key chunk `chunk` of `chunks`, keys [k0, k1) of the token's span.
 // Below the kv head count a CTA takes whole kv heads; from there on every kv head's keys are cut

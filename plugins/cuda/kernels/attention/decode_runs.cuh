@@ -35,19 +35,19 @@ struct DecodeRuns {
   int chunks;  // key chunks per (run, kv head)
 };
 
-// Every CTA computes the same value from the batch arrays (at most kDecodeMaxTokens tokens).
+// Every CTA computes the same value from the batch arrays. The whole warp calls it.
 __device__ inline DecodeRuns decode_runs(const ninfer_attention_args& a, int64_t tb, int64_t te, int per_run,
                                          const LaunchScratch& ws) {
   DecodeRuns r{per_run, 0, 1};
   if (per_run < 2 || !ws.runs || cluster_ctas() > 1) return r;
-  int count = 0, longest = 0;
-  bool shared = false;
-  for (int64_t t = tb; t < te; ++t) {
-    if (run_leader(a, tb, t, per_run)) ++count;
-    else shared = true;
-    const int slot = a.batch.seq_slot[a.batch.token_seq[t]], pos = a.batch.token_pos[t];
-    if (in_cache(a.cache, slot, pos)) longest = max(longest, pos + 1);
+  // Lanes take 32 tokens at once (launch_longest).
+  int count = 0;
+  for (int64_t t0 = tb; t0 < te; t0 += 32) {
+    const int64_t t = t0 + (threadIdx.x & 31);
+    count += __popc(__ballot_sync(kFullMask, t < te && run_leader(a, tb, t, per_run)));
   }
+  const int longest = launch_longest(a, tb, te);
+  const bool shared = count < te - tb;
   const int kvh = a.cache.kv_heads, group = a.heads / kvh;
   const int64_t tokens = te - tb, ctas = static_cast<int64_t>(gridDim.x) * gridDim.y;
   // One item per CTA at most, so a CTA's loop over items stays the planned mapping's.
@@ -96,14 +96,23 @@ __device__ inline RunItem run_item(const ninfer_attention_args& a, int64_t tb, i
   return it;
 }
 
-// Work item `i` of runs mode: (run, kv head, chunk), chunks fastest.
+// Work item `i` of runs mode: (run, kv head, chunk), chunks fastest. The whole warp calls it.
 __device__ inline RunItem runs_item(const ninfer_attention_args& a, int64_t tb, int64_t te, const DecodeRuns& r,
                                     int64_t i) {
   const int kvh = a.cache.kv_heads;
   const int chunk = static_cast<int>(i % r.chunks), kh = static_cast<int>(i / r.chunks % kvh);
-  int64_t run = i / (static_cast<int64_t>(r.chunks) * kvh), t = tb;
-  for (;; ++t) // the run-th leader
-    if (run_leader(a, tb, t, r.per_run) && run-- == 0) break;
+  int run = static_cast<int>(i / (static_cast<int64_t>(r.chunks) * kvh));
+  int64_t t = tb;
+  for (int64_t t0 = tb;; t0 += 32) { // the run-th leader, 32 tokens at once
+    const int64_t tl = t0 + (threadIdx.x & 31);
+    unsigned m = __ballot_sync(kFullMask, tl < te && run_leader(a, tb, tl, r.per_run));
+    if (run < __popc(m)) {
+      for (; run > 0; --run) m &= m - 1;
+      t = t0 + __ffs(m) - 1;
+      break;
+    }
+    run -= __popc(m);
+  }
   const int64_t end = min(te, static_cast<int64_t>(a.batch.seq_start[a.batch.token_seq[t] + 1]));
   return run_item(a, tb, t - tb, static_cast<int>(min(static_cast<int64_t>(r.per_run), end - t)), kh, chunk,
                   r.chunks);
