@@ -70,20 +70,31 @@ double Engine::measure_restore() {
 }
 
 // A recurrent model resumes a cached prefix only where the cache holds the state after it: the
-// prompt's chunks end at every prefix_state_interval-th position and at the prompt's last block
-// boundary, and right after such a chunk is queued the blocks up to there and a copy of the
-// slot's state go into the cache (queued before the slot's next step, so the copy is the state
-// there). A later prompt beginning with those tokens (a shared system prompt, the next turn of a
-// conversation in another slot) resumes from the deepest copy.
-void Engine::add_state_points(SequenceHooks& h, int32_t slot, int64_t cached, const std::vector<int32_t>& prompt) {
+// prompt's chunks end at every prefix_state_interval-th position, at the request's state points
+// (a chat's first message) and at the prompt's last block boundary, each a block boundary, and
+// right after such a chunk is queued the blocks up to there and a copy of the slot's state go
+// into the cache (queued before the slot's next step, so the copy is the state there). A later
+// prompt beginning with those tokens (a shared system prompt, the next turn of a conversation in
+// another slot) resumes from the deepest copy.
+void Engine::add_state_points(SequenceHooks& h, int32_t slot, int64_t cached, const GenerationRequest& request) {
+  const std::vector<int32_t>& prompt = request.prompt_ids;
   const int64_t B = lm_.kv_block_tokens(), every = options_.prefix_state_interval;
   const int64_t last = static_cast<int64_t>(prompt.size()) / B * B;
-  const auto is_point = [=](int64_t pos) { return pos > 0 && (pos == last || (every > 0 && pos % every == 0)); };
+  std::vector<int64_t> marks; // the request's points as block boundaries, ascending
+  for (const int64_t p : request.state_points)
+    if (const int64_t b = p / B * B; b > cached && b < last) marks.push_back(b);
+  std::sort(marks.begin(), marks.end());
+  marks.erase(std::unique(marks.begin(), marks.end()), marks.end());
+  const auto is_point = [=](int64_t pos) {
+    return pos > 0 && (pos == last || (every > 0 && pos % every == 0) ||
+                       std::binary_search(marks.begin(), marks.end(), pos));
+  };
   // Positions are the slot's; the loop counts the tokens of the prompt after the cached ones.
   h.chunk_end = [=](int64_t done) {
     const int64_t pos = cached + done;
     int64_t next = every > 0 ? (pos / every + 1) * every : INT64_MAX;
     if (last > pos) next = std::min(next, last);
+    if (const auto m = std::upper_bound(marks.begin(), marks.end(), pos); m != marks.end()) next = std::min(next, *m);
     return next == INT64_MAX ? INT64_MAX : next - cached;
   };
   h.on_prefill = [this, slot, cached, prompt, is_point, chained = std::move(h.on_prefill)](int64_t done, int64_t total) {
@@ -301,7 +312,7 @@ void Engine::admit(Scheduler& loop, std::vector<std::unique_ptr<Sequence>>& acti
                                 lm_.kv_blocks_for(need), need));
       SequenceHooks hooks = seq->hooks();
       if (cache_ && lm_.prefix_states() > 0 && !source && !taken.request.append)
-        add_state_points(hooks, slot, reuse, taken.request.prompt_ids);
+        add_state_points(hooks, slot, reuse, taken.request);
       if (source) loop.add_fork(source->slot(), slot, std::move(run), std::move(hooks));
       else loop.add(slot, std::move(run), std::move(hooks)); // resets the slot unless it continues it
     } catch (const std::exception& e) {

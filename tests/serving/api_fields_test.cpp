@@ -509,3 +509,42 @@ TEST(NinferServe, NextTurnReadsOnlyItsNewTokensFromTheSlot) {
   EXPECT_EQ(cold_reply.body["choices"][0]["token_ids"], reply.body["choices"][0]["token_ids"]);
   EXPECT_EQ(cold.stop(), 0) << cold.log();
 }
+
+// Two conversations on a hybrid model (the demo checkpoint: Gated DeltaNet layers) with the same
+// system prompt, shorter than --prefix-state-tokens, and different user messages: the second
+// resumes from the state the server kept at the end of the first's system message, so it reads
+// at least one full KV block from the cache, and its greedy reply is that of a server that reads
+// every prompt whole.
+TEST(NinferServe, HybridChatsShareTheirSystemPromptThroughTheCache) {
+  std::string system, long_question;
+  for (int i = 0; i < 25; ++i) system += "You answer briefly and you never guess. ";
+  for (int i = 0; i < 30; ++i) long_question += "What about the river and the hills? ";
+  const auto chat = [&](const std::string& question) {
+    return json{{"messages", {{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", question}}}},
+                {"max_tokens", 6},
+                {"temperature", 0},
+                {"ignore_eos", true},
+                {"return_token_ids", true},
+                {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  };
+  const auto run = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args{"--checkpoint", demo_checkpoint(NINFER_MAKE_CHECKPOINT_BIN).string(), "--device",
+                                  "cpu", "--max-concurrency", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ServerProcess server(args);
+    auto c = server.client();
+    const Reply first = post(*c, "/v1/chat/completions", chat(long_question));
+    const Reply second = post(*c, "/v1/chat/completions", chat("Why?"));
+    EXPECT_EQ(server.stop(), 0) << server.log();
+    return std::pair{first, second};
+  };
+  const auto [warm_first, warm] = run({});
+  const auto [cold_first, cold] = run({"--no-prefix-cache"});
+  ASSERT_EQ(warm.status, 200) << warm.body.dump();
+  ASSERT_EQ(cold.status, 200) << cold.body.dump();
+  const int64_t cached = warm.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  EXPECT_GE(cached, 64) << "the system prompt's full blocks";
+  EXPECT_LT(cached, warm.body["usage"]["prompt_tokens"].get<int64_t>());
+  EXPECT_EQ(warm.body["choices"][0]["token_ids"], cold.body["choices"][0]["token_ids"]);
+  EXPECT_EQ(warm_first.body["choices"][0]["token_ids"], cold_first.body["choices"][0]["token_ids"]);
+}

@@ -131,6 +131,36 @@ TEST(ServingPrefixCache, HybridPrefixesAreComputedOnceAcrossSlots) {
   }
 }
 
+// A system prompt shorter than the interval, shared by two conversations whose prompts end past
+// it: the state copies at each prompt's last block boundary lie past the shared tokens, so only
+// a state point at the end of the system prompt (GenerationRequest::state_points, which
+// ninfer-serve sets at a chat's first message) lets the second conversation resume from it, at
+// the system prompt's last block boundary. Replies equal those of an engine without the cache.
+TEST(ServingPrefixCache, AStatePointSharesASystemPromptShorterThanTheInterval) {
+  const Fixture fx = Fixture::load("tiny-qwen3_5");
+  auto rng = fresh_rng("hybrid prefix cache state points");
+  const std::vector<int32_t> system = random_ids(fx, 2 * kBlock + 11, rng);
+  GenerationRequest a = greedy(concat(system, random_ids(fx, 40, rng)), 6);
+  GenerationRequest b = greedy(concat(system, random_ids(fx, 23, rng)), 6);
+  const std::vector<ServeResult> want = cold_replies(fx, {a, b});
+  for (const bool points : {false, true}) {
+    SCOPED_TRACE(points ? "with the state point" : "without");
+    a.state_points = b.state_points = points ? std::vector<int64_t>{static_cast<int64_t>(system.size())}
+                                             : std::vector<int64_t>{};
+    Backend be = cpu_model_backend();
+    auto lm = model(be, fx, 2, 0, 4);
+    Engine engine(*lm, nullptr, with_interval(8 * kInterval)); // past every prompt here
+    const ServeResult ra = engine.submit(a)->wait();
+    const ServeResult rb = engine.submit(b)->wait();
+    expect_same_reply(ra, want[0], "a");
+    expect_same_reply(rb, want[1], "b");
+    EXPECT_EQ(ra.cached_tokens, 0);
+    EXPECT_EQ(rb.cached_tokens, points ? 2 * kBlock : 0);
+    // a's copies: its prompt's last block boundary (3 blocks), and the state point's (2 blocks).
+    EXPECT_EQ(engine.load().prefix_cache_states, points ? 3 : 2);
+  }
+}
+
 // Many requests over three shared prefixes (84, 101 and 118 tokens, each wave of three taking
 // each once) on three slots with only two state copies and a 14-block KV pool: copies and blocks
 // are given up all the time, hits resume from whatever is left, and every reply equals its

@@ -1,5 +1,7 @@
 #include "chat_prompt.hpp"
 
+#include <algorithm>
+
 #include "api_error.hpp"
 
 namespace ninfer::tools {
@@ -23,6 +25,11 @@ bool make_chat_prompt(const std::vector<ChatMessage>& messages, bool thinking, s
     r.thinking_budget = GenerationRequest::ThinkingBudget{*thinking_budget, *close};
   }
   r.prompt_ids = model.tokenizer->encode(format_chat(messages, ChatOptions{true, thinking, tools.rendered}) + tools.prefill());
+  // The end of the first message (the system prompt, with the tools' block): other
+  // conversations share it, so a hybrid model's prefix cache keeps the state there too.
+  if (auto end = model.tokenizer->token_id("<|im_end|>"); end && messages.size() > 1)
+    if (const auto it = std::find(r.prompt_ids.begin(), r.prompt_ids.end(), *end); it != r.prompt_ids.end())
+      r.state_points.push_back(it - r.prompt_ids.begin() + 1);
   return options.reasoning.has_value();
 }
 

@@ -47,7 +47,7 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
       ->check(CLI::Range(0, 1 << 16));
   app.add_option("--prefix-state-tokens", o.prefix_state_tokens,
                  "A state copy every N prompt positions (a multiple of the KV block, 64 by default), besides one at "
-                 "each prompt's last block boundary; 0: only there")
+                 "each prompt's last block boundary and one at the end of a chat's first message; 0: only those")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   app.add_option("--host-cache-gib", o.host_cache_gib,

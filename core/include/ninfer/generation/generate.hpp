@@ -30,6 +30,11 @@ struct GenerationRequest {
   // next turn of a chat whose earlier turns are still in the KV cache and GDN state) instead of
   // starting afresh. The context must hold the slot's tokens, the prompt and max_new_tokens.
   bool append = false;
+  // Prompt positions worth resuming later prompts from (the end of a chat's first message: a
+  // system prompt other conversations share). On a model with Gated DeltaNet layers the prefix
+  // cache keeps a copy of the recurrent state there too, rounded down to a KV block (ninfer-serve
+  // sets it; serving::EngineOptions::prefix_state_interval gives the regular ones).
+  std::vector<int64_t> state_points;
   // A cap on the reply's reasoning (Qwen's <think> block): unless one of the reply's first
   // `tokens` tokens is `end_id` (</think>), the next token is end_id, forced rather than sampled
   // (logprob 0), and the answer follows. Counted from the reply's first token (a <think> the

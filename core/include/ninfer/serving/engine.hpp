@@ -186,8 +186,9 @@ class Engine {
   void count_blocks();
   double measure_restore();
   bool make_room(int64_t blocks, int32_t slot, std::span<const int32_t> free_slots);
-  // The prompt's state copies (EngineOptions::prefix_state_interval) for `h`'s sequence.
-  void add_state_points(SequenceHooks& h, int32_t slot, int64_t cached, const std::vector<int32_t>& prompt);
+  // The prompt's state copies (EngineOptions::prefix_state_interval, the request's state_points)
+  // for `h`'s sequence.
+  void add_state_points(SequenceHooks& h, int32_t slot, int64_t cached, const GenerationRequest& request);
 
   CausalLM& lm_;
   const Tokenizer* tokenizer_;
