@@ -176,6 +176,7 @@ void Scheduler::step() {
   read_rounds();
   for (const SequencePtr& s : running_)
     if (!s->ended && s->hooks.cancelled && s->hooks.cancelled()) end(*s, "cancelled");
+  rounds_open_ = rounds_open();
   queue_iteration();
   queue_round();
   // The step just queued keeps the device busy while the host reads the ones before it; with
@@ -301,8 +302,17 @@ void Scheduler::add_decode_rows(StepBuild& b) {
   }
 }
 
+bool Scheduler::rounds_open() const {
+  const int64_t cap = lm_.options().speculation.max_batch;
+  if (cap <= 0) return true;
+  const auto decoding = std::count_if(running_.begin(), running_.end(), [](const SequencePtr& s) {
+    return s->spec && !s->ended && s->forked_ready() && !s->prefilling();
+  });
+  return decoding <= cap;
+}
+
 bool Scheduler::in_rounds(const Sequence& s) const {
-  if (!s.spec) return false;
+  if (!s.spec || !rounds_open_) return false;
   const int64_t drafts = lm_.options().speculation.draft_tokens;
   // A round that could reach the thinking budget's forced token gives way to one-token steps.
   if (const auto left = s.thinking_left(); left && *left < drafts + 1) return false;
@@ -313,6 +323,8 @@ bool Scheduler::in_rounds(const Sequence& s) const {
 
 void Scheduler::queue_round() {
   if (!lm_.options().speculation.on()) return;
+  // Again after this iteration's step: a prompt it finished makes one more decoding sequence.
+  rounds_open_ = rounds_open();
   std::vector<SpecRow> rows;
   InFlight f;
   f.iteration = iteration_;

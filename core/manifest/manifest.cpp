@@ -117,6 +117,7 @@ void read_spec(const YAML::Node& n, SpecSettings& s) {
   if (n["method"]) s.method = parse_enum(n["method"].as<std::string>(), kSpecKinds);
   if (n["draft_tokens"]) s.draft_tokens = n["draft_tokens"].as<int64_t>();
   if (n["draft_vocab"]) s.draft_vocab = n["draft_vocab"].as<int64_t>();
+  if (n["max_batch"]) s.max_batch = n["max_batch"].as<int64_t>();
 }
 
 void read_sampling(const YAML::Node& n, Manifest& m) {

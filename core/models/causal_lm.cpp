@@ -49,6 +49,9 @@ void check_options(const ModelOptions& o) {
     throw Error(fmt::format("draft_vocab must be >= 1 with a speculation method, or 0 for the whole vocabulary "
                             "(got {}{})",
                             sp.draft_vocab, sp.on() ? "" : " without speculation"));
+  if (sp.max_batch < 0 || (!sp.on() && sp.max_batch != 0))
+    throw Error(fmt::format("max_batch must be >= 1 with a speculation method, or 0 for no cap (got {}{})",
+                            sp.max_batch, sp.on() ? "" : " without speculation"));
 }
 
 // The load must allocate what its plan said, part by part: the plan and the load share their

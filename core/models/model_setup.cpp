@@ -98,6 +98,19 @@ Manifest resolve_manifest(const ModelSource& s) {
     if (*n < 0) throw Error(fmt::format("--draft-vocab {}: expected a number of tokens >= 1, or 0 for all", *n));
     m.spec.draft_vocab = *n;
   }
+  if (const auto& n = s.spec.max_batch) {
+    if (*n < 0) throw Error(fmt::format("--spec-max-batch {}: expected a number of sequences >= 1, or 0 for no cap", *n));
+    m.spec.max_batch = *n;
+  }
+  // A speculation setting without a method would be dropped without a word.
+  if (m.spec.method != SpecKind::Mtp)
+    for (const auto& [flag, set] : {std::pair{"--draft-tokens", s.spec.draft_tokens.has_value()},
+                                    std::pair{"--draft-vocab", s.spec.draft_vocab.has_value()},
+                                    std::pair{"--spec-max-batch", s.spec.max_batch.has_value()}})
+      if (set)
+        throw Error(fmt::format("{} sets speculative decoding up, which is off: add --spec mtp (or set the manifest's "
+                                "spec.method)",
+                                flag));
   return m;
 }
 
@@ -132,7 +145,8 @@ ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::option
   mo.kv_cache = kv_cache_precision(m.runtime.kv_dtype);
   if (m.spec.method == SpecKind::Mtp)
     mo.speculation = {SpecMethod::Mtp, static_cast<int32_t>(m.spec.draft_tokens),
-                      static_cast<int32_t>(std::min<int64_t>(m.spec.draft_vocab, INT32_MAX))};
+                      static_cast<int32_t>(std::min<int64_t>(m.spec.draft_vocab, INT32_MAX)),
+                      static_cast<int32_t>(std::min<int64_t>(m.spec.max_batch, INT32_MAX))};
   return mo;
 }
 
@@ -180,10 +194,13 @@ ModelOnDevice load_on_device(const ModelFiles& files, const DeviceChoice& choice
                to_string(m.runtime.kv_dtype), report.describe());
   if (mo.speculation.on())
     spdlog::info("speculative decoding: {} drafts per round from the MTP head over {} (requests picked on the "
-                 "device)",
+                 "device{})",
                  mo.speculation.draft_tokens,
                  mo.speculation.draft_vocab ? fmt::format("token ids below {}", mo.speculation.draft_vocab)
-                                            : std::string("the whole vocabulary"));
+                                            : std::string("the whole vocabulary"),
+                 mo.speculation.max_batch && max_sequences > 1
+                     ? fmt::format("; rounds while at most {} decode", mo.speculation.max_batch)
+                     : std::string());
   if (max_sequences > 1)
     spdlog::info("prompt chunks: {} tokens alone, {} beside decoding streams (mixed_chunk{})",
                  out.lm->options().prefill_chunk, out.lm->options().mixed_chunk,

@@ -55,6 +55,7 @@ TEST(Manifest, OnlyCheckpointIsRequiredAndEveryDefaultHolds) {
   EXPECT_EQ(m.spec.method, SpecKind::None);
   EXPECT_EQ(m.spec.draft_tokens, 3) << "what an MTP method set without it takes";
   EXPECT_EQ(m.spec.draft_vocab, 0) << "the whole vocabulary";
+  EXPECT_EQ(m.spec.max_batch, 0) << "no cap";
 }
 
 TEST(Manifest, TokenizerDefaultsToTheCheckpointsTokenizerJson) {
@@ -122,6 +123,7 @@ spec:
   method: mtp
   draft_tokens: 2
   draft_vocab: 4096
+  max_batch: 2
 )";
 
 TEST(Manifest, EveryKeyIsRead) {
@@ -154,6 +156,7 @@ TEST(Manifest, EveryKeyIsRead) {
   EXPECT_EQ(m.spec.method, SpecKind::Mtp);
   EXPECT_EQ(m.spec.draft_tokens, 2);
   EXPECT_EQ(m.spec.draft_vocab, 4096);
+  EXPECT_EQ(m.spec.max_batch, 2);
 
   // Where each key was set, for checks made after loading.
   const std::string file = (dir.path() / "m.yaml").string();

@@ -85,6 +85,8 @@ TEST_F(ManifestErrors, OutOfRangeValuesStateTheBound) {
   expect_message(load_error(f), f, 3, "spec.draft_tokens", {"<= 5", "'6'"});
   f = manifest("checkpoint: ck\nspec:\n  draft_vocab: -1\n");
   expect_message(load_error(f), f, 3, "spec.draft_vocab", {">= 0", "'-1'"});
+  f = manifest("checkpoint: ck\nspec:\n  max_batch: -2\n");
+  expect_message(load_error(f), f, 3, "spec.max_batch", {">= 0", "'-2'"});
   f = manifest("checkpoint: ck\nspec:\n  method: eagle\n");
   expect_message(load_error(f), f, 3, "spec.method", {"none, mtp", "'eagle'"});
 }

@@ -53,13 +53,14 @@ class MatchedRoutes {
   std::unique_ptr<ScheduleTable> table_;
 };
 
-std::unique_ptr<CausalLM> model(Backend& be, const Checkpoint& ck, int32_t slots, int32_t drafts) {
+std::unique_ptr<CausalLM> model(Backend& be, const Checkpoint& ck, int32_t slots, int32_t drafts,
+                                int32_t max_batch = 0) {
   ModelOptions o;
   o.max_context = kContext;
   o.max_sequences = slots;
   o.prefill_chunk = kPrefillChunk;
   o.mixed_chunk = kMixedChunk;
-  if (drafts) o.speculation = {SpecMethod::Mtp, drafts};
+  if (drafts) o.speculation = {SpecMethod::Mtp, drafts, 0, max_batch};
   return CausalLM::load(ck, be, o);
 }
 
@@ -181,6 +182,44 @@ TEST(SpeculativeLoop, RequestsEqualTheLoopWithoutSpeculation) {
                   static_cast<long long>(stats.spec_rounds), static_cast<long long>(stats.spec.rows),
                   by_position.c_str(), stats.spec.mean_accepted_length());
     }
+}
+
+// Speculation::max_batch: rounds pause while more sequences decode than the cap. Two greedy
+// requests on a cap of 1: the first decodes alone (in rounds) while the second's prompt is read,
+// then both decode, and the second's 6 tokens end before the first's 40, so the second never
+// takes part in a round and the first takes rounds again once alone; without the cap both do.
+// Either way every request equals the loop without speculation.
+TEST(SpeculativeLoop, RoundsPauseWhileMoreSequencesDecodeThanTheCap) {
+  const MatchedRoutes routes;
+  const Fixture demo = Fixture::load(kDemo);
+  const std::vector<GenerationRequest> all = requests_of(demo);
+  std::vector<GenerationRequest> requests{all[0], all[1]}; // greedy
+  requests[1].max_new_tokens = 6;
+  const std::vector<int64_t> join_at{0, 0};
+  Backend plain_be = routes.backend();
+  auto plain = model(plain_be, demo.checkpoint, 2, 0);
+  const std::vector<SequenceOutcome> want = run_loop(*plain, requests, join_at);
+  for (const int32_t cap : {1, 2, 0}) {
+    Backend be = routes.backend();
+    auto spec = model(be, demo.checkpoint, 2, 3, cap);
+    SchedulerStats stats;
+    const std::vector<SequenceOutcome> got = run_loop(*spec, requests, join_at, &stats);
+    const std::string what = fmt::format("cap {}", cap);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(got[i].generated_ids, want[i].generated_ids) << what << " request " << i;
+      EXPECT_EQ(got[i].finish_reason, want[i].finish_reason) << what << " request " << i;
+    }
+    EXPECT_GT(got[0].spec.rows, 0) << what << ": the longer request decodes alone at the end";
+    if (cap == 1) EXPECT_EQ(got[1].spec.rows, 0) << what << ": the shorter one never decoded alone";
+    else EXPECT_GT(got[1].spec.rows, 0) << what;
+    EXPECT_GT(stats.spec_rounds, 0) << what;
+  }
+  // The cap needs a speculation method.
+  ModelOptions o;
+  o.max_context = kContext;
+  o.speculation.max_batch = 1;
+  Backend be = routes.backend();
+  EXPECT_THROW(CausalLM::load(demo.checkpoint, be, o), Error);
 }
 
 namespace {

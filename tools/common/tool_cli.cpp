@@ -66,6 +66,7 @@ void check_spec_options(const SpecOverrides& spec) {
   if (spec.method != "none") return;
   if (spec.draft_tokens) throw UsageError("--draft-tokens needs --spec mtp, not --spec none");
   if (spec.draft_vocab) throw UsageError("--draft-vocab needs --spec mtp, not --spec none");
+  if (spec.max_batch) throw UsageError("--spec-max-batch needs --spec mtp, not --spec none");
 }
 
 void apply_threads(const std::optional<int>& threads) {

@@ -34,6 +34,12 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
                  "memory allows at --max-concurrency)");
   add_memory_options(app, o.memory_limit, o.kv_capacity);
   add_spec_options(app, o.spec);
+  app.add_option("--spec-max-batch", o.spec.max_batch,
+                 "With --spec mtp: speculative rounds only while at most N sequences decode; past that every "
+                 "sequence decodes a token per step until the batch is small again (default: the manifest's "
+                 "spec.max_batch; 0: no cap). Rounds verify N x (K + 1) rows per linear: where that leaves the "
+                 "decode kernels (int4 weights past 8 rows) plain steps are faster (docs/speculative.md)")
+      ->check(CLI::Range(int64_t{0}, int64_t{INT32_MAX}));
   app.add_flag("--no-cuda-graph", o.no_cuda_graph, "Diagnostic: launch decode kernels one by one (no CUDA graphs)");
   app.add_flag("--no-prefix-cache", o.no_prefix_cache,
                "Read every prompt whole (default: a prompt that begins with a free slot's earlier tokens, such as "

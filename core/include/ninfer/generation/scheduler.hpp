@@ -152,6 +152,8 @@ class Scheduler {
   // Whether the sequence's next tokens come from rounds: it speculates and a round's positions
   // still fit its context.
   bool in_rounds(const Sequence& s) const;
+  // Whether this iteration may run a round: at most Speculation::max_batch sequences decode.
+  bool rounds_open() const;
   // Reads results until no round is unread (a round decides its rows' positions).
   void read_rounds();
   // After the chunk's step is queued: its logits rows for prompt logprobs, progress, its end.
@@ -172,6 +174,7 @@ class Scheduler {
   std::vector<SequencePtr> running_; // in the order they were added
   std::deque<InFlight> in_flight_;
   int64_t iteration_ = 0;
+  bool rounds_open_ = true; // rounds_open(), as of this iteration's start, then of its round
   SchedulerStats stats_;
 };
 

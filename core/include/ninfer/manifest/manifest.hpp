@@ -57,6 +57,8 @@ struct SpecSettings {
   int64_t draft_tokens = 3;
   // The drafter's vocabulary: token ids [0, draft_vocab); 0: all (ModelOptions' Speculation).
   int64_t draft_vocab = 0;
+  // Rounds only while at most this many sequences decode; 0: always (ModelOptions' Speculation).
+  int64_t max_batch = 0;
 };
 
 struct Manifest {

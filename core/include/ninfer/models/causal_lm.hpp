@@ -70,6 +70,12 @@ struct Speculation {
   // tokenizer's training text paired them: the low ids are the common tokens
   // (docs/speculative.md, "A smaller draft vocabulary").
   int32_t draft_vocab = 0;
+  // Rounds run only while at most this many sequences decode; past it every sequence decodes a
+  // token per step, as without speculation (the head keeps up either way), until the batch is
+  // small again. A round verifies batch x (K + 1) rows per linear, and where those rows leave the
+  // decode kernels (int4 weights past 8 rows, docs/speculative.md) rounds lose to plain steps.
+  // 0: no cap.
+  int32_t max_batch = 0;
   bool on() const { return method != SpecMethod::None; }
 };
 
