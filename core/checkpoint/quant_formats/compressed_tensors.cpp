@@ -46,8 +46,18 @@ QuantizedMatrix read_compressed_tensors(const Checkpoint& ck, const QuantizedMod
   const int32_t bits = q.bits(), per_word = 32 / bits;
   const uint32_t mask = (1u << bits) - 1;
   const int64_t N = q.rows, K = q.cols, G = q.groups(), words = wp.shape[1];
-  for (int64_t n = 0; what == QuantRead::Values && n < N; ++n)
-    for (int64_t k = 0; k < K; ++k) set_code(q, n, k, (word(wp, n * words + k / per_word) >> (bits * (k % per_word))) & mask);
+  // A packed row's bytes are the canonical row's (codes low bits first); an odd K's last int4
+  // byte keeps only its low nibble, as the canonical layout pads with zero.
+  if (what == QuantRead::Values)
+    for_row_ranges(N, [&](int64_t n0, int64_t n1) {
+      const auto* src = static_cast<const unsigned char*>(wp.data);
+      const int64_t rb = q.row_bytes();
+      for (int64_t n = n0; n < n1; ++n) {
+        unsigned char* row = q.codes.data() + n * rb;
+        std::memcpy(row, src + n * words * 4, static_cast<size_t>(rb));
+        if (bits == 4 && K % 2) row[rb - 1] &= 0x0f;
+      }
+    });
   if (what == QuantRead::Values) copy_scales(sc, q);
   if (ck.has(m.module + ".weight_zero_point")) {
     const TensorView& zp = ck.tensor(m.module + ".weight_zero_point");

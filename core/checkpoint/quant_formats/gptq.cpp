@@ -40,11 +40,7 @@ QuantizedMatrix read_gptq(const Checkpoint& ck, const QuantizedModule& m, const 
   const int32_t bits = q.bits(), per_word = 32 / bits;
   const uint32_t mask = (1u << bits) - 1;
   const int64_t N = q.rows, G = q.groups();
-  for (int64_t r = 0; what == QuantRead::Values && r < qw.shape[0]; ++r)
-    for (int64_t n = 0; n < N; ++n) {
-      const uint32_t w = word(qw, r * N + n);
-      for (int32_t j = 0; j < per_word; ++j) set_code(q, n, r * per_word + j, (w >> (bits * j)) & mask);
-    }
+  if (what == QuantRead::Values) transpose_words(qw, qw.shape[0], N, q.codes.data()); // row_bytes = 4 x qw rows
   q.zeros.resize(static_cast<size_t>(N * G));
   for (int64_t g = 0; g < G; ++g)
     for (int64_t col = 0; col < N / per_word; ++col) {
