@@ -3,6 +3,8 @@
 // 8c + [0, 2, 4, 6, 1, 3, 5, 7][i]); scales [G, N]; W[n, k] = (q − z) · s of group k / g.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "formats.hpp"
 #include "packed.hpp"
 
@@ -40,8 +42,14 @@ QuantizedMatrix read_awq(const Checkpoint& ck, const QuantizedModule& m, QuantRe
   const TensorView& sc = ck.tensor(m.module + ".scales");
   QuantizedMatrix q = start_matrix(m, sc.dtype, what);
   const int64_t N = q.rows, K = q.cols, G = q.groups(), words = N / 8;
-  for (int64_t k = 0; what == QuantRead::Values && k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) set_code(q, n, k, awq_code(qw, k, words, n));
+  // Code by code (the nibble interleave), on threads over output rows, 64 rows at a time so the
+  // rows being written stay in cache while k walks.
+  if (what == QuantRead::Values)
+    for_row_ranges(N, [&](int64_t n0, int64_t n1) {
+      for (int64_t nb = n0; nb < n1; nb += 64)
+        for (int64_t k = 0; k < K; ++k)
+          for (int64_t n = nb; n < std::min(nb + 64, n1); ++n) set_code(q, n, k, awq_code(qw, k, words, n));
+    });
   q.zeros.resize(static_cast<size_t>(N * G));
   for (int64_t g = 0; g < G; ++g)
     for (int64_t n = 0; n < N; ++n) q.zeros[static_cast<size_t>(n * G + g)] = static_cast<uint8_t>(awq_code(qz, g, words, n));
