@@ -102,16 +102,19 @@ Manifest resolve_manifest(const ModelSource& s) {
     if (*n < 0) throw Error(fmt::format("--spec-max-batch {}: expected a number of sequences >= 1, or 0 for no cap", *n));
     m.spec.max_batch = *n;
   }
-  // A speculation setting without a method would be dropped without a word.
-  if (m.spec.method != SpecKind::Mtp)
-    for (const auto& [flag, set] : {std::pair{"--draft-tokens", s.spec.draft_tokens.has_value()},
-                                    std::pair{"--draft-vocab", s.spec.draft_vocab.has_value()},
-                                    std::pair{"--spec-max-batch", s.spec.max_batch.has_value()}})
-      if (set)
-        throw Error(fmt::format("{} sets speculative decoding up, which is off: add --spec mtp (or set the manifest's "
-                                "spec.method)",
-                                flag));
+  require_spec_method(s.spec, m.spec.method);
   return m;
+}
+
+void require_spec_method(const SpecOverrides& spec, SpecKind method) {
+  if (method == SpecKind::Mtp) return;
+  for (const auto& [flag, set] : {std::pair{"--draft-tokens", spec.draft_tokens.has_value()},
+                                  std::pair{"--draft-vocab", spec.draft_vocab.has_value()},
+                                  std::pair{"--spec-max-batch", spec.max_batch.has_value()}})
+    if (set)
+      throw Error(fmt::format("{} sets speculative decoding up, which is off: add --spec mtp (or set the manifest's "
+                              "spec.method)",
+                              flag));
 }
 
 ModelFiles open_model_files(const ModelSource& source) {

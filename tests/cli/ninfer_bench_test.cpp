@@ -243,6 +243,9 @@ TEST(NinferBench, RefusesBadInputClearly) {
       {"--preset qwen3-cpu-small --prompt-lengths 40000 --device cpu --skip-decode", "max_position_embeddings = 32768", 1},
       {"--preset qwen3_5-cpu-small --spec-acceptance 0.5 --device cpu", "add --spec mtp", 2},
       {"--preset qwen3_5-cpu-small --spec mtp --spec-acceptance 2 --device cpu", "--spec-acceptance 2", 2},
+      // Speculation settings without a method (the preset's manifest has none): refused at setup.
+      {"--preset qwen3_5-cpu-small --draft-tokens 2 --device cpu", "--draft-tokens sets speculative decoding up", 1},
+      {"--preset qwen3_5-cpu-small --draft-vocab 100 --device cpu", "add --spec mtp", 1},
   };
   for (const Case& c : cases) {
     const ProcessOutput r = bench(c.args);

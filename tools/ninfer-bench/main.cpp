@@ -49,6 +49,7 @@ ModelFiles model_files(const BenchOptions& o) {
     if (o.spec.method) m.spec.method = parse_spec_option(*o.spec.method);
     if (o.spec.draft_tokens) m.spec.draft_tokens = *o.spec.draft_tokens;
     if (o.spec.draft_vocab) m.spec.draft_vocab = *o.spec.draft_vocab;
+    require_spec_method(o.spec, m.spec.method);
     if (m.spec.method == SpecKind::Mtp) {
       // A Qwen3.5 shape carries Qwen3.5's MTP head (one layer); its random drafts are rejected, so
       // the rounds measure their cost, one token each.

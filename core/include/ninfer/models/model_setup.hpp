@@ -26,6 +26,10 @@ struct SpecOverrides {
   std::optional<int64_t> max_batch;    // --spec-max-batch N (ninfer-serve)
 };
 
+// A speculation setting given without a method would be dropped without a word: refused, naming
+// the flag, unless `method` (the command line's or the manifest's) is mtp.
+void require_spec_method(const SpecOverrides& spec, SpecKind method);
+
 struct ModelSource {
   std::string manifest;   // a manifest file, or
   std::string checkpoint; // a checkpoint folder (implicit manifest)
