@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "row_threads.hpp"
+#include "ninfer/support/row_threads.hpp"
 
 namespace ninfer::quantize_detail {
 

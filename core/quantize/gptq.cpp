@@ -8,7 +8,7 @@
 
 #include "dense_f64.hpp"
 #include "ninfer/support/error.hpp"
-#include "row_threads.hpp"
+#include "ninfer/support/row_threads.hpp"
 
 namespace ninfer {
 
@@ -181,7 +181,7 @@ QuantizedWeights gptq_quantize(const float* w, int64_t rows, int64_t cols, int64
   const Job job{w, f, spec, m, tensor, block};
   // Rows in slices: each slice streams U once, so wider slices read it fewer times.
   constexpr int64_t kSlice = 64;
-  quantize_detail::for_ranges(rows, quantize_detail::threads_for(rows, static_cast<double>(cols) * cols / 2),
+  for_ranges(rows, threads_for(rows, static_cast<double>(cols) * cols / 2),
                               [&](int64_t begin, int64_t end) -> std::string {
                                 for (int64_t r = begin; r < end; r += kSlice)
                                   if (std::string p = solve_rows(job, r, std::min(kSlice, end - r)); !p.empty()) return p;

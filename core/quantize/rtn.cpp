@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "ninfer/support/error.hpp"
-#include "row_threads.hpp"
+#include "ninfer/support/row_threads.hpp"
 
 namespace ninfer {
 
@@ -53,7 +53,7 @@ QuantizedWeights rtn_quantize(const float* w, int64_t rows, int64_t cols, int64_
   QuantizedWeights m = QuantizedWeights::sized(rows, cols, group, spec.bits, spec.scale_dtype, spec.symmetric);
   // Rows are independent, so threads give the same bytes as one: a 27B's matrices take minutes
   // on one core.
-  quantize_detail::for_ranges(rows, quantize_detail::threads_for(rows, static_cast<double>(cols)),
+  for_ranges(rows, threads_for(rows, static_cast<double>(cols)),
                               [&](int64_t b, int64_t e) { return quantize_rows(w, m, spec, b, e, tensor); });
   return m;
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "formats.hpp"
+#include "ninfer/support/row_threads.hpp"
 #include "packed.hpp"
 
 namespace ninfer::quant_detail {
@@ -42,13 +43,15 @@ QuantizedMatrix read_awq(const Checkpoint& ck, const QuantizedModule& m, QuantRe
   const TensorView& sc = ck.tensor(m.module + ".scales");
   QuantizedMatrix q = start_matrix(m, sc.dtype, what);
   const int64_t N = q.rows, K = q.cols, G = q.groups(), words = N / 8;
-  // Code by code (the nibble interleave), on threads over output rows, 64 rows at a time so the
-  // rows being written stay in cache while k walks.
+  // Code by code (the nibble interleave), on threads over output rows (by work: a code is a load,
+  // a shift, a mask and a store), 64 rows at a time so the rows being written stay in cache
+  // while k walks.
   if (what == QuantRead::Values)
-    for_row_ranges(N, [&](int64_t n0, int64_t n1) {
+    for_ranges(N, threads_for(N, 4.0 * static_cast<double>(K)), [&](int64_t n0, int64_t n1) {
       for (int64_t nb = n0; nb < n1; nb += 64)
         for (int64_t k = 0; k < K; ++k)
           for (int64_t n = nb; n < std::min(nb + 64, n1); ++n) set_code(q, n, k, awq_code(qw, k, words, n));
+      return std::string();
     });
   q.zeros.resize(static_cast<size_t>(N * G));
   for (int64_t g = 0; g < G; ++g)

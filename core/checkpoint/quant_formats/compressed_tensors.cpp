@@ -8,6 +8,7 @@
 
 #include "formats.hpp"
 #include "ninfer/support/error.hpp"
+#include "ninfer/support/row_threads.hpp"
 #include "packed.hpp"
 
 namespace ninfer::quant_detail {
@@ -49,7 +50,7 @@ QuantizedMatrix read_compressed_tensors(const Checkpoint& ck, const QuantizedMod
   // A packed row's bytes are the canonical row's (codes low bits first); an odd K's last int4
   // byte keeps only its low nibble, as the canonical layout pads with zero.
   if (what == QuantRead::Values)
-    for_row_ranges(N, [&](int64_t n0, int64_t n1) {
+    for_ranges(N, threads_for(N, static_cast<double>(q.row_bytes())), [&](int64_t n0, int64_t n1) {
       const auto* src = static_cast<const unsigned char*>(wp.data);
       const int64_t rb = q.row_bytes();
       for (int64_t n = n0; n < n1; ++n) {
@@ -57,6 +58,7 @@ QuantizedMatrix read_compressed_tensors(const Checkpoint& ck, const QuantizedMod
         std::memcpy(row, src + n * words * 4, static_cast<size_t>(rb));
         if (bits == 4 && K % 2) row[rb - 1] &= 0x0f;
       }
+      return std::string();
     });
   if (what == QuantRead::Values) copy_scales(sc, q);
   if (ck.has(m.module + ".weight_zero_point")) {

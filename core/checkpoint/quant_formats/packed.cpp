@@ -4,9 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <thread>
 
 #include "ninfer/support/error.hpp"
+#include "ninfer/support/row_threads.hpp"
 
 namespace ninfer::quant_detail {
 
@@ -84,23 +84,16 @@ void read_g_idx(const TensorView& t, QuantizedMatrix& q) {
   if (!trivial) q.g_idx = std::move(g);
 }
 
-void for_row_ranges(int64_t items, const std::function<void(int64_t, int64_t)>& body) {
-  const int64_t threads =
-      std::clamp<int64_t>(std::min<int64_t>(std::thread::hardware_concurrency(), items / 256), 1, 16);
-  if (threads == 1) return body(0, items);
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < threads; ++t) pool.emplace_back(body, items * t / threads, items * (t + 1) / threads);
-  for (auto& th : pool) th.join();
-}
-
 void transpose_words(const TensorView& t, int64_t R, int64_t N, unsigned char* dst) {
   const auto* src = static_cast<const unsigned char*>(t.data);
   constexpr int64_t kTile = 32; // 32 x 32 words: both sides' cache lines stay in L1
-  for_row_ranges(N, [&](int64_t n0, int64_t n1) {
+  // Threads by bytes moved: 4 per word.
+  for_ranges(N, threads_for(N, 4.0 * static_cast<double>(R)), [&](int64_t n0, int64_t n1) {
     for (int64_t nb = n0; nb < n1; nb += kTile)
       for (int64_t rb = 0; rb < R; rb += kTile)
         for (int64_t n = nb; n < std::min(nb + kTile, n1); ++n)
           for (int64_t r = rb; r < std::min(rb + kTile, R); ++r) std::memcpy(dst + (n * R + r) * 4, src + (r * N + n) * 4, 4);
+    return std::string();
   });
 }
 

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -49,10 +48,6 @@ inline int64_t canonical_group(int64_t group_size, int64_t k) { return group_siz
 // An empty canonical matrix of m's shape (codes zeroed, so an odd K's last high nibble is 0;
 // none for QuantRead::Layout).
 QuantizedMatrix start_matrix(const QuantizedModule& m, DType scale_dtype, QuantRead what);
-
-// body(begin, end) over [0, items) in ranges on up to 16 threads (one when items < 256): the
-// repacking of a large model's codes is a loop over every code, run at every load.
-void for_row_ranges(int64_t items, const std::function<void(int64_t, int64_t)>& body);
 
 // dst[n][r] = src[r][n] for 32-bit words, src being t's data as R x N words: GPTQ's qweight,
 // whose word r of column n holds codes 32/bits r ... 32/bits (r + 1) - 1 of output n in the

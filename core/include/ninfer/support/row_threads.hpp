@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-namespace ninfer::quantize_detail {
+namespace ninfer {
 
 // Threads for `items` items of `cost_per_item` arithmetic each: at most the host's cores (and
 // 32), fewer when the work is small.
@@ -18,4 +18,4 @@ int64_t threads_for(int64_t items, double cost_per_item);
 // ninfer::Error with the problem of the first range that had one.
 void for_ranges(int64_t items, int64_t threads, const std::function<std::string(int64_t, int64_t)>& body);
 
-} // namespace ninfer::quantize_detail
+} // namespace ninfer

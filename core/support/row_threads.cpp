@@ -1,4 +1,4 @@
-#include "row_threads.hpp"
+#include "ninfer/support/row_threads.hpp"
 
 #include <algorithm>
 #include <thread>
@@ -6,7 +6,7 @@
 
 #include "ninfer/support/error.hpp"
 
-namespace ninfer::quantize_detail {
+namespace ninfer {
 
 int64_t threads_for(int64_t items, double cost_per_item) {
   const int64_t cores = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 32);
@@ -30,4 +30,4 @@ void for_ranges(int64_t items, int64_t threads, const std::function<std::string(
     if (!p.empty()) throw Error(p);
 }
 
-} // namespace ninfer::quantize_detail
+} // namespace ninfer
