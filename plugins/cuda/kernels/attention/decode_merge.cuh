@@ -150,6 +150,18 @@ __device__ inline int run_chunks(const ninfer_attention_args& a, int64_t tb, int
   if (planned == 1) return 1;
   return max(1, min(planned, launch_longest(a, tb, te) / static_cast<int>(kMinChunkKeys)));
 }
+// Keys [k0, k1) of chunk `chunk` of `chunks` over a span of `span` keys. Whole key tiles per
+// chunk: every chunk starts at a multiple of kKeysPerTile, so each of its tiles lies in one KV
+// block (tile.cuh, KvRows). Chunks past the span are empty.
+struct KeyRange {
+  int k0, k1;
+};
+__device__ inline KeyRange chunk_keys(int span, int chunks, int chunk) {
+  const int len = ((span + chunks - 1) / chunks + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
+  const int k0 = min(span, chunk * len);
+  return {k0, min(span, k0 + len)};
+}
+
 // What one decode CTA does: token t (tt within the launch) and kv heads g0, g0 + gstep, ...
 // (below kv_heads), each with key chunk `chunk` of `chunks`, keys [k0, k1) of the token's span.
 // Below the kv head count a CTA takes whole kv heads; from there on every kv head's keys are cut
@@ -173,10 +185,6 @@ __device__ inline CtaWork cta_work(const ninfer_attention_args& a, int64_t tb, i
   w.slot = a.batch.seq_slot[a.batch.token_seq[w.t]];
   w.pos = a.batch.token_pos[w.t];
   w.ok = in_cache(c, w.slot, w.pos);
-  const int span = w.ok ? w.pos + 1 : 0;
-  // Whole key tiles per chunk: every chunk starts at a multiple of kKeysPerTile, so each of its
-  // tiles lies in one KV block (tile.cuh, KvRows). Chunks past the span are empty.
-  const int chunk_len = ((span + w.chunks - 1) / w.chunks + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
   w.g0 = split, w.gstep = splits, w.chunk = 0, w.cluster = 0;
   if (const int ctas = cluster_ctas(); ctas > 1) { // grid.y = kvh x ctas (the launch checks it)
     w.g0 = w.chunks == 1 && split % ctas ? kvh : split / ctas;
@@ -188,18 +196,9 @@ __device__ inline CtaWork cta_work(const ninfer_attention_args& a, int64_t tb, i
     w.gstep = kvh;
     w.chunk = split % w.chunks;
   }
-  w.k0 = min(span, w.chunk * chunk_len);
-  w.k1 = min(span, w.k0 + chunk_len);
+  const KeyRange keys = chunk_keys(w.ok ? w.pos + 1 : 0, w.chunks, w.chunk);
+  w.k0 = keys.k0, w.k1 = keys.k1;
   return w;
-}
-
-// Keys of the CTA's token that this call does not write: those before its sequence's first
-// position in the call (the call's tokens of one sequence sit at consecutive positions,
-// token_batch.h). Earlier steps wrote them, so a kernel may read them before its launch wait.
-__device__ inline int settled_keys(const ninfer_attention_args& a, const CtaWork& w) {
-  if (!w.ok) return 0;
-  const int first = a.batch.seq_start[a.batch.token_seq[w.t]];
-  return w.pos - static_cast<int>(w.t - first);
 }
 
 // After a CTA has written its partials of (token tt, kv head g): takes the ticket, and if this

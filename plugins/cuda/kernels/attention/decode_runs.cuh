@@ -39,21 +39,22 @@ struct DecodeRuns {
 __device__ inline DecodeRuns decode_runs(const ninfer_attention_args& a, int64_t tb, int64_t te, int per_run,
                                          const LaunchScratch& ws) {
   DecodeRuns r{per_run, 0, 1};
-  if (per_run < 2 || !ws.runs || cluster_ctas() > 1) return r;
+  // A call with as many sequences as the launch has tokens holds no run (decode_cluster's rule,
+  // from the batch's own count): a decode step reads no more batch entries than before.
+  if (per_run < 2 || !ws.runs || cluster_ctas() > 1 || a.batch.num_seqs >= te - tb) return r;
   // Lanes take 32 tokens at once (launch_longest).
   int count = 0;
   for (int64_t t0 = tb; t0 < te; t0 += 32) {
     const int64_t t = t0 + (threadIdx.x & 31);
     count += __popc(__ballot_sync(kFullMask, t < te && run_leader(a, tb, t, per_run)));
   }
-  const int longest = launch_longest(a, tb, te);
-  const bool shared = count < te - tb;
   const int kvh = a.cache.kv_heads, group = a.heads / kvh;
   const int64_t tokens = te - tb, ctas = static_cast<int64_t>(gridDim.x) * gridDim.y;
   // One item per CTA at most, so a CTA's loop over items stays the planned mapping's.
-  if (!shared || static_cast<int64_t>(count) * kvh > ctas) return r;
+  if (count == tokens || static_cast<int64_t>(count) * kvh > ctas) return r;
   r.count = count;
-  int64_t chunks = min(ctas / (static_cast<int64_t>(count) * kvh), static_cast<int64_t>(longest / kMinChunkKeys));
+  int64_t chunks = min(ctas / (static_cast<int64_t>(count) * kvh),
+                       static_cast<int64_t>(launch_longest(a, tb, te) / kMinChunkKeys));
   // Partials stay per (token, kv head, chunk), so the workspace bounds the chunks; so do the
   // tickets, one per (run, kv head).
   chunks = min(chunks, ws.partial_floats / (tokens * kvh * group * partial_floats(a.cache.head_dim)));
@@ -87,11 +88,8 @@ __device__ inline RunItem run_item(const ninfer_attention_args& a, int64_t tb, i
   it.slot = a.batch.seq_slot[a.batch.token_seq[t]];
   it.pos = a.batch.token_pos[t];
   it.ok = in_cache(a.cache, it.slot, it.pos);
-  const int span = it.ok ? min(it.pos + n, a.cache.capacity) : 0;
-  // Whole key tiles per chunk, as cta_work cuts them.
-  const int chunk_len = ((span + chunks - 1) / chunks + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
-  it.k0 = min(span, chunk * chunk_len);
-  it.k1 = min(span, it.k0 + chunk_len);
+  const KeyRange keys = chunk_keys(it.ok ? min(it.pos + n, a.cache.capacity) : 0, chunks, chunk);
+  it.k0 = keys.k0, it.k1 = keys.k1;
   it.min_last = it.ok && it.pos + n <= a.cache.capacity ? min(it.k1 - 1, it.pos) : -1;
   return it;
 }
@@ -143,7 +141,9 @@ __device__ inline RunItem first_item(const ninfer_attention_args& a, int64_t tb,
   return it;
 }
 
-// settled_keys for an item: keys before its sequence's first position in the call.
+// Keys of the item's sequence that this call does not write: those before its first position in
+// the call (the call's tokens of one sequence sit at consecutive positions, token_batch.h).
+// Earlier steps wrote them, so a kernel may read them before its launch wait.
 __device__ inline int settled_keys(const ninfer_attention_args& a, int64_t tb, const RunItem& it) {
   if (!it.ok) return 0;
   const int64_t t = tb + it.tt;
