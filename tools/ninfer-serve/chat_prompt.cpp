@@ -14,7 +14,8 @@ bool make_chat_prompt(const std::vector<ChatMessage>& messages, bool thinking, s
     throw ApiError(400, "this model's manifest sets chat_template: none: use /v1/completions");
   // A forced call starts the answer (tool_choice.hpp): no thinking before it.
   if (tools.forced()) thinking = false;
-  if (auto id = model.tokenizer->token_id("<|im_end|>")) r.stop.token_ids.insert(*id);
+  const auto im_end = model.tokenizer->token_id("<|im_end|>");
+  if (im_end) r.stop.token_ids.insert(*im_end);
   // With thinking on, the reply's <think>...</think> block is split off as reasoning.
   const auto open = model.tokenizer->token_id("<think>"), close = model.tokenizer->token_id("</think>");
   if (thinking && open && close) options.reasoning = serving::ReasoningMarkers{*open, *close};
@@ -27,8 +28,8 @@ bool make_chat_prompt(const std::vector<ChatMessage>& messages, bool thinking, s
   r.prompt_ids = model.tokenizer->encode(format_chat(messages, ChatOptions{true, thinking, tools.rendered}) + tools.prefill());
   // The end of the first message (the system prompt, with the tools' block): other
   // conversations share it, so a hybrid model's prefix cache keeps the state there too.
-  if (auto end = model.tokenizer->token_id("<|im_end|>"); end && messages.size() > 1)
-    if (const auto it = std::find(r.prompt_ids.begin(), r.prompt_ids.end(), *end); it != r.prompt_ids.end())
+  if (im_end && messages.size() > 1)
+    if (const auto it = std::find(r.prompt_ids.begin(), r.prompt_ids.end(), *im_end); it != r.prompt_ids.end())
       r.state_points.push_back(it - r.prompt_ids.begin() + 1);
   return options.reasoning.has_value();
 }
