@@ -95,11 +95,7 @@ TEST(ServingPrefixCache, HostTierNeverChangesAReply) {
     auto rng = fresh_rng((std::string("host tier engine ") + name).c_str());
     std::vector<std::vector<int32_t>> prefixes;
     for (int i = 0; i < 6; ++i) prefixes.push_back(random_ids(fx, 2 * kBlock + 20 + 7 * i, rng));
-    std::vector<GenerationRequest> reqs;
-    std::uniform_int_distribution<int64_t> tail(1, 8), new_tokens(5, 30);
-    for (size_t i = 0; i < 12; ++i)
-      reqs.push_back(greedy(concat(prefixes[i % 6], random_ids(fx, static_cast<size_t>(tail(rng)), rng)),
-                            new_tokens(rng)));
+    const std::vector<GenerationRequest> reqs = requests_over(fx, prefixes, rng);
     const std::vector<ServeResult> want = cold_replies(fx, reqs);
     Backend be = cpu_model_backend();
     auto lm = model(be, fx, 3, 15 * kBlock, 1);

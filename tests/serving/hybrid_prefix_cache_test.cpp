@@ -172,11 +172,7 @@ TEST(ServingPrefixCache, HybridCopiesGivenUpNeverChangeAReply) {
   auto rng = fresh_rng("hybrid prefix cache eviction");
   std::vector<std::vector<int32_t>> prefixes;
   for (int i = 0; i < 3; ++i) prefixes.push_back(random_ids(fx, kInterval + 20 + 17 * i, rng));
-  std::vector<GenerationRequest> reqs;
-  std::uniform_int_distribution<int64_t> tail(1, 8), new_tokens(5, 30);
-  for (size_t i = 0; i < 12; ++i)
-    reqs.push_back(greedy(concat(prefixes[i % 3], random_ids(fx, static_cast<size_t>(tail(rng)), rng)),
-                          new_tokens(rng)));
+  const std::vector<GenerationRequest> reqs = requests_over(fx, prefixes, rng);
   const std::vector<ServeResult> want = cold_replies(fx, reqs);
   for (const int64_t interval : {kInterval, int64_t{0}}) {
     Backend be = cpu_model_backend();

@@ -59,6 +59,19 @@ inline GenerationRequest greedy(std::vector<int32_t> prompt, int64_t max_new) {
   return r;
 }
 
+// Twelve greedy requests over `prefixes` taken in turn (a wave of prefixes.size() takes each
+// once), each its prefix, a tail of 1 to 8 random tokens (so a prompt's last block boundary stays
+// inside its prefix when the prefix ends past one) and 5 to 30 new tokens.
+inline std::vector<GenerationRequest> requests_over(const Fixture& fx, const std::vector<std::vector<int32_t>>& prefixes,
+                                                    std::mt19937_64& rng) {
+  std::vector<GenerationRequest> reqs;
+  std::uniform_int_distribution<int64_t> tail(1, 8), new_tokens(5, 30);
+  for (size_t i = 0; i < 12; ++i)
+    reqs.push_back(greedy(concat(prefixes[i % prefixes.size()], random_ids(fx, static_cast<size_t>(tail(rng)), rng)),
+                          new_tokens(rng)));
+  return reqs;
+}
+
 // The same greedy ids and log-probabilities as `want`, up to the first step whose top two are
 // within kGreedyMargin there (a near-tie may flip on rounding).
 inline void expect_same_reply(const ServeResult& got, const ServeResult& want, const std::string& what) {
