@@ -125,35 +125,38 @@ TEST(PointwiseGpu, EmbeddingIdOutsideTheTableGivesANanRow) {
 }
 
 // One row per token (the layer norm), plain and (1+w), with and without the fused residual add,
-// on strided rows: a row of 5120 is reduced by a whole CTA.
+// on strided rows: a row of 5120 is reduced by a whole CTA. Strides that are multiples of 4 take
+// the in_registers kernel's float4 path, the others its scalar one.
 TEST(PointwiseGpu, RmsNormRowsWithAndWithoutResidual) {
   NINFER_REQUIRE_CUDA_BACKEND();
   auto rng = fresh_rng("gpu rms_norm rows");
   for (int32_t dim : {96, 1000, 5120})
-    for (int64_t T : kTokenCounts)
-      for (int32_t offset : {0, 1})
-        for (bool with_residual : {false, true}) {
-          const int64_t xs = dim + 5, rs = dim + 2, ys = dim + 1;
-          const auto x = randn(rng, static_cast<size_t>(T * xs), 3.f);
-          const auto res = randn(rng, static_cast<size_t>(T * rs));
-          auto w = randn(rng, dim, 0.5f);
-          if (!offset)
-            for (auto& v : w) v += 1.f;
-          RunFn run = [&](Backend& be, const std::string& route) {
-            DeviceBuffer xd = put(be, x), rd = put(be, res), wd = put(be, w);
-            DeviceBuffer yd = poisoned_buffer(be, static_cast<size_t>(T * ys));
-            ninfer_rms_norm_args a{ptr<float>(xd), xs, 0, with_residual ? rd.as<float>() : nullptr, rs, 0,
-                                   ptr<float>(wd), yd.as<float>(), ys, 0, T, 1, dim, 1e-6f, offset};
-            run_route(be, NINFER_OP_RMS_NORM, route, shape(T, dim, 1), &a);
-            const auto y = get<float>(be, yd, static_cast<size_t>(T * ys));
-            const auto r = get<float>(be, rd, static_cast<size_t>(T * rs));
-            // The residual buffer holds x + residual after the call (its padding is untouched input).
-            return Outputs{{row_elements(y, T, dim, ys), r}, padding_still_poisoned(y, T, dim, ys)};
-          };
-          expect_every_route_matches_cpu(NINFER_OP_RMS_NORM, run, kGpuVsCpuF32,
-                                         "dim " + std::to_string(dim) + " T=" + std::to_string(T) + " offset " +
-                                             std::to_string(offset) + " residual " + std::to_string(with_residual));
-        }
+    for (bool vectors : {false, true})
+      for (int64_t T : kTokenCounts)
+        for (int32_t offset : {0, 1})
+          for (bool with_residual : {false, true}) {
+            const int64_t xs = dim + (vectors ? 4 : 5), rs = dim + (vectors ? 8 : 2), ys = dim + (vectors ? 0 : 1);
+            const auto x = randn(rng, static_cast<size_t>(T * xs), 3.f);
+            const auto res = randn(rng, static_cast<size_t>(T * rs));
+            auto w = randn(rng, dim, 0.5f);
+            if (!offset)
+              for (auto& v : w) v += 1.f;
+            RunFn run = [&](Backend& be, const std::string& route) {
+              DeviceBuffer xd = put(be, x), rd = put(be, res), wd = put(be, w);
+              DeviceBuffer yd = poisoned_buffer(be, static_cast<size_t>(T * ys));
+              ninfer_rms_norm_args a{ptr<float>(xd), xs, 0, with_residual ? rd.as<float>() : nullptr, rs, 0,
+                                     ptr<float>(wd), yd.as<float>(), ys, 0, T, 1, dim, 1e-6f, offset};
+              run_route(be, NINFER_OP_RMS_NORM, route, shape(T, dim, 1), &a);
+              const auto y = get<float>(be, yd, static_cast<size_t>(T * ys));
+              const auto r = get<float>(be, rd, static_cast<size_t>(T * rs));
+              // The residual buffer holds x + residual after the call (its padding is untouched input).
+              return Outputs{{row_elements(y, T, dim, ys), r}, padding_still_poisoned(y, T, dim, ys)};
+            };
+            expect_every_route_matches_cpu(NINFER_OP_RMS_NORM, run, kGpuVsCpuF32,
+                                           "dim " + std::to_string(dim) + (vectors ? " float4" : " scalar") +
+                                               " T=" + std::to_string(T) + " offset " +
+                                               std::to_string(offset) + " residual " + std::to_string(with_residual));
+          }
 }
 
 // Per-head q/k norm in place on Qwen3.5's q_proj layout (per token [heads x (query | gate)]):
