@@ -46,7 +46,7 @@ TEST(NormLinearGpu, EveryRouteMatchesTheCpuReference) {
   auto rng = fresh_rng("gpu norm_linear");
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
-  const auto routes = op_routes(*gpu, NINFER_OP_NORM_LINEAR);
+  op_routes(*gpu, NINFER_OP_NORM_LINEAR); // fails the test when the plugin has no variant at all
   for (const NormLinearShape& s : kShapes)
     for (int32_t dtype : {NINFER_DTYPE_F32, NINFER_DTYPE_BF16})
       for (int32_t offset : {0, 1}) {
@@ -55,7 +55,8 @@ TEST(NormLinearGpu, EveryRouteMatchesTheCpuReference) {
         size_t stray = 0;
         const auto want_y = widen(unpad(want.y, 1, s.outs(), c.y_stride(), stray));
         const auto want_n = widen(unpad(want.normed, 1, s.K, c.normed_stride(), stray));
-        for (const std::string& route : routes) {
+        const ninfer_shape planned = c.planning_shape();
+        for (const std::string& route : op_routes(*gpu, NINFER_OP_NORM_LINEAR, &planned)) {
           const Outputs got = run(*gpu, route, c);
           const std::string what = c.describe() + ", " + route_name(route);
           const Mismatch m = compare(unpad(got.y, 1, s.outs(), c.y_stride(), stray), want_y, kGpuVsCpuF32);
