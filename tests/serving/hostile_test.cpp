@@ -515,7 +515,7 @@ TEST(NinferServeHostile, PrefillOfAClientThatLeavesStopsEarly) {
                                   "--request-log", log.string()}));
   const auto prompt = [](int salt) {
     json p = json::array();
-    for (int i = 0; i < 1200; ++i) p.push_back(1 + (i * 7919 + salt) % 5000);
+    for (int i = 0; i < 2000; ++i) p.push_back(1 + (i * 7919 + salt) % 5000);
     return p;
   };
   // The whole prefill, for scale.
