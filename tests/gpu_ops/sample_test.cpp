@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "ninfer/abi/ops/argmax.h"
@@ -194,16 +195,16 @@ TEST(GpuSample, Timing) {
         // argmax on the same rows, for comparison with the greedy setting
         ninfer_argmax_args g{dl.as<float>(), vocab, di.as<int32_t>(), dlp.as<float>(), rows, vocab};
         if (s.t == 0) {
-          const Plan& plan = gpu->plan(NINFER_OP_ARGMAX, shape);
+          // Through the backend: its route may need the workspace and the launch tickets.
+          gpu->reserve_workspace(NINFER_OP_ARGMAX, shape);
           std::vector<float> ms;
           for (int i = 0; i < 31; ++i) {
-            cudaEventRecord(start, nullptr);
-            execute(plan, &g, nullptr, nullptr);
-            cudaEventRecord(stop, nullptr);
-            cudaEventSynchronize(stop);
-            float t = 0;
-            cudaEventElapsedTime(&t, start, stop);
-            if (i > 0) ms.push_back(t);
+            gpu->synchronize();
+            const auto t0 = std::chrono::steady_clock::now();
+            gpu->run(NINFER_OP_ARGMAX, shape, &g);
+            gpu->synchronize();
+            const std::chrono::duration<float, std::milli> t = std::chrono::steady_clock::now() - t0;
+            if (i > 0) ms.push_back(t.count());
           }
           std::sort(ms.begin(), ms.end());
           std::printf("[sample timing] %-18s rows %lld vocab %d %-28s median %.1f us\n", "argmax op",

@@ -9,7 +9,7 @@
  *
  * Shapes: logits [rows, vocab] float32 with row stride row_stride; ids [rows] int32; logprob
  * [rows] float32 or NULL. Planning shape: tokens = rows, dims[0] = vocab, dtype = F32.
- * Effects: writes ids (and logprob) of the launch's rows. Workspace: none.
+ * Effects: writes ids (and logprob) of the launch's rows. Workspace: variant-defined.
  */
 #ifndef NINFER_ABI_OPS_ARGMAX_H
 #define NINFER_ABI_OPS_ARGMAX_H
