@@ -80,8 +80,7 @@ void norm_linear_op(Backend& be, int64_t tokens, const NormedInput& in, const Ma
   a.gated = gated ? 1 : 0;
   a.wq = w.wq();
   const NormLinearUnfused unfused{in.normed.p, in.normed.stride, proj.p, proj.stride};
-  be.run(NINFER_OP_NORM_LINEAR, shape(tokens, w.cols, w.rows, gated ? 1 : 0, ninfer_quant_planning_group(w.wq()), w.dtype),
-          &a, &unfused);
+  be.run(NINFER_OP_NORM_LINEAR, shape(tokens, w.cols, w.rows, gated ? 1 : 0, 0, w.dtype), &a, &unfused);
 }
 
 // The same for several parts of different layouts: the first normalises the rows (kept in

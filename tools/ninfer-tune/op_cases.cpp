@@ -245,13 +245,13 @@ class NormLinearCase final : public RowwiseCase {
   NormLinearCase(Backend& be, const ninfer_shape& s, const std::optional<QuantLayout>& quant, int64_t max_tokens,
                  int64_t l2, uint64_t seed)
       : RowwiseCase(be, s.dims[0], s.dims[2] ? s.dims[1] / 2 : s.dims[1], max_tokens, seed, "tune norm_linear x/y"),
-        N_(s.dims[1]), gated_(static_cast<int32_t>(s.dims[2])), group_(s.dims[3]), dtype_(s.dtype),
+        N_(s.dims[1]), gated_(static_cast<int32_t>(s.dims[2])), dtype_(s.dtype),
         w_(be, N_, in_, dtype_, quant, l2, seed, "tune norm_linear w") {
     copies_ = w_.copies();
     norm_w_ = random_buffer(be, in_, NINFER_DTYPE_F32, 0.2f, 1.f, seed + 5, "tune norm_linear norm_w");
   }
   std::string op() const override { return NINFER_OP_NORM_LINEAR; }
-  ninfer_shape shape(int64_t t) const override { return {t, {in_, N_, gated_, group_}, dtype_}; }
+  ninfer_shape shape(int64_t t) const override { return {t, {in_, N_, gated_, 0}, dtype_}; }
   const void* args(int64_t t, int copy) override {
     a_ = call(x_.as<float>(), norm_w_.as<float>(), w_.w(copy), w_.wq(copy), y_.as<float>(), t);
     return &a_;
@@ -285,9 +285,7 @@ class NormLinearCase final : public RowwiseCase {
   }
 
   int64_t N_; // out_features (y rows are half of it when gated)
-  int32_t gated_;
-  int64_t group_; // the planning shape's dims[3]: 0, or the group size of quantized weights
-  int32_t dtype_;
+  int32_t gated_, dtype_;
   CaseWeights w_;
   DeviceBuffer norm_w_;
   DeviceBuffer cnorm_; // the norm weights on the CPU backend

@@ -24,8 +24,7 @@ int32_t register_linear(const ninfer_registrar* r, char* err, size_t err_len) {
   // gemv_4warps only where a measurement chose it.
   if (int32_t rc = register_norm_linear_gemv_warp(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_norm_linear_gemv_4warps(r, err, err_len); rc != NINFER_OK) return rc;
-  if (int32_t rc = register_norm_linear_gemv_4warps_one_wave(r, err, err_len); rc != NINFER_OK) return rc;
-  return register_norm_linear_gemv_int4_lean(r, err, err_len);
+  return register_norm_linear_gemv_4warps_one_wave(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

@@ -7,7 +7,6 @@
 #include <cuda_runtime.h>
 
 #include "ninfer/abi/ops/linear.h"
-#include "ninfer/abi/ops/norm_linear.h"
 #include "ninfer/abi/plugin_abi.h" // the dtype enum
 
 namespace ninfer::cuda_plugin::quant {
@@ -48,13 +47,6 @@ inline Args make_args(const ninfer_linear_args& a) {
               a.wq->group_size,
               a.wq->scale_dtype,
               a.accumulate};
-}
-
-// The same for norm_linear's projection (the norm is the variant's own parameter).
-inline Args make_args(const ninfer_norm_linear_args& a) {
-  const ninfer_linear_args l{a.x, a.x_row_stride, a.w, a.y, a.y_row_stride, a.tokens, a.in_features, a.out_features,
-                             a.w_dtype, 0, a.wq};
-  return make_args(l);
 }
 
 // Index of a code type's kernel in a variant's {int4, int8, fp8} list.

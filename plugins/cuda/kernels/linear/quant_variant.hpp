@@ -11,9 +11,7 @@
 // Optional, each on its own: `dtype_mask` (the code dtypes it takes; default all three),
 // `dynamic_smem(ctx, shape)` and `workspace(ctx, shape, tokens)` (the ABI's callbacks), and
 // `extra(args, launch)` with `invalid_launch(args, launch)`: a fourth kernel parameter built
-// from the launch (its workspace, tickets) and the checks it needs; `OpArgs` with `op`: the op
-// served when it is not linear (norm_linear: ninfer_norm_linear_args; quant::make_args reads
-// the fields both share).
+// from the launch (its workspace, tickets) and the checks it needs.
 #pragma once
 
 #include <cstdio>
@@ -45,22 +43,8 @@ NINFER_QUANT_DEF_HAS(DefSmem, dynamic_smem)   // dynamic shared memory
 NINFER_QUANT_DEF_HAS(DefWorkspace, workspace) // a launch workspace
 #undef NINFER_QUANT_DEF_HAS
 
-// The op a Def's variant serves and its argument struct: linear unless the Def names another.
-template <class D, class = void>
-struct DefOp {
-  using Args = ninfer_linear_args;
-  static constexpr const char* name = NINFER_OP_LINEAR;
-};
-template <class D>
-struct DefOp<D, std::void_t<typename D::OpArgs>> {
-  using Args = typename D::OpArgs;
-  static constexpr const char* name = D::op;
-};
-
 template <class Def>
 struct QuantLinearVariant {
-  using OpArgs = typename DefOp<Def>::Args;
-  static constexpr const char* op = DefOp<Def>::name;
   static inline const QuantKernel* planned = nullptr; // the kernel needing the most registers
 
   static constexpr int kernel_count() {
@@ -68,13 +52,13 @@ struct QuantLinearVariant {
     else return 3;
   }
 
-  static int pick(const OpArgs& a, const ninfer_launch& l) {
+  static int pick(const ninfer_linear_args& a, const ninfer_launch& l) {
     if constexpr (DefPicks<Def>::value) return Def::pick(a, l);
     else return quant::code_index(a.w_dtype);
   }
 
   // The checks every quantized linear kernel needs (quant_weight.h's description).
-  static const char* invalid(const OpArgs& a) {
+  static const char* invalid(const ninfer_linear_args& a) {
     if (!ninfer_dtype_is_quantized(a.w_dtype)) return "w_dtype must be INT4, INT8 or FP8_E4M3";
     if (a.in_features < 1 || a.out_features < 1) return "in_features and out_features must be >= 1";
     if (!a.wq || !a.wq->scales) return "a quantized w_dtype needs wq with scales";
@@ -88,14 +72,14 @@ struct QuantLinearVariant {
 
   static int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err,
                         size_t err_len) {
-    const OpArgs& a = *static_cast<const OpArgs*>(args);
+    const ninfer_linear_args& a = *static_cast<const ninfer_linear_args*>(args);
     if (const char* why = invalid(a)) {
-      std::snprintf(err, err_len, "%s/%s: %s", op, Def::name, why);
+      std::snprintf(err, err_len, "%s/%s: %s", NINFER_OP_LINEAR, Def::name, why);
       return NINFER_ERR_INVALID_ARGUMENT;
     }
     if constexpr (DefExtra<Def>::value) {
       if (const char* why = Def::invalid_launch(a, *l)) {
-        std::snprintf(err, err_len, "%s/%s: %s", op, Def::name, why);
+        std::snprintf(err, err_len, "%s/%s: %s", NINFER_OP_LINEAR, Def::name, why);
         return NINFER_ERR_INVALID_ARGUMENT;
       }
     }
@@ -117,7 +101,7 @@ struct QuantLinearVariant {
       }
     }
     if (rc != cudaSuccess) {
-      std::snprintf(err, err_len, "%s/%s: launch grid (%u,%u) block %d tokens [%lld,%lld): %s", op,
+      std::snprintf(err, err_len, "%s/%s: launch grid (%u,%u) block %d tokens [%lld,%lld): %s", NINFER_OP_LINEAR,
                     Def::name, grid.x, grid.y, l->block, b, e, cudaGetErrorString(rc));
       cudaGetLastError(); // a failed launch must not poison the next call's error check
       return NINFER_ERR_LAUNCH;
@@ -143,7 +127,7 @@ struct QuantLinearVariant {
     for (int i = 0; i < kernel_count(); ++i) {
       const BuildResource* res = find_build_resource(Def::kernels()[i].symbol);
       if (!res) {
-        std::snprintf(err, err_len, "%s/%s: kernel %s missing from the build resource table", op,
+        std::snprintf(err, err_len, "%s/%s: kernel %s missing from the build resource table", NINFER_OP_LINEAR,
                       Def::name, Def::kernels()[i].symbol);
         return NINFER_ERR_UNSUPPORTED;
       }
@@ -153,7 +137,7 @@ struct QuantLinearVariant {
       }
     }
     v = ninfer_variant{};
-    v.op = op;
+    v.op = NINFER_OP_LINEAR;
     v.name = Def::name;
     v.exec = NINFER_EXEC_CUDA;
     v.geometry = NINFER_GEOMETRY_TOKEN_TILED;
