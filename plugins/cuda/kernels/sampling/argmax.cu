@@ -240,52 +240,53 @@ int32_t split_driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err,
                              err_len);
 }
 
-int32_t register_row_split(const ninfer_registrar* r, char* err, size_t err_len) {
-  static ninfer_variant v{};
-  const BuildResource* res = find_build_resource("ninfer_argmax_split");
+// One argmax variant of `kernel` (its build resources under `symbol`): every field but the
+// callbacks and the block size is the same for both.
+struct ArgmaxVariant {
+  const char* name;
+  const char* symbol;
+  int threads;
+  int32_t (*supports)(const void*, const ninfer_shape*);
+  size_t (*workspace)(const void*, const ninfer_shape*, int64_t);
+  decltype(ninfer_variant::launch) launch;
+  decltype(ninfer_variant::query_loaded_resources) query;
+  decltype(ninfer_variant::query_driver_blocks_per_sm) driver_blocks;
+};
+
+int32_t add(const ninfer_registrar* r, ninfer_variant& v, const ArgmaxVariant& d, char* err, size_t err_len) {
+  const BuildResource* res = find_build_resource(d.symbol);
   if (!res) {
-    std::snprintf(err, err_len, "argmax/row_split: kernel missing from the build resource table");
+    std::snprintf(err, err_len, "argmax/%s: kernel missing from the build resource table", d.name);
     return NINFER_ERR_UNSUPPORTED;
   }
+  v = ninfer_variant{};
   v.op = NINFER_OP_ARGMAX;
-  v.name = "row_split";
+  v.name = d.name;
   v.exec = NINFER_EXEC_CUDA;
-  v.geometry = NINFER_GEOMETRY_TOKEN_TILED; // grid: (slices, rows of the launch); not cooperative
+  v.geometry = NINFER_GEOMETRY_TOKEN_TILED; // any grid is legal (not cooperative)
   v.split_k = 1;
   v.tokens_per_cta = 1;
   v.dtype_mask = 1u << NINFER_DTYPE_F32;
-  v.resources = make_resources(*res, kSplitThreads);
-  v.supports = split_supports;
-  v.workspace_bytes = split_workspace;
-  v.launch = split_launch;
-  v.query_loaded_resources = split_query;
-  v.query_driver_blocks_per_sm = split_driver_blocks;
+  v.resources = make_resources(*res, d.threads);
+  v.supports = d.supports;
+  v.workspace_bytes = d.workspace;
+  v.launch = d.launch;
+  v.query_loaded_resources = d.query;
+  v.query_driver_blocks_per_sm = d.driver_blocks;
   return r->add_variant(r->ctx, &v);
 }
 
 } // namespace
 
 int32_t register_argmax(const ninfer_registrar* r, char* err, size_t err_len) {
-  static ninfer_variant v{};
-  const BuildResource* res = find_build_resource("ninfer_argmax_rows");
-  if (!res) {
-    std::snprintf(err, err_len, "argmax: kernel missing from the build resource table");
-    return NINFER_ERR_UNSUPPORTED;
-  }
-  v.op = NINFER_OP_ARGMAX;
-  v.name = "block_per_row";
-  v.exec = NINFER_EXEC_CUDA;
-  v.geometry = NINFER_GEOMETRY_TOKEN_TILED; // one CTA per row; any grid is legal (not cooperative)
-  v.split_k = 1;
-  v.tokens_per_cta = 1;
-  v.dtype_mask = 1u << NINFER_DTYPE_F32;
-  v.resources = make_resources(*res, kThreads);
-  v.supports = supports;
-  v.launch = launch;
-  v.query_loaded_resources = query;
-  v.query_driver_blocks_per_sm = driver_blocks;
-  if (int32_t rc = r->add_variant(r->ctx, &v); rc != NINFER_OK) return rc;
-  return register_row_split(r, err, err_len);
+  static ninfer_variant per_row, split;
+  // block_per_row: one CTA per row; row_split: grid (slices, rows of the launch).
+  const ArgmaxVariant rows{"block_per_row", "ninfer_argmax_rows", kThreads, supports, nullptr,
+                           launch, query, driver_blocks};
+  const ArgmaxVariant slices{"row_split",   "ninfer_argmax_split", kSplitThreads, split_supports, split_workspace,
+                             split_launch,  split_query,           split_driver_blocks};
+  if (int32_t rc = add(r, per_row, rows, err, err_len); rc != NINFER_OK) return rc;
+  return add(r, split, slices, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin
