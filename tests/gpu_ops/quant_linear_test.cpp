@@ -2,7 +2,8 @@
 // ninfer/abi/ops/quant_weight.h) on the CUDA plugin: the planner's choice and every variant that
 // takes the dtype (gemv_quant_warp_t*, linear/linear_gemv_quant.cu; gemv_quant_mma,
 // linear/linear_gemv_quant_mma.cu, gemv_quant_mma_split; gemv_int4_lean,
-// linear/linear_gemv_int4_lean.cu: int4, 1-8 tokens; each where its shape rules admit the case)
+// linear/linear_gemv_int4_lean.cu: int4, 1-8 tokens a launch, 9 and 17 as launches of 8; each where
+// its shape rules admit the case)
 // forced, against the CPU
 // plugin's linear on the same fresh random data: every code dtype x scale dtype (f32, bf16,
 // f16) x zero points or symmetric x g_idx or k / group_size x T = 1..8 (and 9, 17: tiles of 8)

@@ -41,6 +41,8 @@ struct GemvInt4LeanDef {
   static constexpr const char* name = "gemv_int4_lean";
   static constexpr int threads = lean::kThreads;
   static constexpr int tokens_per_cta = lean::kMaxTokens;
+  static constexpr int launch_tokens = lean::kMaxTokens;       // a call of more: launches of 8
+  static constexpr int kMaxCallTokens = 8 * lean::kMaxTokens;  // the codes streamed at most 8 times
   static constexpr uint32_t dtype_mask = 1u << NINFER_DTYPE_INT4;
   // 1-4 tokens, then the _t8 kernels (5-8); each: scale dtype major (f32, bf16, f16), then zeros
   // (without, with), then group form (g128, groups).
@@ -58,15 +60,15 @@ struct GemvInt4LeanDef {
     for (int t = 1; t <= tokens && t <= lean::kMaxTokens; ++t) most = std::max(most, lean::smem_bytes(K, N, t));
     return static_cast<size_t>(most);
   }
-  // 1-8 tokens, whole 128-k steps, groups of whole steps or one per row (group: the planning
-  // group, 0 for g_idx), and a merge ticket per row block where K is cut.
+  // 1-64 tokens (launches of up to 8), whole 128-k steps, groups of whole steps or one per row
+  // (group: the planning group, 0 for g_idx), and a merge ticket per row block where K is cut.
   static int32_t takes(int64_t T, int64_t K, int64_t N, int64_t group) {
-    if (T < 1 || T > lean::kMaxTokens || K < lean::kStepK || K % lean::kStepK != 0 || N < 1 || K > INT32_MAX ||
+    if (T < 1 || T > kMaxCallTokens || K < lean::kStepK || K % lean::kStepK != 0 || N < 1 || K > INT32_MAX ||
         N > INT32_MAX)
       return 0;
     if (group < 1 || (group % lean::kStepK != 0 && group < K)) return 0;
     if (N * ((K + group - 1) / group) > INT32_MAX) return 0; // 32-bit scale and zero indices
-    for (int t = 1; t <= T; ++t)
+    for (int t = 1; t <= T && t <= lean::kMaxTokens; ++t)
       if (lean::k_chunks(K, N, t) > 1 && (N + lean::kRows - 1) / lean::kRows > kMaxTickets) return 0;
     return 1;
   }

@@ -11,9 +11,12 @@
 // Optional, each on its own: `dtype_mask` (the code dtypes it takes; default all three),
 // `dynamic_smem(ctx, shape)` and `workspace(ctx, shape, tokens)` (the ABI's callbacks), and
 // `extra(args, launch)` with `invalid_launch(args, launch)`: a fourth kernel parameter built
-// from the launch (its workspace, tickets) and the checks it needs.
+// from the launch (its workspace, tickets) and the checks it needs; `launch_tokens`: the most
+// tokens one kernel launch takes, the call's range then run as consecutive launches of that many
+// (each a launch of its own to the Def's pick, grid, extra and checks).
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <type_traits>
 
@@ -41,6 +44,7 @@ NINFER_QUANT_DEF_HAS(DefExtra, extra)         // a kernel parameter beyond (Args
 NINFER_QUANT_DEF_HAS(DefMask, dtype_mask)     // fewer code dtypes than the three
 NINFER_QUANT_DEF_HAS(DefSmem, dynamic_smem)   // dynamic shared memory
 NINFER_QUANT_DEF_HAS(DefWorkspace, workspace) // a launch workspace
+NINFER_QUANT_DEF_HAS(DefTiles, launch_tokens) // token tiles launched one after another
 #undef NINFER_QUANT_DEF_HAS
 
 template <class Def>
@@ -77,6 +81,22 @@ struct QuantLinearVariant {
       std::snprintf(err, err_len, "%s/%s: %s", NINFER_OP_LINEAR, Def::name, why);
       return NINFER_ERR_INVALID_ARGUMENT;
     }
+    if constexpr (DefTiles<Def>::value) {
+      for (int64_t b = l->token_begin; b < l->token_end; b += Def::launch_tokens) {
+        ninfer_launch tile = *l;
+        tile.token_begin = b;
+        tile.token_end = std::min<int64_t>(l->token_end, b + Def::launch_tokens);
+        if (int32_t rc = launch_tile(a, &tile, stream, err, err_len); rc != NINFER_OK) return rc;
+      }
+      return NINFER_OK;
+    } else {
+      return launch_tile(a, l, stream, err, err_len);
+    }
+  }
+
+  // One kernel launch over the tokens of `l`.
+  static int32_t launch_tile(const ninfer_linear_args& a, const ninfer_launch* l, void* stream, char* err,
+                             size_t err_len) {
     if constexpr (DefExtra<Def>::value) {
       if (const char* why = Def::invalid_launch(a, *l)) {
         std::snprintf(err, err_len, "%s/%s: %s", NINFER_OP_LINEAR, Def::name, why);
