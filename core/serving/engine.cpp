@@ -85,10 +85,12 @@ void Engine::add_state_points(SequenceHooks& h, int32_t slot, int64_t cached, co
     if (const int64_t b = p / B * B; b > cached && b < last) marks.push_back(b);
   std::sort(marks.begin(), marks.end());
   marks.erase(std::unique(marks.begin(), marks.end()), marks.end());
-  const auto is_point = [=](int64_t pos) {
-    return pos > 0 && (pos == last || (every > 0 && pos % every == 0) ||
-                       std::binary_search(marks.begin(), marks.end(), pos));
+  // Anchors (the prompt's end, the request's points) are what a next turn or a shared system
+  // prompt resumes from: the cache keeps their copies before interval ones.
+  const auto is_anchor = [=](int64_t pos) {
+    return pos > 0 && (pos == last || std::binary_search(marks.begin(), marks.end(), pos));
   };
+  const auto is_point = [=](int64_t pos) { return is_anchor(pos) || (pos > 0 && every > 0 && pos % every == 0); };
   // Positions are the slot's; the loop counts the tokens of the prompt after the cached ones.
   h.chunk_end = [=](int64_t done) {
     const int64_t pos = cached + done;
@@ -97,12 +99,14 @@ void Engine::add_state_points(SequenceHooks& h, int32_t slot, int64_t cached, co
     if (const auto m = std::upper_bound(marks.begin(), marks.end(), pos); m != marks.end()) next = std::min(next, *m);
     return next == INT64_MAX ? INT64_MAX : next - cached;
   };
-  h.on_prefill = [this, slot, cached, prompt, is_point, chained = std::move(h.on_prefill)](int64_t done, int64_t total) {
+  h.on_prefill = [this, slot, cached, prompt, is_point, is_anchor,
+                  chained = std::move(h.on_prefill)](int64_t done, int64_t total) {
     if (chained) chained(done, total);
     const int64_t pos = cached + done;
     if (!is_point(pos)) return;
     try {
-      const int32_t copy = cache_->offer_state(slot, std::span(prompt).first(static_cast<size_t>(pos)));
+      const int32_t copy =
+          cache_->offer_state(slot, std::span(prompt).first(static_cast<size_t>(pos)), is_anchor(pos));
       try {
         if (copy >= 0) lm_.save_prefix_state(slot, copy);
       } catch (const std::exception&) {

@@ -116,15 +116,21 @@ void PrefixCache::touch_state(uint64_t id) {
   state_lru_.emplace(std::pair{e.state_used, id}, id);
 }
 
-int32_t PrefixCache::take_state() {
+int32_t PrefixCache::take_state(bool anchor) {
   if (!free_states_.empty()) {
     const int32_t s = free_states_.back();
     free_states_.pop_back();
     return s;
   }
-  if (state_lru_.empty()) return -1;
-  const uint64_t id = state_lru_.begin()->second;
-  state_lru_.erase(state_lru_.begin());
+  // The copies are few (a handful per slot): a scan finds the oldest interval copy.
+  auto victim = std::find_if(state_lru_.begin(), state_lru_.end(),
+                             [&](const auto& kv) { return !entries_.at(kv.second).state_anchor; });
+  if (victim == state_lru_.end()) {
+    if (!anchor || state_lru_.empty()) return -1;
+    victim = state_lru_.begin();
+  }
+  const uint64_t id = victim->second;
+  state_lru_.erase(victim);
   Entry& e = entries_.at(id);
   const int32_t s = std::exchange(e.state, -1);
   ++state_evictions_;
@@ -132,15 +138,22 @@ int32_t PrefixCache::take_state() {
   return s;
 }
 
-int32_t PrefixCache::offer_state(int32_t slot, std::span<const int32_t> tokens) {
+int32_t PrefixCache::offer_state(int32_t slot, std::span<const int32_t> tokens, bool anchor) {
   const auto B = static_cast<size_t>(block_tokens_);
   if (!recurrent_ || tokens.empty() || tokens.size() % B != 0 || lm_.kv_block_row(slot).size() < tokens.size() / B)
     return -1;
   const uint64_t id = offer_chain(slot, tokens);
-  if (!id || entries_.at(id).state >= 0 || entries_.at(id).host_state >= 0) return -1;
-  const int32_t s = take_state();
+  if (!id) return -1;
+  Entry& e = entries_.at(id);
+  if (e.state >= 0 || e.host_state >= 0) {
+    e.state_anchor = e.state_anchor || anchor; // an interval point that is also a prompt's end
+    return -1;
+  }
+  const int32_t s = take_state(anchor);
   if (s < 0) return -1;
-  entries_.at(id).state = s;
+  Entry& taken = entries_.at(id); // take_state may have erased others: look the entry up again
+  taken.state = s;
+  taken.state_anchor = anchor;
   touch_state(id);
   return s;
 }

@@ -105,7 +105,7 @@ void PrefixCache::spill_state(uint64_t id, int32_t state) {
 }
 
 void PrefixCache::restore_state(uint64_t id) {
-  const int32_t s = take_state(); // may spill the least recently used copy: never this entry's
+  const int32_t s = take_state(true); // a hit needs it: may spill any least recently used copy, never this one
   Entry& e = entries_.at(id);
   lm_.unspill_prefix_state(s, host_states_.memory, host_states_.at(e.host_state));
   host_states_.lru.erase({e.host_state_used, id});

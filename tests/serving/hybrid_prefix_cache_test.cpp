@@ -161,6 +161,35 @@ TEST(ServingPrefixCache, AStatePointSharesASystemPromptShorterThanTheInterval) {
   }
 }
 
+// Interval copies never take a conversation's: with two state copies, a conversation's prompt-end
+// copy, then a long prompt whose interval points (every block) would each give up the least
+// recently used copy. The long prompt's interval copies give each other up and its own end takes
+// the last one, so the conversation's next turn (in another slot: a short request without copies
+// ran in its slot meanwhile) still resumes at its prompt's last block boundary. Replies equal
+// those of an engine without the cache.
+TEST(ServingPrefixCache, IntervalCopiesNeverTakeAConversationsCopy) {
+  const Fixture fx = Fixture::load("tiny-qwen3_5");
+  auto rng = fresh_rng("hybrid prefix cache anchors");
+  const GenerationRequest a = greedy(random_ids(fx, 2 * kBlock + 10, rng), 6);
+  const GenerationRequest longer = greedy(random_ids(fx, 7 * kBlock, rng), 4);
+  const GenerationRequest other = greedy(random_ids(fx, kBlock - 12, rng), 4); // no block: no copy
+  Backend be = cpu_model_backend();
+  auto lm = model(be, fx, 2, 0, 2);
+  Engine engine(*lm, nullptr, with_interval(kBlock));
+  const ServeResult ra = engine.submit(a)->wait();
+  const ServeResult rl = engine.submit(longer)->wait();
+  const ServeResult ro = engine.submit(other)->wait();
+  EXPECT_EQ(engine.load().prefix_cache_states, 2);
+  const GenerationRequest next = greedy(concat(concat(a.prompt_ids, ra.generated_ids), random_ids(fx, 5, rng)), 6);
+  const ServeResult rnext = engine.submit(next)->wait();
+  const std::vector<ServeResult> want = cold_replies(fx, {a, longer, other, next});
+  expect_same_reply(ra, want[0], "a");
+  expect_same_reply(rl, want[1], "longer");
+  expect_same_reply(ro, want[2], "other");
+  expect_same_reply(rnext, want[3], "next turn");
+  EXPECT_EQ(rnext.cached_tokens, 2 * kBlock) << "a's prompt-end copy was given up";
+}
+
 // Many requests over three shared prefixes (84, 101 and 118 tokens, each wave of three taking
 // each once) on three slots with only two state copies and a 14-block KV pool: copies and blocks
 // are given up all the time, hits resume from whatever is left, and every reply equals its

@@ -64,8 +64,11 @@ class PrefixCache {
   // blocks): `tokens`, a whole number of blocks, are the slot's first tokens and its state is the
   // state after them. Returns the state copy the caller must fill at once
   // (CausalLM::save_prefix_state, before the slot's next step is queued), or -1 when the last
-  // block's entry holds a copy already or the model keeps none.
-  int32_t offer_state(int32_t slot, std::span<const int32_t> tokens);
+  // block's entry holds a copy already or the model keeps none. `anchor`: the point is a prompt's
+  // end or a request's state point (what a next turn or a shared system prompt resumes from),
+  // not only an interval one: when every copy is held, a new copy gives up the least recently
+  // used interval copy first, and an interval point never takes an anchor's copy.
+  int32_t offer_state(int32_t slot, std::span<const int32_t> tokens, bool anchor = true);
   // The copy offer_state returned was never filled: its entry gives it up.
   void abandon_state(int32_t state);
 
@@ -111,6 +114,7 @@ class PrefixCache {
     uint64_t used = 0;
     int32_t state = -1; // a recurrent model's state copy after this block, or -1
     uint64_t state_used = 0;
+    bool state_anchor = false; // taken at an anchor point (offer_state)
     int32_t host_block = -1, host_state = -1; // where the host tier holds them (block, state -1)
     uint64_t host_block_used = 0, host_state_used = 0;
   };
@@ -137,8 +141,9 @@ class PrefixCache {
   void touch_state(uint64_t id);
   // Offers the blocks of `tokens`; the id of the entry of the last whole block, 0 for none.
   uint64_t offer_chain(int32_t slot, std::span<const int32_t> tokens);
-  // A free state copy, or the least recently used entry's; -1 when the model keeps none.
-  int32_t take_state();
+  // A free state copy, or the least recently used interval copy's, or (`anchor`) the least
+  // recently used copy's; -1 when there is none to take.
+  int32_t take_state(bool anchor);
   // The entry after `previous` holding `tokens`, 0 for none.
   uint64_t find(uint64_t previous, uint64_t hash, std::span<const int32_t> tokens) const;
   void touch(uint64_t id, uint64_t used);
