@@ -14,7 +14,7 @@
 // When kernel N runs ahead of its wait, kernel N-1 may still run, but N-2 has completed (N-1
 // triggered the launch only after its own wait). So a kernel may read before its wait what no
 // kernel of the step writes: weights (decode GEMVs' L2 prefetch hints, linear/linear_gemv_warp.cu; the first codes
-// gemv_int4_lean loads, linear/gemv_int4_lean.cuh);
+// gemv_int4_lean loads, linear/linear_gemv_int4_lean.cu);
 // the step's batch arrays, uploaded before the step by a copy the host waits for; and the KV rows
 // before each sequence's first position in the call, which only earlier steps wrote (the
 // tensor-core split-KV decode attention, attention/decode_mma.cuh). Then "grid N completed" implies
