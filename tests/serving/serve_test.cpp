@@ -245,6 +245,42 @@ TEST(NinferServe, RequestWaitingPastThePendingTimeoutGets503) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
+// Fields that would change the reply and that ninfer does not do (constrained decoding, logit
+// bias, echo, suffix, best_of, the legacy function fields) are refused by name with a 400 in
+// OpenAI's shape, not answered as if absent; their neutral values (a "text" response format, an
+// empty bias, echo false, best_of 1) and null are accepted.
+TEST(NinferServe, FieldsItCannotHonourAreRefusedByName) {
+  ServerProcess server(fixture_args());
+  auto c = server.client();
+  const auto with = [](const char* key, json value) {
+    json r = greedy_ids_request({1, 2}, 3);
+    r[key] = std::move(value);
+    return r;
+  };
+  const auto refused = [&](const std::string& route, const json& r, const std::string& param) {
+    const Reply got = post(*c, route, r);
+    EXPECT_EQ(got.status, 400) << param << ": " << got.body.dump();
+    ASSERT_TRUE(got.body.contains("error")) << got.body.dump();
+    EXPECT_EQ(got.body["error"]["param"], param) << got.body.dump();
+    EXPECT_EQ(got.body["error"]["type"], "invalid_request_error") << got.body.dump();
+  };
+  refused("/v1/completions", with("response_format", {{"type", "json_object"}}), "response_format");
+  refused("/v1/completions", with("response_format", {{"type", "json_schema"}, {"json_schema", json::object()}}),
+          "response_format");
+  refused("/v1/completions", with("logit_bias", {{"5", 10}}), "logit_bias");
+  refused("/v1/completions", with("echo", true), "echo");
+  refused("/v1/completions", with("suffix", "tail"), "suffix");
+  refused("/v1/completions", with("best_of", 2), "best_of");
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"functions", json::array()}};
+  refused("/v1/chat/completions", chat, "functions");
+  for (const json& ok : {with("response_format", {{"type", "text"}}), with("logit_bias", json::object()),
+                         with("echo", false), with("best_of", 1), with("suffix", nullptr)}) {
+    const Reply got = post(*c, "/v1/completions", ok);
+    EXPECT_EQ(got.status, 200) << ok.dump() << ": " << got.body.dump();
+  }
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
 TEST(NinferServe, ErrorsHaveOpenAiShapeAndStatus) {
   ServerProcess server(fixture_args());
   auto c = server.client();

@@ -156,6 +156,32 @@ void check_model(const json& body, const LoadedModel& model) {
 
 ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedModel& model);
 
+// Fields of the OpenAI API that would change what comes back and that ninfer does not do: a
+// request that sets one is refused by name (400) rather than answered as if it had not.
+void refuse_unsupported(Endpoint endpoint, const json& body) {
+  if (const json* f = field(body, "response_format")) {
+    const json* type = f->is_object() ? field(*f, "type") : nullptr;
+    if (!type || !type->is_string()) throw bad_param("response_format", "expected an object with a string \"type\"");
+    if (type->get<std::string>() != "text")
+      throw bad_param("response_format", fmt::format("type \"{}\" is not supported (ninfer has no constrained decoding); "
+                                                     "leave it out or send {{\"type\": \"text\"}}",
+                                                     type->get<std::string>()));
+  }
+  if (const json* f = field(body, "logit_bias"); f && !(f->is_object() && f->empty()))
+    throw bad_param("logit_bias", "is not supported");
+  if (endpoint == Endpoint::Chat) {
+    for (const char* legacy : {"functions", "function_call"})
+      if (field(body, legacy)) throw bad_param(legacy, "is not supported: use \"tools\" and \"tool_choice\"");
+    return;
+  }
+  if (const json* f = field(body, "echo"); f && !(f->is_boolean() && !f->get<bool>()))
+    throw bad_param("echo", "is not supported (the prompt is not returned)");
+  if (const json* f = field(body, "suffix"); f && !(f->is_string() && f->get<std::string>().empty()))
+    throw bad_param("suffix", "is not supported");
+  if (const json* f = field(body, "best_of"); f && !(f->is_number_integer() && f->get<int64_t>() == 1))
+    throw bad_param("best_of", "is not supported beyond 1: ask for \"n\" choices instead");
+}
+
 } // namespace
 
 ParsedRequest parse_request(Endpoint endpoint, const std::string& text, const LoadedModel& model) {
@@ -173,6 +199,7 @@ namespace {
 ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedModel& model) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   check_model(body, model);
+  refuse_unsupported(endpoint, body);
   ParsedRequest out;
   GenerationRequest& r = out.generation;
   r.sampling = model.manifest.sampling;
