@@ -339,8 +339,13 @@ void Decoder::reserve_workspace() {
     run_layers(inputs_.mixed_shape_only(limits_.max_mixed_chunk, limits_.max_sequences - 1, ctx));
   if (mtp_) reserve_round_workspace();
   ops::linear(be_, logit_rows_, rows_of(normed_, hidden_), lm_head(), rows_of(logits_, vocab()));
-  ops::argmax(be_, logit_rows_, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr);
-  ops::sample(be_, logit_rows_, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr, nullptr);
+  // The picks at every power-of-two row count too: a table may route fewer rows to a variant with
+  // a workspace (argmax's row_split) that the largest count's route does not need.
+  for (int64_t rows = 1;; rows = std::min(rows * 2, logit_rows_)) {
+    ops::argmax(be_, rows, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr);
+    ops::sample(be_, rows, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr, nullptr);
+    if (rows == logit_rows_) break;
+  }
 }
 
 } // namespace ninfer::models
