@@ -28,11 +28,11 @@
 //     unrolled round walks (a load goes to the buffer the previous step freed: no copies); the
 //     scales and zeros are loaded by the step that uses them (L1 hits after a row's first);
 //     addresses advance by pointer increments once per round, the steps use immediate offsets;
-//   - one kernel per scale dtype, zeros or not, and group form (12), so a step has no branch on
-//     any of them; the token count (1-4) costs nothing inside the loop (each lane reads one
-//     B column whatever the count) and is a launch argument; 5-8 tokens take the _t8 kernels,
-//     whose step feeds each decoded fragment to two MMA column tiles (4 tokens each) at 2 CTAs
-//     per SM (125-128 registers), so 8 tokens read the codes once;
+//   - one kernel per scale dtype, zeros or not, and group form (12 per tile count), so a step
+//     has no branch on any of them; the token count (1-4) costs nothing inside the loop (each
+//     lane reads one B column whatever the count) and is a launch argument; 5-8 tokens take the
+//     _t8 kernels, whose step feeds each decoded fragment to two MMA column tiles (4 tokens
+//     each) at 2 CTAs per SM (125-128 registers), so 8 tokens read the codes once;
 //   - the K chunks: a CTA is 8 warps = 128 rows; where N alone gives fewer than kTargetCtas CTAs
 //     (5,120-row projections: 40), K is cut into chunks (grid.y) whose partial sums meet in the
 //     launch workspace through the backend's launch tickets (the last CTA of a row block adds
