@@ -97,19 +97,22 @@ TEST(QuantLayouts, GptqMatchesItsDefinition) {
             }
 }
 
+// K = 128: whole 8 x 8 nibble tiles of 5 word columns; K = 101: 12 tiles and 5 inputs past them
+// (read code by code).
 TEST(QuantLayouts, AwqMatchesItsDefinition) {
   auto rng = test::fresh_rng("awq layouts");
-  for (int32_t group : {32, 64, -1})
-    for (const char* sd : {"F16", "BF16"}) {
-      LayoutCase c;
-      c.N = 40;
-      c.K = 128;
-      c.group = group;
-      c.symmetric = false;
-      c.scale_dtype = sd;
-      check_layout(test::pack_awq(rng, c, kModule), c, rng);
-      if (HasFatalFailure()) return;
-    }
+  for (int32_t K : {128, 101})
+    for (int32_t group : {32, 64, -1})
+      for (const char* sd : {"F16", "BF16"}) {
+        LayoutCase c;
+        c.N = 40;
+        c.K = K;
+        c.group = group;
+        c.symmetric = false;
+        c.scale_dtype = sd;
+        check_layout(test::pack_awq(rng, c, kModule), c, rng);
+        if (HasFatalFailure()) return;
+      }
 }
 
 TEST(QuantLayouts, CompressedTensorsMatchesItsDefinition) {
