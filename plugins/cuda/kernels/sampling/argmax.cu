@@ -161,6 +161,7 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kSplitThreads)
 namespace ninfer::cuda_plugin {
 namespace {
 
+// block_per_row: one CTA per row.
 int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0; }
 
 int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
@@ -177,19 +178,6 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stre
   }
   return NINFER_OK;
 }
-
-int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
-  return query_kernel_attributes(reinterpret_cast<const void*>(ninfer_argmax_rows), "ninfer_argmax_rows", kThreads,
-                                 out, err, err_len);
-}
-
-int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
-  return query_driver_blocks(reinterpret_cast<const void*>(ninfer_argmax_rows), kThreads, dyn, blocks, err, err_len);
-}
-
-} // namespace
-
-namespace {
 
 // row_split: a CTA per slice, the slices' partials in the workspace, a ticket per row.
 int32_t split_supports(const void*, const ninfer_shape* s) {
@@ -230,40 +218,47 @@ int32_t split_launch(const void*, const void* args, const ninfer_launch* l, void
   return NINFER_OK;
 }
 
-int32_t split_query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
-  return query_kernel_attributes(reinterpret_cast<const void*>(ninfer_argmax_split), "ninfer_argmax_split",
-                                 kSplitThreads, out, err, err_len);
-}
-
-int32_t split_driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
-  return query_driver_blocks(reinterpret_cast<const void*>(ninfer_argmax_split), kSplitThreads, dyn, blocks, err,
-                             err_len);
-}
-
-// One argmax variant of `kernel` (its build resources under `symbol`): every field but the
-// callbacks and the block size is the same for both.
-struct ArgmaxVariant {
-  const char* name;
+// The two variants; every field of a variant but these is the same for both.
+struct ArgmaxForm {
+  const void* kernel;
   const char* symbol;
+  const char* name;
   int threads;
   int32_t (*supports)(const void*, const ninfer_shape*);
   size_t (*workspace)(const void*, const ninfer_shape*, int64_t);
   decltype(ninfer_variant::launch) launch;
-  decltype(ninfer_variant::query_loaded_resources) query;
-  decltype(ninfer_variant::query_driver_blocks_per_sm) driver_blocks;
 };
 
-int32_t add(const ninfer_registrar* r, ninfer_variant& v, const ArgmaxVariant& d, char* err, size_t err_len) {
+const ArgmaxForm kForms[] = {
+    {reinterpret_cast<const void*>(ninfer_argmax_rows), "ninfer_argmax_rows", "block_per_row", kThreads, supports,
+     nullptr, launch},
+    {reinterpret_cast<const void*>(ninfer_argmax_split), "ninfer_argmax_split", "row_split", kSplitThreads,
+     split_supports, split_workspace, split_launch},
+};
+
+template <int F>
+int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
+  return query_kernel_attributes(kForms[F].kernel, kForms[F].symbol, kForms[F].threads, out, err, err_len);
+}
+
+template <int F>
+int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
+  return query_driver_blocks(kForms[F].kernel, kForms[F].threads, dyn, blocks, err, err_len);
+}
+
+template <int F>
+int32_t add(const ninfer_registrar* r, char* err, size_t err_len) {
+  static ninfer_variant v{};
+  const ArgmaxForm& d = kForms[F];
   const BuildResource* res = find_build_resource(d.symbol);
   if (!res) {
     std::snprintf(err, err_len, "argmax/%s: kernel missing from the build resource table", d.name);
     return NINFER_ERR_UNSUPPORTED;
   }
-  v = ninfer_variant{};
   v.op = NINFER_OP_ARGMAX;
   v.name = d.name;
   v.exec = NINFER_EXEC_CUDA;
-  v.geometry = NINFER_GEOMETRY_TOKEN_TILED; // any grid is legal (not cooperative)
+  v.geometry = NINFER_GEOMETRY_TOKEN_TILED; // block_per_row: grid (rows); row_split: (slices, rows); not cooperative
   v.split_k = 1;
   v.tokens_per_cta = 1;
   v.dtype_mask = 1u << NINFER_DTYPE_F32;
@@ -271,22 +266,16 @@ int32_t add(const ninfer_registrar* r, ninfer_variant& v, const ArgmaxVariant& d
   v.supports = d.supports;
   v.workspace_bytes = d.workspace;
   v.launch = d.launch;
-  v.query_loaded_resources = d.query;
-  v.query_driver_blocks_per_sm = d.driver_blocks;
+  v.query_loaded_resources = query<F>;
+  v.query_driver_blocks_per_sm = driver_blocks<F>;
   return r->add_variant(r->ctx, &v);
 }
 
 } // namespace
 
 int32_t register_argmax(const ninfer_registrar* r, char* err, size_t err_len) {
-  static ninfer_variant per_row, split;
-  // block_per_row: one CTA per row; row_split: grid (slices, rows of the launch).
-  const ArgmaxVariant rows{"block_per_row", "ninfer_argmax_rows", kThreads, supports, nullptr,
-                           launch, query, driver_blocks};
-  const ArgmaxVariant slices{"row_split",   "ninfer_argmax_split", kSplitThreads, split_supports, split_workspace,
-                             split_launch,  split_query,           split_driver_blocks};
-  if (int32_t rc = add(r, per_row, rows, err, err_len); rc != NINFER_OK) return rc;
-  return add(r, split, slices, err, err_len);
+  if (int32_t rc = add<0>(r, err, err_len); rc != NINFER_OK) return rc;
+  return add<1>(r, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin
