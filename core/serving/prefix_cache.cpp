@@ -149,11 +149,10 @@ int32_t PrefixCache::offer_state(int32_t slot, std::span<const int32_t> tokens, 
     e.state_anchor = e.state_anchor || anchor; // an interval point that is also a prompt's end
     return -1;
   }
-  const int32_t s = take_state(anchor);
+  const int32_t s = take_state(anchor); // gives up another entry's copy: e holds none to give
   if (s < 0) return -1;
-  Entry& taken = entries_.at(id); // take_state may have erased others: look the entry up again
-  taken.state = s;
-  taken.state_anchor = anchor;
+  e.state = s;
+  e.state_anchor = anchor;
   touch_state(id);
   return s;
 }

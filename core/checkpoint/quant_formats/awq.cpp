@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "formats.hpp"
@@ -13,10 +14,14 @@
 namespace ninfer::quant_detail {
 namespace {
 
-// The nibble of a word that holds column 8c + j: the inverse of AWQ's order [0,2,4,6,1,3,5,7].
-constexpr int kNibbleOfColumn[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 // The column (past 8c) nibble p of a word holds: AWQ's order.
-constexpr int kColumnOfNibble[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+constexpr std::array<int, 8> kColumnOfNibble = {0, 2, 4, 6, 1, 3, 5, 7};
+// The nibble of a word that holds column 8c + j: its inverse.
+constexpr std::array<int, 8> kNibbleOfColumn = [] {
+  std::array<int, 8> n{};
+  for (int p = 0; p < 8; ++p) n[static_cast<size_t>(kColumnOfNibble[static_cast<size_t>(p)])] = p;
+  return n;
+}();
 
 // The 8 x 8 nibble matrix of words a (row i: word i, column p: nibble p) transposed in place,
 // by swaps of its 4 x 4, 2 x 2 and 1 x 1 blocks: word p then holds what nibble p of the 8 words
