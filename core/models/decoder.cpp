@@ -327,8 +327,9 @@ void Decoder::copy_kv_blocks(std::span<const KvBlockPool::Copy> copies) {
 }
 
 // Plans the largest prefill step, the largest decode step and the largest mixed step with the
-// backend reserving workspace instead of launching, so every op a real step can issue finds
-// its workspace already allocated.
+// backend reserving workspace instead of launching (for each call's smaller token counts too:
+// Backend::reserve_workspace_up_to), so every op a real step can issue finds its workspace
+// already allocated.
 void Decoder::reserve_workspace() {
   const int32_t ctx = static_cast<int32_t>(limits_.max_context);
   const int64_t T = limits_.max_tokens;
@@ -339,13 +340,8 @@ void Decoder::reserve_workspace() {
     run_layers(inputs_.mixed_shape_only(limits_.max_mixed_chunk, limits_.max_sequences - 1, ctx));
   if (mtp_) reserve_round_workspace();
   ops::linear(be_, logit_rows_, rows_of(normed_, hidden_), lm_head(), rows_of(logits_, vocab()));
-  // The picks at every power-of-two row count too: a table may route fewer rows to a variant with
-  // a workspace (argmax's row_split) that the largest count's route does not need.
-  for (int64_t rows = 1;; rows = std::min(rows * 2, logit_rows_)) {
-    ops::argmax(be_, rows, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr);
-    ops::sample(be_, rows, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr, nullptr);
-    if (rows == logit_rows_) break;
-  }
+  ops::argmax(be_, logit_rows_, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr);
+  ops::sample(be_, logit_rows_, rows_of(logits_, vocab()), static_cast<int32_t>(vocab()), nullptr, nullptr, nullptr);
 }
 
 } // namespace ninfer::models

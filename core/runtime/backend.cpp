@@ -237,6 +237,41 @@ void Backend::reserve_workspace(std::string_view op, const ninfer_shape& shape) 
 }
 
 namespace {
+// Token counts below `tokens` where a route (or the workspace of one) may change: every bucket
+// edge of `op` in `table` and every power of two.
+std::vector<int64_t> smaller_token_counts(const ScheduleTable* table, std::string_view op, int64_t tokens) {
+  std::vector<int64_t> counts;
+  for (int64_t t = 1; t < tokens; t *= 2) counts.push_back(t);
+  if (table)
+    for (const ScheduleEntry& e : table->entries)
+      if (e.op == op)
+        for (int64_t t : {e.tokens_min - 1, e.tokens_min, e.tokens_max, e.tokens_max + 1})
+          if (t >= 1 && t < tokens) counts.push_back(t);
+  std::sort(counts.begin(), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  return counts;
+}
+} // namespace
+
+void Backend::reserve_workspace_up_to(std::string_view op, const ninfer_shape& shape) {
+  if (!plan(op, shape).unfused) reserve_workspace(op, shape);
+  for (int64_t t : smaller_token_counts(schedule_table(), op, shape.tokens)) {
+    ninfer_shape s = shape;
+    s.tokens = t;
+    if (s.max_seq_tokens > t) s.max_seq_tokens = static_cast<int32_t>(t);
+    try {
+      // An unfused route's ops take their token count from the call's arguments, not the shape,
+      // so they are sized only where a call of that size runs them (no shipped table routes a
+      // fused op unfused below a fused route).
+      if (plan(op, s).unfused) continue;
+    } catch (const Error&) {
+      continue;
+    }
+    reserve_workspace(op, s);
+  }
+}
+
+namespace {
 // Timing diagnostics only (docs/performance.md, "what each op costs in the graph"): the ops
 // named in NINFER_TIMING_SKIP_OPS (comma-separated) are planned but never launched, so a
 // benchmark measures the step without them. An entry `op@D0xD1` skips only the calls whose
@@ -274,15 +309,13 @@ void Backend::execute_plan(const Plan& p, const void* args) {
 
 void Backend::run(std::string_view op, const ninfer_shape& shape, const void* args, const void* unfused_extra) {
   const Plan& p = plan(op, shape);
+  if (sizing_) reserve_workspace_up_to(op, shape); // fewer tokens may take a fused route
   if (p.unfused) {
     // The ops it fuses, each planned (and, while sizing, reserved for) on its own.
     if (!sizing_ && skipped_for_timing(op, shape)) return;
     return run_unfused(*this, op, shape, args, unfused_extra);
   }
-  if (sizing_) {
-    reserve_workspace(op, shape);
-    return;
-  }
+  if (sizing_) return;
   execute_plan(p, args);
 }
 

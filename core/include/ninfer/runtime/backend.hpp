@@ -130,6 +130,14 @@ class Backend {
   // Grows the shared workspace so `op` planned for `shape` can run. Call while loading, for
   // the largest shape each op will see.
   void reserve_workspace(std::string_view op, const ninfer_shape& shape);
+  // reserve_workspace for `shape` and for the same call with every token count below it where
+  // the route or its workspace may change: the edges of the schedule table's buckets for `op`
+  // and the powers of two. A table may route fewer tokens to a variant whose workspace the
+  // largest call's route does not need (argmax's row_split for 1-16 rows), so sizing only the
+  // largest steps is not enough. Skipped: a smaller shape no variant can take (no step issues
+  // it) and a smaller count routed to the ops a fused op fuses (they are sized where a call
+  // runs them; their token count is in the call's arguments).
+  void reserve_workspace_up_to(std::string_view op, const ninfer_shape& shape);
   size_t workspace_bytes() const { return workspace_.bytes(); }
   // The plan for (op, shape), cached.
   const Plan& plan(std::string_view op, const ninfer_shape& shape);
@@ -178,8 +186,9 @@ class Backend {
   void replay(const Recording& r);
 
   // While a SizingScope lives, run() launches nothing: it reserves the workspace the op would
-  // need for its shape and returns. A model sizes its workspace by running its largest steps
-  // once this way at load time (argument pointers are never dereferenced).
+  // need for its shape, and for the same call with fewer tokens (reserve_workspace_up_to), and
+  // returns. A model sizes its workspace by running its largest steps once this way at load
+  // time (argument pointers are never dereferenced).
   class SizingScope {
    public:
     explicit SizingScope(Backend& be) : be_(be), was_(be.sizing_) { be.sizing_ = true; }
