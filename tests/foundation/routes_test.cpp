@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "ninfer/abi/ops/argmax.h"
 #include "ninfer/abi/ops/causal_conv1d.h"
 #include "ninfer/abi/ops/conv_l2_norm.h"
 #include "ninfer/abi/ops/gated_delta_rule.h"
@@ -18,11 +19,13 @@
 #include "ninfer/abi/ops/head_norm_rope_append_attention.h"
 #include "ninfer/abi/ops/linear.h"
 #include "ninfer/abi/ops/norm_linear.h"
+#include "ninfer/abi/ops/sample.h"
 #include "ninfer/devices/device.hpp"
 #include "ninfer/support/error.hpp"
 #include "ninfer/planning/op_catalog.hpp"
 #include "ninfer/planning/planner.hpp"
 #include "ninfer/plugin_host/plugin_host.hpp"
+#include "ninfer/runtime/backend.hpp"
 #include "ninfer/runtime/unfused_forms.hpp"
 #include "ninfer/planning/schedule_table.hpp"
 #include "described_cards.hpp"
@@ -222,4 +225,57 @@ TEST(Routes, TokenStatesGoOnlyToTheVariantsThatWriteThem) {
     EXPECT_FALSE(planner.plan(NINFER_OP_CONV_L2_NORM, conv_norm).unfused);
     EXPECT_TRUE(planner.plan(NINFER_OP_CONV_L2_NORM, flagged(conv_norm)).unfused);
   }
+}
+
+// A model sizes its workspace by running its largest steps under a SizingScope, but a smaller
+// call of the same op may take another route with a workspace of its own. On every described
+// card, with its built-in table and with one that routes argmax's 1-16 rows to row_split (a
+// workspace) and more to block_per_row (none), sizing the largest call of an op reserves what
+// every smaller call of it plans.
+TEST(Routes, SizingTheLargestCallCoversEverySmallerOne) {
+  const auto cards = cards_with_plugins();
+  if (cards.empty()) GTEST_SKIP() << "build has no CUDA plugins";
+  auto split_below_17 = [](const std::string& arch) {
+    ScheduleTable t;
+    t.source = "split_below_17.yaml";
+    t.arch = arch;
+    t.entries.push_back({NINFER_OP_ARGMAX, 1, 16, "row_split", {}, "split_below_17.yaml:1", {}, {}});
+    t.entries.push_back({NINFER_OP_ARGMAX, 17, 1 << 20, "block_per_row", {}, "split_below_17.yaml:2", {}, {}});
+    return t;
+  };
+  struct Call {
+    const char* op;
+    ninfer_shape shape;
+  };
+  const std::vector<Call> calls{
+      {NINFER_OP_ARGMAX, {64, {248320, 0, 0, 0}, NINFER_DTYPE_F32}},
+      {NINFER_OP_SAMPLE, {64, {248320, 0, 0, 0}, NINFER_DTYPE_F32}},
+      {NINFER_OP_LINEAR, {300, {5120, 17408, 128, 0}, NINFER_DTYPE_INT4}},
+      {NINFER_OP_LINEAR, {300, {17408, 5120, 128, 0}, NINFER_DTYPE_INT8}},
+      {NINFER_OP_LINEAR, {300, {5120, 6144, 128, 0}, NINFER_DTYPE_FP8_E4M3}},
+      {NINFER_OP_LINEAR, {300, {4096, 151936, 0, 0}, NINFER_DTYPE_BF16}},
+      {"causal_conv1d", {300, {10240, 4, 0, 0}, NINFER_DTYPE_F32}},
+  };
+  size_t routes_with_workspace = 0;
+  for (const auto& c : cards)
+    for (const bool own_table : {false, true})
+    for (const Call& call : calls) {
+      const ScheduleTable table = split_below_17(c.plugin->arch());
+      BackendOptions bo;
+      bo.plan_only = true; // sizes while "running"; nothing is allocated or launched
+      if (own_table) bo.schedule = &table;
+      Backend be(*c.plugin, c.dev, bo);
+      be.run(call.op, call.shape, nullptr);
+      const size_t reserved = be.workspace_bytes();
+      for (int64_t t = 1; t <= call.shape.tokens; ++t) {
+        ninfer_shape s = call.shape;
+        s.tokens = t;
+        const Plan& p = be.plan(call.op, s);
+        routes_with_workspace += p.workspace_bytes > 0;
+        EXPECT_LE(p.workspace_bytes, reserved) << c.dev.name << ": " << call.op << " " << ninfer_dtype_name(s.dtype)
+                                               << " at " << t << " tokens on " << p.variant;
+      }
+      if (HasFailure()) return;
+    }
+  EXPECT_GT(routes_with_workspace, 0u) << "no call needs a workspace: the test checks nothing";
 }
