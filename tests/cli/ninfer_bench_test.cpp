@@ -279,6 +279,30 @@ TEST(NinferBench, SpecAcceptanceSetsTheRoundsAcceptance) {
   EXPECT_NEAR(half["results"][0]["speculation"]["mean_accepted_length"].get<double>(), 1.875, kMeanLengthTolerance);
 }
 
+// --mtp-weights quantizes the MTP head's linears alone (mtp.fc [H, 2H] and its layer's q (with
+// its gate), k, v, o, gate, up, down on qwen3_5-cpu-small): the weights shrink by exactly their
+// bf16 bytes less their int4 codes and bf16 scales, the report names the head's format, and
+// without --spec mtp the flag is refused.
+TEST(NinferBench, MtpWeightsQuantizeTheHeadAlone) {
+  const double H = 256, I = 768, group = 64;
+  const double head[][2] = {{H, 2 * H}, {2 * 4 * 64, H}, {2 * 64, H}, {2 * 64, H}, {H, 4 * 64}, {I, H}, {I, H}, {H, I}};
+  double saved = 0;
+  for (const auto& [rows, cols] : head) saved += 2 * rows * cols - 0.5 * rows * cols - 2 * rows * std::ceil(cols / group);
+  const std::string args = "--preset qwen3_5-cpu-small --skip-prefill --contexts 4 --batches 1 --decode-steps 2 "
+                           "--repeats 1 --warmup 0 --spec mtp --draft-tokens 2";
+  const json bf16 = bench_json(args), q = bench_json(args + " --mtp-weights int4-g64");
+  ASSERT_TRUE(bf16.contains("memory_bytes") && q.contains("memory_bytes"));
+  EXPECT_EQ(bf16["memory_bytes"]["weights"].get<double>() - q["memory_bytes"]["weights"].get<double>(), saved);
+  EXPECT_NE(q["model"]["weights_dtype"].get<std::string>().find("MTP head int4 g64"), std::string::npos)
+      << q["model"]["weights_dtype"];
+  ASSERT_EQ(q["results"].size(), 1u);
+  EXPECT_GT(q["results"][0]["tok_s"].get<double>(), 0);
+  const ProcessOutput r = bench("--preset qwen3_5-cpu-small --device cpu --mtp-weights int4-g128");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--mtp-weights quantizes the MTP head, which runs only with --spec mtp"), std::string::npos)
+      << r.err;
+}
+
 // On the CPU, a run that names no points measures CPU-sized ones (a GPU's 32,768-token
 // prefill would take hours there), says so, and says what it is measuring as it goes.
 TEST(NinferBench, CpuRunWithoutPointsMeasuresCpuSizedPoints) {

@@ -4,6 +4,7 @@
 
 #include <charconv>
 
+#include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/checkpoint/quantized_tensors.hpp"
 #include "ninfer/quantize/quantize_plan.hpp"
 #include "ninfer/quantize/recipe.hpp"
@@ -57,6 +58,21 @@ std::map<std::string, SyntheticQuant> quantized_tensors(const ModelConfig& confi
     SyntheticQuant t = q;
     if (t.group_size == kChannelGroup) t.group_size = m.cols;
     out.emplace(m.tensor, t);
+  }
+  return out;
+}
+
+std::map<std::string, SyntheticQuant> quantized_mtp_tensors(const ModelConfig& config, const SyntheticQuant& q) {
+  std::map<std::string, SyntheticQuant> out;
+  for (const ExpectedTensor& e : mtp_tensors(config)) {
+    if (e.role != TensorRole::Linear) continue;
+    SyntheticQuant t = q;
+    const int64_t cols = e.shape[1];
+    if (t.group_size == kChannelGroup) t.group_size = cols;
+    if (cols % t.group_size != 0)
+      throw UsageError(fmt::format("--mtp-weights: group size {} does not divide {}'s {} columns", t.group_size,
+                                   e.name, cols));
+    out.emplace(e.name, t);
   }
   return out;
 }

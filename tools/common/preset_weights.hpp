@@ -21,6 +21,10 @@ std::optional<SyntheticQuant> parse_weights_spec(const std::string& spec);
 // default recipe quantizes. Throws naming the tensor when the group size does not fit it.
 std::map<std::string, SyntheticQuant> quantized_tensors(const ModelConfig& config, const SyntheticQuant& q);
 
+// The MTP head's linear weights (mtp.fc and its decoder layer's projections) under `q`: what
+// ninfer-bench --mtp-weights quantizes (a default ninfer-quantize run leaves the head as it is).
+std::map<std::string, SyntheticQuant> quantized_mtp_tensors(const ModelConfig& config, const SyntheticQuant& q);
+
 // "int4 g128" for reports.
 std::string weights_label(const SyntheticQuant& q);
 

@@ -40,6 +40,12 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "else 64; docs/memory.md)")
       ->check(CLI::IsMember({32, 64, 128, 256, 512, 1024}));
   add_spec_options(app, o.spec);
+  app.add_option("--mtp-weights", o.mtp_weights,
+                 "With --spec mtp on a preset: the MTP head's linears (mtp.fc and its layer's projections), in "
+                 "--weights' forms; default bfloat16, as a default ninfer-quantize run leaves the head")
+      ->capture_default_str()
+      ->excludes(manifest)
+      ->excludes(ck);
   app.add_option("--spec-acceptance", o.spec_acceptance,
                  "With --spec mtp: each round keeps its drafts one by one with probability P (0..1), whatever they "
                  "are, so decode tok/s is the engine's at that acceptance (random weights accept no drafts); the "
@@ -102,6 +108,8 @@ void check_bench_options(const BenchOptions& o) {
     throw UsageError("--weights draws a preset's quantized weights: a checkpoint or manifest brings its own (make a "
                      "quantized one with ninfer-quantize)");
   parse_weights_spec(o.weights);
+  if (parse_weights_spec(o.mtp_weights) && o.spec.method.value_or("none") != "mtp")
+    throw UsageError("--mtp-weights quantizes the MTP head, which runs only with --spec mtp");
   if (o.dtype != "bfloat16" && o.dtype != "bf16" && o.dtype != "float32" && o.dtype != "f32" && o.dtype != "auto")
     throw UsageError(fmt::format("--dtype {}: expected bfloat16, float32 or auto", o.dtype));
   try {

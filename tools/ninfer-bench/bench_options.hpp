@@ -24,6 +24,7 @@ struct BenchOptions {
   std::string dtype = "bfloat16"; // weights of a preset; a manifest's own dtype otherwise unless given
   bool dtype_given = false;
   std::string weights = "bfloat16"; // a preset's decoder linears: bfloat16, int4-g128, fp8, ... (preset_weights.hpp)
+  std::string mtp_weights = "bfloat16"; // a preset's MTP head linears (with --spec mtp), the same forms
   std::optional<std::string> kv_dtype; // KV cache elements; unset: a preset's auto, a manifest's own
   std::optional<double> memory_limit;     // --memory-limit GIB (docs/memory.md)
   std::optional<std::string> kv_capacity; // --kv-capacity auto|TOKENS
