@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "ninfer/checkpoint/json_fields.hpp"
+#include "ninfer/support/bounded_file.hpp"
 #include "ninfer/support/error.hpp"
 
 namespace ninfer {
@@ -67,6 +68,31 @@ std::vector<std::string> string_list(const JsonFields& f, const std::string& key
   return f.opt_strings(key).value_or(std::vector<std::string>{});
 }
 
+// The keys of the GPTQ `dynamic` object `d` in the order config.json gives them: the first rule
+// a module matches decides (GPTQModel and vLLM read them so), and nlohmann::json keeps an object's
+// keys sorted ("+:" rules before "-:" ones). Read again from `file` at `key` ("quantization_config"
+// or "text_config.quantization_config"); `d`'s own order where the file does not hold `d` (a
+// config made in memory).
+std::vector<std::string> dynamic_keys(const nlohmann::json& d, const std::filesystem::path& file, const std::string& key) {
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : d.items()) keys.push_back(k);
+  try {
+    nlohmann::ordered_json root = nlohmann::ordered_json::parse(read_bounded_file(file, kMaxConfigJsonBytes, "config.json"));
+    const nlohmann::ordered_json* at = &root;
+    for (size_t b = 0, e; b <= key.size(); b = e + 1) {
+      e = std::min(key.find('.', b), key.size());
+      at = &at->at(key.substr(b, e - b));
+    }
+    std::vector<std::string> in_file;
+    for (const auto& [k, v] : at->at("dynamic").items()) in_file.push_back(k);
+    std::vector<std::string> sorted = in_file;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted == keys) return in_file;
+  } catch (const std::exception&) {
+  }
+  return keys;
+}
+
 void parse_gptq(const nlohmann::json& q, const JsonFields& f, QuantizationConfig& c) {
   c.scheme.bits = read_bits(f, "bits", "GPTQ");
   c.scheme.group_size = read_group(f, "group_size", -1);
@@ -83,7 +109,8 @@ void parse_gptq(const nlohmann::json& q, const JsonFields& f, QuantizationConfig
   if (d == q.end() || d->is_null()) return;
   if (!d->is_object()) f.fail("dynamic", "must be an object mapping module patterns to overrides");
   const JsonFields dyn = f.child("dynamic");
-  for (const auto& [pattern, body] : d->items()) {
+  for (const std::string& pattern : dynamic_keys(*d, f.file(), c.key)) {
+    const nlohmann::json& body = d->at(pattern);
     QuantizationConfig::Override o;
     if (pattern.rfind("-:", 0) == 0) {
       o.exclude = true;

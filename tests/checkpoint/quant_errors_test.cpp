@@ -4,6 +4,7 @@
 // disagree.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <functional>
 
 #include "ninfer/checkpoint/expected_tensors.hpp"
@@ -169,6 +170,30 @@ TEST(QuantErrors, ConfigAndWeightsThatDisagreeNameTheModule) {
     awq.config["modules_to_not_convert"] = {"gate_proj"};
     test::write_quantized_checkpoint(dir.path(), awq.config, awq.tensors);
     expect_mentions(load_error(dir.path()), {kModule, "unquantized"});
+  }
+}
+
+// GPTQ `dynamic` rules apply in config.json's order, the first a module matches deciding (as
+// GPTQModel and vLLM read them): an exclusion written before an override of the same packed
+// module excludes it (the load names the contradiction); written after, the override decides.
+TEST(QuantErrors, GptqDynamicRulesApplyInTheFilesOrder) {
+  auto rng = test::fresh_rng("quant errors: dynamic order");
+  const PackedModule p = gptq4(rng);
+  for (const bool exclusion_first : {true, false}) {
+    test::TempDir dir;
+    test::write_quantized_checkpoint(dir.path(), p.config, p.tensors);
+    const nlohmann::ordered_json exclude = nlohmann::ordered_json::object(), four_bits = {{"bits", 4}};
+    nlohmann::ordered_json rules = nlohmann::ordered_json::object();
+    if (exclusion_first) rules["-:.*gate_proj"] = exclude;
+    rules["+:.*gate_proj"] = four_bits;
+    if (!exclusion_first) rules["-:.*gate_proj"] = exclude;
+    std::ifstream in(dir.path() / "config.json");
+    nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(in);
+    cfg["quantization_config"]["dynamic"] = rules;
+    std::ofstream(dir.path() / "config.json") << cfg.dump(2);
+    const std::string msg = load_error(dir.path());
+    if (exclusion_first) expect_mentions(msg, {kModule, "unquantized", "quantization_config"});
+    else EXPECT_EQ(msg, "(no error)");
   }
 }
 
