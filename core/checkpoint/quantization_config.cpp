@@ -237,9 +237,10 @@ bool re_match(const std::string& pattern, const std::string& name) {
   return std::regex_search(name, std::regex("^(?:" + pattern + ")"));
 }
 
-bool ct_matches(const std::string& target, const std::string& module) {
+// A target naming the module, or a "re:" pattern matching it (not the class name "Linear").
+bool ct_names(const std::string& target, const std::string& module) {
   if (target.rfind("re:", 0) == 0) return re_match(target.substr(3), module);
-  return target == "Linear" || target == module;
+  return target == module;
 }
 
 } // namespace
@@ -296,10 +297,15 @@ std::optional<QuantScheme> QuantizationConfig::scheme_for(const std::string& mod
       return scheme;
     case QuantMethod::CompressedTensors:
       for (const auto& i : ignore)
-        if (ct_matches(i, module) && i != "Linear") return std::nullopt;
+        if (ct_names(i, module)) return std::nullopt;
+      // A group naming the module (by name or pattern) over one targeting every "Linear", as
+      // compressed-tensors and vLLM match: a role given bits of its own sits in a later group.
       for (const Group& g : groups)
         for (const auto& t : g.targets)
-          if (ct_matches(t, module)) return g.scheme;
+          if (ct_names(t, module)) return g.scheme;
+      for (const Group& g : groups)
+        for (const auto& t : g.targets)
+          if (t == "Linear") return g.scheme;
       return std::nullopt;
   }
   return std::nullopt;

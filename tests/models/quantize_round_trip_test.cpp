@@ -1,9 +1,9 @@
 // What ninfer-quantize writes, ninfer's loaders read: fresh random float weights shaped like a
 // fixture are quantized by the tool (each layout it writes, 4 and 8 bits, groups and one scale
-// per output channel, symmetric and asymmetric grids, round to nearest and GPTQ, GPTQ in act
-// order with its g_idx), and the quantized folder is loaded and run on the CPU plugin beside a
-// float32 twin made from the same output by the tests' own float64 reading of the published
-// layout (tests/quantize/quant_oracle.cpp). Writer and reader agreeing with each other proves
+// per output channel, a role with bits of its own, symmetric and asymmetric grids, round to
+// nearest and GPTQ, GPTQ in act order with its g_idx), and the quantized folder is loaded and
+// run on the CPU plugin beside a float32 twin made from the same output by the tests' own
+// float64 reading of the published layout (tests/quantize/quant_oracle.cpp). Writer and reader agreeing with each other proves
 // nothing alone; each agreeing with the oracle of the published layout does.
 #include <gtest/gtest.h>
 
@@ -41,7 +41,14 @@ void PrintTo(const RoundTrip& r, std::ostream* os) {
 // The twin: every tensor of the source, a quantized module's weight replaced by the oracle's
 // dequantization of the tool's output (float32; exact: codes are small integers and the scales
 // are stored in float16, bfloat16 or float32).
-RawTensors dequantized_twin(const RawTensors& source, const RawTensors& quantized, int bits, int* replaced) {
+// The bits a module was written with, from its packed codes' width against the source's columns
+// (a recipe may give a role its own bits).
+int module_bits(const RawTensors& quantized, const std::string& module, int64_t cols, bool ct) {
+  const RawTensor& packed = quantized.at(module + (ct ? ".weight_packed" : ".qweight"));
+  return static_cast<int>(32 * (ct ? packed.shape[1] : packed.shape[0]) / cols);
+}
+
+RawTensors dequantized_twin(const RawTensors& source, const RawTensors& quantized, int* replaced) {
   RawTensors twin;
   for (const auto& [name, t] : source) {
     const std::string module = name.size() > 7 ? name.substr(0, name.size() - 7) : name;
@@ -50,6 +57,7 @@ RawTensors dequantized_twin(const RawTensors& source, const RawTensors& quantize
       twin[name] = t;
       continue;
     }
+    const int bits = module_bits(quantized, module, t.shape[1], ct);
     const Dequantized d = ct ? dequantize_compressed_tensors(quantized, module, bits) : dequantize_gptq(quantized, module, bits);
     RawTensor f{"F32", {d.rows, d.cols}, std::string(d.w.size() * 4, '\0')};
     for (size_t i = 0; i < d.w.size(); ++i) {
@@ -87,7 +95,7 @@ TEST_P(QuantizeRoundTrip, LoadsWhatTheToolWritesAsTheOraclesTwin) {
   ASSERT_EQ(r.status, 0) << r.err;
 
   int replaced = 0;
-  const RawTensors twin = dequantized_twin(src.tensors, read_output_tensors(tmp / "out"), c.bits, &replaced);
+  const RawTensors twin = dequantized_twin(src.tensors, read_output_tensors(tmp / "out"), &replaced);
   ASSERT_GT(replaced, 0) << "the tool quantized no projection";
   fs::create_directories(tmp / "twin");
   write_raw_safetensors(tmp / "twin" / "model.safetensors", twin);
@@ -115,7 +123,11 @@ INSTANTIATE_TEST_SUITE_P(Quantize, QuantizeRoundTrip,
                                                    "method: gptq\nactorder: true\nsymmetric: false\n"},
                                          RoundTrip{"tiny-qwen3_5", "gptq", 4, 32, "method: gptq\nactorder: true\n"},
                                          RoundTrip{"tiny-qwen3", "gptq", 8, -1,
-                                                   "method: gptq\nactorder: true\nsymmetric: false\n"}),
+                                                   "method: gptq\nactorder: true\nsymmetric: false\n"},
+                                         RoundTrip{"tiny-qwen3", "compressed-tensors", 4, 32,
+                                                   "modules:\n  mlp.down_proj: {bits: 8}\n"},
+                                         RoundTrip{"tiny-qwen3_5", "gptq", 4, 32,
+                                                   "modules:\n  mlp.down_proj: {bits: 8}\n"}),
                          [](const testing::TestParamInfo<RoundTrip>& p) {
                            std::string n = fmt::format("{}_{}_int{}_g{}", p.param.fixture, p.param.format,
                                                        p.param.bits, p.param.group < 0 ? 0 : p.param.group);
@@ -124,6 +136,7 @@ INSTANTIATE_TEST_SUITE_P(Quantize, QuantizeRoundTrip,
                              n += r.find("gptq") != std::string::npos ? "_gptq" : "_rtn";
                              n += r.find("actorder") != std::string::npos ? "_actorder" : "";
                              n += r.find("symmetric: false") != std::string::npos ? "_asym" : "";
+                             n += r.find("modules:") != std::string::npos ? "_mixed_bits" : "";
                            }
                            for (auto& ch : n)
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
