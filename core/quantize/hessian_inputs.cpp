@@ -28,6 +28,7 @@ const char* input_of(ModuleRole r) {
     case ModuleRole::MlpUp: return "mlp";
     case ModuleRole::MlpDown: return "mlp.down_proj";
     case ModuleRole::LmHead: return "lm_head";
+    case ModuleRole::Mtp: return "mtp"; // never planned: check_recipe refuses gptq for it
   }
   return "?";
 }

@@ -18,7 +18,7 @@ constexpr RoleName kRoles[] = {
     {ModuleRole::GdnA, "linear_attn.in_proj_a"},      {ModuleRole::GdnB, "linear_attn.in_proj_b"},
     {ModuleRole::GdnOut, "linear_attn.out_proj"},     {ModuleRole::MlpGate, "mlp.gate_proj"},
     {ModuleRole::MlpUp, "mlp.up_proj"},               {ModuleRole::MlpDown, "mlp.down_proj"},
-    {ModuleRole::LmHead, "lm_head"},
+    {ModuleRole::LmHead, "lm_head"},                  {ModuleRole::Mtp, "mtp"},
 };
 static_assert(std::size(kRoles) == kModuleRoleCount);
 
@@ -54,23 +54,39 @@ std::string module_role_names() {
   return s;
 }
 
+namespace {
+
+// The role of "layers.<i>.<role>" (the module's path below its model's prefix), nullopt for
+// anything else; lm_head and mtp are no modules of a decoder layer.
+std::optional<ModuleRole> layer_module_role(std::string_view module) {
+  const std::string_view layers = "layers.";
+  if (module.substr(0, layers.size()) != layers) return std::nullopt;
+  module.remove_prefix(layers.size());
+  size_t digits = 0;
+  while (digits < module.size() && std::isdigit(static_cast<unsigned char>(module[digits]))) ++digits;
+  if (digits == 0 || digits >= module.size() || module[digits] != '.') return std::nullopt;
+  module.remove_prefix(digits + 1);
+  const auto role = module_role_from_name(module);
+  if (role == ModuleRole::LmHead || role == ModuleRole::Mtp) return std::nullopt;
+  return role;
+}
+
+} // namespace
+
 std::optional<ModuleRole> module_role_of(std::string_view tensor, std::string_view weight_prefix) {
   if (tensor == "lm_head.weight") return ModuleRole::LmHead;
   const std::string_view suffix = ".weight";
   if (tensor.size() <= suffix.size() || tensor.substr(tensor.size() - suffix.size()) != suffix) return std::nullopt;
   tensor.remove_suffix(suffix.size());
+  const std::string_view mtp = "mtp.";
+  if (tensor.substr(0, mtp.size()) == mtp) {
+    tensor.remove_prefix(mtp.size());
+    if (tensor == "fc" || layer_module_role(tensor)) return ModuleRole::Mtp;
+    return std::nullopt;
+  }
   if (tensor.substr(0, weight_prefix.size()) != weight_prefix) return std::nullopt;
   tensor.remove_prefix(weight_prefix.size());
-  const std::string_view layers = "layers.";
-  if (tensor.substr(0, layers.size()) != layers) return std::nullopt;
-  tensor.remove_prefix(layers.size());
-  size_t digits = 0;
-  while (digits < tensor.size() && std::isdigit(static_cast<unsigned char>(tensor[digits]))) ++digits;
-  if (digits == 0 || digits >= tensor.size() || tensor[digits] != '.') return std::nullopt;
-  tensor.remove_prefix(digits + 1);
-  const auto role = module_role_from_name(tensor);
-  if (role == ModuleRole::LmHead) return std::nullopt; // "layers.3.lm_head" is no module of ours
-  return role;
+  return layer_module_role(tensor);
 }
 
 } // namespace ninfer

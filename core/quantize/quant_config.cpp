@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 
 namespace ninfer {
@@ -33,21 +34,32 @@ Setting main_setting(const QuantizePlan& plan) {
   return best;
 }
 
-// Roles whose modules use setting `s`, each once, in role order.
+// Decoder-layer and lm_head roles whose modules use setting `s`, each once, in role order (the
+// MTP head's rule is written on its own: mtp_setting).
 std::vector<ModuleRole> roles_with(const QuantizePlan& plan, const Setting& s) {
   std::vector<ModuleRole> out;
   for (ModuleRole r : all_module_roles())
     for (const auto& m : plan.quantized)
-      if (m.role == r && setting_of(m) == s) {
+      if (m.role == r && r != ModuleRole::Mtp && setting_of(m) == s) {
         out.push_back(r);
         break;
       }
   return out;
 }
 
-// A regex for every module of a role: "re:.*\.mlp\.down_proj$" style, without the "re:".
+// The MTP head's setting when the plan quantizes it (one role: one setting).
+std::optional<Setting> mtp_setting(const QuantizePlan& plan) {
+  for (const auto& m : plan.quantized)
+    if (m.role == ModuleRole::Mtp) return setting_of(m);
+  return std::nullopt;
+}
+
+// A regex for every module of a role: "re:.*\.mlp\.down_proj$" style, without the "re:". The
+// decoder roles' patterns match the MTP head's layer too ("mtp.layers.0.mlp.down_proj"), so the
+// head's rule is written before them where it is quantized.
 std::string role_regex(ModuleRole r) {
   if (r == ModuleRole::LmHead) return "lm_head$";
+  if (r == ModuleRole::Mtp) return "mtp\\..*";
   std::string name = module_role_name(r), escaped;
   for (char c : name) escaped += c == '.' ? std::string("\\.") : std::string(1, c);
   return ".*\\." + escaped + "$";
@@ -83,13 +95,17 @@ json compressed_tensors(const QuantizePlan& plan) {
   const Setting main = main_setting(plan);
   json groups = json::object();
   groups["group_0"] = ct_group(json::array({"Linear"}), main, plan.actorder);
+  // A group naming a module beats the Linear one, and the first naming it decides.
+  if (const auto mtp = mtp_setting(plan))
+    groups["group_1"] = ct_group(json::array({"re:" + role_regex(ModuleRole::Mtp)}), *mtp, plan.actorder);
   std::map<Setting, bool> seen{{main, true}};
   for (const auto& m : plan.quantized) {
     const Setting s = setting_of(m);
     if (seen[s]) continue;
-    seen[s] = true;
     json targets = json::array();
     for (ModuleRole r : roles_with(plan, s)) targets.push_back("re:" + role_regex(r));
+    if (targets.empty()) continue; // the MTP head's alone: its group is above
+    seen[s] = true;
     groups[fmt::format("group_{}", groups.size())] = ct_group(targets, s, plan.actorder);
   }
   json c;
@@ -109,22 +125,25 @@ json compressed_tensors(const QuantizePlan& plan) {
 json gptq(const QuantizePlan& plan) {
   const Setting main = main_setting(plan);
   json dynamic = json::object();
-  // Exclusions first: a loader stops at the first rule a module matches.
+  auto rule = [](const Setting& s) { return json{{"bits", s.bits}, {"group_size", s.group}, {"sym", s.symmetric}}; };
+  // A loader stops at the first rule a module matches: the MTP head's first (the decoder roles'
+  // patterns match its layer too), then the exclusions.
+  const std::optional<Setting> mtp = mtp_setting(plan);
+  if (mtp) dynamic["+:" + role_regex(ModuleRole::Mtp)] = rule(*mtp);
   for (ModuleRole r : plan.roles_present) {
-    if (r == ModuleRole::LmHead) continue; // said by "lm_head" below
+    if (r == ModuleRole::LmHead || r == ModuleRole::Mtp) continue; // said by "lm_head" and below
     bool quantized = false;
     for (const auto& m : plan.quantized) quantized |= m.role == r;
     if (!quantized) dynamic["-:" + role_regex(r).substr(0, role_regex(r).size() - 1) + ".*"] = json::object();
   }
   if (plan.has_visual) dynamic["-:.*visual\\..*"] = json::object();
-  if (plan.has_mtp) dynamic["-:.*mtp\\..*"] = json::object();
+  if (plan.has_mtp && !mtp) dynamic["-:.*mtp\\..*"] = json::object();
   std::map<Setting, bool> seen{{main, true}};
   for (const auto& m : plan.quantized) {
     const Setting s = setting_of(m);
     if (seen[s]) continue;
     seen[s] = true;
-    for (ModuleRole r : roles_with(plan, s))
-      dynamic["+:" + role_regex(r)] = {{"bits", s.bits}, {"group_size", s.group}, {"sym", s.symmetric}};
+    for (ModuleRole r : roles_with(plan, s)) dynamic["+:" + role_regex(r)] = rule(s);
   }
   json in_block = json::array();
   bool lm_head = false;
@@ -132,7 +151,7 @@ json gptq(const QuantizePlan& plan) {
     bool quantized = false;
     for (const auto& m : plan.quantized) quantized |= m.role == r;
     if (r == ModuleRole::LmHead) lm_head = quantized;
-    else if (quantized) in_block.push_back(module_role_name(r));
+    else if (quantized && r != ModuleRole::Mtp) in_block.push_back(module_role_name(r));
   }
   json c;
   c["quant_method"] = "gptq";

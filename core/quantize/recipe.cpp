@@ -29,10 +29,11 @@ QuantFormat quant_format_from_name(const std::string& name) {
                           shortened_value(name)));
 }
 
-// Published recipes keep these in bf16: lm_head decides every token, and in_proj_a / in_proj_b
-// (a handful of rows each) set the Gated DeltaNet decay and write strength.
+// Published recipes keep these in bf16: lm_head decides every token, in_proj_a / in_proj_b (a
+// handful of rows each) set the Gated DeltaNet decay and write strength, and the MTP head's
+// drafts are only as good as its weights.
 bool Recipe::quantized_by_default(ModuleRole role) {
-  return role != ModuleRole::LmHead && role != ModuleRole::GdnA && role != ModuleRole::GdnB;
+  return role != ModuleRole::LmHead && role != ModuleRole::GdnA && role != ModuleRole::GdnB && role != ModuleRole::Mtp;
 }
 
 RoleSetting Recipe::setting(ModuleRole role) const {
@@ -144,6 +145,12 @@ void check_recipe(const Recipe& recipe) {
                               where));
     if (e.damp) check_damp(where, *e.damp);
     if (s.quantize) check_setting(where, s.bits, s.group_size);
+    // GPTQ's Hessians come from the model's forward pass on the calibration text, which never
+    // runs the MTP head.
+    if (role == ModuleRole::Mtp && s.quantize && !rtn)
+      throw Error(fmt::format("{}: method gptq needs the inputs of every module it quantizes, and the calibration "
+                              "run does not run the MTP head; quantize with method rtn, or leave mtp out",
+                              where));
   }
 }
 

@@ -143,4 +143,48 @@ INSTANTIATE_TEST_SUITE_P(Quantize, QuantizeRoundTrip,
                            return n;
                          });
 
+// The MTP head quantized (recipe `modules: {mtp: {}}`, round to nearest) from the trained demo
+// checkpoint, in both layouts: its eight linears (mtp.fc, q|gate, k, v, o, gate, up, down) are
+// written packed, and the loaded model's own logits and its head's (the first draft at every
+// prompt token) give the float32 twin's top log-probabilities.
+TEST(QuantizeMtp, TheHeadsLinearsLoadAsTheOraclesTwin) {
+  constexpr int kHeadLinears = 8;
+  const fs::path demo = source_dir() / "models" / "qwen3_5-demo";
+  auto rng = fresh_rng("QuantizeMtp");
+  for (const std::string format : {"compressed-tensors", "gptq"}) {
+    TempDir tmp;
+    std::ofstream(tmp / "recipe.yaml") << "modules:\n  mtp: {}\n";
+    const ProcessOutput r = run_quantize({"--checkpoint", demo.string(), "--out", (tmp / "out").string(), "--format",
+                                          format, "--recipe", (tmp / "recipe.yaml").string(), "-q"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const RawTensors out = read_output_tensors(tmp / "out");
+    int packed_head = 0;
+    for (const auto& [name, t] : out)
+      packed_head += name.rfind("mtp.", 0) == 0 && (name.ends_with(".weight_packed") || name.ends_with(".qweight"));
+    EXPECT_EQ(packed_head, kHeadLinears) << format;
+    int replaced = 0;
+    const RawTensors twin = dequantized_twin(read_raw_safetensors(demo / "model.safetensors"), out, &replaced);
+    fs::create_directories(tmp / "twin");
+    write_raw_safetensors(tmp / "twin" / "model.safetensors", twin);
+    fs::copy_file(demo / "config.json", tmp / "twin" / "config.json");
+
+    const Checkpoint quantized = Checkpoint::open(tmp / "out"), float_twin = Checkpoint::open(tmp / "twin");
+    Backend be = cpu_model_backend();
+    ModelOptions o = quant_twin_options();
+    o.speculation = {SpecMethod::Mtp, 1};
+    auto q_lm = CausalLM::load(quantized, be, o), t_lm = CausalLM::load(float_twin, be, o);
+    const int64_t vocab = quantized.config().vocab_size;
+    std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab) - 1);
+    std::vector<int32_t> prompt(24);
+    for (auto& id : prompt) id = token(rng);
+    const auto q_rows = q_lm->prefill(0, prompt, LogitsFor::All), t_rows = t_lm->prefill(0, prompt, LogitsFor::All);
+    const int64_t n = static_cast<int64_t>(prompt.size());
+    const auto q_head = q_lm->last_step_draft_logits(1, n - 1), t_head = t_lm->last_step_draft_logits(1, n - 1);
+    for (int64_t i = 0; i < n; ++i)
+      expect_same_top_logprobs(row(q_rows, i, vocab), row(t_rows, i, vocab), fmt::format("{} row {}", format, i));
+    for (int64_t i = 0; i + 1 < n; ++i)
+      expect_same_top_logprobs(row(q_head, i, vocab), row(t_head, i, vocab), fmt::format("{} head row {}", format, i));
+  }
+}
+
 } // namespace

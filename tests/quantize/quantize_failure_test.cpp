@@ -149,6 +149,10 @@ TEST(NinferQuantizeFailure, EveryBadInputNamesTheProblem) {
       {"recipe: unknown role", recipe("modules:\n  mlp.gate: {bits: 8}\n"), {"recipe.yaml:2", "mlp.gate"}},
       {"recipe: role the model lacks", recipe("modules:\n  linear_attn.in_proj_qkv: {bits: 8}\n"),
        {"recipe.yaml:2", "linear_attn.in_proj_qkv", "does not have"}},
+      {"recipe: an MTP head the model lacks", recipe("modules:\n  mtp: {}\n"),
+       {"recipe.yaml:2", "mtp", "does not have"}},
+      {"recipe: gptq for the MTP head", recipe("method: gptq\nmodules:\n  mtp: {}\n"),
+       {"recipe.yaml:3", "modules: mtp", "does not run the MTP head", "method rtn"}},
       {"recipe: method gptq without calibration", recipe("method: gptq\n"),
        {"method gptq needs --calibration FILE", "--method rtn"}},
       {"--calibration under method rtn", [&](const fs::path& tmp, const fs::path& in) {

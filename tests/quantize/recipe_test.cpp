@@ -27,7 +27,8 @@ TEST(QuantizeRecipe, DefaultKeepsLmHeadAndGdnGatesUnquantized) {
   EXPECT_EQ(r.format, QuantFormat::CompressedTensors);
   EXPECT_EQ(r.method, QuantizeMethod::Rtn);
   for (ModuleRole role : all_module_roles()) {
-    const bool kept = role == ModuleRole::LmHead || role == ModuleRole::GdnA || role == ModuleRole::GdnB;
+    const bool kept = role == ModuleRole::LmHead || role == ModuleRole::GdnA || role == ModuleRole::GdnB ||
+                      role == ModuleRole::Mtp;
     EXPECT_EQ(r.setting(role).quantize, !kept) << module_role_name(role);
     EXPECT_EQ(r.setting(role).bits, 4);
     EXPECT_EQ(r.setting(role).group_size, 128);
@@ -131,9 +132,15 @@ TEST(QuantizeRecipe, ModuleRolesOfTensorNames) {
   EXPECT_EQ(module_role_of("model.language_model.layers.10.linear_attn.in_proj_qkv.weight", "model.language_model."),
             ModuleRole::GdnQkv);
   EXPECT_EQ(module_role_of("lm_head.weight", "model."), ModuleRole::LmHead);
+  // The MTP head's linears, whatever the text model's prefix: one role.
+  for (const char* head : {"mtp.fc.weight", "mtp.layers.0.mlp.down_proj.weight", "mtp.layers.0.self_attn.q_proj.weight"})
+    for (const char* prefix : {"model.", "model.language_model."})
+      EXPECT_EQ(module_role_of(head, prefix), ModuleRole::Mtp) << head << " under " << prefix;
   for (const char* other : {"model.embed_tokens.weight", "model.layers.0.input_layernorm.weight",
                             "model.layers.0.linear_attn.conv1d.weight", "model.layers.0.linear_attn.A_log",
-                            "model.layers.0.linear_attn.dt_bias", "mtp.layers.0.mlp.down_proj.weight",
+                            "model.layers.0.linear_attn.dt_bias", "mtp.norm.weight", "mtp.pre_fc_norm_hidden.weight",
+                            "mtp.layers.0.input_layernorm.weight", "mtp.layers.0.self_attn.q_norm.weight",
+                            "mtp.fc.bias", "mtp.layers.0.mtp.weight", "model.layers.0.mtp.weight",
                             "model.visual.blocks.0.attn.qkv.weight", "model.layers.x.mlp.up_proj.weight",
                             "model.layers.0.mlp.up_proj.bias", "model.layers.0.lm_head.weight"})
     EXPECT_FALSE(module_role_of(other, "model.").has_value()) << other;
