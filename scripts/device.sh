@@ -43,7 +43,9 @@ On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu
   ab=OP:TOKENS:"VARIANTS"[:PRESETS]  each variant put first for that token count: decode bench and
                                 ncu's kernel times of OP
   profile[=PRESETS]             ncu per-kernel times (real clocks, warm caches) of two eager decode
-                                steps and of a 4,096-token prefill, summed per kernel
+                                steps and of a 4,096-token prefill, summed per kernel; BENCH_ARGS:
+                                the decode's extra flags (--spec mtp ...: two rounds); PREFILL=0: no
+                                prefill
   ncu=PRESET:REGEX:SKIP:COUNT   ncu's sections (speed of light, occupancy, stalls, memory, launch) for
                                 COUNT kernels matching REGEX after SKIP of one eager decode step,
                                 caches flushed; CONTEXT=N: at that depth; SOURCE=1: the 12 hottest
@@ -235,9 +237,11 @@ profile() { # presets
   local p
   for p in ${1:-qwen3-8b qwen3_5-27b}; do
     step "ncu decode $p (2 eager steps, batch 1, context 0)"
+    # shellcheck disable=SC2086 # BENCH_ARGS are ninfer-bench words (--weights, --spec mtp ...: rounds)
     ncu_csv "$bench" --preset "$p" --device cuda --skip-prefill --contexts 0 --batches 1 --warmup 0 --repeats 1 \
-      --decode-steps 2 --no-cuda-graph > "$out/ncu-decode-$p.csv" 2> "$out/ncu-decode-$p.err"
+      --decode-steps 2 --no-cuda-graph ${BENCH_ARGS:-} > "$out/ncu-decode-$p.csv" 2> "$out/ncu-decode-$p.err"
     python3 "$here/device/ncu-summary.py" --steps 2 "$out/ncu-decode-$p.csv" | tee "$out/ncu-decode-$p.txt" | head -30
+    [[ "${PREFILL:-1}" != 0 ]] || continue
     step "ncu prefill $p (one 4096-token prompt)"
     ncu_csv "$bench" --preset "$p" --device cuda --skip-decode --prompt-lengths 4096 --warmup 0 --repeats 1 \
       > "$out/ncu-prefill-$p.csv" 2> "$out/ncu-prefill-$p.err"
@@ -251,11 +255,12 @@ ncu_sections() { # preset regex skip count
   rep="$out/ncu-$1-$3"
   [[ "${SOURCE:-0}" != 1 ]] || extra=(--section SourceCounters --export "$rep" --force-overwrite)
   step "ncu sections: $1, kernels /$2/ from match $3, $4 of them"
+  # shellcheck disable=SC2086 # BENCH_ARGS are ninfer-bench words
   ncu --clock-control none --cache-control all --kernel-name "regex:$2" --launch-skip "$3" --launch-count "$4" \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
     --section LaunchStats "${extra[@]}" "$bench" --preset "$1" --device cuda --skip-prefill \
     --contexts "${CONTEXT:-0}" --batches 1 --warmup 0 --repeats 1 --decode-steps 1 --no-cuda-graph \
-    ${BENCH_ARGS:-} > "$log" 2>&1 # shellcheck disable=SC2086 # BENCH_ARGS are ninfer-bench words
+    ${BENCH_ARGS:-} > "$log" 2>&1
   echo "exit $?"
   # An exported report is not printed: read its sections back into the log.
   [[ "${SOURCE:-0}" != 1 ]] || ncu --import "$rep.ncu-rep" --page details >> "$log" 2>&1
