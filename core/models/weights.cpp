@@ -159,9 +159,8 @@ Matrix WeightLoader::upload_f32(const std::vector<float>& values, int64_t rows, 
 }
 
 // The parts (all of the same layout, same_layout) as rows of one matrix in the canonical layout.
-// The repacking happened on the host (read_quantized), one tensor at a time; the goal is
-// to upload the packed tensors as they are and repack them on the device, which a 27B model's
-// load time will want.
+// The repacking happened on the host (read_quantized), one tensor at a time, on threads: a small
+// share of a load next to reading the file (docs/quantization.md, "Why on the host").
 Matrix WeightLoader::stack_quantized(std::vector<QuantizedMatrix>& parts, const std::string& what) {
   const QuantizedMatrix& first = parts.front();
   Matrix m;
