@@ -67,9 +67,6 @@ constexpr int kStages = 3;         // ring slots per warp: kStages - 1 steps in 
 constexpr int kStepBytes = 64;     // bytes of each row per warp step (4 lanes x 16)
 constexpr int kTargetWarps = 4096; // warps in flight the split aims for (a property of the shape)
 
-// Codes per step: 128 int4, 64 int8 / fp8.
-__host__ __device__ constexpr int step_codes(bool int4) { return int4 ? 2 * kStepBytes : kStepBytes; }
-
 // Warps along the reduction per group of 16 * kMR rows: powers of two up to the CTA's 8, while
 // the launch has fewer than kTargetWarps warps per token tile and each warp keeps >= 2 steps.
 __host__ __device__ constexpr int splits(int out_features, int steps) {
@@ -478,22 +475,9 @@ struct GemvQuantMmaDef {
     const bool x_vec = a.x_row_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
     return quant::code_index(a.w_dtype) * 8 + form * 2 + (x_vec ? 0 : 1);
   }
-  // Whole steps per row, and groups that hold whole steps (dims[2]: the group size, 0 for g_idx).
-  static int32_t supports(const void*, const ninfer_shape* s) {
-    const int64_t K = s->dims[0], N = s->dims[1], group = s->dims[2];
-    const int64_t step = gemv_quant_mma::step_codes(s->dtype == NINFER_DTYPE_INT4);
-    if (s->tokens < 1 || K < step || N < 1 || K > INT32_MAX || N > INT32_MAX || K % step != 0) return 0;
-    return group > 0 && (group % step == 0 || group >= K);
-  }
-  static const char* invalid(const ninfer_linear_args& a) {
-    const int step = gemv_quant_mma::step_codes(a.w_dtype == NINFER_DTYPE_INT4);
-    if (a.in_features % step != 0) return "in_features must be a multiple of 128 (int4) or 64 (int8, fp8)";
-    if (a.wq->g_idx) return "takes no g_idx (gemv_quant_warp_* do)";
-    if (a.wq->group_size % step != 0 && a.wq->group_size < a.in_features)
-      return "group_size must be a multiple of 128 (int4) or 64 (int8, fp8), or >= in_features";
-    if (reinterpret_cast<uintptr_t>(a.w) % 16 != 0) return "w must be 16-byte aligned";
-    return nullptr;
-  }
+  static_assert(gemv_quant_mma::kStepBytes == kWholeStepBytes);
+  static int32_t supports(const void*, const ninfer_shape* s) { return whole_step_supports(s); }
+  static const char* invalid(const ninfer_linear_args& a) { return whole_step_invalid(a); }
   static dim3 grid(const ninfer_linear_args& a, const ninfer_launch& l) {
     const int row_bytes = a.w_dtype == NINFER_DTYPE_INT4 ? a.in_features / 2 : a.in_features;
     return linear_grid(a.out_features,

@@ -47,6 +47,27 @@ NINFER_QUANT_DEF_HAS(DefWorkspace, workspace) // a launch workspace
 NINFER_QUANT_DEF_HAS(DefTiles, launch_tokens) // token tiles launched one after another
 #undef NINFER_QUANT_DEF_HAS
 
+// The shapes of a GEMV whose warps step along a row 64 bytes at a time (128 int4 codes, 64 int8
+// or fp8): K a whole number of steps, and groups of whole steps or one per row (dims[2]: the
+// planning group, 0 for a g_idx, which such a GEMV does not take). For a Def's supports/invalid.
+constexpr int64_t kWholeStepBytes = 64;
+constexpr int64_t whole_step_codes(bool int4) { return int4 ? 2 * kWholeStepBytes : kWholeStepBytes; }
+inline int32_t whole_step_supports(const ninfer_shape* s) {
+  const int64_t K = s->dims[0], N = s->dims[1], group = s->dims[2];
+  const int64_t step = whole_step_codes(s->dtype == NINFER_DTYPE_INT4);
+  if (s->tokens < 1 || K < step || N < 1 || K > INT32_MAX || N > INT32_MAX || K % step != 0) return 0;
+  return group > 0 && (group % step == 0 || group >= K);
+}
+inline const char* whole_step_invalid(const ninfer_linear_args& a) {
+  const int64_t step = whole_step_codes(a.w_dtype == NINFER_DTYPE_INT4);
+  if (a.in_features % step != 0) return "in_features must be a multiple of 128 (int4) or 64 (int8, fp8)";
+  if (a.wq->g_idx) return "takes no g_idx (gemv_quant_warp_* do)";
+  if (a.wq->group_size % step != 0 && a.wq->group_size < a.in_features)
+    return "group_size must be a multiple of 128 (int4) or 64 (int8, fp8), or >= in_features";
+  if (reinterpret_cast<uintptr_t>(a.w) % 16 != 0) return "w must be 16-byte aligned";
+  return nullptr;
+}
+
 template <class Def>
 struct QuantLinearVariant {
   static inline const QuantKernel* planned = nullptr; // the kernel needing the most registers
