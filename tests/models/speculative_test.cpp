@@ -19,7 +19,7 @@
 #include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/checkpoint/random_checkpoint.hpp"
 #include "ninfer/checkpoint/safetensors_writer.hpp"
-#include "ninfer/planning/schedule_table.hpp"
+#include "matched_routes.hpp"
 #include "ninfer/support/error.hpp"
 #include "ninfer/tokenizer/tokenizer.hpp"
 #include "temp_dir.hpp"
@@ -73,27 +73,6 @@ std::filesystem::path with_random_mtp(const std::string& fixture, const TempDir&
   });
   return dir.path();
 }
-
-// A schedule table routing gated_delta_step to its unfused form at every token count: the
-// arithmetic a verification pass uses (it has several tokens per sequence), so decode steps on
-// a backend with it compute the very bits a round computes.
-class MatchedRoutes {
- public:
-  MatchedRoutes() {
-    file_ = std::filesystem::temp_directory_path() / ("ninfer-spec-routes-" + std::to_string(::getpid()) + ".yaml");
-    std::ofstream(file_) << "format: ninfer-schedule/1\narch: cpu\nentries:\n"
-                            "  - {op: gated_delta_step, tokens: [1, 1048576], variant: unfused}\n";
-    table_ = std::make_unique<ScheduleTable>(load_schedule_table(file_, data_dir() / "schemas"));
-    check_against(*table_, cpu(), host_device());
-  }
-  ~MatchedRoutes() { std::filesystem::remove(file_); }
-  Backend backend() const { return Backend(cpu(), host_device(), BackendOptions{"", 0, table_.get(), false}); }
-
- private:
-  static const LoadedPlugin& cpu() { return *model_test_plugins().find("cpu"); }
-  std::filesystem::path file_;
-  std::unique_ptr<ScheduleTable> table_;
-};
 
 std::unique_ptr<CausalLM> load(const Checkpoint& ck, Backend& be, int32_t slots, int32_t drafts,
                                int64_t context = 512, int32_t draft_vocab = 0) {

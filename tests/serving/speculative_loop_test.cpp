@@ -18,7 +18,7 @@
 
 #include "../models/model_test_env.hpp"
 #include "ninfer/generation/scheduler.hpp"
-#include "ninfer/planning/schedule_table.hpp"
+#include "../models/matched_routes.hpp"
 
 using namespace ninfer;
 using namespace ninfer::test;
@@ -33,25 +33,6 @@ constexpr int64_t kContext = 256;
 // chunk alone: MixedStep.RowsComputeBitForBitAsInStepsOfOneKind).
 constexpr int32_t kPrefillChunk = 16;
 constexpr int32_t kMixedChunk = kPrefillChunk;
-
-// gated_delta_step's unfused form at every token count: a verification pass's arithmetic.
-class MatchedRoutes {
- public:
-  MatchedRoutes() {
-    file_ = std::filesystem::temp_directory_path() / ("ninfer-spec-loop-" + std::to_string(::getpid()) + ".yaml");
-    std::ofstream(file_) << "format: ninfer-schedule/1\narch: cpu\nentries:\n"
-                            "  - {op: gated_delta_step, tokens: [1, 1048576], variant: unfused}\n";
-    table_ = std::make_unique<ScheduleTable>(load_schedule_table(file_, data_dir() / "schemas"));
-    check_against(*table_, cpu(), host_device());
-  }
-  ~MatchedRoutes() { std::filesystem::remove(file_); }
-  Backend backend() const { return Backend(cpu(), host_device(), BackendOptions{"", 0, table_.get(), false}); }
-
- private:
-  static const LoadedPlugin& cpu() { return *model_test_plugins().find("cpu"); }
-  std::filesystem::path file_;
-  std::unique_ptr<ScheduleTable> table_;
-};
 
 std::unique_ptr<CausalLM> model(Backend& be, const Checkpoint& ck, int32_t slots, int32_t drafts,
                                 int32_t max_batch = 0) {
