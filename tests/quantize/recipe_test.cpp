@@ -45,8 +45,13 @@ TEST(QuantizeRecipe, ExamplesLoadAndResolve) {
   EXPECT_EQ(b.setting(ModuleRole::GdnQkv).bits, 8);
   EXPECT_EQ(b.setting(ModuleRole::AttnQ).bits, 4);
   EXPECT_FALSE(b.setting(ModuleRole::GdnA).quantize);
+  const Recipe c = load_recipe(dir / "int4-g128-mtp.yaml", schema());
+  EXPECT_TRUE(c.setting(ModuleRole::Mtp).quantize);
+  EXPECT_EQ(c.setting(ModuleRole::Mtp).bits, 4);
+  EXPECT_FALSE(a.setting(ModuleRole::Mtp).quantize);
   check_recipe(a);
   check_recipe(b);
+  check_recipe(c);
 }
 
 // models/recipes/ holds ninfer-quantize recipes: each must load.
