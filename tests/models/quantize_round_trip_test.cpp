@@ -1,10 +1,11 @@
 // What ninfer-quantize writes, ninfer's loaders read: fresh random float weights shaped like a
 // fixture are quantized by the tool (each layout it writes, 4 and 8 bits, groups and one scale
-// per output channel, a role with bits of its own, symmetric and asymmetric grids, round to
-// nearest and GPTQ, GPTQ in act order with its g_idx), and the quantized folder is loaded and
-// run on the CPU plugin beside a float32 twin made from the same output by the tests' own
-// float64 reading of the published layout (tests/quantize/quant_oracle.cpp). Writer and reader agreeing with each other proves
-// nothing alone; each agreeing with the oracle of the published layout does.
+// per output channel, roles with bits, groups or grids of their own, symmetric and asymmetric
+// grids, round to nearest and GPTQ, GPTQ in act order with its g_idx), and the quantized folder
+// is loaded and run on the CPU plugin beside a float32 twin made from the same output by the
+// tests' own float64 reading of the published layout (tests/quantize/quant_oracle.cpp). Writer
+// and reader agreeing with each other proves nothing alone; each agreeing with the oracle of the
+// published layout does.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -127,7 +128,16 @@ INSTANTIATE_TEST_SUITE_P(Quantize, QuantizeRoundTrip,
                                          RoundTrip{"tiny-qwen3", "compressed-tensors", 4, 32,
                                                    "modules:\n  mlp.down_proj: {bits: 8}\n"},
                                          RoundTrip{"tiny-qwen3_5", "gptq", 4, 32,
-                                                   "modules:\n  mlp.down_proj: {bits: 8}\n"}),
+                                                   "modules:\n  mlp.down_proj: {bits: 8}\n"},
+                                         RoundTrip{"tiny-qwen3", "compressed-tensors", 4, 32,
+                                                   "modules:\n  self_attn.o_proj: {symmetric: false, group_size: -1}\n"
+                                                   "  lm_head: {bits: 8}\n  mlp.up_proj: {group_size: 16}\n"},
+                                         RoundTrip{"tiny-qwen3", "gptq", 4, 32,
+                                                   "modules:\n  self_attn.o_proj: {symmetric: false, group_size: -1}\n"
+                                                   "  lm_head: {bits: 8}\n  mlp.up_proj: {group_size: 16}\n"},
+                                         RoundTrip{"tiny-qwen3_5", "compressed-tensors", 4, 32,
+                                                   "method: gptq\nactorder: true\nmodules:\n"
+                                                   "  mlp.down_proj: {bits: 8, group_size: 16}\n"}),
                          [](const testing::TestParamInfo<RoundTrip>& p) {
                            std::string n = fmt::format("{}_{}_int{}_g{}", p.param.fixture, p.param.format,
                                                        p.param.bits, p.param.group < 0 ? 0 : p.param.group);
@@ -136,7 +146,7 @@ INSTANTIATE_TEST_SUITE_P(Quantize, QuantizeRoundTrip,
                              n += r.find("gptq") != std::string::npos ? "_gptq" : "_rtn";
                              n += r.find("actorder") != std::string::npos ? "_actorder" : "";
                              n += r.find("symmetric: false") != std::string::npos ? "_asym" : "";
-                             n += r.find("modules:") != std::string::npos ? "_mixed_bits" : "";
+                             n += r.find("modules:") != std::string::npos ? "_per_role" : "";
                            }
                            for (auto& ch : n)
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
