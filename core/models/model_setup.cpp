@@ -89,21 +89,25 @@ Manifest resolve_manifest(const ModelSource& s) {
     m.runtime.memory_limit_gib = s.memory_limit_gib;
   }
   if (s.kv_capacity) m.runtime.kv_capacity = parse_kv_capacity_option(*s.kv_capacity);
-  if (s.spec.method) m.spec.method = parse_spec_option(*s.spec.method);
-  if (const auto& k = s.spec.draft_tokens) {
+  apply_spec_overrides(m, s.spec);
+  return m;
+}
+
+void apply_spec_overrides(Manifest& m, const SpecOverrides& spec) {
+  if (spec.method) m.spec.method = parse_spec_option(*spec.method);
+  if (const auto& k = spec.draft_tokens) {
     if (*k < 1 || *k > kMostDraftTokens) throw Error(fmt::format("--draft-tokens {}: expected 1 to {}", *k, kMostDraftTokens));
     m.spec.draft_tokens = *k;
   }
-  if (const auto& n = s.spec.draft_vocab) {
+  if (const auto& n = spec.draft_vocab) {
     if (*n < 0) throw Error(fmt::format("--draft-vocab {}: expected a number of tokens >= 1, or 0 for all", *n));
     m.spec.draft_vocab = *n;
   }
-  if (const auto& n = s.spec.max_batch) {
+  if (const auto& n = spec.max_batch) {
     if (*n < 0) throw Error(fmt::format("--spec-max-batch {}: expected a number of sequences >= 1, or 0 for no cap", *n));
     m.spec.max_batch = *n;
   }
-  require_spec_method(s.spec, m.spec.method);
-  return m;
+  require_spec_method(spec, m.spec.method);
 }
 
 void require_spec_method(const SpecOverrides& spec, SpecKind method) {

@@ -134,6 +134,40 @@ TEST(NinferInfoFit, Qwen35_27bInt4FitsA32GiBCardAndBfloat16DoesNot) {
       << b["problem"];
 }
 
+// --spec mtp plans the preset's one-layer MTP head: its linears in bf16 (with --mtp-weights
+// int4-g128: int4 codes and a bf16 scale per group of 128), its norms in float32. Without
+// --spec mtp the head is not planned, and --mtp-weights is refused.
+TEST(NinferInfoFit, SpecPlansTheMtpHeadInTheWeights) {
+  ModelConfig c = shape_preset_config("qwen3_5-27b");
+  c.mtp_num_hidden_layers = 1;
+  int64_t bf16 = 0, int4 = 0;
+  for (const ExpectedTensor& t : mtp_tensors(c)) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    if (t.role != TensorRole::Linear) {
+      bf16 += 4 * n;
+      int4 += 4 * n;
+      continue;
+    }
+    bf16 += 2 * n;
+    int4 += t.shape[0] * ((t.shape[1] + 1) / 2) + t.shape[0] * ((t.shape[1] + 127) / 128) * 2;
+  }
+  const std::string args = k27bOn32GiB + " --weights int4-g128";
+  const json plain = fit_json(args, 0), head = fit_json(args + " --spec mtp --draft-tokens 3", 0),
+             quantized = fit_json(args + " --spec mtp --draft-tokens 3 --mtp-weights int4-g128", 0);
+  const int64_t w = plain["parts"]["weights"].get<int64_t>();
+  EXPECT_EQ(head["parts"]["weights"].get<int64_t>() - w, bf16);
+  EXPECT_EQ(quantized["parts"]["weights"].get<int64_t>() - w, int4);
+  EXPECT_LT(head["max_context"].get<int64_t>(), plain["max_context"].get<int64_t>())
+      << "the head and a round's per-position states take room from the KV cache";
+  const ProcessOutput r = info("--fit " + args + " --mtp-weights int4-g128");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--mtp-weights quantizes the MTP head, which is planned only with --spec mtp"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(info("--spec mtp").status, 2) << "--spec without --fit";
+}
+
 TEST(NinferInfoFit, AGivenContextThatDoesNotFitSaysWhatDoes) {
   const json j = fit_json(k27bOn32GiB + " --weights int4-g128 --max-context 262144 --kv-dtype float32", 1);
   const std::string problem = j["problem"];

@@ -40,20 +40,39 @@ struct Source {
 
 Source open_source(const FitRequest& r) {
   Source s;
+  const auto mtp_quant = parse_weights_spec(r.mtp_weights);
+  if (mtp_quant && r.spec.method.value_or("none") != "mtp")
+    throw UsageError("--mtp-weights quantizes the MTP head, which is planned only with --spec mtp");
   if (!r.preset.empty()) {
     if (!r.source.empty()) throw UsageError("--fit takes a checkpoint folder, a manifest or --preset, not two");
-    const ModelConfig cfg = shape_preset_config(r.preset);
+    ModelConfig cfg = shape_preset_config(r.preset);
+    apply_spec_overrides(s.manifest, r.spec);
+    if (s.manifest.spec.method == SpecKind::Mtp) {
+      // A preset names no head: the Qwen3.5 shapes get the published one-layer head.
+      if (cfg.layer_types.size() == static_cast<size_t>(cfg.num_layers_of(LayerKind::FullAttention)))
+        throw Error(fmt::format("--spec mtp: preset {} is a dense Qwen3 shape, which has no MTP head; use a qwen3_5 "
+                                "preset",
+                                r.preset));
+      cfg.mtp_num_hidden_layers = 1;
+    }
     const auto quant = parse_weights_spec(r.weights);
+    std::map<std::string, SyntheticQuant> quantized;
+    if (quant) quantized = quantized_tensors(cfg, *quant);
+    if (mtp_quant) quantized.merge(quantized_mtp_tensors(cfg, *mtp_quant));
     s.manifest.dtype = WeightDType::BFloat16;
-    s.checkpoint = Checkpoint::synthetic(cfg, DType::BF16, 0,
-                                         quant ? quantized_tensors(cfg, *quant) : std::map<std::string, SyntheticQuant>{});
-    s.label = fmt::format("preset {} ({} weights)", r.preset, quant ? weights_label(*quant) : std::string("bfloat16"));
+    s.checkpoint = Checkpoint::synthetic(cfg, DType::BF16, 0, std::move(quantized));
+    s.label = fmt::format("preset {} ({} weights{})", r.preset, quant ? weights_label(*quant) : std::string("bfloat16"),
+                          s.manifest.spec.method != SpecKind::Mtp ? ""
+                          : mtp_quant ? fmt::format(", MTP head {}", weights_label(*mtp_quant))
+                                      : ", MTP head bfloat16");
     return s;
   }
   if (r.weights != "bfloat16" && r.weights != "bf16")
     throw UsageError("--weights draws a preset's quantized weights: a checkpoint brings its own");
+  if (mtp_quant) throw UsageError("--mtp-weights draws a preset's quantized head: a checkpoint brings its own");
   if (r.source.empty()) throw UsageError("--fit needs a checkpoint folder, a manifest file or --preset NAME");
   s.manifest = fs::is_directory(r.source) ? implicit_manifest(r.source) : load_manifest(r.source);
+  apply_spec_overrides(s.manifest, r.spec);
   s.checkpoint = Checkpoint::open(s.manifest.checkpoint);
   s.label = r.source;
   return s;

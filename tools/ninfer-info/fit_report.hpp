@@ -14,6 +14,7 @@
 #include "ninfer/abi/device_info.h"
 #include "ninfer/checkpoint/model_config.hpp"
 #include "ninfer/models/memory_plan.hpp"
+#include "ninfer/models/model_setup.hpp"
 
 namespace ninfer::tools {
 
@@ -21,6 +22,8 @@ struct FitRequest {
   std::string source;               // a checkpoint folder or a manifest file (empty with a preset)
   std::string preset;               // a shape preset (ninfer-bench --list-presets)
   std::string weights = "bfloat16"; // a preset's decoder linears (preset_weights.hpp)
+  std::string mtp_weights = "bfloat16"; // a preset's MTP head linears (with --spec mtp)
+  SpecOverrides spec;               // --spec, --draft-tokens, --draft-vocab: the head and its states planned
   std::string device = "auto";      // a live device (--device)
   std::string device_model;         // or a described card (--device-model)
   std::optional<double> memory_gib; // the card's memory instead of its table's, or a limit on a live device

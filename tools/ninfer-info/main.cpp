@@ -132,6 +132,9 @@ int run(const Options& o) {
     return f.plan.fits() ? tools::kExitOk : tools::kExitFailure;
   }
   if (!o.fit_request.preset.empty()) throw tools::UsageError("--preset goes with --fit");
+  const SpecOverrides& spec = o.fit_request.spec;
+  if (spec.method || spec.draft_tokens || spec.draft_vocab || o.fit_request.mtp_weights != "bfloat16")
+    throw tools::UsageError("--spec, --draft-tokens, --draft-vocab and --mtp-weights go with --fit");
   if (!o.checkpoint.empty()) {
     const tools::CheckpointReport r = tools::check_checkpoint(o.checkpoint, o.max_context);
     std::cout << tools::report_text(r);
@@ -241,6 +244,11 @@ int main(int argc, char** argv) {
   app.add_option("--weights", f.weights,
                  "With --fit --preset: its decoder linears, bfloat16, int4-g128, int8-g128 (any gN), int4-channel, "
                  "int8-channel or fp8, as ninfer-bench --weights")
+      ->capture_default_str();
+  ninfer::tools::add_spec_options(app, f.spec);
+  app.add_option("--mtp-weights", f.mtp_weights,
+                 "With --fit --preset --spec mtp: the MTP head's linears, in --weights' forms (default bfloat16, as a "
+                 "default ninfer-quantize run leaves the head)")
       ->capture_default_str();
   app.add_option("--memory", f.memory_gib,
                  "With --fit: GiB of device memory (a --device-model card's own otherwise; a limit on a live device)")

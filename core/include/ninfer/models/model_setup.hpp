@@ -45,6 +45,9 @@ struct ModelSource {
 
 // Throws ninfer::Error for no source, both sources, or a bad override.
 Manifest resolve_manifest(const ModelSource& source);
+// The speculation flags over the manifest's `spec` (resolve_manifest applies them too); throws
+// ninfer::Error naming a bad flag, or a setting given without a method.
+void apply_spec_overrides(Manifest& m, const SpecOverrides& spec);
 // A --kv-dtype value (auto, float32, float16, bfloat16); throws ninfer::Error naming the flag.
 KvDType parse_kv_dtype_option(const std::string& text);
 // A --kv-capacity value: "auto" (nullopt) or a number of tokens >= 1; throws naming the flag.
