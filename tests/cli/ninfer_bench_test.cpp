@@ -301,6 +301,9 @@ TEST(NinferBench, MtpWeightsQuantizeTheHeadAlone) {
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("--mtp-weights quantizes the MTP head, which runs only with --spec mtp"), std::string::npos)
       << r.err;
+  const ProcessOutput bad = bench("--preset qwen3_5-cpu-small --device cpu --spec mtp --mtp-weights int3");
+  EXPECT_EQ(bad.status, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--mtp-weights int3: expected int4-gN"), std::string::npos) << bad.err;
 }
 
 // On the CPU, a run that names no points measures CPU-sized ones (a GPU's 32,768-token

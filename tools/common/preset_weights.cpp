@@ -21,7 +21,7 @@ constexpr int64_t kFp8Block = 128; // Qwen's -FP8 releases: weight_block_size [1
 
 } // namespace
 
-std::optional<SyntheticQuant> parse_weights_spec(const std::string& spec) {
+std::optional<SyntheticQuant> parse_weights_spec(const std::string& spec, const char* flag) {
   if (spec == "bfloat16" || spec == "bf16") return std::nullopt;
   if (spec == "fp8") return SyntheticQuant{QuantCodes::Fp8E4M3, kFp8Block};
   SyntheticQuant q;
@@ -31,7 +31,7 @@ std::optional<SyntheticQuant> parse_weights_spec(const std::string& spec) {
   } else if (spec.rfind("int8-", 0) == 0) {
     q.codes = QuantCodes::Int8;
   } else {
-    throw UsageError(fmt::format("--weights {}: expected {}", spec, kAccepted));
+    throw UsageError(fmt::format("{} {}: expected {}", flag, spec, kAccepted));
   }
   rest = spec.substr(5);
   if (rest == "channel") {
@@ -41,7 +41,7 @@ std::optional<SyntheticQuant> parse_weights_spec(const std::string& spec) {
   int64_t g = 0;
   const char* end = rest.data() + rest.size();
   if (rest.size() < 2 || rest[0] != 'g' || std::from_chars(rest.data() + 1, end, g).ptr != end || g < 1)
-    throw UsageError(fmt::format("--weights {}: expected {}", spec, kAccepted));
+    throw UsageError(fmt::format("{} {}: expected {}", flag, spec, kAccepted));
   q.group_size = g;
   return q;
 }

@@ -14,8 +14,8 @@ namespace ninfer::tools {
 
 // "int4-g128", "int8-g64", "int4-channel", "int8-channel", "fp8" (blocks of 128 columns, as
 // Qwen's FP8 releases), or "bfloat16" / "bf16" (no quantization: nullopt). Throws UsageError
-// naming the accepted forms.
-std::optional<SyntheticQuant> parse_weights_spec(const std::string& spec);
+// naming `flag` and the accepted forms.
+std::optional<SyntheticQuant> parse_weights_spec(const std::string& spec, const char* flag = "--weights");
 
 // The quantized tensors of a synthetic checkpoint of `config` under `q`: every tensor the
 // default recipe quantizes. Throws naming the tensor when the group size does not fit it.

@@ -108,7 +108,7 @@ void check_bench_options(const BenchOptions& o) {
     throw UsageError("--weights draws a preset's quantized weights: a checkpoint or manifest brings its own (make a "
                      "quantized one with ninfer-quantize)");
   parse_weights_spec(o.weights);
-  if (parse_weights_spec(o.mtp_weights) && o.spec.method.value_or("none") != "mtp")
+  if (parse_weights_spec(o.mtp_weights, "--mtp-weights") && o.spec.method.value_or("none") != "mtp")
     throw UsageError("--mtp-weights quantizes the MTP head, which runs only with --spec mtp");
   if (o.dtype != "bfloat16" && o.dtype != "bf16" && o.dtype != "float32" && o.dtype != "f32" && o.dtype != "auto")
     throw UsageError(fmt::format("--dtype {}: expected bfloat16, float32 or auto", o.dtype));

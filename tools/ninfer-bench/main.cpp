@@ -59,7 +59,7 @@ ModelFiles model_files(const BenchOptions& o) {
                                 o.preset));
       cfg.mtp_num_hidden_layers = 1;
     }
-    const auto quant = tools::parse_weights_spec(o.weights), mtp_quant = tools::parse_weights_spec(o.mtp_weights);
+    const auto quant = tools::parse_weights_spec(o.weights), mtp_quant = tools::parse_weights_spec(o.mtp_weights, "--mtp-weights");
     std::map<std::string, SyntheticQuant> quantized;
     if (quant) quantized = tools::quantized_tensors(cfg, *quant);
     if (mtp_quant) quantized.merge(tools::quantized_mtp_tensors(cfg, *mtp_quant));
@@ -130,7 +130,7 @@ int run(BenchOptions o) {
                         : files.manifest.dtype == WeightDType::BFloat16 ? "bfloat16" : "as stored";
   if (const auto quant = o.preset.empty() ? std::nullopt : tools::parse_weights_spec(o.weights))
     setup.weights_dtype = fmt::format("{} + {}", tools::weights_label(*quant), setup.weights_dtype);
-  if (const auto mtp = o.preset.empty() ? std::nullopt : tools::parse_weights_spec(o.mtp_weights))
+  if (const auto mtp = o.preset.empty() ? std::nullopt : tools::parse_weights_spec(o.mtp_weights, "--mtp-weights"))
     setup.weights_dtype += fmt::format(" (MTP head {})", tools::weights_label(*mtp));
   setup.kv_dtype = to_string(m.lm->options().kv_cache);
   setup.kv_block_tokens = m.lm->kv_block_tokens();

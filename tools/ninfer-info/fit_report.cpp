@@ -40,7 +40,7 @@ struct Source {
 
 Source open_source(const FitRequest& r) {
   Source s;
-  const auto mtp_quant = parse_weights_spec(r.mtp_weights);
+  const auto mtp_quant = parse_weights_spec(r.mtp_weights, "--mtp-weights");
   if (mtp_quant && r.spec.method.value_or("none") != "mtp")
     throw UsageError("--mtp-weights quantizes the MTP head, which is planned only with --spec mtp");
   if (!r.preset.empty()) {
