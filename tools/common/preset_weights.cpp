@@ -6,6 +6,7 @@
 
 #include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/checkpoint/quantized_tensors.hpp"
+#include "ninfer/checkpoint/shape_presets.hpp"
 #include "ninfer/quantize/quantize_plan.hpp"
 #include "ninfer/quantize/recipe.hpp"
 #include "ninfer/support/error.hpp"
@@ -75,6 +76,22 @@ std::map<std::string, SyntheticQuant> quantized_mtp_tensors(const ModelConfig& c
     out.emplace(e.name, t);
   }
   return out;
+}
+
+Checkpoint preset_checkpoint(const std::string& preset, DType dtype, uint64_t seed, bool mtp_head,
+                             const std::string& weights, const std::string& mtp_weights) {
+  ModelConfig cfg = shape_preset_config(preset);
+  if (mtp_head) {
+    if (cfg.layer_types.size() == static_cast<size_t>(cfg.num_layers_of(LayerKind::FullAttention)))
+      throw Error(fmt::format("--spec mtp: preset {} is a dense Qwen3 shape, which has no MTP head; use a qwen3_5 "
+                              "preset",
+                              preset));
+    cfg.mtp_num_hidden_layers = 1;
+  }
+  std::map<std::string, SyntheticQuant> quantized;
+  if (const auto q = parse_weights_spec(weights)) quantized = quantized_tensors(cfg, *q);
+  if (const auto q = parse_weights_spec(mtp_weights, "--mtp-weights")) quantized.merge(quantized_mtp_tensors(cfg, *q));
+  return Checkpoint::synthetic(cfg, dtype, seed, std::move(quantized));
 }
 
 std::string weights_label(const SyntheticQuant& q) {

@@ -25,6 +25,13 @@ std::map<std::string, SyntheticQuant> quantized_tensors(const ModelConfig& confi
 // ninfer-bench --mtp-weights quantizes (a default ninfer-quantize run leaves the head as it is).
 std::map<std::string, SyntheticQuant> quantized_mtp_tensors(const ModelConfig& config, const SyntheticQuant& q);
 
+// A preset's synthetic checkpoint, its weights seeded with `seed` in `dtype`. With `mtp_head` a
+// Qwen3.5 shape carries Qwen3.5's one-layer MTP head (a dense Qwen3 shape has none: an error
+// naming the preset). Its decoder linears as `weights` draws them and the head's as
+// `mtp_weights` (parse_weights_spec's forms; the latter names --mtp-weights in its errors).
+Checkpoint preset_checkpoint(const std::string& preset, DType dtype, uint64_t seed, bool mtp_head,
+                             const std::string& weights, const std::string& mtp_weights);
+
 // "int4 g128" for reports.
 std::string weights_label(const SyntheticQuant& q);
 

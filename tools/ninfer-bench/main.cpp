@@ -45,27 +45,12 @@ ModelFiles model_files(const BenchOptions& o) {
     m.runtime.memory_limit_gib = o.memory_limit;
     if (o.kv_capacity) m.runtime.kv_capacity = parse_kv_capacity_option(*o.kv_capacity);
     m.runtime.kv_block_tokens = o.kv_block_tokens;
-    ModelConfig cfg = shape_preset_config(o.preset);
-    if (o.spec.method) m.spec.method = parse_spec_option(*o.spec.method);
-    if (o.spec.draft_tokens) m.spec.draft_tokens = *o.spec.draft_tokens;
-    if (o.spec.draft_vocab) m.spec.draft_vocab = *o.spec.draft_vocab;
-    require_spec_method(o.spec, m.spec.method);
-    if (m.spec.method == SpecKind::Mtp) {
-      // A Qwen3.5 shape carries Qwen3.5's MTP head (one layer); its random drafts are rejected, so
-      // the rounds measure their cost, one token each.
-      if (cfg.layer_types.size() == static_cast<size_t>(cfg.num_layers_of(LayerKind::FullAttention)))
-        throw Error(fmt::format("--spec mtp: preset {} is a dense Qwen3 shape, which has no MTP head; use a "
-                                "qwen3_5 preset",
-                                o.preset));
-      cfg.mtp_num_hidden_layers = 1;
-    }
-    const auto quant = tools::parse_weights_spec(o.weights), mtp_quant = tools::parse_weights_spec(o.mtp_weights, "--mtp-weights");
-    std::map<std::string, SyntheticQuant> quantized;
-    if (quant) quantized = tools::quantized_tensors(cfg, *quant);
-    if (mtp_quant) quantized.merge(tools::quantized_mtp_tensors(cfg, *mtp_quant));
+    apply_spec_overrides(m, o.spec);
+    // A Qwen3.5 shape carries Qwen3.5's MTP head (one layer); its random drafts are rejected, so
+    // the rounds measure their cost, one token each.
     return {m, std::nullopt,
-            Checkpoint::synthetic(cfg, dt == WeightDType::Float32 ? DType::F32 : DType::BF16, o.seed,
-                                  std::move(quantized))};
+            tools::preset_checkpoint(o.preset, dt == WeightDType::Float32 ? DType::F32 : DType::BF16, o.seed,
+                                     m.spec.method == SpecKind::Mtp, o.weights, o.mtp_weights)};
   }
   ModelSource src{o.manifest, o.checkpoint, std::nullopt, std::nullopt, "ninfer-bench", o.no_cuda_graph};
   if (o.dtype_given) src.dtype = o.dtype;

@@ -45,22 +45,11 @@ Source open_source(const FitRequest& r) {
     throw UsageError("--mtp-weights quantizes the MTP head, which is planned only with --spec mtp");
   if (!r.preset.empty()) {
     if (!r.source.empty()) throw UsageError("--fit takes a checkpoint folder, a manifest or --preset, not two");
-    ModelConfig cfg = shape_preset_config(r.preset);
     apply_spec_overrides(s.manifest, r.spec);
-    if (s.manifest.spec.method == SpecKind::Mtp) {
-      // A preset names no head: the Qwen3.5 shapes get the published one-layer head.
-      if (cfg.layer_types.size() == static_cast<size_t>(cfg.num_layers_of(LayerKind::FullAttention)))
-        throw Error(fmt::format("--spec mtp: preset {} is a dense Qwen3 shape, which has no MTP head; use a qwen3_5 "
-                                "preset",
-                                r.preset));
-      cfg.mtp_num_hidden_layers = 1;
-    }
     const auto quant = parse_weights_spec(r.weights);
-    std::map<std::string, SyntheticQuant> quantized;
-    if (quant) quantized = quantized_tensors(cfg, *quant);
-    if (mtp_quant) quantized.merge(quantized_mtp_tensors(cfg, *mtp_quant));
     s.manifest.dtype = WeightDType::BFloat16;
-    s.checkpoint = Checkpoint::synthetic(cfg, DType::BF16, 0, std::move(quantized));
+    s.checkpoint = preset_checkpoint(r.preset, DType::BF16, 0, s.manifest.spec.method == SpecKind::Mtp, r.weights,
+                                     r.mtp_weights);
     s.label = fmt::format("preset {} ({} weights{})", r.preset, quant ? weights_label(*quant) : std::string("bfloat16"),
                           s.manifest.spec.method != SpecKind::Mtp ? ""
                           : mtp_quant ? fmt::format(", MTP head {}", weights_label(*mtp_quant))
