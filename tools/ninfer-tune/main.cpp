@@ -38,10 +38,7 @@ extern "C" void on_signal(int) { tools::g_tune_interrupted = true; }
 Checkpoint model_checkpoint(const TuneOptions& o) {
   if (!o.preset.empty()) {
     // --weights: the decoder linears a default ninfer-quantize run quantizes, as ninfer-bench draws them.
-    const ModelConfig cfg = shape_preset_config(o.preset);
-    const auto quant = tools::parse_weights_spec(o.weights);
-    return Checkpoint::synthetic(cfg, DType::BF16, 0,
-                                 quant ? tools::quantized_tensors(cfg, *quant) : std::map<std::string, SyntheticQuant>{});
+    return tools::preset_checkpoint(o.preset, DType::BF16, 0, false, o.weights, "bfloat16");
   }
   ModelFiles f = open_model_files({o.manifest, o.checkpoint, std::nullopt, std::nullopt, "ninfer-tune"});
   return std::move(f.checkpoint);
