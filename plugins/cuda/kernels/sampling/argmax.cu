@@ -184,9 +184,13 @@ int32_t split_supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->tokens <= NINFER_LAUNCH_TICKETS && s->dims[0] > 0;
 }
 
+// The slices' partials of `rows` rows.
+size_t split_partial_bytes(int64_t rows, long long vocab) {
+  return static_cast<size_t>(rows) * static_cast<size_t>(slices_for(vocab)) * sizeof(Best);
+}
+
 size_t split_workspace(const void*, const ninfer_shape* s, int64_t tokens_in_launch) {
-  const int64_t rows = tokens_in_launch > 0 ? tokens_in_launch : s->tokens;
-  return static_cast<size_t>(rows) * static_cast<size_t>(slices_for(s->dims[0])) * sizeof(Best);
+  return split_partial_bytes(tokens_in_launch > 0 ? tokens_in_launch : s->tokens, s->dims[0]);
 }
 
 int32_t split_launch(const void*, const void* args, const ninfer_launch* l, void* stream, char* err, size_t err_len) {
@@ -197,7 +201,7 @@ int32_t split_launch(const void*, const void* args, const ninfer_launch* l, void
   const char* why = nullptr;
   if (rows < 1 || rows > NINFER_LAUNCH_TICKETS) why = "takes 1 to NINFER_LAUNCH_TICKETS rows per launch";
   else if (!l->tickets) why = "needs the backend's launch tickets (ninfer_launch.tickets)";
-  else if (!l->workspace || l->workspace_bytes < static_cast<size_t>(rows) * slices * sizeof(Best))
+  else if (!l->workspace || l->workspace_bytes < split_partial_bytes(rows, a.vocab))
     why = "workspace too small for the slices' partials";
   if (why) {
     std::snprintf(err, err_len, "argmax/row_split: %s", why);
