@@ -196,7 +196,7 @@ void conv_l2_norm(Backend& be, const Step& s, Rows x, const Vector& weight, int3
 }
 
 namespace {
-// The op takes one token per sequence: the shape says how many this call has.
+// The op's variants walk a few tokens per sequence: the shape says how many this call has.
 ninfer_shape step_shape(const Step& s, const GdnDims& d) {
   ninfer_shape sh = shape(s.tokens, d.v_heads, d.k_dim, d.v_dim, d.k_heads);
   sh.max_seq_tokens = s.max_seq_tokens;

@@ -96,8 +96,9 @@ struct GdnDims {
 };
 
 // gated_delta_step (ninfer/abi/ops/gated_delta_step.h): gating from the raw projections a and b
-// (a at a.p + t*a.stride + h, b alike), one update of the rule, gated output norm. The op takes
-// one token per sequence; its unfused form (prompt chunks, or a plugin without the op) projects
+// (a at a.p + t*a.stride + h, b alike), the rule's update per token, gated output norm. Its
+// variants walk a decode step's or verification pass's tokens; its unfused form (prompt chunks,
+// or a plugin without the op) projects
 // the gating from the layer's normed rows itself (gdn_gating with w_a, w_b into g and beta), then
 // runs gated_delta_rule and gated_rms_norm.
 struct GdnStepInputs {

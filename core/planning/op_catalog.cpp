@@ -39,8 +39,7 @@ std::vector<OpInfo> with_routes(std::vector<OpInfo> ops) {
                               NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, NINFER_OP_CONV_L2_NORM,
                               NINFER_OP_GATED_DELTA_STEP})
       op.unfused_form |= op.name == fused;
-    for (const char* decode : {NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, NINFER_OP_GATED_DELTA_STEP})
-      op.one_token_per_sequence |= op.name == decode;
+    op.one_token_per_sequence |= op.name == NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION;
   }
   return ops;
 }
@@ -92,7 +91,7 @@ const std::vector<OpInfo>& op_catalog() {
       {NINFER_OP_GATED_DELTA_RULE, "gated delta rule recurrence with per-slot float32 state",
        {"max_seq_tokens", "v_heads", "k_dim", "v_dim"}, {4096, 48, 128, 128}, NINFER_DTYPE_F32},
       {NINFER_OP_GATED_DELTA_STEP,
-       "GDN decode step: gating from the raw projections, one delta-rule update, gated output norm",
+       "GDN decode / verification step: gating from the raw projections, delta-rule updates, gated output norm",
        {"v_heads", "k_dim", "v_dim", "k_heads"}, {48, 128, 128, 16}, NINFER_DTYPE_F32},
       {NINFER_OP_GATED_RMS_NORM, "GDN output norm: rmsnorm(x) * w * silu(z) per head", {"dim", "heads"},
        {128, 48, 0, 0}, NINFER_DTYPE_F32},

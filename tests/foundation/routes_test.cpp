@@ -150,9 +150,20 @@ TEST(Routes, OverrideListRoutesNamedFusedOpsUnfusedAndLeavesOthers) {
   EXPECT_EQ(planner.plan(NINFER_OP_LINEAR, named).variant, first_variant(NINFER_OP_LINEAR));
 }
 
+// gated_delta_step walks a sequence's tokens: its variants take a verification pass's few tokens
+// per sequence and refuse a prompt chunk, which then runs the unfused ops (the chunked rule).
+TEST(Routes, GatedDeltaStepTakesVerificationPassesAndLeavesPromptsUnfused) {
+  ASSERT_FALSE(require_op(NINFER_OP_GATED_DELTA_STEP).one_token_per_sequence);
+  Planner planner(cpu(), host_device(), nullptr, OpList());
+  for (int32_t seq_tokens : {0, 1, 2, 6, 8, 9, 64}) {
+    ninfer_shape step{64, {4, 16, 16, 2}, NINFER_DTYPE_F32, 0};
+    step.max_seq_tokens = seq_tokens;
+    EXPECT_EQ(planner.plan(NINFER_OP_GATED_DELTA_STEP, step).unfused, seq_tokens > 8) << seq_tokens;
+  }
+}
+
 TEST(Routes, OneTokenPerSequenceOpsTakeTheirVariantOnlyWhenTheShapeSaysSo) {
   ASSERT_TRUE(require_op(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION).one_token_per_sequence);
-  ASSERT_TRUE(require_op(NINFER_OP_GATED_DELTA_STEP).one_token_per_sequence);
   Planner planner(cpu(), host_device(), nullptr, OpList());
   for (int32_t seq_tokens : {0, 1, 2, 7}) {
     const Plan p = planner.plan(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION, attention_step_shape(8, seq_tokens));
@@ -162,9 +173,6 @@ TEST(Routes, OneTokenPerSequenceOpsTakeTheirVariantOnlyWhenTheShapeSaysSo) {
     } else {
       EXPECT_EQ(p.variant, first_variant(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION));
     }
-    ninfer_shape step{8, {4, 16, 16, 2}, NINFER_DTYPE_F32, 0};
-    step.max_seq_tokens = seq_tokens;
-    EXPECT_EQ(planner.plan(NINFER_OP_GATED_DELTA_STEP, step).unfused, seq_tokens > 1) << seq_tokens;
   }
   // Naming the variant does not get round the contract.
   EXPECT_THROW(planner.plan_variant(*cpu().variants_for(NINFER_OP_HEAD_NORM_ROPE_APPEND_ATTENTION).front(),

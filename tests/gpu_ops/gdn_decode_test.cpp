@@ -4,9 +4,12 @@
 // "decode" variants of kernels/gated_deltanet/conv_l2_norm.cu and
 // kernels/gated_deltanet/gated_delta_step.cu.
 //
-// Each test runs a scenario of decode steps that carries state across calls: a batch of four
-// sequences whose slots are not in sequence order, then one sequence, then three, then four in
-// slot order, from a random initial state (so the first call already reads it). Inputs are
+// Each test runs a scenario of calls that carries state across them: a batch of four sequences
+// whose slots are not in sequence order, then one sequence, then three, then four in slot
+// order, from a random initial state (so the first call already reads it). The decode scenario
+// gives every sequence one token; the verification scenario gives them a speculative round's
+// tokens (up to 8, the variants' limit, of different counts in one call) and keeps the state
+// after every token (token states), compared like the slots' state. Inputs are
 // fresh and random and laid out as the model passes them: the conv reads rows inside a wider
 // projection row, the step reads q, k and v inside the conv's output rows and a, b and z inside
 // the projection row. Outputs are NaN-poisoned before every call, their row padding must stay
@@ -14,10 +17,12 @@
 // name) is compared. The planner's choice and every variant forced run the same scenario.
 //
 // GdnDecodePlan needs no GPU: on every described card this build has a plugin for, decode
-// shapes plan to "decode", and the shapes the variants decline (prompts, heads other than
-// 128 x 128) have no CUDA plan at all, which is what sends the model to the unfused ops.
+// and verification shapes plan to "decode", and the shapes the variants decline (prompts, heads
+// other than 128 x 128) have no CUDA plan at all, which is what sends the model to the unfused
+// ops.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ostream>
 #include <string>
@@ -78,27 +83,47 @@ const GdnShape kShapes[] = {
     {"small_2k_4v_heads_of_128", 2, 4, 128, 128, 4},
 };
 
-// One decode call: one token of each sequence, sequence i in slot slots[i].
+// One call: sequence i in slot slots[i] with counts[i] tokens (one each when counts is empty: a
+// decode step); keep_states asks for the state after every token.
 struct DecodeBatch {
   std::vector<int32_t> seq_start{0}, seq_slot, token_pos, token_seq;
   std::string text;
-  DecodeBatch(const std::vector<int32_t>& slots, std::vector<int32_t>& next_pos) {
-    for (int32_t s : slots) {
-      token_seq.push_back(static_cast<int32_t>(seq_slot.size()));
-      token_pos.push_back(next_pos[s]++);
+  int32_t max_seq_tokens = 0;
+  bool keep_states = false;
+  DecodeBatch(const std::vector<int32_t>& slots, std::vector<int32_t>& next_pos,
+              const std::vector<int32_t>& counts = {}) {
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const int32_t s = slots[i], n = counts.empty() ? 1 : counts[i];
+      for (int32_t j = 0; j < n; ++j) {
+        token_seq.push_back(static_cast<int32_t>(seq_slot.size()));
+        token_pos.push_back(next_pos[s]++);
+      }
       seq_slot.push_back(s);
-      seq_start.push_back(seq_start.back() + 1);
-      text += (text.empty() ? "slots " : ", ") + std::to_string(s);
+      seq_start.push_back(seq_start.back() + n);
+      max_seq_tokens = std::max(max_seq_tokens, n);
+      text += (text.empty() ? "slots " : ", ") + std::to_string(s) + (n > 1 ? " x" + std::to_string(n) : "");
     }
+    keep_states = !counts.empty();
   }
-  int64_t tokens() const { return static_cast<int64_t>(seq_slot.size()); }
+  int64_t tokens() const { return static_cast<int64_t>(token_seq.size()); }
 };
+
+const std::vector<std::vector<int32_t>> kScenarioSlots = {{2, 0, 3, 1}, {1}, {3, 0, 2}, {0, 1, 2, 3}};
 
 std::vector<DecodeBatch> scenario() {
   std::vector<int32_t> next_pos(kSlots, 5); // the sequences are already 5 tokens in
   std::vector<DecodeBatch> out;
-  for (const std::vector<int32_t>& slots : {std::vector<int32_t>{2, 0, 3, 1}, {1}, {3, 0, 2}, {0, 1, 2, 3}})
-    out.emplace_back(slots, next_pos);
+  for (const std::vector<int32_t>& slots : kScenarioSlots) out.emplace_back(slots, next_pos);
+  return out;
+}
+
+// Verification passes: rounds of 3 drafts (4 tokens a sequence), then one sequence of 2, then
+// mixed counts up to the variants' limit of 8 tokens.
+std::vector<DecodeBatch> verification_scenario() {
+  std::vector<int32_t> next_pos(kSlots, 5);
+  const std::vector<std::vector<int32_t>> counts = {{4, 4, 4, 4}, {2}, {1, 8, 3}, {4, 6, 2, 4}};
+  std::vector<DecodeBatch> out;
+  for (size_t i = 0; i < counts.size(); ++i) out.emplace_back(kScenarioSlots[i], next_pos, counts[i]);
   return out;
 }
 
@@ -114,9 +139,10 @@ struct BatchOn {
   }
 };
 
-// What one call left: the rows it wrote, whether it wrote their padding, the whole state.
+// What one call left: the rows it wrote, whether it wrote their padding, the whole state, and
+// the token states when the call kept them.
 struct CallResult {
-  std::vector<float> out, state;
+  std::vector<float> out, state, token_states;
   bool padding_clean = true;
   std::string variant;
 };
@@ -158,18 +184,23 @@ std::vector<CallResult> run_conv(Backend& be, const GdnShape& g, const std::vect
     const BatchOn tb(be, b);
     const DeviceBuffer proj = put(be, in.proj[i], "projection rows");
     const DeviceBuffer out = poisoned_buffer(be, static_cast<size_t>(T * g.conv_out_row()), "conv out");
+    const size_t kept = b.keep_states ? static_cast<size_t>(T) * g.channels() * (g.kernel - 1) : 0;
+    const DeviceBuffer token_states = poisoned_buffer(be, std::max<size_t>(kept, 1), "conv token states");
     const ninfer_conv_l2_norm_args a{{proj.as<float>(), g.proj_row(), w.as<float>(), state.as<float>(),
-                                      out.as<float>(), g.conv_out_row(), tb.tb, T, g.channels(), g.kernel},
+                                      out.as<float>(), g.conv_out_row(), tb.tb, T, g.channels(), g.kernel,
+                                      kept ? token_states.as<float>() : nullptr},
                                      g.norm_heads(),
                                      g.k_dim,
                                      kEps};
-    const ninfer_shape s{T, {g.channels(), g.kernel, 1, g.k_dim}, NINFER_DTYPE_F32};
+    ninfer_shape s{T, {g.channels(), g.kernel, b.max_seq_tokens, g.k_dim}, NINFER_DTYPE_F32};
+    s.flags = kept ? NINFER_SHAPE_TOKEN_STATES : 0u;
     CallResult r;
     r.variant = run_call(be, NINFER_OP_CONV_L2_NORM, route, s, &a);
     const std::vector<float> o = get<float>(be, out, static_cast<size_t>(T * g.conv_out_row()));
     r.out = row_elements(o, T, g.channels(), g.conv_out_row());
     r.padding_clean = padding_still_poisoned(o, T, g.channels(), g.conv_out_row());
     r.state = get<float>(be, state, g.conv_state_elems());
+    if (kept) r.token_states = get<float>(be, token_states, kept);
     res.push_back(std::move(r));
   }
   return res;
@@ -177,13 +208,10 @@ std::vector<CallResult> run_conv(Backend& be, const GdnShape& g, const std::vect
 
 class GdnDecodeConvL2Norm : public ::testing::TestWithParam<GdnShape> {};
 
-TEST_P(GdnDecodeConvL2Norm, EveryRouteMatchesTheCpuReferenceWithStateAcrossCalls) {
-  NINFER_REQUIRE_CUDA_BACKEND();
-  const GdnShape& g = GetParam();
+void check_conv_scenario(const GdnShape& g, const std::vector<DecodeBatch>& calls, const char* seed) {
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
-  auto rng = fresh_rng("gpu conv_l2_norm decode");
-  const std::vector<DecodeBatch> calls = scenario();
+  auto rng = fresh_rng(seed);
   const ConvInputs in(g, calls, rng);
   const std::vector<CallResult> ref = run_conv(*cpu, g, calls, in, "");
   for (const std::string& route : op_routes(*gpu, NINFER_OP_CONV_L2_NORM)) {
@@ -199,8 +227,21 @@ TEST_P(GdnDecodeConvL2Norm, EveryRouteMatchesTheCpuReferenceWithStateAcrossCalls
       // The new state is the last kernel-1 inputs: copies, not arithmetic.
       const Mismatch ms = compare(got[i].state, widen(ref[i].state), kExactCopy);
       EXPECT_TRUE(ms.ok) << "state: " << ms.describe();
+      ASSERT_EQ(got[i].token_states.size(), ref[i].token_states.size());
+      const Mismatch mt = compare(got[i].token_states, widen(ref[i].token_states), kExactCopy);
+      EXPECT_TRUE(mt.ok) << "token states: " << mt.describe();
     }
   }
+}
+
+TEST_P(GdnDecodeConvL2Norm, EveryRouteMatchesTheCpuReferenceWithStateAcrossCalls) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  check_conv_scenario(GetParam(), scenario(), "gpu conv_l2_norm decode");
+}
+
+TEST_P(GdnDecodeConvL2Norm, VerificationPassesWalkTheirTokensAsTheCpuReference) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  check_conv_scenario(GetParam(), verification_scenario(), "gpu conv_l2_norm verification");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GdnDecodeConvL2Norm, ::testing::ValuesIn(kShapes),
@@ -280,7 +321,12 @@ std::vector<CallResult> run_step(Backend& be, const GdnShape& g, const std::vect
     a.v_heads = g.v_heads;
     a.k_dim = g.k_dim;
     a.v_dim = g.v_dim;
-    const ninfer_shape s{T, {g.v_heads, g.k_dim, g.v_dim, g.k_heads}, NINFER_DTYPE_F32};
+    const size_t kept = b.keep_states ? static_cast<size_t>(T) * g.v_heads * g.k_dim * g.v_dim : 0;
+    const DeviceBuffer token_states = poisoned_buffer(be, std::max<size_t>(kept, 1), "step token states");
+    a.token_states = kept ? token_states.as<float>() : nullptr;
+    ninfer_shape s{T, {g.v_heads, g.k_dim, g.v_dim, g.k_heads}, NINFER_DTYPE_F32};
+    s.max_seq_tokens = b.max_seq_tokens;
+    s.flags = kept ? NINFER_SHAPE_TOKEN_STATES : 0u;
     CallResult r;
     r.variant = run_call(be, NINFER_OP_GATED_DELTA_STEP, route, s, &a);
     const int64_t width = int64_t{g.v_heads} * g.v_dim;
@@ -288,6 +334,7 @@ std::vector<CallResult> run_step(Backend& be, const GdnShape& g, const std::vect
     r.out = row_elements(o, T, width, g.step_out_row());
     r.padding_clean = padding_still_poisoned(o, T, width, g.step_out_row());
     r.state = get<float>(be, state, g.step_state_elems());
+    if (kept) r.token_states = get<float>(be, token_states, kept);
     res.push_back(std::move(r));
   }
   return res;
@@ -295,13 +342,10 @@ std::vector<CallResult> run_step(Backend& be, const GdnShape& g, const std::vect
 
 class GdnDecodeStep : public ::testing::TestWithParam<GdnShape> {};
 
-TEST_P(GdnDecodeStep, EveryRouteMatchesTheCpuReferenceWithStateAcrossCalls) {
-  NINFER_REQUIRE_CUDA_BACKEND();
-  const GdnShape& g = GetParam();
+void check_step_scenario(const GdnShape& g, const std::vector<DecodeBatch>& calls, const char* seed) {
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
-  auto rng = fresh_rng("gpu gated_delta_step decode");
-  const std::vector<DecodeBatch> calls = scenario();
+  auto rng = fresh_rng(seed);
   const StepInputs in(g, calls, rng);
   const std::vector<CallResult> ref = run_step(*cpu, g, calls, in, "");
   for (const std::string& route : op_routes(*gpu, NINFER_OP_GATED_DELTA_STEP)) {
@@ -316,8 +360,21 @@ TEST_P(GdnDecodeStep, EveryRouteMatchesTheCpuReferenceWithStateAcrossCalls) {
       EXPECT_TRUE(got[i].padding_clean) << "wrote into the row padding";
       const Mismatch ms = compare(got[i].state, widen(ref[i].state), kStepF32);
       EXPECT_TRUE(ms.ok) << "state: " << ms.describe();
+      ASSERT_EQ(got[i].token_states.size(), ref[i].token_states.size());
+      const Mismatch mt = compare(got[i].token_states, widen(ref[i].token_states), kStepF32);
+      EXPECT_TRUE(mt.ok) << "token states: " << mt.describe();
     }
   }
+}
+
+TEST_P(GdnDecodeStep, EveryRouteMatchesTheCpuReferenceWithStateAcrossCalls) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  check_step_scenario(GetParam(), scenario(), "gpu gated_delta_step decode");
+}
+
+TEST_P(GdnDecodeStep, VerificationPassesWalkTheirTokensAsTheCpuReference) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  check_step_scenario(GetParam(), verification_scenario(), "gpu gated_delta_step verification");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GdnDecodeStep, ::testing::ValuesIn(kShapes),
@@ -355,7 +412,7 @@ TEST(GdnDecodeArgs, NormedHeadsBeyondTheChannelsAreRefused) {
 
 // ---- routing, without a GPU -----------------------------------------------------------------
 
-TEST(GdnDecodePlan, DecodeShapesPlanToDecodeAndTheRestTakeTheUnfusedForm) {
+TEST(GdnDecodePlan, DecodeAndVerificationShapesPlanToDecodeAndTheRestTakeTheUnfusedForm) {
   const std::vector<Card> cards = cards_with_plugins();
   if (cards.empty()) GTEST_SKIP() << "this build has no CUDA plugin for a described card";
   for (const Card& card : cards) {
@@ -381,8 +438,19 @@ TEST(GdnDecodePlan, DecodeShapesPlanToDecodeAndTheRestTakeTheUnfusedForm) {
         EXPECT_EQ(ps.source, "planner") << g.name;
         EXPECT_FALSE(ps.launches.empty()) << g.name;
       }
-      // Prompts (a sequence of 2+ tokens) and norm rows above 1024 go to causal_conv1d + l2_norm.
-      for (const ninfer_shape& s : {ninfer_shape{T + 1, {10240, 4, 2, 128}, NINFER_DTYPE_F32},
+      // Verification passes (up to 8 tokens of a sequence), token states kept, take the fused ops.
+      for (int32_t seq_tokens : {2, 4, 8})
+        for (const GdnShape& g : kShapes) {
+          ninfer_shape cs{T * seq_tokens, {g.channels(), g.kernel, seq_tokens, g.k_dim}, NINFER_DTYPE_F32};
+          cs.flags = NINFER_SHAPE_TOKEN_STATES;
+          EXPECT_EQ(planner.plan(NINFER_OP_CONV_L2_NORM, cs).variant, "decode") << g.name << " x" << seq_tokens;
+          ninfer_shape ss{T * seq_tokens, {g.v_heads, g.k_dim, g.v_dim, g.k_heads}, NINFER_DTYPE_F32};
+          ss.max_seq_tokens = seq_tokens;
+          ss.flags = NINFER_SHAPE_TOKEN_STATES;
+          EXPECT_EQ(planner.plan(NINFER_OP_GATED_DELTA_STEP, ss).variant, "decode") << g.name << " x" << seq_tokens;
+        }
+      // Prompts (a sequence of 9+ tokens) and norm rows above 1024 go to causal_conv1d + l2_norm.
+      for (const ninfer_shape& s : {ninfer_shape{T + 9, {10240, 4, 9, 128}, NINFER_DTYPE_F32},
                                     ninfer_shape{T * 64, {10240, 4, 64, 128}, NINFER_DTYPE_F32},
                                     ninfer_shape{T, {10240, 17, 1, 128}, NINFER_DTYPE_F32},
                                     ninfer_shape{T, {10240, 4, 1, 2048}, NINFER_DTYPE_F32}}) {
@@ -390,12 +458,12 @@ TEST(GdnDecodePlan, DecodeShapesPlanToDecodeAndTheRestTakeTheUnfusedForm) {
                                          << s.dims[3];
         EXPECT_TRUE(planner.plan(NINFER_OP_CONV_L2_NORM, s).unfused) << "the plugin has no variant: the ops it fuses";
       }
-      // A step whose shape states several tokens of one sequence (a prompt chunk) is not the
-      // op's: the decode variant supports its dims, the planner still takes the unfused form.
+      // A prompt chunk (a sequence of 9+ tokens) is left to the unfused form, whose chunked rule
+      // runs it in parallel.
       for (const GdnShape& g : kShapes) {
-        ninfer_shape prompt{T + 1, {g.v_heads, g.k_dim, g.v_dim, g.k_heads}, NINFER_DTYPE_F32};
-        prompt.max_seq_tokens = static_cast<int32_t>(T + 1);
-        EXPECT_TRUE(step->supports(step->ctx, &prompt)) << g.name;
+        ninfer_shape prompt{T + 9, {g.v_heads, g.k_dim, g.v_dim, g.k_heads}, NINFER_DTYPE_F32};
+        prompt.max_seq_tokens = static_cast<int32_t>(T + 9);
+        EXPECT_FALSE(step->supports(step->ctx, &prompt)) << g.name;
         EXPECT_TRUE(planner.plan(NINFER_OP_GATED_DELTA_STEP, prompt).unfused) << g.name;
       }
       // Heads other than 128 x 128, and value heads that are not a multiple of the key heads, go

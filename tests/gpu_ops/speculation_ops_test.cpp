@@ -2,8 +2,7 @@
 // fresh random inputs (docs/ops.md, "Why a verification pass keeps every token's state"):
 // copy_rows and draft_accept bit for bit; gated_delta_rule and causal_conv1d with token states,
 // which the planner routes to the variants that write them (recurrent, tiled) while every other
-// variant refuses the flag; and the fused decode ops' refusal, which sends a flagged call to
-// their unfused forms.
+// variant refuses the flag; and the fused decode ops, which take a verification pass whole.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -233,16 +232,20 @@ TEST(SpeculationOpsGpu, CausalConv1dTokenStatesEqualTheCpuPlugin) {
   EXPECT_TRUE(m.ok) << "outputs: " << m.describe();
 }
 
-// The fused decode ops keep no token states: a flagged call takes their unfused form.
-TEST(SpeculationOpsGpu, FusedDecodeOpsRouteFlaggedCallsToTheirUnfusedForms) {
+// A verification pass (4 sequences of 4 tokens, token states kept) runs the fused decode
+// variants, which walk each sequence's tokens and write the token states; the walk's results
+// are checked in gdn_decode_test.cpp (GdnDecode*.VerificationPasses*).
+TEST(SpeculationOpsGpu, VerificationCallsRunTheFusedDecodeVariants) {
   NINFER_REQUIRE_CUDA_BACKEND();
   auto gpu = make_cuda_backend();
-  ninfer_shape step{4, {48, 128, 128, 16}, NINFER_DTYPE_F32};
-  step.max_seq_tokens = 1;
-  ninfer_shape conv{4, {10240, 4, 1, 128}, NINFER_DTYPE_F32};
-  EXPECT_FALSE(gpu->plan(NINFER_OP_GATED_DELTA_STEP, step).unfused) << "an unflagged decode step is fused";
-  EXPECT_FALSE(gpu->plan(NINFER_OP_CONV_L2_NORM, conv).unfused) << "an unflagged decode conv is fused";
+  ninfer_shape step{16, {48, 128, 128, 16}, NINFER_DTYPE_F32};
+  step.max_seq_tokens = 4;
+  ninfer_shape conv{16, {10240, 4, 4, 128}, NINFER_DTYPE_F32};
   step.flags = conv.flags = NINFER_SHAPE_TOKEN_STATES;
-  EXPECT_TRUE(gpu->plan(NINFER_OP_GATED_DELTA_STEP, step).unfused);
-  EXPECT_TRUE(gpu->plan(NINFER_OP_CONV_L2_NORM, conv).unfused);
+  const Plan ps = gpu->plan(NINFER_OP_GATED_DELTA_STEP, step);
+  const Plan pc = gpu->plan(NINFER_OP_CONV_L2_NORM, conv);
+  EXPECT_FALSE(ps.unfused) << ps.reason;
+  EXPECT_EQ(ps.variant, "decode");
+  EXPECT_FALSE(pc.unfused) << pc.reason;
+  EXPECT_EQ(pc.variant, "decode");
 }

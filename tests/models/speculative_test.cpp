@@ -19,7 +19,6 @@
 #include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/checkpoint/random_checkpoint.hpp"
 #include "ninfer/checkpoint/safetensors_writer.hpp"
-#include "matched_routes.hpp"
 #include "ninfer/support/error.hpp"
 #include "ninfer/tokenizer/tokenizer.hpp"
 #include "temp_dir.hpp"
@@ -40,10 +39,6 @@ constexpr double kDemoTrainedAgreement = 0.582;
 // head (its two input halves swapped, positions off by one, a norm's scale w instead of 1 + w)
 // agrees on 0.1 to 0.3 of them.
 constexpr double kDemoAgreementTolerance = 0.08;
-// Greedy picks of two runs whose arithmetic differs in summation order only (the fused Gated
-// DeltaNet decode step's gating against the verification pass's gdn_gating) may part only where
-// the reference's top two logits are this close: float32 rounding moves logits by ~1e-6 here.
-constexpr double kRouteTieMargin = 1e-4;
 
 // A copy of a fixture with a random MTP head (mtp_num_hidden_layers 1, tensors drawn by
 // ninfer-make-checkpoint's initialisation): its drafts are noise, so its rounds mostly reject,
@@ -193,11 +188,10 @@ std::string histogram(const std::vector<int64_t>& h) {
 // Every request of a batch gets, token for token and log-probability for log-probability, what
 // greedy decode alone gives it: K = 1..5, one to four slots, requests joining while others run
 // and leaving at different lengths, so rows with different acceptance lengths share rounds.
-// Both sides decode with the arithmetic of a verification pass (MatchedRoutes): any difference is
-// the rounds' doing (a wrong draft accepted, a state settled on the wrong row, KV read past a
-// sequence's length), never rounding.
+// A verification pass runs the ops of a decode step (the fused Gated DeltaNet step walks its
+// tokens), so any difference is the rounds' doing (a wrong draft accepted, a state settled on
+// the wrong row, KV read past a sequence's length), never rounding.
 TEST(Speculation, GreedyRoundsGiveGreedyDecodeBitForBit) {
-  const MatchedRoutes routes;
   TempDir tmp;
   const Checkpoint tiny = Checkpoint::open(with_random_mtp("tiny-qwen3_5", tmp));
   const Fixture tiny_fx = Fixture::load("tiny-qwen3_5"), demo = Fixture::load(kDemo);
@@ -207,14 +201,14 @@ TEST(Speculation, GreedyRoundsGiveGreedyDecodeBitForBit) {
     std::vector<std::vector<int32_t>> prompts;
   };
   for (const Model& m : {Model{"demo", demo.checkpoint, prompts_of(demo)}, Model{"tiny-qwen3_5 + random head", tiny, prompts_of(tiny_fx)}}) {
-    Backend plain_be = routes.backend();
+    Backend plain_be = cpu_model_backend();
     auto plain = load(m.ck, plain_be, 1, 0);
     const std::vector<size_t> n{40, 23, 31, 17, 36, 28};
     std::vector<Tokens> want;
     for (size_t i = 0; i < m.prompts.size(); ++i) want.push_back(plain_greedy(*plain, m.prompts[i], n[i]));
     for (int32_t K = 1; K <= kMostDraftTokens; ++K)
       for (int32_t slots : {1, 2, 4}) {
-        Backend be = routes.backend();
+        Backend be = cpu_model_backend();
         auto spec = load(m.ck, be, slots, K);
         std::vector<int64_t> hist(static_cast<size_t>(K) + 1, 0);
         const std::vector<Tokens> got = spec_batch(*spec, m.prompts, n, slots, &hist);
@@ -236,11 +230,10 @@ TEST(Speculation, GreedyRoundsGiveGreedyDecodeBitForBit) {
 // draft is ever accepted; N = a quarter of the vocabulary keeps most of the acceptance (the low
 // ids of a BPE vocabulary are its common tokens). Every output stays greedy decode's, bit for bit.
 TEST(Speculation, AShorterDraftVocabularyChangesOnlyWhatIsAccepted) {
-  const MatchedRoutes routes;
   const Fixture demo = Fixture::load(kDemo);
   const std::vector<std::vector<int32_t>> prompts = prompts_of(demo);
   const std::vector<size_t> n{40, 23, 31, 17, 36, 28};
-  Backend plain_be = routes.backend();
+  Backend plain_be = cpu_model_backend();
   auto plain = load(demo.checkpoint, plain_be, 1, 0);
   std::vector<Tokens> want;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -251,7 +244,7 @@ TEST(Speculation, AShorterDraftVocabularyChangesOnlyWhatIsAccepted) {
   constexpr int32_t K = 3, kSlots = 2;
   // Mean drafts accepted per round row, and the histogram, for a draft vocabulary.
   const auto run = [&](int32_t draft_vocab, std::vector<int64_t>& hist) {
-    Backend be = routes.backend();
+    Backend be = cpu_model_backend();
     auto spec = load(demo.checkpoint, be, kSlots, K, 512, draft_vocab);
     hist.assign(K + 1, 0);
     const std::vector<Tokens> got = spec_batch(*spec, prompts, n, kSlots, &hist);
@@ -328,18 +321,17 @@ Tokens spec_sampled(CausalLM& lm, const std::vector<int32_t>& prompt, RowSamplin
 // Speculative sampling: a row's pick after each verified position is the sample op's with the
 // sequence's next draw numbers, and a draft is kept while it equals the pick. So sampled rounds
 // draw, token for token and log-probability for log-probability, what sampled decode draws with
-// the same seed (every filter of the sample op; K = 1..5; matched routes).
+// the same seed (every filter of the sample op; K = 1..5).
 TEST(Speculation, SampledRoundsDrawWhatSampledDecodeDraws) {
-  const MatchedRoutes routes;
   const Fixture demo = Fixture::load(kDemo);
-  Backend plain_be = routes.backend();
+  Backend plain_be = cpu_model_backend();
   auto plain = load(demo.checkpoint, plain_be, 1, 0);
   const std::vector<RowSampling> settings{{.temperature = 0.7, .seed = 3},
                                           {.temperature = 1.0, .top_k = 20, .seed = 4},
                                           {.temperature = 0.9, .top_p = 0.8, .seed = 5},
                                           {.temperature = 1.2, .min_p = 0.05, .seed = 6}};
   for (int32_t K = 1; K <= kMostDraftTokens; ++K) {
-    Backend be = routes.backend();
+    Backend be = cpu_model_backend();
     auto spec = load(demo.checkpoint, be, 1, K);
     int64_t accepted = 0;
     for (size_t i = 0; i < settings.size(); ++i) {
@@ -352,46 +344,14 @@ TEST(Speculation, SampledRoundsDrawWhatSampledDecodeDraws) {
   }
 }
 
-// With the routes a product run takes (the fused decode step on plain decode, the verification
-// pass's own), the tokens are greedy decode's wherever greedy decode's top two logits are apart.
-TEST(Speculation, DefaultRoutesPartFromGreedyDecodeOnlyAtNearTies) {
-  const Fixture demo = Fixture::load(kDemo);
-  Backend plain_be = cpu_model_backend(), spec_be = cpu_model_backend();
-  auto plain = load(demo.checkpoint, plain_be, 1, 0);
-  auto spec = load(demo.checkpoint, spec_be, 2, 3);
-  const auto prompts = prompts_of(demo);
-  const std::vector<size_t> n(prompts.size(), 48);
-  const std::vector<Tokens> got = spec_batch(*spec, prompts, n, 2, nullptr);
-  size_t compared = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    plain->reset(0);
-    std::vector<float> logits = plain->prefill(0, prompts[i]);
-    for (size_t j = 0; j < n[i]; ++j) {
-      const int32_t want = argmax(logits);
-      if (got[i].ids[j] != want) {
-        std::vector<float> sorted = logits;
-        std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
-        EXPECT_LE(sorted[0] - sorted[1], kRouteTieMargin) << "request " << i << " token " << j;
-        break;
-      }
-      ++compared;
-      const StepRow r{.slot = 0, .ids = std::span(&want, 1), .logits = true};
-      plain->queue_step(std::span(&r, 1));
-      logits = plain->next_result().logits;
-    }
-  }
-  EXPECT_GE(compared, prompts.size() * 40) << "too few tokens compared before near-ties";
-}
-
 // After rounds that accepted some drafts and rejected others, a model is where plain decode of
 // the same tokens leaves it: the next token's logits and the head's draft logits (its KV cache
 // and the slot's last hidden state) are the same bits. Both models are loaded for speculation;
 // one only decodes.
 TEST(Speculation, RoundsLeaveTheStateOfPlainDecode) {
-  const MatchedRoutes routes;
   const Fixture demo = Fixture::load(kDemo);
   for (int32_t K : {2, 5}) {
-    Backend plain_be = routes.backend(), spec_be = routes.backend();
+    Backend plain_be = cpu_model_backend(), spec_be = cpu_model_backend();
     auto plain = load(demo.checkpoint, plain_be, 1, K), spec = load(demo.checkpoint, spec_be, 1, K);
     const std::vector<int32_t>& prompt = demo.cases[0].prompt;
     std::vector<int32_t> ids{argmax(spec->prefill(0, prompt))};

@@ -4,12 +4,11 @@
 // one delta-rule update, gated output norm) over decode batches in any slot order.
 #include <gtest/gtest.h>
 
-#include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "ninfer/abi/ops/conv_l2_norm.h"
 #include "ninfer/abi/ops/gated_delta_step.h"
-#include "ninfer/support/error.hpp"
 #include "op_test_env.hpp"
 
 using namespace ninfer;
@@ -122,8 +121,10 @@ struct StepParams {
   std::vector<float> a_log, dt_bias, norm_w;
 };
 
+// token_states, when given, receives the state after every token (a verification pass).
 std::vector<float> run_step(Backend& be, const StepCfg& c, const StepParams& p, const StepInputs& in,
-                            const TokenBatch& tb, std::vector<float>& state, int64_t out_row) {
+                            const TokenBatch& tb, std::vector<float>& state, int64_t out_row,
+                            std::vector<float>* token_states = nullptr) {
   auto out = poisoned(in.T * out_row);
   ninfer_gated_delta_step_args a{};
   a.q = in.q(0, c);
@@ -150,7 +151,10 @@ std::vector<float> run_step(Backend& be, const StepCfg& c, const StepParams& p, 
   a.v_heads = c.v_heads;
   a.k_dim = c.k_dim;
   a.v_dim = c.v_dim;
-  const ninfer_shape s{in.T, {c.v_heads, c.k_dim, c.v_dim, c.k_heads}, NINFER_DTYPE_F32};
+  a.token_states = token_states ? token_states->data() : nullptr;
+  ninfer_shape s{in.T, {c.v_heads, c.k_dim, c.v_dim, c.k_heads}, NINFER_DTYPE_F32};
+  s.max_seq_tokens = tb.max_seq_tokens();
+  s.flags = token_states ? NINFER_SHAPE_TOKEN_STATES : 0u;
   be.reserve_workspace(NINFER_OP_GATED_DELTA_STEP, s);
   be.run(NINFER_OP_GATED_DELTA_STEP, s, &a);
   return out;
@@ -160,9 +164,11 @@ std::vector<float> run_step(Backend& be, const StepCfg& c, const StepParams& p, 
 struct StepOracle {
   StepCfg c;
   std::vector<double> S;
+  std::vector<double> token_states; // the last run's: [T, v_heads, k_dim, v_dim]
   explicit StepOracle(const StepCfg& cfg) : c(cfg), S(cfg.state_elems(), 0.0) {}
   std::vector<double> run(const StepParams& p, const StepInputs& in, const TokenBatch& tb) {
     std::vector<double> out;
+    token_states.clear();
     for (int64_t t = 0; t < in.T; ++t) {
       const int32_t slot = tb.seq_slot[tb.token_seq[t]];
       for (int h = 0; h < c.v_heads; ++h) {
@@ -171,6 +177,7 @@ struct StepOracle {
         const double g = -std::exp(double(p.a_log[h])) * std::log1p(std::exp(za));
         const double beta = 1 / (1 + std::exp(-double(in.b(t, c)[h])));
         double* s = &S[(size_t(slot) * c.v_heads + h) * c.k_dim * c.v_dim];
+        const size_t head = size_t(c.k_dim) * c.v_dim;
         const float* q = in.q(t, c) + kh * c.k_dim;
         const float* k = in.k(t, c) + kh * c.k_dim;
         const float* v = in.v(t, c) + h * c.v_dim;
@@ -188,6 +195,7 @@ struct StepOracle {
         const double inv = 1 / std::sqrt(ss / c.v_dim + c.eps);
         const float* z = in.z(t, c) + h * c.v_dim;
         for (int j = 0; j < c.v_dim; ++j) out.push_back(o[j] * inv * p.norm_w[j] * silu(z[j]));
+        token_states.insert(token_states.end(), s, s + head);
       }
     }
     return out;
@@ -226,21 +234,32 @@ TEST(GatedDeltaStepOp, MatchesTheDoubleOracleOverDecodeBatches) {
   EXPECT_TRUE(ms.ok) << "final state: " << ms.describe();
 }
 
-// A decode step has one token per sequence; anything else is refused, not computed wrongly.
-TEST(GatedDeltaStepOp, RefusesASequenceOfSeveralTokens) {
+// A verification pass: sequences of 1 to 4 tokens (slots in any order), each walked from the
+// state its previous token left, with the state after every token kept.
+TEST(GatedDeltaStepOp, WalksAVerificationPassAndKeepsEveryTokensState) {
   Backend be = cpu_backend();
-  auto rng = fresh_rng("gated_delta_step refusal");
+  auto rng = fresh_rng("gated_delta_step verification");
   const StepCfg c;
-  StepParams p{randn(rng, c.v_heads), randn(rng, c.v_heads), randn(rng, c.v_dim)};
+  StepParams p{randn(rng, c.v_heads, 0.5f), randn(rng, c.v_heads, 0.5f), randn(rng, c.v_dim, 0.3f)};
+  for (auto& w : p.norm_w) w += 1.f;
+  StepOracle oracle(c);
   std::vector<float> state(c.state_elems(), 0.f);
-  TokenBatch tb;
-  tb.add(0, 0, 2);
-  const StepInputs in(c, tb.tokens(), rng);
-  try {
-    run_step(be, c, p, in, tb, state, int64_t{c.v_heads} * c.v_dim);
-    FAIL() << "a two-token sequence was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("one token per sequence"), std::string::npos) << e.what();
+  const int64_t out_row = int64_t{c.v_heads} * c.v_dim;
+  // (slot, position, tokens): a round of K = 3 drafts, then one of mixed lengths.
+  const std::vector<std::vector<std::array<int32_t, 3>>> calls = {
+      {{3, 0, 4}, {1, 0, 4}, {0, 0, 4}}, {{1, 4, 2}, {2, 0, 1}, {0, 4, 3}, {3, 4, 4}}};
+  for (size_t i = 0; i < calls.size(); ++i) {
+    TokenBatch tb;
+    for (auto [slot, pos, n] : calls[i]) tb.add(slot, pos, n);
+    const StepInputs in(c, tb.tokens(), rng);
+    std::vector<float> kept = poisoned(size_t(in.T) * c.v_heads * c.k_dim * c.v_dim);
+    const auto got = run_step(be, c, p, in, tb, state, out_row, &kept);
+    const auto want = oracle.run(p, in, tb);
+    const Mismatch m = compare(got, want, kFloat32Exact);
+    EXPECT_TRUE(m.ok) << "call " << i << ": " << m.describe();
+    const Mismatch mk = compare(kept, oracle.token_states, kFloat32Exact);
+    EXPECT_TRUE(mk.ok) << "call " << i << ", token states: " << mk.describe();
   }
-  EXPECT_TRUE(std::all_of(state.begin(), state.end(), [](float x) { return x == 0.f; })) << "state written";
+  const Mismatch ms = compare(state, oracle.S, kFloat32Exact);
+  EXPECT_TRUE(ms.ok) << "final state: " << ms.describe();
 }

@@ -4,9 +4,9 @@
 // one token per step beside them. Each request equals the same request through the loop on a
 // model without speculation (itself held to independent references by EngineLoop.* and
 // MixedSteps.*), token for token (a sampled round draws the very tokens sampled decode draws with
-// the same seed) and, for requests picked on the device, log-probability bit for bit: both
-// models decode with the arithmetic of a verification pass (gated_delta_step's unfused form at
-// every token count), so nothing but the rounds differs. A stop token or the length ends a
+// the same seed) and, for requests picked on the device, log-probability bit for bit: a
+// verification pass runs a decode step's ops (the fused Gated DeltaNet step walks its tokens),
+// so nothing but the rounds differs. A stop token or the length ends a
 // request inside a round exactly where it ends it alone.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -18,7 +18,6 @@
 
 #include "../models/model_test_env.hpp"
 #include "ninfer/generation/scheduler.hpp"
-#include "../models/matched_routes.hpp"
 
 using namespace ninfer;
 using namespace ninfer::test;
@@ -121,11 +120,10 @@ std::vector<GenerationRequest> requests_of(const Fixture& demo) {
 // joining at iterations
 // 0 to 9 on 1, 2 and 4 slots, K = 1, 3, 5: each equals its run on the loop without speculation.
 TEST(SpeculativeLoop, RequestsEqualTheLoopWithoutSpeculation) {
-  const MatchedRoutes routes;
   const Fixture demo = Fixture::load(kDemo);
   std::vector<GenerationRequest> requests = requests_of(demo);
   const std::vector<int64_t> join_at{0, 0, 1, 2, 3, 5, 7, 9};
-  Backend plain_be = routes.backend();
+  Backend plain_be = cpu_model_backend();
   auto plain = model(plain_be, demo.checkpoint, 4, 0);
   // A stop token inside request 6's continuation, so a round ends it mid-way.
   const std::vector<SequenceOutcome> probe = run_loop(*plain, requests, join_at);
@@ -135,7 +133,7 @@ TEST(SpeculativeLoop, RequestsEqualTheLoopWithoutSpeculation) {
   ASSERT_EQ(want[6].finish_reason, "stop");
   for (int32_t K : {1, 3, 5})
     for (int32_t slots : {1, 2, 4}) {
-      Backend be = routes.backend();
+      Backend be = cpu_model_backend();
       auto spec = model(be, demo.checkpoint, slots, K);
       SchedulerStats stats;
       const std::vector<SequenceOutcome> got = run_loop(*spec, requests, join_at, &stats);
@@ -171,17 +169,16 @@ TEST(SpeculativeLoop, RequestsEqualTheLoopWithoutSpeculation) {
 // takes part in a round and the first takes rounds again once alone; without the cap both do.
 // Either way every request equals the loop without speculation.
 TEST(SpeculativeLoop, RoundsPauseWhileMoreSequencesDecodeThanTheCap) {
-  const MatchedRoutes routes;
   const Fixture demo = Fixture::load(kDemo);
   const std::vector<GenerationRequest> all = requests_of(demo);
   std::vector<GenerationRequest> requests{all[0], all[1]}; // greedy
   requests[1].max_new_tokens = 6;
   const std::vector<int64_t> join_at{0, 0};
-  Backend plain_be = routes.backend();
+  Backend plain_be = cpu_model_backend();
   auto plain = model(plain_be, demo.checkpoint, 2, 0);
   const std::vector<SequenceOutcome> want = run_loop(*plain, requests, join_at);
   for (const int32_t cap : {1, 2, 0}) {
-    Backend be = routes.backend();
+    Backend be = cpu_model_backend();
     auto spec = model(be, demo.checkpoint, 2, 3, cap);
     SchedulerStats stats;
     const std::vector<SequenceOutcome> got = run_loop(*spec, requests, join_at, &stats);
@@ -199,7 +196,7 @@ TEST(SpeculativeLoop, RoundsPauseWhileMoreSequencesDecodeThanTheCap) {
   ModelOptions o;
   o.max_context = kContext;
   o.speculation.max_batch = 1;
-  Backend be = routes.backend();
+  Backend be = cpu_model_backend();
   EXPECT_THROW(CausalLM::load(demo.checkpoint, be, o), Error);
 }
 
@@ -233,9 +230,8 @@ int32_t unused_token(const std::vector<SequenceOutcome>& runs, int64_t vocab, si
 // continuation holds the end token within its budget is unchanged. Rounds that could reach the
 // forced token give way to one-token steps, so a speculating model generates the same.
 TEST(SpeculativeLoop, ThinkingBudgetForcesTheEndTokenWithAndWithoutSpeculation) {
-  const MatchedRoutes routes;
   const Fixture demo = Fixture::load(kDemo);
-  Backend plain_be = routes.backend();
+  Backend plain_be = cpu_model_backend();
   auto plain = model(plain_be, demo.checkpoint, 2, 0);
   std::vector<GenerationRequest> free = requests_of(demo);
   free.resize(5);
@@ -260,7 +256,7 @@ TEST(SpeculativeLoop, ThinkingBudgetForcesTheEndTokenWithAndWithoutSpeculation) 
   }
   EXPECT_EQ(want[2].generated_ids, unbudgeted[2].generated_ids) << "a block closed within its budget";
   for (int32_t K : {1, 3}) {
-    Backend be = routes.backend();
+    Backend be = cpu_model_backend();
     auto spec = model(be, demo.checkpoint, 2, K);
     const std::vector<SequenceOutcome> got = run_loop(*spec, requests, join_at);
     for (size_t i = 0; i < requests.size(); ++i)
@@ -273,9 +269,8 @@ TEST(SpeculativeLoop, ThinkingBudgetForcesTheEndTokenWithAndWithoutSpeculation) 
 // end token read as a prompt, up to the first near-tie of that reference (prefill and decode sum
 // in other orders).
 TEST(SpeculativeLoop, ThinkingBudgetContinuesAsIfTheEndTokenWereInThePrompt) {
-  const MatchedRoutes routes;
   const Fixture demo = Fixture::load(kDemo);
-  Backend be = routes.backend();
+  Backend be = cpu_model_backend();
   auto lm = model(be, demo.checkpoint, 1, 0);
   GenerationRequest r;
   r.prompt_ids = demo.cases[0].prompt;

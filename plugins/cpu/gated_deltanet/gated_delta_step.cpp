@@ -1,7 +1,7 @@
 // gated_delta_step on the host (contract: ninfer/abi/ops/gated_delta_step.h): a Gated DeltaNet
 // decode step after the conv (gating from the raw a and b projections, one delta-rule step, the
 // gated output norm), running the code of the ops it fuses, so a model gets the bits of the
-// unfused chain from the same inputs.
+// unfused chain from the same inputs. A verification pass's tokens are walked in order.
 #include <cstdint>
 
 #include "common/cpu_ops.hpp"
@@ -15,9 +15,13 @@
 namespace ninfer::cpu_plugin {
 namespace {
 
+// A decode step or a verification pass (a few tokens per sequence, walked in order); a prompt
+// chunk runs the unfused ops, whose gated_delta_rule has the chunked form.
+constexpr int32_t kMaxSeqTokens = 8;
+
 int32_t step_supports(const void*, const ninfer_shape* s) {
   return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 && s->dims[2] > 0 && s->dims[3] > 0 &&
-         s->dims[0] % s->dims[3] == 0;
+         s->dims[0] % s->dims[3] == 0 && s->max_seq_tokens <= kMaxSeqTokens;
 }
 
 // Per worker: the recurrent form's double state and row; then g and beta of the call's tokens.
@@ -33,10 +37,11 @@ int32_t gated_delta_step(const void*, const void* args, const ninfer_launch* l, 
   if (a.k_heads <= 0 || H <= 0 || H % a.k_heads != 0)
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "gated_delta_step/reference: v_heads %d is not a multiple of k_heads %d",
                 H, a.k_heads);
-  if (a.batch.num_seqs != a.tokens)
+  if (a.batch.num_seqs <= 0 || a.batch.seq_start[a.batch.num_seqs] != a.tokens)
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
-                "gated_delta_step/reference: %lld tokens from %d sequences; a decode step has one token per sequence",
-                static_cast<long long>(a.tokens), a.batch.num_seqs);
+                "gated_delta_step/reference: %lld tokens, but the batch's %d sequences hold %d",
+                static_cast<long long>(a.tokens), a.batch.num_seqs,
+                a.batch.num_seqs > 0 ? a.batch.seq_start[a.batch.num_seqs] : 0);
   const ninfer_shape s{a.tokens, {H, a.k_dim, a.v_dim, a.k_heads}, NINFER_DTYPE_F32};
   if (!l->workspace || l->workspace_bytes < step_workspace(nullptr, &s, a.tokens))
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "gated_delta_step/reference: workspace of %zu bytes, %zu needed",

@@ -1,18 +1,22 @@
-// conv_l2_norm on CUDA, decode steps only (contract: ninfer/abi/ops/conv_l2_norm.h): the
-// causal conv + SiLU of a Gated DeltaNet layer and the L2 norm of its q and k heads in one
-// launch, where a decode step otherwise spends two (causal_conv1d "tiled", then l2_norm).
+// conv_l2_norm on CUDA for decode steps and verification passes (contract:
+// ninfer/abi/ops/conv_l2_norm.h): the causal conv + SiLU of a Gated DeltaNet layer and the L2
+// norm of its q and k heads in one launch, where a step otherwise spends two (causal_conv1d,
+// then l2_norm).
 //
-// A CTA takes one token (grid.x strides over the launch's tokens) and one block of norm_dim
-// channels (grid.y): block h < norm_heads is exactly normed head h, so the norm's sum of
-// squares is one CTA reduction and needs nothing from other CTAs. The channels after the normed
+// A CTA takes one sequence (grid.x strides over the call's sequences inside the launch's
+// tokens) and walks its tokens in order (one for a decode step, the drafts and their root for a
+// verification pass), for one block of norm_dim channels (grid.y): block h < norm_heads is
+// exactly normed head h, so the norm's sum of squares is one CTA reduction and needs nothing
+// from other CTAs. The channels after the normed
 // heads (Qwen3.5's v) are cut into blocks of the same size, the last one partial, and only
 // convolved. Each thread owns channels tid, tid + 128, ... of its block (at most 8: norm_dim
 // <= 1024) and keeps their outputs in registers until the norm's scale is known.
 //
-// The state needs no ordering: every sequence of a decode step has one token, so the thread
-// owning channel c of that token is the only reader and writer of state[slot, c, :], and it
-// reads the old entries into registers before writing the new ones. Calls with longer
-// sequences (prompts) are not supported: models run causal_conv1d + l2_norm for them.
+// The state needs no ordering: the thread owning channel c of a sequence is the only reader and
+// writer of state[slot, c, :], and it reads the old entries into registers before writing the
+// new ones, token after token. A verification pass also writes the state after every token
+// (conv.token_states). Calls with longer sequences (prompts) are not supported: models run
+// causal_conv1d + l2_norm for them, whose tiled form keeps a chunk's window in shared memory.
 #include <cuda_runtime.h>
 
 #include "gated_deltanet/common.cuh"
@@ -35,7 +39,8 @@ constexpr size_t kSmemBytes = sizeof(float) * kWarps;
 #endif
 
 // The convolved, SiLU'd value of channel c for token t of the sequence in `slot`; replaces
-// that channel's state by the window's last kernel-1 entries (old entries read first).
+// that channel's state by the window's last kernel-1 entries (old entries read first), and
+// keeps them as token t's state when the call asks for token states.
 __device__ __forceinline__ float conv_channel(const ninfer_causal_conv1d_args& a, int64_t t, int32_t slot,
                                               int64_t c) {
   const int K = a.kernel, hist = K - 1;
@@ -49,9 +54,14 @@ __device__ __forceinline__ float conv_channel(const ninfer_causal_conv1d_args& a
   for (int j = 0; j < kMaxKernel; ++j)
     if (j < K) acc = fmaf(a.weight[c * K + j], j < hist ? win[j] : x, acc);
   // New state: window entries 1 .. kernel-1, i.e. the old entries shifted by one, then x.
+  float* ts = a.token_states ? a.token_states + (t * a.channels + c) * hist : nullptr;
 #pragma unroll
   for (int j = 0; j < kMaxKernel - 1; ++j)
-    if (j < hist) st[j] = j + 1 < hist ? win[j + 1] : x;
+    if (j < hist) {
+      const float e = j + 1 < hist ? win[j + 1] : x;
+      st[j] = e;
+      if (ts) ts[j] = e;
+    }
   return silu(acc);
 }
 
@@ -62,32 +72,36 @@ __device__ void conv_l2_norm_decode(const ninfer_conv_l2_norm_args& a, int64_t b
   const int64_t c_end = c0 + a.norm_dim < cv.channels ? c0 + a.norm_dim : cv.channels;
   const bool normed = static_cast<int>(blockIdx.y) < a.norm_heads; // uniform over the CTA
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int64_t t = begin + blockIdx.x; t < end; t += gridDim.x) {
-    const int32_t slot = cv.batch.seq_slot[cv.batch.token_seq[t]];
-    float* out = cv.out + t * cv.out_token_stride;
-    float y[kPerThread];
-    float ss = 0.f;
+  for (int seq = blockIdx.x; seq < cv.batch.num_seqs; seq += gridDim.x) {
+    const int64_t t0 = cv.batch.seq_start[seq], t1 = cv.batch.seq_start[seq + 1];
+    if (t0 < begin || t1 > end) continue; // whole CTA alike
+    const int32_t slot = cv.batch.seq_slot[seq];
+    for (int64_t t = t0; t < t1; ++t) {
+      float* out = cv.out + t * cv.out_token_stride;
+      float y[kPerThread];
+      float ss = 0.f;
 #pragma unroll
-    for (int u = 0; u < kPerThread; ++u) {
-      const int64_t c = c0 + threadIdx.x + u * kThreads;
-      y[u] = c < c_end ? conv_channel(cv, t, slot, c) : 0.f;
-      ss = fmaf(y[u], y[u], ss);
-    }
-    float scale = 1.f;
-    if (normed) {
-      ss = warp_sum(ss);
-      if (lane == 0) red[warp] = ss;
-      __syncthreads();
-      float total = 0.f;
+      for (int u = 0; u < kPerThread; ++u) {
+        const int64_t c = c0 + threadIdx.x + u * kThreads;
+        y[u] = c < c_end ? conv_channel(cv, t, slot, c) : 0.f;
+        ss = fmaf(y[u], y[u], ss);
+      }
+      float scale = 1.f;
+      if (normed) {
+        ss = warp_sum(ss);
+        if (lane == 0) red[warp] = ss;
+        __syncthreads();
+        float total = 0.f;
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) total += red[w];
-      scale = rsqrtf(total + a.eps);
-      __syncthreads(); // red is rewritten for the next token
-    }
+        for (int w = 0; w < kWarps; ++w) total += red[w];
+        scale = rsqrtf(total + a.eps);
+        __syncthreads(); // red is rewritten for the next token
+      }
 #pragma unroll
-    for (int u = 0; u < kPerThread; ++u) {
-      const int64_t c = c0 + threadIdx.x + u * kThreads;
-      if (c < c_end) out[c] = y[u] * scale;
+      for (int u = 0; u < kPerThread; ++u) {
+        const int64_t c = c0 + threadIdx.x + u * kThreads;
+        if (c < c_end) out[c] = y[u] * scale;
+      }
     }
   }
 }
@@ -108,11 +122,13 @@ namespace {
 const KernelInfo kKernel = {NINFER_OP_CONV_L2_NORM, "decode", "ninfer_conv_l2_norm_decode",
                             reinterpret_cast<const void*>(ninfer_conv_l2_norm_decode), kThreads};
 
-// Decode steps only (dims[2], the longest sequence of the call, is 1).
-// Decode steps only; a call that keeps token states (speculative verification) runs the two ops.
+// Decode steps and verification passes: dims[2], the longest sequence of the call, is a short
+// walk (token states or not); prompt chunks run causal_conv1d and l2_norm.
+constexpr int32_t kMaxSeqTokens = 8;
+
 int32_t supports(const void*, const ninfer_shape* s) {
-  return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] >= 1 && s->dims[1] <= kMaxKernel && s->dims[2] == 1 &&
-         s->dims[3] >= 1 && s->dims[3] <= kMaxNormDim && !(s->flags & NINFER_SHAPE_TOKEN_STATES);
+  return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] >= 1 && s->dims[1] <= kMaxKernel && s->dims[2] >= 1 &&
+         s->dims[2] <= kMaxSeqTokens && s->dims[3] >= 1 && s->dims[3] <= kMaxNormDim;
 }
 
 size_t dynamic_smem(const void*, const ninfer_shape*) { return kSmemBytes; }
@@ -139,9 +155,12 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stre
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
                 "conv_l2_norm/decode: %d channels in blocks of %d exceed the %d CTAs grid.y holds", cv.channels,
                 a.norm_dim, kMaxGridZ);
+  if (cv.batch.num_seqs <= 0) return NINFER_OK;
   int64_t b = l->token_begin, e = l->token_end;
   void* params[] = {&a, &b, &e};
-  return launch_kernel(kKernel, dim3(l->grid_x, static_cast<unsigned>(blocks)), l, params, stream, err, err_len);
+  // The planner sizes grid.x by tokens; a CTA takes whole sequences, so no more are needed.
+  const unsigned ctas = static_cast<unsigned>(l->grid_x < cv.batch.num_seqs ? l->grid_x : cv.batch.num_seqs);
+  return launch_kernel(kKernel, dim3(ctas, static_cast<unsigned>(blocks)), l, params, stream, err, err_len);
 }
 
 } // namespace

@@ -1,9 +1,12 @@
-/* Op contract: gated_delta_step — one decode step of a Gated DeltaNet layer after its conv:
- * the gating, the delta rule's update for one token, and the gated output norm, in one op.
+/* Op contract: gated_delta_step — a Gated DeltaNet layer's step after its conv for decode and
+ * verification: the gating, the delta rule's update per token, and the gated output norm, in
+ * one op.
  *
- * Every sequence of the call has exactly one token (a decode step). For token t (sequence
- * i = batch.token_seq[t], slot s = batch.seq_slot[i]) and value head h, with key head
- * kh = h / (v_heads / k_heads) and S = state[s, h] a [k_dim, v_dim] matrix:
+ * A call is a decode step (one token per sequence) or a speculative verification pass (a few
+ * tokens per sequence); each sequence's tokens are taken in order, each from the state the one
+ * before it left. For token t (sequence i = batch.token_seq[t], slot s = batch.seq_slot[i]) and
+ * value head h, with key head kh = h / (v_heads / k_heads) and S = state[s, h] a [k_dim, v_dim]
+ * matrix:
  *   g     = -exp(a_log[h]) * softplus(a[t,h] + dt_bias[h])       (gdn_gating's formulas, on
  *   beta  = sigmoid(b[t,h])                                        the raw projections a, b)
  *   S     = exp(g) * S
@@ -19,13 +22,14 @@
  * norm_w [v_dim] float32; state [slots, v_heads, k_dim, v_dim] float32 (row = key index); out
  * [T, v_heads, v_dim] float32 with row stride out_token_stride, not overlapping the inputs.
  * Planning shape: tokens = T, dims[0] = v_heads, dims[1] = k_dim, dims[2] = v_dim,
- * dims[3] = k_heads, dtype = F32, max_seq_tokens = the most tokens of one sequence where the
- * caller states it: a plugin variant is planned only when it is 0 or 1, and the core runs
- * gdn_gating, gated_delta_rule and gated_rms_norm otherwise.
+ * dims[3] = k_heads, dtype = F32, max_seq_tokens = the most tokens of one sequence (0: not
+ * stated). A variant walks a sequence's tokens one after the other, so each states the longest
+ * walk it takes (a verification pass's few tokens); longer sequences (prompt chunks) run the
+ * core's form, gdn_gating, gated_delta_rule (its chunked forms) and gated_rms_norm.
  *
  * Ordering: a variant may read the batch arrays, the weights and the slots' state while the
  * kernel launched before it on the stream still runs (programmatic dependent launch), so that
- * kernel (or op) must not write them.
+ * kernel (or op) must not write them. A launch covers whole sequences.
  *
  * Token states: as gated_delta_rule's (token_states[t] = the state after token t, when not
  * NULL and the shape has NINFER_SHAPE_TOKEN_STATES). A variant that does not write them refuses
