@@ -78,11 +78,36 @@ void hadamard_rotate(T* x, int32_t n) {
 }
 
 constexpr uint16_t kF16Nan = 0x7e00;
+// The scale candidates kv_append.h's least-error search tries (KV_FP8 per row, KV_INT4R per group).
+constexpr int32_t kFp8ScaleCandidates = NINFER_KV_FP8_SCALE_CANDIDATES;
+constexpr int32_t kInt4ScaleCandidates = NINFER_KV_INT4_SCALE_CANDIDATES;
 
-// Codes q in [-qmax, qmax] and fp16 scales of one row y[hd] in groups of NINFER_KV_GROUP
-// (KV_INT8: qmax 127, KV_INT4R: 7); put(d, q) stores element d's code.
+// The squared error of a candidate scale, summed as kv_append.h orders it (the CUDA writer's
+// warp does the same): element d's float32 error e = decoded - y goes, squared in double (exact),
+// into lane d % 32's partial in increasing d; the 32 partials meet in an xor butterfly.
+class LaneErrors {
+ public:
+  void add(int32_t d, float decoded, float y) {
+    const double e = static_cast<double>(decoded - y);
+    lane_[d % 32] += e * e;
+  }
+  double total() {
+    for (int32_t off = 16; off > 0; off >>= 1) {
+      double next[32];
+      for (int32_t l = 0; l < 32; ++l) next[l] = lane_[l] + lane_[l ^ off];
+      std::copy(next, next + 32, lane_);
+    }
+    return lane_[0];
+  }
+
+ private:
+  double lane_[32] = {};
+};
+
+// KV_INT8: codes q in [-127, 127] and fp16 scales fp16(absmax / 127) of one row y[hd] in groups
+// of NINFER_KV_GROUP; put(d, q) stores element d's code.
 template <class Put>
-void quantize_groups(const float* y, int32_t hd, int32_t qmax, uint16_t* scales, Put put) {
+void quantize_int8_groups(const float* y, int32_t hd, uint16_t* scales, Put put) {
   for (int32_t g0 = 0; g0 < hd; g0 += NINFER_KV_GROUP) {
     float a = 0;
     bool finite = true;
@@ -90,16 +115,76 @@ void quantize_groups(const float* y, int32_t hd, int32_t qmax, uint16_t* scales,
       finite = finite && std::isfinite(y[d]);
       a = std::max(a, std::fabs(y[d]));
     }
-    const float s = f16_value(f16_bits(a / static_cast<float>(qmax)));
+    const float s = f16_value(f16_bits(a / 127.f));
     const bool ok = finite && std::isfinite(s);
     scales[g0 / NINFER_KV_GROUP] = ok ? f16_bits(s) : kF16Nan;
+    for (int32_t d = g0; d < g0 + NINFER_KV_GROUP; ++d)
+      put(d, ok && s > 0 ? static_cast<int32_t>(std::clamp(std::nearbyint(y[d] / s), -127.f, 127.f)) : 0);
+  }
+}
+
+// KV_INT4R's code of y under scale s: rint(y / s) clamped to [-8, 7]; 0 when s is 0.
+inline int32_t int4_code(float y, float s) {
+  return s > 0 ? static_cast<int32_t>(std::clamp(std::nearbyint(y / s), -8.f, 7.f)) : 0;
+}
+
+// KV_INT4R: per group of NINFER_KV_GROUP, the scale of least squared error among
+// fp16(absmax / (7 + i/4)), i = 0..4 (kv_append.h), and its codes; put(d, q) stores them.
+template <class Put>
+void quantize_int4_groups(const float* y, int32_t hd, uint16_t* scales, Put put) {
+  for (int32_t g0 = 0; g0 < hd; g0 += NINFER_KV_GROUP) {
+    float a = 0;
+    bool finite = true;
     for (int32_t d = g0; d < g0 + NINFER_KV_GROUP; ++d) {
-      const float q = ok && s > 0 ? std::clamp(std::nearbyint(y[d] / s), -static_cast<float>(qmax),
-                                               static_cast<float>(qmax))
-                                  : 0.f;
-      put(d, static_cast<int32_t>(q));
+      finite = finite && std::isfinite(y[d]);
+      a = std::max(a, std::fabs(y[d]));
+    }
+    float s = f16_value(f16_bits(a / 7.f));
+    const bool ok = finite && std::isfinite(s);
+    if (ok && s > 0) {
+      double best = INFINITY;
+      for (int32_t i = 0; i < kInt4ScaleCandidates; ++i) {
+        const float c = f16_value(f16_bits(a / (7.f + 0.25f * static_cast<float>(i))));
+        LaneErrors err;
+        for (int32_t d = g0; d < g0 + NINFER_KV_GROUP; ++d)
+          err.add(d, static_cast<float>(int4_code(y[d], c)) * c, y[d]);
+        if (const double e = err.total(); e < best) {
+          best = e;
+          s = c;
+        }
+      }
+    }
+    scales[g0 / NINFER_KV_GROUP] = ok ? f16_bits(s) : kF16Nan;
+    for (int32_t d = g0; d < g0 + NINFER_KV_GROUP; ++d) put(d, ok ? int4_code(y[d], s) : 0);
+  }
+}
+
+// KV_FP8: the row scale of least squared error among absmax / (448 - 14 i), i = 0..15
+// (kv_append.h), NaN for a row with a non-finite element; codes[d] its e4m3 codes.
+inline float quantize_fp8_row(const float* x, int32_t hd, uint8_t* codes) {
+  float a = 0;
+  bool finite = true;
+  for (int32_t d = 0; d < hd; ++d) {
+    finite = finite && std::isfinite(x[d]);
+    a = std::max(a, std::fabs(x[d]));
+  }
+  if (!finite || a == 0.f) {
+    std::fill(codes, codes + hd, uint8_t{0});
+    return finite ? 0.f : NAN;
+  }
+  float s = 0;
+  double best = INFINITY;
+  for (int32_t i = 0; i < kFp8ScaleCandidates; ++i) {
+    const float c = a / (448.f - 14.f * static_cast<float>(i));
+    LaneErrors err;
+    for (int32_t d = 0; d < hd; ++d) err.add(d, e4m3_value(e4m3_satfinite(x[d] / c)) * c, x[d]);
+    if (const double e = err.total(); e < best) {
+      best = e;
+      s = c;
     }
   }
+  for (int32_t d = 0; d < hd; ++d) codes[d] = e4m3_satfinite(x[d] / s);
+  return s;
 }
 
 // Writes the float32 head row x[hd] as row `row` of one tensor (codes, scales) of a cache of
@@ -109,29 +194,19 @@ inline void kv_quantize_row(int32_t dtype, bool key, const float* x, int32_t hd,
   switch (dtype) {
     case NINFER_DTYPE_KV_INT8: {
       auto* c = static_cast<int8_t*>(codes) + row * hd;
-      quantize_groups(x, hd, 127, static_cast<uint16_t*>(scales) + row * (hd / NINFER_KV_GROUP),
-                      [&](int32_t d, int32_t q) { c[d] = static_cast<int8_t>(q); });
+      quantize_int8_groups(x, hd, static_cast<uint16_t*>(scales) + row * (hd / NINFER_KV_GROUP),
+                           [&](int32_t d, int32_t q) { c[d] = static_cast<int8_t>(q); });
       return;
     }
-    case NINFER_DTYPE_KV_FP8: {
-      auto* c = static_cast<uint8_t*>(codes) + row * hd;
-      float a = 0;
-      bool finite = true;
-      for (int32_t d = 0; d < hd; ++d) {
-        finite = finite && std::isfinite(x[d]);
-        a = std::max(a, std::fabs(x[d]));
-      }
-      const float s = a / 448.f;
-      static_cast<float*>(scales)[row] = finite ? s : NAN;
-      for (int32_t d = 0; d < hd; ++d) c[d] = finite && s > 0 ? e4m3_satfinite(x[d] / s) : 0;
+    case NINFER_DTYPE_KV_FP8:
+      static_cast<float*>(scales)[row] = quantize_fp8_row(x, hd, static_cast<uint8_t*>(codes) + row * hd);
       return;
-    }
     case NINFER_DTYPE_KV_INT4R: {
       float y[512];
       std::copy(x, x + hd, y);
       if (key) hadamard_rotate(y, hd);
       auto* c = static_cast<uint8_t*>(codes) + row * hd / 2;
-      quantize_groups(y, hd, 7, static_cast<uint16_t*>(scales) + row * (hd / NINFER_KV_GROUP), [&](int32_t d, int32_t q) {
+      quantize_int4_groups(y, hd, static_cast<uint16_t*>(scales) + row * (hd / NINFER_KV_GROUP), [&](int32_t d, int32_t q) {
         const auto nib = static_cast<uint8_t>(q + 8);
         c[d / 2] = (d & 1) ? static_cast<uint8_t>((c[d / 2] & 0x0f) | (nib << 4))
                            : static_cast<uint8_t>((c[d / 2] & 0xf0) | nib);

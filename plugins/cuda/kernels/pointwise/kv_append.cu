@@ -2,7 +2,8 @@
 // (contract: ninfer/abi/ops/kv_append.h). The cache is float32, float16 or bfloat16; the float32
 // rows are rounded to nearest even on the way in (one kernel per cache dtype, one variant
 // `rows`). The compact formats (KV_INT8, KV_FP8, KV_INT4R) are the variant `rows_quantized`:
-// one warp per head row, the row in registers, its group maxima by warp shuffles.
+// one warp per head row, the row in registers, its group maxima and the least-error scale
+// search's sums (KV_FP8, KV_INT4R) by warp shuffles.
 //
 // One CTA per token (grid-stride over the launch's tokens) copies the token's kv_heads x
 // head_dim K row and V row. A slot or position outside the cache cannot be reported from the
@@ -81,9 +82,37 @@ __device__ __forceinline__ uint8_t e4m3_satfinite(float x) {
   return sign | static_cast<uint8_t>(((lead + 7) << 3) | (n - 8));
 }
 
+// The value of an e4m3fn code (never the NaN 0x7f, which satfinite does not produce).
+__device__ __forceinline__ float e4m3_value(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  const float mag = e == 0 ? static_cast<float>(m) * __int_as_float((127 - 9) << 23)
+                           : static_cast<float>(8 + m) * __int_as_float((e - 10 + 127) << 23);
+  return (b & 0x80) ? -mag : mag;
+}
+
+// kv_append.h's least-error sums, rounded as the contract says (no fused multiply-add): an
+// element's float32 error squared exactly in double into its lane's partial, then the xor
+// butterfly, after which every lane holds the sum (so the pick is warp-uniform).
+__device__ __forceinline__ double add_error(double partial, float decoded, float y) {
+  const double e = static_cast<double>(__fsub_rn(decoded, y));
+  return __dadd_rn(partial, __dmul_rn(e, e));
+}
+__device__ __forceinline__ double warp_error_sum(double p) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) p = __dadd_rn(p, __shfl_xor_sync(kAllLanes, p, off));
+  return p;
+}
+
 // Lane `lane` holds elements d = lane + 32 i (i < n = head_dim / 32) of the row in y[i].
-// Integer groups of 64: group g is i = 2g, 2g + 1 of every lane.
-template <int QMAX, class Put>
+// Integer groups of 64: group g is i = 2g, 2g + 1 of every lane, so lane l's partial of group g
+// takes elements 64g + l and 64g + 32 + l, in that order, as the contract's sum does.
+__device__ __forceinline__ int int4_code(float y, float s) {
+  return s > 0.f ? min(max(__float2int_rn(y / s), -8), 7) : 0;
+}
+
+// KV_INT8 (scale absmax / 127, codes [-127, 127]) or KV_INT4R (the least-error scale of
+// NINFER_KV_INT4_SCALE_CANDIDATES, codes [-8, 7]); put(i, q) stores the code of y[i].
+template <bool INT4, class Put>
 __device__ void quantize_groups(const float (&y)[kPerLane], int n, int lane, uint16_t* scales, Put put) {
 #pragma unroll
   for (int g = 0; g < kPerLane / 2; ++g) { // unrolled: y's indices stay compile-time (registers)
@@ -91,12 +120,48 @@ __device__ void quantize_groups(const float (&y)[kPerLane], int n, int lane, uin
     const float y0 = y[2 * g], y1 = y[2 * g + 1];
     const bool finite = __all_sync(kAllLanes, finite_f(y0) && finite_f(y1));
     const float a = warp_max_f(fmaxf(fabsf(y0), fabsf(y1)));
-    const float s = __half2float(__float2half_rn(a / static_cast<float>(QMAX)));
+    float s = __half2float(__float2half_rn(a / (INT4 ? 7.f : 127.f)));
     const bool ok = finite && finite_f(s);
+    if (INT4 && ok && s > 0.f) {
+      double best = __longlong_as_double(0x7ff0000000000000ll); // +inf
+      for (int i = 0; i < NINFER_KV_INT4_SCALE_CANDIDATES; ++i) {
+        const float c = __half2float(__float2half_rn(a / (7.f + 0.25f * static_cast<float>(i))));
+        double p = add_error(0.0, __fmul_rn(static_cast<float>(int4_code(y0, c)), c), y0);
+        p = warp_error_sum(add_error(p, __fmul_rn(static_cast<float>(int4_code(y1, c)), c), y1));
+        if (p < best) {
+          best = p;
+          s = c;
+        }
+      }
+    }
     if (lane == 0) scales[g] = ok ? half_bits(s) : static_cast<uint16_t>(0x7e00);
-    put(2 * g, ok && s > 0.f ? min(max(__float2int_rn(y0 / s), -QMAX), QMAX) : 0);
-    put(2 * g + 1, ok && s > 0.f ? min(max(__float2int_rn(y1 / s), -QMAX), QMAX) : 0);
+    if (INT4) {
+      put(2 * g, ok ? int4_code(y0, s) : 0);
+      put(2 * g + 1, ok ? int4_code(y1, s) : 0);
+    } else {
+      put(2 * g, ok && s > 0.f ? min(max(__float2int_rn(y0 / s), -127), 127) : 0);
+      put(2 * g + 1, ok && s > 0.f ? min(max(__float2int_rn(y1 / s), -127), 127) : 0);
+    }
   }
+}
+
+// KV_FP8's row scale: the least-error candidate absmax / (448 - 14 i) (kv_append.h).
+__device__ float fp8_row_scale(const float (&y)[kPerLane], int n, float a) {
+  float s = 0.f;
+  double best = __longlong_as_double(0x7ff0000000000000ll);
+  for (int i = 0; i < NINFER_KV_FP8_SCALE_CANDIDATES; ++i) {
+    const float c = a / (448.f - 14.f * static_cast<float>(i));
+    double p = 0.0;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j)
+      if (j < n) p = add_error(p, __fmul_rn(e4m3_value(e4m3_satfinite(y[j] / c)), c), y[j]);
+    p = warp_error_sum(p);
+    if (p < best) {
+      best = p;
+      s = c;
+    }
+  }
+  return s;
 }
 
 // y <- H y over the warp's row (kv_append.h's normalized Hadamard matrix): the butterflies of
@@ -134,8 +199,8 @@ __device__ void quantize_row(const float* x, bool key, int hd, void* codes, void
   for (int i = 0; i < kPerLane; ++i) y[i] = i < n ? x[lane + 32 * i] : 0.f;
   if constexpr (DTYPE == NINFER_DTYPE_KV_INT8) {
     int8_t* c = static_cast<int8_t*>(codes) + row * hd;
-    quantize_groups<127>(y, n, lane, static_cast<uint16_t*>(scales) + row * (hd / NINFER_KV_GROUP),
-                         [&](int i, int q) { c[lane + 32 * i] = static_cast<int8_t>(q); });
+    quantize_groups<false>(y, n, lane, static_cast<uint16_t*>(scales) + row * (hd / NINFER_KV_GROUP),
+                           [&](int i, int q) { c[lane + 32 * i] = static_cast<int8_t>(q); });
   } else if constexpr (DTYPE == NINFER_DTYPE_KV_FP8) {
     bool finite = true;
     float a = 0.f;
@@ -147,7 +212,7 @@ __device__ void quantize_row(const float* x, bool key, int hd, void* codes, void
       }
     finite = __all_sync(kAllLanes, finite);
     a = warp_max_f(a);
-    const float s = a / 448.f;
+    const float s = finite && a > 0.f ? fp8_row_scale(y, n, a) : 0.f;
     if (lane == 0) static_cast<float*>(scales)[row] = finite ? s : __int_as_float(0x7fc00000);
     uint8_t* c = static_cast<uint8_t*>(codes) + row * hd;
 #pragma unroll
@@ -156,7 +221,7 @@ __device__ void quantize_row(const float* x, bool key, int hd, void* codes, void
   } else { // KV_INT4R: two codes per byte, the even element's in the low nibble
     if (key) hadamard_rotate(y, n, lane);
     uint8_t* c = static_cast<uint8_t*>(codes) + row * hd / 2;
-    quantize_groups<7>(y, n, lane, static_cast<uint16_t*>(scales) + row * (hd / NINFER_KV_GROUP), [&](int i, int q) {
+    quantize_groups<true>(y, n, lane, static_cast<uint16_t*>(scales) + row * (hd / NINFER_KV_GROUP), [&](int i, int q) {
       const int nib = q + 8, odd = __shfl_down_sync(kAllLanes, nib, 1);
       if (!(lane & 1)) c[(lane + 32 * i) / 2] = static_cast<uint8_t>(nib | (odd << 4));
     });

@@ -41,16 +41,20 @@
  *     below 2^-14 * 127 * 2^-10 in absolute terms).
  *   NINFER_DTYPE_KV_FP8: codes are float8 e4m3fn (1 sign, 4 exponent bits of bias 7, 3
  *     mantissa bits, no infinities), one byte per element at byte r*head_dim + d. One float32
- *     scale per row, scale[r] = s = max_d |x_d| / 448; code e_d = e4m3(x_d / s), rounded to
- *     nearest even and saturated to +-448 (the satfinite conversion), 0 when s = 0. The element
- *     reads as the float32 product e4m3_value(e_d) * s (one rounding). The scale is float32 rather than fp16 because a row whose
+ *     scale per row, scale[r] = s, the least-error candidate (below) among
+ *     c_i = max_d |x_d| / (448 - 14 i), i < NINFER_KV_FP8_SCALE_CANDIDATES; code
+ *     e_d = e4m3(x_d / s), rounded to nearest even and saturated to +-448 (the satfinite
+ *     conversion), 0 when s = 0. The element reads as the float32 product e4m3_value(e_d) * s
+ *     (one rounding). The scale is float32 rather than fp16 because a row whose
  *     absmax is below 448 * 2^-14 ~ 0.027 would get a subnormal fp16 scale (fewer significant
  *     bits, down to none), and small K/V rows are common after RMS-normed heads; float32 costs 4 bytes per row, 2% of
  *     a 128-wide fp8 row (1% at 256).
  *   NINFER_DTYPE_KV_INT4R: head_dim a power of two and a multiple of 64 (64, 128, 256, 512).
  *     Codes are 4-bit, two per byte at byte (r*head_dim + d) / 2, even d in the low nibble,
- *     each nibble q_d + 8 (q_d in [-7, 7]). Scales as for KV_INT8 with 7 in place of 127:
- *     s = fp16(max_{d in g} |y_d| / 7), q_d = clamp(rint(y_d / s), -7, 7). For v, y = x. For
+ *     each nibble q_d + 8 (q_d in [-8, 7]). Scales are fp16 bit patterns, one per group: s,
+ *     the least-error candidate among c_i = fp16(max_{d in g} |y_d| / (7 + i/4)),
+ *     i < NINFER_KV_INT4_SCALE_CANDIDATES; q_d = clamp(rint(y_d / s), -8, 7), 0 when s = 0. A
+ *     group whose c_0 rounds past 65504 gets a NaN scale. For v, y = x. For
  *     k, y = H x, the row rotated by the normalized Hadamard matrix of order n = head_dim,
  *     H[i][j] = (-1)^popcount(i & j) / sqrt(n) (symmetric and orthogonal: H H = I), computed in
  *     float32 in any order (so y, and the codes, may differ from exact arithmetic by float32
@@ -58,6 +62,13 @@
  *     spreads an outlier channel over the whole row, so one group's scale no longer serves one
  *     large element and 63 small ones. A value element reads as q_d * s; a key row reads as
  *     H k' with k'_d = q_d * s, which attention computes as dot(H q, k') (attention.h).
+ * Least-error scale: of the candidates, the one whose codes give the smallest sum of squared
+ * errors over the row (KV_FP8) or group (KV_INT4R), the first on a tie. The error of element d
+ * is the float32 difference e_d = (its decoded float32 value) - y_d (x_d for KV_FP8); e_d^2 is
+ * taken exactly in double and added, in double, into partial d % 32 in increasing d; the 32
+ * partials p_l then meet in five steps, off = 16, 8, 4, 2, 1, each p_l = p_l + p_(l xor off),
+ * and p_0 is the sum. Every plugin sums in this order, so every plugin picks the same scale.
+ * (docs/kv_formats.md measures what the search buys against absmax / 448 and absmax / 7.)
  * Bytes per head row: head_dim * 4 / 2 / 2 (F32 / F16, BF16), head_dim + 2G (KV_INT8),
  * head_dim + 4 (KV_FP8), head_dim / 2 + 2G (KV_INT4R); the scale arrays hold G (KV_FP8: 1)
  * entries per row, pool_blocks*block_tokens*kv_heads rows, for k and for v.
@@ -100,6 +111,8 @@ extern "C" {
 #define NINFER_OP_KV_APPEND "kv_append"
 
 #define NINFER_KV_GROUP 64 /* elements per scale of KV_INT8 and KV_INT4R */
+#define NINFER_KV_FP8_SCALE_CANDIDATES 16 /* KV_FP8's least-error search: absmax / (448 - 14 i) */
+#define NINFER_KV_INT4_SCALE_CANDIDATES 5 /* KV_INT4R's: fp16(absmax / (7 + i/4)) */
 
 typedef struct ninfer_kv_cache {
   void* k; /* elements of `dtype` */
