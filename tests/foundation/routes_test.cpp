@@ -207,8 +207,8 @@ TEST(Routes, FusedOpWithoutAPluginVariantForTheShapeTakesItsUnfusedForm) {
 // A call that keeps every token's state (NINFER_SHAPE_TOKEN_STATES: a speculative round's
 // verification pass, docs/speculative.md) plans only to variants that write them: on the CPU
 // plugin the recurrent rule, on every CUDA plugin of the build (planned for each described card,
-// no GPU needed) the recurrent rule and the tiled conv, and the fused decode ops' unfused forms.
-// Without the flag the same shapes keep their usual routes.
+// no GPU needed) the recurrent rule, the tiled conv and the fused decode ops, which walk a pass's
+// tokens. Without the flag the same shapes keep their usual routes.
 TEST(Routes, TokenStatesGoOnlyToTheVariantsThatWriteThem) {
   auto flagged = [](ninfer_shape s) {
     s.flags = NINFER_SHAPE_TOKEN_STATES;
@@ -225,13 +225,13 @@ TEST(Routes, TokenStatesGoOnlyToTheVariantsThatWriteThem) {
     EXPECT_EQ(planner.plan(NINFER_OP_GATED_DELTA_RULE, flagged(rule)).variant, "recurrent");
     const ninfer_shape conv{16, {10240, 4, 0, 0}, NINFER_DTYPE_F32, 0};
     EXPECT_EQ(planner.plan(NINFER_OP_CAUSAL_CONV1D, flagged(conv)).variant, "tiled");
-    ninfer_shape step{4, {48, 128, 128, 16}, NINFER_DTYPE_F32, 0};
-    step.max_seq_tokens = 1;
-    EXPECT_FALSE(planner.plan(NINFER_OP_GATED_DELTA_STEP, step).unfused);
-    EXPECT_TRUE(planner.plan(NINFER_OP_GATED_DELTA_STEP, flagged(step)).unfused);
-    const ninfer_shape conv_norm{4, {10240, 4, 1, 128}, NINFER_DTYPE_F32, 0};
-    EXPECT_FALSE(planner.plan(NINFER_OP_CONV_L2_NORM, conv_norm).unfused);
-    EXPECT_TRUE(planner.plan(NINFER_OP_CONV_L2_NORM, flagged(conv_norm)).unfused);
+    // The fused decode ops write token states themselves: a verification pass (4 tokens of
+    // each sequence) keeps its fused route.
+    ninfer_shape step{16, {48, 128, 128, 16}, NINFER_DTYPE_F32, 0};
+    step.max_seq_tokens = 4;
+    EXPECT_EQ(planner.plan(NINFER_OP_GATED_DELTA_STEP, flagged(step)).variant, "decode");
+    const ninfer_shape conv_norm{16, {10240, 4, 4, 128}, NINFER_DTYPE_F32, 0};
+    EXPECT_EQ(planner.plan(NINFER_OP_CONV_L2_NORM, flagged(conv_norm)).variant, "decode");
   }
 }
 
