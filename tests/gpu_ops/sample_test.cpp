@@ -52,7 +52,7 @@ Result run_on(Backend& be, const std::vector<float>& logits, int64_t stride, con
 
 ninfer_sample_row random_params(std::mt19937_64& rng, int32_t vocab) {
   const double temps[] = {0.0, 0.3, 0.7, 1.0, 1.5};
-  const int32_t ks[] = {0, 0, 1, 20, 50, 1000, vocab};
+  const int32_t ks[] = {0, 0, 1, 20, 50, 64, 65, 1000, vocab}; // topk_split takes 1..64
   const double ps[] = {1.0, 1.0, 0.95, 0.8, 0.5, 1e-6};
   const double mins[] = {0.0, 0.0, 0.05, 0.3};
   auto pick = [&](auto& arr) { return arr[rng() % (sizeof(arr) / sizeof(arr[0]))]; };
@@ -125,7 +125,7 @@ TEST(GpuSample, SameDrawsAsCpuPerSetting) {
   };
   const Setting settings[] = {{1, 0, 1, 0},     {0.7, 20, 0.95, 0}, {0.6, 0, 0.95, 0},  {1, 0, 0.5, 0.02},
                               {1.3, 5000, 0.9, 0}, {0.8, 1, 1, 0},  {1, 0, 1, 0.1},     {2, 100, 1e-9, 0},
-                              {1, 0, 0.999, 0}};
+                              {1, 0, 0.999, 0},   {1, 64, 0.9, 0.01}, {0.9, 40, 1, 0}};
   for (int kind = 0; kind < 3; ++kind) {
     std::vector<float> row = randn(rng, vocab, 2.f);
     if (kind == 1) std::fill(row.begin(), row.end(), 0.5f); // one big tie
@@ -144,7 +144,7 @@ TEST(GpuSample, SameDrawsAsCpuPerSetting) {
 }
 
 // Not an assertion: the kernel's time per call at 1 and 8 rows of 248,320 (CUDA events around
-// each call on the default stream, median of 30), printed for docs/validation.md.
+// each call on the default stream, median of 30), printed for docs/sampling.md.
 TEST(GpuSample, Timing) {
   NINFER_REQUIRE_CUDA_BACKEND();
   auto rng = fresh_rng("sample gpu timing");
@@ -175,11 +175,14 @@ TEST(GpuSample, Timing) {
       const ninfer_shape shape{rows, {vocab, 0, 0, 0}, NINFER_DTYPE_F32};
       for (const ninfer_variant* var : gpu->plugin().variants_for(NINFER_OP_SAMPLE)) {
         const Plan plan = gpu->planner().plan_variant(*var, shape);
+        // topk_split's slice lists and its row tickets (left zero by every launch).
+        const DeviceBuffer ws = poisoned_buffer(*gpu, std::max<size_t>(plan.workspace_bytes / sizeof(float), 1));
+        const DeviceBuffer tickets = put(*gpu, std::vector<uint32_t>(NINFER_LAUNCH_TICKETS, 0));
         gpu->synchronize();
         std::vector<float> ms;
         for (int i = 0; i < 31; ++i) {
           cudaEventRecord(start, nullptr);
-          execute(plan, &a, nullptr, nullptr);
+          execute(plan, &a, ws.data(), nullptr, tickets.as<uint32_t>());
           cudaEventRecord(stop, nullptr);
           cudaEventSynchronize(stop);
           float t = 0;
