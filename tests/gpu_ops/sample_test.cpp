@@ -44,6 +44,7 @@ Result run_on(Backend& be, const std::vector<float>& logits, int64_t stride, con
                dlp = poisoned_buffer(be, rows);
   ninfer_sample_args a{dl.as<float>(), stride, dp.as<ninfer_sample_row>(), di.as<int32_t>(), dlp.as<float>(), rows,
                        vocab};
+  be.reserve_workspace(NINFER_OP_SAMPLE, s); // the planner's route may be topk_split (a workspace)
   run_route(be, NINFER_OP_SAMPLE, route, s, &a);
   r.ids = get<int32_t>(be, di, rows);
   r.logprob = get<float>(be, dlp, rows);

@@ -3,9 +3,10 @@
 // DeltaNet layer's recurrent state per slot (Qwen3.5-27B: 786,432 words) chosen by the row the
 // round accepted.
 //
-// A row is split over kRowSlices CTAs (grid.y = split_k), so a handful of large rows (the
-// states of a few slots) still spreads over the device; a thread moves 4-word vectors where the
-// row's start and stride allow, else single words. The indices are written by the op before
+// A row is cut into slices of about kSliceWords words, a CTA each (grid.y), so a handful of
+// large rows (the states of a few slots: 192 slices of a 27B layer's 3 MB) spreads over the
+// whole device whatever its size; a thread moves 4-word vectors where the row's start and
+// stride allow, else single words. The indices are written by the op before
 // (draft_accept): they are read after the launch wait, like everything else.
 #include <cuda_runtime.h>
 
@@ -24,7 +25,8 @@ namespace ninfer::cuda_plugin {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kRowSlices = 8;
+constexpr int64_t kSliceWords = 4096; // 16 KB a CTA: four 16-byte moves per thread
+constexpr int64_t kMaxSlices = 65535; // grid.y's limit
 
 __device__ void copy_rows(const ninfer_copy_rows_args& a, int64_t begin, int64_t end) {
   const int64_t len = (a.width + gridDim.y - 1) / gridDim.y;
@@ -64,11 +66,15 @@ struct CopyRowsDef : TokenDefDefaults {
   static constexpr const char* op = NINFER_OP_COPY_ROWS;
   static constexpr const char* name = "row_slices";
   static constexpr int threads = kThreads;
-  static constexpr int split_k = kRowSlices;
   static KernelPair kernels() {
     return {"ninfer_copy_rows", reinterpret_cast<const void*>(ninfer_copy_rows), nullptr, nullptr};
   }
   static int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0; }
+  // The planner's rows on x; the row's slices on y, from its width.
+  static dim3 grid(const Args& a, const ninfer_launch& l) {
+    const int64_t slices = (a.width + kSliceWords - 1) / kSliceWords;
+    return dim3(static_cast<unsigned>(l.grid_x), static_cast<unsigned>(slices < kMaxSlices ? slices : kMaxSlices));
+  }
   static const char* invalid(const Args& a, const ninfer_launch&) {
     return a.dst_stride < a.width || a.src_stride < a.width ? "strides narrower than the rows" : nullptr;
   }
