@@ -246,6 +246,10 @@ TEST(NinferBench, RefusesBadInputClearly) {
       // Speculation settings without a method (the preset's manifest has none): refused at setup.
       {"--preset qwen3_5-cpu-small --draft-tokens 2 --device cpu", "--draft-tokens sets speculative decoding up", 1},
       {"--preset qwen3_5-cpu-small --draft-vocab 100 --device cpu", "add --spec mtp", 1},
+      {"--preset qwen3-cpu-small --temperature -1 --device cpu", "--temperature -1", 2},
+      {"--preset qwen3-cpu-small --temperature 0.7 --top-p 1.5 --device cpu", "--top-p 1.5", 2},
+      {"--preset qwen3-cpu-small --temperature 0.7 --top-k -3 --device cpu", "--top-k -3", 2},
+      {"--preset qwen3-cpu-small --top-k 20 --device cpu", "give --temperature above 0", 2},
   };
   for (const Case& c : cases) {
     const ProcessOutput r = bench(c.args);
@@ -257,6 +261,30 @@ TEST(NinferBench, RefusesBadInputClearly) {
   EXPECT_EQ(list.status, 0);
   for (const char* p : {"qwen3-0.6b", "qwen3-8b", "qwen3-32b", "qwen3_5-27b"})
     EXPECT_NE(list.out.find(p), std::string::npos) << p;
+}
+
+// --temperature and its filters reach the report (the table's note, the JSON's "sampling");
+// without them the points are greedy and say nothing of sampling.
+TEST(NinferBench, SamplingSettingsAreReported) {
+  const std::string args = "--preset qwen3-cpu-small --skip-prefill --contexts 4 --batches 2 --decode-steps 4 "
+                           "--repeats 1 --warmup 0";
+  const std::string settings = " --temperature 0.7 --top-k 20 --top-p 0.95 --min-p 0.01";
+  const json sampled = bench_json(args + settings);
+  EXPECT_EQ(sampled["sampling"]["temperature"].get<double>(), 0.7);
+  EXPECT_EQ(sampled["sampling"]["top_k"].get<int>(), 20);
+  EXPECT_EQ(sampled["sampling"]["top_p"].get<double>(), 0.95);
+  EXPECT_EQ(sampled["sampling"]["min_p"].get<double>(), 0.01);
+  ASSERT_EQ(sampled["results"].size(), 1u);
+  EXPECT_GT(sampled["results"][0]["tok_s"].get<double>(), 0.0);
+  const ProcessOutput table = bench(args + settings + " --device cpu");
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("sampled their tokens on the device: temperature 0.7, top-k 20, top-p 0.95, min-p 0.01"),
+            std::string::npos)
+      << table.out;
+  EXPECT_EQ(bench_json(args)["sampling"]["temperature"].get<double>(), 0.0);
+  const ProcessOutput greedy = bench(args + " --device cpu");
+  ASSERT_EQ(greedy.status, 0) << greedy.err;
+  EXPECT_EQ(greedy.out.find("sampled their tokens"), std::string::npos);
 }
 
 // --spec-acceptance P: every round keeps its drafts one by one with probability P. At 0 and 1

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "preset_weights.hpp"
 #include "ninfer/checkpoint/random_checkpoint.hpp"
 #include "ninfer/devices/device.hpp"
@@ -50,7 +52,18 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "With --spec mtp: each round keeps its drafts one by one with probability P (0..1), whatever they "
                  "are, so decode tok/s is the engine's at that acceptance (random weights accept no drafts); the "
                  "tokens produced mean nothing");
-  app.add_option("--seed", o.seed, "Seed of a preset's weights and of the prompts")->capture_default_str();
+  app.add_option("--temperature", o.sampling.temperature,
+                 "Decode points pick their tokens with the device's sampler at this temperature (0: greedy, the "
+                 "argmax op)")
+      ->capture_default_str();
+  app.add_option("--top-k", o.sampling.top_k, "With --temperature: keep the K most likely tokens (0: off)")
+      ->capture_default_str();
+  app.add_option("--top-p", o.sampling.top_p, "With --temperature: nucleus sampling's probability mass (1: off)")
+      ->capture_default_str();
+  app.add_option("--min-p", o.sampling.min_p, "With --temperature: drop tokens below min-p x the top probability (0: off)")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed of a preset's weights, of the prompts and of the sampler's draws")
+      ->capture_default_str();
   auto given = [&o](const auto&) { o.points_given = true; };
   app.add_option("--prompt-lengths", o.prompt_lengths, "Prefill points (tokens; on a CPU: 64,256)")
       ->delimiter(',')->capture_default_str()->each(given);
@@ -100,6 +113,14 @@ void check_bench_options(const BenchOptions& o) {
   check_spec_options(o.spec);
   if (o.spec_acceptance && !(*o.spec_acceptance >= 0 && *o.spec_acceptance <= 1))
     throw UsageError(fmt::format("--spec-acceptance {}: expected a probability in [0, 1]", *o.spec_acceptance));
+  const RowSampling& p = o.sampling;
+  if (!(p.temperature >= 0) || !std::isfinite(p.temperature))
+    throw UsageError(fmt::format("--temperature {}: expected 0 (greedy) or a positive number", p.temperature));
+  if (p.top_k < 0) throw UsageError(fmt::format("--top-k {}: expected 0 (off) or a positive count", p.top_k));
+  if (!(p.top_p > 0 && p.top_p <= 1)) throw UsageError(fmt::format("--top-p {}: expected a mass in (0, 1]", p.top_p));
+  if (!(p.min_p >= 0 && p.min_p <= 1)) throw UsageError(fmt::format("--min-p {}: expected a fraction in [0, 1]", p.min_p));
+  if (p.temperature == 0 && (p.top_k > 0 || p.top_p < 1 || p.min_p > 0))
+    throw UsageError("--top-k, --top-p and --min-p filter the sampler: give --temperature above 0 (0 is greedy)");
   if (o.prefill_chunk < 1 || o.decode_steps < 1 || o.repeats < 1 || o.warmup < 0)
     throw UsageError("--prefill-chunk, --decode-steps and --repeats must be >= 1, --warmup >= 0");
   if (o.preset.empty() && o.manifest.empty() && o.checkpoint.empty())

@@ -59,6 +59,9 @@ void print_table(const BenchSetup& s, const std::vector<BenchPoint>& points) {
     fmt::print("decode points ran speculative rounds (drafts among token ids below {}): tok/s counts the tokens they "
                "produced, against the roofline of plain decode\n",
                s.draft_vocab);
+  if (s.sampling.temperature > 0)
+    fmt::print("decode points sampled their tokens on the device: temperature {:g}, top-k {}, top-p {:g}, min-p {:g}\n",
+               s.sampling.temperature, s.sampling.top_k, s.sampling.top_p, s.sampling.min_p);
   if (speculative && s.spec_acceptance)
     fmt::print("each round kept its drafts one by one with probability {:.2f} (--spec-acceptance), whatever they "
                "were: the engine's speed at that acceptance, not the drafter's\n",
@@ -99,6 +102,10 @@ void print_json(const BenchSetup& s, const std::vector<BenchPoint>& points) {
   j["max_context"] = s.max_context;
   j["max_sequences"] = s.max_sequences;
   j["load_seconds"] = s.load_seconds;
+  j["sampling"] = {{"temperature", s.sampling.temperature},
+                   {"top_k", s.sampling.top_k},
+                   {"top_p", s.sampling.top_p},
+                   {"min_p", s.sampling.min_p}};
   json mem;
   for (size_t i = 0; i < s.memory.in_use.size(); ++i)
     mem[memory_use_name(static_cast<MemoryUse>(i))] = s.memory.in_use[i];

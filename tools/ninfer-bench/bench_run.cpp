@@ -33,6 +33,13 @@ std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint64_t seed) {
   return ids;
 }
 
+// Row i's pick: --temperature and its filters, each row a seed of its own.
+RowSampling row_sampling(const BenchOptions& o, int32_t row) {
+  RowSampling s = o.sampling;
+  s.seed = o.seed * 1000003u + static_cast<uint64_t>(row);
+  return s;
+}
+
 void progress(const BenchOptions& o, const std::string& what) {
   if (!o.json) fmt::print(stderr, "  measuring {}\n", what);
 }
@@ -65,8 +72,8 @@ BenchPoint bench_rounds(CausalLM& lm, const BenchOptions& o, int64_t context, in
   const std::vector<int32_t> ids = random_ids(batch, lm.vocab_size(), o.seed + 7);
   std::vector<SpecRow> first, chained;
   for (int32_t i = 0; i < batch; ++i) {
-    first.push_back({.slot = i, .id = ids[static_cast<size_t>(i)]});
-    chained.push_back({.slot = i});
+    first.push_back({.slot = i, .id = ids[static_cast<size_t>(i)], .sampling = row_sampling(o, i)});
+    chained.push_back({.slot = i, .sampling = row_sampling(o, i)});
   }
   const int32_t drafts = lm.options().speculation.draft_tokens;
   // --spec-acceptance: each row's accepted count drawn per round, the drafts kept one by one.
@@ -95,6 +102,7 @@ BenchPoint bench_rounds(CausalLM& lm, const BenchOptions& o, int64_t context, in
     const auto t0 = Clock::now();
     for (int32_t i = 0; i < rounds; ++i) {
       std::vector<SpecRow>& round = i == 0 ? first : chained;
+      for (SpecRow& row : round) row.sampling.draw = static_cast<uint64_t>(i) * (drafts + 1); // fresh draws
       force(round);
       lm.queue_spec_round(round);
       const StepResult res = lm.next_result();
@@ -121,11 +129,12 @@ BenchPoint bench_decode(CausalLM& lm, const BenchOptions& o, int64_t context, in
   std::vector<int32_t> slots(static_cast<size_t>(batch));
   for (int32_t i = 0; i < batch; ++i) slots[static_cast<size_t>(i)] = i;
   std::vector<int32_t> ids = random_ids(batch, lm.vocab_size(), o.seed + 7);
-  // Greedy rows: the first step's ids from the host, every later one from the previous picks.
+  // The first step's ids from the host, every later one from the previous picks (greedy, or
+  // sampled on the device with --temperature).
   std::vector<StepRow> first, chained;
   for (int32_t i = 0; i < batch; ++i) {
-    first.push_back({.slot = i, .ids = std::span(&ids[static_cast<size_t>(i)], 1)});
-    chained.push_back({.slot = i});
+    first.push_back({.slot = i, .ids = std::span(&ids[static_cast<size_t>(i)], 1), .sampling = row_sampling(o, i)});
+    chained.push_back({.slot = i, .sampling = row_sampling(o, i)});
   }
   std::vector<double> rates;
   for (int r = 0; r < o.warmup + o.repeats; ++r) {
@@ -141,6 +150,7 @@ BenchPoint bench_decode(CausalLM& lm, const BenchOptions& o, int64_t context, in
     const auto t0 = Clock::now();
     lm.queue_step(first);
     for (int32_t i = 0; i < steps; ++i) {
+      for (StepRow& row : chained) row.sampling.draw = static_cast<uint64_t>(i) + 1; // a fresh draw a step
       if (i + 1 < steps) lm.queue_step(chained);
       for (int32_t id : lm.next_result().ids)
         if (id < 0) throw Error("a decode step produced NaN logits: the timings would mean nothing");

@@ -129,6 +129,7 @@ int run(BenchOptions o) {
   setup.plan_total = m.lm->memory_plan().parts.total();
   setup.device_taken = m.device_taken;
   setup.spec_acceptance = o.spec_acceptance;
+  setup.sampling = o.sampling;
   setup.draft_vocab = m.lm->options().speculation.draft_vocab ? m.lm->options().speculation.draft_vocab : cfg.vocab_size;
   MemoryReport plain = setup.memory;
   if (m.lm->options().speculation.on()) {
