@@ -52,8 +52,7 @@ struct Scheduler::Sequence {
     }
     const SamplingParams& p = request.sampling;
     if (p.is_greedy()) return;
-    row.sampling = {p.temperature, static_cast<int32_t>(std::min<int64_t>(p.top_k, INT32_MAX)), p.top_p, p.min_p,
-                    sampler.seed(), sampler.claim_draw()};
+    row.sampling = row_sampling(p, sampler.seed(), sampler.claim_draw());
   }
 
   int32_t slot;
@@ -343,8 +342,7 @@ void Scheduler::queue_round() {
     // keeps tokens, claimed when it is read.
     const SamplingParams& sp = s.request.sampling;
     if (!sp.is_greedy())
-      row.sampling = {sp.temperature, static_cast<int32_t>(std::min<int64_t>(sp.top_k, INT32_MAX)), sp.top_p,
-                      sp.min_p,       s.sampler.seed(),                                          s.sampler.draws()};
+      row.sampling = row_sampling(sp, s.sampler.seed(), s.sampler.draws());
     rows.push_back(row);
     f.rows.push_back(p);
     f.logits.push_back(false);

@@ -246,9 +246,13 @@ TEST(NinferBench, RefusesBadInputClearly) {
       // Speculation settings without a method (the preset's manifest has none): refused at setup.
       {"--preset qwen3_5-cpu-small --draft-tokens 2 --device cpu", "--draft-tokens sets speculative decoding up", 1},
       {"--preset qwen3_5-cpu-small --draft-vocab 100 --device cpu", "add --spec mtp", 1},
-      {"--preset qwen3-cpu-small --temperature -1 --device cpu", "--temperature -1", 2},
-      {"--preset qwen3-cpu-small --temperature 0.7 --top-p 1.5 --device cpu", "--top-p 1.5", 2},
-      {"--preset qwen3-cpu-small --temperature 0.7 --top-k -3 --device cpu", "--top-k -3", 2},
+      // The sampling settings' ranges are the requests' own (SamplingParams::validate).
+      {"--preset qwen3-cpu-small --temperature -1 --device cpu",
+       "temperature must be >= 0 (0 means greedy), got -1", 2},
+      {"--preset qwen3-cpu-small --temperature 0.7 --top-p 1.5 --device cpu",
+       "top_p must be in (0, 1] (1 turns it off), got 1.5", 2},
+      {"--preset qwen3-cpu-small --temperature 0.7 --top-k -3 --device cpu",
+       "top_k must be >= 0 (0 turns it off), got -3", 2},
       {"--preset qwen3-cpu-small --top-k 20 --device cpu", "give --temperature above 0", 2},
   };
   for (const Case& c : cases) {

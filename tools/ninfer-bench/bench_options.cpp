@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include "preset_weights.hpp"
 #include "ninfer/checkpoint/random_checkpoint.hpp"
 #include "ninfer/devices/device.hpp"
@@ -113,13 +111,13 @@ void check_bench_options(const BenchOptions& o) {
   check_spec_options(o.spec);
   if (o.spec_acceptance && !(*o.spec_acceptance >= 0 && *o.spec_acceptance <= 1))
     throw UsageError(fmt::format("--spec-acceptance {}: expected a probability in [0, 1]", *o.spec_acceptance));
-  const RowSampling& p = o.sampling;
-  if (!(p.temperature >= 0) || !std::isfinite(p.temperature))
-    throw UsageError(fmt::format("--temperature {}: expected 0 (greedy) or a positive number", p.temperature));
-  if (p.top_k < 0) throw UsageError(fmt::format("--top-k {}: expected 0 (off) or a positive count", p.top_k));
-  if (!(p.top_p > 0 && p.top_p <= 1)) throw UsageError(fmt::format("--top-p {}: expected a mass in (0, 1]", p.top_p));
-  if (!(p.min_p >= 0 && p.min_p <= 1)) throw UsageError(fmt::format("--min-p {}: expected a fraction in [0, 1]", p.min_p));
-  if (p.temperature == 0 && (p.top_k > 0 || p.top_p < 1 || p.min_p > 0))
+  const SamplingParams& p = o.sampling;
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  if (p.is_greedy() && (p.top_k > 0 || p.top_p < 1 || p.min_p > 0))
     throw UsageError("--top-k, --top-p and --min-p filter the sampler: give --temperature above 0 (0 is greedy)");
   if (o.prefill_chunk < 1 || o.decode_steps < 1 || o.repeats < 1 || o.warmup < 0)
     throw UsageError("--prefill-chunk, --decode-steps and --repeats must be >= 1, --warmup >= 0");

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "ninfer/models/causal_lm.hpp"
 #include "ninfer/models/model_setup.hpp"
+#include "ninfer/sampling/sampling_params.hpp"
 
 namespace ninfer::tools {
 
@@ -36,7 +36,7 @@ struct BenchOptions {
   std::optional<double> spec_acceptance;
   // --temperature, --top-k, --top-p, --min-p: decode points pick with the sample op under these
   // settings (temperature 0, the default: greedy, the argmax op)
-  RowSampling sampling{.temperature = 0};
+  SamplingParams sampling{.temperature = 0};
   uint64_t seed = 0;
   std::vector<int64_t> prompt_lengths{512, 2048, 8192, 32768};
   std::vector<int64_t> contexts{0, 4096, 32768};

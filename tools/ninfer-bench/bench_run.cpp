@@ -33,11 +33,9 @@ std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint64_t seed) {
   return ids;
 }
 
-// Row i's pick: --temperature and its filters, each row a seed of its own.
-RowSampling row_sampling(const BenchOptions& o, int32_t row) {
-  RowSampling s = o.sampling;
-  s.seed = o.seed * 1000003u + static_cast<uint64_t>(row);
-  return s;
+// Row i's pick: --temperature and its filters, each row a draw stream of its own.
+RowSampling bench_sampling(const BenchOptions& o, int32_t row) {
+  return row_sampling(o.sampling, o.seed * 1000003u + static_cast<uint64_t>(row), 0);
 }
 
 void progress(const BenchOptions& o, const std::string& what) {
@@ -72,8 +70,8 @@ BenchPoint bench_rounds(CausalLM& lm, const BenchOptions& o, int64_t context, in
   const std::vector<int32_t> ids = random_ids(batch, lm.vocab_size(), o.seed + 7);
   std::vector<SpecRow> first, chained;
   for (int32_t i = 0; i < batch; ++i) {
-    first.push_back({.slot = i, .id = ids[static_cast<size_t>(i)], .sampling = row_sampling(o, i)});
-    chained.push_back({.slot = i, .sampling = row_sampling(o, i)});
+    first.push_back({.slot = i, .id = ids[static_cast<size_t>(i)], .sampling = bench_sampling(o, i)});
+    chained.push_back({.slot = i, .sampling = bench_sampling(o, i)});
   }
   const int32_t drafts = lm.options().speculation.draft_tokens;
   // --spec-acceptance: each row's accepted count drawn per round, the drafts kept one by one.
@@ -133,8 +131,8 @@ BenchPoint bench_decode(CausalLM& lm, const BenchOptions& o, int64_t context, in
   // sampled on the device with --temperature).
   std::vector<StepRow> first, chained;
   for (int32_t i = 0; i < batch; ++i) {
-    first.push_back({.slot = i, .ids = std::span(&ids[static_cast<size_t>(i)], 1), .sampling = row_sampling(o, i)});
-    chained.push_back({.slot = i, .sampling = row_sampling(o, i)});
+    first.push_back({.slot = i, .ids = std::span(&ids[static_cast<size_t>(i)], 1), .sampling = bench_sampling(o, i)});
+    chained.push_back({.slot = i, .sampling = bench_sampling(o, i)});
   }
   std::vector<double> rates;
   for (int r = 0; r < o.warmup + o.repeats; ++r) {

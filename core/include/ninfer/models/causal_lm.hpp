@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "ninfer/checkpoint/checkpoint.hpp"
+#include "ninfer/sampling/sampling_params.hpp"
 #include "ninfer/checkpoint/model_config.hpp"
 #include "ninfer/runtime/device_buffer.hpp"
 
@@ -133,6 +134,10 @@ struct RowSampling {
   uint64_t seed = 0;
   uint64_t draw = 0;
 };
+
+// The device pick of a request's settings `p` (its temperature and filters; penalties and top
+// logprobs are the host's), drawing from stream `seed` at draw number `draw`.
+RowSampling row_sampling(const SamplingParams& p, uint64_t seed, uint64_t draw);
 
 // One sequence's part of a queued step.
 struct StepRow {
