@@ -104,17 +104,43 @@ class LaneErrors {
   double lane_[32] = {};
 };
 
+// The largest |y| of y[0, n) into `a`; whether every element is finite.
+inline bool absmax_finite(const float* y, int32_t n, float& a) {
+  a = 0;
+  bool finite = true;
+  for (int32_t d = 0; d < n; ++d) {
+    finite = finite && std::isfinite(y[d]);
+    a = std::max(a, std::fabs(y[d]));
+  }
+  return finite;
+}
+
+// Of `count` candidate scales candidate(i), the first whose squared error over y[d0, d0 + n) is
+// the least (kv_append.h's sum, LaneErrors); decoded(y_d, c) is the float32 value element y_d
+// reads as under scale c. d0 is a multiple of 32.
+template <class Candidate, class Decoded>
+float least_error_scale(int32_t count, const float* y, int32_t d0, int32_t n, Candidate candidate, Decoded decoded) {
+  float s = 0;
+  double best = INFINITY;
+  for (int32_t i = 0; i < count; ++i) {
+    const float c = candidate(i);
+    LaneErrors err;
+    for (int32_t d = d0; d < d0 + n; ++d) err.add(d, decoded(y[d], c), y[d]);
+    if (const double e = err.total(); e < best) {
+      best = e;
+      s = c;
+    }
+  }
+  return s;
+}
+
 // KV_INT8: codes q in [-127, 127] and fp16 scales fp16(absmax / 127) of one row y[hd] in groups
 // of NINFER_KV_GROUP; put(d, q) stores element d's code.
 template <class Put>
 void quantize_int8_groups(const float* y, int32_t hd, uint16_t* scales, Put put) {
   for (int32_t g0 = 0; g0 < hd; g0 += NINFER_KV_GROUP) {
-    float a = 0;
-    bool finite = true;
-    for (int32_t d = g0; d < g0 + NINFER_KV_GROUP; ++d) {
-      finite = finite && std::isfinite(y[d]);
-      a = std::max(a, std::fabs(y[d]));
-    }
+    float a;
+    const bool finite = absmax_finite(y + g0, NINFER_KV_GROUP, a);
     const float s = f16_value(f16_bits(a / 127.f));
     const bool ok = finite && std::isfinite(s);
     scales[g0 / NINFER_KV_GROUP] = ok ? f16_bits(s) : kF16Nan;
@@ -133,27 +159,15 @@ inline int32_t int4_code(float y, float s) {
 template <class Put>
 void quantize_int4_groups(const float* y, int32_t hd, uint16_t* scales, Put put) {
   for (int32_t g0 = 0; g0 < hd; g0 += NINFER_KV_GROUP) {
-    float a = 0;
-    bool finite = true;
-    for (int32_t d = g0; d < g0 + NINFER_KV_GROUP; ++d) {
-      finite = finite && std::isfinite(y[d]);
-      a = std::max(a, std::fabs(y[d]));
-    }
+    float a;
+    const bool finite = absmax_finite(y + g0, NINFER_KV_GROUP, a);
     float s = f16_value(f16_bits(a / 7.f));
     const bool ok = finite && std::isfinite(s);
-    if (ok && s > 0) {
-      double best = INFINITY;
-      for (int32_t i = 0; i < kInt4ScaleCandidates; ++i) {
-        const float c = f16_value(f16_bits(a / (7.f + 0.25f * static_cast<float>(i))));
-        LaneErrors err;
-        for (int32_t d = g0; d < g0 + NINFER_KV_GROUP; ++d)
-          err.add(d, static_cast<float>(int4_code(y[d], c)) * c, y[d]);
-        if (const double e = err.total(); e < best) {
-          best = e;
-          s = c;
-        }
-      }
-    }
+    if (ok && s > 0)
+      s = least_error_scale(
+          kInt4ScaleCandidates, y, g0, NINFER_KV_GROUP,
+          [&](int32_t i) { return f16_value(f16_bits(a / (7.f + 0.25f * static_cast<float>(i)))); },
+          [](float x, float c) { return static_cast<float>(int4_code(x, c)) * c; });
     scales[g0 / NINFER_KV_GROUP] = ok ? f16_bits(s) : kF16Nan;
     for (int32_t d = g0; d < g0 + NINFER_KV_GROUP; ++d) put(d, ok ? int4_code(y[d], s) : 0);
   }
@@ -162,27 +176,15 @@ void quantize_int4_groups(const float* y, int32_t hd, uint16_t* scales, Put put)
 // KV_FP8: the row scale of least squared error among absmax / (448 - 14 i), i = 0..15
 // (kv_append.h), NaN for a row with a non-finite element; codes[d] its e4m3 codes.
 inline float quantize_fp8_row(const float* x, int32_t hd, uint8_t* codes) {
-  float a = 0;
-  bool finite = true;
-  for (int32_t d = 0; d < hd; ++d) {
-    finite = finite && std::isfinite(x[d]);
-    a = std::max(a, std::fabs(x[d]));
-  }
+  float a;
+  const bool finite = absmax_finite(x, hd, a);
   if (!finite || a == 0.f) {
     std::fill(codes, codes + hd, uint8_t{0});
     return finite ? 0.f : NAN;
   }
-  float s = 0;
-  double best = INFINITY;
-  for (int32_t i = 0; i < kFp8ScaleCandidates; ++i) {
-    const float c = a / (448.f - 14.f * static_cast<float>(i));
-    LaneErrors err;
-    for (int32_t d = 0; d < hd; ++d) err.add(d, e4m3_value(e4m3_satfinite(x[d] / c)) * c, x[d]);
-    if (const double e = err.total(); e < best) {
-      best = e;
-      s = c;
-    }
-  }
+  const float s = least_error_scale(
+      kFp8ScaleCandidates, x, 0, hd, [&](int32_t i) { return a / (448.f - 14.f * static_cast<float>(i)); },
+      [](float y, float c) { return e4m3_value(e4m3_satfinite(y / c)) * c; });
   for (int32_t d = 0; d < hd; ++d) codes[d] = e4m3_satfinite(x[d] / s);
   return s;
 }
