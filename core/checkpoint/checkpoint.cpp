@@ -82,7 +82,7 @@ bool plain_file_name(const std::string& s) {
 
 // weight_map from model.safetensors.index.json: tensor -> shard file name.
 std::vector<std::pair<std::string, std::string>> read_index(const std::filesystem::path& index) {
-  const nlohmann::json doc = read_json_file(index, kMaxIndexJsonBytes);
+  const ConfigJson doc = read_json_file(index, kMaxIndexJsonBytes);
   const JsonFields top(doc, index);
   const auto& map = doc.find("weight_map");
   if (map == doc.end() || !map->is_object())

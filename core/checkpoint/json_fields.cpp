@@ -28,28 +28,28 @@ std::optional<size_t> json_too_deep(const char* text, size_t size, int max_depth
   return std::nullopt;
 }
 
-std::string shown(const nlohmann::json& v, size_t limit) {
-  std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+std::string shown(const ConfigJson& v, size_t limit) {
+  std::string s = v.dump(-1, ' ', false, ConfigJson::error_handler_t::replace);
   if (s.size() <= limit) return s;
   return fmt::format("{}... ({} characters)", s.substr(0, limit), s.size());
 }
 
-nlohmann::json read_json_file(const std::filesystem::path& file, uint64_t max_bytes) {
+ConfigJson read_json_file(const std::filesystem::path& file, uint64_t max_bytes) {
   const std::string text = read_bounded_file(file, max_bytes, file.filename().string());
   if (auto at = json_too_deep(text.data(), text.size(), kMaxJsonDepth))
     throw Error(fmt::format("{}: nested deeper than {} levels (at byte {}); the file is damaged or not a Hugging "
                             "Face checkpoint file",
                             file.string(), kMaxJsonDepth, *at));
   try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
+    return ConfigJson::parse(text);
+  } catch (const ConfigJson::exception& e) {
     throw Error(fmt::format("{}: not valid JSON ({}); the file is damaged or not a Hugging Face "
                             "checkpoint file",
                             file.string(), e.what()));
   }
 }
 
-JsonFields::JsonFields(const nlohmann::json& obj, std::filesystem::path file, std::string path)
+JsonFields::JsonFields(const ConfigJson& obj, std::filesystem::path file, std::string path)
     : obj_(obj), file_(std::move(file)), path_(std::move(path)) {
   if (!obj_.is_object())
     throw Error(fmt::format("{}: {} must be a JSON object", file_.string(),
@@ -64,7 +64,7 @@ void JsonFields::fail(const std::string& key, const std::string& what) const {
   throw Error(fmt::format("{}: key '{}' {}", file_.string(), key_path(key), what));
 }
 
-const nlohmann::json* JsonFields::value(const std::string& key) const {
+const ConfigJson* JsonFields::value(const std::string& key) const {
   auto it = obj_.find(key);
   if (it == obj_.end() || it->is_null()) return nullptr;
   return &*it;
@@ -73,7 +73,7 @@ const nlohmann::json* JsonFields::value(const std::string& key) const {
 bool JsonFields::has(const std::string& key) const { return value(key) != nullptr; }
 
 JsonFields JsonFields::child(const std::string& key) const {
-  const nlohmann::json* v = value(key);
+  const ConfigJson* v = value(key);
   if (!v) fail(key, "is missing");
   if (!v->is_object()) fail(key, fmt::format("must be an object, got {}", v->type_name()));
   return JsonFields(*v, file_, key_path(key));
@@ -81,7 +81,7 @@ JsonFields JsonFields::child(const std::string& key) const {
 
 // A whole number within +-kMaxConfigInteger (an error beyond), nullopt for anything else.
 // 1e6-style floats that hold a whole number are accepted: some exporters write them.
-std::optional<int64_t> JsonFields::bounded_integer(const nlohmann::json& v, const std::string& key) const {
+std::optional<int64_t> JsonFields::bounded_integer(const ConfigJson& v, const std::string& key) const {
   double d;
   if (v.is_number_unsigned()) d = static_cast<double>(v.get<uint64_t>());
   else if (v.is_number_integer()) d = static_cast<double>(v.get<int64_t>());
@@ -96,7 +96,7 @@ std::optional<int64_t> JsonFields::bounded_integer(const nlohmann::json& v, cons
 }
 
 std::optional<int64_t> JsonFields::opt_integer(const std::string& key) const {
-  const nlohmann::json* v = value(key);
+  const ConfigJson* v = value(key);
   if (!v) return std::nullopt;
   if (auto i = bounded_integer(*v, key)) return *i;
   fail(key, fmt::format("must be an integer, got {}", shown(*v)));
@@ -109,7 +109,7 @@ int64_t JsonFields::integer(const std::string& key) const {
 }
 
 std::optional<double> JsonFields::opt_number(const std::string& key) const {
-  const nlohmann::json* v = value(key);
+  const ConfigJson* v = value(key);
   if (!v) return std::nullopt;
   if (!v->is_number()) fail(key, fmt::format("must be a number, got {}", shown(*v)));
   return v->get<double>();
@@ -122,21 +122,21 @@ double JsonFields::number(const std::string& key) const {
 }
 
 std::optional<bool> JsonFields::opt_boolean(const std::string& key) const {
-  const nlohmann::json* v = value(key);
+  const ConfigJson* v = value(key);
   if (!v) return std::nullopt;
   if (!v->is_boolean()) fail(key, fmt::format("must be true or false, got {}", shown(*v)));
   return v->get<bool>();
 }
 
 std::optional<std::string> JsonFields::opt_string(const std::string& key) const {
-  const nlohmann::json* v = value(key);
+  const ConfigJson* v = value(key);
   if (!v) return std::nullopt;
   if (!v->is_string()) fail(key, fmt::format("must be a string, got {}", shown(*v)));
   return v->get<std::string>();
 }
 
 std::optional<std::vector<std::string>> JsonFields::opt_strings(const std::string& key) const {
-  const nlohmann::json* v = value(key);
+  const ConfigJson* v = value(key);
   if (!v) return std::nullopt;
   if (!v->is_array()) fail(key, fmt::format("must be a list of strings, got {}", v->type_name()));
   std::vector<std::string> out;
@@ -148,7 +148,7 @@ std::optional<std::vector<std::string>> JsonFields::opt_strings(const std::strin
 }
 
 std::vector<int64_t> JsonFields::int_or_ints(const std::string& key) const {
-  const nlohmann::json* v = value(key);
+  const ConfigJson* v = value(key);
   if (!v) return {};
   if (v->is_number_integer()) return {*bounded_integer(*v, key)};
   if (!v->is_array()) fail(key, fmt::format("must be an integer or a list of integers, got {}", shown(*v)));

@@ -133,14 +133,14 @@ void read_token_ids(const Sources& s, const std::filesystem::path& dir, ModelCon
   // and <|endoftext|>) are what generation stops on.
   const auto gen_path = dir / "generation_config.json";
   if (!std::filesystem::exists(gen_path)) return;
-  const nlohmann::json gen_json = read_json_file(gen_path);
+  const ConfigJson gen_json = read_json_file(gen_path);
   const JsonFields gen(gen_json, gen_path);
   append_unique(c.eos_token_ids, gen.int_or_ints("eos_token_id"));
   if (!c.bos_token_id) c.bos_token_id = gen.opt_integer("bos_token_id");
   if (!c.pad_token_id) c.pad_token_id = gen.opt_integer("pad_token_id");
 }
 
-ModelConfig parse(const nlohmann::json& root_json, const std::filesystem::path& path,
+ModelConfig parse(const ConfigJson& root_json, const std::filesystem::path& path,
                   const std::filesystem::path& dir) {
   const JsonFields root(root_json, path);
   const auto model_type = root.opt_string("model_type");
@@ -278,7 +278,7 @@ ModelConfig load_model_config(const std::filesystem::path& dir) {
     throw Error(fmt::format("{}: missing; a Hugging Face checkpoint folder holds config.json next to its "
                             "model.safetensors (or model.safetensors.index.json)",
                             path.string()));
-  const nlohmann::json root = read_json_file(path);
+  const ConfigJson root = read_json_file(path);
   ModelConfig c = parse(root, path, dir);
   validate_model_config(c);
   return c;

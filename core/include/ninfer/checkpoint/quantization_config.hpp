@@ -6,7 +6,7 @@
 // ninfer/checkpoint/quantized_tensors.hpp.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include "ninfer/checkpoint/json_fields.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -70,7 +70,7 @@ struct QuantizationConfig {
 
 // Parses `quantization_config` (the object found at `key` of `file`). Throws ninfer::Error
 // naming the file and key for a format ninfer does not read or a malformed field.
-QuantizationConfig parse_quantization_config(const nlohmann::json& q, const std::filesystem::path& file,
+QuantizationConfig parse_quantization_config(const ConfigJson& q, const std::filesystem::path& file,
                                              const std::string& key);
 
 } // namespace ninfer
