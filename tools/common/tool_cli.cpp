@@ -46,6 +46,20 @@ void add_memory_options(CLI::App& app, std::optional<double>& memory_limit, std:
           "auto|TOKENS"));
 }
 
+void add_load_options(CLI::App& app, const LoadFlags& f) {
+  app.add_option("--device", f.device, "cpu, cuda, cuda:N or auto (the best plugin that runs the model)")
+      ->capture_default_str();
+  app.add_option("--plugin-dir", f.plugin_dir, "Plugin directory (default: $NINFER_PLUGIN_DIR, else the install's)");
+  app.add_option("--plugin", f.plugin, "Use this plugin (it must support the device)");
+  add_threads_option(app, f.threads);
+  app.add_option("--dtype", f.dtype, "Weights: auto, float32, bfloat16 (overrides the manifest)")
+      ->check(CLI::IsMember({"auto", "float32", "bfloat16"}));
+  app.add_option("--kv-dtype", f.kv_dtype,
+                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16, int8, fp8, int4r "
+                 "(overrides the manifest)")
+      ->check(CLI::IsMember({"auto", "float32", "float16", "bfloat16", "int8", "fp8", "int4r"}));
+}
+
 void add_spec_options(CLI::App& app, SpecOverrides& spec) {
   app.add_option("--spec", spec.method,
                  "Speculative decoding: mtp (the checkpoint's MTP head drafts, the model verifies them in one pass; "

@@ -48,6 +48,18 @@ void apply_threads(const std::optional<int>& threads);
 // docs/memory.md): a value CLI11 refuses is a command-line problem.
 void add_memory_options(CLI::App& app, std::optional<double>& memory_limit, std::optional<std::string>& kv_capacity);
 
+// The flags that choose where and how a model loads, as ninfer-run and ninfer-serve take them:
+// --device, --plugin-dir, --plugin, --threads, --dtype and --kv-dtype (overriding the manifest).
+struct LoadFlags {
+  std::string& device;
+  std::string& plugin_dir;
+  std::string& plugin;
+  std::optional<int>& threads;
+  std::optional<std::string>& dtype;
+  std::optional<std::string>& kv_dtype;
+};
+void add_load_options(CLI::App& app, const LoadFlags& f);
+
 // --spec none|mtp, --draft-tokens K and --draft-vocab N (ninfer-run, ninfer-serve, ninfer-bench;
 // docs/speculative.md). check_spec_options: a draft option with --spec none is a UsageError.
 void add_spec_options(CLI::App& app, SpecOverrides& spec);

@@ -33,16 +33,7 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--stop", o.stop, "Stop string (repeatable; not included in the output)");
   app.add_option("--stop-id", o.stop_ids, "Stop token id (repeatable)");
   app.add_flag("--ignore-eos", o.ignore_eos, "Do not stop at the model's end-of-sequence tokens");
-  app.add_option("--device", o.device, "cpu, cuda, cuda:N or auto (the best plugin that runs the model)")
-      ->capture_default_str();
-  app.add_option("--plugin-dir", o.plugin_dir, "Plugin directory (default: $NINFER_PLUGIN_DIR, else the install's)");
-  app.add_option("--plugin", o.plugin, "Use this plugin (it must support the device)");
-  add_threads_option(app, o.threads);
-  app.add_option("--dtype", o.dtype, "Weights: auto, float32, bfloat16 (overrides the manifest)")
-      ->check(CLI::IsMember({"auto", "float32", "bfloat16"}));
-  app.add_option("--kv-dtype", o.kv_dtype,
-                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16, int8, fp8, int4r (overrides the manifest)")
-      ->check(CLI::IsMember({"auto", "float32", "float16", "bfloat16", "int8", "fp8", "int4r"}));
+  add_load_options(app, {o.device, o.plugin_dir, o.plugin, o.threads, o.dtype, o.kv_dtype});
   app.add_option("--max-context", o.max_context,
                  "Tokens one sequence may hold (default: the manifest's; unset there, one-shot runs take the prompt "
                  "plus --max-new)");

@@ -64,16 +64,7 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("--request-log", o.request_log, "Append one JSON line per finished request (server-side timings) to FILE");
   app.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (default: $NINFER_API_KEY, else none)")
       ->envname("NINFER_API_KEY");
-  app.add_option("--device", o.device, "cpu, cuda, cuda:N or auto (the best plugin that runs the model)")
-      ->capture_default_str();
-  app.add_option("--plugin-dir", o.plugin_dir, "Plugin directory (default: $NINFER_PLUGIN_DIR, else the install's)");
-  app.add_option("--plugin", o.plugin, "Use this plugin (it must support the device)");
-  add_threads_option(app, o.threads);
-  app.add_option("--dtype", o.dtype, "Weights: auto, float32, bfloat16 (overrides the manifest)")
-      ->check(CLI::IsMember({"auto", "float32", "bfloat16"}));
-  app.add_option("--kv-dtype", o.kv_dtype,
-                 "KV cache: auto (float16 on CUDA, float32 on CPU), float32, float16, bfloat16, int8, fp8, int4r (overrides the manifest)")
-      ->check(CLI::IsMember({"auto", "float32", "float16", "bfloat16", "int8", "fp8", "int4r"}));
+  add_load_options(app, {o.device, o.plugin_dir, o.plugin, o.threads, o.dtype, o.kv_dtype});
   app.add_option("--served-model-name", o.served_model_name, "Model id clients use (default: the manifest's name)");
   // The HTTP front end's limits (docs/serving.md, "Limits").
   HttpLimits& h = o.http;
