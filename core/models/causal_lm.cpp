@@ -69,7 +69,7 @@ void compare_with_plan(const MemoryPlan& plan, const MemoryReport& before, const
 } // namespace
 
 RowSampling row_sampling(const SamplingParams& p, uint64_t seed, uint64_t draw) {
-  return {p.temperature, static_cast<int32_t>(std::min<int64_t>(p.top_k, INT32_MAX)), p.top_p, p.min_p, seed, draw};
+  return {p.is_greedy() ? 0.0 : p.temperature, static_cast<int32_t>(std::min<int64_t>(p.top_k, INT32_MAX)), p.top_p, p.min_p, seed, draw};
 }
 
 const char* to_string(SpecMethod m) { return m == SpecMethod::Mtp ? "mtp" : "none"; }

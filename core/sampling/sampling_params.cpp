@@ -16,7 +16,7 @@ void require(bool ok, const char* field, const char* allowed, double got) {
 } // namespace
 
 void SamplingParams::validate() const {
-  require(std::isfinite(temperature) && temperature >= 0, "temperature", ">= 0 (0 means greedy)",
+  require(std::isfinite(temperature) && temperature >= 0, "temperature", ">= 0 (0, or below 1e-5, means greedy)",
           temperature);
   require(top_k >= 0, "top_k", ">= 0 (0 turns it off)", static_cast<double>(top_k));
   require(top_p > 0 && top_p <= 1, "top_p", "in (0, 1] (1 turns it off)", top_p);

@@ -52,7 +52,8 @@ Result run_on(Backend& be, const std::vector<float>& logits, int64_t stride, con
 }
 
 ninfer_sample_row random_params(std::mt19937_64& rng, int32_t vocab) {
-  const double temps[] = {0.0, 0.3, 0.7, 1.0, 1.5};
+  // 5e-324 and 1e-310: below NINFER_SAMPLE_MIN_TEMPERATURE, greedy (1 / T would overflow).
+  const double temps[] = {0.0, 0.3, 0.7, 1.0, 1.5, 5e-324, 1e-310};
   const int32_t ks[] = {0, 0, 1, 20, 50, 64, 65, 1000, vocab}; // topk_split takes 1..64
   const double ps[] = {1.0, 1.0, 0.95, 0.8, 0.5, 1e-6};
   const double mins[] = {0.0, 0.0, 0.05, 0.3};

@@ -146,8 +146,9 @@ TEST(SampleOp, FilterSetsOnEdgeCases) {
   EXPECT_EQ(support_of(draw_many(be, d, params(2, 0, 1, 5.0), n)), (S{0})); // min_p > 1 acts as 1
 }
 
-// temperature 0 is argmax (lowest id of tied maxima), with argmax's log-probability; top-k 1
-// is argmax at any temperature; invalid rows give -1 and a NaN log-probability.
+// temperature 0 (or below 1e-5) is argmax (lowest id of tied maxima), with argmax's
+// log-probability; top-k 1 is argmax at any temperature; invalid rows give -1 and a NaN
+// log-probability.
 TEST(SampleOp, GreedyAndInvalidRows) {
   Backend be = cpu_backend();
   auto rng = fresh_rng("sample greedy");
@@ -156,7 +157,11 @@ TEST(SampleOp, GreedyAndInvalidRows) {
   auto l = randn(rng, rows * V, 3.f);
   for (int64_t r = 0; r < rows; ++r) l[r * V + 10 + r] = l[r * V + 2000 + r] = 30.f; // tied maxima
   std::vector<ninfer_sample_row> ps;
-  for (int64_t r = 0; r < rows; ++r) ps.push_back(r % 2 ? params(0, 0, 1, 0, rng(), r) : params(0.8, 1, 0.9, 0, rng(), r));
+  // Greedy rows: temperature 0, and below NINFER_SAMPLE_MIN_TEMPERATURE, where 1 / T overflows
+  // (5e-324) or nearly does: the limit T -> 0, the argmax.
+  const double greedy_t[] = {0, 5e-324, 1e-310, 0.99 * NINFER_SAMPLE_MIN_TEMPERATURE};
+  for (int64_t r = 0; r < rows; ++r)
+    ps.push_back(r % 2 ? params(greedy_t[(r / 2) % 4], 0, 1, 0, rng(), r) : params(0.8, 1, 0.9, 0, rng(), r));
   std::vector<int32_t> ids(rows, -7), am(rows, -7);
   auto lp = poisoned(rows), alp = poisoned(rows);
   ninfer_sample_args a{l.data(), V, ps.data(), ids.data(), lp.data(), rows, V};

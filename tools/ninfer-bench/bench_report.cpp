@@ -59,7 +59,7 @@ void print_table(const BenchSetup& s, const std::vector<BenchPoint>& points) {
     fmt::print("decode points ran speculative rounds (drafts among token ids below {}): tok/s counts the tokens they "
                "produced, against the roofline of plain decode\n",
                s.draft_vocab);
-  if (s.sampling.temperature > 0)
+  if (!s.sampling.is_greedy())
     fmt::print("decode points sampled their tokens on the device: temperature {:g}, top-k {}, top-p {:g}, min-p {:g}\n",
                s.sampling.temperature, s.sampling.top_k, s.sampling.top_p, s.sampling.min_p);
   if (speculative && s.spec_acceptance)

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "ninfer/abi/ops/sample_math.h"
 #include "ninfer/devices/device.hpp"
 #include "tool_cli.hpp"
 
@@ -86,7 +87,7 @@ std::vector<std::string> check_run_options(const RunOptions& o) {
     if (o.system) warnings.push_back("--system has no effect without --chat or --interactive");
     if (o.no_think) warnings.push_back("--no-think has no effect without --chat or --interactive");
   }
-  const bool greedy = o.greedy || (o.temperature && *o.temperature == 0);
+  const bool greedy = o.greedy || (o.temperature && ninfer_sample_greedy(*o.temperature));
   if (o.spec.method == "mtp" && (o.repetition_penalty || o.presence_penalty || o.frequency_penalty || o.logprobs))
     warnings.push_back("--spec mtp: a request with penalties or --logprobs is sampled on the host, one token per step: "
                        "it does not speculate");

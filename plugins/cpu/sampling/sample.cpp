@@ -53,7 +53,7 @@ RowResult sample_row(const float* l, int32_t V, const ninfer_sample_row& P) {
   for (int32_t j = 0; j < V; ++j) sum += std::exp(double(l[j]) - m);
   const double lse = double(m) + std::log(sum);
   auto result = [&](int32_t id) { return RowResult{id, static_cast<float>(double(l[id]) - lse)}; };
-  if (!(P.temperature > 0)) return result(best);
+  if (ninfer_sample_greedy(P.temperature)) return result(best);
 
   const double inv_t = 1.0 / P.temperature;
   const int shift = ninfer_sample_shift(V);

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "ninfer/abi/ops/sample_math.h"
+
 namespace ninfer {
 
 using TokenId = int32_t;
@@ -14,7 +16,7 @@ inline constexpr double kMinRepetitionPenalty = 0.01;
 inline constexpr double kMaxRepetitionPenalty = 100.0;
 
 struct SamplingParams {
-  double temperature = 1.0;        // 0 = greedy (argmax of the penalised logits)
+  double temperature = 1.0;        // 0 (below 1e-5) = greedy (argmax of the penalised logits)
   int64_t top_k = 0;               // keep the k most likely tokens; 0 = off
   double top_p = 1.0;              // keep the smallest head whose mass reaches top_p; 1 = off
   double min_p = 0.0;              // keep tokens with p >= min_p * p_max; 0 = off
@@ -24,7 +26,8 @@ struct SamplingParams {
   std::optional<uint64_t> seed;    // same seed + same logits => same tokens; unset = random
   int64_t top_logprobs = 0;        // how many (id, logprob) pairs to report per token
 
-  bool is_greedy() const { return temperature == 0.0; }
+  // The sample op's line (NINFER_SAMPLE_MIN_TEMPERATURE): the host and the device agree on it.
+  bool is_greedy() const { return ninfer_sample_greedy(temperature); }
 
   // Throws ninfer::Error naming the first field that is out of range and its allowed range.
   void validate() const;

@@ -433,7 +433,7 @@ __device__ void sample_row(const ninfer_sample_args& a, int64_t r) {
     return;
   }
   const float lp_base = -mx - logf(sum); // logprob of token j = row[j] + lp_base
-  if (!(P.temperature > 0)) {
+  if (ninfer_sample_greedy(P.temperature)) {
     if (threadIdx.x == 0) write_result(a, r, idx, (row[idx] - mx) - logf(sum));
     return;
   }

@@ -206,7 +206,7 @@ __device__ void draw_from_top(const ninfer_sample_args& a, int64_t r, const ninf
     return;
   }
   const float lp_base = -mx - logf(sum); // logprob of token j = l[j] + lp_base
-  if (!(P.temperature > 0)) {
+  if (ninfer_sample_greedy(P.temperature)) {
     if (lane == 0) write_result(a, r, top[0].id, (top[0].value - mx) - logf(sum));
     return;
   }
@@ -273,7 +273,7 @@ __device__ void sample_split(const ninfer_sample_args& a, int64_t first, Cand* c
   __shared__ SliceShared sh;
   const int64_t r = first + blockIdx.y;
   const ninfer_sample_row P = a.params[r];
-  const bool greedy = !(P.temperature > 0);
+  const bool greedy = ninfer_sample_greedy(P.temperature);
   if (!greedy && !(P.top_k > 0 && P.top_k <= kMaxK && P.top_k < a.vocab)) {
     if (blockIdx.x == 0) sample_row_form::sample_row<true>(a, r);
     return;

@@ -6,7 +6,8 @@
  * Math, for every row r in [0, rows), with l = logits row r, V = vocab, P = params[r]:
  *  0. Invalid row: any l[j] NaN or +inf, or every l[j] = -inf  =>  ids[r] = -1, logprob NaN.
  *  1. logprob[r] = l[id] - log(sum_j exp(l[j]))  (the RAW distribution, as argmax reports it).
- *  2. Greedy: if !(P.temperature > 0), id = the smallest j with l[j] = max l (ties: lowest id).
+ *  2. Greedy: if ninfer_sample_greedy(P.temperature) (below NINFER_SAMPLE_MIN_TEMPERATURE = 1e-5,
+ *     or NaN), id = the smallest j with l[j] = max l (ties: lowest id).
  *  3. Weights: m = max l; inv_t = 1.0 / P.temperature (double);
  *       x_j = ((double)l[j] - (double)m) * inv_t;   w_j = ninfer_sample_exp(x_j)   (w_j in [0, 1])
  *       W_j = (uint64)(w_j * 2^s)  with s = ninfer_sample_shift(V) = 63 - ceil(log2 V)
@@ -44,7 +45,7 @@ extern "C" {
 
 /* One row's sampling parameters (48 bytes, no padding surprises between compilers). */
 typedef struct ninfer_sample_row {
-  double temperature; /* <= 0 (or NaN): greedy */
+  double temperature; /* < NINFER_SAMPLE_MIN_TEMPERATURE (or NaN): greedy */
   double top_p;       /* >= 1 (or NaN): off */
   double min_p;       /* <= 0: off; > 1 acts as 1 */
   uint64_t seed;

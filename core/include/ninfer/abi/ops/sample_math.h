@@ -20,6 +20,16 @@
 #define NINFER_SAMPLE_HD inline
 #endif
 
+/* Temperatures below this pick greedily (sample.h step 2): softmax(l / T) tends to the argmax as
+ * T -> 0, and near T = 5e-309 the contract's 1 / T overflows to infinity, whose product with the
+ * max token's 0 is NaN. vLLM draws the same line. */
+#define NINFER_SAMPLE_MIN_TEMPERATURE 1e-5
+
+/* Whether a row with this temperature is greedy: below NINFER_SAMPLE_MIN_TEMPERATURE, or NaN. */
+NINFER_SAMPLE_HD bool ninfer_sample_greedy(double temperature) {
+  return !(temperature >= NINFER_SAMPLE_MIN_TEMPERATURE);
+}
+
 /* The splitmix64 finaliser: a bijective 64-bit mix. */
 NINFER_SAMPLE_HD uint64_t ninfer_sample_mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
