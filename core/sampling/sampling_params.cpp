@@ -10,10 +10,13 @@ namespace ninfer {
 namespace {
 
 void require(bool ok, const char* field, const char* allowed, double got) {
-  if (!ok) throw Error(fmt::format("sampling: {} must be {}, got {}", field, allowed, got));
+  if (!ok) throw InvalidSampling(field, fmt::format("must be {}, got {}", allowed, got));
 }
 
 } // namespace
+
+InvalidSampling::InvalidSampling(std::string f, std::string p)
+    : Error(fmt::format("sampling: {} {}", f, p)), field(std::move(f)), problem(std::move(p)) {}
 
 void SamplingParams::validate() const {
   require(std::isfinite(temperature) && temperature >= 0, "temperature", ">= 0 (0, or below 1e-5, means greedy)",

@@ -155,6 +155,10 @@ std::vector<std::shared_ptr<RequestHandle>> Engine::submit(GenerationRequest r, 
     std::lock_guard lock(mutex_);
     if (stopping_) throw QueueFull("the server is shutting down");
     const int64_t capacity = lm_.options().max_sequences + options_.max_pending;
+    if (choices > capacity)
+      throw TooManyChoices(fmt::format("{} choices can never be queued together: the server runs {} sequences at once "
+                                       "and queues {} more (--max-concurrency, --max-pending-requests)",
+                                       choices, lm_.options().max_sequences, options_.max_pending));
     if (static_cast<int64_t>(pending_.size()) + running_ + choices > capacity)
       throw QueueFull(fmt::format("all {} slots are busy and {} requests are waiting (--max-pending-requests {}): "
                                   "retry later",

@@ -5,11 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +22,7 @@
 
 #include "demo_checkpoint.hpp"
 #include "process.hpp"
+#include "raw_http.hpp"
 #include "server_process.hpp"
 #include "test_support.hpp"
 
@@ -39,153 +36,9 @@ namespace {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-struct RawResponse {
-  int status = 0;
-  std::map<std::string, std::string> headers; // names in lower case
-  std::string body;                           // de-chunked
-};
-
-// One client connection, driven byte by byte. `from` is the local address to connect from
-// (any of 127.0.0.0/8 reaches the server, so tests can be several peers).
-class Conn {
- public:
-  explicit Conn(int port, const char* from = "127.0.0.1", int receive_buffer = 0) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (receive_buffer > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
-    sockaddr_in local{};
-    local.sin_family = AF_INET;
-    inet_pton(AF_INET, from, &local.sin_addr);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof local);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
-  ~Conn() { close(); }
-  Conn(const Conn&) = delete;
-  Conn& operator=(const Conn&) = delete;
-
-  bool connected() const { return connected_; }
-  bool send(std::string_view s) {
-    while (!s.empty()) {
-      const ssize_t n = ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      s.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  // Reads what arrives within `timeout`; false once the server closed the connection.
-  bool pump(milliseconds timeout) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return true;
-    char buf[65536];
-    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-    if (n <= 0) {
-      eof_ = true;
-      return false;
-    }
-    in_.append(buf, static_cast<size_t>(n));
-    return true;
-  }
-  const std::string& received() const { return in_; }
-  // The next whole response, or nullopt if none came within `timeout` (or the connection
-  // closed first).
-  std::optional<RawResponse> response(milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (true) {
-      if (auto r = take()) return r;
-      if (eof_ || Clock::now() >= deadline) return std::nullopt;
-      pump(std::chrono::duration_cast<milliseconds>(deadline - Clock::now()) + milliseconds(1));
-    }
-  }
-  // True if the server closes the connection within `timeout` (what it sent is kept).
-  bool closed_within(milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (!eof_ && Clock::now() < deadline)
-      pump(std::chrono::duration_cast<milliseconds>(deadline - Clock::now()) + milliseconds(1));
-    return eof_;
-  }
-
- private:
-  // Parses one response off the front of in_ if it is complete.
-  std::optional<RawResponse> take() {
-    const size_t head_end = in_.find("\r\n\r\n");
-    if (head_end == std::string::npos) return std::nullopt;
-    RawResponse r;
-    std::istringstream head(in_.substr(0, head_end));
-    std::string line;
-    std::getline(head, line);
-    if (line.size() < 12) return std::nullopt;
-    r.status = std::stoi(line.substr(9, 3));
-    while (std::getline(head, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      const size_t colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      std::string name = line.substr(0, colon);
-      std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-      r.headers[name] = line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-    size_t pos = head_end + 4;
-    if (r.status / 100 == 1) { // interim: no body
-      in_.erase(0, pos);
-      return r;
-    }
-    if (r.headers.count("content-length")) {
-      const size_t n = std::stoul(r.headers["content-length"]);
-      if (in_.size() < pos + n) return std::nullopt;
-      r.body = in_.substr(pos, n);
-      in_.erase(0, pos + n);
-      return r;
-    }
-    if (r.headers.count("transfer-encoding")) {
-      std::string body;
-      while (true) {
-        const size_t eol = in_.find("\r\n", pos);
-        if (eol == std::string::npos) return std::nullopt;
-        const size_t n = std::stoul(in_.substr(pos, eol - pos), nullptr, 16);
-        if (in_.size() < eol + 2 + n + 2) return std::nullopt;
-        body += in_.substr(eol + 2, n);
-        pos = eol + 2 + n + 2;
-        if (n == 0) break;
-      }
-      r.body = std::move(body);
-      in_.erase(0, pos);
-      return r;
-    }
-    if (!eof_) return std::nullopt; // body until close
-    r.body = in_.substr(pos);
-    in_.clear();
-    return r;
-  }
-
-  int fd_ = -1;
-  bool connected_ = false;
-  bool eof_ = false;
-  std::string in_;
-};
-
-std::string post_text(const std::string& path, const std::string& body, const std::string& extra_headers = {}) {
-  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n" + extra_headers + "\r\n" + body;
-}
-std::string get_text(const std::string& path) { return "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"; }
-
 json completion(const json& prompt, int64_t max_tokens, bool stream = false) {
   return json{{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true},
               {"stream", stream}};
-}
-
-// One GET or POST on a fresh connection; nullopt if no answer within `timeout`.
-std::optional<RawResponse> ask(int port, const std::string& request, milliseconds timeout = milliseconds(5000),
-                               const char* from = "127.0.0.1") {
-  Conn c(port, from);
-  if (!c.connected() || !c.send(request)) return std::nullopt;
-  return c.response(timeout);
 }
 
 std::vector<std::string> tiny_args(const std::vector<std::string>& extra = {}) {
@@ -423,7 +276,8 @@ TEST(NinferServeHostile, OversizedBodiesAre413AndTooManyHeaders431) {
 TEST(NinferServeHostile, ClientMistakesAre400NamingTheField) {
   ServerProcess server(demo_args());
   const auto expect_400 = [&](const std::string& body, const std::string& param) {
-    const auto r = ask(server.port(), post_text(param.rfind("messages", 0) == 0 ? "/v1/chat/completions" : "/v1/completions", body));
+    const bool chat = body.find("\"messages\"") != std::string::npos;
+    const auto r = ask(server.port(), post_text(chat ? "/v1/chat/completions" : "/v1/completions", body));
     ASSERT_TRUE(r) << body;
     EXPECT_EQ(r->status, 400) << body << " -> " << r->body;
     const json e = json::parse(r->body, nullptr, false);
@@ -439,9 +293,80 @@ TEST(NinferServeHostile, ClientMistakesAre400NamingTheField) {
   expect_400(R"({"messages": [{"role": "user", "content": [{"type": null, "text": "hi"}]}], "max_tokens": 2})",
              "messages[0].content");
   expect_400(R"({"prompt": [1, 2], "max_tokens": 2, "repetition_penalty": 1e-300})", "repetition_penalty");
+  expect_400(R"({"prompt": [1, 2], "max_tokens": 2, "top_p": 0})", "top_p");
+  expect_400(R"({"prompt": [1, 2], "max_tokens": 2, "stream": true, "stream_options": {"include_usage": "yes"}})",
+             "stream_options.include_usage");
+  expect_400(R"({"messages": [{"role": "user", "content": []}], "max_tokens": 2})", "messages[0].content");
+  expect_400(R"({"messages": [{"role": "user", "content": null}], "max_tokens": 2})", "messages[0].content");
+  expect_400(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "content": "18 C"}], "max_tokens": 2})",
+             "messages[1].tool_call_id");
+  expect_400(R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "tools": [{"type": "function",
+               "function": {"name": "f", "strict": true}}]})",
+             "tools[0].function.strict");
+  // A limit past the context: the sum in the message is exact, not wrapped around.
+  const auto huge = ask(server.port(), post_text("/v1/completions", R"({"prompt": [1, 2], "max_tokens": 9223372036854775807})"));
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->status, 400);
+  EXPECT_NE(huge->body.find("asks for 9223372036854775809 (2 in the prompt"), std::string::npos) << huge->body;
+  // Anthropic: a message without content blocks is the client's mistake, in Anthropic's shape.
+  for (const char* path : {"/v1/messages", "/v1/messages/count_tokens"}) {
+    const auto r = ask(server.port(), post_text(path, R"({"max_tokens": 2, "messages": [{"role": "user", "content": []}]})"));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << path << " -> " << r->body;
+    const json e = json::parse(r->body, nullptr, false);
+    EXPECT_EQ(e.value("type", ""), "error") << r->body;
+    EXPECT_EQ(e["error"].value("type", ""), "invalid_request_error") << r->body;
+    EXPECT_NE(e["error"].value("message", "").find("messages[0].content"), std::string::npos) << r->body;
+  }
   const auto ok = ask(server.port(), post_text("/v1/completions", R"({"prompt": [1, 2], "max_tokens": 2, "repetition_penalty": 1.1})"));
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// A temperature too small to divide by (1 / T is infinite below about 5e-309) samples as the
+// limit T -> 0 does: greedily, on the device's sample op and on the host's sampler
+// (a repetition penalty), giving temperature 0's tokens; the server stays up.
+TEST(NinferServeHostile, ATemperatureTooSmallToDivideByIsGreedy) {
+  ServerProcess server(demo_args());
+  const auto text = [&](json body) -> std::string {
+    body["prompt"] = {1, 2, 3};
+    body["max_tokens"] = 6;
+    body["ignore_eos"] = true;
+    body["seed"] = 7;
+    const auto r = ask(server.port(), post_text("/v1/completions", body.dump()), milliseconds(30000));
+    if (!r || r->status != 200) return "(failed: " + (r ? r->body : std::string("no answer")) + ")";
+    return json::parse(r->body)["choices"][0]["text"];
+  };
+  for (const json extra : {json::object(), json{{"repetition_penalty", 1.1}}}) {
+    json greedy = extra;
+    greedy["temperature"] = 0;
+    const std::string expected = text(greedy);
+    ASSERT_EQ(expected.find("(failed"), std::string::npos) << expected;
+    for (const double t : {5e-324, 1e-310, 1e-6}) {
+      json tiny = extra;
+      tiny["temperature"] = t;
+      EXPECT_EQ(text(tiny), expected) << tiny.dump();
+    }
+  }
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// More choices than the slots and the queue hold together can never be served: a 400 naming
+// `n`, not a 429 to retry. As many as they hold are served.
+TEST(NinferServeHostile, ChoicesBeyondTheSlotsAndTheQueueAre400) {
+  ServerProcess server(tiny_args({"--max-pending-requests", "0"}));
+  json body = completion({1, 2}, 2);
+  body["n"] = 3;
+  const auto r = ask(server.port(), post_text("/v1/completions", body.dump()));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "n") << r->body;
+  body["n"] = 2;
+  const auto ok = ask(server.port(), post_text("/v1/completions", body.dump()));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(json::parse(ok->body)["choices"].size(), 2u);
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 

@@ -126,6 +126,39 @@ TEST(NinferServe, NamedToolChoiceReturnsTheCallAndStreamsItAsOpenAIDoes) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
+// tool_choice "required" prefills a call's opening, and the model picks the function; the
+// random model names none, so the prefill and its text come back as content, the same whole and
+// streamed (the deltas join to the whole reply's content and calls).
+TEST(NinferServe, RequiredToolChoiceStreamsWhatTheWholeReplySays) {
+  ServerProcess server(demo_args());
+  auto c = server.client();
+  json req = named_call_request(false);
+  req["tool_choice"] = "required";
+  req.erase("return_token_ids");
+  const Reply whole = post(*c, "/v1/chat/completions", req);
+  ASSERT_EQ(whole.status, 200) << whole.body.dump();
+  const json& message = whole.body["choices"][0]["message"];
+  const std::string content = message["content"].is_string() ? message["content"].get<std::string>() : "";
+  const size_t calls = message.contains("tool_calls") ? message["tool_calls"].size() : 0;
+  if (calls == 0) EXPECT_TRUE(content.starts_with("<tool_call>")) << "the prefill is part of an answer that is no call";
+  req["stream"] = true;
+  const auto [status, stream] = post_stream(*c, "/v1/chat/completions", req);
+  ASSERT_EQ(status, 200);
+  std::string streamed;
+  size_t streamed_calls = 0;
+  for (const std::string& e : sse_data(stream)) {
+    if (e == "[DONE]") continue;
+    for (const json& ch : json::parse(e)["choices"]) {
+      const json& delta = ch["delta"];
+      if (delta.contains("content") && delta["content"].is_string()) streamed += delta["content"].get<std::string>();
+      if (delta.contains("tool_calls") && delta["tool_calls"][0].contains("id")) ++streamed_calls;
+    }
+  }
+  EXPECT_EQ(streamed, content);
+  EXPECT_EQ(streamed_calls, calls);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
 TEST(NinferServe, ToolFieldsAreCheckedAndNoneOrAutoLeaveTextAlone) {
   ServerProcess server(demo_args());
   auto c = server.client();

@@ -55,6 +55,7 @@ void add_message(const json& m, size_t index, std::vector<ChatMessage>& out) {
     return;
   }
   if (!content->is_array()) throw bad_param(p + ".content", "expected a string or an array of content blocks");
+  if (content->empty()) throw bad_param(p + ".content", "expected at least one content block");
   ChatMessage turn{role, {}, std::nullopt, {}};
   bool has_turn = false; // text (or, for the assistant, anything) waiting to be a turn
   for (size_t i = 0; i < content->size(); ++i) {
@@ -157,15 +158,6 @@ std::optional<int64_t> thinking_budget(const json& body) {
   return budget->get<int64_t>();
 }
 
-std::optional<double> number(const json& body, const char* key, double lo, double hi) {
-  const json* v = field(body, key);
-  if (!v) return std::nullopt;
-  if (!v->is_number()) throw bad_param(key, "expected a number");
-  const double x = v->get<double>();
-  if (!(x >= lo && x <= hi)) throw bad_param(key, fmt::format("{} is outside [{}, {}]", x, lo, hi));
-  return x;
-}
-
 MessagesRequest parse_fields(const json& body, const LoadedModel& model, bool count_only) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   if (const json* m = field(body, "model")) {
@@ -203,17 +195,13 @@ MessagesRequest parse_fields(const json& body, const LoadedModel& model, bool co
     throw bad_param("max_tokens", "expected a positive integer");
   r.max_new_tokens = max_tokens->get<int64_t>();
   p.max_tokens_field = "max_tokens";
-  if (auto v = number(body, "temperature", 0, 1)) r.sampling.temperature = *v;
-  if (auto v = number(body, "top_p", 0, 1)) r.sampling.top_p = *v;
+  if (auto v = request_number(body, "temperature", 0, 1)) r.sampling.temperature = *v;
+  if (auto v = request_number(body, "top_p")) r.sampling.top_p = *v;
   if (const json* k = field(body, "top_k")) {
     if (!k->is_number_integer() || k->get<int64_t>() < 0) throw bad_param("top_k", "expected a non-negative integer");
     r.sampling.top_k = std::min<int64_t>(k->get<int64_t>(), INT32_MAX);
   }
-  try {
-    r.sampling.validate();
-  } catch (const Error& e) {
-    throw ApiError(400, e.what());
-  }
+  validate_sampling(r.sampling);
   if (const json* s = field(body, "stop_sequences")) {
     if (!s->is_array()) throw bad_param("stop_sequences", "expected an array of strings");
     for (const json& x : *s) {

@@ -12,6 +12,7 @@ bool make_chat_prompt(const std::vector<ChatMessage>& messages, bool thinking, s
   if (!model.tokenizer) throw ApiError(400, "this model has no tokenizer: use /v1/completions with token-id prompts");
   if (model.manifest.chat_template == ChatTemplate::None)
     throw ApiError(400, "this model's manifest sets chat_template: none: use /v1/completions");
+  if (messages.empty()) throw bad_param("messages", "no message has anything for the prompt");
   // A forced call starts the answer (tool_choice.hpp): no thinking before it.
   if (tools.forced()) thinking = false;
   const auto im_end = model.tokenizer->token_id("<|im_end|>");

@@ -17,7 +17,8 @@ std::string sse_event(const std::string& data, const std::string& name) {
 std::vector<std::shared_ptr<serving::RequestHandle>> submit(serving::Engine& engine, const std::string& prompt_field,
                                                             ParsedRequest& p) {
   // A limit the context cannot hold is refused up front (as vLLM does) rather than cut short
-  // where the context fills; a prompt alone too long is the engine's 413 below.
+  // where the context fills; a prompt alone too long is the engine's 413 below. Both counts are
+  // in [0, 2^63), so their sum is exact in 64 unsigned bits.
   const int64_t prompt = static_cast<int64_t>(p.generation.prompt_ids.size());
   const int64_t ctx = engine.max_context();
   const int64_t asked = p.generation.max_new_tokens;
@@ -25,13 +26,15 @@ std::vector<std::shared_ptr<serving::RequestHandle>> submit(serving::Engine& eng
     throw ApiError(400,
                    fmt::format("this model's context holds {} tokens, but the request asks for {} ({} in the {}, {} "
                                "{}): set {} to at most {}",
-                               ctx, prompt + asked, prompt, prompt_field,
+                               ctx, static_cast<uint64_t>(prompt) + static_cast<uint64_t>(asked), prompt, prompt_field,
                                p.max_tokens_field, asked, p.max_tokens_field, ctx - prompt),
                    "invalid_request_error", p.max_tokens_field, "context_length_exceeded");
   try {
     return engine.submit(p.generation, p.options, p.n);
   } catch (const serving::PromptTooLong& e) {
     throw ApiError(413, e.what(), "invalid_request_error", prompt_field, "context_length_exceeded");
+  } catch (const serving::TooManyChoices& e) {
+    throw ApiError(400, e.what(), "invalid_request_error", "n");
   } catch (const serving::QueueFull& e) {
     throw ApiError(429, e.what(), "rate_limit_error", {}, "queue_full");
   } catch (const Error& e) {

@@ -151,6 +151,14 @@ struct Reply {
 
 } // namespace
 
+std::string_view bearer_token(std::string_view authorization) {
+  constexpr std::string_view kScheme = "bearer ";
+  if (authorization.size() < kScheme.size()) return {};
+  for (size_t i = 0; i < kScheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i]) return {};
+  return authorization.substr(kScheme.size());
+}
+
 bool same_secret(std::string_view a, std::string_view b) {
   const size_t n = std::max(a.size(), b.size());
   unsigned diff = a.size() == b.size() ? 0u : 1u;
@@ -169,23 +177,30 @@ Routes::Routes(const LoadedModel& model, serving::Engine& engine, Drain& drain, 
 
 void Routes::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
   if (req.path == "/health") {
-    if (req.method != "GET") return send_error(*ex, ApiError(405, "use GET /health"));
+    if (req.method != "GET")
+      return ex->reply(405, "application/json", dump(ApiError(405, "use GET /health").body()), "Allow: GET, HEAD\r\n");
     // While draining, a load balancer should stop sending here.
     if (drain_.draining()) return ex->reply(503, "application/json", R"({"status":"draining"})");
     return ex->reply(200, "application/json", R"({"status":"ok"})");
   }
   const bool anthropic = req.path == "/v1/messages" || req.path.starts_with("/v1/messages/");
   // The key as OpenAI's clients send it (a bearer token) or as Anthropic's do (x-api-key).
-  if (!api_key_.empty() && !same_secret(req.header("Authorization"), "Bearer " + api_key_) &&
+  if (!api_key_.empty() && !same_secret(bearer_token(req.header("Authorization")), api_key_) &&
       !same_secret(req.header("x-api-key"), api_key_)) {
     const ApiError e(401, "missing or wrong API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'",
                      "invalid_request_error", {}, "invalid_api_key");
     return anthropic ? send_anthropic_error(*ex, e) : send_error(*ex, e);
   }
-  if (req.method == "GET" && req.path == "/v1/models") {
-    const json m{{"id", model_.name}, {"object", "model"}, {"created", 0}, {"owned_by", "ninfer"},
-                 {"max_model_len", engine_.max_context()}};
-    return ex->reply(200, "application/json", dump(json{{"object", "list"}, {"data", json::array({m})}}));
+  const json model{{"id", model_.name}, {"object", "model"}, {"created", 0}, {"owned_by", "ninfer"},
+                   {"max_model_len", engine_.max_context()}};
+  if (req.method == "GET" && req.path == "/v1/models")
+    return ex->reply(200, "application/json", dump(json{{"object", "list"}, {"data", json::array({model})}}));
+  // OpenAI's retrieve-model call: the id is the rest of the path (a name may hold '/').
+  if (constexpr std::string_view kModel = "/v1/models/"; req.method == "GET" && req.path.starts_with(kModel)) {
+    const std::string id = req.path.substr(kModel.size());
+    if (id == model_.name) return ex->reply(200, "application/json", dump(model));
+    return send_error(*ex, ApiError(404, fmt::format("The model '{}' does not exist: this server serves '{}'", id, model_.name),
+                                    "invalid_request_error", "model", "model_not_found"));
   }
   if (req.method == "GET" && req.path == "/metrics")
     return ex->reply(200, "text/plain; version=0.0.4", metrics_.render(engine_, *model_.backend));

@@ -21,6 +21,9 @@ namespace ninfer::tools {
 
 // Whether two strings are equal, in a time that depends on their lengths only (API keys).
 bool same_secret(std::string_view a, std::string_view b);
+// The token of an `Authorization: Bearer TOKEN` header, the scheme in any case (RFC 9110); "" for
+// any other header.
+std::string_view bearer_token(std::string_view authorization);
 
 class Routes {
  public:

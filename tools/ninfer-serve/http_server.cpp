@@ -128,27 +128,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   // Exchange operations (on this connection's strand).
-  void reply(int status, const std::string& content_type, const std::string& body) {
+  // A HEAD request gets the GET reply's head alone (RFC 9110: no content).
+  void reply(int status, const std::string& content_type, const std::string& body, const std::string& extra) {
     if (gone_ || reply_started_) return;
     reply_started_ = reply_done_ = true;
-    queue(head(status, content_type, "Content-Length: " + std::to_string(body.size()) + "\r\n", keep_alive_) + body);
+    queue(head(status, content_type, extra + "Content-Length: " + std::to_string(body.size()) + "\r\n", keep_alive_) +
+          (head_only_ ? std::string() : body));
     flush();
   }
+  // HTTP/1.1 streams are chunked; an HTTP/1.0 client knows no chunks (RFC 9112), so its stream
+  // is the bytes themselves, ended by closing the connection.
   void start_stream(const std::string& content_type) {
     if (gone_ || reply_started_) return;
     reply_started_ = true;
-    queue(head(200, content_type, "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n", keep_alive_));
+    if (http10_) keep_alive_ = false;
+    queue(head(200, content_type, http10_ ? "Cache-Control: no-cache\r\n" : "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n",
+               keep_alive_));
     flush();
   }
   void send(const std::string& piece) {
     if (gone_ || !reply_started_ || reply_done_ || piece.empty()) return;
-    queue(fmt::format("{:x}\r\n", piece.size()) + piece + "\r\n");
+    queue(http10_ ? piece : fmt::format("{:x}\r\n", piece.size()) + piece + "\r\n");
     flush();
   }
   void end_stream() {
     if (gone_ || !reply_started_ || reply_done_) return;
     reply_done_ = true;
-    queue("0\r\n\r\n");
+    queue(http10_ ? std::string() : std::string("0\r\n\r\n")); // an empty write still ends the reply (on_written)
     flush();
   }
   void on_disconnect(std::function<void()> f) {
@@ -204,6 +210,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     phase_ = Phase::Head;
     timed_out_ = false;
     reply_started_ = reply_done_ = false;
+    http10_ = head_only_ = false;
     parser_.emplace();
     parser_->header_limit(limits().max_header_bytes);
     parser_->body_limit(limits().max_body_bytes);
@@ -265,8 +272,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     http::request<http::string_body> msg = parser_->release();
     parser_.reset();
     keep_alive_ = msg.keep_alive();
+    http10_ = msg.version() < 11;
+    head_only_ = msg.method() == http::verb::head;
     HttpRequest req;
-    req.method = str(msg.method_string());
+    // HEAD is answered as GET, less the content (reply()).
+    req.method = head_only_ ? std::string("GET") : str(msg.method_string());
     const std::string_view target(msg.target().data(), msg.target().size());
     req.path = std::string(target.substr(0, target.find('?')));
     req.body = std::move(msg.body());
@@ -409,14 +419,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   char discard_buf_[4096];
   bool writing_ = false, watching_ = false, resume_read_ = false;
   bool keep_alive_ = true, reply_started_ = false, reply_done_ = false, gone_ = false;
+  bool http10_ = false, head_only_ = false; // of the request being answered
   std::vector<std::function<void()>> on_gone_;
   std::vector<std::shared_ptr<void>> held_;
 };
 
 // Exchange: every call hops onto the connection's strand.
-void Exchange::reply(int status, std::string content_type, std::string body) {
+void Exchange::reply(int status, std::string content_type, std::string body, std::string extra_headers) {
   if (auto c = connection_.lock())
-    c->run([status, ct = std::move(content_type), b = std::move(body)](Connection& c) { c.reply(status, ct, b); });
+    c->run([status, ct = std::move(content_type), b = std::move(body), x = std::move(extra_headers)](Connection& c) {
+      c.reply(status, ct, b, x);
+    });
 }
 void Exchange::start_stream(std::string content_type) {
   if (auto c = connection_.lock()) c->run([ct = std::move(content_type)](Connection& c) { c.start_stream(ct); });

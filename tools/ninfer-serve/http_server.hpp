@@ -50,8 +50,8 @@ class Exchange {
  public:
   explicit Exchange(std::weak_ptr<Connection> connection) : connection_(std::move(connection)) {}
 
-  // A whole reply.
-  void reply(int status, std::string content_type, std::string body);
+  // A whole reply; `extra_headers` are header lines, each ending in "\r\n" ("Allow: GET\r\n").
+  void reply(int status, std::string content_type, std::string body, std::string extra_headers = {});
   // A streamed 200 reply (chunked): start, then pieces, then end.
   void start_stream(std::string content_type);
   void send(std::string piece);

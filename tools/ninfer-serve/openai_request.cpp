@@ -18,15 +18,6 @@ using json = RequestJson;
 
 const json* field(const json& body, const char* key) { return request_field(body, key); }
 
-std::optional<double> number(const json& body, const char* key, double lo, double hi) {
-  const json* v = field(body, key);
-  if (!v) return std::nullopt;
-  if (!v->is_number()) throw bad_param(key, "expected a number");
-  const double x = v->get<double>();
-  if (!(x >= lo && x <= hi)) throw bad_param(key, fmt::format("{} is outside [{}, {}]", x, lo, hi));
-  return x;
-}
-
 std::optional<int64_t> integer(const json& body, const char* key, int64_t lo, int64_t hi) {
   const json* v = field(body, key);
   if (!v) return std::nullopt;
@@ -36,10 +27,11 @@ std::optional<int64_t> integer(const json& body, const char* key, int64_t lo, in
   return x;
 }
 
-bool boolean(const json& body, const char* key) {
+// `param`: the field's path where it is not at the top level ("stream_options.include_usage").
+bool boolean(const json& body, const char* key, const char* param = nullptr) {
   const json* v = field(body, key);
   if (!v) return false;
-  if (!v->is_boolean()) throw bad_param(key, "expected true or false");
+  if (!v->is_boolean()) throw bad_param(param ? param : key, "expected true or false");
   return v->get<bool>();
 }
 
@@ -48,6 +40,7 @@ std::string content_text(const json& content, const std::string& param) {
   if (content.is_string()) return content.get<std::string>();
   if (content.is_null()) return {};
   if (!content.is_array()) throw bad_param(param, "expected a string or an array of text parts");
+  if (content.empty()) throw bad_param(param, "expected at least one text part");
   std::string text;
   for (const json& part : content) {
     const json* type = part.is_object() ? field(part, "type") : nullptr;
@@ -75,12 +68,18 @@ std::vector<int32_t> chat_prompt(const json& body, const LoadedModel& model, Gen
     const json* role = field(m, "role");
     if (!role || !role->is_string()) throw bad_param(p + ".role", "required string");
     const std::string rs = role->get<std::string>();
+    if (rs != "system" && rs != "developer" && rs != "user" && rs != "assistant" && rs != "tool")
+      throw bad_param(p + ".role", fmt::format("'{}': expected system, developer, user, assistant or tool", rs));
+    // Only an assistant turn (one that calls tools) may leave its content out, as in OpenAI's API.
+    if (rs != "assistant" && !field(m, "content")) throw bad_param(p + ".content", "required");
     if (rs == "developer") {
-      messages.push_back({"system", content_text(m.value("content", json()), p + ".content"), std::nullopt, {}});
+      messages.push_back({"system", content_text(m.at("content"), p + ".content"), std::nullopt, {}});
       continue;
     }
-    if (rs != "system" && rs != "user" && rs != "assistant" && rs != "tool")
-      throw bad_param(p + ".role", fmt::format("'{}': expected system, developer, user, assistant or tool", rs));
+    if (rs == "tool") {
+      const json* id = field(m, "tool_call_id");
+      if (!id || !id->is_string()) throw bad_param(p + ".tool_call_id", "required string (the id of the call answered)");
+    }
     ChatMessage cm{rs, content_text(m.value("content", json()), p + ".content"), std::nullopt, {}};
     if (const json* rc = field(m, "reasoning_content"); rc && rc->is_string()) cm.reasoning_content = rc->get<std::string>();
     if (const json* calls = field(m, "tool_calls"); calls && rs == "assistant")
@@ -224,20 +223,16 @@ ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedMode
     out.logprobs = true;
     r.sampling.top_logprobs = *integer(body, "logprobs", 0, kMaxTopLogprobs);
   }
-  if (auto v = number(body, "temperature", 0, 2)) r.sampling.temperature = *v;
-  if (auto v = number(body, "top_p", 0, 1)) r.sampling.top_p = *v;
+  if (auto v = request_number(body, "temperature", 0, 2)) r.sampling.temperature = *v;
+  if (auto v = request_number(body, "top_p")) r.sampling.top_p = *v;
   if (auto v = integer(body, "top_k", -1, INT32_MAX)) r.sampling.top_k = *v < 0 ? 0 : *v;
-  if (auto v = number(body, "min_p", 0, 1)) r.sampling.min_p = *v;
-  if (auto v = number(body, "presence_penalty", -2, 2)) r.sampling.presence_penalty = *v;
-  if (auto v = number(body, "frequency_penalty", -2, 2)) r.sampling.frequency_penalty = *v;
-  if (auto v = number(body, "repetition_penalty", kMinRepetitionPenalty, kMaxRepetitionPenalty))
+  if (auto v = request_number(body, "min_p", 0, 1)) r.sampling.min_p = *v;
+  if (auto v = request_number(body, "presence_penalty", -2, 2)) r.sampling.presence_penalty = *v;
+  if (auto v = request_number(body, "frequency_penalty", -2, 2)) r.sampling.frequency_penalty = *v;
+  if (auto v = request_number(body, "repetition_penalty", kMinRepetitionPenalty, kMaxRepetitionPenalty))
     r.sampling.repetition_penalty = *v;
   if (auto v = integer(body, "seed", INT64_MIN, INT64_MAX)) r.sampling.seed = static_cast<uint64_t>(*v);
-  try {
-    r.sampling.validate();
-  } catch (const Error& e) {
-    throw ApiError(400, e.what());
-  }
+  validate_sampling(r.sampling);
   // max_completion_tokens is OpenAI's newer name for max_tokens: either may be given, or both
   // when they agree (a client that sets both for old and new servers).
   auto max_tokens = integer(body, "max_completion_tokens", 1, INT64_MAX);
@@ -259,7 +254,7 @@ ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedMode
   out.stream = boolean(body, "stream");
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) throw bad_param("stream_options", "expected an object");
-    out.include_usage = boolean(*so, "include_usage");
+    out.include_usage = boolean(*so, "include_usage", "stream_options.include_usage");
   }
   out.return_token_ids = boolean(body, "return_token_ids");
   return out;

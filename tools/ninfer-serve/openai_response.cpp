@@ -47,14 +47,17 @@ json chunk_base(const ResponseMeta& m) {
 json chat_message(const ResponseMeta& m, const serving::ServeResult& r, std::string& finish_reason) {
   json message{{"role", "assistant"}, {"content", r.text}};
   if (m.tools) {
+    // The parser's content, as the stream sends it: a forced call's prefill that the model did
+    // not turn into a call is part of it (the answer's text alone is not).
     const ParsedAnswer a = parse_tool_calls(r.text, *m.tools);
+    message["content"] = a.content;
     if (!a.calls.empty()) {
       json calls = json::array();
       for (const ParsedToolCall& c : a.calls)
         calls.push_back(json{{"id", new_tool_call_id()},
                              {"type", "function"},
                              {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-      message["content"] = a.content.empty() ? json(nullptr) : json(a.content);
+      if (a.content.empty()) message["content"] = nullptr;
       message["tool_calls"] = calls;
       finish_reason = chat_finish_reason(finish_reason, a.calls.size());
     }

@@ -42,6 +42,11 @@ ToolSetup parse_openai_tools(const RequestJson& body) {
         throw bad_param(p + ".function.parameters", "expected a JSON schema object");
       if (const RequestJson* d = request_field(*f, "description"); d && !d->is_string())
         throw bad_param(p + ".function.description", "expected a string");
+      // Strict schemas need constrained decoding, which ninfer does not have: refused rather than
+      // answered with arguments the schema might not allow.
+      if (const RequestJson* st = request_field(*f, "strict"); st && !(st->is_boolean() && !st->get<bool>()))
+        throw bad_param(p + ".function.strict", "is not supported (ninfer has no constrained decoding): leave it out "
+                                                "or send false");
       s.names.push_back(std::move(name));
       // The tool as the client wrote it, as transformers' template renders a dict.
       s.rendered.push_back(template_json(t));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "api_error.hpp"
+#include "ninfer/sampling/sampling_params.hpp"
 
 namespace ninfer::tools {
 namespace {
@@ -128,6 +129,23 @@ RequestJson parse_request_body(const std::string& text) {
 const RequestJson* request_field(const RequestJson& object, const char* key) {
   auto it = object.find(key);
   return it == object.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<double> request_number(const RequestJson& object, const char* key, double lo, double hi) {
+  const json* v = request_field(object, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) throw bad_param(key, "expected a number");
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) throw bad_param(key, fmt::format("{} is outside [{}, {}]", x, lo, hi));
+  return x;
+}
+
+void validate_sampling(const SamplingParams& sampling) {
+  try {
+    sampling.validate();
+  } catch (const InvalidSampling& e) {
+    throw bad_param(e.field, e.problem);
+  }
 }
 
 } // namespace ninfer::tools

@@ -9,7 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <limits>
+#include <optional>
 #include <string>
+
+namespace ninfer {
+struct SamplingParams;
+}
 
 namespace ninfer::tools {
 
@@ -21,5 +27,13 @@ RequestJson parse_request_body(const std::string& text);
 
 // A field that is absent or null counts as not given, as in OpenAI's and Anthropic's APIs.
 const RequestJson* request_field(const RequestJson& object, const char* key);
+
+// A number field within [lo, hi], or nullopt when absent; anything else is a 400 naming `key`.
+std::optional<double> request_number(const RequestJson& object, const char* key,
+                                     double lo = -std::numeric_limits<double>::infinity(),
+                                     double hi = std::numeric_limits<double>::infinity());
+
+// SamplingParams::validate() as a 400 naming the request's field (the names are the APIs').
+void validate_sampling(const SamplingParams& sampling);
 
 } // namespace ninfer::tools

@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "ninfer/abi/ops/sample_math.h"
+#include "ninfer/support/error.hpp"
 
 namespace ninfer {
 
@@ -29,8 +31,16 @@ struct SamplingParams {
   // The sample op's line (NINFER_SAMPLE_MIN_TEMPERATURE): the host and the device agree on it.
   bool is_greedy() const { return ninfer_sample_greedy(temperature); }
 
-  // Throws ninfer::Error naming the first field that is out of range and its allowed range.
+  // Throws InvalidSampling naming the first field that is out of range and its allowed range.
   void validate() const;
+};
+
+// A SamplingParams field out of its range: "sampling: FIELD PROBLEM" as the message, and the
+// two parts apart for an API error that names the request's field.
+struct InvalidSampling : Error {
+  InvalidSampling(std::string field, std::string problem);
+  std::string field;   // "top_p"
+  std::string problem; // "must be in (0, 1] (1 turns it off), got 0"
 };
 
 } // namespace ninfer

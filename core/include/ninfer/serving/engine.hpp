@@ -13,7 +13,7 @@
 // copies of it right after the prompt (Scheduler::add_fork, CausalLM::fork).
 //
 //   Engine engine(*lm, &tokenizer, {.max_pending = 64});
-//   auto h = engine.submit(request);   // throws QueueFull / PromptTooLong / Error
+//   auto h = engine.submit(request);   // throws QueueFull / PromptTooLong / TooManyChoices / Error
 //   while (auto piece = h->next_piece()) send(piece->text);
 //   ServeResult r = h->wait();
 #pragma once
@@ -51,6 +51,12 @@ class Sequence;
 
 // The pending queue is full (HTTP 429).
 class QueueFull : public Error {
+ public:
+  using Error::Error;
+};
+
+// More choices than the slots and the queue hold together: no wait makes room (HTTP 400, `n`).
+class TooManyChoices : public Error {
  public:
   using Error::Error;
 };
