@@ -248,7 +248,7 @@ TEST(NinferBench, RefusesBadInputClearly) {
       {"--preset qwen3_5-cpu-small --draft-vocab 100 --device cpu", "add --spec mtp", 1},
       // The sampling settings' ranges are the requests' own (SamplingParams::validate).
       {"--preset qwen3-cpu-small --temperature -1 --device cpu",
-       "temperature must be >= 0 (0 means greedy), got -1", 2},
+       "temperature must be >= 0 (0, or below 1e-5, means greedy), got -1", 2},
       {"--preset qwen3-cpu-small --temperature 0.7 --top-p 1.5 --device cpu",
        "top_p must be in (0, 1] (1 turns it off), got 1.5", 2},
       {"--preset qwen3-cpu-small --temperature 0.7 --top-k -3 --device cpu",

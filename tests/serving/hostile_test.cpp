@@ -294,6 +294,7 @@ TEST(NinferServeHostile, ClientMistakesAre400NamingTheField) {
              "messages[0].content");
   expect_400(R"({"prompt": [1, 2], "max_tokens": 2, "repetition_penalty": 1e-300})", "repetition_penalty");
   expect_400(R"({"prompt": [1, 2], "max_tokens": 2, "top_p": 0})", "top_p");
+  expect_400(R"({"prompt": [1, 2], "max_tokens": 2, "seed": 18446744073709551615})", "seed");
   expect_400(R"({"prompt": [1, 2], "max_tokens": 2, "stream": true, "stream_options": {"include_usage": "yes"}})",
              "stream_options.include_usage");
   expect_400(R"({"messages": [{"role": "user", "content": []}], "max_tokens": 2})", "messages[0].content");

@@ -148,13 +148,14 @@ TEST(NinferServe, RequiredToolChoiceStreamsWhatTheWholeReplySays) {
   size_t streamed_calls = 0;
   for (const std::string& e : sse_data(stream)) {
     if (e == "[DONE]") continue;
-    for (const json& ch : json::parse(e)["choices"]) {
+    const json chunk = json::parse(e);
+    for (const json& ch : chunk["choices"]) {
       const json& delta = ch["delta"];
       if (delta.contains("content") && delta["content"].is_string()) streamed += delta["content"].get<std::string>();
       if (delta.contains("tool_calls") && delta["tool_calls"][0].contains("id")) ++streamed_calls;
     }
   }
-  EXPECT_EQ(streamed, content);
+  EXPECT_EQ(streamed, content) << stream;
   EXPECT_EQ(streamed_calls, calls);
   EXPECT_EQ(server.stop(), 0) << server.log();
 }

@@ -22,7 +22,11 @@ std::optional<int64_t> integer(const json& body, const char* key, int64_t lo, in
   const json* v = field(body, key);
   if (!v) return std::nullopt;
   if (!v->is_number_integer()) throw bad_param(key, "expected an integer");
-  const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v->get<int64_t>();
+  // Past INT64_MAX is out of every range here (a seed too, as vLLM bounds it): never clamped,
+  // which would give 2^63 and 2^64 - 1 the same seed.
+  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX))
+    throw bad_param(key, fmt::format("{} is outside [{}, {}]", v->get<uint64_t>(), lo, hi));
+  const int64_t x = v->get<int64_t>();
   if (x < lo || x > hi) throw bad_param(key, fmt::format("{} is outside [{}, {}]", x, lo, hi));
   return x;
 }

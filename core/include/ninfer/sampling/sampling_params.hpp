@@ -1,5 +1,5 @@
 // How one sequence chooses its next token. The defaults leave the model's distribution
-// untouched (temperature 1, no filters, no penalties); temperature 0 means greedy.
+// untouched (temperature 1, no filters, no penalties); temperature 0 (or below 1e-5) means greedy.
 #pragma once
 
 #include <cstdint>
