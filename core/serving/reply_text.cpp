@@ -20,7 +20,7 @@ ReplyText::ReplyText(const Tokenizer* tokenizer, std::vector<std::string> stop_s
   }
 }
 
-std::string ReplyText::take(std::string text) {
+std::string ReplyText::shape(std::string text) {
   if (strip_newlines_) {
     const size_t keep = text.find_first_not_of('\n');
     text.erase(0, keep == std::string::npos ? text.size() : keep);
@@ -33,17 +33,20 @@ std::string ReplyText::take(std::string text) {
     held_newlines_ = text.substr(end + 1);
     text.erase(end + 1);
   }
-  (in_reasoning_ ? reasoning_ : answer_) += text;
   return text;
 }
 
-ReplyText::Out ReplyText::release() {
-  Out out{{}, in_reasoning_, false};
-  if (!decoder_ || matcher_.stopped()) return out;
-  StopMatcher::Step m = matcher_.feed(decoder_->finish());
-  out.text = take(m.emit + (m.stopped ? std::string() : matcher_.flush()));
-  out.stopped = m.stopped;
+ReplyText::Out ReplyText::take(StopMatcher::Step m, std::string flushed) {
+  Out out{std::move(m.emit) + flushed, in_reasoning_, m.stopped};
+  (in_reasoning_ ? reasoning_ : answer_) += out.text;
   return out;
+}
+
+ReplyText::Out ReplyText::release() {
+  if (!decoder_ || matcher_.stopped()) return Out{{}, in_reasoning_, false};
+  StopMatcher::Step m = matcher_.feed(shape(decoder_->finish()));
+  std::string flushed = m.stopped ? std::string() : matcher_.flush();
+  return take(std::move(m), std::move(flushed));
 }
 
 ReplyText::Out ReplyText::push(int32_t token) {
@@ -56,10 +59,7 @@ ReplyText::Out ReplyText::push(int32_t token) {
     return out;
   }
   if (!decoder_) return {};
-  StopMatcher::Step m = matcher_.feed(decoder_->push(token));
-  Out out{{}, in_reasoning_, m.stopped};
-  out.text = take(std::move(m.emit));
-  return out;
+  return take(matcher_.feed(shape(decoder_->push(token))));
 }
 
 ReplyText::Out ReplyText::finish() { return release(); }

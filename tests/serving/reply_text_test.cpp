@@ -143,3 +143,27 @@ TEST(ReplyText, StopStringEndsTheAnswerButNotAcrossTheMarker) {
   EXPECT_EQ(b.reasoning(), "2+2=4");
   EXPECT_EQ(b.answer(), ".ok");
 }
+
+// A stop string matches a part's own text: the newlines no part holds (after `<think>`, before
+// `</think>`, opening the answer) never match "\n"; the first newline inside the reasoning, else
+// inside the answer, ends the reply there.
+TEST(ReplyText, StopStringsSeeOnlyEachPartsText) {
+  std::mt19937 rng = seeded();
+  for (int round = 0; round < 20; ++round) {
+    const std::string thought = random_text(rng, 1 + rng() % 12), answer = random_text(rng, 1 + rng() % 12);
+    ReplyText t(&qwen(), {"\n"}, markers(), {});
+    const Fed f = feed(t, qwen().encode("<think>\n" + thought + "\n</think>\n\n" + answer));
+    const std::string part_r = strip_newlines(thought, true, true), part_a = strip_newlines(answer, true, false);
+    const size_t in_r = part_r.find('\n'), in_a = part_a.find('\n');
+    if (in_r != std::string::npos) {
+      EXPECT_EQ(t.reasoning(), part_r.substr(0, in_r)) << thought;
+      EXPECT_EQ(t.answer(), "");
+    } else {
+      EXPECT_EQ(t.reasoning(), part_r);
+      EXPECT_EQ(t.answer(), part_a.substr(0, in_a)) << answer;
+    }
+    EXPECT_EQ(f.stopped, in_r != std::string::npos || in_a != std::string::npos);
+    EXPECT_EQ(f.reasoning, t.reasoning());
+    EXPECT_EQ(f.answer, t.answer());
+  }
+}

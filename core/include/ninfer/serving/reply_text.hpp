@@ -51,8 +51,11 @@ class ReplyText {
   bool in_reasoning() const { return in_reasoning_; }
 
  private:
-  // Text the stop matcher released, into the current part.
-  std::string take(std::string text);
+  // Decoded text as the current part holds it (the newlines no part holds taken out), before
+  // the stop matcher sees it: stop strings match a part's own text.
+  std::string shape(std::string text);
+  // The matcher's step: the text it released goes into the current part.
+  Out take(StopMatcher::Step m, std::string flushed = {});
   // What the decoder and matcher still hold becomes final for the current part.
   Out release();
 
