@@ -120,6 +120,17 @@ nlohmann::ordered_json read_config(const fs::path& dir) {
   return cfg;
 }
 
+// Whether `inner` lies below `outer` (both absolute and normal; the same path is not below).
+bool within(const fs::path& inner, fs::path outer) {
+  if (!outer.has_filename()) outer = outer.parent_path(); // a trailing separator
+  auto i = inner.begin();
+  for (const fs::path& part : outer) {
+    if (i == inner.end() || *i != part) return false;
+    ++i;
+  }
+  return i != inner.end() && !i->empty();
+}
+
 } // namespace
 
 QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
@@ -134,9 +145,18 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
     throw Error(fmt::format("--checkpoint {}: not a folder (a Hugging Face checkpoint with config.json and "
                             "*.safetensors)",
                             o.checkpoint.string()));
+  if (o.out.empty()) throw Error("--out is empty: name the folder to write the quantized checkpoint to");
   if (fs::exists(o.out, ec) && fs::equivalent(o.checkpoint, o.out, ec))
     throw Error(fmt::format("--out {} is the input checkpoint itself; write the quantized one elsewhere",
                             o.out.string()));
+  // --force replaces --out whole: a folder holding the input would take the input with it.
+  const fs::path in = fs::weakly_canonical(o.checkpoint, ec), out = fs::weakly_canonical(o.out, ec);
+  if (within(in, out))
+    throw Error(fmt::format("--out {} holds the input checkpoint {}; write the quantized one elsewhere",
+                            o.out.string(), o.checkpoint.string()));
+  if (within(out, in))
+    throw Error(fmt::format("--out {} is inside the input checkpoint {}; write the quantized one elsewhere",
+                            o.out.string(), o.checkpoint.string()));
   nlohmann::ordered_json config = read_config(o.checkpoint);
   const Checkpoint ck = Checkpoint::open(o.checkpoint);
   require_all(ck);

@@ -1,7 +1,7 @@
 // ninfer-quantize when things go wrong: (e) a run killed mid-write or stopped by an error
 // leaves no checkpoint at --out (and an error leaves no staging folder either; --force keeps
-// the old checkpoint); (f) every bad input is refused with exit status 1 and one line that
-// names the problem, before anything is written: GPTQ's calibration problems (no text, text
+// the old checkpoint); (f) every bad input is refused with exit status 1 (2 for the command
+// line) and one line that names the problem, before anything is written: GPTQ's calibration problems (no text, text
 // too short, no tokenizer, a model that cannot be loaded) among them.
 #include <gtest/gtest.h>
 
@@ -132,6 +132,16 @@ TEST(NinferQuantizeFailure, EveryBadInputNamesTheProblem) {
       {"output is the input", [](const fs::path&, const fs::path& in) {
          return std::vector<std::string>{"--checkpoint", in.string(), "--out", in.string(), "--force"};
        }, {"input checkpoint itself"}},
+      {"--out holds the input (--force would delete it)", [](const fs::path& tmp, const fs::path& in) {
+         test::write_file_bytes(tmp / "config.json", "{}"); // a checkpoint-looking folder --force would replace
+         return std::vector<std::string>{"--checkpoint", in.string(), "--out", tmp.string(), "--force"};
+       }, {"holds the input checkpoint"}},
+      {"--out inside the input", [](const fs::path&, const fs::path& in) {
+         return std::vector<std::string>{"--checkpoint", in.string(), "--out", (in / "int4").string()};
+       }, {"inside the input checkpoint"}},
+      {"--out empty", [](const fs::path&, const fs::path& in) {
+         return std::vector<std::string>{"--checkpoint", in.string(), "--out", ""};
+       }, {"--out is empty"}},
       {"parent of --out missing", [](const fs::path& tmp, const fs::path& in) {
          return std::vector<std::string>{"--checkpoint", in.string(), "--out", (tmp / "a" / "b").string(),
                                          "--group-size", "32"};
@@ -214,11 +224,11 @@ TEST(NinferQuantizeFailure, EveryBadInputNamesTheProblem) {
          test::write_raw_safetensors(in / "model.safetensors", t);
          return base(tmp, in);
        }, {"model.layers.1.self_attn.k_proj.weight", "missing"}},
-      {"unknown flag", with({"--calibrate", "x.txt"}), {"--calibrate"}, 109},
+      {"unknown flag", with({"--calibrate", "x.txt"}), {"--calibrate"}, 2},
       {"no --out", [](const fs::path&, const fs::path& in) {
          return std::vector<std::string>{"--checkpoint", in.string()};
-       }, {"--out is required"}, 106},
-      {"bad shard size", with({"--max-shard-size", "lots"}), {"--max-shard-size", "lots"}},
+       }, {"--out is required"}, 2},
+      {"bad shard size", with({"--max-shard-size", "lots"}), {"--max-shard-size", "lots"}, 2},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
@@ -229,6 +239,7 @@ TEST(NinferQuantizeFailure, EveryBadInputNamesTheProblem) {
     for (const auto& m : c.message) EXPECT_NE(r.err.find(m), std::string::npos) << "'" << m << "' not in: " << r.err;
     if (c.status == 1) EXPECT_EQ(r.err.rfind("ninfer-quantize: error: ", 0), 0u) << r.err;
     EXPECT_FALSE(fs::exists(tmp / "out" / "model.safetensors")) << "something was written";
+    EXPECT_TRUE(fs::exists(src.dir / "model.safetensors")) << "the input is gone";
     for (const auto& e : fs::directory_iterator(tmp.path()))
       EXPECT_EQ(e.path().filename().string().find(".partial-"), std::string::npos) << e.path();
   }

@@ -14,6 +14,7 @@
 #include "ninfer/support/error.hpp"
 #include "ninfer/support/log.hpp"
 #include "ninfer/support/paths.hpp"
+#include "tool_cli.hpp"
 
 namespace {
 
@@ -32,7 +33,7 @@ uint64_t parse_size(const std::string& s, const char* flag) {
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   const double mult = unit.empty() || unit == "B" ? 1 : unit == "KB" ? 1e3 : unit == "MB" ? 1e6 : unit == "GB" ? 1e9 : 0;
   if (used == 0 || mult == 0 || !(v * mult >= 1e3) || v * mult > 1e13)
-    throw Error(fmt::format("{} '{}': give a size from 1KB to 10000GB, such as 4GB or 500MB", flag, s));
+    throw tools::UsageError(fmt::format("{} '{}': give a size from 1KB to 10000GB, such as 4GB or 500MB", flag, s));
   return static_cast<uint64_t>(v * mult);
 }
 
@@ -47,15 +48,15 @@ int run(int argc, char** argv) {
              "  ninfer-quantize --checkpoint ./Qwen3-8B --out ./Qwen3-8B-gptq --format gptq --bits 4 --group-size 128\n"
              "  ninfer-quantize --checkpoint checkpoints/Qwen3.5-27B --out checkpoints/Qwen3.5-27B-mixed --recipe models/recipes/qwen3_5-int4-mixed.yaml\n"
              "  ninfer-quantize --checkpoint checkpoints/Qwen3-8B --out checkpoints/Qwen3-8B-gptq --recipe models/recipes/int4-g128-gptq.yaml --calibration calib.txt --device cuda\n"
-             "Exit status: 0 written; 1 any problem with the input, recipe or output (one line naming it); the "
-             "option parser's own codes (e.g. 106 missing option, 109 unknown flag) for bad flags.");
+             "Exit status: 0 written; 1 any problem with the input, recipe or output (one line naming it); 2 a bad "
+             "command line.");
   QuantizeOptions opt;
   std::string recipe_file, format, method, max_shard = "4GB", hessian_memory = "16GB";
   std::optional<int> bits;
   std::optional<int64_t> group_size;
   bool verbose = false, quiet = false;
-  app.add_option("--checkpoint", opt.checkpoint, "input checkpoint folder (bf16 / fp16 / fp32 safetensors)")->required();
-  app.add_option("--out", opt.out, "output folder to create (refused if it exists, unless --force)")->required();
+  app.add_option("--checkpoint", opt.checkpoint, "input checkpoint folder (bf16 / fp16 / fp32 safetensors); required");
+  app.add_option("--out", opt.out, "output folder to create (refused if it exists, unless --force); required");
   app.add_option("--recipe", recipe_file, "recipe YAML (schemas/quantize_recipe.schema.json); default: int4, group "
                                           "128, compressed-tensors, lm_head and in_proj_a/b kept");
   app.add_option("--format", format, "layout written, over the recipe's: compressed-tensors or gptq");
@@ -89,39 +90,36 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "no progress lines (and no info log lines)");
   app.add_flag("-v,--verbose", verbose, "debug logging");
-  CLI11_PARSE(app, argc, argv);
-  init_logging(verbose);
-  if (quiet && !verbose) spdlog::set_level(spdlog::level::warn); // GPTQ's model load logs at info
+  tools::add_version_flag(app, "ninfer-quantize");
+  if (auto rc = tools::parse_command_line(app, argc, argv, "ninfer-quantize")) return *rc;
+  return tools::run_tool("ninfer-quantize", [&] {
+    // Checked here rather than by the parser, so an unknown flag is named first, as by every tool.
+    for (const char* flag : {"--checkpoint", "--out"})
+      if (app.count(flag) == 0) throw tools::UsageError(fmt::format("{} is required", flag));
+    init_logging(verbose);
+    if (quiet && !verbose) spdlog::set_level(spdlog::level::warn); // GPTQ's model load logs at info
 
-  opt.progress = !quiet;
-  opt.max_shard_bytes = parse_size(max_shard, "--max-shard-size");
-  cal.hessian_memory = parse_size(hessian_memory, "--hessian-memory");
-  if (!recipe_file.empty()) opt.recipe = load_recipe(recipe_file, data_dir() / "schemas" / "quantize_recipe.schema.json");
-  RecipeOverrides over;
-  if (!format.empty()) over.format = quant_format_from_name(format);
-  if (!method.empty()) over.method = quantize_method_from_name(method);
-  over.bits = bits;
-  over.group_size = group_size;
-  apply_overrides(opt.recipe, over);
+    opt.progress = !quiet;
+    opt.max_shard_bytes = parse_size(max_shard, "--max-shard-size");
+    cal.hessian_memory = parse_size(hessian_memory, "--hessian-memory");
+    if (!recipe_file.empty()) opt.recipe = load_recipe(recipe_file, data_dir() / "schemas" / "quantize_recipe.schema.json");
+    RecipeOverrides over;
+    if (!format.empty()) over.format = quant_format_from_name(format);
+    if (!method.empty()) over.method = quantize_method_from_name(method);
+    over.bits = bits;
+    over.group_size = group_size;
+    apply_overrides(opt.recipe, over);
 
-  const QuantizeSummary s = quantize_checkpoint(opt);
-  fmt::print("Wrote {}: {} tensors, {} linear weights quantized ({}, {}), {} copied; {:.2f} GB -> {:.2f} GB in {} "
-             "file(s), {:.1f} s.\n",
-             s.out.string(), s.tensors_in, s.modules_quantized, quant_format_name(opt.recipe.format),
-             quant_method_name(opt.recipe.method), s.tensors_copied, s.bytes_in / 1e9, s.bytes_out / 1e9, s.shards,
-             s.seconds);
-  return 0;
+    const QuantizeSummary s = quantize_checkpoint(opt);
+    fmt::print("Wrote {}: {} tensors, {} linear weights quantized ({}, {}), {} copied; {:.2f} GB -> {:.2f} GB in {} "
+               "file(s), {:.1f} s.\n",
+               s.out.string(), s.tensors_in, s.modules_quantized, quant_format_name(opt.recipe.format),
+               quant_method_name(opt.recipe.method), s.tensors_copied, s.bytes_in / 1e9, s.bytes_out / 1e9, s.shards,
+               s.seconds);
+    return 0;
+  });
 }
 
 } // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const ninfer::Error& e) {
-    fmt::print(stderr, "ninfer-quantize: error: {}\n", e.what());
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "ninfer-quantize: internal error: {}\n", e.what());
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return run(argc, argv); }
