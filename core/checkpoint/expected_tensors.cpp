@@ -164,6 +164,9 @@ void require_list(const Checkpoint& ck, const std::vector<ExpectedTensor>& list,
     else if (ck.tensor(e.name).shape != e.shape)
       problem(fmt::format("{} has shape {}, expected {} = {}", e.name, shape_string(ck.tensor(e.name).shape),
                           shape_string(e.shape), e.origin));
+    else if (const DType d = ck.tensor(e.name).dtype; d != DType::F32 && d != DType::BF16 && d != DType::F16)
+      // (FP8 and packed integer weights are quantized modules, taken above.)
+      problem(fmt::format("{} has dtype {}; a plain weight is F32, BF16 or F16", e.name, dtype_name(d)));
   }
   if (count == 0) return;
   throw Error(fmt::format("checkpoint {} does not match its config.json{} ({} problem(s)):\n  {}{}", ck.dir().string(),

@@ -135,7 +135,17 @@ ModelFiles open_model_files(const ModelSource& source) {
     throw Error(fmt::format("tokenizer {} has {} tokens but the model's embedding has {} rows: this tokenizer does "
                             "not belong to {}",
                             tokenizer->source(), tokenizer->vocab_size(), cfg.vocab_size, m.checkpoint.string()));
+  if (m.runtime.max_context)
+    require_context_within_positions(*m.runtime.max_context, cfg,
+                                     source.max_context ? std::string("--max-context") : m.where("runtime.max_context"));
   return ModelFiles{std::move(m), std::move(tokenizer), std::move(ck)};
+}
+
+void require_context_within_positions(int64_t max_context, const ModelConfig& cfg, const std::string& origin) {
+  if (cfg.max_position_embeddings > 0 && max_context > cfg.max_position_embeddings)
+    throw Error(fmt::format("{}: {} exceeds the model's {} positions (max_position_embeddings in its config.json): "
+                            "positions past them were never trained; set at most {}",
+                            origin, max_context, cfg.max_position_embeddings, cfg.max_position_embeddings));
 }
 
 ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::optional<int32_t> prefill_chunk,

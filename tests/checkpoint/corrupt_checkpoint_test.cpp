@@ -99,6 +99,23 @@ TEST_F(CheckpointCorrupt, UnsupportedDtype) {
   expect_mentions(open_error(), {weights().string(), "model.norm.weight", "F64", "F32, BF16"});
 }
 
+// A dtype ninfer reads, but not for a plain weight: a norm stored as F8_E4M3 (or as integers)
+// is refused by name when the checkpoint is checked, not loaded as garbage.
+TEST_F(CheckpointCorrupt, APlainWeightInAQuantizedOrIntegerDtypeIsRefused) {
+  for (const auto& [dtype, bytes] : {std::pair{"F8_E4M3", 64}, std::pair{"I32", 256}}) {
+    RawTensors raw = fixture();
+    raw["model.norm.weight"] = {dtype, {64}, std::string(static_cast<size_t>(bytes), '\x38')};
+    test::write_raw_safetensors(weights(), raw);
+    const Checkpoint ck = Checkpoint::open(dir_.path());
+    try {
+      require_all(ck);
+      ADD_FAILURE() << dtype << ": no error";
+    } catch (const Error& e) {
+      expect_mentions(e.what(), {"model.norm.weight", dtype, "F32, BF16 or F16"});
+    }
+  }
+}
+
 TEST_F(CheckpointCorrupt, MissingTensor) {
   RawTensors raw = fixture();
   raw.erase("model.layers.1.mlp.down_proj.weight");

@@ -222,4 +222,36 @@ TEST(NinferInfoFit, CommandLineProblems) {
   EXPECT_EQ(info("--preset qwen3-8b").status, 2) << "--preset without --fit";
   EXPECT_EQ(info("--fit --preset qwen3-8b --memory 0").status, 2);
   EXPECT_EQ(info("--fit --preset qwen3-8b --weights int5").status, 2);
+  // A context below 2 and a draft vocabulary past the model's: named, not planned.
+  for (const char* bad : {"--max-context -1", "--max-context 0", "--spec mtp --draft-vocab 999999"}) {
+    const auto r = info(std::string("--fit --preset qwen3_5-27b --device-model H200 ") + bad);
+    EXPECT_EQ(r.status, 2) << bad << ": " << r.err;
+    EXPECT_EQ(r.err.find("internal"), std::string::npos) << r.err;
+  }
+}
+
+// A context past the model's positions is refused, naming where it was set: --max-context, or
+// the manifest's line.
+TEST(NinferInfoFit, AContextPastTheModelsPositionsIsRefused) {
+  const fs::path ck = demo_checkpoint(NINFER_MAKE_CHECKPOINT_BIN);
+  const json cfg = json::parse(std::ifstream(ck / "config.json"));
+  const int64_t positions = cfg.contains("text_config") ? cfg["text_config"]["max_position_embeddings"].get<int64_t>()
+                                                        : cfg["max_position_embeddings"].get<int64_t>();
+  const auto flag = info("--fit " + shell_quote(ck.string()) + " --device cpu --max-context " +
+                         std::to_string(positions + 1));
+  EXPECT_EQ(flag.status, 1) << flag.err;
+  EXPECT_NE(flag.err.find("--max-context: " + std::to_string(positions + 1) + " exceeds the model's " +
+                          std::to_string(positions) + " positions"),
+            std::string::npos)
+      << flag.err;
+  const fs::path manifest = fs::temp_directory_path() / ("ninfer-fit-long-" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(manifest) << "checkpoint: " << ck.string() << "\nruntime:\n  max_context: " << positions * 2 << "\n";
+  const auto line = info("--fit " + shell_quote(manifest.string()) + " --device cpu");
+  fs::remove(manifest);
+  EXPECT_EQ(line.status, 1) << line.err;
+  EXPECT_NE(line.err.find(manifest.string() + ":3: runtime.max_context: " + std::to_string(positions * 2)),
+            std::string::npos)
+      << line.err;
+  EXPECT_EQ(info("--fit " + shell_quote(ck.string()) + " --device cpu --max-context " + std::to_string(positions)).status,
+            0);
 }

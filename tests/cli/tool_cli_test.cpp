@@ -22,7 +22,7 @@ const std::vector<std::pair<std::string, std::string>> kTools = {
     {"ninfer-run", NINFER_RUN_BIN},         {"ninfer-serve", NINFER_SERVE_BIN},
     {"ninfer-info", NINFER_INFO_BIN},       {"ninfer-bench", NINFER_BENCH_BIN},
     {"ninfer-tune", NINFER_TUNE_BIN},       {"ninfer-tokenize", NINFER_TOKENIZE_BIN},
-    {"ninfer-make-checkpoint", NINFER_MAKE_CHECKPOINT_BIN}};
+    {"ninfer-make-checkpoint", NINFER_MAKE_CHECKPOINT_BIN}, {"ninfer-quantize", NINFER_QUANTIZE_BIN}};
 
 std::string fixture() { return shell_quote((fixtures_dir() / "tiny-qwen3").string()); }
 
@@ -78,6 +78,8 @@ TEST(ToolCli, EveryToolGivesExitCode2ForACommandLineProblem) {
             2);
   EXPECT_EQ(run_process(std::string(NINFER_TOKENIZE_BIN) + " --tokenizer x").status, 2);
   EXPECT_EQ(run_process(std::string(NINFER_MAKE_CHECKPOINT_BIN) + " --preset qwen3-cpu-small").status, 2);
+  EXPECT_EQ(run_process(std::string(NINFER_QUANTIZE_BIN) + " --checkpoint x --out y --max-shard-size 3XB").status, 2);
+  EXPECT_EQ(run_process(std::string(NINFER_QUANTIZE_BIN) + " --checkpoint x").status, 2); // --out missing
 }
 
 // Flags that do not go together are refused before anything is read: the checkpoint does not
@@ -116,6 +118,8 @@ TEST(ToolCli, ModelInputAndDeviceProblemsExitWith1) {
       {"--checkpoint " + fixture() + " --prompt-ids 1,2,3 --max-new 10 --max-context 8", "exceed the context"},
       {"--checkpoint " + fixture() + " --prompt hello", "needs a tokenizer"},
       {"--checkpoint " + fixture() + " --prompt-file /no/such/prompt.txt", "/no/such/prompt.txt"},
+      // tiny-qwen3 has 4096 positions (config.json): a longer context was never trained.
+      {"--checkpoint " + fixture() + " --prompt-ids 1 --max-context 4097", "--max-context: 4097 exceeds the model's 4096 positions"},
   };
   for (const auto& [args, want] : cases) {
     const ProcessOutput r = run(args);

@@ -67,13 +67,19 @@ Source open_source(const FitRequest& r) {
   return s;
 }
 
-ModelOptions asked_options(const FitRequest& r, const Manifest& m) {
+// What the plan is asked for, checked against the model as a load checks it.
+ModelOptions asked_options(const FitRequest& r, const Manifest& m, const ModelConfig& cfg) {
   ModelOptions o = model_options(m, static_cast<int32_t>(r.concurrency.value_or(m.runtime.max_concurrency)),
                                  r.prefill_chunk ? std::optional<int32_t>(static_cast<int32_t>(*r.prefill_chunk))
                                                  : std::nullopt);
   if (r.max_context) o.max_context = *r.max_context;
   if (r.kv_dtype) o.kv_cache = kv_cache_precision(parse_kv_dtype_option(*r.kv_dtype));
   if (o.max_sequences < 1) throw UsageError(fmt::format("--concurrency must be >= 1 (got {})", o.max_sequences));
+  if (o.max_context)
+    require_context_within_positions(o.max_context, cfg, r.max_context ? "--max-context" : m.where("runtime.max_context"));
+  if (o.speculation.draft_vocab > cfg.vocab_size)
+    throw UsageError(fmt::format("--draft-vocab {} exceeds the model's vocabulary of {} tokens",
+                                 o.speculation.draft_vocab, cfg.vocab_size));
   return o;
 }
 
@@ -147,7 +153,7 @@ size_t kv_head_row_bytes(KvCachePrecision p, int64_t head_dim) {
 
 FitResult fit(const FitRequest& r) {
   Source src = open_source(r);
-  const ModelOptions asked = asked_options(r, src.manifest);
+  const ModelOptions asked = asked_options(r, src.manifest, src.checkpoint->config());
   const Where w = where_to_plan(r, r.memory_gib || !r.device_model.empty() ? r.memory_gib
                                                                            : src.manifest.runtime.memory_limit_gib);
   FitResult f;

@@ -119,6 +119,8 @@ Plan make_plan(const Options& o, const PluginHost& host, const ninfer_device_inf
 }
 
 int run(const Options& o) {
+  if (o.max_context && *o.max_context < 2)
+    throw tools::UsageError(fmt::format("--max-context must be at least 2 (got {})", *o.max_context));
   if (o.fit) {
     tools::FitRequest r = o.fit_request;
     r.max_context = o.max_context;

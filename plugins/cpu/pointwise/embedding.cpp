@@ -15,6 +15,13 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, cha
   const auto& a = *static_cast<const ninfer_embedding_args*>(args);
   for (int64_t t = l->token_begin; t < l->token_end; ++t) {
     const int32_t id = a.ids[t];
+    // -1 is what argmax and sample pick from a row of NaN or +inf logits: a step fed the previous
+    // step's pick on the backend meets it here before the host reads that pick.
+    if (id == -1)
+      return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
+                  "token %lld has id -1: the pick of a row whose logits held NaN or +inf (the model produced "
+                  "invalid output; rerun with NINFER_SYNC_OPS=1 to find the op)",
+                  static_cast<long long>(t));
     if (id < 0 || id >= a.vocab)
       return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "token %lld has id %d outside [0, %d)",
                   static_cast<long long>(t), id, a.vocab);

@@ -65,8 +65,13 @@ struct ModelFiles {
 };
 
 // Resolves the manifest, loads the tokenizer and opens the checkpoint (mapped, not read);
-// refuses a tokenizer larger than the model's vocabulary and warns about random weights.
+// refuses a tokenizer larger than the model's vocabulary and a max_context past its positions,
+// and warns about random weights.
 ModelFiles open_model_files(const ModelSource& source);
+
+// A max_context past the model's positions (config.json's max_position_embeddings) is refused,
+// naming `origin` (the flag, or the manifest's line); 0 (what the model and memory allow) passes.
+void require_context_within_positions(int64_t max_context, const ModelConfig& cfg, const std::string& origin);
 
 // The manifest's kv_dtype as ModelOptions takes it.
 KvCachePrecision kv_cache_precision(KvDType d);
