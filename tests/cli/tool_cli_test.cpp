@@ -80,6 +80,16 @@ TEST(ToolCli, EveryToolGivesExitCode2ForACommandLineProblem) {
   EXPECT_EQ(run_process(std::string(NINFER_MAKE_CHECKPOINT_BIN) + " --preset qwen3-cpu-small").status, 2);
   EXPECT_EQ(run_process(std::string(NINFER_QUANTIZE_BIN) + " --checkpoint x --out y --max-shard-size 3XB").status, 2);
   EXPECT_EQ(run_process(std::string(NINFER_QUANTIZE_BIN) + " --checkpoint x").status, 2); // --out missing
+  // GiB and counts out of range, NaN among them, in the tools' words (not the largest double).
+  for (const std::string& cmd : {std::string(NINFER_RUN_BIN) + " --checkpoint x --prompt-ids 1 --memory-limit 1e30",
+                                 std::string(NINFER_RUN_BIN) + " --checkpoint x --prompt-ids 1 --memory-limit nan",
+                                 std::string(NINFER_INFO_BIN) + " --fit --preset qwen3-8b --memory nan",
+                                 std::string(NINFER_INFO_BIN) + " --fit --preset qwen3-8b --memory 0",
+                                 std::string(NINFER_INFO_BIN) + " --fit --preset qwen3-8b --concurrency 0"}) {
+    const ProcessOutput r = run_process(cmd);
+    EXPECT_EQ(r.status, 2) << cmd << "\n" << r.err;
+    EXPECT_EQ(r.err.find("1797693"), std::string::npos) << r.err;
+  }
 }
 
 // Flags that do not go together are refused before anything is read: the checkpoint does not

@@ -25,11 +25,40 @@ CLI::Option* add_threads_option(CLI::App& app, std::optional<int>& threads) {
                         "Threads of the CPU plugin (default: $NINFER_CPU_THREADS, else every hardware thread)");
 }
 
+CLI::Validator gib_amount() {
+  return CLI::Validator(
+      [](std::string& v) {
+        size_t end = 0;
+        double x = 0;
+        try {
+          x = std::stod(v, &end);
+        } catch (const std::exception&) {
+          end = 0;
+        }
+        if (end == v.size() && x > 0 && x <= double(1 << 20)) return std::string();
+        return "expected GiB of memory, a number > 0 and at most 1048576, got " + v;
+      },
+      "GIB");
+}
+
+CLI::Validator positive_count() {
+  return CLI::Validator(
+      [](std::string& v) {
+        size_t end = 0;
+        try {
+          if (std::stoll(v, &end) >= 1 && end == v.size()) return std::string();
+        } catch (const std::exception&) {
+        }
+        return "expected a whole number >= 1, got " + v;
+      },
+      "N");
+}
+
 void add_memory_options(CLI::App& app, std::optional<double>& memory_limit, std::optional<std::string>& kv_capacity) {
   app.add_option("--memory-limit", memory_limit,
                  "GiB of device memory the model may take, the CUDA runtime's own included (default: the device's "
                  "free memory; CPU: 80% of the available memory): emulates a smaller card (docs/memory.md)")
-      ->check(CLI::PositiveNumber);
+      ->check(gib_amount());
   app.add_option("--kv-capacity", kv_capacity,
                  "KV cache tokens, all sequences together: auto (every sequence's whole context, fitted to what "
                  "the memory leaves) or TOKENS (a block pool of that size the sequences share; docs/memory.md)")

@@ -44,6 +44,11 @@ void add_version_flag(CLI::App& app, const std::string& tool);
 CLI::Option* add_threads_option(CLI::App& app, std::optional<int>& threads);
 void apply_threads(const std::optional<int>& threads);
 
+// Checks of flag values that say what they expect, in the tool's words (CLI11's own ranges print
+// the largest double): GiB of memory, finite, > 0 and at most 1 PiB; a whole number >= 1.
+CLI::Validator gib_amount();
+CLI::Validator positive_count();
+
 // --memory-limit GIB and --kv-capacity auto|TOKENS (ninfer-run, ninfer-serve, ninfer-bench;
 // docs/memory.md): a value CLI11 refuses is a command-line problem.
 void add_memory_options(CLI::App& app, std::optional<double>& memory_limit, std::optional<std::string>& kv_capacity);

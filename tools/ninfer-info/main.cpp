@@ -254,13 +254,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--memory", f.memory_gib,
                  "With --fit: GiB of device memory (a --device-model card's own otherwise; a limit on a live device)")
-      ->check(CLI::PositiveNumber);
+      ->check(ninfer::tools::gib_amount());
   app.add_option("--kv-dtype", f.kv_dtype, "With --fit: KV cache auto, float32, float16, bfloat16, int8, fp8, int4r (default: the manifest's)")
       ->check(CLI::IsMember({"auto", "float32", "float16", "bfloat16", "int8", "fp8", "int4r"}));
   app.add_option("--concurrency", f.concurrency, "With --fit: sequences at once (default: the manifest's max_concurrency, 4)")
-      ->check(CLI::PositiveNumber);
+      ->check(ninfer::tools::positive_count());
   app.add_option("--prefill-chunk", f.prefill_chunk, "With --fit: prompt tokens per forward pass (default: the manifest's, 2048)")
-      ->check(CLI::PositiveNumber);
+      ->check(ninfer::tools::positive_count());
   app.add_flag("-v,--verbose", o.verbose, "Debug logging");
   ninfer::tools::add_version_flag(app, "ninfer-info");
   if (auto rc = ninfer::tools::parse_command_line(app, argc, argv, "ninfer-info")) return *rc;
