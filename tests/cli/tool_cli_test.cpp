@@ -68,6 +68,12 @@ TEST(ToolCli, EveryToolGivesExitCode2ForACommandLineProblem) {
   EXPECT_EQ(run("--checkpoint x --prompt-ids 1 --max-new abc").status, 2);
   EXPECT_EQ(run("--checkpoint x --prompt a --prompt-ids 1").status, 2);
   EXPECT_EQ(run("--checkpoint x --prompt-ids 1 --kv-dtype float8").status, 2);
+  // Token ids that are not whole numbers from 0, or an empty piece, name the piece.
+  for (const char* ids : {"''", "1,,2", "1,", ",", "1,-2", "99999999999999999999", "1,x"}) {
+    const ProcessOutput r = run(std::string("--checkpoint x --max-new 1 --prompt-ids ") + ids);
+    EXPECT_EQ(r.status, 2) << ids << "\n" << r.err;
+    EXPECT_NE(r.err.find("is not a token id"), std::string::npos) << ids << "\n" << r.err;
+  }
   EXPECT_EQ(run_process(std::string(NINFER_BENCH_BIN) + " --preset qwen3-cpu-small --skip-prefill --skip-decode").status, 2);
   EXPECT_EQ(run_process(std::string(NINFER_INFO_BIN) + " --plan linear --tokens 0").status, 2);
   EXPECT_EQ(run_process(std::string(NINFER_SERVE_BIN) + " --device gpu --checkpoint x").status, 2);

@@ -2,18 +2,52 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+
 #include "ninfer/abi/ops/sample_math.h"
 #include "ninfer/devices/device.hpp"
 #include "tool_cli.hpp"
 
 namespace ninfer::tools {
 
+namespace {
+
+// "1,2,3": ids are whole numbers in [0, 2^31), none empty; anything else is a command-line
+// problem naming the piece (an id past the model's vocabulary is the model's, found at load).
+std::vector<int64_t> parse_token_ids(const std::string& text) {
+  std::vector<int64_t> ids;
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string piece = text.substr(at, comma - at);
+    size_t used = 0;
+    long long v = -1;
+    try {
+      if (!piece.empty() && std::isdigit(static_cast<unsigned char>(piece.front()))) v = std::stoll(piece, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != piece.size() || v < 0 || v > INT32_MAX)
+      throw CLI::ValidationError("--prompt-ids", fmt::format("'{}' in '{}' is not a token id (expected whole numbers "
+                                                             "from 0, separated by commas: 1,2,3)",
+                                                             piece, text));
+    ids.push_back(v);
+    if (comma == text.size()) return ids;
+    at = comma + 1;
+  }
+}
+
+} // namespace
+
 void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("manifest", o.manifest, "Model manifest (YAML, see docs/manifest.md)");
   app.add_option("--checkpoint", o.checkpoint, "Hugging Face checkpoint folder (instead of a manifest)");
   auto* prompt = app.add_option("--prompt", o.prompt, "Prompt text");
   auto* file = app.add_option("--prompt-file", o.prompt_file, "Read the prompt text from a file (- : standard input)");
-  auto* ids = app.add_option("--prompt-ids", o.prompt_ids, "Prompt as token ids: 1,2,3")->delimiter(',');
+  auto* ids = app.add_option_function<std::string>(
+      "--prompt-ids", [&o](const std::string& text) { o.prompt_ids = parse_token_ids(text); },
+      "Prompt as token ids: 1,2,3");
   prompt->excludes(file)->excludes(ids);
   file->excludes(ids);
   app.add_flag("-i,--interactive", o.interactive,
