@@ -25,17 +25,21 @@ CLI::Option* add_threads_option(CLI::App& app, std::optional<int>& threads) {
                         "Threads of the CPU plugin (default: $NINFER_CPU_THREADS, else every hardware thread)");
 }
 
+size_t leading_number(const std::string& s, double& v) {
+  size_t used = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  return used;
+}
+
 CLI::Validator gib_amount() {
   return CLI::Validator(
       [](std::string& v) {
-        size_t end = 0;
         double x = 0;
-        try {
-          x = std::stod(v, &end);
-        } catch (const std::exception&) {
-          end = 0;
-        }
-        if (end == v.size() && x > 0 && x <= double(1 << 20)) return std::string();
+        if (leading_number(v, x) == v.size() && x > 0 && x <= double(1 << 20)) return std::string();
         return "expected GiB of memory, a number > 0 and at most 1048576, got " + v;
       },
       "GIB");

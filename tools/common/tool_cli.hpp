@@ -47,6 +47,8 @@ void apply_threads(const std::optional<int>& threads);
 // Checks of flag values that say what they expect, in the tool's words (CLI11's own ranges print
 // the largest double): GiB of memory, finite, > 0 and at most 1 PiB; a whole number >= 1.
 CLI::Validator gib_amount();
+// The number `s` starts with, into `v`; how many characters it takes (0: it starts with none).
+size_t leading_number(const std::string& s, double& v);
 CLI::Validator positive_count();
 
 // --memory-limit GIB and --kv-capacity auto|TOKENS (ninfer-run, ninfer-serve, ninfer-bench;

@@ -22,13 +22,8 @@ using namespace ninfer;
 
 // "4GB", "500MB", "1.5GB", "123456" (bytes); decimal units as Hugging Face's max_shard_size.
 uint64_t parse_size(const std::string& s, const char* flag) {
-  size_t used = 0;
   double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
+  const size_t used = tools::leading_number(s, v);
   std::string unit = s.substr(used);
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   const double mult = unit.empty() || unit == "B" ? 1 : unit == "KB" ? 1e3 : unit == "MB" ? 1e6 : unit == "GB" ? 1e9 : 0;
