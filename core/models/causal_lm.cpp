@@ -12,6 +12,7 @@
 #include "model_build.hpp"
 #include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/models/memory_plan.hpp"
+#include "ninfer/models/model_setup.hpp"
 #include "ninfer/support/error.hpp"
 #include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/backend.hpp"
@@ -69,7 +70,8 @@ void compare_with_plan(const MemoryPlan& plan, const MemoryReport& before, const
 } // namespace
 
 RowSampling row_sampling(const SamplingParams& p, uint64_t seed, uint64_t draw) {
-  return {p.is_greedy() ? 0.0 : p.temperature, static_cast<int32_t>(std::min<int64_t>(p.top_k, INT32_MAX)), p.top_p, p.min_p, seed, draw};
+  return {p.is_greedy() ? 0.0 : p.temperature, static_cast<int32_t>(std::min<int64_t>(p.top_k, INT32_MAX)), p.top_p,
+          p.min_p, seed, draw};
 }
 
 const char* to_string(SpecMethod m) { return m == SpecMethod::Mtp ? "mtp" : "none"; }
@@ -105,9 +107,7 @@ std::unique_ptr<CausalLM> CausalLM::load(const Checkpoint& ck, Backend& be, cons
   check_options(options);
   require_all(ck); // every missing or misshapen tensor in one message, before allocating anything
   if (options.speculation.method == SpecMethod::Mtp) require_mtp(ck);
-  if (options.speculation.draft_vocab > cfg.vocab_size)
-    throw Error(fmt::format("draft_vocab {} exceeds the model's vocabulary of {} tokens", options.speculation.draft_vocab,
-                            cfg.vocab_size));
+  require_draft_vocab_within(options.speculation.draft_vocab, cfg, "draft_vocab");
   if (const auto extra = unrecognised_tensors(ck); !extra.empty())
     spdlog::warn("{}: {} tensor(s) that no {} layer reads (first: {}); they are ignored", ck.dir().string(),
                  extra.size(), family_name(cfg.family), extra.front());

@@ -62,7 +62,7 @@ SpecKind parse_spec_option(const std::string& text) {
 }
 
 size_t memory_limit_bytes(double gib) {
-  if (!(gib > 0) || gib > 1 << 20) throw Error(fmt::format("--memory-limit {}: expected GiB > 0", gib));
+  if (!(gib > 0) || gib > kMaxMemoryLimitGib) throw Error(fmt::format("--memory-limit {}: expected GiB > 0", gib));
   return static_cast<size_t>(gib * double(size_t{1} << 30));
 }
 
@@ -146,6 +146,11 @@ void require_context_within_positions(int64_t max_context, const ModelConfig& cf
     throw Error(fmt::format("{}: {} exceeds the model's {} positions (max_position_embeddings in its config.json): "
                             "positions past them were never trained; set at most {}",
                             origin, max_context, cfg.max_position_embeddings, cfg.max_position_embeddings));
+}
+
+void require_draft_vocab_within(int64_t draft_vocab, const ModelConfig& cfg, const std::string& origin) {
+  if (draft_vocab > cfg.vocab_size)
+    throw Error(fmt::format("{} {} exceeds the model's vocabulary of {} tokens", origin, draft_vocab, cfg.vocab_size));
 }
 
 ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::optional<int32_t> prefill_chunk,

@@ -35,11 +35,25 @@ size_t leading_number(const std::string& s, double& v) {
   return used;
 }
 
+namespace {
+
+// Whether `v` is a whole number >= 1 and nothing else.
+bool is_positive_count(const std::string& v) {
+  size_t end = 0;
+  try {
+    return std::stoll(v, &end) >= 1 && end == v.size();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+} // namespace
+
 CLI::Validator gib_amount() {
   return CLI::Validator(
       [](std::string& v) {
         double x = 0;
-        if (leading_number(v, x) == v.size() && x > 0 && x <= double(1 << 20)) return std::string();
+        if (leading_number(v, x) == v.size() && x > 0 && x <= kMaxMemoryLimitGib) return std::string();
         return "expected GiB of memory, a number > 0 and at most 1048576, got " + v;
       },
       "GIB");
@@ -47,14 +61,7 @@ CLI::Validator gib_amount() {
 
 CLI::Validator positive_count() {
   return CLI::Validator(
-      [](std::string& v) {
-        size_t end = 0;
-        try {
-          if (std::stoll(v, &end) >= 1 && end == v.size()) return std::string();
-        } catch (const std::exception&) {
-        }
-        return "expected a whole number >= 1, got " + v;
-      },
+      [](std::string& v) { return is_positive_count(v) ? std::string() : "expected a whole number >= 1, got " + v; },
       "N");
 }
 
@@ -68,12 +75,7 @@ void add_memory_options(CLI::App& app, std::optional<double>& memory_limit, std:
                  "the memory leaves) or TOKENS (a block pool of that size the sequences share; docs/memory.md)")
       ->check(CLI::Validator(
           [](std::string& v) {
-            if (v == "auto") return std::string();
-            size_t end = 0;
-            try {
-              if (std::stoll(v, &end) >= 1 && end == v.size()) return std::string();
-            } catch (const std::exception&) {
-            }
+            if (v == "auto" || is_positive_count(v)) return std::string();
             return "expected auto or a number of tokens >= 1, got " + v;
           },
           "auto|TOKENS"));

@@ -77,9 +77,11 @@ ModelOptions asked_options(const FitRequest& r, const Manifest& m, const ModelCo
   if (o.max_sequences < 1) throw UsageError(fmt::format("--concurrency must be >= 1 (got {})", o.max_sequences));
   if (o.max_context)
     require_context_within_positions(o.max_context, cfg, r.max_context ? "--max-context" : m.where("runtime.max_context"));
-  if (o.speculation.draft_vocab > cfg.vocab_size)
-    throw UsageError(fmt::format("--draft-vocab {} exceeds the model's vocabulary of {} tokens",
-                                 o.speculation.draft_vocab, cfg.vocab_size));
+  try {
+    require_draft_vocab_within(o.speculation.draft_vocab, cfg, "--draft-vocab");
+  } catch (const Error& e) {
+    throw UsageError(e.what()); // a flag's value, as ninfer-info's other checks of them
+  }
   return o;
 }
 

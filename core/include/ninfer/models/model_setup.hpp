@@ -72,6 +72,12 @@ ModelFiles open_model_files(const ModelSource& source);
 // A max_context past the model's positions (config.json's max_position_embeddings) is refused,
 // naming `origin` (the flag, or the manifest's line); 0 (what the model and memory allow) passes.
 void require_context_within_positions(int64_t max_context, const ModelConfig& cfg, const std::string& origin);
+// A draft vocabulary (the drafter's LM head over the first N rows) past the model's vocabulary is
+// refused, naming `origin`.
+void require_draft_vocab_within(int64_t draft_vocab, const ModelConfig& cfg, const std::string& origin);
+
+// The largest memory limit taken, in GiB (1 PiB): beyond it a value is a typing mistake.
+inline constexpr double kMaxMemoryLimitGib = 1 << 20;
 
 // The manifest's kv_dtype as ModelOptions takes it.
 KvCachePrecision kv_cache_precision(KvDType d);
