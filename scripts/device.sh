@@ -61,8 +61,10 @@ On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu
                                 gpu_tests / model / op tests on it (bundle with
                                 EXTRA_TESTS=gpu_generic_tests)
   soak=start|finish             the serving soak (docs/serving.md) in two calls: start writes a
-                                Qwen3-8B-shaped checkpoint, starts ninfer-serve and a 600 s soak;
-                                finish waits, runs the inter-token latency check and stops the server
+                                Qwen3-8B-shaped checkpoint, starts ninfer-serve and a 600 s soak
+                                (conversations of SOAK_TURNS turns, default 3: the prefix cache);
+                                finish waits, reads /metrics, runs the inter-token latency check and
+                                stops the server
   serve-bench=PRESET:CLIENTS    the engine loop against ninfer-bench (docs/serving.md): a random
                                 PRESET checkpoint (bf16), ninfer-serve with CLIENTS slots and CLIENTS
                                 streaming clients started together (PROMPT tokens each, default 128;
@@ -410,7 +412,8 @@ soak() { # start|finish
     health || { echo "server did not come up"; tail -20 "$w/serve.err"; return 1; }
     echo "server up $(( $(date +%s) - t0 )) s after the start of the call"
     setsid python3 -u tools/ninfer-soak/ninfer_soak.py --url "$url" --clients 4 --duration "${SOAK_SECONDS:-600}" \
-      --prompt-lengths 128,1024,4096,16384 --max-tokens 256 --quiet > "$w/soak.txt" 2> "$w/soak.err" < /dev/null &
+      --prompt-lengths 128,1024,4096,16384 --max-tokens 256 --turns "${SOAK_TURNS:-3}" --turn-tokens 100 --quiet \
+      > "$w/soak.txt" 2> "$w/soak.err" < /dev/null &
     echo $! > "$w/soak.pid"
     echo "soak started at $(date -u +%T)"
     # Stay inside the call's 600 s: the soak runs on after this call returns.
@@ -422,6 +425,9 @@ soak() { # start|finish
     pid=$(cat "$w/soak.pid")
     while kill -0 "$pid" 2>/dev/null; do sleep 2; done
     step "soak report"; cat "$w/soak.txt"; tail -5 "$w/soak.err"
+    step "the server's prefix cache and loop counters"
+    python3 -c "import urllib.request;print(urllib.request.urlopen('$url/metrics',timeout=10).read().decode())" |
+      grep -E '^ninfer_(prefix|prompt_tokens|prefill_tokens|requests_total|mixed_steps|logits_rows|generation_tokens_total)'
     step "ITL: one stream alone, then during a 16,000-token prefill"
     python3 -u tools/ninfer-soak/ninfer_soak.py --url "$url" --mode itl --long-prompt 16000 --stream-tokens 256 \
       > "$w/itl.txt" 2>&1; cat "$w/itl.txt"

@@ -791,8 +791,9 @@ TEST(NinferServe, DecodingStreamKeepsGettingTokensDuringAnotherRequestsLongPrefi
 }
 
 // tools/ninfer-soak/ninfer_soak.py against the real server, briefly and small: a soak with
-// two clients (no failures, tokens counted as the server counted them) and the inter-token
-// latency benchmark (the stream keeps decoding during the long prefill, read in mixed steps).
+// two clients in conversations of two turns (no failures, tokens counted as the server counted
+// them, second turns read from the cache) and the inter-token latency benchmark (the stream
+// keeps decoding during the long prefill, read in mixed steps).
 TEST(NinferServe, SoakToolRunsAgainstTheServer) {
   if (run_process("python3 --version").status != 0) GTEST_SKIP() << "no python3";
   ServerProcess server({"--checkpoint", demo_checkpoint().string(), "--device", "cpu", "--max-concurrency", "2",
@@ -800,7 +801,7 @@ TEST(NinferServe, SoakToolRunsAgainstTheServer) {
   const std::string tool = shell_quote((source_dir() / "tools/ninfer-soak/ninfer_soak.py").string());
   const std::string url = " --url http://127.0.0.1:" + std::to_string(server.port());
   const ProcessOutput soak = run_process("python3 " + tool + url +
-                                         " --json --clients 2 --duration 2 --prompt-lengths 8,100 --max-tokens 6");
+                                         " --json --clients 2 --duration 3 --prompt-lengths 8,100 --max-tokens 6 --turns 2 --turn-tokens 10");
   ASSERT_EQ(soak.status, 0) << soak.out << soak.err;
   const json s = json::parse(soak.out);
   EXPECT_GE(s["requests"].get<int>(), 2);
@@ -809,6 +810,14 @@ TEST(NinferServe, SoakToolRunsAgainstTheServer) {
   EXPECT_GT(s["tok_s"].get<double>(), 0.0);
   EXPECT_GT(s["ttft_s"]["p99"].get<double>(), 0.0);
   EXPECT_GE(s["ttft_s"]["p99"].get<double>(), s["ttft_s"]["p50"].get<double>());
+  // Each second turn extends its client's first (prompt and reply), which the server still holds
+  // unless the other client's new request took that slot meanwhile (a prefix this short fills no
+  // whole block for the prefix cache): most second turns read part of their prompt.
+  const json& c = s["conversations"];
+  ASSERT_GE(c["later_turns"].get<int>(), 1) << c.dump();
+  EXPECT_GE(2 * c["later_with_cache_hit"].get<int>(), c["later_turns"].get<int>()) << c.dump();
+  EXPECT_GT(c["later_cached_tokens"].get<int>(), 0) << c.dump();
+  EXPECT_LT(c["later_cached_tokens"].get<int>(), c["later_prompt_tokens"].get<int>()) << c.dump();
   const bool smi = run_process("command -v nvidia-smi").status == 0;
   EXPECT_EQ(s["gpu_memory_start"]["source"], smi ? "nvidia-smi" : "metrics");
   EXPECT_EQ(s["gpu_memory_end"]["source"], smi ? "nvidia-smi" : "metrics");

@@ -5,9 +5,11 @@ Three modes (docs/serving.md, "Soak and latency benchmark"):
 
   soak  N concurrent streaming clients for D seconds, each sending /v1/completions requests one
         after another with prompts of mixed lengths (token ids, so lengths are exact; some can
-        be 16k+ tokens). Reports requests, failures, aggregate generated tok/s, p50/p99 time to
-        first token and inter-token latency, and GPU memory at start and end (nvidia-smi if
-        present, else the server's /metrics).
+        be 16k+ tokens); with --turns T each prompt opens a conversation of up to T turns (a
+        later turn: the last prompt, its reply and --turn-tokens new tokens: the prefix cache).
+        Reports requests, failures, aggregate generated tok/s, p50/p99 time to first token and
+        inter-token latency, what the cache gave the later turns, and GPU memory at start and
+        end (nvidia-smi if present, else the server's /metrics).
 
   itl   The inter-token latency of --streams decoding streams alone, then while another
         request's long prompt is prefilled beside them, and each stream's ratio of the two
@@ -186,11 +188,23 @@ def soak(args, server, model, max_len):
     def client(k):
         rng = random.Random(args.seed * 1000 + k)
         i = 0
+        conversation, turn = None, 0  # the last turn's prompt and reply, and its turn number
         while time.monotonic() < deadline:
-            n = fitting[(k + i) % len(fitting)]
-            i += 1
-            r = server.stream(request_body(model, prompt_ids(rng, n, args.id_min, args.id_max), args.max_tokens))
-            r["prompt_tokens"] = n
+            follow_up = None
+            if conversation is not None and turn < args.turns:
+                follow_up = conversation + prompt_ids(rng, args.turn_tokens, args.id_min, args.id_max)
+                if max_len and len(follow_up) + args.max_tokens > max_len:
+                    follow_up = None  # the conversation is full: a new one starts
+            if follow_up is None:
+                n = fitting[(k + i) % len(fitting)]
+                i += 1
+                ids, turn = prompt_ids(rng, n, args.id_min, args.id_max), 1
+            else:
+                ids, turn = follow_up, turn + 1
+            r = server.stream(request_body(model, ids, args.max_tokens))
+            r["prompt_tokens"], r["turn"] = len(ids), turn
+            r["cached_tokens"] = ((r.get("usage") or {}).get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+            conversation = ids + r["ids"] if r["ok"] else None
             with lock:
                 results.append(r)
             if not r["ok"] and not args.quiet:
@@ -210,8 +224,16 @@ def soak(args, server, model, max_len):
     tokens = sum(r["tokens"] for r in results)
     by_length = {}
     for n in fitting:
-        rs = [r for r in ok if r["prompt_tokens"] == n and r["times"]]
+        rs = [r for r in ok if r["turn"] == 1 and r["prompt_tokens"] == n and r["times"]]
         by_length[str(n)] = {"requests": len(rs), "ttft_p50_s": percentile([r["times"][0] for r in rs], 50)}
+    # Later turns extend a prompt the server has seen: what its prefix cache gave them.
+    later = [r for r in ok if r["turn"] > 1]
+    later_prompt = sum(r["prompt_tokens"] for r in later)
+    conv = {"turns": args.turns, "turn_tokens": args.turn_tokens, "later_turns": len(later),
+             "later_prompt_tokens": later_prompt, "later_cached_tokens": sum(r["cached_tokens"] for r in later),
+             "later_ttft_p50_s": percentile([r["times"][0] for r in later if r["times"]], 50),
+             "later_with_cache_hit": sum(1 for r in later if r["cached_tokens"] > 0)}
+    conv["later_cached_share"] = conv["later_cached_tokens"] / later_prompt if later_prompt else None
     return {
         "mode": "soak", "model": model, "clients": args.clients, "duration_s": round(wall, 3),
         "prompt_lengths": fitting, "max_tokens": args.max_tokens,
@@ -220,7 +242,7 @@ def soak(args, server, model, max_len):
         "generated_tokens": tokens, "tok_s": tokens / wall if wall > 0 else 0.0,
         "ttft_s": {"p50": percentile(ttft, 50), "p99": percentile(ttft, 99), "max": max(ttft, default=None)},
         "itl_s": {"p50": percentile(itl, 50), "p99": percentile(itl, 99), "max": max(itl, default=None)},
-        "ttft_by_prompt_length": by_length,
+        "ttft_by_prompt_length": by_length, "conversations": conv,
         "gpu_memory_start": mem_start, "gpu_memory_end": mem_end,
         "gpu_memory_growth_mib": memory_growth(mem_start, mem_end),
     }
@@ -434,6 +456,12 @@ def print_report(rep):
               f"{rep['tok_s']:.1f} tok/s")
         print(f"TTFT p50 {fmt_s(rep['ttft_s']['p50'])}, p99 {fmt_s(rep['ttft_s']['p99'])}; "
               f"ITL p50 {fmt_s(rep['itl_s']['p50'])}, p99 {fmt_s(rep['itl_s']['p99'])}")
+        c = rep["conversations"]
+        if c["turns"] > 1:
+            share = "-" if c["later_cached_share"] is None else f"{100 * c['later_cached_share']:.1f}%"
+            print(f"later turns {c['later_turns']} ({c['later_with_cache_hit']} read from the cache): "
+                  f"{c['later_cached_tokens']} of {c['later_prompt_tokens']} prompt tokens cached ({share}), "
+                  f"TTFT p50 {fmt_s(c['later_ttft_p50_s'])}")
         print(f"GPU memory start {json.dumps(rep['gpu_memory_start'])}, end {json.dumps(rep['gpu_memory_end'])}, "
               f"growth {rep['gpu_memory_growth_mib']} MiB")
     elif rep["mode"] == "turns":
@@ -490,7 +518,10 @@ def main():
     p.add_argument("--prompt-length", type=int, default=128,
                    help="decode: prompt tokens; turns: the first turn's (default %(default)s)")
     p.add_argument("--turn-tokens", type=int, default=100,
-                   help="turns: new tokens of each later turn's message (default %(default)s)")
+                   help="turns, soak: new tokens of each later turn's message (default %(default)s)")
+    p.add_argument("--turns", type=int, default=1,
+                   help="soak: turns per conversation; a later turn sends the last turn's prompt, its reply and "
+                        "--turn-tokens new tokens, while they fit the context (default %(default)s: single requests)")
     p.add_argument("--rounds", type=int, default=3, help="decode: rounds of N requests (default %(default)s)")
     p.add_argument("--long-prompt", type=int, default=16384, help="itl: the long prompt's tokens (default %(default)s)")
     p.add_argument("--stream-tokens", type=int, default=256, help="itl: each decoding stream's tokens (default %(default)s)")
@@ -503,6 +534,8 @@ def main():
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--quiet", action="store_true", help="do not print each failure as it happens")
     args = p.parse_args()
+    if args.turns < 1:
+        p.error("--turns must be at least 1")
 
     server = Server(args.url, args.api_key, args.timeout)
     model, max_len = server.model()
