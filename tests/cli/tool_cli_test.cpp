@@ -113,6 +113,8 @@ TEST(ToolCli, FlagCombinationsAreCheckedBeforeTheModelLoads) {
       {"--prompt-ids 1 --max-context 1", "--max-context"},
       {"--prompt-ids 1 --device gpu", "--device gpu"},
       {"--prompt-ids 1 --threads 0", "--threads"},
+      {"--prompt-ids 1 --stop-id -1", "--stop-id -1"},
+      {"--prompt-ids 1 --stop-id 4294967296", "--stop-id 4294967296"}, // not token 0 after a cast
       {"--max-new 3", "no prompt"},
       {fixture() + " --prompt-ids 1", "not both"},
   };

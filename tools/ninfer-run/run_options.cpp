@@ -111,6 +111,8 @@ std::vector<std::string> check_run_options(const RunOptions& o) {
   if (o.max_new && *o.max_new < 0) throw UsageError(fmt::format("--max-new must be >= 0 (got {})", *o.max_new));
   if (o.max_context && *o.max_context < 2)
     throw UsageError(fmt::format("--max-context must be at least 2 (got {})", *o.max_context));
+  for (int64_t id : o.stop_ids)
+    if (id < 0 || id > INT32_MAX) throw UsageError(fmt::format("--stop-id {}: expected a token id (0 or more)", id));
   if (o.greedy && o.temperature && *o.temperature != 0)
     throw UsageError("--greedy and --temperature contradict each other: give one of them");
   if (o.threads && (*o.threads < 1 || *o.threads > 256))
