@@ -374,10 +374,13 @@ TEST(NinferServe, FullQueueIs429AndADisconnectedClientFreesItsSlot) {
   });
   while (!streaming) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   auto c = server.client();
-  // The only slot is busy and the queue holds nothing.
-  Reply r = post(*c, "/v1/completions", greedy_ids_request({1, 2}, 2));
-  EXPECT_EQ(r.status, 429) << r.body.dump();
-  EXPECT_EQ(r.body["error"]["code"], "queue_full");
+  // The only slot is busy and the queue holds nothing: a 429 that says when to retry.
+  const auto busy = c->Post("/v1/completions", greedy_ids_request({1, 2}, 2).dump(), "application/json");
+  ASSERT_TRUE(busy);
+  EXPECT_EQ(busy->status, 429) << busy->body;
+  EXPECT_EQ(json::parse(busy->body)["error"]["code"], "queue_full");
+  EXPECT_EQ(busy->get_header_value("Retry-After"), "1");
+  Reply r;
   hang_up = true;
   long_stream.join();
   // Once the server sees the client gone it cancels, and the slot serves the next request.

@@ -82,7 +82,7 @@ struct MessageReply {
 
 void send_anthropic_error(Exchange& ex, const ApiError& e) {
   const AnthropicError a = anthropic_error(e);
-  ex.reply(a.status, "application/json", dump(a.body));
+  ex.reply(a.status, "application/json", dump(a.body), retry_after_header(a.status));
 }
 
 MessagesRoute::MessagesRoute(const LoadedModel& model, serving::Engine& engine, Drain& drain,

@@ -15,7 +15,9 @@ namespace {
 
 using nlohmann::json;
 
-void send_error(Exchange& ex, const ApiError& e) { ex.reply(e.status, "application/json", dump(e.body())); }
+void send_error(Exchange& ex, const ApiError& e) {
+  ex.reply(e.status, "application/json", dump(e.body()), retry_after_header(e.status));
+}
 
 std::string event(const std::string& data) { return sse_event(data); }
 

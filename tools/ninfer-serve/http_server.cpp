@@ -116,7 +116,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     phase_ = Phase::Reply;
     keep_alive_ = false;
     write_timeout_ = kRefusalWrite;
-    queue(head(503, "application/json", "Content-Length: " + std::to_string(error_json(503, message).size()) + "\r\n", false) +
+    queue(head(503, "application/json",
+               "Content-Length: " + std::to_string(error_json(503, message).size()) + "\r\n" + retry_after_header(503),
+               false) +
           error_json(503, message, "too_many_connections"));
     reply_done_ = true;
     flush();

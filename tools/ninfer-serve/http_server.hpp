@@ -45,6 +45,13 @@ struct HttpRequest {
 
 class Connection;
 
+// The header a busy answer carries (429 queue full, 503 busy or draining, Anthropic's 529), as the
+// OpenAI and Anthropic APIs send it: try again in a second, about what a few decode steps take to
+// free a slot. Empty for any other status.
+inline std::string retry_after_header(int status) {
+  return status == 429 || status == 503 || status == 529 ? "Retry-After: 1\r\n" : "";
+}
+
 // One request's answer. Thread-safe; calls after the connection is gone do nothing.
 class Exchange {
  public:
