@@ -5,17 +5,27 @@
 #include <fstream>
 #include <sstream>
 
+#include "ninfer/support/bounded_file.hpp"
 #include "ninfer/support/error.hpp"
 
 namespace ninfer::quantize_detail {
 
-CalibrationSamples calibration_samples(const std::filesystem::path& file, const Tokenizer& tokenizer, int64_t tokens,
-                                       int64_t max_samples) {
+void require_calibration_file(const std::filesystem::path& file) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(file, ec))
+  if (!std::filesystem::exists(file, ec))
     throw Error(fmt::format("--calibration {}: no such file (a UTF-8 text the model reads to measure its "
                             "activations)",
                             file.string()));
+  try {
+    require_regular_file(file);
+  } catch (const Error& e) {
+    throw Error(fmt::format("--calibration {}", e.what()));
+  }
+}
+
+CalibrationSamples calibration_samples(const std::filesystem::path& file, const Tokenizer& tokenizer, int64_t tokens,
+                                       int64_t max_samples) {
+  require_calibration_file(file);
   std::ifstream in(file, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();

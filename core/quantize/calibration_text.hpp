@@ -15,6 +15,10 @@ struct CalibrationSamples {
   int64_t file_tokens = 0;                   // tokens the whole file holds
 };
 
+// Throws ninfer::Error naming `--calibration FILE` when the file is missing or not a regular file
+// (a folder, a FIFO), before anything is read.
+void require_calibration_file(const std::filesystem::path& file);
+
 // The first `max_samples` whole samples of `tokens` tokens of `file` (fewer when the file holds
 // fewer). Throws ninfer::Error naming the file: missing or unreadable, not UTF-8, or shorter
 // than one sample.

@@ -79,11 +79,7 @@ void check_options(const CalibrationOptions& o) {
   if (o.file.empty())
     throw Error("method gptq needs --calibration FILE: a UTF-8 text the model reads to measure the inputs of its "
                 "projections (or use --method rtn)");
-  std::error_code ec;
-  if (!fs::is_regular_file(o.file, ec))
-    throw Error(fmt::format("--calibration {}: no such file (a UTF-8 text the model reads to measure its "
-                            "activations)",
-                            o.file.string()));
+  require_calibration_file(o.file);
   if (o.tokens < 2) throw Error(fmt::format("--calibration-tokens {}: a sample needs at least 2 tokens", o.tokens));
   if (o.samples < 1) throw Error(fmt::format("--calibration-samples {}: at least one sample is needed", o.samples));
   if (o.layers_per_pass < 0)

@@ -136,6 +136,7 @@ TEST(ToolCli, ModelInputAndDeviceProblemsExitWith1) {
       {"--checkpoint " + fixture() + " --prompt-ids 1,2,3 --max-new 10 --max-context 8", "exceed the context"},
       {"--checkpoint " + fixture() + " --prompt hello", "needs a tokenizer"},
       {"--checkpoint " + fixture() + " --prompt-file /no/such/prompt.txt", "/no/such/prompt.txt"},
+      {"--checkpoint " + fixture() + " --prompt-file " + fixture(), "is a folder"}, // not "the prompt is empty"
       // tiny-qwen3 has 4096 positions (config.json): a longer context was never trained.
       {"--checkpoint " + fixture() + " --prompt-ids 1 --max-context 4097", "--max-context: 4097 exceeds the model's 4096 positions"},
   };

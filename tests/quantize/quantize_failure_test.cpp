@@ -171,6 +171,9 @@ TEST(NinferQuantizeFailure, EveryBadInputNamesTheProblem) {
        }, {"--calibration", "method rtn", "reads no activations"}},
       {"calibration file missing", with({"--method", "gptq", "--calibration", "/nonexistent/calib.txt"}),
        {"--calibration /nonexistent/calib.txt", "no such file"}},
+      {"calibration file a folder", [&](const fs::path& tmp, const fs::path& in) {
+         return with({"--method", "gptq", "--calibration", tmp.string()})(tmp, in);
+       }, {"--calibration", "not a regular file (a folder)"}},
       {"calibration text shorter than one sample", [&](const fs::path& tmp, const fs::path& in) {
          test::write_byte_level_tokenizer(in);
          test::write_file_bytes(tmp / "calib.txt", "a short text");

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -18,10 +19,15 @@ std::string prompt_text(const RunOptions& o) {
   if (o.prompt) return *o.prompt;
   if (!o.prompt_file) return {};
   if (*o.prompt_file == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  // A folder opens as a stream that reads nothing; a FIFO (`<(...)`) is read like a file.
+  std::error_code ec;
+  if (std::filesystem::is_directory(*o.prompt_file, ec))
+    throw Error(fmt::format("--prompt-file {}: is a folder; point at the file itself", *o.prompt_file));
   std::ifstream in(*o.prompt_file, std::ios::binary);
   if (!in) throw Error(fmt::format("--prompt-file {}: cannot be read", *o.prompt_file));
   std::ostringstream text;
   text << in.rdbuf();
+  if (in.bad()) throw Error(fmt::format("--prompt-file {}: cannot be read", *o.prompt_file));
   return text.str();
 }
 
