@@ -4,7 +4,7 @@
 // teacher-forced) once for the reference (--checkpoint over a --reference cache) and once for
 // each variant, and every position's logits row is compared: relative L2 distance to the
 // reference row, whether the argmax (top-1 token) agrees, and the perplexity of the text's next
-// tokens. docs/kv_formats.md and docs/quantization.md have the tables and the commands.
+// tokens. docs/kv-cache.md and docs/quantization.md have the tables and the commands.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 

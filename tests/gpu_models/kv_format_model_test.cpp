@@ -44,7 +44,7 @@ constexpr FormatBound kFp8{"fp8-kv-cuda-vs-cpu-logits-row", KvCachePrecision::Fp
 constexpr FormatBound kInt4r{"int4r-kv-cuda-vs-cpu-logits-row", KvCachePrecision::Int4r, 3e-2};
 // A decode step's greedy pick is compared where the CPU's top-2 margin exceeds this (logits
 // units): a row within its bound moves a logit by far less, while the demo model ties many
-// steps closely (docs/kv_formats.md, "Quality").
+// steps closely (docs/kv-cache.md, "Quality").
 
 void PrintTo(const FormatBound& b, std::ostream* os) { *os << b.name; }
 

@@ -2,7 +2,7 @@
 // (models/qwen3_5-demo, head_dim 64) over each format against the same model over a float32
 // cache, teacher-forced over held-out English (tests/models/data/sotu_heldout.txt); the cache's
 // bytes; and the load's error for a head_dim a format cannot take. The full-size measurement
-// (10,240 positions) is experiments/logits-quality's (docs/kv_formats.md).
+// (10,240 positions) is experiments/logits-quality's (docs/kv-cache.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>

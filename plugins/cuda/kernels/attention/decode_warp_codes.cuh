@@ -4,7 +4,7 @@
 // Why: the row-owning decode stages a compact tile through shared memory, widening codes as it
 // writes the float tile; ncu on an H100 at 131,072 keys (Qwen3.5-27B, fp8) put it at 356 GB/s
 // with the L1/shared-memory pipe 63% busy, slower than the bfloat16 cache's key-owning kernel
-// although it reads half the bytes (docs/kv_formats.md, "Speed at long context"). Here codes go
+// although it reads half the bytes (docs/kv-cache.md, "Speed at long context"). Here codes go
 // from global memory into registers and are widened there; no tile is staged and no barrier sits
 // in the key loop.
 //

@@ -68,7 +68,7 @@
  * taken exactly in double and added, in double, into partial d % 32 in increasing d; the 32
  * partials p_l then meet in five steps, off = 16, 8, 4, 2, 1, each p_l = p_l + p_(l xor off),
  * and p_0 is the sum. Every plugin sums in this order, so every plugin picks the same scale.
- * (docs/kv_formats.md measures what the search buys against absmax / 448 and absmax / 7.)
+ * (docs/kv-cache.md measures what the search buys against absmax / 448 and absmax / 7.)
  * Bytes per head row: head_dim * 4 / 2 / 2 (F32 / F16, BF16), head_dim + 2G (KV_INT8),
  * head_dim + 4 (KV_FP8), head_dim / 2 + 2G (KV_INT4R); the scale arrays hold G (KV_FP8: 1)
  * entries per row, pool_blocks*block_tokens*kv_heads rows, for k and for v.
