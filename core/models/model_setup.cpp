@@ -162,6 +162,12 @@ ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::option
   mo.max_sequences = max_sequences;
   mo.prefill_chunk = prefill_chunk.value_or(static_cast<int32_t>(m.runtime.prefill_chunk));
   mo.mixed_chunk = mixed_chunk.value_or(static_cast<int32_t>(m.runtime.mixed_chunk.value_or(0)));
+  if (mo.mixed_chunk > mo.prefill_chunk) // named where each was set: a flag, or the manifest's line
+    throw Error(fmt::format("{} {} exceeds {} {}: a mixed step carries at most one prompt chunk; set at most {} "
+                            "(or 0 for the cost rule)",
+                            mixed_chunk ? std::string("--mixed-chunk") : m.where("runtime.mixed_chunk"), mo.mixed_chunk,
+                            prefill_chunk ? std::string("--prefill-chunk") : m.where("runtime.prefill_chunk"),
+                            mo.prefill_chunk, mo.prefill_chunk));
   mo.weights = precision(m.dtype);
   mo.cuda_graphs = m.runtime.cuda_graphs;
   mo.kv_cache = kv_cache_precision(m.runtime.kv_dtype);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "manifest_test_util.hpp"
+#include "ninfer/models/model_setup.hpp"
 
 namespace ninfer::test {
 namespace {
@@ -103,6 +104,27 @@ TEST_F(ManifestErrors, KvBlockTokensIsOneOfThePowersOfTwo) {
   for (const char* bad : {"100", "16", "2048"}) {
     const auto f = manifest(std::string("checkpoint: ck\nruntime:\n  kv_block_tokens: ") + bad + "\n");
     expect_message(load_error(f), f, 3, "runtime.kv_block_tokens", {bad});
+  }
+}
+
+// Two keys that contradict each other: the error names both where they were set.
+TEST_F(ManifestErrors, MixedChunkPastThePrefillChunkNamesBothLines) {
+  const auto f = manifest("checkpoint: ck\nruntime:\n  prefill_chunk: 64\n  mixed_chunk: 128\n");
+  const Manifest m = load_manifest(f);
+  std::string msg;
+  try {
+    model_options(m, 1, std::nullopt, std::nullopt);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  expect_message(msg, f, 4, "runtime.mixed_chunk 128", {f.string() + ":3: runtime.prefill_chunk 64", "at most 64"});
+  // A flag that raises the prompt chunk resolves it; one that sets the mixed chunk is named as a flag.
+  EXPECT_EQ(model_options(m, 1, 256, std::nullopt).mixed_chunk, 128);
+  try {
+    model_options(m, 1, std::nullopt, 96);
+    ADD_FAILURE() << "--mixed-chunk 96 past the manifest's prefill_chunk 64 was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--mixed-chunk 96 exceeds " + f.string() + ":3:", 0), 0u) << e.what();
   }
 }
 
