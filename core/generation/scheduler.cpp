@@ -14,10 +14,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Sampling the backend's pick lacks: penalties need the token history, top logprobs the whole
-// distribution. Such a sequence brings its logits row back and samples on the host.
+// distribution, a logit bias its table. Such a sequence brings its logits row back and samples
+// on the host.
 bool backend_can_pick(const SamplingParams& p) {
   return p.repetition_penalty == 1.0 && p.presence_penalty == 0.0 && p.frequency_penalty == 0.0 &&
-         p.top_logprobs == 0;
+         p.top_logprobs == 0 && p.logit_bias.empty();
 }
 
 } // namespace

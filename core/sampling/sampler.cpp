@@ -29,6 +29,7 @@ double Sampler::uniform() { return static_cast<double>(ninfer_sample_draw(seed_,
 
 SampleResult Sampler::sample(std::span<const float> logits) {
   penalised_.assign(logits.begin(), logits.end());
+  apply_logit_bias(penalised_, params_.logit_bias);
   apply_repetition_penalty(penalised_, history_, params_.repetition_penalty);
   apply_presence_frequency_penalties(penalised_, history_, params_.presence_penalty,
                                      params_.frequency_penalty);

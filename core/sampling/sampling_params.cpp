@@ -34,6 +34,11 @@ void SamplingParams::validate() const {
   require(frequency_penalty >= -2 && frequency_penalty <= 2, "frequency_penalty",
           "in [-2, 2] (0 turns it off)", frequency_penalty);
   require(top_logprobs >= 0, "top_logprobs", ">= 0", static_cast<double>(top_logprobs));
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0) throw InvalidSampling("logit_bias", fmt::format("token id {} is negative", id));
+    if (!(std::isfinite(bias) && bias >= -kMaxLogitBias && bias <= kMaxLogitBias))
+      throw InvalidSampling("logit_bias", fmt::format("token {}: a bias must be in [-100, 100], got {}", id, bias));
+  }
 }
 
 } // namespace ninfer

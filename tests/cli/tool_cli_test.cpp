@@ -115,6 +115,13 @@ TEST(ToolCli, FlagCombinationsAreCheckedBeforeTheModelLoads) {
       {"--prompt-ids 1 --threads 0", "--threads"},
       {"--prompt-ids 1 --stop-id -1", "--stop-id -1"},
       {"--prompt-ids 1 --stop-id 4294967296", "--stop-id 4294967296"}, // not token 0 after a cast
+      {"--prompt-ids 1 --logit-bias x=1", "expected ID=BIAS"},
+      {"--prompt-ids 1 --logit-bias 5", "expected ID=BIAS"},
+      {"--prompt-ids 1 --logit-bias 5=high", "expected ID=BIAS"},
+      {"--prompt-ids 1 --logit-bias -5=1", "--logit-bias"},
+      {"--prompt-ids 1 --logit-bias 5=101", "[-100, 100]"},
+      {"--prompt-ids 1 --logit-bias 5=nan", "[-100, 100]"},
+      {"--prompt-ids 1 --logit-bias 5=1 --logit-bias 5=-1", "given twice"},
       {"--max-new 3", "no prompt"},
       {fixture() + " --prompt-ids 1", "not both"},
   };
@@ -137,6 +144,7 @@ TEST(ToolCli, ModelInputAndDeviceProblemsExitWith1) {
       {"--checkpoint " + fixture() + " --prompt hello", "needs a tokenizer"},
       {"--checkpoint " + fixture() + " --prompt-file /no/such/prompt.txt", "/no/such/prompt.txt"},
       {"--checkpoint " + fixture() + " --prompt-file " + fixture(), "is a folder"}, // not "the prompt is empty"
+      {"--checkpoint " + fixture() + " --prompt-ids 1 --logit-bias 99999=1", "--logit-bias: token 99999"},
       // tiny-qwen3 has 4096 positions (config.json): a longer context was never trained.
       {"--checkpoint " + fixture() + " --prompt-ids 1 --max-context 4097", "--max-context: 4097 exceeds the model's 4096 positions"},
   };
@@ -206,6 +214,22 @@ TEST(ToolCli, OneShotContextIsSizedToThePromptAndMaxNew) {
   const ProcessOutput given = run(base + "--max-new 5 --max-context 1000");
   ASSERT_EQ(given.status, 0) << given.err;
   EXPECT_NEAR(logged_kv_kib(given.err), kv_kib(1024), 0.1) << given.err; // 1000 in whole 64-token KV blocks
+}
+
+// --logit-bias moves the greedy pick as the server's logit_bias does: +100 all but forces a
+// token, -100 keeps the unbiased pick out.
+TEST(ToolCli, LogitBiasMovesTheGreedyPick) {
+  const std::string base = "--checkpoint " + fixture() + " --device cpu --prompt-ids 1,2,3 --greedy --max-new 3 --json";
+  const ProcessOutput plain = run(base);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  const int first = json::parse(plain.out)["generated_ids"][0].get<int>();
+  const int forced = first == 7 ? 8 : 7;
+  const ProcessOutput up = run(base + " --logit-bias " + std::to_string(forced) + "=100");
+  ASSERT_EQ(up.status, 0) << up.err;
+  EXPECT_EQ(json::parse(up.out)["generated_ids"], json::array({forced, forced, forced}));
+  const ProcessOutput down = run(base + " --logit-bias " + std::to_string(first) + "=-100");
+  ASSERT_EQ(down.status, 0) << down.err;
+  EXPECT_NE(json::parse(down.out)["generated_ids"][0].get<int>(), first);
 }
 
 // --prompt-file reads the prompt as --prompt would take it; "-" reads standard input.

@@ -66,6 +66,53 @@ TEST(Sampler, GreedyUsesThePenalisedLogits) {
   EXPECT_NEAR(r.logprob, 2.0 - lse, 1e-6);
 }
 
+// A logit bias moves the pick as adding it to the logits does (the oracle: the argmax of the
+// biased row, in float64), before the penalties; logprobs stay the raw model's.
+TEST(Sampler, LogitBiasIsAddedBeforeThePick) {
+  auto rng = fresh_rng("Sampler.LogitBiasIsAddedBeforeThePick");
+  std::uniform_real_distribution<double> bias(-100.0, 100.0);
+  for (int trial = 0; trial < 100; ++trial) {
+    const size_t vocab = 2 + static_cast<size_t>(rng() % 500);
+    const std::vector<float> logits = random_rows(rng, 1, vocab)[0];
+    SamplingParams greedy;
+    greedy.temperature = 0.0;
+    std::vector<double> biased(logits.begin(), logits.end());
+    for (int e = 0; e < 1 + trial % 5; ++e) {
+      const auto id = static_cast<TokenId>(rng() % vocab);
+      if (std::any_of(greedy.logit_bias.begin(), greedy.logit_bias.end(), [&](auto& b) { return b.first == id; })) continue;
+      const double b = trial % 3 == 0 ? (e % 2 ? 100.0 : -100.0) : bias(rng);
+      greedy.logit_bias.emplace_back(id, b);
+      biased[id] += b;
+    }
+    const auto want = static_cast<TokenId>(std::max_element(biased.begin(), biased.end()) - biased.begin());
+    Sampler s(greedy, {});
+    const SampleResult r = s.sample(logits);
+    EXPECT_EQ(r.token, want) << "trial " << trial;
+    double m = *std::max_element(logits.begin(), logits.end()), sum = 0;
+    for (float l : logits) sum += std::exp(double(l) - m);
+    EXPECT_NEAR(r.logprob, double(logits[r.token]) - m - std::log(sum), 1e-5) << "the raw model's logprob";
+  }
+  // Before the repetition penalty: token 1 (in the prompt) biased 3 -> 4, then halved to 2 < 2.5.
+  SamplingParams p;
+  p.temperature = 0.0;
+  p.repetition_penalty = 2.0;
+  p.logit_bias = {{1, 3.0}};
+  Sampler s(p, std::vector<int32_t>{1});
+  EXPECT_EQ(s.sample(std::vector<float>{2.5f, 1.0f}).token, 0);
+  // -100 keeps a token out of a sampled distribution in practice: 10,000 draws never take it.
+  SamplingParams hot;
+  hot.temperature = 1.0;
+  hot.seed = 7;
+  hot.logit_bias = {{2, -100.0}};
+  Sampler h(hot, {});
+  for (int i = 0; i < 10000; ++i) ASSERT_NE(h.next(std::vector<float>{0.0f, 0.0f, 5.0f}).token, 2);
+  // An id past the row is an error, not a write past it.
+  SamplingParams far;
+  far.logit_bias = {{3, 1.0}};
+  Sampler f(far, {});
+  EXPECT_THROW(f.sample(std::vector<float>{0.0f, 0.0f, 0.0f}), Error);
+}
+
 TEST(Sampler, LogprobsAreTheRawLogSoftmax) {
   auto rng = fresh_rng("Sampler.LogprobsAreTheRawLogSoftmax");
   for (const size_t vocab : {1u, 5u, 300u, 4000u}) {
@@ -198,6 +245,14 @@ TEST(Sampler, RejectsOutOfRangeParametersNamingTheField) {
   p = {};
   p.frequency_penalty = -2.5;
   expect_error(p, "frequency_penalty");
+  for (double b : {100.5, -101.0, double(NAN), double(INFINITY)}) {
+    p = {};
+    p.logit_bias = {{3, b}};
+    expect_error(p, "logit_bias");
+  }
+  p = {};
+  p.logit_bias = {{-1, 1.0}};
+  expect_error(p, "logit_bias");
 }
 
 // The extremes of the repetition penalty's range keep penalised logits finite and sampleable.

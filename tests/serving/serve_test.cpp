@@ -267,7 +267,9 @@ TEST(NinferServe, FieldsItCannotHonourAreRefusedByName) {
   refused("/v1/completions", with("response_format", {{"type", "json_object"}}), "response_format");
   refused("/v1/completions", with("response_format", {{"type", "json_schema"}, {"json_schema", json::object()}}),
           "response_format");
-  refused("/v1/completions", with("logit_bias", {{"5", 10}}), "logit_bias");
+  for (const json& bad : {json{{"x", 1}}, json{{"-1", 1}}, json{{"1.5", 1}}, json{{"99999999", 1}},
+                         json{{"5", 101}}, json{{"5", "high"}}, json(json::array({5})), json(3)})
+    refused("/v1/completions", with("logit_bias", bad), "logit_bias");
   refused("/v1/completions", with("echo", true), "echo");
   refused("/v1/completions", with("suffix", "tail"), "suffix");
   refused("/v1/completions", with("best_of", 2), "best_of");
@@ -278,6 +280,32 @@ TEST(NinferServe, FieldsItCannotHonourAreRefusedByName) {
     const Reply got = post(*c, "/v1/completions", ok);
     EXPECT_EQ(got.status, 200) << ok.dump() << ": " << got.body.dump();
   }
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// logit_bias: +100 all but forces a token, -100 keeps the greedy pick out; such rows sample on
+// the host from their logits (the loop's counter of rows brought back says so).
+TEST(NinferServe, LogitBiasMovesThePick) {
+  ServerProcess server(fixture_args());
+  auto c = server.client();
+  const Reply plain = post(*c, "/v1/completions", greedy_ids_request({1, 2, 3}, 4));
+  ASSERT_EQ(plain.status, 200) << plain.body.dump();
+  const int first = plain.body["choices"][0]["token_ids"][0].get<int>();
+  const int forced = first == 7 ? 8 : 7;
+  json req = greedy_ids_request({1, 2, 3}, 4);
+  req["logit_bias"] = {{std::to_string(forced), 100}};
+  const Reply up = post(*c, "/v1/completions", req);
+  ASSERT_EQ(up.status, 200) << up.body.dump();
+  EXPECT_EQ(up.body["choices"][0]["token_ids"], json::array({forced, forced, forced, forced})) << up.body.dump();
+  req["logit_bias"] = {{std::to_string(first), -100}};
+  const Reply down = post(*c, "/v1/completions", req);
+  ASSERT_EQ(down.status, 200) << down.body.dump();
+  EXPECT_NE(down.body["choices"][0]["token_ids"][0].get<int>(), first) << down.body.dump();
+  const auto m = c->Get("/metrics");
+  ASSERT_TRUE(m);
+  const size_t at = m->body.find("\nninfer_logits_rows_total ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GE(std::stoll(m->body.substr(at + 26)), 8) << "the biased rows' logits came to the host";
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 
 #include "ninfer/abi/ops/sample_math.h"
 #include "ninfer/devices/device.hpp"
+#include "ninfer/sampling/sampling_params.hpp"
 #include "tool_cli.hpp"
 
 namespace ninfer::tools {
@@ -36,6 +38,29 @@ std::vector<int64_t> parse_token_ids(const std::string& text) {
     if (comma == text.size()) return ids;
     at = comma + 1;
   }
+}
+
+// "ID=BIAS": a token id (whole number from 0) and a bias (a number; its range is the sampler's).
+std::pair<int64_t, double> parse_logit_bias(const std::string& text) {
+  const size_t eq = text.find('=');
+  const std::string id_text = text.substr(0, eq), bias_text = eq == std::string::npos ? "" : text.substr(eq + 1);
+  const auto bad = [&] {
+    return CLI::ValidationError("--logit-bias", fmt::format("'{}': expected ID=BIAS, a token id and a number in "
+                                                            "[-100, 100] (5=-100 bans token 5)",
+                                                            text));
+  };
+  const bool digits = !id_text.empty() && id_text.size() <= 10 &&
+                      std::all_of(id_text.begin(), id_text.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  if (!digits || std::stoll(id_text) > INT32_MAX || bias_text.empty()) throw bad();
+  size_t used = 0;
+  double bias = 0;
+  try {
+    bias = std::stod(bias_text, &used);
+  } catch (const std::exception&) {
+    throw bad();
+  }
+  if (used != bias_text.size()) throw bad();
+  return {std::stoll(id_text), bias};
 }
 
 } // namespace
@@ -67,6 +92,12 @@ void add_run_options(CLI::App& app, RunOptions& o) {
   app.add_option("--seed", o.seed, "Seed for reproducible sampling");
   app.add_option("--stop", o.stop, "Stop string (repeatable; not included in the output)");
   app.add_option("--stop-id", o.stop_ids, "Stop token id (repeatable)");
+  app.add_option_function<std::vector<std::string>>(
+      "--logit-bias",
+      [&o](const std::vector<std::string>& items) {
+        for (const std::string& item : items) o.logit_bias.push_back(parse_logit_bias(item));
+      },
+      "ID=BIAS: add BIAS (-100 to 100) to token ID's logit before sampling; -100 bans it (repeatable)");
   app.add_flag("--ignore-eos", o.ignore_eos, "Do not stop at the model's end-of-sequence tokens");
   add_load_options(app, {o.device, o.plugin_dir, o.plugin, o.threads, o.dtype, o.kv_dtype});
   app.add_option("--max-context", o.max_context,
@@ -113,6 +144,14 @@ std::vector<std::string> check_run_options(const RunOptions& o) {
     throw UsageError(fmt::format("--max-context must be at least 2 (got {})", *o.max_context));
   for (int64_t id : o.stop_ids)
     if (id < 0 || id > INT32_MAX) throw UsageError(fmt::format("--stop-id {}: expected a token id (0 or more)", id));
+  for (size_t i = 0; i < o.logit_bias.size(); ++i) {
+    const double bias = o.logit_bias[i].second;
+    if (!(std::isfinite(bias) && std::fabs(bias) <= kMaxLogitBias))
+      throw UsageError(fmt::format("--logit-bias {}={}: a bias must be in [-100, 100]", o.logit_bias[i].first, bias));
+    for (size_t j = 0; j < i; ++j)
+      if (o.logit_bias[i].first == o.logit_bias[j].first)
+        throw UsageError(fmt::format("--logit-bias: token {} is given twice", o.logit_bias[i].first));
+  }
   if (o.greedy && o.temperature && *o.temperature != 0)
     throw UsageError("--greedy and --temperature contradict each other: give one of them");
   if (o.threads && (*o.threads < 1 || *o.threads > 256))
@@ -124,9 +163,10 @@ std::vector<std::string> check_run_options(const RunOptions& o) {
     if (o.no_think) warnings.push_back("--no-think has no effect without --chat or --interactive");
   }
   const bool greedy = o.greedy || (o.temperature && ninfer_sample_greedy(*o.temperature));
-  if (o.spec.method == "mtp" && (o.repetition_penalty || o.presence_penalty || o.frequency_penalty || o.logprobs))
-    warnings.push_back("--spec mtp: a request with penalties or --logprobs is sampled on the host, one token per step: "
-                       "it does not speculate");
+  if (o.spec.method == "mtp" &&
+      (o.repetition_penalty || o.presence_penalty || o.frequency_penalty || o.logprobs || !o.logit_bias.empty()))
+    warnings.push_back("--spec mtp: a request with penalties, --logit-bias or --logprobs is sampled on the host, one "
+                       "token per step: it does not speculate");
   if (greedy) {
     if (o.top_k || o.top_p || o.min_p) warnings.push_back("--top-k, --top-p and --min-p have no effect with greedy decoding");
     if (o.seed) warnings.push_back("--seed has no effect with greedy decoding (nothing is drawn)");

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ninfer/models/model_setup.hpp"
@@ -29,6 +30,7 @@ struct RunOptions {
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   std::vector<int64_t> stop_ids;
+  std::vector<std::pair<int64_t, double>> logit_bias; // --logit-bias ID=BIAS
   bool ignore_eos = false;
   std::string device = "auto";
   std::string plugin_dir;

@@ -77,6 +77,11 @@ GenerationRequest make_request(const RunOptions& o, const Manifest& m, const Mod
   if (o.frequency_penalty) r.sampling.frequency_penalty = *o.frequency_penalty;
   if (o.seed) r.sampling.seed = *o.seed;
   r.sampling.top_logprobs = o.logprobs.value_or(0);
+  for (const auto& [id, bias] : o.logit_bias) {
+    if (id >= cfg.vocab_size)
+      throw Error(fmt::format("--logit-bias: token {} is outside the vocabulary (0..{})", id, cfg.vocab_size - 1));
+    r.sampling.logit_bias.emplace_back(static_cast<TokenId>(id), bias);
+  }
   try {
     r.sampling.validate();
   } catch (const Error& e) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 
@@ -148,6 +149,25 @@ std::vector<std::string> stop_strings(const json& body) {
   return out;
 }
 
+// OpenAI's logit_bias: {"TOKEN_ID": BIAS, ...}, ids as decimal strings in the vocabulary,
+// biases in [-100, 100] (SamplingParams::validate checks the range and names the field).
+std::vector<std::pair<TokenId, double>> logit_bias(const json& body, int64_t vocab) {
+  const json* f = field(body, "logit_bias");
+  if (!f) return {};
+  if (!f->is_object()) throw bad_param("logit_bias", "expected an object mapping token ids to biases");
+  std::vector<std::pair<TokenId, double>> out;
+  for (const auto& [key, value] : f->items()) {
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    const int64_t id = digits ? std::stoll(key) : -1;
+    if (id < 0 || id >= vocab)
+      throw bad_param("logit_bias", fmt::format("key \"{}\" is not a token id of this model (0..{})", key, vocab - 1));
+    if (!value.is_number()) throw bad_param("logit_bias", fmt::format("token {}: expected a number", key));
+    out.emplace_back(static_cast<TokenId>(id), value.get<double>());
+  }
+  return out;
+}
+
 void check_model(const json& body, const LoadedModel& model) {
   const json* m = field(body, "model");
   if (!m) return; // the one model served
@@ -170,8 +190,6 @@ void refuse_unsupported(Endpoint endpoint, const json& body) {
                                                      "leave it out or send {{\"type\": \"text\"}}",
                                                      type->get<std::string>()));
   }
-  if (const json* f = field(body, "logit_bias"); f && !(f->is_object() && f->empty()))
-    throw bad_param("logit_bias", "is not supported");
   if (endpoint == Endpoint::Chat) {
     for (const char* legacy : {"functions", "function_call"})
       if (field(body, legacy)) throw bad_param(legacy, "is not supported: use \"tools\" and \"tool_choice\"");
@@ -236,6 +254,7 @@ ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedMode
   if (auto v = request_number(body, "repetition_penalty", kMinRepetitionPenalty, kMaxRepetitionPenalty))
     r.sampling.repetition_penalty = *v;
   if (auto v = integer(body, "seed", INT64_MIN, INT64_MAX)) r.sampling.seed = static_cast<uint64_t>(*v);
+  r.sampling.logit_bias = logit_bias(body, model.lm->vocab_size());
   validate_sampling(r.sampling);
   // max_completion_tokens is OpenAI's newer name for max_tokens: either may be given, or both
   // when they agree (a client that sets both for old and new servers).

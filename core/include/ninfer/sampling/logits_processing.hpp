@@ -1,7 +1,9 @@
 // The steps that turn a row of logits into the distribution a token is drawn from, each a
 // pure function so tests can check it against the formula. The sampler applies them in this
-// order (the order Hugging Face transformers uses):
-//   repetition penalty -> presence/frequency penalties -> temperature -> top-k -> top-p -> min-p
+// order (transformers' order for the penalties and filters, with the logit bias first, as vLLM
+// applies it):
+//   logit bias -> repetition penalty -> presence/frequency penalties -> temperature -> top-k
+//   -> top-p -> min-p
 // Penalties work in place on float32 logits, as transformers does; temperature and the
 // filters work in float64.
 #pragma once
@@ -14,6 +16,9 @@
 #include "ninfer/sampling/token_history.hpp"
 
 namespace ninfer {
+
+// OpenAI semantics: l[id] += bias for each entry. Throws ninfer::Error for an id outside the logits.
+void apply_logit_bias(std::span<float> logits, std::span<const std::pair<TokenId, double>> bias);
 
 // Hugging Face semantics (RepetitionPenaltyLogitsProcessor): for every distinct id in prompt
 // and output, a logit l < 0 becomes l * penalty, otherwise l / penalty. Once per id.

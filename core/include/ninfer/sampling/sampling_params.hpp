@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ninfer/abi/ops/sample_math.h"
 #include "ninfer/support/error.hpp"
@@ -16,6 +18,8 @@ using TokenId = int32_t;
 // The repetition penalty's allowed range (validate()).
 inline constexpr double kMinRepetitionPenalty = 0.01;
 inline constexpr double kMaxRepetitionPenalty = 100.0;
+// A logit bias's range (OpenAI's): -100 bans a token in practice, 100 all but forces it.
+inline constexpr double kMaxLogitBias = 100.0;
 
 struct SamplingParams {
   double temperature = 1.0;        // 0 (below 1e-5) = greedy (argmax of the penalised logits)
@@ -27,6 +31,8 @@ struct SamplingParams {
   double frequency_penalty = 0.0;  // OpenAI: minus this times how often it was generated
   std::optional<uint64_t> seed;    // same seed + same logits => same tokens; unset = random
   int64_t top_logprobs = 0;        // how many (id, logprob) pairs to report per token
+  // Added to these tokens' logits before anything else (OpenAI's logit_bias), one entry per id.
+  std::vector<std::pair<TokenId, double>> logit_bias;
 
   // The sample op's line (NINFER_SAMPLE_MIN_TEMPERATURE): the host and the device agree on it.
   bool is_greedy() const { return ninfer_sample_greedy(temperature); }
