@@ -115,6 +115,7 @@ GenerationResult generate(CausalLM& lm, int32_t slot, const Tokenizer* tokenizer
   res.generated_logprobs = std::move(outcome.generated_logprobs);
   res.generated_top = std::move(outcome.generated_top);
   res.prompt_top = std::move(outcome.prompt_top);
+  res.prompt_logprobs = std::move(outcome.prompt_logprobs);
   res.finish_reason = outcome.finish_reason;
   res.stop_token = outcome.stop_token;
   res.seed = outcome.seed;

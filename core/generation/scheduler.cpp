@@ -383,7 +383,13 @@ void Scheduler::chunk_queued(const Chunk& c) {
     const auto V = static_cast<size_t>(lm_.vocab_size());
     for (int64_t i = 0; i < c.n; ++i) {
       const std::span<const float> row(rows.data() + static_cast<size_t>(i) * V, V);
-      s.out.prompt_top.push_back(top_logprobs(row, log_sum_exp(row), s.request.prompt_logprobs));
+      const double lse = log_sum_exp(row);
+      s.out.prompt_top.push_back(top_logprobs(row, lse, s.request.prompt_logprobs));
+      // The row after prompt position `at` scores the prompt's own next token, if there is one.
+      const int64_t at = s.queued_prompt + i;
+      if (at + 1 < s.prompt_size())
+        s.out.prompt_logprobs.push_back(static_cast<float>(
+            static_cast<double>(row[static_cast<size_t>(s.request.prompt_ids[static_cast<size_t>(at + 1)])]) - lse));
     }
   }
   s.queued_prompt += c.n;

@@ -145,7 +145,8 @@ std::vector<std::shared_ptr<RequestHandle>> Engine::submit(GenerationRequest r, 
     throw PromptTooLong(fmt::format("the prompt has {} tokens but the context holds {} (the prompt and at least "
                                     "one generated token must fit): shorten the prompt",
                                     n, max_context()));
-  if (r.max_new_tokens < 1) throw Error(fmt::format("max_tokens must be >= 1 (got {})", r.max_new_tokens));
+  // 0 only scores the prompt (prompt logprobs, a completion's echo).
+  if (r.max_new_tokens < 0) throw Error(fmt::format("max_tokens must be >= 0 (got {})", r.max_new_tokens));
   if (!tokenizer_ && !r.stop.strings.empty()) throw Error("stop strings need a tokenizer and this model has none");
   r.sampling.validate();
   if (ro.reasoning && !tokenizer_) throw Error("splitting off the reasoning needs a tokenizer and this model has none");

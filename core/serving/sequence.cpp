@@ -55,6 +55,8 @@ void Sequence::on_end(const SequenceOutcome& o) {
   stop_token_ = o.stop_token;
   result_.spec = o.spec;
   result_.forked_tokens = o.forked_tokens;
+  result_.prompt_logprobs = o.prompt_logprobs;
+  result_.prompt_top_logprobs = o.prompt_top;
   const auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   ServeTimings& t = result_.timings;
   t.queue_s = secs(o.added - submitted_);

@@ -123,7 +123,13 @@ TEST(NinferRun, EchoLogprobsAreTheReferenceDistribution) {
     // The first entry is the reference's argmax (ties aside: then both ids carry the same value).
     const int64_t best = top[0][0];
     EXPECT_NEAR(row[best], mx, kLogprobTolerance) << "position " << i;
+    // The prompt's own next token, scored whether or not it is among the top 3.
+    if (i + 1 < cs["prompt_ids"].size()) {
+      const int64_t next = cs["prompt_ids"][i + 1];
+      EXPECT_NEAR(out["prompt_logprobs"][i].get<double>(), row[next] - lse, kLogprobTolerance) << "position " << i;
+    }
   }
+  EXPECT_EQ(out["prompt_logprobs"].size(), cs["prompt_ids"].size() - 1);
   // The first generated token's distribution is the last prompt row's.
   const json& gen_top = out["generated_top_logprobs"][0];
   EXPECT_EQ(gen_top, out["prompt_top_logprobs"].back());

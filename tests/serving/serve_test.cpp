@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "demo_checkpoint.hpp"
+#include "ninfer/checkpoint/safetensors_file.hpp"
 #include "process.hpp"
 #include "serve_client.hpp"
 #include "server_process.hpp"
@@ -270,7 +271,6 @@ TEST(NinferServe, FieldsItCannotHonourAreRefusedByName) {
   for (const json& bad : {json{{"x", 1}}, json{{"-1", 1}}, json{{"1.5", 1}}, json{{"99999999", 1}},
                          json{{"5", 101}}, json{{"5", "high"}}, json(json::array({5})), json(3)})
     refused("/v1/completions", with("logit_bias", bad), "logit_bias");
-  refused("/v1/completions", with("echo", true), "echo");
   refused("/v1/completions", with("suffix", "tail"), "suffix");
   refused("/v1/completions", with("best_of", 2), "best_of");
   const json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"functions", json::array()}};
@@ -594,6 +594,65 @@ TEST(NinferServe, CompletionLogprobsMatchTransformersGapsAndStream) {
 
 // Chat logprobs (choices[].logprobs.content[]) equal ninfer-run's for the same greedy chat,
 // streamed and not; token text and bytes agree; top_logprobs is bounded to 0..20.
+// `echo` with `logprobs` and max_tokens 0 scores a text, as lm-evaluation-harness asks: each
+// prompt token's log-probability after the ones before is transformers' (teacher-forced float64
+// logits of the fixture), the first is null, and the text is the prompt. With max_tokens N the
+// completion follows the prompt in tokens, logprobs and text_offset; streaming it is refused.
+TEST(NinferServe, EchoScoresThePromptAsTransformersDoes) {
+  const json ref = reference("tiny-qwen3");
+  const ninfer::SafetensorsFile logits = ninfer::SafetensorsFile::open(fixtures_dir() / "tiny-qwen3" / "reference.safetensors");
+  const json& cs = ref["cases"][2];
+  const auto& rows = logits.tensor("case2.prompt_logits"); // [prompt, vocab] float32
+  const int64_t vocab = rows.shape[1];
+  const auto* data = static_cast<const float*>(rows.data);
+  const std::vector<int32_t> prompt = cs["prompt_ids"].get<std::vector<int32_t>>();
+  ASSERT_GE(prompt.size(), 3u);
+  ServerProcess server(fixture_args());
+  auto c = server.client();
+  json req{{"prompt", prompt}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 2}};
+  const Reply scored = post(*c, "/v1/completions", req);
+  ASSERT_EQ(scored.status, 200) << scored.body.dump();
+  const json& lp = scored.body["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["token_logprobs"].size(), prompt.size()) << lp.dump();
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  for (size_t j = 1; j < prompt.size(); ++j) {
+    const float* row = data + (j - 1) * vocab;
+    double mx = row[0], sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) mx = std::max<double>(mx, row[v]);
+    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(row[v] - mx);
+    const double want = row[prompt[j]] - mx - std::log(sum);
+    EXPECT_NEAR(lp["token_logprobs"][j].get<double>(), want, kLogprobTolerance) << "prompt token " << j;
+    // Two alternatives and the token itself (when it is not among them): 2 or 3 entries.
+    EXPECT_GE(lp["top_logprobs"][j].size(), 2u);
+    EXPECT_LE(lp["top_logprobs"][j].size(), 3u);
+  }
+  EXPECT_EQ(scored.body["usage"]["completion_tokens"], 0);
+  EXPECT_EQ(scored.body["choices"][0]["finish_reason"], "length");
+
+  req["max_tokens"] = 3;
+  req["temperature"] = 0;
+  req["return_token_ids"] = true;
+  const Reply more = post(*c, "/v1/completions", req);
+  ASSERT_EQ(more.status, 200) << more.body.dump();
+  const json& m = more.body["choices"][0]["logprobs"];
+  ASSERT_EQ(m["token_logprobs"].size(), prompt.size() + 3) << m.dump();
+  for (size_t j = 1; j < prompt.size(); ++j)
+    EXPECT_NEAR(m["token_logprobs"][j].get<double>(), lp["token_logprobs"][j].get<double>(), kSameCodeTolerance);
+  for (size_t s = 0; s < std::min<size_t>(3, trusted_steps(cs)); ++s)
+    EXPECT_EQ(more.body["choices"][0]["token_ids"][s], cs["greedy_ids"][s]);
+  for (size_t j = 1; j < m["text_offset"].size(); ++j)
+    EXPECT_GE(m["text_offset"][j].get<int64_t>(), m["text_offset"][j - 1].get<int64_t>()) << "offsets run on";
+
+  req["stream"] = true;
+  const Reply streamed = post(*c, "/v1/completions", req);
+  EXPECT_EQ(streamed.status, 400);
+  EXPECT_EQ(streamed.body["error"]["param"], "echo");
+  const Reply zero = post(*c, "/v1/completions", json{{"prompt", prompt}, {"max_tokens", 0}});
+  EXPECT_EQ(zero.status, 400) << "max_tokens 0 without echo";
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
 TEST(NinferServe, ChatLogprobsEqualNinferRunAndAreBounded) {
   const std::string prompt = "Name three colours.";
   const json run = run_json("--chat --greedy --max-new 8 --logprobs 4 --prompt " + shell_quote(prompt));

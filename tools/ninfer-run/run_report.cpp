@@ -53,6 +53,7 @@ nlohmann::json result_json(const RunContext& ctx, const GenerationResult& r) {
     nlohmann::json p = nlohmann::json::array();
     for (const auto& pos : r.prompt_top) p.push_back(pairs(pos));
     j["prompt_top_logprobs"] = p;
+    j["prompt_logprobs"] = r.prompt_logprobs; // of prompt tokens 1.., after the ones before
   }
   j["timings"] = {{"load_s", ctx.load_s},
                   {"prefill_s", r.timings.prefill_s},

@@ -230,6 +230,8 @@ void Routes::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& e
     reply->meta.logprobs = p.logprobs;
     reply->meta.reasoning = p.options.reasoning.has_value();
     reply->meta.tokenizer = model_.tok();
+    reply->meta.top_logprobs = p.generation.sampling.top_logprobs;
+    if (p.echo) reply->meta.echo_prompt = p.generation.prompt_ids;
     if (p.tools.active()) reply->meta.tools = p.tools.parser_options();
     reply->stream = p.stream;
     reply->include_usage = p.include_usage;

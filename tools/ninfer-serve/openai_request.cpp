@@ -195,8 +195,6 @@ void refuse_unsupported(Endpoint endpoint, const json& body) {
       if (field(body, legacy)) throw bad_param(legacy, "is not supported: use \"tools\" and \"tool_choice\"");
     return;
   }
-  if (const json* f = field(body, "echo"); f && !(f->is_boolean() && !f->get<bool>()))
-    throw bad_param("echo", "is not supported (the prompt is not returned)");
   if (const json* f = field(body, "suffix"); f && !(f->is_string() && f->get<std::string>().empty()))
     throw bad_param("suffix", "is not supported");
   if (const json* f = field(body, "best_of"); f && !(f->is_number_integer() && f->get<int64_t>() == 1))
@@ -258,8 +256,11 @@ ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedMode
   validate_sampling(r.sampling);
   // max_completion_tokens is OpenAI's newer name for max_tokens: either may be given, or both
   // when they agree (a client that sets both for old and new servers).
-  auto max_tokens = integer(body, "max_completion_tokens", 1, INT64_MAX);
-  const auto legacy_max = integer(body, "max_tokens", 1, INT64_MAX);
+  // Completions may echo the prompt; with max_tokens 0 that is all they do (scoring a text).
+  if (endpoint == Endpoint::Completions) out.echo = boolean(body, "echo");
+  const int64_t least_tokens = out.echo ? 0 : 1;
+  auto max_tokens = integer(body, "max_completion_tokens", least_tokens, INT64_MAX);
+  const auto legacy_max = integer(body, "max_tokens", least_tokens, INT64_MAX);
   if (max_tokens && legacy_max && *max_tokens != *legacy_max)
     throw bad_param("max_completion_tokens", fmt::format("{} differs from max_tokens ({}): give one, or the same value",
                                                          *max_tokens, *legacy_max));
@@ -275,6 +276,9 @@ ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedMode
   if (boolean(body, "ignore_eos")) r.stop.token_ids.clear();
 
   out.stream = boolean(body, "stream");
+  if (out.echo && out.stream) throw bad_param("echo", "is not supported with \"stream\": true; ask without streaming");
+  // The prompt's own logprobs and top alternatives (at least one: the switch that scores it).
+  if (out.echo && out.logprobs) r.prompt_logprobs = std::max<int64_t>(r.sampling.top_logprobs, 1);
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) throw bad_param("stream_options", "expected an object");
     out.include_usage = boolean(*so, "include_usage", "stream_options.include_usage");

@@ -29,6 +29,9 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;   // stream_options.include_usage
   bool return_token_ids = false; // extension: choices[].token_ids (streamed: one chunk per token)
+  // Completions `echo`: the reply's text (and logprobs) begin with the prompt's; with logprobs
+  // the prompt's tokens are scored (generation.prompt_logprobs), and max_tokens may be 0.
+  bool echo = false;
   // "max_tokens" or "max_completion_tokens" when the request set the limit (then prompt plus
   // limit must fit the context); empty when the manifest's default applies (generation then
   // stops where the context is full).

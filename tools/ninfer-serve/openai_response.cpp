@@ -122,6 +122,44 @@ json logprobs_json(const ResponseMeta& m, std::span<const int32_t> ids, std::spa
   return json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
+namespace {
+
+// The echoed prompt's text: decoded by the tokenizer (empty without one).
+std::string echo_text(const ResponseMeta& m) {
+  return m.tokenizer && m.echo_prompt ? m.tokenizer->decode(*m.echo_prompt) : std::string();
+}
+
+// Legacy logprobs of an echoed prompt: each prompt token with its log-probability after the
+// ones before (the first has none: null, as OpenAI's), its alternatives trimmed to the asked K
+// and the token itself always among them; `text_offset` continues into the completion.
+json echoed_logprobs(const ResponseMeta& m, const serving::ServeResult& r, int64_t& text_offset) {
+  const std::vector<int32_t>& ids = *m.echo_prompt;
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (size_t j = 0; j < ids.size(); ++j) {
+    const std::string t = token_text(m, ids[j]);
+    tokens.push_back(t);
+    offsets.push_back(text_offset);
+    text_offset += static_cast<int64_t>(t.size());
+    if (j == 0 || j - 1 >= r.prompt_logprobs.size()) {
+      lps.push_back(nullptr);
+      tops.push_back(nullptr);
+      continue;
+    }
+    lps.push_back(r.prompt_logprobs[j - 1]);
+    json alts = json::object();
+    const std::vector<TokenLogprob>& top = r.prompt_top_logprobs[j - 1];
+    for (size_t a = 0; a < top.size() && static_cast<int64_t>(a) < m.top_logprobs; ++a) {
+      const std::string at = token_text(m, top[a].id);
+      if (!alts.contains(at)) alts[at] = top[a].logprob;
+    }
+    if (!alts.contains(t)) alts[t] = r.prompt_logprobs[j - 1];
+    tops.push_back(alts);
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+} // namespace
+
 json usage_json(std::span<const serving::ServeResult> choices) {
   const int64_t prompt = choices.empty() ? 0 : choices.front().prompt_tokens;
   int64_t completion = 0;
@@ -146,11 +184,19 @@ json completion_json(const ResponseMeta& m, std::span<const serving::ServeResult
       choice["message"] = chat_message(m, r, finish);
       choice["finish_reason"] = finish;
     } else {
-      choice["text"] = r.text;
+      choice["text"] = m.echo_prompt ? echo_text(m) + r.text : r.text;
     }
     if (m.logprobs) {
       int64_t offset = 0;
-      choice["logprobs"] = logprobs_json(m, r.generated_ids, r.logprobs, r.top_logprobs, offset);
+      if (m.echo_prompt) { // the prompt's entries, then the completion's, one text_offset running on
+        json lp = echoed_logprobs(m, r, offset);
+        const json generated = logprobs_json(m, r.generated_ids, r.logprobs, r.top_logprobs, offset);
+        for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+          for (const json& e : generated[key]) lp[key].push_back(e);
+        choice["logprobs"] = std::move(lp);
+      } else {
+        choice["logprobs"] = logprobs_json(m, r.generated_ids, r.logprobs, r.top_logprobs, offset);
+      }
     }
     if (token_ids) choice["token_ids"] = r.generated_ids;
     out.push_back(std::move(choice));

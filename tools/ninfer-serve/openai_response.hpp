@@ -24,6 +24,9 @@ struct ResponseMeta {
   bool logprobs = false;  // the request asked for logprobs
   bool reasoning = false; // chat with thinking: the message has reasoning_content
   const Tokenizer* tokenizer = nullptr; // token text in logprobs (null: "token_id:N")
+  int64_t top_logprobs = 0;               // alternatives per token the request asked for
+  // Completions with `echo`: the prompt, whose text (and, with logprobs, tokens) come first.
+  std::optional<std::vector<int32_t>> echo_prompt;
   // Chat with tools (ToolSetup::active): calls are read from the answer (tool_calls.hpp).
   std::optional<ToolCallOptions> tools;
 };

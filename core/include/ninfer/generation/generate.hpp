@@ -75,6 +75,7 @@ struct GenerationResult {
   std::vector<float> generated_logprobs;       // of each generated id
   std::vector<std::vector<TokenLogprob>> generated_top; // per generated id (sampling.top_logprobs)
   std::vector<std::vector<TokenLogprob>> prompt_top;    // per prompt position (prompt_logprobs)
+  std::vector<float> prompt_logprobs;          // per prompt token from the second on (prompt_logprobs)
   std::string text;                            // decoded output, stop string removed
   std::string finish_reason;                   // "stop" (token or string), "length" or "cancelled"
   std::optional<std::string> stop_string;      // which stop string ended it

@@ -43,6 +43,9 @@ struct SequenceOutcome {
   std::vector<float> generated_logprobs;     // raw log-probability of each generated id
   std::vector<std::vector<TokenLogprob>> generated_top; // per generated id (sampling.top_logprobs > 0)
   std::vector<std::vector<TokenLogprob>> prompt_top;    // per prompt position (prompt_logprobs > 0)
+  // Per prompt token from the second on (prompt_logprobs > 0): its log-probability after the
+  // tokens before it, log_softmax of the raw logits.
+  std::vector<float> prompt_logprobs;
   std::string finish_reason;                 // "stop", "length", "cancelled" or "error"
   std::string error;                         // finish_reason "error": what went wrong
   std::optional<int32_t> stop_token;         // which stop token ended it

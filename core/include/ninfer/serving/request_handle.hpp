@@ -39,6 +39,10 @@ struct ServeResult {
   // chosen id, and the sampling.top_logprobs most likely (id, logprob), best first.
   std::vector<float> logprobs;
   std::vector<std::vector<TokenLogprob>> top_logprobs;
+  // With GenerationRequest::prompt_logprobs K > 0: per prompt token from the second on, its
+  // log-probability after the ones before; per prompt position, the K most likely next tokens.
+  std::vector<float> prompt_logprobs;
+  std::vector<std::vector<TokenLogprob>> prompt_top_logprobs;
   std::string finish_reason;          // "stop", "length", "cancelled" or "error"
   std::string error;                  // finish_reason "error": what went wrong
   int64_t prompt_tokens = 0;
