@@ -99,12 +99,20 @@ TEST(ServingEngine, RefusesWhatItCannotServe) {
   EXPECT_THROW(engine.submit(greedy(std::vector<int32_t>(4096, 1), 4)), PromptTooLong);
   EXPECT_THROW(engine.submit(greedy({}, 4)), Error);
   EXPECT_THROW(engine.submit(greedy({static_cast<int32_t>(fx.vocab)}, 4)), Error);
-  EXPECT_THROW(engine.submit(greedy({1}, 0)), Error);
+  EXPECT_THROW(engine.submit(greedy({1}, -1)), Error);
   GenerationRequest bad = greedy({1}, 4);
   bad.sampling.top_p = 2;
   EXPECT_THROW(engine.submit(bad), Error);
   // Still serving after the refusals.
   EXPECT_EQ(engine.submit(greedy(fx.cases[1].prompt, 3))->wait().generated_ids.size(), 3u);
+  // No token asked: the prompt is read (and scored, when asked) and nothing is generated.
+  GenerationRequest score = greedy(fx.cases[1].prompt, 0);
+  score.prompt_logprobs = 1;
+  const ServeResult scored = engine.submit(score)->wait();
+  EXPECT_EQ(scored.finish_reason, "length");
+  EXPECT_TRUE(scored.generated_ids.empty());
+  EXPECT_EQ(scored.prompt_logprobs.size(), fx.cases[1].prompt.size() - 1);
+  EXPECT_EQ(scored.prompt_top_logprobs.size(), fx.cases[1].prompt.size());
 }
 
 TEST(ServingEngine, CancelledRequestStopsEarlyAndFreesItsSlot) {
