@@ -94,6 +94,18 @@ try {
   const legacy = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 5, temperature: 0, logprobs: 2 });
   assert.equal(legacy.choices[0].logprobs.tokens.length, 5);
   assert.equal(legacy.choices[0].logprobs.token_logprobs.length, 5);
+  // echo with max_tokens 0 scores the prompt (lm-evaluation-harness's request): the text is the
+  // prompt, its first token has no logprob, the others are log-probabilities (<= 0).
+  const scored = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 0, echo: true, logprobs: 1 });
+  assert.equal(scored.choices[0].text, "Once upon a time");
+  const tl = scored.choices[0].logprobs.token_logprobs;
+  assert.equal(tl[0], null);
+  assert.ok(tl.length >= 3 && tl.slice(1).every((x) => typeof x === "number" && x <= 0), JSON.stringify(tl));
+  // logit_bias: +100 on one token id makes it the whole greedy reply.
+  const biased = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 3, temperature: 0,
+                                                   logit_bias: { "300": 100 }, logprobs: 0 });
+  assert.equal(biased.choices[0].logprobs.tokens.length, 3);
+  assert.equal(new Set(biased.choices[0].logprobs.tokens).size, 1, JSON.stringify(biased.choices[0].logprobs.tokens));
   await assert.rejects(client.chat.completions.create({ ...ask, logprobs: true, top_logprobs: 21 }),
                        (e) => e.status === 400 && /top_logprobs/.test(e.message));
 
