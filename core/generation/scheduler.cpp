@@ -396,6 +396,7 @@ void Scheduler::chunk_queued(const Chunk& c) {
   // The state at the prompt's end, for a later prompt that shares the prompt but not the reply
   // (serving's prompt reuse): queued before the step that feeds the first pick.
   if (c.last && lm_.options().state_snapshots) lm_.save_snapshot(s.slot);
+  if (c.last && s.request.prompt_logprobs > 0 && s.hooks.on_prompt_scored) s.hooks.on_prompt_scored(s.out);
   if (c.last) fork_waiting(s, rows);
   if (s.hooks.on_prefill) s.hooks.on_prefill(s.queued_prompt, s.prompt_size());
   if (c.last && s.limit == 0) end(s, "length");

@@ -25,6 +25,11 @@ SequenceHooks Sequence::hooks() {
   SequenceHooks h;
   h.on_token = [this](const SampleResult& s) { return on_token(s); };
   h.on_end = [this](SequenceOutcome& o) { on_end(o); };
+  h.on_prompt_scored = [this](const SequenceOutcome& o) {
+    StreamPiece p;
+    p.prompt = PromptScores{o.prompt_logprobs, o.prompt_top};
+    handle_->push(std::move(p));
+  };
   h.cancelled = [this] { return handle_->cancelled(); };
   return h;
 }

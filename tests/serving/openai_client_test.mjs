@@ -101,6 +101,23 @@ try {
   const tl = scored.choices[0].logprobs.token_logprobs;
   assert.equal(tl[0], null);
   assert.ok(tl.length >= 3 && tl.slice(1).every((x) => typeof x === "number" && x <= 0), JSON.stringify(tl));
+  // Streamed with echo: the first chunk is the prompt with its logprobs, the chunks together
+  // are the whole reply's text and logprobs.
+  const echoAsk = { model, prompt: "Once upon a time", max_tokens: 3, temperature: 0, echo: true, logprobs: 1 };
+  const echoed = await client.completions.create(echoAsk);
+  const echoStream = await client.completions.create({ ...echoAsk, stream: true });
+  let echoText = "", echoLogprobs = [], firstEcho = null;
+  for await (const chunk of echoStream) {
+    const c = chunk.choices[0];
+    if (!c) continue;
+    if (firstEcho === null) firstEcho = c.text;
+    echoText += c.text;
+    if (c.logprobs) echoLogprobs.push(...c.logprobs.token_logprobs);
+  }
+  assert.equal(firstEcho, "Once upon a time");
+  assert.equal(echoText, echoed.choices[0].text);
+  assert.equal(echoLogprobs.length, echoed.choices[0].logprobs.token_logprobs.length);
+  assert.equal(echoLogprobs[0], null);
   // logit_bias: +100 on one token id makes it the whole greedy reply.
   const biased = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 3, temperature: 0,
                                                    logit_bias: { "300": 100 }, logprobs: 0 });

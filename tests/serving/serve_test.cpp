@@ -246,10 +246,10 @@ TEST(NinferServe, RequestWaitingPastThePendingTimeoutGets503) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
-// Fields that would change the reply and that ninfer does not do (constrained decoding, logit
-// bias, echo, suffix, best_of, the legacy function fields) are refused by name with a 400 in
-// OpenAI's shape, not answered as if absent; their neutral values (a "text" response format, an
-// empty bias, echo false, best_of 1) and null are accepted.
+// Fields that would change the reply and that ninfer does not do (constrained decoding, suffix,
+// best_of, the legacy function fields) or cannot read (a malformed logit bias) are refused by
+// name with a 400 in OpenAI's shape, not answered as if absent; their neutral values (a "text"
+// response format, an empty bias, echo false, best_of 1) and null are accepted.
 TEST(NinferServe, FieldsItCannotHonourAreRefusedByName) {
   ServerProcess server(fixture_args());
   auto c = server.client();
@@ -597,7 +597,8 @@ TEST(NinferServe, CompletionLogprobsMatchTransformersGapsAndStream) {
 // `echo` with `logprobs` and max_tokens 0 scores a text, as lm-evaluation-harness asks: each
 // prompt token's log-probability after the ones before is transformers' (teacher-forced float64
 // logits of the fixture), the first is null, and the text is the prompt. With max_tokens N the
-// completion follows the prompt in tokens, logprobs and text_offset; streaming it is refused.
+// completion follows the prompt in tokens, logprobs and text_offset; streamed, the echo is the
+// first chunk, whole, and the stream's logprobs and offsets are the reply's.
 TEST(NinferServe, EchoScoresThePromptAsTransformersDoes) {
   const json ref = reference("tiny-qwen3");
   const ninfer::SafetensorsFile logits = ninfer::SafetensorsFile::open(fixtures_dir() / "tiny-qwen3" / "reference.safetensors");
@@ -645,11 +646,60 @@ TEST(NinferServe, EchoScoresThePromptAsTransformersDoes) {
     EXPECT_GE(m["text_offset"][j].get<int64_t>(), m["text_offset"][j - 1].get<int64_t>()) << "offsets run on";
 
   req["stream"] = true;
-  const Reply streamed = post(*c, "/v1/completions", req);
-  EXPECT_EQ(streamed.status, 400);
-  EXPECT_EQ(streamed.body["error"]["param"], "echo");
+  const auto [status, text] = post_stream(*c, "/v1/completions", req);
+  ASSERT_EQ(status, 200) << text;
+  std::vector<json> lps; // token_logprobs entries in stream order
+  std::vector<int64_t> offsets;
+  size_t first_chunk = 0; // entries of the first chunk with logprobs
+  for (const std::string& e : sse_data(text)) {
+    if (e == "[DONE]") continue;
+    const json chunk = json::parse(e);
+    if (!chunk.contains("choices") || chunk["choices"].empty()) continue;
+    const json& l = chunk["choices"][0]["logprobs"];
+    if (!l.is_object()) continue;
+    if (lps.empty()) first_chunk = l["token_logprobs"].size();
+    for (const auto& v : l["token_logprobs"]) lps.push_back(v);
+    for (const auto& v : l["text_offset"]) offsets.push_back(v.get<int64_t>());
+  }
+  EXPECT_EQ(first_chunk, prompt.size()) << "the echo comes first, whole";
+  ASSERT_EQ(lps.size(), prompt.size() + 3) << text;
+  ASSERT_EQ(offsets.size(), lps.size()) << text;
+  EXPECT_TRUE(lps[0].is_null());
+  for (size_t j = 1; j < lps.size(); ++j)
+    EXPECT_NEAR(lps[j].get<double>(), m["token_logprobs"][j].get<double>(), kSameCodeTolerance) << "entry " << j;
+  for (size_t j = 0; j < offsets.size(); ++j) EXPECT_EQ(offsets[j], m["text_offset"][j].get<int64_t>()) << "entry " << j;
   const Reply zero = post(*c, "/v1/completions", json{{"prompt", prompt}, {"max_tokens", 0}});
   EXPECT_EQ(zero.status, 400) << "max_tokens 0 without echo";
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// A streamed echo without logprobs opens with the prompt's text (the demo model's tokenizer
+// decodes it), and the stream's text is the whole reply's: prompt, then completion.
+TEST(NinferServe, StreamedEchoOpensWithThePromptText) {
+  ServerProcess server({"--checkpoint", demo_checkpoint().string(), "--device", "cpu"});
+  auto c = server.client();
+  const std::string prompt = "The state of the union is";
+  json req{{"prompt", prompt}, {"max_tokens", 5}, {"temperature", 0}, {"echo", true}, {"ignore_eos", true}};
+  const Reply whole = post(*c, "/v1/completions", req);
+  ASSERT_EQ(whole.status, 200) << whole.body.dump();
+  const std::string want = whole.body["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(want.substr(0, prompt.size()), prompt);
+  EXPECT_GT(want.size(), prompt.size()) << "a completion follows the echo";
+  req["stream"] = true;
+  const auto [status, text] = post_stream(*c, "/v1/completions", req);
+  ASSERT_EQ(status, 200) << text;
+  std::vector<std::string> pieces;
+  for (const std::string& e : sse_data(text)) {
+    if (e == "[DONE]") continue;
+    const json chunk = json::parse(e);
+    if (chunk.contains("choices") && !chunk["choices"].empty() && chunk["choices"][0].contains("text"))
+      pieces.push_back(chunk["choices"][0]["text"].get<std::string>());
+  }
+  ASSERT_FALSE(pieces.empty()) << text;
+  EXPECT_EQ(pieces.front(), prompt);
+  std::string all;
+  for (const std::string& p : pieces) all += p;
+  EXPECT_EQ(all, want);
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 

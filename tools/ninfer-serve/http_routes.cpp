@@ -102,6 +102,10 @@ struct Reply {
     for (size_t i = 0; i < handles.size(); ++i) {
       const auto index = static_cast<int64_t>(i);
       while (auto piece = handles[i]->try_next_piece()) {
+        if (piece->prompt) { // the prompt's scores, ahead of the first token: its echo with logprobs
+          if (meta.echo_prompt && meta.logprobs) out += event(dump(echo_chunk(meta, index, &*piece->prompt, text_offsets[i])));
+          continue;
+        }
         // With token ids or logprobs every token gets a chunk, even one that adds no text yet.
         const bool per_token = (token_ids || meta.logprobs) && piece->token >= 0;
         std::vector<json> chunks = answer_chunks(i, piece->text, piece->reasoning);
@@ -247,6 +251,11 @@ void Routes::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& e
       // OpenAI opens each choice of a chat stream with the role and empty content.
       if (chat)
         for (int64_t i = 0; i < p.n; ++i) ex->send(event(dump(text_chunk(reply->meta, "", true, false, i))));
+      // An echo without logprobs opens each choice at once; with them it waits for the prompt's
+      // scores (pump()).
+      int64_t no_offset = 0;
+      if (p.echo && !p.logprobs)
+        for (int64_t i = 0; i < p.n; ++i) ex->send(event(dump(echo_chunk(reply->meta, i, nullptr, no_offset))));
     }
     // The reply lives until it is written (or its client is gone); the engine's notifications
     // hold it only weakly.

@@ -276,7 +276,6 @@ ParsedRequest parse_fields(Endpoint endpoint, const json& body, const LoadedMode
   if (boolean(body, "ignore_eos")) r.stop.token_ids.clear();
 
   out.stream = boolean(body, "stream");
-  if (out.echo && out.stream) throw bad_param("echo", "is not supported with \"stream\": true; ask without streaming");
   // The prompt's own logprobs and top alternatives (at least one: the switch that scores it).
   if (out.echo && out.logprobs) r.prompt_logprobs = std::max<int64_t>(r.sampling.top_logprobs, 1);
   if (const json* so = field(body, "stream_options")) {

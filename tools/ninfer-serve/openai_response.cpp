@@ -132,7 +132,8 @@ std::string echo_text(const ResponseMeta& m) {
 // Legacy logprobs of an echoed prompt: each prompt token with its log-probability after the
 // ones before (the first has none: null, as OpenAI's), its alternatives trimmed to the asked K
 // and the token itself always among them; `text_offset` continues into the completion.
-json echoed_logprobs(const ResponseMeta& m, const serving::ServeResult& r, int64_t& text_offset) {
+json echoed_logprobs(const ResponseMeta& m, const std::vector<float>& logprobs,
+                     const std::vector<std::vector<TokenLogprob>>& top_logprobs, int64_t& text_offset) {
   const std::vector<int32_t>& ids = *m.echo_prompt;
   json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
   for (size_t j = 0; j < ids.size(); ++j) {
@@ -140,25 +141,31 @@ json echoed_logprobs(const ResponseMeta& m, const serving::ServeResult& r, int64
     tokens.push_back(t);
     offsets.push_back(text_offset);
     text_offset += static_cast<int64_t>(t.size());
-    if (j == 0 || j - 1 >= r.prompt_logprobs.size()) {
+    if (j == 0 || j - 1 >= logprobs.size()) {
       lps.push_back(nullptr);
       tops.push_back(nullptr);
       continue;
     }
-    lps.push_back(r.prompt_logprobs[j - 1]);
+    lps.push_back(logprobs[j - 1]);
     json alts = json::object();
-    const std::vector<TokenLogprob>& top = r.prompt_top_logprobs[j - 1];
+    const std::vector<TokenLogprob>& top = top_logprobs[j - 1];
     for (size_t a = 0; a < top.size() && static_cast<int64_t>(a) < m.top_logprobs; ++a) {
       const std::string at = token_text(m, top[a].id);
       if (!alts.contains(at)) alts[at] = top[a].logprob;
     }
-    if (!alts.contains(t)) alts[t] = r.prompt_logprobs[j - 1];
+    if (!alts.contains(t)) alts[t] = logprobs[j - 1];
     tops.push_back(alts);
   }
   return json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
 } // namespace
+
+json echo_chunk(const ResponseMeta& m, int64_t index, const serving::PromptScores* scores, int64_t& text_offset) {
+  json chunk = text_chunk(m, echo_text(m), false, false, index);
+  if (scores) chunk["choices"][0]["logprobs"] = echoed_logprobs(m, scores->logprobs, scores->top_logprobs, text_offset);
+  return chunk;
+}
 
 json usage_json(std::span<const serving::ServeResult> choices) {
   const int64_t prompt = choices.empty() ? 0 : choices.front().prompt_tokens;
@@ -189,7 +196,7 @@ json completion_json(const ResponseMeta& m, std::span<const serving::ServeResult
     if (m.logprobs) {
       int64_t offset = 0;
       if (m.echo_prompt) { // the prompt's entries, then the completion's, one text_offset running on
-        json lp = echoed_logprobs(m, r, offset);
+        json lp = echoed_logprobs(m, r.prompt_logprobs, r.prompt_top_logprobs, offset);
         const json generated = logprobs_json(m, r.generated_ids, r.logprobs, r.top_logprobs, offset);
         for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
           for (const json& e : generated[key]) lp[key].push_back(e);

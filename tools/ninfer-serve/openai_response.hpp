@@ -56,6 +56,11 @@ nlohmann::json completion_json(const ResponseMeta& m, std::span<const serving::S
 // when `reasoning`); the first chat chunk of a choice also says the role.
 nlohmann::json text_chunk(const ResponseMeta& m, const std::string& text, bool first, bool reasoning = false,
                           int64_t index = 0);
+// A streamed completion's echo of its prompt (ResponseMeta::echo_prompt), the first chunk of
+// choice `index`: the prompt's text and, given its scores, its legacy logprobs (text_offset
+// runs on into the completion's).
+nlohmann::json echo_chunk(const ResponseMeta& m, int64_t index, const serving::PromptScores* scores,
+                          int64_t& text_offset);
 // Streamed tool calls, as OpenAI sends them: a chunk that opens call `call` of choice `index`
 // with its id, type and name (and empty arguments), then chunks adding to its arguments.
 nlohmann::json tool_call_start_chunk(const ResponseMeta& m, int64_t index, size_t call, const std::string& id,

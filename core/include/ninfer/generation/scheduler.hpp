@@ -66,6 +66,9 @@ struct SequenceHooks {
   // prompt tokens > done): the serving prefix cache's state copies are taken between chunks.
   // Unset: chunks are as long as the step allows.
   std::function<int64_t(int64_t done)> chunk_end;
+  // Once the prompt is scored (GenerationRequest::prompt_logprobs > 0), before its first token:
+  // the outcome's prompt_logprobs and prompt_top are complete.
+  std::function<void(const SequenceOutcome&)> on_prompt_scored;
   // Each generated token as it is read (never a stop token); returns true to end the sequence
   // with "stop" there (a stop string matched).
   std::function<bool(const SampleResult&)> on_token;

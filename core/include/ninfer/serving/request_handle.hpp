@@ -55,15 +55,23 @@ struct ServeResult {
   SpecCounts spec;  // its rows of speculative rounds (docs/speculative.md)
 };
 
+// The prompt's scores (GenerationRequest::prompt_logprobs K > 0), as ServeResult holds them.
+struct PromptScores {
+  std::vector<float> logprobs;
+  std::vector<std::vector<TokenLogprob>> top_logprobs;
+};
+
 // What one generated token adds to the stream: its id and the text now safe to show (often
 // empty: a character split over tokens, text held back as a possible stop string, or a model
-// without a tokenizer).
+// without a tokenizer). A request that scores its prompt gets one piece ahead of the first
+// token's carrying only `prompt` (a stream that echoes the prompt shows it there).
 struct StreamPiece {
   int32_t token = -1;     // -1: text only (the tail released when generation ends)
   std::string text;
   bool reasoning = false; // `text` belongs to the reasoning, not the answer
   float logprob = 0;      // of `token`
   std::vector<TokenLogprob> top_logprobs;
+  std::optional<PromptScores> prompt;
 };
 
 class RequestHandle {
