@@ -2,19 +2,19 @@
 // ninfer/abi/ops/quant_weight.h) on the CUDA plugin: the planner's choice and every variant that
 // takes the dtype (gemv_quant_warp_t*, linear/linear_gemv_quant.cu; gemv_quant_mma,
 // linear/linear_gemv_quant_mma.cu, gemv_quant_mma_split; gemv_int4_lean,
-// linear/linear_gemv_int4_lean.cu: int4, 1-8 tokens a launch, 9 and 17 as launches of 8; each where
-// its shape rules admit the case)
+// linear/linear_gemv_int4_lean.cu: int4, 1-16 tokens a launch, 33 as launches of 16 and 1; each
+// where its shape rules admit the case)
 // forced, against the CPU
 // plugin's linear on the same fresh random data: every code dtype x scale dtype (f32, bf16,
-// f16) x zero points or symmetric x g_idx or k / group_size x T = 1..8 (and 9, 17: tiles of 8)
+// f16) x zero points or symmetric x g_idx or k / group_size x T = 1..9, 12, 16, 17, 33
 // x accumulate, outputs poisoned with NaN (accumulate: random y, NaN padding). Shapes reach each
 // kernel path: 16-byte code loads with one group per load, 4-byte loads (rows not whole 16-byte
 // vectors), per-code groups (g_idx, a group size that splits a load), one group per row, x rows
 // off 16-byte alignment, odd N. gemv_quant_mma's kernels are reached through the same cases: its
-// token forms by T (1, 2, 3-4: column pairs; 5-8, 9, 17: the split form in tiles of 8) and its
-// x loads by the shapes whose x rows are or are not 16-byte aligned. gemv_int4_lean's 24 kernels
-// by scale dtype x zeros x group form (groups of 128: one step each; 256, 384, 512 = K: several
-// steps per group), its K chunks by the 5,120-column shapes (5 chunks meeting through the merge
+// token forms by T (1, 2, 3-4: column pairs; 5 on: the split form in tiles of 8) and its
+// x loads by the shapes whose x rows are or are not 16-byte aligned. gemv_int4_lean's 36 kernels
+// by token tiles (1-4, 5-8, 9-16) x scale dtype x zeros x group form (groups of 128: one step
+// each; 256, 384, 512 = K: several steps per group), its K chunks by the 5,120-column shapes (5 chunks meeting through the merge
 // tickets, one and three row blocks) and the 3,072-column one (3 chunks, the second starting
 // inside a group), its staging of x by aligned and unaligned rows, its row blocks by N past 128
 // and not a multiple of 16. norm_linear on quantized weights takes its unfused form
@@ -146,7 +146,7 @@ TEST(QuantLinearGpu, EveryLayoutAndTokenCountMatchesCpu) {
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
   const auto routes = op_routes(*gpu, NINFER_OP_LINEAR);
-  const std::vector<int64_t> tokens{1, 2, 3, 4, 5, 6, 7, 8, 9, 17};
+  const std::vector<int64_t> tokens{1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 33};
   const int64_t Tmax = tokens.back();
   int runs = 0;
   for (int32_t dtype : {NINFER_DTYPE_INT4, NINFER_DTYPE_INT8, NINFER_DTYPE_FP8_E4M3})
@@ -195,6 +195,93 @@ TEST(QuantLinearGpu, EveryLayoutAndTokenCountMatchesCpu) {
               }
           }
   EXPECT_GT(runs, 0);
+}
+
+// gemv_int4_lean and gemv_fp8_lean at 3 and 4 tokens where N alone gives enough CTAs (193 row
+// blocks): K in one chunk where x fits shared memory (4,096 wide at 4 tokens: 32 steps) and cut
+// for it (5,120 wide: two chunks meeting through 193 merge tickets). Against the CPU plugin, as
+// above, with and without zero points (int4), groups of one and two steps.
+TEST(QuantLinearGpu, LeanAtFourTokensOverManyRowBlocks) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  auto rng = fresh_rng("gpu lean many row blocks");
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend();
+  const int32_t N = 193 * 128 - 5; // the last row block partial
+  int runs = 0;
+  for (int32_t dtype : {NINFER_DTYPE_INT4, NINFER_DTYPE_FP8_E4M3})
+    for (int32_t K : {4096, 5120})
+      for (auto [zeros, group] : {std::pair{false, 128}, std::pair{true, 256}}) {
+        const std::string route = dtype == NINFER_DTYPE_INT4 ? "gemv_int4_lean" : "gemv_fp8_lean";
+        const QuantWeightCase c =
+            QuantWeightCase::random(rng, dtype, N, K, group, NINFER_DTYPE_BF16, zeros && dtype == NINFER_DTYPE_INT4, false);
+        const int64_t T = 4, ys = N + 2;
+        const auto x = randn(rng, static_cast<size_t>(T * K));
+        const std::vector<double> terms = abs_terms(c, x, K, T);
+        std::vector<float> poison(static_cast<size_t>(T * ys), NAN);
+        QuantOnBackend wc(*cpu, c), wg(*gpu, c);
+        const DeviceBuffer xc = put(*cpu, x), xg = put(*gpu, x);
+        DeviceBuffer yc = put(*cpu, poison), yg = put(*gpu, poison);
+        for (int64_t t : {T, T - 1}) {
+          const ninfer_shape s{t, {K, N, ninfer_quant_planning_group(&wg.wq), 0}, dtype};
+          const ninfer_variant* v = gpu->plugin().find_variant(NINFER_OP_LINEAR, route);
+          ASSERT_TRUE(v && v->supports(v->ctx, &s)) << route << " K=" << K;
+          ninfer_linear_args ac{xc.as<float>(), K, wc.codes.data(), yc.as<float>(), ys, t, K, N, dtype, 0, &wc.wq};
+          cpu->run(NINFER_OP_LINEAR, s, &ac);
+          const auto want = get<float>(*cpu, yc, poison.size());
+          ninfer_linear_args ag{xg.as<float>(), K, wg.codes.data(), yg.as<float>(), ys, t, K, N, dtype, 0, &wg.wq};
+          gpu->upload(yg, 0, poison.data(), poison.size() * sizeof(float));
+          gpu->reserve_workspace(NINFER_OP_LINEAR, s);
+          run_route(*gpu, NINFER_OP_LINEAR, route, s, &ag);
+          const auto got = get<float>(*gpu, yg, poison.size());
+          const std::string why = check(got, want, terms, t, N, K, ys, false);
+          EXPECT_TRUE(why.empty()) << c.describe() << " T=" << t << ": " << why;
+          ++runs;
+        }
+      }
+  EXPECT_EQ(runs, 16);
+}
+
+// gemv_fp8_lean splits x into f16 halves after a power-of-two scale per token: rows far past
+// f16's range (1e6), far below it (1e-6), and one spike of 1e5 among ordinary values (a Qwen
+// activation outlier) all match the CPU plugin within the same bound, at 1, 5 and 12 tokens (each
+// tile count), K cut into chunks (each CTA its own scale) and not.
+TEST(QuantLinearGpu, Fp8LeanTakesXOfAnyRange) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  auto rng = fresh_rng("gpu fp8 lean x range");
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend();
+  int runs = 0;
+  for (auto [K, N] : {std::pair{1024, 300}, std::pair{5120, 40}}) {
+    const QuantWeightCase c = QuantWeightCase::random(rng, NINFER_DTYPE_FP8_E4M3, N, K, 128, NINFER_DTYPE_BF16, false, false);
+    QuantOnBackend wc(*cpu, c), wg(*gpu, c);
+    for (int64_t T : {1, 5, 12})
+      for (double scale : {1e6, 1e-6, 0.0}) { // 0: ordinary values with one spike per row
+        auto x = randn(rng, static_cast<size_t>(T * K));
+        for (int64_t t = 0; t < T; ++t) {
+          if (scale > 0)
+            for (int32_t k = 0; k < K; ++k) x[static_cast<size_t>(t * K + k)] *= static_cast<float>(scale);
+          else
+            x[static_cast<size_t>(t * K + (t * 37) % K)] = 1e5f;
+        }
+        const std::vector<double> terms = abs_terms(c, x, K, T);
+        const int64_t ys = N + 2;
+        std::vector<float> poison(static_cast<size_t>(T * ys), NAN);
+        const DeviceBuffer xc = put(*cpu, x), xg = put(*gpu, x);
+        DeviceBuffer yc = put(*cpu, poison), yg = put(*gpu, poison);
+        const ninfer_shape s{T, {K, N, 128, 0}, NINFER_DTYPE_FP8_E4M3};
+        ninfer_linear_args ac{xc.as<float>(), K, wc.codes.data(), yc.as<float>(), ys, T, K, N, NINFER_DTYPE_FP8_E4M3, 0, &wc.wq};
+        cpu->run(NINFER_OP_LINEAR, s, &ac);
+        const auto want = get<float>(*cpu, yc, poison.size());
+        ninfer_linear_args ag{xg.as<float>(), K, wg.codes.data(), yg.as<float>(), ys, T, K, N, NINFER_DTYPE_FP8_E4M3, 0, &wg.wq};
+        gpu->reserve_workspace(NINFER_OP_LINEAR, s);
+        run_route(*gpu, NINFER_OP_LINEAR, "gemv_fp8_lean", s, &ag);
+        const auto got = get<float>(*gpu, yg, poison.size());
+        const std::string why = check(got, want, terms, T, N, K, ys, false);
+        EXPECT_TRUE(why.empty()) << "K=" << K << " T=" << T << " x scale " << scale << ": " << why;
+        ++runs;
+      }
+  }
+  EXPECT_EQ(runs, 18);
 }
 
 // A shape no quantized variant takes (int4 rows that are not whole 4-byte words) is a planning

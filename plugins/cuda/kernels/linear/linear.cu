@@ -19,6 +19,7 @@ int32_t register_linear(const ninfer_registrar* r, char* err, size_t err_len) {
   if (int32_t rc = register_linear_gemv_quant_mma(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_gemv_quant_mma_split(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_gemv_int4_lean(r, err, err_len); rc != NINFER_OK) return rc;
+  if (int32_t rc = register_linear_gemv_fp8_lean(r, err, err_len); rc != NINFER_OK) return rc;
   if (int32_t rc = register_linear_cublaslt_dequant(r, err, err_len); rc != NINFER_OK) return rc;
   // gemv_warp_t1 before gemv_4warps: the planner keeps the first of equals, and the tables name
   // gemv_4warps only where a measurement chose it.

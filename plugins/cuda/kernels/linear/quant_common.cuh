@@ -97,4 +97,26 @@ __device__ __forceinline__ void e4m3x4_to_float(u32 w, float (&f)[4]) {
 #endif
 }
 
+// The e4m3fn bytes of a word as two f16 pairs, exactly (every e4m3 value is an f16): bytes 0, 1
+// into lo and 2, 3 into hi, the lower byte in the lower half. sm_89 on: one conversion
+// instruction per pair. Before: each byte's sign to bit 15 and its exponent and mantissa under
+// f16's, which reads 2^-8 of the value (exponent bias 15 against 7; subnormals alike), then one
+// f16x2 multiply by 2^8, exact. NaN bytes (0x7f, 0xff) read as +-480 there.
+__device__ __forceinline__ void e4m3x4_to_f16x2(u32 w, u32& lo, u32& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("{\n .reg .b16 a, b;\n mov.b32 {a, b}, %2;\n cvt.rn.f16x2.e4m3x2 %0, a;\n cvt.rn.f16x2.e4m3x2 %1, b;\n}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+#else
+  const auto pair = [](u32 v) { // bytes at bits 0..7 and 8..15
+    const u32 bits = ((v & 0x7fu) << 7) | ((v & 0x80u) << 8) | ((v & 0x7f00u) << 15) | ((v & 0x8000u) << 16);
+    u32 d;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(bits), "r"(0x5c005c00u)); // 2^8 in both halves
+    return d;
+  };
+  lo = pair(w & 0xffffu);
+  hi = pair(w >> 16);
+#endif
+}
+
 } // namespace ninfer::cuda_plugin::quant

@@ -96,6 +96,7 @@ int32_t register_linear_gemv_quant(const ninfer_registrar* r, char* err, size_t 
 int32_t register_linear_gemv_quant_mma(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_linear_gemv_quant_mma_split(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_linear_gemv_int4_lean(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_linear_gemv_fp8_lean(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_linear_cublaslt(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_linear_cublaslt_dequant(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_norm_linear_gemv_warp(const ninfer_registrar* r, char* err, size_t err_len);
