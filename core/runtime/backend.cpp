@@ -237,10 +237,16 @@ void Backend::reserve_workspace(std::string_view op, const ninfer_shape& shape) 
 }
 
 namespace {
-// Token counts below `tokens` where a route (or the workspace of one) may change: every bucket
-// edge of `op` in `table` and every power of two.
-std::vector<int64_t> smaller_token_counts(const ScheduleTable* table, std::string_view op, int64_t tokens) {
+// Token counts below `tokens` where a route (or the workspace of one) may change: every count up
+// to the op's largest CTA token tile (a variant's shared memory grows with the tokens of a launch
+// up to its tile, so its residency, and with it the planner's own route, can change at any count
+// there), every power of two and every bucket edge of `op` in `table`.
+std::vector<int64_t> smaller_token_counts(const std::vector<const ninfer_variant*>& variants,
+                                          const ScheduleTable* table, std::string_view op, int64_t tokens) {
   std::vector<int64_t> counts;
+  int64_t tile = 1;
+  for (const ninfer_variant* v : variants) tile = std::max<int64_t>(tile, v->tokens_per_cta);
+  for (int64_t t = 1; t < tokens && t <= tile; ++t) counts.push_back(t);
   for (int64_t t = 1; t < tokens; t *= 2) counts.push_back(t);
   if (table)
     for (const ScheduleEntry& e : table->entries)
@@ -255,7 +261,7 @@ std::vector<int64_t> smaller_token_counts(const ScheduleTable* table, std::strin
 
 void Backend::reserve_workspace_up_to(std::string_view op, const ninfer_shape& shape) {
   if (!plan(op, shape).unfused) reserve_workspace(op, shape);
-  for (int64_t t : smaller_token_counts(schedule_table(), op, shape.tokens)) {
+  for (int64_t t : smaller_token_counts(plugin_->variants_for(op), schedule_table(), op, shape.tokens)) {
     ninfer_shape s = shape;
     s.tokens = t;
     if (s.max_seq_tokens > t) s.max_seq_tokens = static_cast<int32_t>(t);
