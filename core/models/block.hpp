@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "ninfer/runtime/backend.hpp"
 #include "op_calls.hpp"
@@ -62,10 +63,18 @@ class Mixer {
   virtual size_t prefix_state_bytes() const { return 0; }
   virtual void spill_prefix_state(Backend&, int32_t /*entry*/, const HostBuffer&, size_t /*offset*/) {}
   virtual void unspill_prefix_state(Backend&, int32_t /*entry*/, const HostBuffer&, size_t /*offset*/) {}
-  // After a speculative round's verification pass (Step::keep_token_states): slot slots[i] takes
-  // the state kept after the pass's token rows[i], for i < seqs (backend arrays, written by the
-  // round's acceptance). Attention keeps nothing: KV rows past a sequence's length are never read.
-  virtual void keep_token_state(Backend&, int32_t /*seqs*/, const int32_t* /*slots*/, const int32_t* /*rows*/) {}
+  // The state a speculative round settles (Step::keep_token_states), one entry per kind of state:
+  // rows of `words` 32-bit words, one per slot (`slots`) and one per token of a verification pass
+  // (`tokens`, written by the pass). After the pass each sequence's slot takes the row of the
+  // token it kept; the decoder copies every layer's rows of one kind in one call
+  // (Decoder::keep_token_states). Attention keeps nothing: KV rows past a sequence's length are
+  // never read.
+  struct KeptState {
+    int64_t words;
+    void* slots;
+    const void* tokens;
+  };
+  virtual std::vector<KeptState> kept_states() const { return {}; }
 };
 
 } // namespace ninfer::models

@@ -228,6 +228,9 @@ class Decoder {
   // fork()'s part of the speculation state: the slot's last hidden state and next input.
   void fork_speculation(int32_t src, int32_t dst);
   void reserve_round_workspace();
+  // After a round's verification pass: slot slots[i] takes the recurrent layers' states after
+  // the pass's token rows[i], for i < seqs (backend arrays; the round's acceptance writes rows).
+  void keep_token_states(int32_t seqs, const int32_t* slots, const int32_t* rows);
   // The span a decode step's attention is planned for: the next power of two >= kv_len (at
   // least kMinDecodeBucket, at most max_context). Eager and recorded steps use the same plans,
   // so they compute the same bits, and one recording serves every length in its bucket.
@@ -255,6 +258,16 @@ class Decoder {
   DeviceBuffer slot_hidden_, next_ids_, draft_ids_, mtp_rows_, keep_rows_, forced_accepts_;
   DeviceBuffer indices_;
   std::vector<int32_t> host_indices_;
+  // Every layer's kept states of one kind (Mixer::KeptState, grouped by width), settled in one
+  // copy a round: a launch per layer would cost more than its few MB take to copy. `bases` is
+  // the backend's array of the slots' base pointers, then the tokens'.
+  struct KeptStates {
+    int64_t words = 0;
+    std::vector<void*> slots;
+    std::vector<const void*> tokens;
+    DeviceBuffer bases;
+  };
+  std::vector<KeptStates> kept_states_;
   std::vector<int32_t> mtp_row_of_token_; // the last step's: its head row per token, -1 for none
   ScratchNeeds needs_;
   int64_t hidden_;

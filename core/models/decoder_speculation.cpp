@@ -37,6 +37,35 @@ void Decoder::allocate_speculation() {
   const size_t most = std::max(4 * rows + slots, 2 * drafts * slots);
   indices_ = be_.allocate(most * sizeof(int32_t), MemoryUse::Activations, "step index arrays");
   host_indices_.reserve(most);
+  // The recurrent layers' kept states, grouped by width (in layer order within a group).
+  for (const Layer& l : parts_.layers)
+    for (const Mixer::KeptState& k : l.mixer->kept_states()) {
+      auto g = std::find_if(kept_states_.begin(), kept_states_.end(),
+                            [&](const KeptStates& e) { return e.words == k.words; });
+      if (g == kept_states_.end()) g = kept_states_.insert(kept_states_.end(), KeptStates{k.words, {}, {}, {}});
+      g->slots.push_back(k.slots);
+      g->tokens.push_back(k.tokens);
+    }
+  for (KeptStates& g : kept_states_) {
+    if (g.slots.size() < 2) continue; // one layer: copy_rows takes its buffers directly
+    std::vector<const void*> bases(g.slots.begin(), g.slots.end());
+    bases.insert(bases.end(), g.tokens.begin(), g.tokens.end());
+    g.bases = be_.allocate(sizeof(void*) * bases.size(), MemoryUse::Activations, "kept state base pointers");
+    be_.upload(g.bases, 0, bases.data(), sizeof(void*) * bases.size());
+  }
+}
+
+void Decoder::keep_token_states(int32_t seqs, const int32_t* slots, const int32_t* rows) {
+  for (const KeptStates& g : kept_states_) {
+    const auto n = static_cast<int64_t>(g.slots.size());
+    if (n == 1) {
+      ops::copy_rows(be_, seqs, g.words, g.slots[0], g.words, slots, g.tokens[0], g.words, rows);
+      continue;
+    }
+    void* const* dst = static_cast<void* const*>(g.bases.data());
+    const void* const* src = dst + n;
+    ops::copy_row_groups(be_, n, seqs, g.words, dst, g.words, slots, src, g.words, rows);
+  }
 }
 
 void Decoder::fork_speculation(int32_t src, int32_t dst) {
@@ -238,7 +267,7 @@ void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* 
   }
   // Every slot settles at its kept row: the recurrent layers' state after it, the model's
   // hidden state there, and its pick as the next input. KV rows past it are never read.
-  for (Layer& l : parts_.layers) l.mixer->keep_token_state(be_, B, slots, keep);
+  keep_token_states(B, slots, keep);
   ops::copy_rows(be_, B, H, slot_hidden_.data(), H, slots, normed_.data(), H, keep);
   ops::copy_rows(be_, B, 1, next_ids_.data(), 1, slots, picked, 1, keep);
   // The head catches up over the verified rows: row j pairs pick j (draft j + 1 where it was
@@ -273,7 +302,7 @@ void Decoder::reserve_round_workspace() {
   v.keep_token_states = false;
   mtp_->forward(be_, v, parts_.embedding, head, scratch_, head);
   ops::draft_accept(be_, S, D - 1, nullptr, nullptr, nullptr, nullptr);
-  for (Layer& l : parts_.layers) l.mixer->keep_token_state(be_, S, nullptr, nullptr);
+  keep_token_states(S, nullptr, nullptr);
 }
 
 } // namespace ninfer::models

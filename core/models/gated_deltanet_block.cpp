@@ -102,11 +102,11 @@ void GatedDeltaNetBlock::fork(Backend& be, int32_t src, int32_t dst) {
 
 // Two copies per layer, at rows the device chose: no host round trip between a round's
 // verification and the next step.
-void GatedDeltaNetBlock::keep_token_state(Backend& be, int32_t seqs, const int32_t* slots, const int32_t* rows) {
+std::vector<Mixer::KeptState> GatedDeltaNetBlock::kept_states() const {
+  if (conv_token_states_.empty()) return {};
   const auto words = [](size_t bytes) { return static_cast<int64_t>(bytes / sizeof(float)); };
-  const int64_t conv = words(conv_state_bytes()), rec = words(recurrent_state_bytes());
-  ops::copy_rows(be, seqs, conv, conv_state_.data(), conv, slots, conv_token_states_.data(), conv, rows);
-  ops::copy_rows(be, seqs, rec, recurrent_state_.data(), rec, slots, recurrent_token_states_.data(), rec, rows);
+  return {{words(conv_state_bytes()), conv_state_.data(), conv_token_states_.data()},
+          {words(recurrent_state_bytes()), recurrent_state_.data(), recurrent_token_states_.data()}};
 }
 
 void GatedDeltaNetBlock::forward(Backend& be, const Step& s, const Scratch& scratch, const ops::NormedInput& in,

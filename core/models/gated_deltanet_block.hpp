@@ -38,7 +38,7 @@ class GatedDeltaNetBlock final : public Mixer {
   size_t prefix_state_bytes() const override { return conv_state_bytes() + recurrent_state_bytes(); }
   void spill_prefix_state(Backend& be, int32_t entry, const HostBuffer& to, size_t offset) override;
   void unspill_prefix_state(Backend& be, int32_t entry, const HostBuffer& from, size_t offset) override;
-  void keep_token_state(Backend& be, int32_t seqs, const int32_t* slots, const int32_t* rows) override;
+  std::vector<KeptState> kept_states() const override;
 
  private:
   int64_t key_width() const { return int64_t{spec_.k_heads} * spec_.k_dim; }
@@ -59,7 +59,7 @@ class GatedDeltaNetBlock final : public Mixer {
   DeviceBuffer conv_snapshot_, recurrent_snapshot_, conv_prefix_, recurrent_prefix_;
   int32_t snapshot_copies_ = 0;
   // Speculation only: the states after every token of a verification pass (limits.max_sequences
-  // x (draft_tokens + 1) tokens), from which keep_token_state settles each slot.
+  // x (draft_tokens + 1) tokens), from which a round settles each slot (kept_states).
   DeviceBuffer conv_token_states_, recurrent_token_states_;
 };
 

@@ -248,6 +248,14 @@ void copy_rows(Backend& be, int64_t rows, int64_t width, void* dst, int64_t dst_
   be.run(NINFER_OP_COPY_ROWS, shape(rows, width), &a);
 }
 
+void copy_row_groups(Backend& be, int64_t groups, int64_t rows, int64_t width, void* const* dst_groups,
+                     int64_t dst_stride, const int32_t* dst_index, const void* const* src_groups, int64_t src_stride,
+                     const int32_t* src_index) {
+  const ninfer_copy_rows_args a{nullptr, dst_stride, dst_index, nullptr, src_stride, src_index, rows,
+                                width,   groups,     dst_groups, src_groups};
+  be.run(NINFER_OP_COPY_ROWS, shape(rows, width), &a);
+}
+
 void draft_accept(Backend& be, int32_t seqs, int32_t drafts, const int32_t* ids, const int32_t* picks,
                   int32_t* accepted, int32_t* keep_row) {
   const ninfer_draft_accept_args a{ids, picks, accepted, keep_row, seqs, drafts};

@@ -128,6 +128,11 @@ void gated_delta_step(Backend& be, const Step& s, const GdnStepInputs& in, const
 // (ninfer/abi/ops/copy_rows.h); a null index is row r. Strides in words.
 void copy_rows(Backend& be, int64_t rows, int64_t width, void* dst, int64_t dst_stride, const int32_t* dst_index,
                const void* src, int64_t src_stride, const int32_t* src_index);
+// The same copy between `groups` buffer pairs at once: dst_groups[g] and src_groups[g] (device
+// arrays of base pointers) for every g in [0, groups).
+void copy_row_groups(Backend& be, int64_t groups, int64_t rows, int64_t width, void* const* dst_groups,
+                     int64_t dst_stride, const int32_t* dst_index, const void* const* src_groups, int64_t src_stride,
+                     const int32_t* src_index);
 // Greedy verification of a speculative round (ninfer/abi/ops/draft_accept.h): per sequence, how
 // many of its `drafts` drafts the model's picks repeat, and the row it keeps.
 void draft_accept(Backend& be, int32_t seqs, int32_t drafts, const int32_t* ids, const int32_t* picks,

@@ -87,6 +87,45 @@ TEST(SpeculationOpsGpu, CopyRowsEqualsTheCpuPluginBitForBit) {
   }
 }
 
+// One call over several buffer pairs (a round's settling of every recurrent layer): the
+// state-sized rows of each pair, bit for bit, with the other rows of every buffer untouched.
+TEST(SpeculationOpsGpu, CopyRowGroupsEqualTheCpuPluginBitForBit) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend();
+  auto rng = fresh_rng("gpu copy_rows groups");
+  const int64_t width = 3 * 64 * 64 + 4, groups = 5, src_rows = 8, dst_rows = 4;
+  std::vector<std::vector<float>> src;
+  for (int64_t g = 0; g < groups; ++g) src.push_back(randn(rng, static_cast<size_t>(src_rows * width)));
+  const std::vector<int32_t> dst_index{3, 1}, src_index{7, 2};
+  std::vector<std::vector<float>> results[2];
+  int k = 0;
+  for (Backend* be : {cpu.get(), gpu.get()}) {
+    std::vector<DeviceBuffer> s, d;
+    std::vector<const void*> bases;
+    for (int64_t g = 0; g < groups; ++g) {
+      s.push_back(put(*be, src[static_cast<size_t>(g)]));
+      d.push_back(poisoned_buffer(*be, static_cast<size_t>(dst_rows * width)));
+    }
+    for (const DeviceBuffer& b : d) bases.push_back(b.data());
+    for (const DeviceBuffer& b : s) bases.push_back(b.data());
+    const DeviceBuffer di = put(*be, dst_index), si = put(*be, src_index);
+    const DeviceBuffer table = be->allocate(sizeof(void*) * bases.size(), MemoryUse::Activations, "group bases");
+    be->upload(table, 0, bases.data(), sizeof(void*) * bases.size());
+    void* const* dst_groups = static_cast<void* const*>(table.data());
+    const ninfer_copy_rows_args a{nullptr, width,  di.as<int32_t>(), nullptr,    width,
+                                  si.as<int32_t>(), 2, width,           groups, dst_groups,
+                                  dst_groups + groups};
+    be->run(NINFER_OP_COPY_ROWS, {2, {width, 0, 0, 0}, NINFER_DTYPE_F32}, &a);
+    for (const DeviceBuffer& b : d) results[k].push_back(get<float>(*be, b, static_cast<size_t>(dst_rows * width)));
+    ++k;
+  }
+  for (int64_t g = 0; g < groups; ++g)
+    EXPECT_TRUE(same_bits(results[0][static_cast<size_t>(g)], results[1][static_cast<size_t>(g)])) << "group " << g;
+  // The copied rows are the source's (the CPU plugin's result checked on its own in CopyRowsOp).
+  EXPECT_EQ(std::memcmp(results[1][4].data() + 3 * width, src[4].data() + 7 * width, sizeof(float) * width), 0);
+}
+
 TEST(SpeculationOpsGpu, DraftAcceptEqualsTheCpuPlugin) {
   NINFER_REQUIRE_CUDA_BACKEND();
   auto cpu = make_cpu_backend();

@@ -50,6 +50,46 @@ TEST(CopyRowsOp, MovesTheNamedRowsBitForBit) {
     EXPECT_EQ(std::memcmp(&plain[r * width], &src[r * src_stride], 4 * width), 0) << "row " << r;
 }
 
+// A call of several groups copies the same rows between each pair of buffers (each its own
+// allocation, as a model's layers are) and leaves every other row of every buffer alone.
+TEST(CopyRowsOp, GroupsCopyTheSameRowsBetweenEachPair) {
+  Backend be = cpu_backend();
+  auto rng = fresh_rng("copy_rows groups");
+  const int64_t width = 5, stride = 6, src_rows = 4, dst_rows = 3, groups = 3;
+  std::vector<std::vector<float>> src, dst;
+  for (int64_t g = 0; g < groups; ++g) {
+    src.push_back(randn(rng, size_t(src_rows * stride)));
+    dst.push_back(poisoned(size_t(dst_rows * stride)));
+  }
+  std::vector<void*> dst_bases;
+  std::vector<const void*> src_bases;
+  for (int64_t g = 0; g < groups; ++g) {
+    dst_bases.push_back(dst[size_t(g)].data());
+    src_bases.push_back(src[size_t(g)].data());
+  }
+  const std::vector<int32_t> dst_index{2, 0}, src_index{3, 1};
+  ninfer_copy_rows_args a{nullptr, stride, dst_index.data(), nullptr, stride, src_index.data(), 2, width};
+  a.groups = groups;
+  a.dst_groups = dst_bases.data();
+  a.src_groups = src_bases.data();
+  run_copy(be, a);
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t r = 0; r < dst_rows; ++r)
+      for (int64_t c = 0; c < stride; ++c) {
+        const float got = dst[size_t(g)][size_t(r * stride + c)];
+        const int64_t from = r == 2 ? 3 : r == 0 ? 1 : -1;
+        if (from < 0 || c >= width) {
+          EXPECT_TRUE(std::isnan(got)) << "group " << g << " row " << r << " column " << c << " was written";
+          continue;
+        }
+        EXPECT_EQ(std::memcmp(&got, &src[size_t(g)][size_t(from * stride + c)], 4), 0)
+            << "group " << g << " row " << r << " column " << c;
+      }
+  // Several groups need both arrays.
+  a.src_groups = nullptr;
+  EXPECT_THROW(run_copy(be, a), Error);
+}
+
 TEST(CopyRowsOp, RefusesStridesNarrowerThanTheRows) {
   Backend be = cpu_backend();
   std::vector<float> a(16), b(16);

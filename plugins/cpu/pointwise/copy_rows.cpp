@@ -1,4 +1,5 @@
-// copy_rows on the host (contract: ninfer/abi/ops/copy_rows.h): each row's words copied as bits.
+// copy_rows on the host (contract: ninfer/abi/ops/copy_rows.h): each row's words copied as bits,
+// group by group.
 #include <cstring>
 
 #include "common/cpu_ops.hpp"
@@ -16,14 +17,21 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void*, cha
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "copy_rows: strides %lld, %lld below the width %lld",
                 static_cast<long long>(a.dst_stride), static_cast<long long>(a.src_stride),
                 static_cast<long long>(a.width));
-  auto* dst = static_cast<uint32_t*>(a.dst);
-  const auto* src = static_cast<const uint32_t*>(a.src);
-  for (int64_t r = l->token_begin; r < l->token_end; ++r) {
-    const int64_t d = a.dst_index ? a.dst_index[r] : r, s = a.src_index ? a.src_index[r] : r;
-    if (d < 0 || s < 0)
-      return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "copy_rows: row %lld names row %lld of dst, %lld of src",
-                  static_cast<long long>(r), static_cast<long long>(d), static_cast<long long>(s));
-    std::memcpy(dst + d * a.dst_stride, src + s * a.src_stride, sizeof(uint32_t) * static_cast<size_t>(a.width));
+  const int64_t groups = a.groups > 1 ? a.groups : 1;
+  if (groups > 1 && (!a.dst_groups || !a.src_groups))
+    return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "copy_rows: %lld groups without both group arrays",
+                static_cast<long long>(groups));
+  for (int64_t g = 0; g < groups; ++g) {
+    auto* dst = static_cast<uint32_t*>(groups > 1 ? a.dst_groups[g] : a.dst);
+    const auto* src = static_cast<const uint32_t*>(groups > 1 ? a.src_groups[g] : a.src);
+    for (int64_t r = l->token_begin; r < l->token_end; ++r) {
+      const int64_t d = a.dst_index ? a.dst_index[r] : r, s = a.src_index ? a.src_index[r] : r;
+      if (d < 0 || s < 0)
+        return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len,
+                    "copy_rows: row %lld names row %lld of dst, %lld of src", static_cast<long long>(r),
+                    static_cast<long long>(d), static_cast<long long>(s));
+      std::memcpy(dst + d * a.dst_stride, src + s * a.src_stride, sizeof(uint32_t) * static_cast<size_t>(a.width));
+    }
   }
   return NINFER_OK;
 }

@@ -7,15 +7,23 @@
  *   d = dst_index[r] (r when dst_index is NULL),  s = src_index[r] (r when src_index is NULL)
  * Words are copied as bits (float32 and int32 rows alike).
  *
+ * Groups: with groups > 1 the call repeats the copy for every g in [0, groups) between the
+ * buffers dst_groups[g] and src_groups[g] (device arrays of base pointers) with the same
+ * indices, strides and width; dst and src are then unused. One call thus settles the same state
+ * of every layer of a model (docs/speculative.md), where a call per layer would pay a launch per
+ * layer for a copy too small to reach the memory's rate. groups 0 or 1: the one pair dst, src.
+ *
  * Shapes: dst and src 32-bit words with row strides dst_stride, src_stride (in words, >= width);
  * dst_index, src_index [rows] int32 or NULL. Planning shape: tokens = rows, dims[0] = width,
  * dtype = F32 (the words' size).
  *
  * Ordering: the indices (and src) may be written by the op launched right before this one (a
- * speculative round's acceptance computes them): a variant reads them after its launch wait.
+ * speculative round's acceptance computes them): a variant reads them, and the group arrays,
+ * after its launch wait.
  *
- * Effects: writes the dst rows named. Two rows of one call naming the same dst row, or a dst
- * row overlapping a src row of the call, leave it unspecified. Workspace: none.
+ * Effects: writes the dst rows named. Two rows of one call naming the same dst row (in one
+ * group's buffer), or a dst row overlapping a src row of the call (of any group), leave it
+ * unspecified. Workspace: none.
  */
 #ifndef NINFER_ABI_OPS_COPY_ROWS_H
 #define NINFER_ABI_OPS_COPY_ROWS_H
@@ -37,6 +45,9 @@ typedef struct ninfer_copy_rows_args {
   const int32_t* src_index; /* may be NULL: row r */
   int64_t rows;
   int64_t width;
+  int64_t groups;                /* 0 or 1: dst and src; more: the group arrays below */
+  void* const* dst_groups;       /* [groups] base pointers (groups > 1), else NULL */
+  const void* const* src_groups; /* [groups] base pointers (groups > 1), else NULL */
 } ninfer_copy_rows_args;
 
 #ifdef __cplusplus
