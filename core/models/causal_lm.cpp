@@ -421,7 +421,7 @@ void CausalLM::queue_spec_round(std::span<const SpecRow> rows) {
   }
   // The sample op's rows are device data uploaded before the round (never part of a recording).
   if (sampled) decoder_->set_sample_rows(sampling);
-  decoder_->spec_round(round, sampled ? models::Pick::Sample : models::Pick::Greedy, forced);
+  decoder_->spec_round(round, sampled ? models::Pick::Sample : models::Pick::Greedy, forced, verify_only_rounds_);
   last_step_tokens_ = 0; // a round's rows are not prompt rows
   pending_rounds_.push_back(std::move(pending));
   for (const SpecRow& r : rows) {

@@ -137,7 +137,11 @@ class Decoder {
   // `forced`, when not empty (benchmarks only: ninfer-bench --spec-acceptance): row i's accepted
   // count is forced[i] (0..draft_tokens) whatever the drafts were, so a round's cost can be
   // measured at a chosen acceptance rate; the tokens it reports then mean nothing.
-  Queued spec_round(std::span<const RoundRow> rows, Pick pick = Pick::Greedy, std::span<const int32_t> forced = {});
+  // `verify_only` (benchmarks only: ninfer-bench --spec-verify-only): the round runs no MTP head
+  // pass, neither its drafts (the verification reads whatever drafts the table holds) nor the
+  // head's catch-up, so its cost is the verification pass's; its output is still the model's.
+  Queued spec_round(std::span<const RoundRow> rows, Pick pick = Pick::Greedy, std::span<const int32_t> forced = {},
+                    bool verify_only = false);
   // The slot's next input for spec_round, given by the host.
   void set_next_input(int32_t slot, int32_t id);
   // The sampling rows the next Pick::Sample step uses, row i for its picked row i.
@@ -209,7 +213,8 @@ class Decoder {
   void run_mtp_pass(const Step& s, const MtpPass& m, bool picked);
   // The launches of a speculative round over the verification step `v` (its draft passes'
   // positions at `draft_pos`, draft_tokens x rows; `to_verify` places the drafts in v's ids).
-  void run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify, Pick pick, bool forced);
+  void run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify, Pick pick, bool forced,
+                 bool verify_only);
   // Int32 arrays of the next step, packed for one upload before its launches; the same sizes in
   // the same order give the same addresses, as a recording needs.
   const int32_t* add_index(std::span<const int32_t> values);
@@ -240,7 +245,7 @@ class Decoder {
   // chained ids, sampling rows, positions, the accepted drafts) is device data written before
   // it or by its own launches.
   // (tokens, context bucket, pick, drafts, last): a step's last is its MTP pass's tokens, a
-  // round's 1 when its accepted counts are forced.
+  // round's 1 when its accepted counts are forced, plus 2 when it verifies only.
   using DecodeShape = std::tuple<int64_t, int32_t, Pick, int32_t, int64_t>;
   void run_decode_step(const DecodeShape& shape, const std::function<void()>& launch);
 

@@ -29,6 +29,7 @@ void Decoder::allocate_speculation() {
   slot_hidden_ = be_.allocate(slots * row, MemoryUse::State, "last hidden state per slot (mtp)");
   next_ids_ = be_.allocate(slots * sizeof(int32_t), MemoryUse::State, "next input per slot (mtp)");
   draft_ids_ = be_.allocate(drafts * slots * sizeof(int32_t), MemoryUse::Activations, "draft tokens");
+  be_.zero(draft_ids_, 0, draft_ids_.bytes()); // ids in range for a round that verifies only
   mtp_rows_ = be_.allocate(rows * row, MemoryUse::Activations, "mtp rows");
   keep_rows_ = be_.allocate(slots * sizeof(int32_t), MemoryUse::Activations, "accepted row per sequence");
   forced_accepts_ = be_.allocate(2 * slots * sizeof(int32_t), MemoryUse::Activations, "forced accepted counts");
@@ -171,7 +172,8 @@ void Decoder::draft_logits(int64_t first, int64_t count, std::vector<float>& out
   }
 }
 
-Decoder::Queued Decoder::spec_round(std::span<const RoundRow> rows, Pick pick, std::span<const int32_t> forced) {
+Decoder::Queued Decoder::spec_round(std::span<const RoundRow> rows, Pick pick, std::span<const int32_t> forced,
+                                    bool verify_only) {
   if (!mtp_) throw Error("internal: a speculative round on a model loaded without speculation");
   if (pending_.size() >= kMostPendingPicks)
     throw Error(fmt::format("internal: {} picks are already waiting to be read", pending_.size()));
@@ -215,13 +217,15 @@ Decoder::Queued Decoder::spec_round(std::span<const RoundRow> rows, Pick pick, s
   const int32_t* layout = add_index(span_of(to_verify));
   upload_indices();
   const bool force = !forced.empty();
-  run_decode_step({B, v.kv_len, pick, K, force ? 1 : 0}, [&] { run_round(v, pos, layout, pick, force); });
+  run_decode_step({B, v.kv_len, pick, K, (force ? 1 : 0) | (verify_only ? 2 : 0)},
+                  [&] { run_round(v, pos, layout, pick, force, verify_only); });
   send_picks(int64_t{B} * D, {}, q, B);
   mtp_row_of_token_.clear(); // the head's rows now hold the round's catch-up
   return q;
 }
 
-void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify, Pick pick, bool forced) {
+void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify, Pick pick, bool forced,
+                        bool verify_only) {
   const int32_t K = limits_.draft_tokens, D = K + 1, B = v.num_seqs;
   const int64_t H = hidden_, V = vocab();
   const ops::Rows head = rows_of(mtp_rows_, H), normed = rows_of(normed_, H), logits = rows_of(logits_, V);
@@ -230,7 +234,7 @@ void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* 
   // Each sequence's next input, and the hidden state of the position before it.
   ops::copy_rows(be_, B, 1, table, 1, nullptr, next_ids_.data(), 1, slots);
   ops::copy_rows(be_, B, H, head.p, H, nullptr, slot_hidden_.data(), H, slots);
-  for (int32_t k = 1; k <= K; ++k) {
+  for (int32_t k = 1; k <= K && !verify_only; ++k) {
     Step d;
     d.tokens = B;
     d.num_seqs = B;
@@ -273,6 +277,7 @@ void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* 
   // The head catches up over the verified rows: row j pairs pick j (draft j + 1 where it was
   // accepted) with the model's hidden state at position + j, so its KV cache holds the accepted
   // positions as a plain step would have left it (rows past them are rewritten next round).
+  if (verify_only) return;
   Step c = v;
   c.keep_token_states = false;
   c.ids = picked;

@@ -311,6 +311,21 @@ TEST(NinferBench, SpecAcceptanceSetsTheRoundsAcceptance) {
   EXPECT_NEAR(half["results"][0]["speculation"]["mean_accepted_length"].get<double>(), 1.875, kMeanLengthTolerance);
 }
 
+// --spec-verify-only: the rounds' report says they verified only (with --spec-acceptance 0 each
+// gains one token per sequence), and without --spec mtp the flag is refused naming it.
+TEST(NinferBench, SpecVerifyOnlyRoundsAreReportedAndNeedSpeculation) {
+  const json j = bench_json("--preset qwen3_5-cpu-small --skip-prefill --contexts 4 --batches 2 --warmup 0 --spec mtp "
+                            "--draft-tokens 3 --spec-acceptance 0 --spec-verify-only --decode-steps 4 --repeats 1");
+  ASSERT_EQ(j["results"].size(), 1u);
+  const json& s = j["results"][0]["speculation"];
+  EXPECT_TRUE(s.value("verify_only", false)) << s;
+  EXPECT_EQ(s["mean_accepted_length"].get<double>(), 1.0);
+  EXPECT_GT(j["results"][0]["tok_s"].get<double>(), 0);
+  const ProcessOutput r = bench("--preset qwen3_5-cpu-small --device cpu --spec-verify-only");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--spec-verify-only times the verification pass"), std::string::npos) << r.err;
+}
+
 // --mtp-weights quantizes the MTP head's linears alone (mtp.fc [H, 2H] and its layer's q (with
 // its gate), k, v, o, gate, up, down on qwen3_5-cpu-small): the weights shrink by exactly their
 // bf16 bytes less their int4 codes and bf16 scales, the report names the head's format, and

@@ -224,23 +224,60 @@ TEST(Speculation, GreedyRoundsGiveGreedyDecodeBitForBit) {
   }
 }
 
+namespace {
+
+// The demo model's prompts, the tokens each request generates, and plain greedy decode's output
+// for each: what the speculative runs below must reproduce. None of them picks id 0
+// (<|endoftext|>), which the tests use as a draft the model never accepts.
+struct DemoGreedy {
+  Fixture demo = Fixture::load(kDemo);
+  std::vector<std::vector<int32_t>> prompts = prompts_of(demo);
+  std::vector<size_t> n{40, 23, 31, 17, 36, 28};
+  std::vector<Tokens> want;
+  int32_t vocab = 0;
+  DemoGreedy() {
+    Backend be = cpu_model_backend();
+    auto plain = load(demo.checkpoint, be, 1, 0);
+    vocab = static_cast<int32_t>(plain->vocab_size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      want.push_back(plain_greedy(*plain, prompts[i], n[i]));
+      EXPECT_EQ(std::count(want.back().ids.begin(), want.back().ids.end(), 0), 0) << "request " << i << " picks id 0";
+    }
+  }
+};
+
+} // namespace
+
+// Rounds that verify only (ninfer-bench --spec-verify-only: no MTP head pass) on the demo model,
+// three drafts, two slots: every output is still greedy decode's, bit for bit, and no round
+// accepts a draft, because the drafts verified are the table's initial id 0, not the head's: a
+// head pass would have drafted tokens the model accepts (GreedyRoundsGiveGreedyDecodeBitForBit).
+TEST(Speculation, RoundsThatVerifyOnlyStillGiveGreedyDecode) {
+  const DemoGreedy g;
+  ASSERT_FALSE(HasFailure());
+  Backend be = cpu_model_backend();
+  auto spec = load(g.demo.checkpoint, be, 2, 3);
+  spec->set_verify_only_rounds(true);
+  std::vector<int64_t> hist(4, 0);
+  const std::vector<Tokens> got = spec_batch(*spec, g.prompts, g.n, 2, &hist);
+  for (size_t i = 0; i < g.want.size(); ++i) {
+    Tokens a = got[i], w = g.want[i];
+    a.logprobs[0] = w.logprobs[0] = 0;
+    EXPECT_TRUE(a == w) << "request " << i << ": ids differ or a log-probability's bits do";
+  }
+  EXPECT_GT(hist[0], 0);
+  EXPECT_EQ(hist[1] + hist[2] + hist[3], 0) << "a round that verifies only accepted drafts: " << histogram(hist);
+}
+
 // The drafter restricted to token ids below N (Speculation::draft_vocab) on the demo model, three
 // drafts, two slots: N = the vocabulary accepts what the unrestricted head accepts, row for row;
 // N = 1 drafts only id 0 (<|endoftext|>), which greedy decode of these prompts never picks, so no
 // draft is ever accepted; N = a quarter of the vocabulary keeps most of the acceptance (the low
 // ids of a BPE vocabulary are its common tokens). Every output stays greedy decode's, bit for bit.
 TEST(Speculation, AShorterDraftVocabularyChangesOnlyWhatIsAccepted) {
-  const Fixture demo = Fixture::load(kDemo);
-  const std::vector<std::vector<int32_t>> prompts = prompts_of(demo);
-  const std::vector<size_t> n{40, 23, 31, 17, 36, 28};
-  Backend plain_be = cpu_model_backend();
-  auto plain = load(demo.checkpoint, plain_be, 1, 0);
-  std::vector<Tokens> want;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    want.push_back(plain_greedy(*plain, prompts[i], n[i]));
-    ASSERT_EQ(std::count(want.back().ids.begin(), want.back().ids.end(), 0), 0) << "request " << i << " picks id 0";
-  }
-  const auto V = static_cast<int32_t>(plain->vocab_size());
+  const DemoGreedy d;
+  ASSERT_FALSE(HasFailure());
+  const auto& [demo, prompts, n, want, V] = d;
   constexpr int32_t K = 3, kSlots = 2;
   // Mean drafts accepted per round row, and the histogram, for a draft vocabulary.
   const auto run = [&](int32_t draft_vocab, std::vector<int64_t>& hist) {

@@ -50,6 +50,10 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "With --spec mtp: each round keeps its drafts one by one with probability P (0..1), whatever they "
                  "are, so decode tok/s is the engine's at that acceptance (random weights accept no drafts); the "
                  "tokens produced mean nothing");
+  app.add_flag("--spec-verify-only", o.spec_verify_only,
+               "With --spec mtp: rounds run their verification pass alone, no MTP head pass (they verify stale "
+               "drafts); with --spec-acceptance 0 a round gains one token per sequence, so plain decode's tok/s "
+               "over this one is the verification pass's cost in decode steps");
   app.add_option("--temperature", o.sampling.temperature,
                  "Decode points pick their tokens with the device's sampler at this temperature (0: greedy, the "
                  "argmax op)")

@@ -34,6 +34,10 @@ struct BenchOptions {
   // --spec-acceptance P: each round keeps its drafts one by one with probability P (the first
   // refusal ends the row's run), whatever they were: the engine's cost at acceptance P
   std::optional<double> spec_acceptance;
+  // --spec-verify-only: rounds run their verification pass alone (no MTP head pass): with
+  // --spec-acceptance 0, a sequence gains one token a round, so decode tok/s against plain
+  // decode's gives the verification pass's cost
+  bool spec_verify_only = false;
   // --temperature, --top-k, --top-p, --min-p: decode points pick with the sample op under these
   // settings (temperature 0, the default: greedy, the argmax op)
   SamplingParams sampling{.temperature = 0};

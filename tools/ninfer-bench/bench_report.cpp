@@ -66,6 +66,9 @@ void print_table(const BenchSetup& s, const std::vector<BenchPoint>& points) {
     fmt::print("each round kept its drafts one by one with probability {:.2f} (--spec-acceptance), whatever they "
                "were: the engine's speed at that acceptance, not the drafter's\n",
                *s.spec_acceptance);
+  if (speculative && s.spec_verify_only)
+    fmt::print("rounds ran their verification pass alone (--spec-verify-only): no MTP head pass, the drafts "
+               "verified were stale\n");
   // A round's time does not grow with depth as a step's does: depth growth is for plain decode.
   const std::vector<DepthGrowth> growth = speculative ? std::vector<DepthGrowth>{} : depth_growth(points, s.costs);
   if (!growth.empty())
@@ -145,6 +148,7 @@ void print_json(const BenchSetup& s, const std::vector<BenchPoint>& points) {
                           {"acceptance_by_position", acceptance},
                           {"mean_accepted_length", p.spec.mean_accepted_length()}};
       if (s.spec_acceptance) r["speculation"]["forced_acceptance"] = *s.spec_acceptance;
+      if (s.spec_verify_only) r["speculation"]["verify_only"] = true;
     }
     rows.push_back(r);
   }

@@ -30,6 +30,7 @@ struct BenchSetup {
   size_t plan_allocated = 0, plan_total = 0; // the load's memory plan: its exact parts, and with its estimates
   size_t device_taken = 0;                   // ModelOnDevice::device_taken
   std::optional<double> spec_acceptance;     // --spec-acceptance: the rounds' acceptance was forced
+  bool spec_verify_only = false;             // --spec-verify-only: rounds ran no MTP head pass
   SamplingParams sampling{.temperature = 0}; // the decode points' picks (temperature 0: greedy)
   int64_t draft_vocab = 0;                   // token ids the drafter picks among (the vocabulary: all)
   DeviceRates rates;

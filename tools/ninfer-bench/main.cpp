@@ -99,6 +99,9 @@ int run(BenchOptions o) {
   if (o.spec_acceptance && files.manifest.spec.method != SpecKind::Mtp)
     throw tools::UsageError("--spec-acceptance sets the acceptance of speculative rounds: add --spec mtp (or a manifest "
                      "with spec.method mtp)");
+  if (o.spec_verify_only && files.manifest.spec.method != SpecKind::Mtp)
+    throw tools::UsageError("--spec-verify-only times the verification pass of speculative rounds: add --spec mtp (or "
+                            "a manifest with spec.method mtp)");
   tools::fit_to_model(o, files.checkpoint.config().max_position_embeddings);
   files.manifest.runtime.max_context = tools::needed_context(o);
   if (!o.json) fmt::print(stderr, "ninfer-bench: loading {}\n", o.preset.empty() ? files.manifest.name : o.preset);
@@ -129,6 +132,8 @@ int run(BenchOptions o) {
   setup.plan_total = m.lm->memory_plan().parts.total();
   setup.device_taken = m.device_taken;
   setup.spec_acceptance = o.spec_acceptance;
+  setup.spec_verify_only = o.spec_verify_only;
+  m.lm->set_verify_only_rounds(o.spec_verify_only);
   setup.sampling = o.sampling;
   setup.draft_vocab = m.lm->options().speculation.draft_vocab ? m.lm->options().speculation.draft_vocab : cfg.vocab_size;
   MemoryReport plain = setup.memory;

@@ -381,6 +381,10 @@ class CausalLM {
   // read, one with no next input (neither given nor picked), an id outside the vocabulary, a
   // slot without draft_tokens + 1 positions left in max_context, or results left unread.
   void queue_spec_round(std::span<const SpecRow> rows);
+  // Benchmarks only (ninfer-bench --spec-verify-only): later rounds run their verification pass
+  // alone, with no MTP head pass (the drafts verified are whatever the last drafting round left),
+  // so a round's time is the verification's; the tokens are still the model's own picks.
+  void set_verify_only_rounds(bool on) { verify_only_rounds_ = on; }
 
   // Logits of tokens [first, first + count) of the step queued last, row-major [count, vocab],
   // waiting for them: a prompt chunk's rows for prompt logprobs, read in whatever step carried
@@ -439,6 +443,7 @@ class CausalLM {
   // round left it), whether a round of it is unread (its position is known once read), and a
   // count of resets, so a round read after its slot was reset changes nothing.
   std::vector<bool> next_on_backend_, round_unread_;
+  bool verify_only_rounds_ = false;
   std::vector<uint64_t> generation_;
   // Per queued step with a result, oldest first: a round's slots and their generations (empty
   // for other steps).
