@@ -82,6 +82,7 @@ Decoder::Queued Decoder::forward(std::span<const SequenceChunk> chunks, std::spa
     throw Error(fmt::format("internal: {} picks are already waiting to be read", pending_.size()));
   for (const ChainedId& c : chained)
     if (!pick_alive(c.from)) throw Error("internal: a chained id's pick is no longer on the backend");
+  for (const SequenceChunk& c : chunks) forget_draft_row(c.slot);
   if (pick != Pick::None && static_cast<int64_t>(picks.logits_rows.size()) > most_logits_rows())
     throw Error(fmt::format("internal: {} logits rows exceed the {} one step brings back", picks.logits_rows.size(),
                             most_logits_rows()));
@@ -254,6 +255,7 @@ void Decoder::save_snapshot(int32_t slot) {
 }
 
 void Decoder::restore_snapshot(int32_t slot) {
+  forget_draft_row(slot);
   for (auto& l : parts_.layers) l.mixer->load_state(be_, slot, slot);
 }
 
@@ -267,6 +269,7 @@ void Decoder::save_prefix_state(int32_t slot, int32_t entry) {
 }
 
 void Decoder::load_prefix_state(int32_t slot, int32_t entry) {
+  forget_draft_row(slot);
   for (auto& l : parts_.layers) l.mixer->load_state(be_, slot, prefix_state_copy(entry));
 }
 
@@ -311,6 +314,7 @@ void Decoder::unspill_prefix_state(int32_t entry, const HostBuffer& from, size_t
 }
 
 void Decoder::reset(int32_t slot) {
+  forget_draft_row(slot);
   for (auto& l : parts_.layers) l.mixer->reset(be_, slot);
 }
 

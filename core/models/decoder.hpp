@@ -213,8 +213,10 @@ class Decoder {
   void run_mtp_pass(const Step& s, const MtpPass& m, bool picked);
   // The launches of a speculative round over the verification step `v` (its draft passes'
   // positions at `draft_pos`, draft_tokens x rows; `to_verify` places the drafts in v's ids).
-  void run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify, Pick pick, bool forced,
-                 bool verify_only);
+  struct RoundKind {
+    bool forced = false, verify_only = false, chained = false;
+  };
+  void run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify, Pick pick, RoundKind kind);
   // Int32 arrays of the next step, packed for one upload before its launches; the same sizes in
   // the same order give the same addresses, as a recording needs.
   const int32_t* add_index(std::span<const int32_t> values);
@@ -230,8 +232,13 @@ class Decoder {
   void reserve_workspace();
   // The speculation buffers (decoder_speculation.cpp) and the planning of a round's ops.
   void allocate_speculation();
-  // fork()'s part of the speculation state: the slot's last hidden state and next input.
+  // fork()'s part of the speculation state: the slot's last hidden state, next input and first
+  // draft row.
   void fork_speculation(int32_t src, int32_t dst);
+  // The slot's first draft row no longer follows its next input (anything but a round moved it).
+  void forget_draft_row(int32_t slot) {
+    if (!draft_row_ready_.empty()) draft_row_ready_[static_cast<size_t>(slot)] = 0;
+  }
   void reserve_round_workspace();
   // After a round's verification pass: slot slots[i] takes the recurrent layers' states after
   // the pass's token rows[i], for i < seqs (backend arrays; the round's acceptance writes rows).
@@ -245,7 +252,8 @@ class Decoder {
   // chained ids, sampling rows, positions, the accepted drafts) is device data written before
   // it or by its own launches.
   // (tokens, context bucket, pick, drafts, last): a step's last is its MTP pass's tokens, a
-  // round's 1 when its accepted counts are forced, plus 2 when it verifies only.
+  // round's 1 when its accepted counts are forced, plus 2 when it verifies only, plus 4 when it
+  // is chained (its first drafts come from the last round's catch-up).
   using DecodeShape = std::tuple<int64_t, int32_t, Pick, int32_t, int64_t>;
   void run_decode_step(const DecodeShape& shape, const std::function<void()>& launch);
 
@@ -261,6 +269,13 @@ class Decoder {
   std::unique_ptr<StepInputs> mtp_inputs_;
   // forced_accepts_: a round's forced accepted counts, then its kept rows (spec_round's `forced`).
   DeviceBuffer slot_hidden_, next_ids_, draft_ids_, mtp_rows_, keep_rows_, forced_accepts_;
+  // Per slot, the head's output row for its next input at its last position: a round's catch-up
+  // computes it at the kept row, exactly what the next round's first draft pass would, so that
+  // round starts from it (a "chained" round) and runs one head pass fewer. draft_row_ready_
+  // (host) says where it still follows the slot; any step but a round, a reset, a restore or a
+  // new next input clears it.
+  DeviceBuffer slot_draft_row_;
+  std::vector<uint8_t> draft_row_ready_;
   DeviceBuffer indices_;
   std::vector<int32_t> host_indices_;
   // Every layer's kept states of one kind (Mixer::KeptState, grouped by width), settled in one

@@ -28,6 +28,8 @@ void Decoder::allocate_speculation() {
   // Per slot, what a sequence carries between steps besides its KV and recurrent state.
   slot_hidden_ = be_.allocate(slots * row, MemoryUse::State, "last hidden state per slot (mtp)");
   next_ids_ = be_.allocate(slots * sizeof(int32_t), MemoryUse::State, "next input per slot (mtp)");
+  slot_draft_row_ = be_.allocate(slots * row, MemoryUse::State, "first draft row per slot (mtp)");
+  draft_row_ready_.assign(slots, 0);
   draft_ids_ = be_.allocate(drafts * slots * sizeof(int32_t), MemoryUse::Activations, "draft tokens");
   be_.zero(draft_ids_, 0, draft_ids_.bytes()); // ids in range for a round that verifies only
   mtp_rows_ = be_.allocate(rows * row, MemoryUse::Activations, "mtp rows");
@@ -73,6 +75,8 @@ void Decoder::fork_speculation(int32_t src, int32_t dst) {
   const size_t row = sizeof(float) * static_cast<size_t>(hidden_), id = sizeof(int32_t);
   be_.copy(slot_hidden_, static_cast<size_t>(dst) * row, slot_hidden_, static_cast<size_t>(src) * row, row);
   be_.copy(next_ids_, static_cast<size_t>(dst) * id, next_ids_, static_cast<size_t>(src) * id, id);
+  be_.copy(slot_draft_row_, static_cast<size_t>(dst) * row, slot_draft_row_, static_cast<size_t>(src) * row, row);
+  draft_row_ready_[static_cast<size_t>(dst)] = draft_row_ready_[static_cast<size_t>(src)];
 }
 
 const int32_t* Decoder::add_index(std::span<const int32_t> values) {
@@ -91,6 +95,7 @@ void Decoder::upload_indices() {
 int32_t* Decoder::device_ids(const Step& s) const { return const_cast<int32_t*>(s.ids); }
 
 void Decoder::set_next_input(int32_t slot, int32_t id) {
+  forget_draft_row(slot);
   be_.upload(next_ids_, sizeof(int32_t) * static_cast<size_t>(slot), &id, sizeof(int32_t));
 }
 
@@ -216,25 +221,35 @@ Decoder::Queued Decoder::spec_round(std::span<const RoundRow> rows, Pick pick, s
   const int32_t* pos = add_index(span_of(draft_pos));
   const int32_t* layout = add_index(span_of(to_verify));
   upload_indices();
-  const bool force = !forced.empty();
-  run_decode_step({B, v.kv_len, pick, K, (force ? 1 : 0) | (verify_only ? 2 : 0)},
-                  [&] { run_round(v, pos, layout, pick, force, verify_only); });
+  // A round whose every row follows a round (with its catch-up) starts from the rows that
+  // catch-up kept; one row without them and every row runs the first draft pass.
+  RoundKind kind{!forced.empty(), verify_only, !verify_only};
+  for (const RoundRow& r : rows) kind.chained = kind.chained && draft_row_ready_[static_cast<size_t>(r.slot)];
+  run_decode_step({B, v.kv_len, pick, K, (kind.forced ? 1 : 0) | (verify_only ? 2 : 0) | (kind.chained ? 4 : 0)},
+                  [&] { run_round(v, pos, layout, pick, kind); });
   send_picks(int64_t{B} * D, {}, q, B);
   mtp_row_of_token_.clear(); // the head's rows now hold the round's catch-up
+  for (const RoundRow& r : rows) draft_row_ready_[static_cast<size_t>(r.slot)] = verify_only ? 0 : 1;
   return q;
 }
 
-void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify, Pick pick, bool forced,
-                        bool verify_only) {
+void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* to_verify, Pick pick,
+                        RoundKind kind) {
+  const bool verify_only = kind.verify_only;
   const int32_t K = limits_.draft_tokens, D = K + 1, B = v.num_seqs;
   const int64_t H = hidden_, V = vocab();
   const ops::Rows head = rows_of(mtp_rows_, H), normed = rows_of(normed_, H), logits = rows_of(logits_, V);
   auto* table = draft_ids_.as<int32_t>();
   const int32_t* slots = v.batch.seq_slot;
-  // Each sequence's next input, and the hidden state of the position before it.
+  // Each sequence's next input, and the hidden state of the position before it; a chained round
+  // takes the head's output for that pair instead (the last catch-up's) and drafts from it.
   ops::copy_rows(be_, B, 1, table, 1, nullptr, next_ids_.data(), 1, slots);
-  ops::copy_rows(be_, B, H, head.p, H, nullptr, slot_hidden_.data(), H, slots);
-  for (int32_t k = 1; k <= K && !verify_only; ++k) {
+  ops::copy_rows(be_, B, H, head.p, H, nullptr, (kind.chained ? slot_draft_row_ : slot_hidden_).data(), H, slots);
+  if (kind.chained) {
+    ops::linear_first_rows(be_, B, head, lm_head(), draft_vocab(), logits);
+    ops::argmax(be_, B, logits, static_cast<int32_t>(draft_vocab()), table + B, nullptr);
+  }
+  for (int32_t k = kind.chained ? 2 : 1; k <= K && !verify_only; ++k) {
     Step d;
     d.tokens = B;
     d.num_seqs = B;
@@ -264,7 +279,7 @@ void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* 
   // The picks of a round are followed by its accepted counts (send_picks).
   const auto* keep = keep_rows_.as<const int32_t>();
   ops::draft_accept(be_, B, K, v.ids, picked, picked + 2 * n, keep_rows_.as<int32_t>());
-  if (forced) { // the verification still ran in full: only what it kept is replaced
+  if (kind.forced) { // the verification still ran in full: only what it kept is replaced
     const auto* f = forced_accepts_.as<const int32_t>();
     ops::copy_rows(be_, B, 1, picked + 2 * n, 1, nullptr, f, 1, nullptr);
     ops::copy_rows(be_, B, 1, keep_rows_.as<int32_t>(), 1, nullptr, f + B, 1, nullptr);
@@ -282,6 +297,9 @@ void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* 
   c.keep_token_states = false;
   c.ids = picked;
   mtp_->forward(be_, c, parts_.embedding, normed, scratch_, head);
+  // Its kept row pairs the slot's next input with its last hidden state: the next round's first
+  // draft row.
+  ops::copy_rows(be_, B, H, slot_draft_row_.data(), H, slots, head.p, H, keep);
 }
 
 // The largest round and the head's passes over the largest steps, planned as a load plans them

@@ -191,8 +191,10 @@ TEST(MemoryPlan, CountsTheMtpHeadAndTheVerifiedStatesWhenSpeculating) {
   EXPECT_EQ(with.parts.of(MemoryUse::Weights) - without.parts.of(MemoryUse::Weights), head);
   EXPECT_EQ(with.kv_bytes_per_token - without.kv_bytes_per_token,
             static_cast<size_t>(2 * c.num_key_value_heads * c.head_dim * 4));
+  // Per slot: its last hidden state, the head's first draft row and its next input, and the
+  // recurrent states after each of a round's K + 1 tokens.
   EXPECT_EQ(with.state_bytes_per_sequence - without.state_bytes_per_sequence,
-            static_cast<size_t>(c.hidden_size * 4 + 4) + (kDrafts + 1) * state_bytes_per_sequence(c));
+            static_cast<size_t>(2 * c.hidden_size * 4 + 4) + (kDrafts + 1) * state_bytes_per_sequence(c));
 }
 
 // With no max_context, the plan takes the longest context the budget holds at the asked

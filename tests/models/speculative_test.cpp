@@ -19,6 +19,7 @@
 #include "ninfer/checkpoint/expected_tensors.hpp"
 #include "ninfer/checkpoint/random_checkpoint.hpp"
 #include "ninfer/checkpoint/safetensors_writer.hpp"
+#include "ninfer/models/linear_observer.hpp"
 #include "ninfer/support/error.hpp"
 #include "ninfer/tokenizer/tokenizer.hpp"
 #include "temp_dir.hpp"
@@ -114,11 +115,21 @@ struct Running {
   bool first = true; // its next input is the prefill's pick, known on the host only
 };
 
+// What spec_batch may do besides: give every row its next input (the host's copy of its last
+// pick), so no round continues from the last one's head rows; and record each round row's
+// accepted count, in order, and the rounds whose every row continues a round.
+struct RoundLog {
+  bool give_ids = false;
+  std::vector<int32_t> accepted;
+  int64_t continuing_rounds = 0;
+};
+
 // The requests through `lm` in rounds over `slots` slots: request i joins when a slot is free
 // and it has waited `i` rounds at least (so sequences join mid-run), leaves once it has `n[i]`
 // tokens. Returns each request's tokens and counts the accepted drafts per round row.
 std::vector<Tokens> spec_batch(CausalLM& lm, const std::vector<std::vector<int32_t>>& prompts,
-                               const std::vector<size_t>& n, int32_t slots, std::vector<int64_t>* accepted_hist) {
+                               const std::vector<size_t>& n, int32_t slots, std::vector<int64_t>* accepted_hist,
+                               RoundLog* log = nullptr) {
   std::vector<Tokens> out(prompts.size());
   std::vector<Running> running;
   size_t next = 0, round = 0;
@@ -135,11 +146,14 @@ std::vector<Tokens> spec_batch(CausalLM& lm, const std::vector<std::vector<int32
       ++next;
     }
     std::vector<SpecRow> rows;
+    bool continuing = true;
     for (Running& r : running) {
       rows.push_back({.slot = r.slot});
-      if (r.first) rows.back().id = r.got.ids.back();
+      if (r.first || (log && log->give_ids)) rows.back().id = r.got.ids.back();
+      continuing = continuing && !r.first;
       r.first = false;
     }
+    if (log) log->continuing_rounds += continuing;
     lm.queue_spec_round(rows);
     const StepResult res = lm.next_result();
     const size_t D = res.ids.size() / rows.size();
@@ -147,6 +161,7 @@ std::vector<Tokens> spec_batch(CausalLM& lm, const std::vector<std::vector<int32
       Running& r = running[i];
       const int32_t a = res.accepted.at(i);
       if (accepted_hist) ++(*accepted_hist)[static_cast<size_t>(a)];
+      if (log) log->accepted.push_back(a);
       for (int32_t j = 0; j <= a && r.got.ids.size() < n[r.request]; ++j) {
         r.got.ids.push_back(res.ids[i * D + static_cast<size_t>(j)]);
         r.got.logprobs.push_back(res.logprobs[i * D + static_cast<size_t>(j)]);
@@ -304,6 +319,48 @@ TEST(Speculation, AShorterDraftVocabularyChangesOnlyWhatIsAccepted) {
   EXPECT_GT(a_all, 0.0);
   std::printf("drafts accepted per row: all %.3f (%s), ids < %d %.3f (%s)\n", a_all, histogram(all).c_str(), V / 4,
               a_quarter, histogram(quarter).c_str());
+}
+
+// A round whose rows all continue a round drafts its first tokens from the head row the last
+// round's catch-up kept, instead of running the head again (Decoder's chained rounds). Demo
+// model, three drafts, two slots: the same requests with every round given its inputs by the
+// host (which makes every round run its first draft pass) accept exactly the same drafts, row
+// for row, so the kept rows are what the first pass computes; and the chained run calls mtp.fc
+// once less in each of its continuing rounds, so the pass really was left out.
+TEST(Speculation, ChainedRoundsDraftWhatTheirFirstPassWould) {
+  const DemoGreedy d;
+  ASSERT_FALSE(HasFailure());
+  constexpr int32_t K = 3, kSlots = 2;
+  struct FcCalls : LinearObserver {
+    int64_t calls = 0;
+    bool wants(std::span<const std::string> modules) override {
+      return modules.size() == 1 && modules[0] == "mtp.fc";
+    }
+    void observe(const LinearInput&) override { ++calls; }
+  };
+  const auto run = [&](bool give_ids, RoundLog& log, int64_t& fc_calls) {
+    Backend be = cpu_model_backend();
+    auto spec = load(d.demo.checkpoint, be, kSlots, K);
+    FcCalls fc;
+    ObservedLinears watch(be, fc);
+    log.give_ids = give_ids;
+    const std::vector<Tokens> got = spec_batch(*spec, d.prompts, d.n, kSlots, nullptr, &log);
+    for (size_t i = 0; i < d.want.size(); ++i) {
+      Tokens g = got[i], w = d.want[i];
+      g.logprobs[0] = w.logprobs[0] = 0;
+      EXPECT_TRUE(g == w) << (give_ids ? "inputs given" : "chained") << " request " << i
+                          << ": not greedy decode's output";
+    }
+    fc_calls = fc.calls;
+  };
+  RoundLog chained, fresh;
+  int64_t chained_fc = 0, fresh_fc = 0;
+  run(false, chained, chained_fc);
+  run(true, fresh, fresh_fc);
+  EXPECT_EQ(chained.accepted, fresh.accepted) << "a chained round drafted other tokens than its first pass would";
+  ASSERT_GT(chained.continuing_rounds, 0);
+  EXPECT_EQ(fresh_fc - chained_fc, chained.continuing_rounds)
+      << "head passes (mtp.fc calls): " << chained_fc << " chained, " << fresh_fc << " with inputs given";
 }
 
 namespace {
