@@ -91,6 +91,8 @@ constexpr std::pair<const char*, KvDType> kKvDTypes[] = {
 constexpr std::pair<const char*, ChatTemplate> kChatTemplates[] = {{"qwen", ChatTemplate::Qwen},
                                                                    {"none", ChatTemplate::None}};
 constexpr std::pair<const char*, SpecKind> kSpecKinds[] = {{"none", SpecKind::None}, {"mtp", SpecKind::Mtp}};
+constexpr std::pair<const char*, DraftHeadKind> kDraftHeads[] = {{"lm_head", DraftHeadKind::LmHead},
+                                                                 {"int4", DraftHeadKind::Int4}};
 
 template <class E, size_t N>
 const char* enum_name(E e, const std::pair<const char*, E> (&table)[N]) {
@@ -117,6 +119,7 @@ void read_spec(const YAML::Node& n, SpecSettings& s) {
   if (n["method"]) s.method = parse_enum(n["method"].as<std::string>(), kSpecKinds);
   if (n["draft_tokens"]) s.draft_tokens = n["draft_tokens"].as<int64_t>();
   if (n["draft_vocab"]) s.draft_vocab = n["draft_vocab"].as<int64_t>();
+  if (n["draft_head"]) s.draft_head = parse_enum(n["draft_head"].as<std::string>(), kDraftHeads);
   if (n["max_batch"]) s.max_batch = n["max_batch"].as<int64_t>();
 }
 
@@ -156,6 +159,7 @@ const char* to_string(WeightDType d) { return enum_name(d, kWeightDTypes); }
 const char* to_string(KvDType d) { return enum_name(d, kKvDTypes); }
 const char* to_string(ChatTemplate t) { return enum_name(t, kChatTemplates); }
 const char* to_string(SpecKind k) { return enum_name(k, kSpecKinds); }
+const char* to_string(DraftHeadKind d) { return enum_name(d, kDraftHeads); }
 
 Manifest load_manifest(const fs::path& file) {
   return load_manifest(file, data_dir() / "schemas" / "manifest.schema.json");

@@ -75,6 +75,7 @@ RowSampling row_sampling(const SamplingParams& p, uint64_t seed, uint64_t draw) 
 }
 
 const char* to_string(SpecMethod m) { return m == SpecMethod::Mtp ? "mtp" : "none"; }
+const char* to_string(DraftHead h) { return h == DraftHead::Int4 ? "int4" : "lm_head"; }
 
 int32_t kv_cache_dtype(KvCachePrecision p) {
   switch (p) {

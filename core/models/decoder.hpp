@@ -243,6 +243,8 @@ class Decoder {
   // After a round's verification pass: slot slots[i] takes the recurrent layers' states after
   // the pass's token rows[i], for i < seqs (backend arrays; the round's acceptance writes rows).
   void keep_token_states(int32_t seqs, const int32_t* slots, const int32_t* rows);
+  // Logits of the drafter's vocabulary for `rows` head rows.
+  void draft_lm_head(int64_t rows, ops::Rows x, ops::Rows logits);
   // The span a decode step's attention is planned for: the next power of two >= kv_len (at
   // least kMinDecodeBucket, at most max_context). Eager and recorded steps use the same plans,
   // so they compute the same bits, and one recording serves every length in its bucket.
@@ -276,6 +278,8 @@ class Decoder {
   // new next input clears it.
   DeviceBuffer slot_draft_row_;
   std::vector<uint8_t> draft_row_ready_;
+  // The drafter's LM head rows in int4 (StepLimits::int4_draft_head), else empty: the LM head's.
+  Matrix draft_head_;
   DeviceBuffer indices_;
   std::vector<int32_t> host_indices_;
   // Every layer's kept states of one kind (Mixer::KeptState, grouped by width), settled in one

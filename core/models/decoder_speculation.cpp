@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "decoder.hpp"
+#include "draft_head.hpp"
 #include "mtp_head.hpp"
 #include "ninfer/support/error.hpp"
 
@@ -30,6 +31,7 @@ void Decoder::allocate_speculation() {
   next_ids_ = be_.allocate(slots * sizeof(int32_t), MemoryUse::State, "next input per slot (mtp)");
   slot_draft_row_ = be_.allocate(slots * row, MemoryUse::State, "first draft row per slot (mtp)");
   draft_row_ready_.assign(slots, 0);
+  if (limits_.int4_draft_head) draft_head_ = int4_draft_rows(be_, lm_head(), draft_vocab());
   draft_ids_ = be_.allocate(drafts * slots * sizeof(int32_t), MemoryUse::Activations, "draft tokens");
   be_.zero(draft_ids_, 0, draft_ids_.bytes()); // ids in range for a round that verifies only
   mtp_rows_ = be_.allocate(rows * row, MemoryUse::Activations, "mtp rows");
@@ -56,6 +58,11 @@ void Decoder::allocate_speculation() {
     g.bases = be_.allocate(sizeof(void*) * bases.size(), MemoryUse::Activations, "kept state base pointers");
     be_.upload(g.bases, 0, bases.data(), sizeof(void*) * bases.size());
   }
+}
+
+void Decoder::draft_lm_head(int64_t rows, ops::Rows x, ops::Rows logits) {
+  if (draft_head_.rows) ops::linear(be_, rows, x, draft_head_, logits);
+  else ops::linear_first_rows(be_, rows, x, lm_head(), draft_vocab(), logits);
 }
 
 void Decoder::keep_token_states(int32_t seqs, const int32_t* slots, const int32_t* rows) {
@@ -246,7 +253,7 @@ void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* 
   ops::copy_rows(be_, B, 1, table, 1, nullptr, next_ids_.data(), 1, slots);
   ops::copy_rows(be_, B, H, head.p, H, nullptr, (kind.chained ? slot_draft_row_ : slot_hidden_).data(), H, slots);
   if (kind.chained) {
-    ops::linear_first_rows(be_, B, head, lm_head(), draft_vocab(), logits);
+    draft_lm_head(B, head, logits);
     ops::argmax(be_, B, logits, static_cast<int32_t>(draft_vocab()), table + B, nullptr);
   }
   for (int32_t k = kind.chained ? 2 : 1; k <= K && !verify_only; ++k) {
@@ -261,7 +268,7 @@ void Decoder::run_round(const Step& v, const int32_t* draft_pos, const int32_t* 
     // The head's output is the next draft's hidden state (in place) and its logits' argmax the
     // draft.
     mtp_->forward(be_, d, parts_.embedding, head, scratch_, head);
-    ops::linear_first_rows(be_, B, head, lm_head(), draft_vocab(), logits);
+    draft_lm_head(B, head, logits);
     ops::argmax(be_, B, logits, static_cast<int32_t>(draft_vocab()), table + int64_t{k} * B, nullptr);
   }
   ops::copy_rows(be_, int64_t{B} * D, 1, device_ids(v), 1, to_verify, table, 1, nullptr);
@@ -313,7 +320,7 @@ void Decoder::reserve_round_workspace() {
                 head);
   mtp_->forward(be_, mtp_inputs_->shape_only(S, S, 1, ctx), parts_.embedding, head, scratch_, head);
   const ops::Rows logits = rows_of(logits_, vocab());
-  ops::linear_first_rows(be_, S, head, lm_head(), draft_vocab(), logits);
+  draft_lm_head(S, head, logits);
   ops::argmax(be_, S, logits, static_cast<int32_t>(draft_vocab()), nullptr, nullptr);
   if (limits_.max_mixed_chunk > 1 && S > 1)
     mtp_->forward(be_, mtp_inputs_->mixed_shape_only(limits_.max_mixed_chunk, S - 1, ctx), parts_.embedding, head,

@@ -51,6 +51,7 @@ StepLimits step_limits(const ModelOptions& o) {
   // A speculative round verifies every sequence's next input and its drafts in one pass.
   limits.draft_tokens = o.speculation.on() ? o.speculation.draft_tokens : 0;
   limits.draft_vocab = o.speculation.on() ? o.speculation.draft_vocab : 0;
+  limits.int4_draft_head = o.speculation.on() && o.speculation.draft_head == DraftHead::Int4;
   limits.max_tokens = std::max<int64_t>({o.prefill_chunk, o.max_sequences,
                                          limits.max_mixed_chunk ? o.mixed_chunk + o.max_sequences - 1 : 0,
                                          int64_t{o.max_sequences} * (limits.draft_tokens + 1)});

@@ -103,6 +103,11 @@ void apply_spec_overrides(Manifest& m, const SpecOverrides& spec) {
     if (*n < 0) throw Error(fmt::format("--draft-vocab {}: expected a number of tokens >= 1, or 0 for all", *n));
     m.spec.draft_vocab = *n;
   }
+  if (const auto& h = spec.draft_head) {
+    if (*h == "lm_head") m.spec.draft_head = DraftHeadKind::LmHead;
+    else if (*h == "int4") m.spec.draft_head = DraftHeadKind::Int4;
+    else throw Error(fmt::format("--draft-head {}: expected lm_head or int4", *h));
+  }
   if (const auto& n = spec.max_batch) {
     if (*n < 0) throw Error(fmt::format("--spec-max-batch {}: expected a number of sequences >= 1, or 0 for no cap", *n));
     m.spec.max_batch = *n;
@@ -114,6 +119,7 @@ void require_spec_method(const SpecOverrides& spec, SpecKind method) {
   if (method == SpecKind::Mtp) return;
   for (const auto& [flag, set] : {std::pair{"--draft-tokens", spec.draft_tokens.has_value()},
                                   std::pair{"--draft-vocab", spec.draft_vocab.has_value()},
+                                  std::pair{"--draft-head", spec.draft_head.has_value()},
                                   std::pair{"--spec-max-batch", spec.max_batch.has_value()}})
     if (set)
       throw Error(fmt::format("{} sets speculative decoding up, which is off: add --spec mtp (or set the manifest's "
@@ -174,7 +180,8 @@ ModelOptions model_options(const Manifest& m, int32_t max_sequences, std::option
   if (m.spec.method == SpecKind::Mtp)
     mo.speculation = {SpecMethod::Mtp, static_cast<int32_t>(m.spec.draft_tokens),
                       static_cast<int32_t>(std::min<int64_t>(m.spec.draft_vocab, INT32_MAX)),
-                      static_cast<int32_t>(std::min<int64_t>(m.spec.max_batch, INT32_MAX))};
+                      static_cast<int32_t>(std::min<int64_t>(m.spec.max_batch, INT32_MAX)),
+                      m.spec.draft_head == DraftHeadKind::Int4 ? DraftHead::Int4 : DraftHead::LmHead};
   return mo;
 }
 

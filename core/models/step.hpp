@@ -46,6 +46,7 @@ struct StepLimits {
   int32_t prefix_states = 0;           // copies of one sequence's recurrent state for the prefix cache
   int32_t draft_tokens = 0; // speculative rounds' drafts per sequence (0: no speculation)
   int32_t draft_vocab = 0;  // the drafter's argmax over ids [0, draft_vocab); 0: the whole vocabulary
+  bool int4_draft_head = false; // the drafter's LM head rows quantized to int4 (Speculation::draft_head)
   // The KV block pool every attention layer's cache is laid out over (its table, block size,
   // blocks); set by build_decoder before the layers are built.
   const KvBlockPool* kv_pool = nullptr;

@@ -197,6 +197,27 @@ TEST(MemoryPlan, CountsTheMtpHeadAndTheVerifiedStatesWhenSpeculating) {
             static_cast<size_t>(2 * c.hidden_size * 4 + 4) + (kDrafts + 1) * state_bytes_per_sequence(c));
 }
 
+// The drafter's int4 LM head rows (Speculation::draft_head) are weights of their own: per row,
+// its codes (two per byte) and a bfloat16 scale per group of 128 columns (one group where 128
+// does not divide them), for the draft vocabulary's rows only.
+TEST(MemoryPlan, CountsTheInt4DraftHeadRows) {
+  const Checkpoint ck = Checkpoint::open(source_dir() / "models/qwen3_5-demo");
+  const ModelConfig& c = ck.config();
+  Backend be = cpu_model_backend();
+  for (int32_t draft_vocab : {0, 1000}) {
+    ModelOptions lm_rows = options(512, 2), int4_rows = options(512, 2);
+    lm_rows.speculation = {SpecMethod::Mtp, 3, draft_vocab};
+    int4_rows.speculation = {SpecMethod::Mtp, 3, draft_vocab, 0, DraftHead::Int4};
+    expect_plan_is_the_load(ck, int4_rows, "demo, int4 drafter rows");
+    const MemoryPlan a = plan_memory(ck, plan_target(be), lm_rows, {}), b = plan_memory(ck, plan_target(be), int4_rows, {});
+    const int64_t rows = draft_vocab ? draft_vocab : c.vocab_size, K = c.hidden_size;
+    const int64_t groups = K % 128 == 0 ? K / 128 : 1;
+    EXPECT_EQ(b.parts.of(MemoryUse::Weights) - a.parts.of(MemoryUse::Weights),
+              static_cast<size_t>(rows * ((K + 1) / 2 + 2 * groups)))
+        << "draft_vocab " << draft_vocab;
+  }
+}
+
 // With no max_context, the plan takes the longest context the budget holds at the asked
 // concurrency: what the room left after the other parts holds, rounded down to 256 tokens.
 TEST(MemoryPlan, AutomaticContextIsTheLongestThatFitsTheLimit) {

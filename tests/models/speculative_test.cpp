@@ -71,11 +71,12 @@ std::filesystem::path with_random_mtp(const std::string& fixture, const TempDir&
 }
 
 std::unique_ptr<CausalLM> load(const Checkpoint& ck, Backend& be, int32_t slots, int32_t drafts,
-                               int64_t context = 512, int32_t draft_vocab = 0) {
+                               int64_t context = 512, int32_t draft_vocab = 0,
+                               DraftHead draft_head = DraftHead::LmHead) {
   ModelOptions o;
   o.max_context = context;
   o.max_sequences = slots;
-  if (drafts > 0) o.speculation = {SpecMethod::Mtp, drafts, draft_vocab};
+  if (drafts > 0) o.speculation = {SpecMethod::Mtp, drafts, draft_vocab, 0, draft_head};
   return CausalLM::load(ck, be, o);
 }
 
@@ -361,6 +362,40 @@ TEST(Speculation, ChainedRoundsDraftWhatTheirFirstPassWould) {
   ASSERT_GT(chained.continuing_rounds, 0);
   EXPECT_EQ(fresh_fc - chained_fc, chained.continuing_rounds)
       << "head passes (mtp.fc calls): " << chained_fc << " chained, " << fresh_fc << " with inputs given";
+}
+
+// The drafter's LM head rows in int4 (Speculation::draft_head), demo model, three drafts, two
+// slots, the whole vocabulary and its first half: every output stays greedy decode's, bit for
+// bit, and the drafts keep most of the acceptance of the model's own rows (quantized rows in a
+// wrong order or with wrong scales would draft noise, which the model almost never accepts).
+TEST(Speculation, AnInt4DraftHeadKeepsTheOutputAndMostOfTheAcceptance) {
+  const DemoGreedy d;
+  ASSERT_FALSE(HasFailure());
+  constexpr int32_t K = 3, kSlots = 2;
+  // The int4 rows keep at least this share of the model rows' mean accepted drafts.
+  constexpr double kInt4Keeps = 0.9;
+  const auto run = [&](int32_t draft_vocab, DraftHead head) {
+    Backend be = cpu_model_backend();
+    auto spec = load(d.demo.checkpoint, be, kSlots, K, 512, draft_vocab, head);
+    std::vector<int64_t> hist(K + 1, 0);
+    const std::vector<Tokens> got = spec_batch(*spec, d.prompts, d.n, kSlots, &hist);
+    for (size_t i = 0; i < d.want.size(); ++i) {
+      Tokens g = got[i], w = d.want[i];
+      g.logprobs[0] = w.logprobs[0] = 0;
+      EXPECT_TRUE(g == w) << to_string(head) << " draft_vocab " << draft_vocab << " request " << i
+                          << ": not greedy decode's output";
+    }
+    int64_t rows = 0, accepted = 0;
+    for (size_t a = 0; a < hist.size(); ++a) rows += hist[a], accepted += static_cast<int64_t>(a) * hist[a];
+    return static_cast<double>(accepted) / static_cast<double>(rows);
+  };
+  for (int32_t draft_vocab : {0, d.vocab / 2}) {
+    const double model_rows = run(draft_vocab, DraftHead::LmHead), int4 = run(draft_vocab, DraftHead::Int4);
+    EXPECT_GT(model_rows, 0.0);
+    EXPECT_GE(int4, kInt4Keeps * model_rows) << "draft_vocab " << draft_vocab;
+    std::printf("draft_vocab %d: drafts accepted per row %.3f (LM head), %.3f (int4 rows)\n", draft_vocab, model_rows,
+                int4);
+  }
 }
 
 namespace {

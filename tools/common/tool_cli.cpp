@@ -109,12 +109,18 @@ void add_spec_options(CLI::App& app, SpecOverrides& spec) {
                  "verification still reads all of them, so the output is unchanged (default: the manifest's "
                  "spec.draft_vocab; 0: the whole vocabulary)")
       ->check(CLI::Range(int64_t{0}, int64_t{INT32_MAX}));
+  app.add_option("--draft-head", spec.draft_head,
+                 "The drafter's LM head: lm_head (the model's rows) or int4 (those rows quantized to int4 at load, a "
+                 "quarter of a 16-bit head's bytes per draft pass; the output is unchanged) (default: the manifest's "
+                 "spec.draft_head, lm_head)")
+      ->check(CLI::IsMember({"lm_head", "int4"}));
 }
 
 void check_spec_options(const SpecOverrides& spec) {
   if (spec.method != "none") return;
   if (spec.draft_tokens) throw UsageError("--draft-tokens needs --spec mtp, not --spec none");
   if (spec.draft_vocab) throw UsageError("--draft-vocab needs --spec mtp, not --spec none");
+  if (spec.draft_head) throw UsageError("--draft-head needs --spec mtp, not --spec none");
   if (spec.max_batch) throw UsageError("--spec-max-batch needs --spec mtp, not --spec none");
 }
 

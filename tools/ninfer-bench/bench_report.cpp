@@ -56,9 +56,9 @@ void print_table(const BenchSetup& s, const std::vector<BenchPoint>& points) {
     speculative = speculative || p.spec.rows;
   }
   if (speculative)
-    fmt::print("decode points ran speculative rounds (drafts among token ids below {}): tok/s counts the tokens they "
-               "produced, against the roofline of plain decode\n",
-               s.draft_vocab);
+    fmt::print("decode points ran speculative rounds (drafts among token ids below {}, drafter's LM head {}): tok/s "
+               "counts the tokens they produced, against the roofline of plain decode\n",
+               s.draft_vocab, s.draft_head);
   if (!s.sampling.is_greedy())
     fmt::print("decode points sampled their tokens on the device: temperature {:g}, top-k {}, top-p {:g}, min-p {:g}\n",
                s.sampling.temperature, s.sampling.top_k, s.sampling.top_p, s.sampling.min_p);
@@ -144,6 +144,7 @@ void print_json(const BenchSetup& s, const std::vector<BenchPoint>& points) {
       for (size_t k = 0; k < p.spec.accepted_at.size(); ++k) acceptance.push_back(p.spec.acceptance(k));
       r["speculation"] = {{"draft_tokens", p.spec.accepted_at.size()},
                           {"draft_vocab", s.draft_vocab},
+                          {"draft_head", s.draft_head},
                           {"rows", p.spec.rows},
                           {"acceptance_by_position", acceptance},
                           {"mean_accepted_length", p.spec.mean_accepted_length()}};

@@ -33,6 +33,7 @@ struct BenchSetup {
   bool spec_verify_only = false;             // --spec-verify-only: rounds ran no MTP head pass
   SamplingParams sampling{.temperature = 0}; // the decode points' picks (temperature 0: greedy)
   int64_t draft_vocab = 0;                   // token ids the drafter picks among (the vocabulary: all)
+  const char* draft_head = "lm_head";        // the drafter's LM head rows: lm_head or int4
   DeviceRates rates;
   ModelCosts costs;
   std::vector<VariantUse> variants;

@@ -136,6 +136,7 @@ int run(BenchOptions o) {
   m.lm->set_verify_only_rounds(o.spec_verify_only);
   setup.sampling = o.sampling;
   setup.draft_vocab = m.lm->options().speculation.draft_vocab ? m.lm->options().speculation.draft_vocab : cfg.vocab_size;
+  setup.draft_head = to_string(m.lm->options().speculation.draft_head);
   MemoryReport plain = setup.memory;
   if (m.lm->options().speculation.on()) {
     // The rooflines are plain decode's: the bytes a load without speculation holds (no MTP head,

@@ -135,8 +135,8 @@ int run(const Options& o) {
   }
   if (!o.fit_request.preset.empty()) throw tools::UsageError("--preset goes with --fit");
   const SpecOverrides& spec = o.fit_request.spec;
-  if (spec.method || spec.draft_tokens || spec.draft_vocab || o.fit_request.mtp_weights != "bfloat16")
-    throw tools::UsageError("--spec, --draft-tokens, --draft-vocab and --mtp-weights go with --fit");
+  if (spec.method || spec.draft_tokens || spec.draft_vocab || spec.draft_head || o.fit_request.mtp_weights != "bfloat16")
+    throw tools::UsageError("--spec, --draft-tokens, --draft-vocab, --draft-head and --mtp-weights go with --fit");
   if (!o.checkpoint.empty()) {
     const tools::CheckpointReport r = tools::check_checkpoint(o.checkpoint, o.max_context);
     std::cout << tools::report_text(r);

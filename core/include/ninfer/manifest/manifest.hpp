@@ -23,9 +23,11 @@ enum class KvDType { Auto, Float32, Float16, BFloat16, Int8, Fp8, Int4r };
 enum class ChatTemplate { Qwen, None };
 // Speculative decoding (docs/speculative.md): none, or the checkpoint's MTP head as drafter.
 enum class SpecKind { None, Mtp };
+enum class DraftHeadKind { LmHead, Int4 };
 
 const char* to_string(WeightDType d);
 const char* to_string(KvDType d);
+const char* to_string(DraftHeadKind d);
 const char* to_string(ChatTemplate t);
 const char* to_string(SpecKind k); // "none", "mtp"
 
@@ -57,6 +59,8 @@ struct SpecSettings {
   int64_t draft_tokens = 3;
   // The drafter's vocabulary: token ids [0, draft_vocab); 0: all (ModelOptions' Speculation).
   int64_t draft_vocab = 0;
+  // The drafter's LM head rows as the model holds them, or quantized to int4 at load.
+  DraftHeadKind draft_head = DraftHeadKind::LmHead;
   // Rounds only while at most this many sequences decode; 0: always (ModelOptions' Speculation).
   int64_t max_batch = 0;
 };

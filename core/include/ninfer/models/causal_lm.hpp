@@ -59,6 +59,11 @@ int32_t kv_cache_dtype(KvCachePrecision p);
 // them all (CausalLM::queue_spec_round).
 enum class SpecMethod { None, Mtp };
 const char* to_string(SpecMethod m); // "none", "mtp"
+// The drafter's LM head: the model's rows, or those rows quantized to int4 at load (a quarter of
+// a 16-bit head's bytes per draft pass; drafts may differ where the head's top logits nearly
+// tie, the output never does).
+enum class DraftHead { LmHead, Int4 };
+const char* to_string(DraftHead h); // "lm_head", "int4"
 // The most drafts per round: each later draft is accepted only when every earlier one was, so
 // past a handful of positions a one-layer head adds verification rows and almost no tokens.
 inline constexpr int32_t kMostDraftTokens = 5;
@@ -77,6 +82,7 @@ struct Speculation {
   // decode kernels (int4 weights past 8 rows, docs/speculative.md) rounds lose to plain steps.
   // 0: no cap.
   int32_t max_batch = 0;
+  DraftHead draft_head = DraftHead::LmHead;
   bool on() const { return method != SpecMethod::None; }
 };
 

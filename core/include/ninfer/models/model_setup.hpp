@@ -23,6 +23,7 @@ struct SpecOverrides {
   std::optional<std::string> method;  // --spec none|mtp
   std::optional<int64_t> draft_tokens; // --draft-tokens K
   std::optional<int64_t> draft_vocab;  // --draft-vocab N
+  std::optional<std::string> draft_head; // --draft-head lm_head|int4
   std::optional<int64_t> max_batch;    // --spec-max-batch N (ninfer-serve)
 };
 
