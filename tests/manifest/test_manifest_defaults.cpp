@@ -55,6 +55,7 @@ TEST(Manifest, OnlyCheckpointIsRequiredAndEveryDefaultHolds) {
   EXPECT_EQ(m.spec.method, SpecKind::None);
   EXPECT_EQ(m.spec.draft_tokens, 3) << "what an MTP method set without it takes";
   EXPECT_EQ(m.spec.draft_vocab, 0) << "the whole vocabulary";
+  EXPECT_EQ(m.spec.draft_head, DraftHeadKind::LmHead) << "the model's own LM head rows";
   EXPECT_EQ(m.spec.max_batch, 0) << "no cap";
 }
 
@@ -123,6 +124,7 @@ spec:
   method: mtp
   draft_tokens: 2
   draft_vocab: 4096
+  draft_head: int4
   max_batch: 2
 )";
 
@@ -156,6 +158,8 @@ TEST(Manifest, EveryKeyIsRead) {
   EXPECT_EQ(m.spec.method, SpecKind::Mtp);
   EXPECT_EQ(m.spec.draft_tokens, 2);
   EXPECT_EQ(m.spec.draft_vocab, 4096);
+  EXPECT_EQ(m.spec.draft_head, DraftHeadKind::Int4);
+  EXPECT_STREQ(to_string(m.spec.draft_head), "int4");
   EXPECT_EQ(m.spec.max_batch, 2);
 
   // Where each key was set, for checks made after loading.

@@ -86,6 +86,8 @@ TEST_F(ManifestErrors, OutOfRangeValuesStateTheBound) {
   expect_message(load_error(f), f, 3, "spec.draft_tokens", {"<= 5", "'6'"});
   f = manifest("checkpoint: ck\nspec:\n  draft_vocab: -1\n");
   expect_message(load_error(f), f, 3, "spec.draft_vocab", {">= 0", "'-1'"});
+  f = manifest("checkpoint: ck\nspec:\n  draft_head: int8\n");
+  expect_message(load_error(f), f, 3, "spec.draft_head", {"lm_head, int4", "'int8'"});
   f = manifest("checkpoint: ck\nspec:\n  max_batch: -2\n");
   expect_message(load_error(f), f, 3, "spec.max_batch", {">= 0", "'-2'"});
   f = manifest("checkpoint: ck\nspec:\n  method: eagle\n");
