@@ -42,19 +42,6 @@ constexpr int kSmemFloats = 2 * kDim + 4 * kDim + kWarps;
 constexpr size_t kSmemBytes = sizeof(float) * kSmemFloats;
 #endif
 
-struct TokenInputs {
-  float kq, v, z, a, b;
-};
-
-__device__ __forceinline__ TokenInputs load_token_inputs(const ninfer_gated_delta_step_args& a, int64_t t, int kh,
-                                                         int h, int c, int rb) {
-  const int64_t qk_row = t * a.qk_token_stride + static_cast<int64_t>(kh) * kDim + c;
-  const int64_t vz_col = static_cast<int64_t>(h) * kDim + c;
-  const int64_t ab = t * a.ab_token_stride + h;
-  return {rb == 0 ? a.k[qk_row] : a.scale * a.q[qk_row], a.v[t * a.v_token_stride + vz_col],
-          a.z[t * a.z_token_stride + vz_col], a.a[ab], a.b[ab]};
-}
-
 __device__ void gated_delta_step_decode(const ninfer_gated_delta_step_args& a, int64_t begin, int64_t end) {
   float* kq = reinterpret_cast<float*>(ninfer_gated_deltanet_smem); // k [0, kDim), scale*q [kDim, 2 kDim)
   float* pred_part = kq + 2 * kDim;                      // [2][kDim]
@@ -93,18 +80,16 @@ __device__ void gated_delta_step_decode(const ninfer_gated_delta_step_args& a, i
     if (!in_launch(seq)) continue;
     if (!(first_loaded && seq == static_cast<int>(blockIdx.x))) load_state(seq);
     const int64_t t0 = a.batch.seq_start[seq], t1 = a.batch.seq_start[seq + 1];
-    const int64_t vz_col = static_cast<int64_t>(h) * kDim + c;
-    // A token's inputs (column c of k or scale*q, v, z, a, b) are loaded one token ahead, so a
-    // verification pass's walk waits on memory once, not once per token.
-    TokenInputs in = load_token_inputs(a, t0, kh, h, c, rb);
     for (int64_t t = t0; t < t1; ++t) {
-      const TokenInputs cur = in;
-      if (t + 1 < t1) in = load_token_inputs(a, t + 1, kh, h, c, rb);
       // Half 0 stages k, half 1 scale*q: column c of this thread's half.
-      kq[tid] = cur.kq;
-      const float v = cur.v, z = cur.z;
-      const float decay = expf(neg_a_exp * softplus(cur.a + dt_bias)); // exp(g)
-      const float beta = sigmoid(cur.b);
+      const int64_t qk_row = t * a.qk_token_stride + static_cast<int64_t>(kh) * kDim + c;
+      kq[tid] = rb == 0 ? a.k[qk_row] : a.scale * a.q[qk_row];
+      const int64_t vz_col = static_cast<int64_t>(h) * kDim + c;
+      const float v = a.v[t * a.v_token_stride + vz_col];
+      const float z = a.z[t * a.z_token_stride + vz_col];
+      const int64_t ab = t * a.ab_token_stride + h;
+      const float decay = expf(neg_a_exp * softplus(a.a[ab] + dt_bias)); // exp(g)
+      const float beta = sigmoid(a.b[ab]);
       __syncthreads();
       const float* k = kq + rb * kRows;
       const float* q = kq + kDim + rb * kRows;
