@@ -21,11 +21,12 @@ constexpr int kMostRounds = 8;
 
 // Decode recordings a run may make: one per batch size (1..max_sequences), context bucket
 // (256, 512, ... up to max_context: Decoder::decode_bucket) and kind of pick (greedy, sampled),
-// and with speculation as many again for the rounds.
+// and with speculation twice as many again for the rounds (those that run their first draft
+// pass and the chained ones that start from the last round's head rows).
 size_t decode_recordings(const ModelOptions& o) {
   size_t buckets = 1;
   for (int64_t b = kMinAutoContext; b < o.max_context; b *= 2) ++buckets;
-  return static_cast<size_t>(o.max_sequences) * buckets * (o.speculation.on() ? 4 : 2);
+  return static_cast<size_t>(o.max_sequences) * buckets * (o.speculation.on() ? 6 : 2);
 }
 
 MemoryReport dry_load(const Checkpoint& ck, const PlanTarget& t, const ModelOptions& o) {
