@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "ninfer/checkpoint/checkpoint.hpp"
 #include "ninfer/support/error.hpp"
+#include "ninfer/support/row_threads.hpp"
 
 namespace ninfer::models {
 
@@ -36,19 +38,20 @@ uint16_t bf16_at_or_above(float v) {
   return bf16_to_f32(b) >= v ? b : static_cast<uint16_t>(b + 1);
 }
 
-// Row by row, each group's step max|w| / 7 (in bfloat16) and its codes round(w / step) + 8, the
-// even column in a byte's low nibble.
-void quantize(const std::vector<float>& w, int64_t rows, int64_t cols, int64_t group, std::vector<uint8_t>& codes,
-              std::vector<uint16_t>& scales) {
+// Rows [begin, end): each group's step max|w| / 7 (in bfloat16) and its codes round(w / step) + 8,
+// the even column in a byte's low nibble. Returns the first problem instead of throwing, so the
+// rows can go on threads (for_ranges).
+std::string quantize_rows(const std::vector<float>& w, int64_t cols, int64_t group, int64_t begin, int64_t end,
+                          std::vector<uint8_t>& codes, std::vector<uint16_t>& scales) {
   const int64_t row_bytes = (cols + 1) / 2, G = cols / group;
-  for (int64_t n = 0; n < rows; ++n)
+  for (int64_t n = begin; n < end; ++n)
     for (int64_t g = 0; g < G; ++g) {
       const float* x = w.data() + n * cols + g * group;
       float hi = 0;
       for (int64_t k = 0; k < group; ++k) {
         if (!std::isfinite(x[k]))
-          throw Error(fmt::format("lm_head: element [{}, {}] is {}; draft_head int4 quantizes finite rows only", n,
-                                  g * group + k, x[k]));
+          return fmt::format("lm_head: element [{}, {}] is {}; draft_head int4 quantizes finite rows only", n,
+                             g * group + k, x[k]);
         hi = std::max(hi, std::fabs(x[k]));
       }
       const uint16_t step = bf16_at_or_above(hi / 7);
@@ -60,6 +63,7 @@ void quantize(const std::vector<float>& w, int64_t rows, int64_t cols, int64_t g
         codes[static_cast<size_t>(n * row_bytes + c / 2)] |= static_cast<uint8_t>(c % 2 ? u << 4 : u);
       }
     }
+  return {};
 }
 
 } // namespace
@@ -87,7 +91,11 @@ Matrix int4_draft_rows(Backend& be, const Matrix& lm_head, int64_t rows) {
   spdlog::info("drafter's LM head: token ids below {} quantized to int4 in groups of {}", rows, group);
   std::vector<uint8_t> codes(static_cast<size_t>(rows * row_bytes), 0);
   std::vector<uint16_t> scales(static_cast<size_t>(rows * G));
-  quantize(read_rows(be, lm_head, rows), rows, K, group, codes, scales);
+  const std::vector<float> w = read_rows(be, lm_head, rows);
+  // Rows are independent (each its own bytes), so threads give the bytes one would: the whole
+  // vocabulary of a 27B is 1.3 billion weights.
+  for_ranges(rows, threads_for(rows, static_cast<double>(K)),
+             [&](int64_t b, int64_t e) { return quantize_rows(w, K, group, b, e, codes, scales); });
   be.upload(m.buf, 0, codes.data(), codes.size());
   be.upload(m.scales, 0, scales.data(), scales.size() * sizeof(uint16_t));
   return m;
