@@ -61,6 +61,12 @@ SpecKind parse_spec_option(const std::string& text) {
   throw Error(fmt::format("--spec {}: expected none or mtp", text));
 }
 
+DraftHeadKind parse_draft_head_option(const std::string& text) {
+  for (DraftHeadKind h : {DraftHeadKind::LmHead, DraftHeadKind::Int4})
+    if (text == to_string(h)) return h;
+  throw Error(fmt::format("--draft-head {}: expected lm_head or int4", text));
+}
+
 size_t memory_limit_bytes(double gib) {
   if (!(gib > 0) || gib > kMaxMemoryLimitGib) throw Error(fmt::format("--memory-limit {}: expected GiB > 0", gib));
   return static_cast<size_t>(gib * double(size_t{1} << 30));
@@ -103,11 +109,7 @@ void apply_spec_overrides(Manifest& m, const SpecOverrides& spec) {
     if (*n < 0) throw Error(fmt::format("--draft-vocab {}: expected a number of tokens >= 1, or 0 for all", *n));
     m.spec.draft_vocab = *n;
   }
-  if (const auto& h = spec.draft_head) {
-    if (*h == "lm_head") m.spec.draft_head = DraftHeadKind::LmHead;
-    else if (*h == "int4") m.spec.draft_head = DraftHeadKind::Int4;
-    else throw Error(fmt::format("--draft-head {}: expected lm_head or int4", *h));
-  }
+  if (spec.draft_head) m.spec.draft_head = parse_draft_head_option(*spec.draft_head);
   if (const auto& n = spec.max_batch) {
     if (*n < 0) throw Error(fmt::format("--spec-max-batch {}: expected a number of sequences >= 1, or 0 for no cap", *n));
     m.spec.max_batch = *n;

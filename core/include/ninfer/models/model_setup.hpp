@@ -55,6 +55,8 @@ KvDType parse_kv_dtype_option(const std::string& text);
 std::optional<int64_t> parse_kv_capacity_option(const std::string& text);
 // A --spec value (none, mtp); throws ninfer::Error naming the flag.
 SpecKind parse_spec_option(const std::string& text);
+// A --draft-head value (lm_head, int4); throws ninfer::Error naming the flag.
+DraftHeadKind parse_draft_head_option(const std::string& text);
 // A --memory-limit value in GiB (> 0) as bytes; throws naming the flag.
 size_t memory_limit_bytes(double gib);
 
