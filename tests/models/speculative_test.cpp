@@ -260,7 +260,23 @@ struct DemoGreedy {
       EXPECT_EQ(std::count(want.back().ids.begin(), want.back().ids.end(), 0), 0) << "request " << i << " picks id 0";
     }
   }
+  // Every request's tokens and log-probabilities are greedy decode's, bit for bit (the first
+  // token's log-probability, a prefill's row, aside).
+  void expect_greedy(const std::vector<Tokens>& got, const std::string& what) const {
+    for (size_t i = 0; i < want.size(); ++i) {
+      Tokens g = got[i], w = want[i];
+      g.logprobs[0] = w.logprobs[0] = 0;
+      EXPECT_TRUE(g == w) << what << " request " << i << ": ids differ or a log-probability's bits do";
+    }
+  }
 };
+
+// Mean drafts accepted per round row of an accepted-count histogram.
+double mean_accepted(const std::vector<int64_t>& hist) {
+  int64_t rows = 0, accepted = 0;
+  for (size_t a = 0; a < hist.size(); ++a) rows += hist[a], accepted += static_cast<int64_t>(a) * hist[a];
+  return static_cast<double>(accepted) / static_cast<double>(rows);
+}
 
 } // namespace
 
@@ -275,12 +291,7 @@ TEST(Speculation, RoundsThatVerifyOnlyStillGiveGreedyDecode) {
   auto spec = load(g.demo.checkpoint, be, 2, 3);
   spec->set_verify_only_rounds(true);
   std::vector<int64_t> hist(4, 0);
-  const std::vector<Tokens> got = spec_batch(*spec, g.prompts, g.n, 2, &hist);
-  for (size_t i = 0; i < g.want.size(); ++i) {
-    Tokens a = got[i], w = g.want[i];
-    a.logprobs[0] = w.logprobs[0] = 0;
-    EXPECT_TRUE(a == w) << "request " << i << ": ids differ or a log-probability's bits do";
-  }
+  g.expect_greedy(spec_batch(*spec, g.prompts, g.n, 2, &hist), "verify-only");
   EXPECT_GT(hist[0], 0);
   EXPECT_EQ(hist[1] + hist[2] + hist[3], 0) << "a round that verifies only accepted drafts: " << histogram(hist);
 }
@@ -300,15 +311,8 @@ TEST(Speculation, AShorterDraftVocabularyChangesOnlyWhatIsAccepted) {
     Backend be = cpu_model_backend();
     auto spec = load(demo.checkpoint, be, kSlots, K, 512, draft_vocab);
     hist.assign(K + 1, 0);
-    const std::vector<Tokens> got = spec_batch(*spec, prompts, n, kSlots, &hist);
-    for (size_t i = 0; i < want.size(); ++i) {
-      Tokens g = got[i], w = want[i];
-      g.logprobs[0] = w.logprobs[0] = 0;
-      EXPECT_TRUE(g == w) << "draft_vocab " << draft_vocab << " request " << i << ": not greedy decode's output";
-    }
-    int64_t rows = 0, accepted = 0;
-    for (size_t a = 0; a < hist.size(); ++a) rows += hist[a], accepted += static_cast<int64_t>(a) * hist[a];
-    return static_cast<double>(accepted) / static_cast<double>(rows);
+    d.expect_greedy(spec_batch(*spec, prompts, n, kSlots, &hist), fmt::format("draft_vocab {}", draft_vocab));
+    return mean_accepted(hist);
   };
   std::vector<int64_t> all, whole, one, quarter;
   const double a_all = run(0, all), a_whole = run(V, whole), a_one = run(1, one), a_quarter = run(V / 4, quarter);
@@ -345,13 +349,7 @@ TEST(Speculation, ChainedRoundsDraftWhatTheirFirstPassWould) {
     FcCalls fc;
     ObservedLinears watch(be, fc);
     log.give_ids = give_ids;
-    const std::vector<Tokens> got = spec_batch(*spec, d.prompts, d.n, kSlots, nullptr, &log);
-    for (size_t i = 0; i < d.want.size(); ++i) {
-      Tokens g = got[i], w = d.want[i];
-      g.logprobs[0] = w.logprobs[0] = 0;
-      EXPECT_TRUE(g == w) << (give_ids ? "inputs given" : "chained") << " request " << i
-                          << ": not greedy decode's output";
-    }
+    d.expect_greedy(spec_batch(*spec, d.prompts, d.n, kSlots, nullptr, &log), give_ids ? "inputs given" : "chained");
     fc_calls = fc.calls;
   };
   RoundLog chained, fresh;
@@ -378,16 +376,9 @@ TEST(Speculation, AnInt4DraftHeadKeepsTheOutputAndMostOfTheAcceptance) {
     Backend be = cpu_model_backend();
     auto spec = load(d.demo.checkpoint, be, kSlots, K, 512, draft_vocab, head);
     std::vector<int64_t> hist(K + 1, 0);
-    const std::vector<Tokens> got = spec_batch(*spec, d.prompts, d.n, kSlots, &hist);
-    for (size_t i = 0; i < d.want.size(); ++i) {
-      Tokens g = got[i], w = d.want[i];
-      g.logprobs[0] = w.logprobs[0] = 0;
-      EXPECT_TRUE(g == w) << to_string(head) << " draft_vocab " << draft_vocab << " request " << i
-                          << ": not greedy decode's output";
-    }
-    int64_t rows = 0, accepted = 0;
-    for (size_t a = 0; a < hist.size(); ++a) rows += hist[a], accepted += static_cast<int64_t>(a) * hist[a];
-    return static_cast<double>(accepted) / static_cast<double>(rows);
+    d.expect_greedy(spec_batch(*spec, d.prompts, d.n, kSlots, &hist),
+                    fmt::format("{} draft_vocab {}", to_string(head), draft_vocab));
+    return mean_accepted(hist);
   };
   for (int32_t draft_vocab : {0, d.vocab / 2}) {
     const double model_rows = run(draft_vocab, DraftHead::LmHead), int4 = run(draft_vocab, DraftHead::Int4);
