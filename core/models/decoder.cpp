@@ -99,7 +99,8 @@ Decoder::Queued Decoder::forward(std::span<const SequenceChunk> chunks, std::spa
   // step's launches, so a recording never holds which pick fed which row.
   copy_chained(chained);
   if (s.max_seq_tokens == 1) s.kv_len = decode_bucket(s.kv_len);
-  else if (s.chunk_tokens) s.rows_kv_len = decode_bucket(s.rows_kv_len);
+  else if (s.chunk_tokens) // both parts attend as steps of one bucket (keys past a row are never read)
+    s.kv_len = s.chunk_kv_len = s.rows_kv_len = decode_bucket(std::max(s.chunk_kv_len, s.rows_kv_len));
   MtpPass mtp_pass;
   if (mtp_) mtp_pass = prepare_mtp_pass(chunks, s);
   const auto work = [&] {
@@ -108,12 +109,16 @@ Decoder::Queued Decoder::forward(std::span<const SequenceChunk> chunks, std::spa
     if (mtp_) run_mtp_pass(s, mtp_pass, pick != Pick::None);
   };
   if (s.max_seq_tokens == 1) {
-    run_decode_step({s.tokens, s.kv_len, pick, 0, mtp_pass.step.tokens}, work);
+    run_decode_step({s.tokens, s.kv_len, pick, 0, mtp_pass.step.tokens, 0, 0}, work);
+  } else if (s.chunk_tokens) {
+    // A mixed step beside decoding sequences has the same shape step after step (a chunk of
+    // mixed_chunk tokens and the same rows), so it is recorded like a decode step; its picked
+    // rows are part of the recording.
+    run_decode_step({s.tokens, s.kv_len, pick, 0, mtp_pass.step.tokens, s.chunk_tokens,
+                     pick == Pick::None ? 0 : (picks.first << 32) | picks.rows},
+                    work);
   } else {
-    // A mixed step's one-token rows attend as a decode step of their bucket does (above); the
-    // step itself runs eagerly (its chunk's length varies, and recordings are made per decode
-    // shape).
-    work();
+    work(); // a prompt chunk alone: its length and span vary
   }
   if (pick != Pick::None) send_picks(picks.rows, picks.logits_rows, q);
   return q;

@@ -253,10 +253,12 @@ class Decoder {
   // speculative round or 0, rows of the step's MTP pass). Everything else a step varies (ids,
   // chained ids, sampling rows, positions, the accepted drafts) is device data written before
   // it or by its own launches.
-  // (tokens, context bucket, pick, drafts, last): a step's last is its MTP pass's tokens, a
-  // round's 1 when its accepted counts are forced, plus 2 when it verifies only, plus 4 when it
-  // is chained (its first drafts come from the last round's catch-up).
-  using DecodeShape = std::tuple<int64_t, int32_t, Pick, int32_t, int64_t>;
+  // (tokens, context bucket, pick, drafts, last, chunk, picked): a step's last is its MTP pass's
+  // tokens, a round's 1 when its accepted counts are forced, plus 2 when it verifies only, plus 4
+  // when it is chained (its first drafts come from the last round's catch-up); a mixed step's
+  // chunk is its prompt chunk's tokens and picked its picked rows (first << 32 | rows), 0 for
+  // the other steps.
+  using DecodeShape = std::tuple<int64_t, int32_t, Pick, int32_t, int64_t, int64_t, int64_t>;
   void run_decode_step(const DecodeShape& shape, const std::function<void()>& launch);
 
   Backend& be_;

@@ -141,7 +141,7 @@ Decoder::MtpPass Decoder::prepare_mtp_pass(std::span<const SequenceChunk> chunks
     // The head's rows attend where the model's did one position later: the same bucket bounds
     // them, so a recording made for the step's shape serves its pass too.
     if (m.step.max_seq_tokens == 1) m.step.kv_len = s.kv_len;
-    else if (m.step.chunk_tokens) m.step.rows_kv_len = decode_bucket(m.step.rows_kv_len);
+    else if (m.step.chunk_tokens) m.step.kv_len = m.step.chunk_kv_len = m.step.rows_kv_len = s.kv_len;
   }
   m.from = add_index(span_of(from));
   m.step_dst = add_index(span_of(step_dst));
@@ -232,7 +232,7 @@ Decoder::Queued Decoder::spec_round(std::span<const RoundRow> rows, Pick pick, s
   // catch-up kept; one row without them and every row runs the first draft pass.
   RoundKind kind{!forced.empty(), verify_only, !verify_only};
   for (const RoundRow& r : rows) kind.chained = kind.chained && draft_row_ready_[static_cast<size_t>(r.slot)];
-  run_decode_step({B, v.kv_len, pick, K, (kind.forced ? 1 : 0) | (verify_only ? 2 : 0) | (kind.chained ? 4 : 0)},
+  run_decode_step({B, v.kv_len, pick, K, (kind.forced ? 1 : 0) | (verify_only ? 2 : 0) | (kind.chained ? 4 : 0), 0, 0},
                   [&] { run_round(v, pos, layout, pick, kind); });
   send_picks(int64_t{B} * D, {}, q, B);
   mtp_row_of_token_.clear(); // the head's rows now hold the round's catch-up

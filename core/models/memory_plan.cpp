@@ -22,11 +22,14 @@ constexpr int kMostRounds = 8;
 // Decode recordings a run may make: one per batch size (1..max_sequences), context bucket
 // (256, 512, ... up to max_context: Decoder::decode_bucket) and kind of pick (greedy, sampled),
 // and with speculation twice as many again for the rounds (those that run their first draft
-// pass and the chained ones that start from the last round's head rows).
+// pass and the chained ones that start from the last round's head rows); with more than one
+// slot, mixed steps as many as decode steps of one row fewer (a chunk beside 1 .. slots - 1
+// decoding sequences).
 size_t decode_recordings(const ModelOptions& o) {
   size_t buckets = 1;
   for (int64_t b = kMinAutoContext; b < o.max_context; b *= 2) ++buckets;
-  return static_cast<size_t>(o.max_sequences) * buckets * (o.speculation.on() ? 6 : 2);
+  const auto slots = static_cast<size_t>(o.max_sequences);
+  return slots * buckets * (o.speculation.on() ? 6 : 2) + (slots - 1) * buckets * 2;
 }
 
 MemoryReport dry_load(const Checkpoint& ck, const PlanTarget& t, const ModelOptions& o) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -25,11 +26,12 @@ ModelConfig replay_config() {
   return c;
 }
 
-std::unique_ptr<CausalLM> load(Backend& be, const Checkpoint& ck, bool graphs) {
+std::unique_ptr<CausalLM> load(Backend& be, const Checkpoint& ck, bool graphs, int32_t mixed_chunk = 0) {
   ModelOptions mo;
   mo.max_context = 1200;
   mo.max_sequences = 4;
   mo.prefill_chunk = 256;
+  mo.mixed_chunk = mixed_chunk;
   mo.weights = WeightPrecision::BF16;
   mo.cuda_graphs = graphs;
   return CausalLM::load(ck, be, mo);
@@ -84,6 +86,64 @@ TEST(CudaGraphs, ReplayIsBitIdenticalToEagerForEveryBatchSize) {
   // alone stays in 256, slot 3 alone is past 512).
   EXPECT_GE(graphed->decode_graphs_recorded(), 5u);
   EXPECT_EQ(eager->decode_graphs_recorded(), 0u);
+}
+
+// Mixed steps are recorded like decode steps (one recording per chunk length, rows, context
+// bucket and picked rows): a 700-token prompt read in chunks of 16 beside three decoding
+// sequences, its chunks crossing the 256 and 512 buckets, one decode row greedy and one sampled.
+// Every chunk row's logits and every pick and log-probability equal the eager model's bit for
+// bit, and the graphed model recorded mixed steps: a replay that kept a chunk's positions, its
+// span or a draw number would fail.
+TEST(CudaGraphs, MixedStepsReplayBitIdenticalToEager) {
+  constexpr int32_t kChunk = 16;
+  NINFER_FIXTURE_BACKEND(eager_be);
+  auto graph_be = fixture_backend();
+  ASSERT_TRUE(graph_be->can_record());
+  const Checkpoint ck = Checkpoint::synthetic(replay_config(), DType::BF16, 5);
+  auto eager = load(*eager_be, ck, false, kChunk);
+  auto graphed = load(*graph_be, ck, true, kChunk);
+  auto rng = fresh_rng("graph replay mixed steps");
+  std::uniform_int_distribution<int32_t> id(0, 151000);
+  const auto prompt = [&](int64_t n) {
+    std::vector<int32_t> p(static_cast<size_t>(n));
+    for (auto& t : p) t = id(rng);
+    return p;
+  };
+  std::vector<int32_t> first;
+  for (int32_t s = 0; s < 3; ++s) {
+    const std::vector<int32_t> p = prompt(std::array<int64_t, 3>{5, 40, 300}[static_cast<size_t>(s)]);
+    const auto a = eager->prefill(s, p), b = graphed->prefill(s, p);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "prefill of slot " << s;
+    first.push_back(argmax(a));
+  }
+  ASSERT_EQ(graphed->decode_graphs_recorded(), 0u);
+  const std::vector<int32_t> long_prompt = prompt(700);
+  const auto P = static_cast<int64_t>(long_prompt.size());
+  int64_t read = 0;
+  for (uint64_t j = 0; read < P; ++j) {
+    const int64_t n = std::min<int64_t>(kChunk, P - read);
+    const bool last = read + n == P;
+    std::vector<StepRow> rows{{.slot = 3,
+                               .ids = std::span(long_prompt).subspan(static_cast<size_t>(read), static_cast<size_t>(n)),
+                               .pick = last}};
+    for (int32_t s = 0; s < 3; ++s) {
+      StepRow r{.slot = s};
+      if (j == 0) r.ids = std::span(&first[static_cast<size_t>(s)], 1); // then fed by their picks
+      if (s == 1) r.sampling = {.temperature = 0.9, .seed = 7, .draw = j};
+      rows.push_back(r);
+    }
+    eager->queue_step(rows);
+    graphed->queue_step(rows);
+    const std::vector<float> ea = eager->last_step_logits(0, n), ga = graphed->last_step_logits(0, n);
+    ASSERT_EQ(std::memcmp(ea.data(), ga.data(), ea.size() * 4), 0) << "chunk rows of mixed step " << j;
+    const StepResult er = eager->next_result(), gr = graphed->next_result();
+    ASSERT_EQ(er.ids, gr.ids) << "mixed step " << j;
+    ASSERT_EQ(std::memcmp(er.logprobs.data(), gr.logprobs.data(), er.logprobs.size() * 4), 0) << "mixed step " << j;
+    read += n;
+  }
+  EXPECT_TRUE(graphed->decode_graphs_active()) << "a recording failed and the model fell back to eager launches";
+  // The 44 mixed steps of three rows: one recording per bucket crossed (256, 512, 1024) at least.
+  EXPECT_GE(graphed->decode_graphs_recorded(), 3u);
 }
 
 namespace {
