@@ -110,15 +110,16 @@ Decoder::Queued Decoder::forward(std::span<const SequenceChunk> chunks, std::spa
   };
   if (s.max_seq_tokens == 1) {
     run_decode_step({s.tokens, s.kv_len, pick, 0, mtp_pass.step.tokens, 0, 0}, work);
-  } else if (s.chunk_tokens) {
+  } else if (s.chunk_tokens && s.chunk_tokens == limits_.max_mixed_chunk) {
     // A mixed step beside decoding sequences has the same shape step after step (a chunk of
     // mixed_chunk tokens and the same rows), so it is recorded like a decode step; its picked
-    // rows are part of the recording.
+    // rows are part of the recording. A prompt's shorter last chunk runs eagerly: its length
+    // follows the prompt's, and recording each would grow the recordings without bound.
     run_decode_step({s.tokens, s.kv_len, pick, 0, mtp_pass.step.tokens, s.chunk_tokens,
                      pick == Pick::None ? 0 : (picks.first << 32) | picks.rows},
                     work);
   } else {
-    work(); // a prompt chunk alone: its length and span vary
+    work(); // a prompt chunk alone, or a mixed step's last chunk: its length varies
   }
   if (pick != Pick::None) send_picks(picks.rows, picks.logits_rows, q);
   return q;

@@ -88,7 +88,7 @@ TEST(CudaGraphs, ReplayIsBitIdenticalToEagerForEveryBatchSize) {
   EXPECT_EQ(eager->decode_graphs_recorded(), 0u);
 }
 
-// Mixed steps are recorded like decode steps (one recording per chunk length, rows, context
+// Mixed steps of mixed_chunk tokens are recorded like decode steps (one recording per rows, context
 // bucket and picked rows): a 700-token prompt read in chunks of 16 beside three decoding
 // sequences, its chunks crossing the 256 and 512 buckets, one decode row greedy and one sampled.
 // Every chunk row's logits and every pick and log-probability equal the eager model's bit for
