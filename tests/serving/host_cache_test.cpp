@@ -108,3 +108,38 @@ TEST(ServingPrefixCache, HostTierNeverChangesAReply) {
     EXPECT_GT(engine.load().host.restored_blocks, 0) << "no block came back from the host";
   }
 }
+
+// A conversation's next turn after unrelated requests took both slots and the device's blocks
+// (serve-turns' order, scaled to 32-token blocks: a warm-up, the first turn, two other prompts of
+// the same length, then the second turn, on two slots whose KV pool holds two contexts, with
+// four state copies, and prompts with two or three interval copies before their end's): the
+// first turn's blocks went to the host, and the second turn resumes at its previous prompt's
+// last block boundary, not at an interval copy before it. Replies equal those of an engine
+// without the cache.
+TEST(ServingPrefixCache, ANextTurnAfterOtherRequestsResumesAtItsPromptsEnd) {
+  const Fixture fx = Fixture::load("tiny-qwen3_5");
+  auto rng = fresh_rng("host tier next turn");
+  // (interval, prompt): copies at 64, 128 and the end's at 160; at 32, 64, 96 and 128.
+  for (const auto& [interval, prompt] : {std::pair{2 * kBlock, 5 * kBlock + 20}, std::pair{kBlock, 4 * kBlock + 20},
+                                         std::pair{2 * kBlock, 5 * kBlock}}) {
+    SCOPED_TRACE(testing::Message() << "interval " << interval << ", prompts of " << prompt);
+    const GenerationRequest warm = greedy(random_ids(fx, prompt, rng), 6);
+    const GenerationRequest turn1 = greedy(random_ids(fx, prompt, rng), 6);
+    const GenerationRequest other1 = greedy(random_ids(fx, prompt, rng), 6);
+    const GenerationRequest other2 = greedy(random_ids(fx, prompt, rng), 6);
+    Backend be = cpu_model_backend();
+    auto lm = model(be, fx, 2, 0, 4);
+    EngineOptions o;
+    o.prefix_state_interval = interval;
+    o.host_cache_bytes = 64 * (lm->kv_block_bytes() + lm->prefix_state_bytes());
+    Engine engine(*lm, nullptr, o);
+    std::vector<ServeResult> got;
+    for (const GenerationRequest* r : {&warm, &turn1, &other1, &other2}) got.push_back(engine.submit(*r)->wait());
+    const GenerationRequest turn2 =
+        greedy(concat(concat(turn1.prompt_ids, got[1].generated_ids), random_ids(fx, 5, rng)), 6);
+    got.push_back(engine.submit(turn2)->wait());
+    const std::vector<ServeResult> want = cold_replies(fx, {warm, turn1, other1, other2, turn2});
+    for (size_t i = 0; i < want.size(); ++i) expect_same_reply(got[i], want[i], "request " + std::to_string(i));
+    EXPECT_EQ(got[4].cached_tokens, prompt / kBlock * kBlock) << "the first turn's prompt-end copy or blocks were lost";
+  }
+}
