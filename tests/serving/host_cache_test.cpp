@@ -112,16 +112,20 @@ TEST(ServingPrefixCache, HostTierNeverChangesAReply) {
 // A conversation's next turn after unrelated requests took both slots and the device's blocks
 // (serve-turns' order, scaled to 32-token blocks: a warm-up, the first turn, two other prompts of
 // the same length, then the second turn, on two slots whose KV pool holds two contexts, with
-// four state copies, and prompts with two or three interval copies before their end's): the
-// first turn's blocks went to the host, and the second turn resumes at its previous prompt's
-// last block boundary, not at an interval copy before it. Replies equal those of an engine
-// without the cache.
+// four state copies and a host tier). The other requests evicted the first turn's deeper blocks
+// to the host, and the pool has no free block left when the second turn arrives, so its match
+// restores them only after the engine makes room: that room must come from other chains, not
+// from the device blocks of the chain being matched (which left the turn at an interval copy, or
+// with nothing when the prompt's end was its only copy). The second turn resumes at its previous
+// prompt's last block boundary, and every reply equals the one an engine without the cache gives.
 TEST(ServingPrefixCache, ANextTurnAfterOtherRequestsResumesAtItsPromptsEnd) {
   const Fixture fx = Fixture::load("tiny-qwen3_5");
   auto rng = fresh_rng("host tier next turn");
-  // (interval, prompt): copies at 64, 128 and the end's at 160; at 32, 64, 96 and 128.
-  for (const auto& [interval, prompt] : {std::pair{2 * kBlock, 5 * kBlock + 20}, std::pair{kBlock, 4 * kBlock + 20},
-                                         std::pair{2 * kBlock, 5 * kBlock}}) {
+  // (interval, prompt): the end's copy alone (at 192, at 160); interval copies at 64 and 128
+  // before the end's at 192; at 32, 64 and 96 before 128; a prompt ending on a block boundary.
+  const std::vector<std::pair<int64_t, size_t>> cases{
+      {0, 6 * kBlock + 30}, {0, 5 * kBlock + 30}, {2 * kBlock, 6 * kBlock + 30}, {kBlock, 4 * kBlock + 20}, {2 * kBlock, 5 * kBlock}};
+  for (const auto& [interval, prompt] : cases) {
     SCOPED_TRACE(testing::Message() << "interval " << interval << ", prompts of " << prompt);
     const GenerationRequest warm = greedy(random_ids(fx, prompt, rng), 6);
     const GenerationRequest turn1 = greedy(random_ids(fx, prompt, rng), 6);
@@ -140,6 +144,7 @@ TEST(ServingPrefixCache, ANextTurnAfterOtherRequestsResumesAtItsPromptsEnd) {
     got.push_back(engine.submit(turn2)->wait());
     const std::vector<ServeResult> want = cold_replies(fx, {warm, turn1, other1, other2, turn2});
     for (size_t i = 0; i < want.size(); ++i) expect_same_reply(got[i], want[i], "request " + std::to_string(i));
-    EXPECT_EQ(got[4].cached_tokens, prompt / kBlock * kBlock) << "the first turn's prompt-end copy or blocks were lost";
+    EXPECT_EQ(got[4].cached_tokens, static_cast<int64_t>(prompt / kBlock * kBlock))
+        << "the first turn's prompt-end copy or blocks were lost";
   }
 }
