@@ -183,20 +183,22 @@ PrefixCache::Match PrefixCache::match(std::span<const int32_t> prompt, int64_t m
     previous = id;
   }
   // The chain found is in use from now on, whatever part of it a state copy makes resumable: its
-  // device blocks become the most recently used and its host blocks the most recently spilled, so
-  // the room a restore asks for (Engine::make_room evicts, and the evicted blocks spill) is taken
-  // from other chains, not from this one's blocks.
-  // (Deeper blocks count as used before shallower ones in both tiers, as offer_chain orders them.)
+  // device blocks become the most recently used (its host blocks too, once restore_block files
+  // them under their use) and its host blocks the most recently spilled, so the room a restore
+  // asks for (Engine::make_room evicts, and the evicted blocks spill) is taken from other chains,
+  // not from this one's blocks. This is the match's only use mark: deeper blocks count as used
+  // before shallower ones in both tiers, as offer_chain orders them.
   clock_ += chain.size();
   for (size_t i = chain.size(); i-- > 0;) {
     Entry& e = entries_.at(chain[i]);
     if (e.block >= 0) {
       touch(chain[i], clock_ - i);
-    } else if (e.host_block >= 0) {
-      host_blocks_.lru.erase({e.host_block_used, chain[i]});
-      e.host_block_used = ++host_clock_;
-      host_blocks_.lru.emplace(std::pair{e.host_block_used, chain[i]}, chain[i]);
+      continue;
     }
+    e.used = clock_ - i;
+    host_blocks_.lru.erase({e.host_block_used, chain[i]});
+    e.host_block_used = ++host_clock_;
+    host_blocks_.lru.emplace(std::pair{e.host_block_used, chain[i]}, chain[i]);
   }
   // A recurrent model's chain ends where a state copy (on the device or the host) resumes it.
   const auto resumable = [&] {
@@ -218,8 +220,6 @@ PrefixCache::Match PrefixCache::match(std::span<const int32_t> prompt, int64_t m
     touch_state(chain.back());
   }
   for (uint64_t id : chain) blocks.push_back(entries_.at(id).block);
-  clock_ += chain.size();
-  for (size_t i = 0; i < chain.size(); ++i) touch(chain[i], clock_ - i);
   return m;
 }
 
