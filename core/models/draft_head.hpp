@@ -1,8 +1,8 @@
 // The drafter's own LM head rows (Speculation::draft_head, docs/speculative.md): the model's LM
 // head rows [0, rows) quantized at load to int4, symmetric, in groups of 128 columns (one group
-// per row where 128 does not divide them), by ninfer-quantize's round to nearest on its grid
-// (ninfer/quantize/rtn.hpp: bfloat16 steps near max|w| / 7), in the canonical layout of
-// ninfer/abi/ops/quant_weight.h. Every draft pass reads them instead of the 16-bit rows.
+// per row where 128 does not divide them), round to nearest, in the canonical layout of
+// ninfer/abi/ops/quant_weight.h: each group's step is its largest magnitude over 7, rounded up to a
+// bfloat16. Every draft pass reads them instead of the 16-bit rows.
 #pragma once
 
 #include <cstdint>
