@@ -87,6 +87,7 @@ Matrix int4_draft_rows(Backend& be, const Matrix& lm_head, int64_t rows) {
   m.quant.scales = m.scales.data();
   m.quant.scale_dtype = NINFER_DTYPE_BF16;
   m.quant.group_size = static_cast<int32_t>(group);
+  m.quant.layout = be.code_layout(K, rows, group, NINFER_DTYPE_INT4);
   if (be.plan_only()) return m;
   spdlog::info("drafter's LM head: token ids below {} quantized to int4 in groups of {}", rows, group);
   std::vector<uint8_t> codes(static_cast<size_t>(rows * row_bytes), 0);
@@ -96,6 +97,7 @@ Matrix int4_draft_rows(Backend& be, const Matrix& lm_head, int64_t rows) {
   // vocabulary of a 27B is 1.3 billion weights.
   for_ranges(rows, threads_for(rows, static_cast<double>(K)),
              [&](int64_t b, int64_t e) { return quantize_rows(w, K, group, b, e, codes, scales); });
+  if (m.quant.layout == NINFER_QUANT_LAYOUT_TILES16) codes = codes_in_tiles(codes, rows, row_bytes, m.dtype);
   be.upload(m.buf, 0, codes.data(), codes.size());
   be.upload(m.scales, 0, scales.data(), scales.size() * sizeof(uint16_t));
   return m;

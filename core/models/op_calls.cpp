@@ -57,7 +57,8 @@ namespace {
 void linear_op(Backend& be, int64_t tokens, Rows x, const Matrix& w, int64_t rows, Rows y, bool accumulate) {
   ninfer_linear_args a{x.p, x.stride, w.buf.data(), y.p, y.stride, tokens, i32(w.cols), i32(rows), w.dtype,
                        accumulate ? 1 : 0, w.wq()};
-  be.run(NINFER_OP_LINEAR, shape(tokens, w.cols, rows, ninfer_quant_planning_group(w.wq()), 0, w.dtype), &a);
+  be.run(NINFER_OP_LINEAR, shape(tokens, w.cols, rows, ninfer_quant_planning_group(w.wq()),
+                                         ninfer_quant_planning_layout(w.wq()), w.dtype), &a);
 }
 
 void norm_linear_op(Backend& be, int64_t tokens, const NormedInput& in, const Matrix& w, bool gated, Rows y, Rows proj,
@@ -80,7 +81,8 @@ void norm_linear_op(Backend& be, int64_t tokens, const NormedInput& in, const Ma
   a.gated = gated ? 1 : 0;
   a.wq = w.wq();
   const NormLinearUnfused unfused{in.normed.p, in.normed.stride, proj.p, proj.stride};
-  be.run(NINFER_OP_NORM_LINEAR, shape(tokens, w.cols, w.rows, gated ? 1 : 0, 0, w.dtype), &a, &unfused);
+  be.run(NINFER_OP_NORM_LINEAR, shape(tokens, w.cols, w.rows, gated ? 1 : 0, ninfer_quant_planning_layout(w.wq()), w.dtype), &a,
+         &unfused);
 }
 
 // The same for several parts of different layouts: the first normalises the rows (kept in

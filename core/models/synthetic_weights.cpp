@@ -124,6 +124,8 @@ Matrix WeightLoader::synthetic_quantized(const std::vector<std::string>& names, 
   m.quant.g_idx = nullptr;
   m.quant.scale_dtype = NINFER_DTYPE_BF16;
   m.quant.group_size = static_cast<int32_t>(group);
+  // Uniform random bytes are uniform random codes in either layout: nothing to move.
+  m.quant.layout = backend_.code_layout(m.cols, m.rows, group, m.dtype);
   return m;
 }
 

@@ -158,6 +158,20 @@ Matrix WeightLoader::upload_f32(const std::vector<float>& values, int64_t rows, 
   return m;
 }
 
+std::vector<uint8_t> codes_in_tiles(const std::vector<uint8_t>& row_major, int64_t rows, int64_t row_bytes,
+                                    int32_t dtype) {
+  const int64_t piece = dtype == NINFER_DTYPE_INT4 ? NINFER_QUANT_TILE_COLS / 2 : NINFER_QUANT_TILE_COLS;
+  if (rows % NINFER_QUANT_TILE_ROWS != 0 || row_bytes % piece != 0 ||
+      static_cast<int64_t>(row_major.size()) != rows * row_bytes)
+    throw Error(fmt::format("internal: {} rows of {} code bytes do not make whole tiles", rows, row_bytes));
+  std::vector<uint8_t> out(row_major.size());
+  for (int64_t n = 0; n < rows; ++n)
+    for (int64_t b = 0; b < row_bytes; b += piece)
+      std::memcpy(out.data() + ninfer_quant_tile_offset(n, b, row_bytes, piece),
+                  row_major.data() + n * row_bytes + b, static_cast<size_t>(piece));
+  return out;
+}
+
 // The parts (all of the same layout, same_layout) as rows of one matrix in the canonical layout.
 // The repacking happened on the host (read_quantized), one tensor at a time, on threads: a small
 // share of a load next to reading the file (docs/quantization.md, "Why on the host").
@@ -181,9 +195,22 @@ Matrix WeightLoader::stack_quantized(std::vector<QuantizedMatrix>& parts, const 
     m.g_idx = backend_.allocate_weights(first.g_idx.size() * 4, m.format, what + " g_idx");
     backend_.upload(m.g_idx, 0, first.g_idx.data(), first.g_idx.size() * 4);
   }
+  m.quant.layout = backend_.code_layout(m.cols, m.rows, first.g_idx.empty() ? first.group_size : 0, m.dtype);
+  if (m.quant.layout == NINFER_QUANT_LAYOUT_TILES16 && !dry_) {
+    // Tiles cross the parts' boundaries (a part need not be whole bands): stacked first.
+    std::vector<uint8_t> stacked;
+    stacked.reserve(static_cast<size_t>(m.rows * row_bytes));
+    for (auto& p : parts) {
+      stacked.insert(stacked.end(), p.codes.begin(), p.codes.end());
+      std::vector<uint8_t>().swap(p.codes);
+    }
+    const std::vector<uint8_t> tiles = codes_in_tiles(stacked, m.rows, row_bytes, m.dtype);
+    backend_.upload(m.buf, 0, tiles.data(), tiles.size());
+  }
   int64_t row = 0;
   for (auto& p : parts) {
-    backend_.upload(m.buf, static_cast<size_t>(row * row_bytes), p.codes.data(), p.codes.size());
+    if (m.quant.layout == NINFER_QUANT_LAYOUT_ROWS)
+      backend_.upload(m.buf, static_cast<size_t>(row * row_bytes), p.codes.data(), p.codes.size());
     backend_.upload(m.scales, static_cast<size_t>(row * G) * scale_bytes, p.scales.data(), p.scales.size());
     if (any_zeros) {
       // A symmetric part among asymmetric ones: its zero points written out.

@@ -61,6 +61,13 @@ struct Vector {
 // The ninfer_dtype of a code type (INT4, INT8, FP8_E4M3).
 int32_t codes_dtype(QuantCodes c);
 
+// Row-major codes (quant_weight.h) of `rows` rows of `row_bytes` moved into
+// NINFER_QUANT_LAYOUT_TILES16 for code dtype `dtype` (rows a multiple of 16, row_bytes of whole
+// 128-column pieces: ninfer_quant_tiles_fit). The loader does this where Backend::code_layout
+// says the decode reads tiles.
+std::vector<uint8_t> codes_in_tiles(const std::vector<uint8_t>& row_major, int64_t rows, int64_t row_bytes,
+                                    int32_t dtype);
+
 // On a dry-run backend (BackendOptions::plan_only) the loader allocates what a load would and
 // reads no weight data: float tensors are sized from their headers, quantized modules from
 // their layout (QuantRead::Layout: zero points and g_idx, never the codes).

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "ninfer/abi/ops/linear.h"
 #include "ninfer/support/error.hpp"
 #include "ninfer/plugin_host/plugin_host.hpp"
 #include "ninfer/runtime/unfused_forms.hpp"
@@ -227,6 +228,34 @@ bool Backend::has_variant(std::string_view op, const ninfer_shape& shape) const 
   for (const ninfer_variant* v : plugin_->variants_for(op))
     if ((v->dtype_mask & (1u << shape.dtype)) && (!v->supports || v->supports(v->ctx, &shape))) return true;
   return false;
+}
+
+int32_t Backend::code_layout(int64_t K, int64_t N, int64_t group, int32_t dtype) const {
+  if (!ninfer_dtype_is_quantized(dtype) || !ninfer_quant_tiles_fit(N, K)) return NINFER_QUANT_LAYOUT_ROWS;
+  // NINFER_CODE_TILES=0: row-major codes everywhere (docs/performance.md, "Diagnostic switches").
+  if (const char* e = std::getenv("NINFER_CODE_TILES"); e && std::string_view(e) == "0") return NINFER_QUANT_LAYOUT_ROWS;
+  const ninfer_shape rows{1, {K, N, group, NINFER_QUANT_LAYOUT_ROWS}, dtype, 0, 0};
+  ninfer_shape tiles = rows;
+  tiles.dims[3] = NINFER_QUANT_LAYOUT_TILES16;
+  // A variant reads tiles only where its supports() says so: one without supports() takes every
+  // shape it was written for, which predates the layout.
+  auto reads_tiles = [&](const ninfer_variant* v) {
+    return (v->dtype_mask & (1u << dtype)) && v->supports && v->supports(v->ctx, &tiles);
+  };
+  try {
+    const Plan decode = planner_.plan(NINFER_OP_LINEAR, rows);
+    if (!decode.v || !reads_tiles(decode.v)) return NINFER_QUANT_LAYOUT_ROWS;
+  } catch (const Error&) {
+    return NINFER_QUANT_LAYOUT_ROWS;
+  }
+  constexpr int64_t kLargestCall = int64_t{1} << 20; // the schedule tables' token range ends there
+  for (int64_t t = 1; t <= kLargestCall; t *= 2) {
+    tiles.tokens = t;
+    bool any = false;
+    for (const ninfer_variant* v : plugin_->variants_for(NINFER_OP_LINEAR)) any = any || reads_tiles(v);
+    if (!any) return NINFER_QUANT_LAYOUT_ROWS;
+  }
+  return NINFER_QUANT_LAYOUT_TILES16;
 }
 
 void Backend::reserve_workspace(std::string_view op, const ninfer_shape& shape) {

@@ -52,7 +52,8 @@ void norm_linear(Backend& be, const ninfer_norm_linear_args& a, const NormLinear
   const ninfer_rms_norm_args norm{a.x,      a.x_row_stride, 0, nullptr,  0, 0,           a.norm_w, normed,
                                   normed_stride, 0,        T, 1, a.in_features, a.eps, a.norm_offset};
   be.run(NINFER_OP_RMS_NORM, shape(T, a.in_features, 1), &norm);
-  const ninfer_shape lin = shape(T, a.in_features, a.out_features, ninfer_quant_planning_group(a.wq), 0, a.w_dtype);
+  const ninfer_shape lin = shape(T, a.in_features, a.out_features, ninfer_quant_planning_group(a.wq),
+                                 ninfer_quant_planning_layout(a.wq), a.w_dtype);
   if (!a.gated) {
     const ninfer_linear_args l{normed, normed_stride, a.w, a.y, a.y_row_stride, T, a.in_features, a.out_features,
                                a.w_dtype, 0, a.wq};

@@ -63,18 +63,20 @@ constexpr const char* kBf16XW = "bf16-x-and-w";
 constexpr double kBf16XWFactor = 0x1.0p-7; // x sum |x w|, see the file comment
 constexpr const char* kBf16Variant = "cublaslt_dequant";
 
-// A quantized matrix on one backend, and the host description pointing at it.
+// A quantized matrix on one backend, and the host description pointing at it; `tiled`: its codes
+// in NINFER_QUANT_LAYOUT_TILES16 (QuantWeightCase::tiled_codes).
 struct QuantOnBackend {
   DeviceBuffer codes, scales, zeros, g_idx;
   ninfer_quant_weight wq{};
 
-  QuantOnBackend(Backend& be, const QuantWeightCase& c)
-      : codes(put(be, c.codes, "weights")),
+  QuantOnBackend(Backend& be, const QuantWeightCase& c, bool tiled = false)
+      : codes(put(be, tiled ? c.tiled_codes() : c.codes, "weights")),
         scales(put(be, c.scales, "scales")),
         zeros(c.zeros.empty() ? DeviceBuffer{} : put(be, c.zeros, "zeros")),
         g_idx(c.g_idx.empty() ? DeviceBuffer{} : put(be, c.g_idx, "g_idx")) {
     wq = {scales.data(), c.zeros.empty() ? nullptr : zeros.as<uint8_t>(),
-          c.g_idx.empty() ? nullptr : g_idx.as<int32_t>(), c.scale_dtype, c.group};
+          c.g_idx.empty() ? nullptr : g_idx.as<int32_t>(), c.scale_dtype, c.group,
+          tiled ? NINFER_QUANT_LAYOUT_TILES16 : NINFER_QUANT_LAYOUT_ROWS};
   }
 };
 
@@ -138,27 +140,34 @@ const Shape kShapes[] = {
     {3072, 136, 384, 1, "int4 lean: K in 3 chunks, one starting inside a group of 3 steps; x off alignment"},
 };
 
-// y = x . W^T of T rows of x (stride K) on `route` forced, against the CPU plugin's on the same
-// data (outputs NaN-poisoned, no accumulate): check()'s verdict, empty when every output is in bounds.
+// y = x . W^T of T rows of x (stride K) on `route` forced (empty: the planner's), against the CPU
+// plugin's on the same data (outputs NaN-poisoned, no accumulate), over the first `rows` rows
+// (0: all): check()'s verdict, empty when every output is in bounds.
 std::string route_against_cpu(Backend& cpu, Backend& gpu, const QuantWeightCase& c, const QuantOnBackend& wc,
                               const QuantOnBackend& wg, const std::vector<float>& x, int64_t T,
-                              const std::string& route) {
-  const int32_t K = c.K, N = c.N;
+                              const std::string& route, int32_t rows = 0) {
+  const int32_t K = c.K, N = rows ? rows : c.N;
   const int64_t ys = N + 2;
   const std::vector<double> terms = abs_terms(c, x, K, T);
   const std::vector<float> poison(static_cast<size_t>(T * ys), NAN);
   const DeviceBuffer xc = put(cpu, x), xg = put(gpu, x);
   DeviceBuffer yc = put(cpu, poison), yg = put(gpu, poison);
-  const ninfer_shape s{T, {K, N, ninfer_quant_planning_group(&wg.wq), 0}, c.dtype};
-  const ninfer_variant* v = gpu.plugin().find_variant(NINFER_OP_LINEAR, route);
-  if (!v || !v->supports(v->ctx, &s)) return route + " does not take K=" + std::to_string(K) + " T=" + std::to_string(T);
+  const ninfer_shape s{T, {K, N, ninfer_quant_planning_group(&wg.wq), ninfer_quant_planning_layout(&wg.wq)}, c.dtype};
+  if (!route.empty()) {
+    const ninfer_variant* v = gpu.plugin().find_variant(NINFER_OP_LINEAR, route);
+    if (!v || !v->supports(v->ctx, &s)) return route + " does not take K=" + std::to_string(K) + " T=" + std::to_string(T);
+  }
   ninfer_linear_args ac{xc.as<float>(), K, wc.codes.data(), yc.as<float>(), ys, T, K, N, c.dtype, 0, &wc.wq};
   cpu.run(NINFER_OP_LINEAR, s, &ac);
   const auto want = get<float>(cpu, yc, poison.size());
   ninfer_linear_args ag{xg.as<float>(), K, wg.codes.data(), yg.as<float>(), ys, T, K, N, c.dtype, 0, &wg.wq};
   gpu.reserve_workspace(NINFER_OP_LINEAR, s);
   run_route(gpu, NINFER_OP_LINEAR, route, s, &ag);
-  return check(get<float>(gpu, yg, poison.size()), want, terms, T, N, K, ys, false);
+  const std::string used = route.empty() ? gpu.plan(NINFER_OP_LINEAR, s).variant : route;
+  std::vector<double> terms_n; // the first N rows' terms
+  for (int64_t t = 0; t < T; ++t)
+    for (int32_t n = 0; n < N; ++n) terms_n.push_back(terms[static_cast<size_t>(t * c.N + n)]);
+  return check(get<float>(gpu, yg, poison.size()), want, terms_n, T, N, K, ys, used == kBf16Variant);
 }
 
 } // namespace
@@ -246,6 +255,48 @@ TEST(QuantLinearGpu, LeanAtFourTokensOverManyRowBlocks) {
         }
       }
   EXPECT_EQ(runs, 16);
+}
+
+// Codes in tiles (NINFER_QUANT_LAYOUT_TILES16, the loader's choice where the decode route is a
+// lean GEMV): gemv_int4_lean and gemv_fp8_lean (every token tile, K in chunks and not, groups of
+// one and several steps, zeros and not, every scale dtype), cublaslt_dequant and the planner's
+// route, against the CPU plugin on the same tiled bytes (which the CPU tests check against the
+// float64 contract), over the whole matrix and over its first rows (a band cut short: the
+// drafter's rows of an LM head). Variants that read row-major codes only must refuse the shape.
+TEST(QuantLinearGpu, CodesInTilesMatchCpu) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  auto rng = fresh_rng("gpu quantized linear, codes in tiles");
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend();
+  const Shape shapes[] = {{5120, 304, 128, 0, "K in chunks over 3 row blocks"},
+                          {3072, 144, 384, 0, "groups of 3 steps, K in chunks"},
+                          {256, 48, 256, 0, "one group per row, 3 bands"}};
+  int runs = 0;
+  for (int32_t dtype : {NINFER_DTYPE_INT4, NINFER_DTYPE_FP8_E4M3})
+    for (int32_t sd : {NINFER_DTYPE_F32, NINFER_DTYPE_BF16, NINFER_DTYPE_F16})
+      for (bool zeros : {false, true})
+        for (const Shape& sh : shapes) {
+          if (dtype == NINFER_DTYPE_FP8_E4M3 && zeros) continue;
+          const QuantWeightCase c = QuantWeightCase::random(rng, dtype, sh.N, sh.K, sh.group, sd, zeros, false);
+          const QuantOnBackend wc(*cpu, c, true), wg(*gpu, c, true);
+          const auto x = randn(rng, static_cast<size_t>(33 * sh.K));
+          const std::string lean = dtype == NINFER_DTYPE_INT4 ? "gemv_int4_lean" : "gemv_fp8_lean";
+          for (int64_t T : {1, 4, 5, 9, 33})
+            for (const std::string& route : {lean, std::string(kBf16Variant), std::string()})
+              for (int32_t rows : {sh.N, sh.N - 5}) {
+                const std::string why = route_against_cpu(*cpu, *gpu, c, wc, wg, x, T, route, rows);
+                EXPECT_TRUE(why.empty()) << c.describe() << " tiles (" << sh.path << ") T=" << T << " rows " << rows
+                                         << ", " << route_name(route) << ": " << why;
+                ++runs;
+              }
+          const ninfer_shape s{1, {sh.K, sh.N, sh.group, NINFER_QUANT_LAYOUT_TILES16}, dtype};
+          for (const char* rows_only : {"gemv_quant_mma", "gemv_quant_mma_split", "gemv_quant_warp_t1"}) {
+            const ninfer_variant* v = gpu->plugin().find_variant(NINFER_OP_LINEAR, rows_only);
+            ASSERT_NE(v, nullptr) << rows_only;
+            EXPECT_FALSE(v->supports(v->ctx, &s)) << rows_only << " took codes in tiles";
+          }
+        }
+  EXPECT_EQ(runs, (18 + 9) * 5 * 3 * 2); // int4: 3 scale dtypes x zeros or not x 3 shapes; fp8 without zeros
 }
 
 // gemv_fp8_lean splits x into f16 halves after a power-of-two scale per token: rows far past

@@ -126,6 +126,91 @@ TEST(QuantLinear, PlannerRoutesQuantizedCallsOnlyToVariantsThatTakeThem) {
     }
 }
 
+// Codes in tiles (NINFER_QUANT_LAYOUT_TILES16) give the float64 contract's products, through
+// linear and norm_linear: the same weights as row-major codes, laid out by quant_weight.h's
+// formula (QuantWeightCase::tiled_codes), with a call on the first rows of a matrix too.
+TEST(QuantLinear, CodesInTilesMatchTheFloat64Contract) {
+  Backend be = cpu_backend();
+  auto rng = fresh_rng("quantized linear, codes in tiles");
+  const QuantShape shapes[] = {{1, 256, 48, 128}, {3, 384, 32, 256}, {2, 128, 16, 128}};
+  for (const Layout& l : kLayouts) {
+    if (l.g_idx) continue; // a g_idx is a layout of groups, not of codes: covered above
+    for (int32_t sd : kScaleDtypes)
+      for (const QuantShape& s : shapes)
+        for (int32_t rows : {s.N, s.N - 5}) {
+          const QuantWeightCase w = QuantWeightCase::random(rng, l.dtype, s.N, s.K, s.group, sd, l.zeros, false);
+          const std::vector<uint8_t> tiles = w.tiled_codes();
+          // One piece per row (K = 128) is row-major already; wider rows move.
+          if (s.K > 128) ASSERT_NE(tiles, w.codes) << w.describe() << ": the test's tiles moved nothing";
+          const std::vector<double> wd = w.dequantized();
+          const auto x = randn(rng, static_cast<size_t>(s.T * s.K));
+          auto y = poisoned(static_cast<size_t>(s.T * rows));
+          std::vector<double> want;
+          for (int64_t t = 0; t < s.T; ++t)
+            for (int32_t n = 0; n < rows; ++n) {
+              double acc = 0;
+              for (int32_t k = 0; k < s.K; ++k)
+                acc += double(x[static_cast<size_t>(t * s.K + k)]) * wd[static_cast<size_t>(n) * s.K + k];
+              want.push_back(acc);
+            }
+          const ninfer_quant_weight q = w.wq_tiled();
+          ninfer_linear_args a{x.data(), s.K, tiles.data(), y.data(), rows, s.T, s.K, rows, l.dtype, 0, &q};
+          be.run(NINFER_OP_LINEAR, {s.T, {s.K, rows, s.group, NINFER_QUANT_LAYOUT_TILES16}, l.dtype}, &a);
+          const Mismatch m = compare(y, want, kFloat32Exact);
+          EXPECT_TRUE(m.ok) << w.describe() << " tiles, T=" << s.T << " rows " << rows << ": " << m.describe();
+        }
+  }
+  // norm_linear reads them the same way (gated: both halves from the one tiled matrix).
+  for (bool gated : {false, true}) {
+    const NormLinearShape s{256, 64, gated};
+    NormLinearCase c = NormLinearCase::random(rng, s, 2, NINFER_DTYPE_F32, /*offset=*/1);
+    const QuantWeightCase w = QuantWeightCase::random(rng, NINFER_DTYPE_INT4, s.N, s.K, 128, NINFER_DTYPE_BF16, true, false);
+    const std::vector<double> wd = w.dequantized();
+    for (size_t i = 0; i < wd.size(); ++i) c.w[i] = static_cast<float>(wd[i]);
+    c.dtype = NINFER_DTYPE_INT4;
+    const std::vector<uint8_t> tiles = w.tiled_codes();
+    std::vector<float> y = poisoned(static_cast<size_t>(2 * c.y_stride()));
+    std::vector<float> normed = poisoned(static_cast<size_t>(2 * c.normed_stride()));
+    ninfer_norm_linear_args a = c.args(c.x.data(), c.norm_w.data(), tiles.data(), y.data(), normed.data());
+    const ninfer_quant_weight q = w.wq_tiled();
+    a.wq = &q;
+    ninfer_shape shape = c.planning_shape();
+    shape.dims[3] = NINFER_QUANT_LAYOUT_TILES16;
+    be.reserve_workspace(NINFER_OP_NORM_LINEAR, shape);
+    be.run(NINFER_OP_NORM_LINEAR, shape, &a);
+    std::vector<double> want_y, want_normed;
+    c.oracle(want_y, want_normed);
+    size_t stray = 0;
+    const Mismatch m = compare(unpad(y, 2, s.outs(), c.y_stride(), stray), want_y, kGatedQuantizedF32);
+    EXPECT_TRUE(m.ok) << w.describe() << " tiles " << s.describe() << ": " << m.describe();
+    EXPECT_EQ(stray, 0u);
+  }
+}
+
+// Tiles need whole 128-column pieces, and a layout must be one the contract names: the planner
+// finds no variant for such a shape, and a launch given one anyway is refused.
+TEST(QuantLinear, RefusesTilesWithoutWholePiecesAndUnknownLayouts) {
+  Backend be = cpu_backend();
+  EXPECT_FALSE(be.has_variant(NINFER_OP_LINEAR, {1, {96, 32, 32, NINFER_QUANT_LAYOUT_TILES16}, NINFER_DTYPE_INT4}));
+  EXPECT_FALSE(be.has_variant(NINFER_OP_LINEAR, {1, {128, 32, 128, 7}, NINFER_DTYPE_INT4}));
+  EXPECT_TRUE(be.has_variant(NINFER_OP_LINEAR, {1, {128, 32, 128, NINFER_QUANT_LAYOUT_TILES16}, NINFER_DTYPE_INT4}));
+  auto rng = fresh_rng("quantized linear, bad layouts");
+  const QuantWeightCase w = QuantWeightCase::random(rng, NINFER_DTYPE_INT4, 16, 96, 32, NINFER_DTYPE_F16, false, false);
+  const auto x = randn(rng, 96);
+  auto y = poisoned(16);
+  for (int32_t layout : {int32_t{NINFER_QUANT_LAYOUT_TILES16}, int32_t{7}}) {
+    ninfer_quant_weight q = w.wq();
+    q.layout = layout;
+    ninfer_linear_args a{x.data(), 96, w.codes.data(), y.data(), 16, 1, 96, 16, NINFER_DTYPE_INT4, 0, &q};
+    try {
+      be.run_variant(NINFER_OP_LINEAR, "blocked", {1, {96, 16, 32, 0}, NINFER_DTYPE_INT4}, &a);
+      ADD_FAILURE() << "expected an error for layout " << layout;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("layout"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // A quantized dtype without its description, or with a g_idx entry outside the groups, is an
 // error from the launch, not a read out of bounds.
 TEST(QuantLinear, RefusesAMissingOrBadDescription) {

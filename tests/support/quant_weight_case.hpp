@@ -94,6 +94,27 @@ struct QuantWeightCase {
     const uint8_t b = codes[static_cast<size_t>(n * row_bytes() + (dtype == NINFER_DTYPE_INT4 ? k / 2 : k))];
     return dtype == NINFER_DTYPE_INT4 ? (k % 2 ? b >> 4 : b & 15u) : b;
   }
+  // The codes in NINFER_QUANT_LAYOUT_TILES16 (N % 16 == 0, K % 128 == 0), code by code from the
+  // contract's formula: column k of row n is in piece s = k / 128 of its band, whose 16 rows'
+  // pieces of step s lie side by side.
+  std::vector<uint8_t> tiled_codes() const {
+    const int64_t piece = dtype == NINFER_DTYPE_INT4 ? 64 : 128;
+    std::vector<uint8_t> t(codes.size(), 0);
+    for (int32_t n = 0; n < N; ++n)
+      for (int32_t k = 0; k < K; ++k) {
+        const int64_t at = static_cast<int64_t>(n / 16) * 16 * row_bytes() + static_cast<int64_t>(k / 128) * 16 * piece +
+                           (n % 16) * piece + (dtype == NINFER_DTYPE_INT4 ? (k % 128) / 2 : k % 128);
+        const uint32_t u = code(n, k);
+        uint8_t& b = t[static_cast<size_t>(at)];
+        b = static_cast<uint8_t>(dtype == NINFER_DTYPE_INT4 ? (b | (u << (4 * (k % 2)))) : u);
+      }
+    return t;
+  }
+  ninfer_quant_weight wq_tiled() const {
+    ninfer_quant_weight q = wq();
+    q.layout = NINFER_QUANT_LAYOUT_TILES16;
+    return q;
+  }
   // W[n, k] from the contract, in float64.
   double weight(int32_t n, int32_t k) const {
     const int32_t g = g_idx.empty() ? k / group : g_idx[static_cast<size_t>(k)];

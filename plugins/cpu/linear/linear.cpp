@@ -30,7 +30,9 @@ Kernel best_kernel() {
   return linear_kernel_generic;
 }
 
-int32_t supports(const void*, const ninfer_shape* s) { return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0; }
+int32_t supports(const void*, const ninfer_shape* s) {
+  return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 && quant_layout_readable(s);
+}
 
 // Token chunks bound the x rows re-read per block.
 constexpr int64_t kTokenChunk = 64;

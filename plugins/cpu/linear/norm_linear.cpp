@@ -14,7 +14,8 @@ namespace {
 
 int32_t supports(const void*, const ninfer_shape* s) {
   const bool gated = s->dims[2] != 0;
-  return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 && (!gated || s->dims[1] % 2 == 0);
+  return s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 && (!gated || s->dims[1] % 2 == 0) &&
+         quant_layout_readable(s);
 }
 
 // The normed rows (unless the caller keeps them) and, gated, the projection before SwiGLU.
@@ -29,7 +30,7 @@ int32_t run(const ninfer_norm_linear_args& a, const ninfer_launch* l, bool round
   const int64_t t0 = l->token_begin, rows = l->token_end - t0, K = a.in_features, N = a.out_features;
   if (const char* problem = quant_weight_problem(a.w_dtype, a.wq, K))
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "norm_linear: %s", problem);
-  const ninfer_shape s{rows, {K, N, a.gated, 0}, a.w_dtype};
+  const ninfer_shape s{rows, {K, N, a.gated, a.wq ? a.wq->layout : 0}, a.w_dtype};
   const size_t need = workspace(nullptr, &s, rows) + (round_x ? static_cast<size_t>(rows * K) * sizeof(float) : 0);
   if (!l->workspace || l->workspace_bytes < need)
     return fail(NINFER_ERR_INVALID_ARGUMENT, err, err_len, "norm_linear: workspace of %zu bytes, %zu needed",

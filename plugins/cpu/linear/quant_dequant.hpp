@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "common/numerics.hpp"
 #include "ninfer/abi/ops/quant_weight.h"
@@ -51,8 +52,16 @@ inline int64_t quant_row_bytes(int32_t dtype, int64_t k) { return dtype == NINFE
 // Groups per row: ceil(K / group_size).
 inline int64_t quant_groups(const ninfer_quant_weight& q, int64_t k) { return (k + q.group_size - 1) / q.group_size; }
 
+// Whether the planning shape's dims[3] (linear.h: the codes' layout) is one this plugin reads:
+// row-major codes, or tiles of whole 128-column pieces.
+inline bool quant_layout_readable(const ninfer_shape* s) {
+  return s->dims[3] == NINFER_QUANT_LAYOUT_ROWS ||
+         (s->dims[3] == NINFER_QUANT_LAYOUT_TILES16 && s->dims[0] % NINFER_QUANT_TILE_COLS == 0);
+}
+
 // Why the description cannot be read (a message for the launch's error), or nullptr: a
-// quantized dtype with its wq, a scale dtype, a group size, and g_idx entries within the groups.
+// quantized dtype with its wq, a scale dtype, a group size, a layout, and g_idx entries within
+// the groups.
 inline const char* quant_weight_problem(int32_t dtype, const ninfer_quant_weight* q, int64_t k) {
   if (!ninfer_dtype_is_quantized(dtype)) return nullptr;
   if (!q) return "a quantized weight dtype needs its wq (quant_weight.h), which is NULL";
@@ -61,6 +70,10 @@ inline const char* quant_weight_problem(int32_t dtype, const ninfer_quant_weight
     return "wq->scale_dtype is not F32, BF16 or F16";
   if (q->group_size < 1) return "wq->group_size is below 1";
   if (dtype == NINFER_DTYPE_FP8_E4M3 && q->zeros) return "FP8_E4M3 weights take no zero points";
+  if (q->layout != NINFER_QUANT_LAYOUT_ROWS && q->layout != NINFER_QUANT_LAYOUT_TILES16)
+    return "wq->layout is not a NINFER_QUANT_LAYOUT_*";
+  if (q->layout == NINFER_QUANT_LAYOUT_TILES16 && k % NINFER_QUANT_TILE_COLS != 0)
+    return "codes in tiles (wq->layout NINFER_QUANT_LAYOUT_TILES16) need in_features a multiple of 128";
   if (q->g_idx) {
     const int64_t groups = quant_groups(*q, k);
     for (int64_t i = 0; i < k; ++i)
@@ -70,10 +83,21 @@ inline const char* quant_weight_problem(int32_t dtype, const ninfer_quant_weight
 }
 
 // Row n (of K columns) of the quantized matrix `codes` as float32 into out[K]. The description
-// must have passed quant_weight_problem.
+// must have passed quant_weight_problem. A row in tiles is gathered piece by piece first.
 inline void dequantize_row(const void* codes, int32_t dtype, const ninfer_quant_weight& q, int64_t k, int64_t n,
                            float* out) {
-  const auto* row = static_cast<const uint8_t*>(codes) + n * quant_row_bytes(dtype, k);
+  const int64_t row_bytes = quant_row_bytes(dtype, k);
+  const auto* row = static_cast<const uint8_t*>(codes) + n * row_bytes;
+  thread_local std::vector<uint8_t> gathered;
+  if (q.layout == NINFER_QUANT_LAYOUT_TILES16) {
+    const int64_t piece = quant_row_bytes(dtype, NINFER_QUANT_TILE_COLS);
+    gathered.resize(static_cast<size_t>(row_bytes));
+    for (int64_t b = 0; b < row_bytes; b += piece)
+      std::memcpy(gathered.data() + b,
+                  static_cast<const uint8_t*>(codes) + ninfer_quant_tile_offset(n, b, row_bytes, piece),
+                  static_cast<size_t>(piece));
+    row = gathered.data();
+  }
   const int64_t groups = quant_groups(q, k);
   const int32_t symmetric_zero = dtype == NINFER_DTYPE_INT4 ? 8 : 128;
   for (int64_t i = 0; i < k; ++i) {

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define NINFER_PLUGIN_ABI_VERSION 9u /* 2: the registrar offers run-time compilation;
+#define NINFER_PLUGIN_ABI_VERSION 10u /* 2: the registrar offers run-time compilation;
                                           3: ninfer_linear_args.accumulate;
                                           4: variant callbacks take the variant's ctx, plugins may
                                              make variants on demand, ninfer_shape.max_seq_tokens;
@@ -36,7 +36,8 @@ extern "C" {
                                              ninfer_shape.kv_block_tokens) and its compact
                                              formats (the KV_* dtypes, k_scale / v_scale);
                                           8: ninfer_launch.tickets;
-                                          9: ninfer_copy_rows_args.groups */
+                                          9: ninfer_copy_rows_args.groups;
+                                          10: ninfer_quant_weight.layout (codes in tiles) */
 #define NINFER_PLUGIN_ENTRY_SYMBOL "ninfer_plugin_entry"
 
 /* Capability bits a plugin advertises in its descriptor. */

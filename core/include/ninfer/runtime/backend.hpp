@@ -146,6 +146,13 @@ class Backend {
   // Whether the plugin has a variant of `op` that supports `shape` (its dtype and dims), whatever
   // the route: for tests and tools. Model code runs the op and the planner picks its route.
   bool has_variant(std::string_view op, const ninfer_shape& shape) const;
+  // The layout (NINFER_QUANT_LAYOUT_*, quant_weight.h) a loader should give the codes of an
+  // [N, K] quantized matrix (`group`: its planning group, linear.h): tiles where the route of a
+  // one-token call on row-major codes reads tiles as well (the lean decode GEMVs, whose warps
+  // then read one contiguous block a step) and every token count has a variant that reads them;
+  // else row-major (always with NINFER_CODE_TILES=0). The decision follows the routes, so a
+  // table or plugin change moves it.
+  int32_t code_layout(int64_t K, int64_t N, int64_t group, int32_t dtype) const;
   // Plans and runs `op`; `args` is the op's argument struct (ninfer/abi/ops/<op>.h). Where the
   // planner routes a fused op to its unfused form, the core runs the ops it fuses instead, with
   // `unfused_extra` (ninfer/runtime/unfused_forms.hpp: the rows norm_linear's and

@@ -19,6 +19,11 @@
 //   - the first steps' codes are loaded before the launch wait (weights: no kernel of the step
 //     writes them), so a CTA placed while the previous kernel drains starts its stream at once
 //     (+2.6% int4 decode at batch 1, 27B, H100);
+//   - codes in NINFER_QUANT_LAYOUT_TILES16 (quant_weight.h: the loader puts them so wherever this
+//     is the decode route) make a warp's step one contiguous block (1 KB of int4: 16 rows x 64
+//     bytes) and its steps consecutive blocks, where row-major codes are 16 runs of 64 bytes a
+//     row apart: int4 decode at batch 1 107.4 -> 129.7 tok/s on the 27B shape, H100 (the
+//     kernels are the same but for the addresses; docs/quantization.md, "Code tiles");
 //   - the codes of the next steps are in flight in registers (16-byte ld.global.nc, no L1
 //     allocation) while a step is computed, in a ring that a fully unrolled round walks (a load
 //     goes to the buffer the previous step freed: no copies); the scales and zeros are loaded by
@@ -168,15 +173,20 @@ struct Rows {
   int t0, t8;
 };
 
+// Bytes from one step of a row's codes to the next: a piece in row-major codes, a band's 16
+// pieces in tiles (quant_weight.h).
+template <class F, bool kTiled>
+constexpr int kStepStride = kTiled ? 16 * F::kStepBytes : F::kStepBytes;
+
 // The codes of the step u past r's code pointers (u a constant once unrolled: immediate offsets);
 // a lane's kVecs loads of a row are 16 * kVecs consecutive bytes.
-template <class F>
+template <class F, bool kTiled>
 __device__ __forceinline__ Codes<F> load_codes(const Rows& r, int u) {
   Codes<F> c;
 #pragma unroll
   for (int i = 0; i < F::kVecs; ++i) {
-    c.c0[i] = load_stream(reinterpret_cast<const uint4*>(r.c0 + u * F::kStepBytes) + i);
-    c.c8[i] = load_stream(reinterpret_cast<const uint4*>(r.c8 + u * F::kStepBytes) + i);
+    c.c0[i] = load_stream(reinterpret_cast<const uint4*>(r.c0 + u * kStepStride<F, kTiled>) + i);
+    c.c8[i] = load_stream(reinterpret_cast<const uint4*>(r.c8 + u * kStepStride<F, kTiled>) + i);
   }
   return c;
 }
@@ -392,8 +402,9 @@ __device__ __forceinline__ void finish(const Args& a, long long begin, int token
   }
 }
 
-// F: the code format; P: MMA column tiles (1: 1-4 tokens, 2: 5-8, 4: 9-16).
-template <class F, int SD, bool kZeros, bool kG128, int P>
+// F: the code format; P: MMA column tiles (1: 1-4 tokens, 2: 5-8, 4: 9-16); kTiled: the codes in
+// NINFER_QUANT_LAYOUT_TILES16.
+template <class F, int SD, bool kZeros, bool kG128, int P, bool kTiled>
 __device__ void gemv(const Args& a, long long begin, long long end, const Split& sp) {
   extern __shared__ __align__(16) unsigned char xs[];
   __shared__ float factor[F::kF16X ? kMaxTokens : 1];
@@ -414,8 +425,17 @@ __device__ void gemv(const Args& a, long long begin, long long end, const Split&
   int in_group = kG128 ? 0 : st0 - group0 * per_group;
   Rows r;
   constexpr int kLaneBytes = 16 * F::kVecs; // a lane quarter's bytes of a row's step
-  r.c0 = a.w + rg * a.row_bytes + static_cast<long long>(st0) * F::kStepBytes + kLaneBytes * q;
-  r.c8 = a.w + r8 * a.row_bytes + static_cast<long long>(st0) * F::kStepBytes + kLaneBytes * q;
+  if constexpr (kTiled) {
+    // The warp's band (row0 is a multiple of 16); a warp past N reads the last band, whose rows
+    // are all allocated (quant_weight.h) and never stored.
+    const long long band0 = min(row0, last_row & ~15LL);
+    r.c0 = a.w + band0 * a.row_bytes + static_cast<long long>(st0) * kStepStride<F, true> + g * F::kStepBytes +
+           kLaneBytes * q;
+    r.c8 = r.c0 + 8 * F::kStepBytes;
+  } else {
+    r.c0 = a.w + rg * a.row_bytes + static_cast<long long>(st0) * F::kStepBytes + kLaneBytes * q;
+    r.c8 = a.w + r8 * a.row_bytes + static_cast<long long>(st0) * F::kStepBytes + kLaneBytes * q;
+  }
   r.t0 = static_cast<int>(rg * a.groups) + group0; // N * G < 2^31 (supports)
   r.t8 = static_cast<int>(r8 * a.groups) + group0;
   // This lane's B column (g; past the launch's 2 tokens columns, a copy of the last one).
@@ -446,7 +466,7 @@ __device__ void gemv(const Args& a, long long begin, long long end, const Split&
   Codes<F> ring[kRing];
 #pragma unroll
   for (int u = 0; u < kAheadP; ++u)
-    if (u < n) ring[u] = load_codes<F>(r, u);
+    if (u < n) ring[u] = load_codes<F, kTiled>(r, u);
   // The codes are weights, which no kernel of the step writes: they are loaded before the launch
   // wait, while the previous kernel finishes (common/grid_dependency.cuh); x is its output.
   grid_dependency_prologue();
@@ -461,7 +481,7 @@ __device__ void gemv(const Args& a, long long begin, long long end, const Split&
 #pragma unroll
   for (int p = 0; p < P; ++p) t0[p] = t8[p] = 0.f;
   auto step = [&](int v, bool more) {
-    if (more) ring[(v + kAheadP) % kRing] = load_codes<F>(r, v + kAheadP);
+    if (more) ring[(v + kAheadP) % kRing] = load_codes<F, kTiled>(r, v + kAheadP);
     const Terms<SD, kZeros> terms = load_terms<SD, kZeros>(a, r, kG128 ? v : 0);
     if constexpr (!kG128) next_terms(1);
     u32 xv[P];
@@ -474,7 +494,7 @@ __device__ void gemv(const Args& a, long long begin, long long end, const Split&
   for (; s + kRing + kAheadP <= n; s += kRing) {
 #pragma unroll
     for (int u = 0; u < kRing; ++u) step(u, true);
-    r.c0 += kRing * F::kStepBytes, r.c8 += kRing * F::kStepBytes;
+    r.c0 += kRing * kStepStride<F, kTiled>, r.c8 += kRing * kStepStride<F, kTiled>;
     if constexpr (kG128) next_terms(kRing);
 #pragma unroll
     for (int p = 0; p < P; ++p) xa[p] += kRing * kStepXBytes;
@@ -510,8 +530,9 @@ constexpr int kMinCtasPerSm8 = 2;
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::gemv_lean {
 
-// The variant of format F (its .cu file gives the kernels, in kernels()'s order: tile count major (1-4, 5-8, 9-16 tokens), then scale dtype (f32, bf16, f16),
-// then zeros (without, with: formats with zero points), then group form (g128, groups)).
+// The variant of format F (its .cu file gives the kernels, in kernels()'s order: code layout
+// major (row-major, tiles), then tile count (1-4, 5-8, 9-16 tokens), then scale dtype (f32, bf16,
+// f16), then zeros (without, with: formats with zero points), then group form (g128, groups)).
 template <class F>
 struct LeanDef {
   static constexpr bool kInt4 = std::is_same_v<F, Int4>;
@@ -524,7 +545,9 @@ struct LeanDef {
   static constexpr int kMaxCallTokens = 4 * kMaxTokens;  // the codes streamed at most 4 times
   static constexpr int kZeroForms = F::kZeroPoints ? 2 : 1;
   static constexpr int kPerTiles = 3 * kZeroForms * 2;
-  static constexpr int kernel_count = 3 * kPerTiles;
+  static constexpr int kPerLayout = 3 * kPerTiles;
+  static constexpr int kernel_count = 2 * kPerLayout;
+  static constexpr bool reads_code_tiles = true;
   static constexpr uint32_t dtype_mask = 1u << code_dtype;
   static const QuantKernel* kernels();
 
@@ -533,7 +556,9 @@ struct LeanDef {
     const int sd_index = sd == NINFER_DTYPE_F32 ? 0 : sd == NINFER_DTYPE_BF16 ? 1 : 2;
     const int t = tokens(l);
     const int tiles = t > 2 * kTileTokens ? 2 : t > kTileTokens ? 1 : 0;
-    return tiles * kPerTiles + sd_index * kZeroForms * 2 + (a.wq->zeros ? 2 : 0) + (a.wq->group_size == kStepK ? 0 : 1);
+    const int layout = a.wq->layout == NINFER_QUANT_LAYOUT_TILES16 ? 1 : 0;
+    return layout * kPerLayout + tiles * kPerTiles + sd_index * kZeroForms * 2 + (a.wq->zeros ? 2 : 0) +
+           (a.wq->group_size == kStepK ? 0 : 1);
   }
   static int tokens(const ninfer_launch& l) { return static_cast<int>(l.token_end - l.token_begin); }
   // The most shared memory a launch of up to `tokens` tokens of the shape takes.

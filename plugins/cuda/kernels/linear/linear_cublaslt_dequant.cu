@@ -8,7 +8,8 @@
 //
 // Rounding the dequantized weight to bf16 is this variant's departure from the contract's exact
 // float32 weight, of the size (2^-9 relative) of the x rounding cublaslt already makes; any
-// grouping (g_idx included) and any K % 8 == 0 shape is taken.
+// grouping (g_idx included) and any K % 8 == 0 shape is taken, its codes row-major or in tiles
+// (quant_weight.h: the tables send decode to gemv_*_lean, which reads tiles, and prompts here).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -32,18 +33,19 @@ using namespace quant;
 
 constexpr int kThreads = 256;
 
-// Code k of row n as float32 (exact), and its group's scale and zero.
+// Code k of row n as float32 (exact), and its group's scale and zero; `chunk` holds the codes of
+// the 8 columns from k0 (k - k0 < 8), which lie together in either layout.
 template <int CODE>
-__device__ __forceinline__ float weight(const Args& a, long long n, int k, const unsigned char* row) {
+__device__ __forceinline__ float weight(const Args& a, long long n, int k, int k0, const unsigned char* chunk) {
   const int g = a.g_idx ? __ldg(a.g_idx + k) : k / a.group_size;
   const long long i = n * a.groups + g;
   const float s = load_scale(a, i);
   if constexpr (CODE == kFp8) {
     float f[4];
-    e4m3x4_to_float(__ldg(row + k), f);
+    e4m3x4_to_float(__ldg(chunk + (k - k0)), f);
     return f[0] * s;
   } else {
-    const unsigned b = __ldg(row + (CODE == kInt4 ? k / 2 : k));
+    const unsigned b = __ldg(chunk + (CODE == kInt4 ? (k - k0) / 2 : k - k0));
     const unsigned u = CODE == kInt4 ? (b >> (4 * (k & 1))) & 15u : b;
     const unsigned z = a.zeros ? __ldg(a.zeros + i) : (CODE == kInt4 ? 8u : 128u);
     return (static_cast<float>(u) - static_cast<float>(z)) * s;
@@ -59,13 +61,13 @@ __device__ void dequantize(const Args& a, __nv_bfloat16* out) {
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     const long long n = i / per_row;
     const int k0 = static_cast<int>(i % per_row) * 8;
-    const unsigned char* row = a.w + n * a.row_bytes;
+    const unsigned char* chunk = a.w + code_byte(a, n, CODE == kInt4 ? k0 / 2 : k0, tile_piece_bytes(CODE));
     uint4 v;
     u32* w = &v.x;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const __nv_bfloat162 p =
-          __floats2bfloat162_rn(weight<CODE>(a, n, k0 + 2 * j, row), weight<CODE>(a, n, k0 + 2 * j + 1, row));
+          __floats2bfloat162_rn(weight<CODE>(a, n, k0 + 2 * j, k0, chunk), weight<CODE>(a, n, k0 + 2 * j + 1, k0, chunk));
       w[j] = *reinterpret_cast<const u32*>(&p);
     }
     *reinterpret_cast<uint4*>(out + n * a.K + k0) = v;
@@ -98,9 +100,12 @@ const void* const kKernels[3] = {reinterpret_cast<const void*>(ninfer_linear_deq
                                  reinterpret_cast<const void*>(ninfer_linear_dequant_bf16_int8),
                                  reinterpret_cast<const void*>(ninfer_linear_dequant_bf16_fp8)};
 
+// dims[3]: the codes' layout (linear.h); tiles need whole 128-column pieces.
 int32_t supports(const void*, const ninfer_shape* s) {
+  const bool layout = s->dims[3] == NINFER_QUANT_LAYOUT_ROWS ||
+                      (s->dims[3] == NINFER_QUANT_LAYOUT_TILES16 && s->dims[0] % NINFER_QUANT_TILE_COLS == 0);
   return ninfer_dtype_is_quantized(s->dtype) && s->tokens > 0 && s->dims[0] > 0 && s->dims[1] > 0 &&
-         s->dims[0] % 8 == 0 && s->dims[0] <= INT32_MAX && s->dims[1] <= INT32_MAX;
+         s->dims[0] % 8 == 0 && s->dims[0] <= INT32_MAX && s->dims[1] <= INT32_MAX && layout;
 }
 
 // The dequantized W, then what the bf16 product needs.
@@ -111,8 +116,9 @@ size_t workspace_bytes(const void*, const ninfer_shape* s, int64_t tokens) {
 
 int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stream_ptr, char* err, size_t err_len) {
   const ninfer_linear_args& a = *static_cast<const ninfer_linear_args*>(args);
-  const ninfer_shape s{a.tokens, {a.in_features, a.out_features, 0, 0}, a.w_dtype};
-  const char* why = !supports(nullptr, &s)                     ? "a quantized w_dtype and in_features % 8 == 0"
+  const ninfer_shape s{a.tokens, {a.in_features, a.out_features, 0, a.wq ? a.wq->layout : 0}, a.w_dtype};
+  const char* why = !supports(nullptr, &s)
+                        ? "a quantized w_dtype, in_features % 8 == 0, and row-major codes or tiles (in_features % 128 == 0)"
                     : !a.wq || !a.wq->scales || a.wq->group_size < 1 ? "wq with scales and group_size >= 1"
                     : l->workspace_bytes < workspace_bytes(nullptr, &s, l->token_end - l->token_begin)
                         ? "the planned workspace"

@@ -7,28 +7,31 @@
 // 8 f16 MMAs per column tile, against int4's 44 decode instructions for 8 bf16 MMAs. x goes in as
 // f16 hi + lo halves after a power-of-two scale per token (gemv_lean::x_factors: f16's range
 // ends at 65504), which the sums undo exactly. One step of codes in flight (32 bytes of each row
-// per lane: as many bytes as int4's two); one kernel per scale dtype, group form and tile count
-// (18; e4m3 has no zero points).
+// per lane: as many bytes as int4's two); one kernel per scale dtype, group form, tile count
+// and code layout (36; e4m3 has no zero points).
 #include "linear/gemv_lean.cuh"
 
-// One kernel: _<scale dtype><group form><tiles>, as gemv_int4_lean's without zeros.
-#define NINFER_GEMV_FP8_LEAN(SD_NAME, SD, G128, GNAME, P, PNAME, CTAS)                                          \
+// One kernel: _<scale dtype><group form><tiles><layout>, as gemv_int4_lean's without zeros.
+#define NINFER_GEMV_FP8_LEAN(SD_NAME, SD, G128, GNAME, P, PNAME, CTAS, CT, LNAME)                                \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::gemv_lean::kThreads,                          \
                                                ninfer::cuda_plugin::gemv_lean::CTAS)                              \
-      ninfer_linear_gemv_fp8_lean_##SD_NAME##GNAME##PNAME(                                                          \
+      ninfer_linear_gemv_fp8_lean_##SD_NAME##GNAME##PNAME##LNAME(                                                   \
           ninfer::cuda_plugin::quant::Args a, long long b, long long e, ninfer::cuda_plugin::gemv_lean::Split s) { \
-    ninfer::cuda_plugin::gemv_lean::gemv<ninfer::cuda_plugin::gemv_lean::Fp8, SD, false, G128, P>(a, b, e, s);      \
+    ninfer::cuda_plugin::gemv_lean::gemv<ninfer::cuda_plugin::gemv_lean::Fp8, SD, false, G128, P, CT>(a, b, e, s);  \
   }
-#define NINFER_GEMV_FP8_LEAN_FORMS(SD_NAME, SD, P, PNAME, CTAS)    \
-  NINFER_GEMV_FP8_LEAN(SD_NAME, SD, true, _g128, P, PNAME, CTAS)   \
-  NINFER_GEMV_FP8_LEAN(SD_NAME, SD, false, _groups, P, PNAME, CTAS)
-#define NINFER_GEMV_FP8_LEAN_TILES(P, PNAME, CTAS)                    \
-  NINFER_GEMV_FP8_LEAN_FORMS(f32, NINFER_DTYPE_F32, P, PNAME, CTAS)   \
-  NINFER_GEMV_FP8_LEAN_FORMS(bf16, NINFER_DTYPE_BF16, P, PNAME, CTAS) \
-  NINFER_GEMV_FP8_LEAN_FORMS(f16, NINFER_DTYPE_F16, P, PNAME, CTAS)
-NINFER_GEMV_FP8_LEAN_TILES(1, , kMinCtasPerSm)
-NINFER_GEMV_FP8_LEAN_TILES(2, _t8, kMinCtasPerSm8)
-NINFER_GEMV_FP8_LEAN_TILES(4, _t16, kMinCtasPerSm8)
+#define NINFER_GEMV_FP8_LEAN_FORMS(SD_NAME, SD, P, PNAME, CTAS, CT, LNAME)    \
+  NINFER_GEMV_FP8_LEAN(SD_NAME, SD, true, _g128, P, PNAME, CTAS, CT, LNAME)   \
+  NINFER_GEMV_FP8_LEAN(SD_NAME, SD, false, _groups, P, PNAME, CTAS, CT, LNAME)
+#define NINFER_GEMV_FP8_LEAN_TILES(P, PNAME, CTAS, CT, LNAME)                    \
+  NINFER_GEMV_FP8_LEAN_FORMS(f32, NINFER_DTYPE_F32, P, PNAME, CTAS, CT, LNAME)   \
+  NINFER_GEMV_FP8_LEAN_FORMS(bf16, NINFER_DTYPE_BF16, P, PNAME, CTAS, CT, LNAME) \
+  NINFER_GEMV_FP8_LEAN_FORMS(f16, NINFER_DTYPE_F16, P, PNAME, CTAS, CT, LNAME)
+#define NINFER_GEMV_FP8_LEAN_LAYOUT(CT, LNAME)                    \
+  NINFER_GEMV_FP8_LEAN_TILES(1, , kMinCtasPerSm, CT, LNAME)       \
+  NINFER_GEMV_FP8_LEAN_TILES(2, _t8, kMinCtasPerSm8, CT, LNAME)   \
+  NINFER_GEMV_FP8_LEAN_TILES(4, _t16, kMinCtasPerSm8, CT, LNAME)
+NINFER_GEMV_FP8_LEAN_LAYOUT(false, )
+NINFER_GEMV_FP8_LEAN_LAYOUT(true, _tiled)
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
@@ -36,15 +39,18 @@ namespace ninfer::cuda_plugin {
 template <>
 const QuantKernel* gemv_lean::LeanDef<gemv_lean::Fp8>::kernels() {
 #define NINFER_GEMV_FP8_LEAN_ENTRY(NAME) {#NAME, reinterpret_cast<const void*>(NAME)}
-#define NINFER_GEMV_FP8_LEAN_ENTRIES(SD, PNAME)                               \
-  NINFER_GEMV_FP8_LEAN_ENTRY(ninfer_linear_gemv_fp8_lean_##SD##_g128##PNAME), \
-      NINFER_GEMV_FP8_LEAN_ENTRY(ninfer_linear_gemv_fp8_lean_##SD##_groups##PNAME)
-  static const QuantKernel k[kernel_count] = {
-      NINFER_GEMV_FP8_LEAN_ENTRIES(f32, ),     NINFER_GEMV_FP8_LEAN_ENTRIES(bf16, ),
-      NINFER_GEMV_FP8_LEAN_ENTRIES(f16, ),     NINFER_GEMV_FP8_LEAN_ENTRIES(f32, _t8),
-      NINFER_GEMV_FP8_LEAN_ENTRIES(bf16, _t8), NINFER_GEMV_FP8_LEAN_ENTRIES(f16, _t8),
-      NINFER_GEMV_FP8_LEAN_ENTRIES(f32, _t16), NINFER_GEMV_FP8_LEAN_ENTRIES(bf16, _t16),
-      NINFER_GEMV_FP8_LEAN_ENTRIES(f16, _t16)};
+#define NINFER_GEMV_FP8_LEAN_ENTRIES(SD, PNAME, LNAME)                               \
+  NINFER_GEMV_FP8_LEAN_ENTRY(ninfer_linear_gemv_fp8_lean_##SD##_g128##PNAME##LNAME), \
+      NINFER_GEMV_FP8_LEAN_ENTRY(ninfer_linear_gemv_fp8_lean_##SD##_groups##PNAME##LNAME)
+#define NINFER_GEMV_FP8_LEAN_LAYOUT_ENTRIES(LNAME)                                                        \
+  NINFER_GEMV_FP8_LEAN_ENTRIES(f32, , LNAME), NINFER_GEMV_FP8_LEAN_ENTRIES(bf16, , LNAME),                \
+      NINFER_GEMV_FP8_LEAN_ENTRIES(f16, , LNAME), NINFER_GEMV_FP8_LEAN_ENTRIES(f32, _t8, LNAME),          \
+      NINFER_GEMV_FP8_LEAN_ENTRIES(bf16, _t8, LNAME), NINFER_GEMV_FP8_LEAN_ENTRIES(f16, _t8, LNAME),      \
+      NINFER_GEMV_FP8_LEAN_ENTRIES(f32, _t16, LNAME), NINFER_GEMV_FP8_LEAN_ENTRIES(bf16, _t16, LNAME),    \
+      NINFER_GEMV_FP8_LEAN_ENTRIES(f16, _t16, LNAME)
+  static const QuantKernel k[kernel_count] = {NINFER_GEMV_FP8_LEAN_LAYOUT_ENTRIES(),
+                                              NINFER_GEMV_FP8_LEAN_LAYOUT_ENTRIES(_tiled)};
+#undef NINFER_GEMV_FP8_LEAN_LAYOUT_ENTRIES
 #undef NINFER_GEMV_FP8_LEAN_ENTRIES
 #undef NINFER_GEMV_FP8_LEAN_ENTRY
   return k;

@@ -26,7 +26,17 @@ struct Args {
   const unsigned char* zeros; // nullptr: symmetric
   const int* g_idx;           // nullptr: k / group_size
   int K, N, row_bytes, groups, group_size, scale_dtype, accumulate;
+  int tiles; // codes in NINFER_QUANT_LAYOUT_TILES16 (quant_weight.h), else row-major
 };
+
+// Bytes of a row's 128-column piece in NINFER_QUANT_LAYOUT_TILES16.
+__host__ __device__ constexpr int tile_piece_bytes(int code) { return code == kInt4 ? 64 : 128; }
+
+// Where byte b of row n's row-major codes lies (quant_weight.h: either layout).
+__device__ __forceinline__ long long code_byte(const Args& a, long long n, long long b, int piece) {
+  if (!a.tiles) return n * a.row_bytes + b;
+  return (n >> 4) * 16LL * a.row_bytes + b / piece * 16LL * piece + (n & 15) * piece + b % piece;
+}
 
 #ifndef __CUDACC_RTC__
 // The parameter block of a linear call on quantized weights (checked by the caller).
@@ -46,7 +56,8 @@ inline Args make_args(const ninfer_linear_args& a) {
               (K + a.wq->group_size - 1) / a.wq->group_size,
               a.wq->group_size,
               a.wq->scale_dtype,
-              a.accumulate};
+              a.accumulate,
+              a.wq->layout == NINFER_QUANT_LAYOUT_TILES16 ? 1 : 0};
 }
 
 // Index of a code type's kernel in a variant's {int4, int8, fp8} list.

@@ -13,7 +13,9 @@
 // `extra(args, launch)` with `invalid_launch(args, launch)`: a fourth kernel parameter built
 // from the launch (its workspace, tickets) and the checks it needs; `launch_tokens`: the most
 // tokens one kernel launch takes, the call's range then run as consecutive launches of that many
-// (each a launch of its own to the Def's pick, grid, extra and checks).
+// (each a launch of its own to the Def's pick, grid, extra and checks); `reads_code_tiles`: its
+// kernels read codes in NINFER_QUANT_LAYOUT_TILES16 as well as row-major (the planning shape's
+// dims[3] says which; a Def without it refuses tiles).
 #pragma once
 
 #include <algorithm>
@@ -45,6 +47,7 @@ NINFER_QUANT_DEF_HAS(DefMask, dtype_mask)     // fewer code dtypes than the thre
 NINFER_QUANT_DEF_HAS(DefSmem, dynamic_smem)   // dynamic shared memory
 NINFER_QUANT_DEF_HAS(DefWorkspace, workspace) // a launch workspace
 NINFER_QUANT_DEF_HAS(DefTiles, launch_tokens) // token tiles launched one after another
+NINFER_QUANT_DEF_HAS(DefCodeTiles, reads_code_tiles) // codes in NINFER_QUANT_LAYOUT_TILES16 too
 #undef NINFER_QUANT_DEF_HAS
 
 // The shapes of a GEMV whose warps step along a row 64 bytes at a time (128 int4 codes, 64 int8
@@ -92,6 +95,11 @@ struct QuantLinearVariant {
     if (sd != NINFER_DTYPE_F32 && sd != NINFER_DTYPE_BF16 && sd != NINFER_DTYPE_F16)
       return "wq->scale_dtype must be F32, BF16 or F16";
     if (a.w_dtype == NINFER_DTYPE_FP8_E4M3 && a.wq->zeros) return "FP8_E4M3 weights take no zero points";
+    if (a.wq->layout != NINFER_QUANT_LAYOUT_ROWS) {
+      if (!DefCodeTiles<Def>::value) return "reads row-major codes only (wq->layout NINFER_QUANT_LAYOUT_ROWS)";
+      if (a.wq->layout != NINFER_QUANT_LAYOUT_TILES16) return "wq->layout is not a NINFER_QUANT_LAYOUT_*";
+      if (a.in_features % NINFER_QUANT_TILE_COLS != 0) return "codes in tiles need in_features a multiple of 128";
+    }
     return Def::invalid(a);
   }
 
@@ -158,7 +166,15 @@ struct QuantLinearVariant {
     return query_driver_blocks(planned->fn, Def::threads, dyn, blocks, err, err_len);
   }
 
+  // dims[3]: the codes' layout (linear.h).
+  static bool takes_layout(const ninfer_shape* s) {
+    if (s->dims[3] == NINFER_QUANT_LAYOUT_ROWS) return true;
+    return DefCodeTiles<Def>::value && s->dims[3] == NINFER_QUANT_LAYOUT_TILES16 &&
+           s->dims[0] % NINFER_QUANT_TILE_COLS == 0;
+  }
+
   static int32_t supports(const void* ctx, const ninfer_shape* s) {
+    if (!takes_layout(s)) return 0;
     if constexpr (DefMask<Def>::value) return (Def::dtype_mask >> s->dtype & 1u) && Def::supports(ctx, s);
     else return ninfer_dtype_is_quantized(s->dtype) && Def::supports(ctx, s);
   }

@@ -16,7 +16,8 @@
  * does not take its w_dtype.
  * Planning shape: tokens = T, dims[0] = in_features, dims[1] = out_features, dtype = w_dtype,
  * dims[2] = ninfer_quant_planning_group(wq) (the group size of quantized weights without g_idx;
- * 0 for float weights and for a g_idx mapping).
+ * 0 for float weights and for a g_idx mapping), dims[3] = ninfer_quant_planning_layout(wq) (the
+ * codes' layout: a variant that reads row-major codes only refuses NINFER_QUANT_LAYOUT_TILES16).
  *
  * Effects: writes y rows of the launch's tokens; y must not overlap x or w. With accumulate, y
  * is read and then written, each element by the same thread (or library call) that writes it, so

@@ -19,7 +19,7 @@
  * of the matrix, ninfer/abi/ops/quant_weight.h, as for linear); y [T, out_features (gated: / 2)] float32, row stride
  * y_row_stride; normed [T, K] float32, row stride normed_row_stride, or NULL. Accumulation is
  * float32 or wider. Planning shape: tokens = T, dims[0] = K, dims[1] = out_features,
- * dims[2] = gated, dtype = w_dtype.
+ * dims[2] = gated, dims[3] = ninfer_quant_planning_layout(wq) (linear.h), dtype = w_dtype.
  *
  * Effects: writes y (and normed) rows of the launch's tokens; y and normed must not overlap x,
  * w, norm_w or each other. Workspace: variant-defined.
