@@ -525,6 +525,26 @@ constexpr int kMinCtasPerSm = 3;
 // CTAs per SM.
 constexpr int kMinCtasPerSm8 = 2;
 
+// A format's kernels, in LeanDef::kernels()'s order: its .cu file defines FORMS(SD_NAME, SD, P,
+// PNAME, CTAS, CT, LNAME), the kernels of one scale dtype, tile count and code layout, and
+// NINFER_GEMV_LEAN_KERNELS(FORMS) makes them all; ENTRIES(SD_NAME, PNAME, LNAME) lists them the
+// same way for NINFER_GEMV_LEAN_ENTRIES(ENTRIES).
+#define NINFER_GEMV_LEAN_SCALES(FORMS, P, PNAME, CTAS, CT, LNAME)                                 \
+  FORMS(f32, NINFER_DTYPE_F32, P, PNAME, CTAS, CT, LNAME)                                         \
+  FORMS(bf16, NINFER_DTYPE_BF16, P, PNAME, CTAS, CT, LNAME) FORMS(f16, NINFER_DTYPE_F16, P, PNAME, CTAS, CT, LNAME)
+#define NINFER_GEMV_LEAN_TILE_COUNTS(FORMS, CT, LNAME)                                             \
+  NINFER_GEMV_LEAN_SCALES(FORMS, 1, , kMinCtasPerSm, CT, LNAME)                                   \
+  NINFER_GEMV_LEAN_SCALES(FORMS, 2, _t8, kMinCtasPerSm8, CT, LNAME)                               \
+  NINFER_GEMV_LEAN_SCALES(FORMS, 4, _t16, kMinCtasPerSm8, CT, LNAME)
+#define NINFER_GEMV_LEAN_KERNELS(FORMS) \
+  NINFER_GEMV_LEAN_TILE_COUNTS(FORMS, false, ) NINFER_GEMV_LEAN_TILE_COUNTS(FORMS, true, _tiled)
+#define NINFER_GEMV_LEAN_LAYOUT_ENTRIES(ENTRIES, LNAME)                                              \
+  ENTRIES(f32, , LNAME), ENTRIES(bf16, , LNAME), ENTRIES(f16, , LNAME), ENTRIES(f32, _t8, LNAME),     \
+      ENTRIES(bf16, _t8, LNAME), ENTRIES(f16, _t8, LNAME), ENTRIES(f32, _t16, LNAME), ENTRIES(bf16, _t16, LNAME), \
+      ENTRIES(f16, _t16, LNAME)
+#define NINFER_GEMV_LEAN_ENTRIES(ENTRIES) \
+  NINFER_GEMV_LEAN_LAYOUT_ENTRIES(ENTRIES, ), NINFER_GEMV_LEAN_LAYOUT_ENTRIES(ENTRIES, _tiled)
+
 } // namespace ninfer::cuda_plugin::gemv_lean
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)

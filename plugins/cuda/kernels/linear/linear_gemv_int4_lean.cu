@@ -24,16 +24,7 @@
   NINFER_GEMV_INT4_LEAN(SD_NAME, SD, false, , false, _groups, P, PNAME, CTAS, CT, LNAME)     \
   NINFER_GEMV_INT4_LEAN(SD_NAME, SD, true, _zeros, true, _g128, P, PNAME, CTAS, CT, LNAME)   \
   NINFER_GEMV_INT4_LEAN(SD_NAME, SD, true, _zeros, false, _groups, P, PNAME, CTAS, CT, LNAME)
-#define NINFER_GEMV_INT4_LEAN_TILES(P, PNAME, CTAS, CT, LNAME)                    \
-  NINFER_GEMV_INT4_LEAN_FORMS(f32, NINFER_DTYPE_F32, P, PNAME, CTAS, CT, LNAME)   \
-  NINFER_GEMV_INT4_LEAN_FORMS(bf16, NINFER_DTYPE_BF16, P, PNAME, CTAS, CT, LNAME) \
-  NINFER_GEMV_INT4_LEAN_FORMS(f16, NINFER_DTYPE_F16, P, PNAME, CTAS, CT, LNAME)
-#define NINFER_GEMV_INT4_LEAN_LAYOUT(CT, LNAME)                \
-  NINFER_GEMV_INT4_LEAN_TILES(1, , kMinCtasPerSm, CT, LNAME)   \
-  NINFER_GEMV_INT4_LEAN_TILES(2, _t8, kMinCtasPerSm8, CT, LNAME) \
-  NINFER_GEMV_INT4_LEAN_TILES(4, _t16, kMinCtasPerSm8, CT, LNAME)
-NINFER_GEMV_INT4_LEAN_LAYOUT(false, )
-NINFER_GEMV_INT4_LEAN_LAYOUT(true, _tiled)
+NINFER_GEMV_LEAN_KERNELS(NINFER_GEMV_INT4_LEAN_FORMS)
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin {
@@ -46,15 +37,7 @@ const QuantKernel* gemv_lean::LeanDef<gemv_lean::Int4>::kernels() {
       NINFER_GEMV_INT4_LEAN_ENTRY(ninfer_linear_gemv_int4_lean_##SD##_groups##PNAME##LNAME),       \
       NINFER_GEMV_INT4_LEAN_ENTRY(ninfer_linear_gemv_int4_lean_##SD##_zeros_g128##PNAME##LNAME),   \
       NINFER_GEMV_INT4_LEAN_ENTRY(ninfer_linear_gemv_int4_lean_##SD##_zeros_groups##PNAME##LNAME)
-#define NINFER_GEMV_INT4_LEAN_LAYOUT_ENTRIES(LNAME)                                                          \
-  NINFER_GEMV_INT4_LEAN_ENTRIES(f32, , LNAME), NINFER_GEMV_INT4_LEAN_ENTRIES(bf16, , LNAME),                 \
-      NINFER_GEMV_INT4_LEAN_ENTRIES(f16, , LNAME), NINFER_GEMV_INT4_LEAN_ENTRIES(f32, _t8, LNAME),           \
-      NINFER_GEMV_INT4_LEAN_ENTRIES(bf16, _t8, LNAME), NINFER_GEMV_INT4_LEAN_ENTRIES(f16, _t8, LNAME),       \
-      NINFER_GEMV_INT4_LEAN_ENTRIES(f32, _t16, LNAME), NINFER_GEMV_INT4_LEAN_ENTRIES(bf16, _t16, LNAME),     \
-      NINFER_GEMV_INT4_LEAN_ENTRIES(f16, _t16, LNAME)
-  static const QuantKernel k[kernel_count] = {NINFER_GEMV_INT4_LEAN_LAYOUT_ENTRIES(),
-                                              NINFER_GEMV_INT4_LEAN_LAYOUT_ENTRIES(_tiled)};
-#undef NINFER_GEMV_INT4_LEAN_LAYOUT_ENTRIES
+  static const QuantKernel k[kernel_count] = {NINFER_GEMV_LEAN_ENTRIES(NINFER_GEMV_INT4_LEAN_ENTRIES)};
 #undef NINFER_GEMV_INT4_LEAN_ENTRIES
 #undef NINFER_GEMV_INT4_LEAN_ENTRY
   return k;
