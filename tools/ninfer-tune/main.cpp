@@ -9,6 +9,8 @@
 #include <map>
 #include <tuple>
 
+#include "ninfer/abi/ops/linear.h"
+#include "ninfer/abi/ops/norm_linear.h"
 #include "ninfer/checkpoint/shape_presets.hpp"
 #include "ninfer/devices/device.hpp"
 #include "tool_cli.hpp"
@@ -56,13 +58,17 @@ std::vector<tools::ShapeToTune> model_shapes(Backend& be, const Checkpoint& ck, 
   mo.weights = WeightPrecision::BF16;
   mo.cuda_graphs = false;
   { auto lm = CausalLM::load(ck, be, mo); }
-  // (op, dims[0..2], dtype): norm_linear's dims[2] (gated) tells q|k|v from gate|up; linear's is
-  // the group size of quantized weights, and the dtype keeps int4, int8, fp8 and float apart.
-  std::map<std::tuple<std::string, int64_t, int64_t, int64_t, int32_t>, int64_t> widest;
+  // (op, dims[0..2], dtype, codes layout): norm_linear's dims[2] (gated) tells q|k|v from gate|up;
+  // linear's is the group size of quantized weights, and the dtype keeps int4, int8, fp8 and
+  // float apart. The two ops' dims[3] is the codes' layout the loader chose (quant_weight.h):
+  // their cases time the kernels of that layout.
+  std::map<std::tuple<std::string, int64_t, int64_t, int64_t, int32_t, int64_t>, int64_t> widest;
   for (const Plan* p : be.cached_plans())
     for (const std::string& op : o.ops)
       if (p->op == op && !p->unfused) { // an unfused route has no variant to time
-        int64_t& t = widest[{op, p->shape.dims[0], p->shape.dims[1], p->shape.dims[2], p->shape.dtype}];
+        const bool weights = op == NINFER_OP_LINEAR || op == NINFER_OP_NORM_LINEAR;
+        int64_t& t = widest[{op, p->shape.dims[0], p->shape.dims[1], p->shape.dims[2], p->shape.dtype,
+                             weights ? p->shape.dims[3] : 0}];
         t = std::max(t, p->shape.tokens);
       }
   const auto layouts = tools::model_quant_layouts(ck);
@@ -74,6 +80,7 @@ std::vector<tools::ShapeToTune> model_shapes(Backend& be, const Checkpoint& ck, 
     s.dims[1] = std::get<2>(k);
     s.dims[2] = std::get<3>(k);
     s.dtype = std::get<4>(k);
+    s.dims[3] = std::get<5>(k);
     out.push_back({std::get<0>(k), s, std::nullopt});
     if (ninfer_dtype_is_quantized(s.dtype)) out.back().quant = tools::quant_layout_for(layouts, out.back().op, s);
   }

@@ -133,8 +133,8 @@ class RowwiseCase : public OpCase {
 class CaseWeights {
  public:
   CaseWeights(Backend& be, int64_t N, int64_t K, int32_t dtype, const std::optional<QuantLayout>& quant, int64_t l2,
-              uint64_t seed, const char* what)
-      : be_(be), dtype_(dtype), quant_(quant) {
+              uint64_t seed, const char* what, int64_t code_layout)
+      : be_(be), dtype_(dtype), quant_(quant), code_layout_(static_cast<int32_t>(code_layout)) {
     const bool int4 = dtype == NINFER_DTYPE_INT4;
     bytes_ = static_cast<size_t>(N * (int4 ? (K + 1) / 2 : K)) * elem_size(dtype); // quant_weight.h's row_bytes
     if (quant_) make_layout(N, K, seed);
@@ -193,14 +193,16 @@ class CaseWeights {
     c.scales = upload(b, scales_, "tune scales");
     if (!zeros_.empty()) c.zeros = upload(b, zeros_, "tune zero points");
     if (!g_idx_.empty()) c.g_idx = upload(b, g_idx_, "tune g_idx");
+    // Random bytes are random codes in either layout: the model's (the planning shape's dims[3]).
     c.wq = {c.scales.data(), c.zeros.as<const uint8_t>(), c.g_idx.as<const int32_t>(), quant_->scale_dtype,
-            static_cast<int32_t>(quant_->group_size)};
+            static_cast<int32_t>(quant_->group_size), code_layout_};
     return c;
   }
 
   Backend& be_;
   int32_t dtype_;
   std::optional<QuantLayout> quant_;
+  int32_t code_layout_; // NINFER_QUANT_LAYOUT_* of the codes (quant_weight.h)
   size_t bytes_ = 0;                   // of one copy of w (the codes, for quantized weights)
   std::vector<char> scales_, zeros_, g_idx_; // host bytes of the layout, empty for float weights
   std::vector<Copy> copies_;
@@ -211,12 +213,12 @@ class LinearCase final : public RowwiseCase {
  public:
   LinearCase(Backend& be, const ninfer_shape& s, const std::optional<QuantLayout>& quant, int64_t max_tokens, int64_t l2,
              uint64_t seed)
-      : RowwiseCase(be, s.dims[0], s.dims[1], max_tokens, seed, "tune linear x/y"), group_(s.dims[2]), dtype_(s.dtype),
-        w_(be, out_, in_, dtype_, quant, l2, seed, "tune linear w") {
+      : RowwiseCase(be, s.dims[0], s.dims[1], max_tokens, seed, "tune linear x/y"), group_(s.dims[2]),
+        layout_(s.dims[3]), dtype_(s.dtype), w_(be, out_, in_, dtype_, quant, l2, seed, "tune linear w", s.dims[3]) {
     copies_ = w_.copies();
   }
   std::string op() const override { return NINFER_OP_LINEAR; }
-  ninfer_shape shape(int64_t t) const override { return {t, {in_, out_, group_, 0}, dtype_}; }
+  ninfer_shape shape(int64_t t) const override { return {t, {in_, out_, group_, layout_}, dtype_}; }
   const void* args(int64_t t, int copy) override {
     a_ = call(x_.as<float>(), w_.w(copy), w_.wq(copy), y_.as<float>(), t);
     return &a_;
@@ -232,7 +234,8 @@ class LinearCase final : public RowwiseCase {
     cpu.run(NINFER_OP_LINEAR, shape(n), &a);
   }
 
-  int64_t group_; // the planning shape's dims[2]: 0, or the group size of quantized weights
+  int64_t group_;  // the planning shape's dims[2]: 0, or the group size of quantized weights
+  int64_t layout_; // its dims[3]: the codes' layout (linear.h)
   int32_t dtype_;
   CaseWeights w_;
   ninfer_linear_args a_{};
@@ -245,13 +248,13 @@ class NormLinearCase final : public RowwiseCase {
   NormLinearCase(Backend& be, const ninfer_shape& s, const std::optional<QuantLayout>& quant, int64_t max_tokens,
                  int64_t l2, uint64_t seed)
       : RowwiseCase(be, s.dims[0], s.dims[2] ? s.dims[1] / 2 : s.dims[1], max_tokens, seed, "tune norm_linear x/y"),
-        N_(s.dims[1]), gated_(static_cast<int32_t>(s.dims[2])), dtype_(s.dtype),
-        w_(be, N_, in_, dtype_, quant, l2, seed, "tune norm_linear w") {
+        N_(s.dims[1]), gated_(static_cast<int32_t>(s.dims[2])), layout_(s.dims[3]), dtype_(s.dtype),
+        w_(be, N_, in_, dtype_, quant, l2, seed, "tune norm_linear w", s.dims[3]) {
     copies_ = w_.copies();
     norm_w_ = random_buffer(be, in_, NINFER_DTYPE_F32, 0.2f, 1.f, seed + 5, "tune norm_linear norm_w");
   }
   std::string op() const override { return NINFER_OP_NORM_LINEAR; }
-  ninfer_shape shape(int64_t t) const override { return {t, {in_, N_, gated_, 0}, dtype_}; }
+  ninfer_shape shape(int64_t t) const override { return {t, {in_, N_, gated_, layout_}, dtype_}; }
   const void* args(int64_t t, int copy) override {
     a_ = call(x_.as<float>(), norm_w_.as<float>(), w_.w(copy), w_.wq(copy), y_.as<float>(), t);
     return &a_;
@@ -285,7 +288,9 @@ class NormLinearCase final : public RowwiseCase {
   }
 
   int64_t N_; // out_features (y rows are half of it when gated)
-  int32_t gated_, dtype_;
+  int32_t gated_;
+  int64_t layout_; // the planning shape's dims[3]: the codes' layout (norm_linear.h)
+  int32_t dtype_;
   CaseWeights w_;
   DeviceBuffer norm_w_;
   DeviceBuffer cnorm_; // the norm weights on the CPU backend
