@@ -46,6 +46,7 @@
 #include "common/grid_dependency.cuh"
 #include "linear/linear_gemv_mma_bf16.cuh"
 #include "linear/quant_common.cuh"
+#include "linear/quant_mma_geometry.cuh"
 #include "linear/quant_mma_fragments.cuh"
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
@@ -55,30 +56,8 @@
 namespace ninfer::cuda_plugin::gemv_quant_mma {
 
 using namespace quant;
-using gemv_bf16::bf16_hi;
-using gemv_bf16::bf16_lo;
+using namespace quant_mma;
 using gemv_bf16::pack_bf16;
-
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr int kTokens = 8;         // the MMA's n
-constexpr int kMR = 2;             // 16-row tiles per warp
-constexpr int kStages = 3;         // ring slots per warp: kStages - 1 steps in flight while one is used
-constexpr int kStepBytes = 64;     // bytes of each row per warp step (4 lanes x 16)
-constexpr int kTargetWarps = 4096; // warps in flight the split aims for (a property of the shape)
-
-// Warps along the reduction per group of 16 * kMR rows: powers of two up to the CTA's 8, while
-// the launch has fewer than kTargetWarps warps per token tile and each warp keeps >= 2 steps.
-__host__ __device__ constexpr int splits(int out_features, int steps) {
-  const long long groups = (static_cast<long long>(out_features) + 16 * kMR - 1) / (16 * kMR);
-  int s = 1;
-  while (s < kWarps && groups * s < kTargetWarps && steps / (2 * s) >= 2) s *= 2;
-  return s;
-}
-
-__host__ __device__ constexpr int rows_per_cta(int out_features, int steps) {
-  return kWarps / splits(out_features, steps) * 16 * kMR;
-}
 
 // MMA k slices per step (16 k each): int4 8 (slice 2j + h: word j of a lane's 16 bytes, nibble
 // half h), int8 / fp8 4 (slice j: word j).
@@ -97,22 +76,6 @@ constexpr int kQuarterCodes = CODE == kInt4 ? 32 : 16;
 template <int CODE>
 __host__ __device__ constexpr int x_offset(int s) {
   return CODE == kInt4 ? 8 * (s >> 1) + 2 * (s & 1) : 4 * s;
-}
-
-// Two x values as the bf16 pairs hi and lo (x = hi + lo + O(2^-17 |x|)).
-struct XPair {
-  u32 hi, lo;
-};
-__device__ __forceinline__ XPair split_x(float first, float second) {
-  const u32 hi = pack_bf16(first, second);
-  return {hi, pack_bf16(first - bf16_lo(hi), second - bf16_hi(hi))};
-}
-
-// Bytes b and b + 1 of w as the bf16 pair (u - zero); bias = 2^23 + zero.
-__device__ __forceinline__ u32 int8_pair(u32 w, int b, float bias) {
-  const float lo = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u | b)) - bias;
-  const float hi = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u | (b + 1))) - bias;
-  return pack_bf16(lo, hi);
 }
 
 // The A fragment of slice S from the step's 16 code bytes of rows g (c0) and g + 8 (c8), with

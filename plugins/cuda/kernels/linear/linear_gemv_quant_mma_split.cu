@@ -38,6 +38,7 @@
 #include "common/grid_dependency.cuh"
 #include "linear/linear_gemv_mma_bf16.cuh"
 #include "linear/quant_common.cuh"
+#include "linear/quant_mma_geometry.cuh"
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 #include "linear/quant_variant.hpp"
@@ -46,40 +47,9 @@
 namespace ninfer::cuda_plugin::gemv_quant_mma_split {
 
 using namespace quant;
-using gemv_bf16::bf16_hi;
-using gemv_bf16::bf16_lo;
+using namespace quant_mma;
 using gemv_bf16::mma;
 using gemv_bf16::pack_bf16;
-
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr int kTokens = 8;         // the MMA's n
-constexpr int kMR = 2;             // 16-row tiles per warp
-constexpr int kStages = 3;         // ring slots per warp: kStages - 1 steps in flight while one is used
-constexpr int kStepBytes = 64;     // bytes of each row per warp step (4 lanes x 16)
-constexpr int kTargetWarps = 4096; // warps in flight the split aims for (a property of the shape)
-
-// Warps along the reduction per group of 16 * kMR rows: powers of two up to the CTA's 8, while
-// the launch has fewer than kTargetWarps warps per token tile and each warp keeps >= 2 steps.
-__host__ __device__ constexpr int splits(int out_features, int steps) {
-  const long long groups = (static_cast<long long>(out_features) + 16 * kMR - 1) / (16 * kMR);
-  int s = 1;
-  while (s < kWarps && groups * s < kTargetWarps && steps / (2 * s) >= 2) s *= 2;
-  return s;
-}
-
-__host__ __device__ constexpr int rows_per_cta(int out_features, int steps) {
-  return kWarps / splits(out_features, steps) * 16 * kMR;
-}
-
-// x as a bf16 pair hi + lo (x = hi + lo + O(2^-17 |x|)).
-struct XPair {
-  u32 hi, lo;
-};
-__device__ __forceinline__ XPair split_x(float first, float second) {
-  const u32 hi = pack_bf16(first, second);
-  return {hi, pack_bf16(first - bf16_lo(hi), second - bf16_hi(hi))};
-}
 
 __device__ __forceinline__ u32 bf16x2_sub(u32 a, u32 b) {
   const __nv_bfloat162 d = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
@@ -90,13 +60,6 @@ __device__ __forceinline__ u32 bf16x2_sub(u32 a, u32 b) {
 // both halves. 0x4300 is bf16 128.0, whose last mantissa bit weighs 1: OR-ing a nibble in adds it.
 __device__ __forceinline__ u32 int4_pair(u32 w, int i, u32 bias) {
   return bf16x2_sub(((w >> (4 * i)) & 0x000F000Fu) | 0x43004300u, bias);
-}
-
-// Bytes b and b + 1 of w as the bf16 pair (u - zero); bias = 2^23 + zero.
-__device__ __forceinline__ u32 int8_pair(u32 w, int b, float bias) {
-  const float lo = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u | b)) - bias;
-  const float hi = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u | (b + 1))) - bias;
-  return pack_bf16(lo, hi);
 }
 
 // The zero point's term of row n, group g: 128 + zero as a bf16 pair (int4), 2^23 + zero (int8).
