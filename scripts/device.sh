@@ -91,6 +91,10 @@ Every device subcommand unpacks $CARRY/bundle.tar.gz (default .carry) into /tmp/
 unless the unpacked copy is that very bundle (a warm machine may hold another call's build).
 A/B in one call: build two bundles (CARRY=.carry-base and .carry), carry both, and alternate
 `CARRY=.carry-base bash scripts/device.sh ...` with `CARRY=.carry bash scripts/device.sh ...`.
+A route against the built-in table in one bundle: ROUTES=ENTRIES (routes='s form, where T may be
+a range LO-HI) puts those schedule entries first for the whole command line (routes= and ab= set
+their own and leave the built-in table behind them), e.g.
+`ROUTES=attention@65-128=prefill_mma_f16_hd128 bash scripts/device.sh bench=...`
 EOF
 }
 
@@ -136,6 +140,10 @@ device_setup() {
   ensure_bundle
   export NINFER_CACHE_DIR="${NINFER_CACHE_DIR:-/tmp/ninfer-kernel-cache}"
   bench="$n/ninfer/bin/ninfer-bench"
+  local entries
+  IFS=+ read -ra entries <<< "${ROUTES:-}"
+  table_routes_first "${entries[@]}" # no ROUTES: the built-in table
+  [[ -z "${ROUTES:-}" ]] || echo "schedule entries first: ${ROUTES}"
   device_ready=1
 }
 

@@ -21,8 +21,8 @@ step() { echo; echo "=== $*"; }
 
 # The unpacked install's sm_90 schedule table. table_routes_first OP@T[/LO-HI...]=VARIANT...: the
 # built-in table with `{op: OP, tokens: [T, T], variant: VARIANT}` entries put first (the first
-# entry that covers a call wins); each /LO-HI adds a dims range, in order (dims: [[LO, HI], ...]);
-# table_restore: the built-in table again.
+# entry that covers a call wins); T may be a range LO-HI (tokens: [LO, HI]); each /LO-HI adds a
+# dims range, in order (dims: [[LO, HI], ...]); table_restore: the built-in table again.
 sm90_table="$n/ninfer/share/ninfer/arch/schedules/sm_90.yaml"
 table_routes_first() {
   [[ -f "$sm90_table.orig" ]] || cp "$sm90_table" "$sm90_table.orig"
@@ -35,7 +35,7 @@ table_routes_first() {
     IFS=/ read -ra r <<< "$t"
     t="${r[0]}"
     for x in "${r[@]:1}"; do dims+="${dims:+, }[${x%-*}, ${x#*-}]"; done
-    sed -i "/^entries:/a\\  - {op: $op, tokens: [$t, $t],${dims:+ dims: [$dims],} variant: $v}" "$sm90_table"
+    sed -i "/^entries:/a\\  - {op: $op, tokens: [${t%-*}, ${t#*-}],${dims:+ dims: [$dims],} variant: $v}" "$sm90_table"
   done
 }
 table_restore() { [[ ! -f "$sm90_table.orig" ]] || cp "$sm90_table.orig" "$sm90_table"; }
