@@ -28,6 +28,7 @@
 #include "ninfer/abi/ops/attention.h"
 #include "ninfer/abi/ops/kv_append.h"
 #include "ninfer/devices/arch_catalog.hpp"
+#include "ninfer/planning/occupancy.hpp"
 #include "ninfer/support/error.hpp"
 
 using namespace ninfer;
@@ -84,19 +85,40 @@ std::vector<Call> calls() {
       {"chunk of 27 tokens beside 2 decodes", {{5, 4973, 27}, {3, 1000, 1}, {2, 64, 1}}},
       {"4 tokens of each of 3 sequences", {{5, 4996, 4}, {4, 4093, 4}, {3, 997, 4}}},
       {"3 tokens each at positions 62 and 1198", {{1, 61, 3}, {8, 1197, 3}}},
+      // Past the float decode's 64 tokens: the hd128 class's tensor-core decode serves up to 128.
+      {"chunk of 100 tokens at position 4900", {{5, 4900, 100}}},
+      {"chunk of 128 tokens at position 3969", {{4, 3969, 128}}},
+      {"chunk of 129 tokens at position 3968", {{4, 3968, 129}}},
   };
 }
 
+// Runs whose items outnumber the grid (attention/decode_runs.cuh): Qwen3-8B's 8 kv heads of 4
+// query heads, where a chunk's runs of 4 tokens give 8 items each, against split counts that
+// give each token as few as 2 CTAs (93 tokens: 192 items on 186 CTAs).
+std::vector<Call> long_run_calls() {
+  return {
+      {"chunk of 93 tokens at position 4907", {{5, 4907, 93}}},
+      {"chunk of 128 tokens at position 3969", {{4, 3969, 128}}},
+      {"chunk of 90 tokens beside a chunk of 35 and 3 decodes",
+       {{3, 911, 90}, {0, 0, 1}, {8, 1165, 35}, {5, 4999, 1}, {2, 64, 1}}},
+      {"chunk of 71 tokens at position 229", {{6, 229, 71}}},
+  };
+}
+
+// The largest call the split-KV decode serves on a 16-bit cache of this head dim
+// (attention/shapes.hpp): 128 tokens where the hd128 class's tensor-core decode reads it, 64 else.
+int64_t decode_token_limit(int32_t head_dim) { return head_dim > 64 && head_dim <= 128 ? 128 : 64; }
+
 // The same paged 16-bit cache on both backends (a shuffled table, a copy of it on the GPU).
 struct Cache16 {
-  int32_t head_dim, slots, dtype;
+  int32_t head_dim, kv_heads, slots, dtype;
   KvBlockLayout blocks;
   DeviceBuffer cpu_k, cpu_v, gpu_k, gpu_v, cpu_table, gpu_table;
 
-  Cache16(Backend& cpu, Backend& gpu, const Format16& f, int32_t hd, std::mt19937_64& rng)
-      : head_dim(hd), slots(static_cast<int32_t>(std::size(kFilled))), dtype(f.dtype),
+  Cache16(Backend& cpu, Backend& gpu, const Format16& f, int32_t hd, std::mt19937_64& rng, int32_t kvh = kKvHeads)
+      : head_dim(hd), kv_heads(kvh), slots(static_cast<int32_t>(std::size(kFilled))), dtype(f.dtype),
         blocks(KvBlockLayout::shuffled(slots, kCapacity, kBlockTokens, kSpareBlocks, rng)) {
-    const size_t row = size_t{kKvHeads} * hd;
+    const size_t row = size_t{kvh} * hd;
     std::vector<uint16_t> k(size_t(blocks.pool_rows()) * row, f.nan), v = k;
     std::normal_distribution<float> nd(0.f, 1.f);
     for (int32_t s = 0; s < slots; ++s)
@@ -116,7 +138,7 @@ struct Cache16 {
     ninfer_kv_cache c{};
     c.k = (gpu ? gpu_k : cpu_k).data();
     c.v = (gpu ? gpu_v : cpu_v).data();
-    c.kv_heads = kKvHeads;
+    c.kv_heads = kv_heads;
     c.head_dim = head_dim;
     c.dtype = dtype;
     blocks.attach(c, (gpu ? gpu_table : cpu_table).as<int32_t>());
@@ -139,67 +161,90 @@ int failures() {
   return ::testing::UnitTest::GetInstance()->current_test_info()->result()->total_part_count();
 }
 
+// One call on both backends: every variant that serves it and the planner's choice against the
+// CPU reference; the split-KV decode must serve every call of up to decode_token_limit tokens,
+// and no larger one. Returns whether the call added failures.
+bool check_call(Backend& cpu, Backend& gpu, const Cache16& cache, const Format16& f, int32_t ratio,
+                const Call& call, std::mt19937_64& rng) {
+  const int32_t head_dim = cache.head_dim, kvh = cache.kv_heads, heads = kvh * ratio;
+  const int64_t q_head_stride = ratio == 8 ? 2 * head_dim : head_dim; // Qwen3.5's gated q rows
+  const int64_t q_stride = heads * q_head_stride + 3, out_stride = int64_t{heads} * head_dim;
+  const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
+  SCOPED_TRACE(testing::Message() << f.name << " cache, head_dim " << head_dim << ", " << heads << " heads / " << kvh
+                                  << " kv heads, " << call.name);
+  const int failures_before = failures();
+  const Batch b(call.seqs);
+  const int64_t T = b.tokens();
+  const std::vector<float> q = randn(rng, T * q_stride);
+  const ninfer_shape shape{T, {head_dim, heads, kvh, b.longest}, f.dtype};
+
+  const BatchOn cb(cpu, b);
+  DeviceBuffer cq = put(cpu, q), cout = poisoned_buffer(cpu, T * out_stride);
+  const ninfer_attention_args ca{cq.as<float>(), q_stride, q_head_stride, cache.on(false), cb.batch,
+                                 cout.as<float>(), out_stride, T, heads, scale};
+  cpu.run(NINFER_OP_ATTENTION, shape, &ca);
+  const std::vector<float> want = get<float>(cpu, cout, T * out_stride);
+  if (std::any_of(want.begin(), want.end(), [](float x) { return std::isnan(x); })) {
+    ADD_FAILURE() << "the CPU reference produced NaN: the test's cache or batch is wrong";
+    return true;
+  }
+
+  const BatchOn gb(gpu, b);
+  DeviceBuffer gq = put(gpu, q), gout = poisoned_buffer(gpu, T * out_stride);
+  const ninfer_attention_args ga{gq.as<float>(), q_stride, q_head_stride, cache.on(true), gb.batch,
+                                 gout.as<float>(), out_stride, T, heads, scale};
+  auto check = [&](const std::string& what, const std::string& variant) {
+    const std::vector<float> got = get<float>(gpu, gout, T * out_stride);
+    // Tensor-core prefill and decode rows keep the float32 test's per-row bounds: the cache's rounding
+    // happened before both sides read it (with an fp16 cache the kernel's own K/V rounding is
+    // exact; bf16 cache values are exactly representable in fp16 within its range).
+    if (mma_variant(variant)) {
+      expect_mma_rows(got, widen(want), head_dim, heads, variant, what);
+    } else if (const RowTolerance* tol = tensor_core_decode(variant, f.dtype)) {
+      expect_rows_within(got, widen(want), head_dim, heads, *tol, what);
+    } else {
+      const Mismatch m = compare(got, widen(want), kGpuVsCpuF32);
+      EXPECT_TRUE(m.ok) << what << ": " << m.describe();
+    }
+    gpu.upload(gout, 0, std::vector<float>(T * out_stride, std::numeric_limits<float>::quiet_NaN()).data(),
+               sizeof(float) * T * out_stride);
+  };
+
+  const VariantRuns runs = run_variants_then_plan(gpu, NINFER_OP_ATTENTION, shape, &ga, check);
+  EXPECT_GE(runs.ran, 1) << "no variant serves this shape";
+  const int64_t limit = decode_token_limit(head_dim);
+  if (T <= limit) EXPECT_GE(runs.cooperative, 1) << "no split-KV decode variant serves a call of " << T << " tokens";
+  const Plan& plan = gpu.plan(NINFER_OP_ATTENTION, shape);
+  if (T > limit) EXPECT_FALSE(plan.cooperative) << plan.variant << " planned for " << T << " tokens";
+  if (T == 1 && b.longest >= 1000)
+    EXPECT_GT(plan.v->split_k, kvh) << plan.variant << ": a long decode span should be cut into chunks";
+  return failures() > failures_before;
+}
+
 TEST_P(GpuAttentionKv16, EveryVariantAndThePlannersChoiceMatchTheCpuReferenceOnTheSameCache) {
   NINFER_REQUIRE_CUDA_BACKEND();
   const Format16& f = GetParam().format;
-  const int32_t head_dim = GetParam().head_dim;
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
   auto rng = fresh_rng("gpu attention 16-bit cache");
-  const Cache16 cache(*cpu, *gpu, f, head_dim, rng);
+  const Cache16 cache(*cpu, *gpu, f, GetParam().head_dim, rng);
   int failing_calls = 0;
-  for (int32_t ratio : {1, 4, 8}) {
-    const int32_t heads = kKvHeads * ratio;
-    const int64_t q_head_stride = ratio == 8 ? 2 * head_dim : head_dim; // Qwen3.5's gated q rows
-    const int64_t q_stride = heads * q_head_stride + 3, out_stride = int64_t{heads} * head_dim;
-    const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
-    for (const Call& call : calls()) {
-      SCOPED_TRACE(testing::Message() << f.name << " cache, head_dim " << head_dim << ", " << heads << " heads / "
-                                      << kKvHeads << " kv heads, " << call.name);
-      const int failures_before = failures();
-      const Batch b(call.seqs);
-      const int64_t T = b.tokens();
-      const std::vector<float> q = randn(rng, T * q_stride);
-      const ninfer_shape shape{T, {head_dim, heads, kKvHeads, b.longest}, f.dtype};
+  for (int32_t ratio : {1, 4, 8})
+    for (const Call& call : calls())
+      if (check_call(*cpu, *gpu, cache, f, ratio, call, rng) && ++failing_calls == 3) return;
+}
 
-      const BatchOn cb(*cpu, b);
-      DeviceBuffer cq = put(*cpu, q), cout = poisoned_buffer(*cpu, T * out_stride);
-      const ninfer_attention_args ca{cq.as<float>(), q_stride, q_head_stride, cache.on(false), cb.batch,
-                                     cout.as<float>(), out_stride, T, heads, scale};
-      cpu->run(NINFER_OP_ATTENTION, shape, &ca);
-      const std::vector<float> want = get<float>(*cpu, cout, T * out_stride);
-      ASSERT_TRUE(std::none_of(want.begin(), want.end(), [](float x) { return std::isnan(x); }))
-          << "the CPU reference produced NaN: the test's cache or batch is wrong";
-
-      const BatchOn gb(*gpu, b);
-      DeviceBuffer gq = put(*gpu, q), gout = poisoned_buffer(*gpu, T * out_stride);
-      const ninfer_attention_args ga{gq.as<float>(), q_stride, q_head_stride, cache.on(true), gb.batch,
-                                     gout.as<float>(), out_stride, T, heads, scale};
-      auto check = [&](const std::string& what, const std::string& variant) {
-        const std::vector<float> got = get<float>(*gpu, gout, T * out_stride);
-        // Tensor-core prefill and decode rows keep the float32 test's per-row bounds: the cache's rounding
-        // happened before both sides read it (with an fp16 cache the kernel's own K/V rounding is
-        // exact; bf16 cache values are exactly representable in fp16 within its range).
-        if (mma_variant(variant)) {
-          expect_mma_rows(got, widen(want), head_dim, heads, variant, what);
-        } else if (const RowTolerance* tol = tensor_core_decode(variant, f.dtype)) {
-          expect_rows_within(got, widen(want), head_dim, heads, *tol, what);
-        } else {
-          const Mismatch m = compare(got, widen(want), kGpuVsCpuF32);
-          EXPECT_TRUE(m.ok) << what << ": " << m.describe();
-        }
-        gpu->upload(gout, 0, std::vector<float>(T * out_stride, std::numeric_limits<float>::quiet_NaN()).data(),
-                    sizeof(float) * T * out_stride);
-      };
-
-      const VariantRuns runs = run_variants_then_plan(*gpu, NINFER_OP_ATTENTION, shape, &ga, check);
-      EXPECT_GE(runs.ran, 1) << "no variant serves this shape";
-      if (T <= 64) EXPECT_GE(runs.cooperative, 1) << "no split-KV decode variant serves a call of " << T << " tokens";
-      const Plan& plan = gpu->plan(NINFER_OP_ATTENTION, shape);
-      if (T == 1 && b.longest >= 1000)
-        EXPECT_GT(plan.v->split_k, kKvHeads) << plan.variant << ": a long decode span should be cut into chunks";
-      if (failures() > failures_before && ++failing_calls == 3) return;
-    }
+TEST(GpuAttentionKv16Runs, RunsThatOutnumberTheGridMatchTheCpuReference) {
+  NINFER_REQUIRE_CUDA_BACKEND();
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend();
+  auto rng = fresh_rng("gpu attention long runs");
+  for (const Format16& f : kFormats) {
+    const Cache16 cache(*cpu, *gpu, f, 128, rng, /*kvh=*/8);
+    int failing_calls = 0;
+    for (int32_t ratio : {4, 2})
+      for (const Call& call : long_run_calls())
+        if (check_call(*cpu, *gpu, cache, f, ratio, call, rng) && ++failing_calls == 3) return;
   }
 }
 
@@ -302,6 +347,21 @@ TEST(GpuAttentionKv16Plan, SixteenBitCachesPlanResidentSplitsAndUnknownDtypesAre
       }
       EXPECT_EQ(b.variant, c.variant) << card.dev.name << " T=" << T << ": float16 and bfloat16 plan alike";
     }
+    // Qwen3-8B's prompt chunks at an 8K span: up to 128 tokens the tensor-core decode, wherever one
+    // of its split counts holds all of the call's CTAs at once; 129 and more the prefill kernel.
+    for (const int64_t T : {65, 96, 128, 129, 200})
+      for (const int32_t dtype : {NINFER_DTYPE_F16, NINFER_DTYPE_BF16}) {
+        const ninfer_shape s{T, {128, 32, 8, 8192}, dtype};
+        bool fits = false;
+        for (const ninfer_variant* v : p->variants_for(NINFER_OP_ATTENTION))
+          if (v->cooperative && v->supports(v->ctx, &s))
+            fits |= T * v->split_k <= occupancy(v->resources, v->dynamic_smem_bytes(v->ctx, &s), card.dev).residency;
+        if (T > 128) EXPECT_FALSE(fits) << card.dev.name << " T=" << T << ": a decode variant serves past 128 tokens";
+        EXPECT_EQ(planner.plan(NINFER_OP_ATTENTION, s).cooperative, fits) << card.dev.name << " T=" << T;
+        // sm_90 cards (114 SMs and more, two of these CTAs per SM) hold 96 tokens on two splits.
+        if (T == 96 && card.dev.cc_major == 9)
+          EXPECT_TRUE(fits) << card.dev.name << ": no decode split holds the call";
+      }
     try {
       planner.plan(NINFER_OP_ATTENTION, {1, {128, 32, 8, 4096}, NINFER_DTYPE_INT4}); // a weight format
       ADD_FAILURE() << card.dev.name << ": a cache of dtype int4 was planned";

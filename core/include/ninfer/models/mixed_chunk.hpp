@@ -23,8 +23,8 @@ namespace ninfer {
 // A mixed step's time over a decode step's that the default chunk aims at.
 inline constexpr double kMixedStepBudget = 1.5;
 // What an attention FLOP of a short chunk costs against a projection FLOP (1: the same rate).
-// Up to 64 tokens the chunk's attention runs on the split-KV decode (on hd128 tensor cores it
-// reads the cache once per run of tokens); measured with it (docs/serving.md), a Qwen3-8B mixed
+// Up to 64 tokens the chunk's attention runs on the split-KV decode (up to 128 on hd128 tensor
+// cores, which read the cache once per run of tokens); measured with it (docs/serving.md), a Qwen3-8B mixed
 // step's excess over a decode step is mostly a fixed term this model lacks: the small kernels a
 // decode step fuses away.
 inline constexpr double kMixedAttentionFlopCost = 1;

@@ -235,9 +235,17 @@ size_t workspace(const void*, const ninfer_shape* s, int64_t) {
   return workspace_bytes(*s);
 }
 
+// The largest call a class's decode serves on a cache of `dtype`: the tensor-core kernel's runs
+// share K/V tiles among a sequence's tokens, the other designs read them once per token.
+int64_t decode_max_tokens(const DecodeKernel& k, int32_t dtype) {
+  const int d = kv_dtype_index(dtype);
+  return d >= 0 && k.mma[d] ? kDecodeRunsMaxTokens : kDecodeMaxTokens;
+}
+
 template <int V>
 int32_t supports(const void*, const ninfer_shape* s) {
-  return basic_shape_ok(*s, kernel_of(V).hd) && cache_dtype_ok(*s, true) && decode_serves(*s, split_of(V));
+  return basic_shape_ok(*s, kernel_of(V).hd) && cache_dtype_ok(*s, true) &&
+         decode_serves(*s, split_of(V), decode_max_tokens(kernel_of(V), s->dtype));
 }
 
 // What every split-KV decode launch needs of its call, beyond check_args: one CTA per token, a
@@ -369,7 +377,7 @@ size_t fold_dyn_smem(const void*, const ninfer_shape*) { return fold_smem_bytes(
 template <int S>
 int32_t fold_supports(const void*, const ninfer_shape* s) {
   return basic_shape_ok(*s, kFoldHd) && s->dims[0] % 8 == 0 && (kFoldDtypeMask >> s->dtype & 1u) &&
-         decode_serves(*s, kDecodeSplits[S]);
+         decode_serves(*s, kDecodeSplits[S], kDecodeMaxTokens); // no runs: one token per CTA
 }
 
 template <int S>

@@ -185,7 +185,7 @@ __device__ void decode_split_mma(const ninfer_attention_args& a, const ninfer_he
   grid_dependency_prologue();
   const float qscale = a.scale * kLog2e;
 
-  for (bool first = true; any; first = false, any = next_item(a, runs, it)) {
+  for (bool first = true; any; first = false, any = next_item(a, tb, te, runs, it)) {
     const int kh = it.kh, rows = it.n * group; // rows of the A fragment in use
     // Row g + 8 i of the A fragment sees keys up to last[i] (-1: none, a row past the run's).
     // Keys past the chunk are zero rows, masked by the chunk's end.

@@ -8,11 +8,12 @@
 // (each CTA walking a whole kv head), and a mixed step took 2.5x a decode step.
 //
 // In runs mode the launch's CTAs are shared out anew: R runs x kv heads x C chunks work items,
-// one per CTA, C as large as the grid, the span (kMinChunkKeys per chunk), the workspace
-// (partials stay per token) and the tickets allow; a grid smaller than R x kv heads keeps the
-// planned mapping. A call in which every sequence has one token keeps the planned
-// mapping (cta_work), as do cluster launches (the launch makes none for a call with fewer
-// sequences than tokens), the fold and NINFER_DECODE_RUNS=0.
+// C as large as the grid, the span (kMinChunkKeys per chunk), the workspace (partials stay per
+// token) and the tickets allow. With C > 1 the items fill at most the grid, one per CTA; a grid
+// smaller than R x kv heads takes C = 1 and each CTA every grid-th item (a 93-token chunk of
+// Qwen3-8B on two splits: 192 items on 186 CTAs). A call in which every sequence has one token
+// keeps the planned mapping (cta_work), as do cluster launches (the launch makes none for a call
+// with fewer sequences than tokens), the fold and NINFER_DECODE_RUNS=0.
 #pragma once
 
 #include "attention/decode_merge.cuh"
@@ -30,15 +31,16 @@ __device__ inline bool run_leader(const ninfer_attention_args& a, int64_t tb, in
 }
 
 struct DecodeRuns {
-  int per_run; // tokens per run at most
-  int count;   // runs in the launch; 0: not in runs mode
-  int chunks;  // key chunks per (run, kv head)
+  int per_run;   // tokens per run at most
+  int count;     // runs in the launch; 0: not in runs mode
+  int chunks;    // key chunks per (run, kv head)
+  int64_t items; // count x kv heads x chunks
 };
 
 // Every CTA computes the same value from the batch arrays. The whole warp calls it.
 __device__ inline DecodeRuns decode_runs(const ninfer_attention_args& a, int64_t tb, int64_t te, int per_run,
                                          const LaunchScratch& ws) {
-  DecodeRuns r{per_run, 0, 1};
+  DecodeRuns r{per_run, 0, 1, 0};
   // A call with as many sequences as the launch has tokens holds no run (decode_cluster's rule,
   // from the batch's own count): a decode step reads no more batch entries than before.
   if (per_run < 2 || !ws.runs || cluster_ctas() > 1 || a.batch.num_seqs >= te - tb) return r;
@@ -50,8 +52,7 @@ __device__ inline DecodeRuns decode_runs(const ninfer_attention_args& a, int64_t
   }
   const int kvh = a.cache.kv_heads, group = a.heads / kvh;
   const int64_t tokens = te - tb, ctas = static_cast<int64_t>(gridDim.x) * gridDim.y;
-  // One item per CTA at most, so a CTA's loop over items stays the planned mapping's.
-  if (count == tokens || static_cast<int64_t>(count) * kvh > ctas) return r;
+  if (count == tokens) return r;
   r.count = count;
   int64_t chunks = min(ctas / (static_cast<int64_t>(count) * kvh),
                        static_cast<int64_t>(launch_longest(a, tb, te) / kMinChunkKeys));
@@ -59,14 +60,16 @@ __device__ inline DecodeRuns decode_runs(const ninfer_attention_args& a, int64_t
   // tickets, one per (run, kv head).
   chunks = min(chunks, ws.partial_floats / (tokens * kvh * group * partial_floats(a.cache.head_dim)));
   if (!ws.tickets || tokens * kvh > kDecodeMaxPartials) chunks = 1;
-  r.chunks = static_cast<int>(max(static_cast<int64_t>(1), chunks));
+  r.chunks = static_cast<int>(max(static_cast<int64_t>(1), chunks)); // 1 where the items outnumber the CTAs
+  r.items = static_cast<int64_t>(count) * kvh * r.chunks;
   return r;
 }
 
 // One work item of a CTA: a run of n tokens of one sequence (n = 1 outside runs mode), one kv
 // head, one key chunk [k0, k1) of the run's span.
 struct RunItem {
-  int64_t tt; // the run's first token, within the launch
+  int64_t item; // runs mode: the item's index
+  int64_t tt;   // the run's first token, within the launch
   int n, slot, pos; // tokens, their sequence's slot, the first token's position
   bool ok;          // the first token lies in the cache
   int kh, chunk, chunks, k0, k1;
@@ -84,7 +87,7 @@ __device__ inline RunItem run_item(const ninfer_attention_args& a, int64_t tb, i
                                    int chunks) {
   RunItem it;
   const int64_t t = tb + tt;
-  it.tt = tt, it.n = n, it.kh = kh, it.chunk = chunk, it.chunks = chunks, it.gstep = 0, it.cluster = 0;
+  it.item = 0, it.tt = tt, it.n = n, it.kh = kh, it.chunk = chunk, it.chunks = chunks, it.gstep = 0, it.cluster = 0;
   it.slot = a.batch.seq_slot[a.batch.token_seq[t]];
   it.pos = a.batch.token_pos[t];
   it.ok = in_cache(a.cache, it.slot, it.pos);
@@ -112,14 +115,22 @@ __device__ inline RunItem runs_item(const ninfer_attention_args& a, int64_t tb, 
     run -= __popc(m);
   }
   const int64_t end = min(te, static_cast<int64_t>(a.batch.seq_start[a.batch.token_seq[t] + 1]));
-  return run_item(a, tb, t - tb, static_cast<int>(min(static_cast<int64_t>(r.per_run), end - t)), kh, chunk,
-                  r.chunks);
+  RunItem it = run_item(a, tb, t - tb, static_cast<int>(min(static_cast<int64_t>(r.per_run), end - t)), kh, chunk,
+                        r.chunks);
+  it.item = i;
+  return it;
 }
 
-// The item after `it` of a CTA: in runs mode none (decode_runs gives every CTA one item at
-// most); otherwise the next kv head of cta_work's. False when none is left.
-__device__ inline bool next_item(const ninfer_attention_args& a, const DecodeRuns& r, RunItem& it) {
-  if (r.count) return false;
+// The item after `it` of a CTA: in runs mode the grid-th next one; otherwise the next kv head of
+// cta_work's. False when none is left. The whole warp calls it.
+__device__ inline bool next_item(const ninfer_attention_args& a, int64_t tb, int64_t te, const DecodeRuns& r,
+                                 RunItem& it) {
+  if (r.count) {
+    const int64_t i = it.item + static_cast<int64_t>(gridDim.x) * gridDim.y;
+    if (i >= r.items) return false;
+    it = runs_item(a, tb, te, r, i);
+    return true;
+  }
   it.kh += it.gstep;
   return it.kh < a.cache.kv_heads;
 }
@@ -128,8 +139,8 @@ __device__ inline bool next_item(const ninfer_attention_args& a, const DecodeRun
 __device__ inline RunItem first_item(const ninfer_attention_args& a, int64_t tb, int64_t te, const DecodeRuns& r,
                                      const CtaWork& w, bool& any) {
   if (r.count) {
-    const int i = static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x);
-    any = i < r.count * a.cache.kv_heads * r.chunks;
+    const int64_t i = blockIdx.x + static_cast<int64_t>(blockIdx.y) * gridDim.x;
+    any = i < r.items;
     return any ? runs_item(a, tb, te, r, i) : run_item(a, tb, 0, 1, a.cache.kv_heads, 0, 1);
   }
   RunItem it;
