@@ -12,8 +12,10 @@
 #include "described_cards.hpp"
 #include "ninfer/abi/ops/gdn_gating.h"
 #include "ninfer/abi/ops/linear.h"
+#include "ninfer/abi/ops/norm_linear.h"
 #include "ninfer/support/error.hpp"
 #include "ninfer/planning/occupancy.hpp"
+#include "ninfer/planning/op_catalog.hpp"
 #include "ninfer/planning/planner.hpp"
 #include "ninfer/planning/schedule_table.hpp"
 
@@ -59,6 +61,32 @@ TEST(ScheduleTable, BuiltInTablesLoadAndAreLegalOnTheirCards) {
     EXPECT_FALSE(t.entries.empty()) << card.name;
     EXPECT_TRUE(t.warnings.empty()) << card.name << ": " << (t.warnings.empty() ? "" : t.warnings.front());
   }
+}
+
+// A block's first projection on more than one token (a decode batch, a mixed step's chunk) with
+// bf16 weights: on every described card, the norm fused into cuBLASLt's bf16 input from the
+// token count where the card's linear leaves the GEMVs for cuBLASLt up to 256 tokens (below it,
+// and beyond, and for float32 weights, the core's rms_norm + linear).
+TEST(ScheduleTable, ShippedTablesFuseTheNormOfBf16BatchesWhereTheLinearIsCublasLt) {
+  int cards = 0;
+  for (const auto& card : catalog().devices()) {
+    const LoadedPlugin* p = plugin_for_arch(card.arch);
+    if (!p) continue;
+    ++cards;
+    const ninfer_device_info dev = catalog().describe(card);
+    const ScheduleTable t = builtin_schedule_table(*p, dev);
+    const Planner planner(*p, dev, &t);
+    for (int64_t tokens : {2, 8, 9, 17, 64, 256, 257, 2048}) {
+      const ninfer_shape linear{tokens, {4096, 24576, 0, 0}, NINFER_DTYPE_BF16};
+      const bool lt = planner.plan(NINFER_OP_LINEAR, linear).variant == "cublaslt";
+      const ninfer_shape nl{tokens, {4096, 24576, 1, 0}, NINFER_DTYPE_BF16};
+      const Plan bf16 = planner.plan(NINFER_OP_NORM_LINEAR, nl);
+      EXPECT_EQ(bf16.variant, lt && tokens <= 256 ? "cublaslt" : kUnfusedRoute) << card.name << ", " << tokens;
+      const Plan f32 = planner.plan(NINFER_OP_NORM_LINEAR, {tokens, {4096, 24576, 1, 0}, NINFER_DTYPE_F32});
+      EXPECT_TRUE(f32.unfused) << card.name << ", " << tokens << ": " << f32.variant;
+    }
+  }
+  if (cards == 0) GTEST_SKIP() << "build has no plugin for a described card";
 }
 
 // Every table shipped in arch/schedules passes the schema and is named after its architecture.

@@ -118,7 +118,7 @@ struct Cache16 {
   Cache16(Backend& cpu, Backend& gpu, const Format16& f, int32_t hd, std::mt19937_64& rng, int32_t kvh = kKvHeads)
       : head_dim(hd), kv_heads(kvh), slots(static_cast<int32_t>(std::size(kFilled))), dtype(f.dtype),
         blocks(KvBlockLayout::shuffled(slots, kCapacity, kBlockTokens, kSpareBlocks, rng)) {
-    const size_t row = size_t{kvh} * hd;
+    const size_t row = static_cast<size_t>(kvh) * hd;
     std::vector<uint16_t> k(size_t(blocks.pool_rows()) * row, f.nan), v = k;
     std::normal_distribution<float> nd(0.f, 1.f);
     for (int32_t s = 0; s < slots; ++s)

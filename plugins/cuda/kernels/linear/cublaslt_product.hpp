@@ -13,6 +13,9 @@
 
 namespace ninfer::cuda_plugin {
 
+// cuBLASLt's own workspace (Hopper wants 32 MiB), the last part of every product's workspace.
+inline constexpr size_t kCublasLtWorkspaceBytes = 32u << 20;
+
 // Workspace the product of tokens [b, b + tokens) needs for a float32 or bf16 W of shape `s`.
 size_t cublaslt_workspace(const ninfer_shape* s, int64_t tokens);
 
@@ -22,5 +25,12 @@ size_t cublaslt_workspace(const ninfer_shape* s, int64_t tokens);
 // as the cublaslt_x_hi_lo variant reserves).
 int32_t cublaslt_product(const ninfer_linear_args& a, int64_t b0, int64_t e0, void* workspace, size_t workspace_size,
                          cudaStream_t stream, bool split, char* err, size_t err_len);
+
+// y[rows, N] (row stride ldy) = xb[rows, K] . W[N, K]^T for a BF16 W and x rows already rounded to
+// bf16 (contiguous, K apart, 16-byte aligned), float32 accumulation and output: for a variant
+// that writes its own bf16 rows (norm_linear's `cublaslt`). `lt_workspace` holds
+// kCublasLtWorkspaceBytes.
+int32_t cublaslt_bf16_rows(const void* xb, const void* w, float* y, int64_t ldy, int64_t rows, int32_t K, int32_t N,
+                           void* lt_workspace, cudaStream_t stream, char* err, size_t err_len);
 
 } // namespace ninfer::cuda_plugin

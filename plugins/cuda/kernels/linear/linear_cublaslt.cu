@@ -55,7 +55,6 @@ namespace {
 
 constexpr int kCastThreads = 256;
 constexpr int64_t kChunkTokens = 4096;          // rows per product: bounds the cast buffer
-constexpr size_t kLtWorkspaceBytes = 32u << 20; // cuBLASLt's own workspace (Hopper wants 32 MiB)
 constexpr size_t kAlign = 256;
 
 #ifndef __CUDACC_RTC__ // host side
@@ -243,10 +242,10 @@ size_t cast_bytes(const ninfer_shape* s, int64_t tokens) {
   return align_up(static_cast<size_t>(rows) * static_cast<size_t>(s->dims[0]) * 2);
 }
 
-size_t workspace_bytes(const void*, const ninfer_shape* s, int64_t tokens) { return cast_bytes(s, tokens) + kLtWorkspaceBytes; }
+size_t workspace_bytes(const void*, const ninfer_shape* s, int64_t tokens) { return cast_bytes(s, tokens) + kCublasLtWorkspaceBytes; }
 // cublaslt_x_hi_lo: a second cast buffer for the low halves.
 size_t workspace_bytes_x_hi_lo(const void*, const ninfer_shape* s, int64_t tokens) {
-  return 2 * cast_bytes(s, tokens) + kLtWorkspaceBytes;
+  return 2 * cast_bytes(s, tokens) + kCublasLtWorkspaceBytes;
 }
 
 // split: x = hi + lo, both bf16, and y = hi.W^T + lo.W^T in two products (float32 output,
@@ -277,9 +276,9 @@ int32_t cublaslt_product(const ninfer_linear_args& a, int64_t b0, int64_t e0, vo
                          cudaStream_t stream, bool split, char* err, size_t err_len) {
   const ninfer_shape shape{a.tokens, {a.in_features, a.out_features, 0, 0}, a.w_dtype};
   const size_t one_cast = cast_bytes(&shape, e0 - b0), cast = split ? 2 * one_cast : one_cast;
-  if (!workspace || workspace_size < cast + kLtWorkspaceBytes) {
+  if (!workspace || workspace_size < cast + kCublasLtWorkspaceBytes) {
     std::snprintf(err, err_len, "linear/cublaslt: workspace of %zu bytes, %zu needed", workspace_size,
-                  cast + kLtWorkspaceBytes);
+                  cast + kCublasLtWorkspaceBytes);
     return NINFER_ERR_INVALID_ARGUMENT;
   }
   cublasLtHandle_t h = nullptr;
@@ -292,7 +291,7 @@ int32_t cublaslt_product(const ninfer_linear_args& a, int64_t b0, int64_t e0, vo
 
   if (a.w_dtype == NINFER_DTYPE_F32)
     return lt_matmul(h, stream, CUDA_R_32F, a.w, a.x + b0 * a.x_row_stride, a.x_row_stride,
-                     a.y + b0 * a.y_row_stride, a.y_row_stride, e0 - b0, K, N, lt_ws, kLtWorkspaceBytes, err, err_len,
+                     a.y + b0 * a.y_row_stride, a.y_row_stride, e0 - b0, K, N, lt_ws, kCublasLtWorkspaceBytes, err, err_len,
                      beta);
 
   auto* xb = reinterpret_cast<__nv_bfloat16*>(ws);
@@ -316,17 +315,25 @@ int32_t cublaslt_product(const ninfer_linear_args& a, int64_t b0, int64_t e0, vo
       return NINFER_ERR_LAUNCH;
     }
     if (int32_t rc = lt_matmul(h, stream, CUDA_R_16BF, a.w, xb, K, a.y + b * a.y_row_stride, a.y_row_stride, rows, K,
-                               N, lt_ws, kLtWorkspaceBytes, err, err_len, beta);
+                               N, lt_ws, kCublasLtWorkspaceBytes, err, err_len, beta);
         rc != NINFER_OK)
       return rc;
     if (split) {
       if (int32_t rc = lt_matmul(h, stream, CUDA_R_16BF, a.w, xlo, K, a.y + b * a.y_row_stride, a.y_row_stride, rows,
-                                 K, N, lt_ws, kLtWorkspaceBytes, err, err_len, 1.f);
+                                 K, N, lt_ws, kCublasLtWorkspaceBytes, err, err_len, 1.f);
           rc != NINFER_OK)
         return rc;
     }
   }
   return NINFER_OK;
+}
+
+int32_t cublaslt_bf16_rows(const void* xb, const void* w, float* y, int64_t ldy, int64_t rows, int32_t K, int32_t N,
+                           void* lt_workspace, cudaStream_t stream, char* err, size_t err_len) {
+  cublasLtHandle_t h = nullptr;
+  if (int32_t rc = lt_handle(stream, &h, err, err_len); rc != NINFER_OK) return rc;
+  return lt_matmul(h, stream, CUDA_R_16BF, w, xb, K, y, ldy, rows, K, N, lt_workspace, kCublasLtWorkspaceBytes, err,
+                   err_len);
 }
 
 namespace {

@@ -102,5 +102,6 @@ int32_t register_linear_cublaslt_dequant(const ninfer_registrar* r, char* err, s
 int32_t register_norm_linear_gemv_warp(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_norm_linear_gemv_4warps(const ninfer_registrar* r, char* err, size_t err_len);
 int32_t register_norm_linear_gemv_4warps_one_wave(const ninfer_registrar* r, char* err, size_t err_len);
+int32_t register_norm_linear_cublaslt(const ninfer_registrar* r, char* err, size_t err_len);
 
 } // namespace ninfer::cuda_plugin
