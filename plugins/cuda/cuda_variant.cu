@@ -63,4 +63,41 @@ int32_t query_driver_blocks(const void* kernel, int32_t threads_per_block, size_
   return NINFER_OK;
 }
 
+namespace {
+int32_t helper_resources(const void* ctx, ninfer_kernel_resources* out, char* err, size_t err_len) {
+  const auto& h = *static_cast<const LibraryHelper*>(ctx);
+  return query_kernel_attributes(h.kernel, h.symbol, h.threads, out, err, err_len);
+}
+int32_t helper_blocks(const void* ctx, size_t dynamic_smem, int32_t* blocks, char* err, size_t err_len) {
+  const auto& h = *static_cast<const LibraryHelper*>(ctx);
+  return query_driver_blocks(h.kernel, h.threads, dynamic_smem, blocks, err, err_len);
+}
+} // namespace
+
+int32_t add_library_variant(const ninfer_registrar* r, ninfer_variant& v, const LibraryVariant& spec,
+                            const LibraryHelper& helper, char* err, size_t err_len) {
+  const BuildResource* res = find_build_resource(helper.symbol);
+  if (!res) {
+    std::snprintf(err, err_len, "%s/%s: kernel %s missing from the build resource table", spec.op, spec.name,
+                  helper.symbol);
+    return NINFER_ERR_UNSUPPORTED;
+  }
+  v = ninfer_variant{};
+  v.op = spec.op;
+  v.name = spec.name;
+  v.ctx = &helper;
+  v.exec = NINFER_EXEC_CUDA;
+  v.geometry = NINFER_GEOMETRY_LIBRARY;
+  v.split_k = 1;
+  v.tokens_per_cta = 1;
+  v.dtype_mask = spec.dtype_mask;
+  v.resources = make_resources(*res, helper.threads);
+  v.workspace_bytes = spec.workspace_bytes;
+  v.supports = spec.supports;
+  v.launch = spec.launch;
+  v.query_loaded_resources = helper_resources;
+  v.query_driver_blocks_per_sm = helper_blocks;
+  return r->add_variant(r->ctx, &v);
+}
+
 } // namespace ninfer::cuda_plugin

@@ -21,6 +21,27 @@ int32_t query_kernel_attributes(const void* kernel, const char* symbol, int32_t 
 int32_t query_driver_blocks(const void* kernel, int32_t threads_per_block, size_t dynamic_smem, int32_t* blocks,
                             char* err, size_t err_len);
 
+// A variant that is a library call (cuBLASLt) beside helper kernels of its own: the planner makes
+// one launch over the call's tokens (NINFER_GEOMETRY_LIBRARY), the library picks its grids, and
+// the planner can check only the helper kernel's resources, which the variant reports.
+struct LibraryHelper {
+  const void* kernel;
+  const char* symbol; // its name in the build resource table
+  int32_t threads;
+};
+struct LibraryVariant {
+  const char* op;
+  const char* name;
+  uint32_t dtype_mask;
+  decltype(ninfer_variant::workspace_bytes) workspace_bytes;
+  decltype(ninfer_variant::supports) supports;
+  decltype(ninfer_variant::launch) launch;
+};
+// Fills `v` for `spec` around `helper` and adds it. Both must outlive the plugin (static
+// storage): the core keeps `v`, and `helper` is its ctx.
+int32_t add_library_variant(const ninfer_registrar* r, ninfer_variant& v, const LibraryVariant& spec,
+                            const LibraryHelper& helper, char* err, size_t err_len);
+
 // One registration function per op family or op (kernels/<family>/<family>.cu, else the op's
 // own file).
 int32_t register_gdn_gating(const ninfer_registrar* r, char* err, size_t err_len);

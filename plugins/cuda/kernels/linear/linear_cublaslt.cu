@@ -242,7 +242,9 @@ size_t cast_bytes(const ninfer_shape* s, int64_t tokens) {
   return align_up(static_cast<size_t>(rows) * static_cast<size_t>(s->dims[0]) * 2);
 }
 
-size_t workspace_bytes(const void*, const ninfer_shape* s, int64_t tokens) { return cast_bytes(s, tokens) + kCublasLtWorkspaceBytes; }
+size_t workspace_bytes(const void*, const ninfer_shape* s, int64_t tokens) {
+  return cast_bytes(s, tokens) + kCublasLtWorkspaceBytes;
+}
 // cublaslt_x_hi_lo: a second cast buffer for the low halves.
 size_t workspace_bytes_x_hi_lo(const void*, const ninfer_shape* s, int64_t tokens) {
   return 2 * cast_bytes(s, tokens) + kCublasLtWorkspaceBytes;
@@ -291,8 +293,8 @@ int32_t cublaslt_product(const ninfer_linear_args& a, int64_t b0, int64_t e0, vo
 
   if (a.w_dtype == NINFER_DTYPE_F32)
     return lt_matmul(h, stream, CUDA_R_32F, a.w, a.x + b0 * a.x_row_stride, a.x_row_stride,
-                     a.y + b0 * a.y_row_stride, a.y_row_stride, e0 - b0, K, N, lt_ws, kCublasLtWorkspaceBytes, err, err_len,
-                     beta);
+                     a.y + b0 * a.y_row_stride, a.y_row_stride, e0 - b0, K, N, lt_ws, kCublasLtWorkspaceBytes, err,
+                     err_len, beta);
 
   auto* xb = reinterpret_cast<__nv_bfloat16*>(ws);
   auto* xlo = split ? reinterpret_cast<__nv_bfloat16*>(ws + one_cast) : nullptr;
@@ -345,49 +347,20 @@ int32_t launch_x_hi_lo(const void*, const void* args, const ninfer_launch* l, vo
   return launch_impl(args, l, stream, err, err_len, true);
 }
 
-int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
-  return query_kernel_attributes(reinterpret_cast<const void*>(ninfer_linear_cast_bf16), "ninfer_linear_cast_bf16",
-                                 kCastThreads, out, err, err_len);
-}
-
-int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
-  return query_driver_blocks(reinterpret_cast<const void*>(ninfer_linear_cast_bf16), kCastThreads, dyn, blocks, err,
-                             err_len);
-}
-
 } // namespace
 
 int32_t register_linear_cublaslt(const ninfer_registrar* r, char* err, size_t err_len) {
+  // The cast kernel: all of the variants the planner can check.
+  static const LibraryHelper cast{reinterpret_cast<const void*>(ninfer_linear_cast_bf16), "ninfer_linear_cast_bf16",
+                                  kCastThreads};
   static ninfer_variant v{}, hi_lo{};
-  const BuildResource* cast = find_build_resource("ninfer_linear_cast_bf16");
-  if (!cast) {
-    std::snprintf(err, err_len, "linear/cublaslt: kernel missing from the build resource table");
-    return NINFER_ERR_UNSUPPORTED;
-  }
-  v = ninfer_variant{};
-  v.op = NINFER_OP_LINEAR;
-  v.name = "cublaslt";
-  v.exec = NINFER_EXEC_CUDA;
-  v.geometry = NINFER_GEOMETRY_LIBRARY;
-  v.cooperative = 0;
-  v.split_k = 1;
-  v.tokens_per_cta = 1;
-  v.dtype_mask = kF32OrBf16Mask;
-  v.resources = make_resources(*cast, kCastThreads); // the helper kernel: all the planner can check
-  v.dynamic_smem_bytes = nullptr;
-  v.workspace_bytes = workspace_bytes;
-  v.supports = supports;
-  v.launch = launch;
-  v.query_loaded_resources = query;
-  v.query_driver_blocks_per_sm = driver_blocks;
-  if (int32_t rc = r->add_variant(r->ctx, &v); rc != NINFER_OK) return rc;
+  const LibraryVariant plain{NINFER_OP_LINEAR, "cublaslt", kF32OrBf16Mask, workspace_bytes, supports, launch};
+  if (int32_t rc = add_library_variant(r, v, plain, cast, err, err_len); rc != NINFER_OK) return rc;
   // The same with the activation split into bf16 hi + lo: float32-accurate products on the
   // tensor cores at twice their work (the float32-weight path is the same as cublaslt's).
-  hi_lo = v;
-  hi_lo.name = "cublaslt_x_hi_lo";
-  hi_lo.workspace_bytes = workspace_bytes_x_hi_lo;
-  hi_lo.launch = launch_x_hi_lo;
-  return r->add_variant(r->ctx, &hi_lo);
+  const LibraryVariant split{NINFER_OP_LINEAR, "cublaslt_x_hi_lo", kF32OrBf16Mask, workspace_bytes_x_hi_lo,
+                             supports, launch_x_hi_lo};
+  return add_library_variant(r, hi_lo, split, cast, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

@@ -150,39 +150,15 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stre
                           l->workspace_bytes - wbytes, stream, false, err, err_len);
 }
 
-int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
-  return query_kernel_attributes(kKernels[0], "ninfer_linear_dequant_bf16_int4", dequant_bf16::kThreads, out, err,
-                                 err_len);
-}
-
-int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
-  return query_driver_blocks(kKernels[0], dequant_bf16::kThreads, dyn, blocks, err, err_len);
-}
-
 } // namespace
 
 int32_t register_linear_cublaslt_dequant(const ninfer_registrar* r, char* err, size_t err_len) {
+  // The int4 dequantization kernel: all of the variant the planner can check.
+  static const LibraryHelper dequant{kKernels[0], "ninfer_linear_dequant_bf16_int4", dequant_bf16::kThreads};
   static ninfer_variant v{};
-  const BuildResource* res = find_build_resource("ninfer_linear_dequant_bf16_int4");
-  if (!res) {
-    std::snprintf(err, err_len, "linear/cublaslt_dequant: kernel missing from the build resource table");
-    return NINFER_ERR_UNSUPPORTED;
-  }
-  v = ninfer_variant{};
-  v.op = NINFER_OP_LINEAR;
-  v.name = "cublaslt_dequant";
-  v.exec = NINFER_EXEC_CUDA;
-  v.geometry = NINFER_GEOMETRY_LIBRARY;
-  v.split_k = 1;
-  v.tokens_per_cta = 1;
-  v.dtype_mask = (1u << NINFER_DTYPE_INT4) | (1u << NINFER_DTYPE_INT8) | (1u << NINFER_DTYPE_FP8_E4M3);
-  v.resources = make_resources(*res, dequant_bf16::kThreads); // the helper kernel: all the planner can check
-  v.workspace_bytes = workspace_bytes;
-  v.supports = supports;
-  v.launch = launch;
-  v.query_loaded_resources = query;
-  v.query_driver_blocks_per_sm = driver_blocks;
-  return r->add_variant(r->ctx, &v);
+  const uint32_t quantized = (1u << NINFER_DTYPE_INT4) | (1u << NINFER_DTYPE_INT8) | (1u << NINFER_DTYPE_FP8_E4M3);
+  const LibraryVariant spec{NINFER_OP_LINEAR, "cublaslt_dequant", quantized, workspace_bytes, supports, launch};
+  return add_library_variant(r, v, spec, dequant, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin

@@ -207,42 +207,23 @@ int32_t launch(const void*, const void* args, const ninfer_launch* l, void* stre
   return NINFER_OK;
 }
 
-int32_t query(const void*, ninfer_kernel_resources* out, char* err, size_t err_len) {
-  return query_kernel_attributes(reinterpret_cast<const void*>(ninfer_norm_linear_rows_bf16),
-                                 "ninfer_norm_linear_rows_bf16", kNormThreads, out, err, err_len);
-}
-
-int32_t driver_blocks(const void*, size_t dyn, int32_t* blocks, char* err, size_t err_len) {
-  return query_driver_blocks(reinterpret_cast<const void*>(ninfer_norm_linear_rows_bf16), kNormThreads, dyn, blocks,
-                             err, err_len);
-}
-
 } // namespace
 } // namespace norm_linear_lt
 
 int32_t register_norm_linear_cublaslt(const ninfer_registrar* r, char* err, size_t err_len) {
   using namespace norm_linear_lt;
-  static ninfer_variant v{};
-  const BuildResource* norm = find_build_resource("ninfer_norm_linear_rows_bf16");
-  if (!norm || !find_build_resource("ninfer_norm_linear_swiglu")) {
-    std::snprintf(err, err_len, "norm_linear/cublaslt: kernels missing from the build resource table");
+  if (!find_build_resource("ninfer_norm_linear_swiglu")) {
+    std::snprintf(err, err_len,
+                  "norm_linear/cublaslt: kernel ninfer_norm_linear_swiglu missing from the build resource table");
     return NINFER_ERR_UNSUPPORTED;
   }
-  v = ninfer_variant{};
-  v.op = NINFER_OP_NORM_LINEAR;
-  v.name = "cublaslt";
-  v.exec = NINFER_EXEC_CUDA;
-  v.geometry = NINFER_GEOMETRY_LIBRARY; // one launch over the call's tokens; cuBLASLt picks its grids
-  v.split_k = 1;
-  v.tokens_per_cta = 1;
-  v.dtype_mask = 1u << NINFER_DTYPE_BF16;
-  v.resources = make_resources(*norm, kNormThreads); // the norm kernel: all the planner can check
-  v.workspace_bytes = workspace_bytes;
-  v.supports = supports;
-  v.launch = launch;
-  v.query_loaded_resources = query;
-  v.query_driver_blocks_per_sm = driver_blocks;
-  return r->add_variant(r->ctx, &v);
+  // The norm kernel: all of the variant the planner can check.
+  static const LibraryHelper norm{reinterpret_cast<const void*>(ninfer_norm_linear_rows_bf16),
+                                  "ninfer_norm_linear_rows_bf16", kNormThreads};
+  static ninfer_variant v{};
+  const LibraryVariant spec{NINFER_OP_NORM_LINEAR, "cublaslt", 1u << NINFER_DTYPE_BF16, workspace_bytes, supports,
+                            launch};
+  return add_library_variant(r, v, spec, norm, err, err_len);
 }
 
 } // namespace ninfer::cuda_plugin
