@@ -22,16 +22,18 @@ namespace ninfer {
 
 // A mixed step's time over a decode step's that the default chunk aims at.
 inline constexpr double kMixedStepBudget = 1.5;
-// What an attention FLOP of a short chunk costs against a projection FLOP (1: the same rate).
-// Up to 64 tokens the chunk's attention runs on the split-KV decode (up to 128 on hd128 tensor
-// cores, which read the cache once per run of tokens); measured with it (docs/serving.md), a Qwen3-8B mixed
-// step's excess over a decode step is mostly a fixed term this model lacks: the small kernels a
-// decode step fuses away.
-inline constexpr double kMixedAttentionFlopCost = 1;
+// What an attention FLOP of a short chunk costs against a projection FLOP. The chunk's attention
+// runs on the split-KV decode (up to 128 tokens on hd128 tensor cores, which read the cache once
+// per run of tokens), bound by reading the span rather than by its FLOPs, so at depth it costs
+// more than the projections' rate says: 2 is what the Qwen3-8B shape's mixed steps beside a
+// 32,000-token prompt ask (H100, docs/serving.md: chunks of 16 gave 1.66x a decode step, chunks
+// of 8 1.45x, and the rule gives 8 there; beside a 16,000-token prompt it gives 16, between the
+// 24 (1.48x) and the 8 (1.46x) measured there).
+inline constexpr double kMixedAttentionFlopCost = 2;
 // Chunks are a multiple of this many tokens and at least kMinMixedChunk (so a prompt still
 // advances where the model gives less, as on the CPU reference plugin).
 inline constexpr int32_t kMixedChunkGranule = 8;
-inline constexpr int32_t kMinMixedChunk = 16;
+inline constexpr int32_t kMinMixedChunk = kMixedChunkGranule;
 
 struct MixedStepCost {
   double decode_bytes = 0;    // what one decode step reads: every projection, the LM head's included
