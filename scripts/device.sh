@@ -86,7 +86,8 @@ On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu
                                 qwen3-8b; written to a tmpfs in memory where /tmp has no room for
                                 it, as for serve-bench and serve-itl), ninfer-serve with 2 slots, time to first token of a PROMPT-token
                                 (default 8000) conversation's cold first turn, of its second turn from the
-                                prefix cache in another slot, of its third in the same slot; SERVE_ARGS: more
+                                prefix cache in another slot, of its third in the same slot, then each
+                                request's queue / prefill / TTFT from the request log; SERVE_ARGS: more
                                 ninfer-serve words (MAX_CONTEXT=N: its --max-context, default PROMPT + 1024)
 
 Every device subcommand unpacks $CARRY/bundle.tar.gz (default .carry) into /tmp/ninfer-carry
@@ -620,6 +621,16 @@ soak = runpy.run_path("tools/ninfer-soak/ninfer_soak.py")
 soak["print_report"](json.load(open(sys.argv[1])))
 PY
   kill -TERM "$pid"; wait "$pid"; echo "ninfer-serve exit $?"
+  # The server's side of each request (its request log, in arrival order): where the time to the
+  # first token went, without the client's HTTP and tokenization.
+  python3 - "$w/requests.jsonl" <<'PY'
+import json, sys
+print("server side (request log): prompt / cached tokens, queue, prefill, TTFT in ms")
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    ms = lambda k: f"{1e3 * r[k]:8.1f}" if r.get(k) is not None else "       -"
+    print(f"  {r['prompt_tokens']:7d} / {r['cached_tokens']:7d}  {ms('queue_s')} {ms('prefill_s')} {ms('ttft_s')}")
+PY
   for f in turns.json turns.err serve.err requests.jsonl; do
     cp "$w/$f" "$(fresh_log "serve-turns-$preset-$prompt-${f%.*}" "${f##*.}")" 2>/dev/null
   done

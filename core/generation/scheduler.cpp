@@ -1,6 +1,7 @@
 #include "ninfer/generation/scheduler.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <span>
@@ -243,6 +244,7 @@ void Scheduler::queue_iteration() {
   }
   add_decode_rows(b);
   if (b.rows.empty()) return;
+  const Clock::time_point queue_start = Clock::now();
   try {
     lm_.queue_step(b.rows);
   } catch (const std::exception& e) {
@@ -251,6 +253,12 @@ void Scheduler::queue_iteration() {
       if (s) end(*s, "error", e.what());
     return;
   }
+  // A prompt chunk's step is queued eagerly the first time its shape is met (planning, library
+  // heuristics) and often after: its host time is where a short prompt's latency can hide.
+  if (chunk)
+    spdlog::debug("prompt chunk of {} tokens (slot {}, from position {}) beside {} decode rows: {:.2f} ms to queue",
+                  chunk->n, chunk->s->slot, lm_.position(chunk->s->slot) - chunk->n, b.decode_rows,
+                  std::chrono::duration<double, std::milli>(Clock::now() - queue_start).count());
   stats_.prompt_chunks += chunk.has_value();
   if (chunk) stats_.prompt_tokens += chunk->n;
   if (b.decode_rows > 0) {
