@@ -244,7 +244,8 @@ void Scheduler::queue_iteration() {
   }
   add_decode_rows(b);
   if (b.rows.empty()) return;
-  const Clock::time_point queue_start = Clock::now();
+  const bool timed = chunk && spdlog::should_log(spdlog::level::debug); // the log line below
+  const Clock::time_point queue_start = timed ? Clock::now() : Clock::time_point{};
   try {
     lm_.queue_step(b.rows);
   } catch (const std::exception& e) {
@@ -255,7 +256,7 @@ void Scheduler::queue_iteration() {
   }
   // A prompt chunk's step is queued eagerly the first time its shape is met (planning, library
   // heuristics) and often after: its host time is where a short prompt's latency can hide.
-  if (chunk)
+  if (timed)
     spdlog::debug("prompt chunk of {} tokens (slot {}, from position {}) beside {} decode rows: {:.2f} ms to queue",
                   chunk->n, chunk->s->slot, lm_.position(chunk->s->slot) - chunk->n, b.decode_rows,
                   std::chrono::duration<double, std::milli>(Clock::now() - queue_start).count());

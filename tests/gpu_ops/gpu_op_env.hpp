@@ -82,4 +82,31 @@ inline std::vector<double> widen(const std::vector<float>& v) { return {v.begin(
 // different summation order and fused multiply-adds.
 inline constexpr Tolerance kGpuVsCpuF32{"gpu-f32-vs-cpu-reference", 1e-4, 1e-4};
 
+// The relative L2 error of `got` against `want` over the whole output must be <= `bound`, and
+// every element finite: the check of a route that rounds its inputs (bf16 activations), where
+// single elements may move by the rounding but the output as a whole may not. A failure names
+// each non-finite element (the first as got / want), or the relative error as `got` against
+// the bound as `want`.
+inline Mismatch compare_rel_l2(const std::vector<float>& got, const std::vector<double>& want, double bound) {
+  Mismatch m;
+  double err2 = 0, ref2 = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) { // NaN never passes: unwritten (poisoned) or broken
+      if (m.ok) m.index = i, m.got = got[i], m.want = want[i];
+      m.ok = false;
+      ++m.count;
+      continue;
+    }
+    err2 += (got[i] - want[i]) * (got[i] - want[i]);
+    ref2 += want[i] * want[i];
+  }
+  const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  if (rel > bound) {
+    m.ok = false;
+    m.got = rel, m.want = bound;
+    ++m.count;
+  }
+  return m;
+}
+
 } // namespace ninfer::test

@@ -110,25 +110,7 @@ bool rounds_x_to_bf16(const std::string& variant, int32_t dtype) {
 Mismatch check_route(const std::string& variant, int32_t dtype, const std::vector<float>& got,
                      const std::vector<double>& want) {
   if (!rounds_x_to_bf16(variant, dtype)) return compare(got, want, kGpuVsCpuF32);
-  Mismatch m;
-  double err2 = 0, ref2 = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) { // NaN never passes: unwritten (poisoned) or broken
-      m.ok = false;
-      m.index = i, m.got = got[i], m.want = want[i];
-      ++m.count;
-      continue;
-    }
-    err2 += (got[i] - want[i]) * (got[i] - want[i]);
-    ref2 += want[i] * want[i];
-  }
-  const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
-  if (rel > kBf16ActivationRelL2) {
-    m.ok = false;
-    m.got = rel, m.want = kBf16ActivationRelL2;
-    ++m.count;
-  }
-  return m;
+  return compare_rel_l2(got, want, kBf16ActivationRelL2);
 }
 
 std::string describe_check(const std::string& variant, int32_t dtype, const Mismatch& m) {

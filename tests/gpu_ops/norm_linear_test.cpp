@@ -70,20 +70,8 @@ std::vector<double> bf16_rows_oracle(const NormLinearCase& c) {
   return y;
 }
 
-// `bf16-rows-emulated` (see the header): relative L2 of got - want over the whole output, every
-// element finite.
+// `bf16-rows-emulated` (see the header): relative L2 of the whole output, every element finite.
 constexpr double kBf16RowsEmulated = 1.0 / 4096;
-::testing::AssertionResult within_bf16_rows(const std::vector<float>& got, const std::vector<double>& want) {
-  double err2 = 0, ref2 = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return ::testing::AssertionFailure() << "element " << i << " is " << got[i];
-    err2 += (got[i] - want[i]) * (got[i] - want[i]);
-    ref2 += want[i] * want[i];
-  }
-  const double rel = std::sqrt(err2 / ref2);
-  if (rel <= kBf16RowsEmulated) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "bf16-rows-emulated: relative L2 " << rel << " > " << kBf16RowsEmulated;
-}
 
 } // namespace
 
@@ -145,7 +133,9 @@ TEST(NormLinearGpu, BatchesMatchTheBf16RowsOracle) {
           const Outputs got = run(*gpu, route, c);
           const std::string what = c.describe() + ", " + route_name(route);
           size_t stray = 0;
-          EXPECT_TRUE(within_bf16_rows(unpad(got.y, T, b.shape.outs(), c.y_stride(), stray), want_y)) << what;
+          const Mismatch my =
+              compare_rel_l2(unpad(got.y, T, b.shape.outs(), c.y_stride(), stray), want_y, kBf16RowsEmulated);
+          EXPECT_TRUE(my.ok) << what << ": bf16-rows-emulated (relative L2 as got, bound as want): " << my.describe();
           EXPECT_EQ(stray, 0u) << what << ": wrote y padding";
           const Mismatch mn = compare(unpad(got.normed, T, b.shape.K, c.normed_stride(), stray), want_n, kGpuVsCpuF32);
           EXPECT_TRUE(mn.ok) << what << " normed rows: " << mn.describe();

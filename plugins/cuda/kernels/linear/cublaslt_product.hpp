@@ -16,6 +16,10 @@ namespace ninfer::cuda_plugin {
 // cuBLASLt's own workspace (Hopper wants 32 MiB), the last part of every product's workspace.
 inline constexpr size_t kCublasLtWorkspaceBytes = 32u << 20;
 
+// Bytes of one part of a cuBLASLt variant's workspace (cast rows, a dequantized W, a product),
+// rounded up so that the next part starts 256-byte aligned, as cuBLASLt assumes of its matrices.
+inline size_t cublaslt_workspace_part(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 // Workspace the product of tokens [b, b + tokens) needs for a float32 or bf16 W of shape `s`.
 size_t cublaslt_workspace(const ninfer_shape* s, int64_t tokens);
 

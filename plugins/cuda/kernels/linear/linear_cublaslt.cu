@@ -55,11 +55,6 @@ namespace {
 
 constexpr int kCastThreads = 256;
 constexpr int64_t kChunkTokens = 4096;          // rows per product: bounds the cast buffer
-constexpr size_t kAlign = 256;
-
-#ifndef __CUDACC_RTC__ // host side
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-#endif
 
 } // namespace
 } // namespace ninfer::cuda_plugin
@@ -239,7 +234,7 @@ int32_t supports(const void*, const ninfer_shape* s) {
 size_t cast_bytes(const ninfer_shape* s, int64_t tokens) {
   if (s->dtype != NINFER_DTYPE_BF16) return 0;
   const int64_t rows = tokens < kChunkTokens ? tokens : kChunkTokens;
-  return align_up(static_cast<size_t>(rows) * static_cast<size_t>(s->dims[0]) * 2);
+  return cublaslt_workspace_part(static_cast<size_t>(rows) * static_cast<size_t>(s->dims[0]) * 2);
 }
 
 size_t workspace_bytes(const void*, const ninfer_shape* s, int64_t tokens) {

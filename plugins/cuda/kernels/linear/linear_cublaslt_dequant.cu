@@ -90,9 +90,8 @@ NINFER_DEQUANT_BF16(fp8, kFp8)
 namespace ninfer::cuda_plugin {
 namespace {
 
-constexpr size_t kAlign = 256;
 size_t weight_bytes(const ninfer_shape* s) {
-  return (static_cast<size_t>(s->dims[0]) * static_cast<size_t>(s->dims[1]) * 2 + kAlign - 1) / kAlign * kAlign;
+  return cublaslt_workspace_part(static_cast<size_t>(s->dims[0]) * static_cast<size_t>(s->dims[1]) * 2);
 }
 ninfer_shape bf16_shape(const ninfer_shape* s) { return {s->tokens, {s->dims[0], s->dims[1], 0, 0}, NINFER_DTYPE_BF16}; }
 

@@ -123,13 +123,12 @@ namespace ninfer::cuda_plugin {
 namespace norm_linear_lt {
 namespace {
 
-constexpr size_t kAlign = 256;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
 // dims: K, out_features, gated (planning shape of norm_linear.h).
-size_t rows_bytes(const ninfer_shape* s, int64_t tokens) { return align_up(size_t(tokens) * size_t(s->dims[0]) * 2); }
+size_t rows_bytes(const ninfer_shape* s, int64_t tokens) {
+  return cublaslt_workspace_part(size_t(tokens) * size_t(s->dims[0]) * 2);
+}
 size_t product_bytes(const ninfer_shape* s, int64_t tokens) {
-  return s->dims[2] ? align_up(size_t(tokens) * size_t(s->dims[1]) * 4) : 0;
+  return s->dims[2] ? cublaslt_workspace_part(size_t(tokens) * size_t(s->dims[1]) * 4) : 0;
 }
 size_t workspace_bytes(const void*, const ninfer_shape* s, int64_t tokens) {
   return rows_bytes(s, tokens) + product_bytes(s, tokens) + kCublasLtWorkspaceBytes;
