@@ -4,7 +4,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "ninfer/models/causal_lm.hpp"
 #include "ninfer/support/error.hpp"
@@ -20,6 +25,18 @@ using Clock = std::chrono::steady_clock;
 bool backend_can_pick(const SamplingParams& p) {
   return p.repetition_penalty == 1.0 && p.presence_penalty == 0.0 && p.frequency_penalty == 0.0 &&
          p.top_logprobs == 0 && p.logit_bias.empty();
+}
+
+// ", of which linear 5.10 ms, attention 2.31 ms, ...": the ops that took the most host time,
+// largest first (the rest of a step's host time is its inputs' upload and the pick).
+std::string slowest_ops(const std::map<std::string, double, std::less<>>& op_ms) {
+  std::vector<std::pair<double, std::string_view>> by_time;
+  for (const auto& [op, ms] : op_ms) by_time.emplace_back(ms, op);
+  std::sort(by_time.begin(), by_time.end(), std::greater<>());
+  std::string out;
+  for (size_t i = 0; i < by_time.size() && i < 5; ++i)
+    out += fmt::format("{} {} {:.2f} ms", i ? "," : ", of which", by_time[i].second, by_time[i].first);
+  return out;
 }
 
 } // namespace
@@ -246,9 +263,12 @@ void Scheduler::queue_iteration() {
   if (b.rows.empty()) return;
   const bool timed = chunk && spdlog::should_log(spdlog::level::debug); // the log line below
   const Clock::time_point queue_start = timed ? Clock::now() : Clock::time_point{};
+  std::map<std::string, double, std::less<>> op_ms; // host time by op, while timed
+  if (timed) lm_.set_host_tally(&op_ms);
   try {
     lm_.queue_step(b.rows);
   } catch (const std::exception& e) {
+    lm_.set_host_tally(nullptr);
     if (chunk) end(*chunk->s, "error", e.what());
     for (const SequencePtr& s : b.f.rows)
       if (s) end(*s, "error", e.what());
@@ -256,10 +276,12 @@ void Scheduler::queue_iteration() {
   }
   // A prompt chunk's step is queued eagerly the first time its shape is met (planning, library
   // heuristics) and often after: its host time is where a short prompt's latency can hide.
-  if (timed)
-    spdlog::debug("prompt chunk of {} tokens (slot {}, from position {}) beside {} decode rows: {:.2f} ms to queue",
+  if (timed) {
+    lm_.set_host_tally(nullptr);
+    spdlog::debug("prompt chunk of {} tokens (slot {}, from position {}) beside {} decode rows: {:.2f} ms to queue{}",
                   chunk->n, chunk->s->slot, lm_.position(chunk->s->slot) - chunk->n, b.decode_rows,
-                  std::chrono::duration<double, std::milli>(Clock::now() - queue_start).count());
+                  std::chrono::duration<double, std::milli>(Clock::now() - queue_start).count(), slowest_ops(op_ms));
+  }
   stats_.prompt_chunks += chunk.has_value();
   if (chunk) stats_.prompt_tokens += chunk->n;
   if (b.decode_rows > 0) {

@@ -313,6 +313,8 @@ void CausalLM::check_rows(std::span<const StepRow> rows) const {
 
 // The step's rows go in as the decoder's chunks; the picks, the sampling rows and the chained
 // ids are laid out in the same row order.
+void CausalLM::set_host_tally(std::map<std::string, double, std::less<>>* tally) { backend_.set_host_tally(tally); }
+
 void CausalLM::queue_step(std::span<const StepRow> rows) {
   check_rows(rows);
   std::vector<KvWrite> needs;

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -215,11 +216,15 @@ const Plan& Backend::plan(std::string_view op, const ninfer_shape& s) {
               s.dims[3],       s.dtype,          s.max_seq_tokens, s.flags, s.kv_block_tokens};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
+    const auto start = std::chrono::steady_clock::now();
     try {
       it = plans_.emplace(std::move(key), planner_.plan(op, s)).first;
     } catch (const Error& e) {
       throw Error(fmt::format("cannot plan op '{}' for {}: {}", op, shape_text(s), e.what()));
     }
+    // A shape met for the first time while serving is planned on the request's clock.
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (ms >= 0.2) spdlog::debug("planned {} for {} in {:.2f} ms", op, shape_text(s), ms);
   }
   return it->second;
 }
@@ -343,6 +348,21 @@ void Backend::execute_plan(const Plan& p, const void* args) {
 }
 
 void Backend::run(std::string_view op, const ninfer_shape& shape, const void* args, const void* unfused_extra) {
+  if (tally_ && run_depth_ == 0) {
+    const auto start = std::chrono::steady_clock::now();
+    ++run_depth_;
+    try {
+      run(op, shape, args, unfused_extra);
+    } catch (...) {
+      --run_depth_;
+      throw;
+    }
+    --run_depth_;
+    auto it = tally_->find(op);
+    if (it == tally_->end()) it = tally_->emplace(std::string(op), 0.0).first;
+    it->second += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return;
+  }
   const Plan& p = plan(op, shape);
   if (sizing_) reserve_workspace_up_to(op, shape); // fewer tokens may take a fused route
   if (p.unfused) {

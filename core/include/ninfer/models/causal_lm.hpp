@@ -21,9 +21,12 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -374,6 +377,8 @@ class CausalLM {
   // greedy pick nobody need read.
   static constexpr size_t kMostUnreadResults = 4;
   void queue_step(std::span<const StepRow> rows);
+  // Backend::set_host_tally of the model's backend (the scheduler's -v log of a prompt chunk).
+  void set_host_tally(std::map<std::string, double, std::less<>>* tally);
   // Speculative decoding (options().speculation on): queues one round for each row's slot
   // (docs/speculative.md). The MTP head drafts draft_tokens tokens after the slot's next input,
   // one forward pass verifies the input and the drafts, the model's own greedy pick after each

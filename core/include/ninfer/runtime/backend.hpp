@@ -184,6 +184,11 @@ class Backend {
   // Whether run() is recording now (inside record()), or only sizing (a SizingScope lives):
   // either way nothing executes and no copy to the host may happen.
   bool recording() const { return recording_; }
+  // Host milliseconds of each op's planning and launch, added to `tally` by op name while it is
+  // set (null: none kept). A step that takes long to queue (ninfer-serve -v logs a prompt
+  // chunk's) then names where its host time went; the ops an unfused op runs count as it.
+  using HostTally = std::map<std::string, double, std::less<>>;
+  void set_host_tally(HostTally* tally) { tally_ = tally; }
   bool sizing() const { return sizing_; }
   // Runs `work` with the backend recording: its ops are planned and their launches recorded,
   // nothing executes. Throws ninfer::Error naming what could not be recorded (the backend is
@@ -231,6 +236,8 @@ class Backend {
   uint32_t* tickets_ = nullptr;
   bool sizing_ = false;
   bool recording_ = false;
+  HostTally* tally_ = nullptr;
+  int run_depth_ = 0; // Backend::run's nesting (an unfused op's ops)
 };
 
 } // namespace ninfer
