@@ -19,6 +19,9 @@ Here (the build machine):
                                 most 64 MiB, the tree's files included: the bundle says when it and
                                 the tree exceed that); GENERIC=0: without the cuda-generic plugin
                                 (4.7 MB; generic-test and the suites' NVRTC checks need it)
+  keep-plugins[=NAME]           the CUDA plugins of $CARRY's bundle, xz-compressed, and its tables into
+                                .carry-plugins-NAME (default base), which a later bundle keeps: the
+                                base of a plugin A/B (PLUGINS_FROM, below)
 
 On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu-logs):
   suites[=quick]                every GPU check of docs/validation.md: ldd of the relocated install,
@@ -93,7 +96,11 @@ On the device (the call carries the bundle's folder; logs go to $OUT, else ./gpu
 Every device subcommand unpacks $CARRY/bundle.tar.gz (default .carry) into /tmp/ninfer-carry
 unless the unpacked copy is that very bundle (a warm machine may hold another call's build).
 A/B in one call: build two bundles (CARRY=.carry-base and .carry), carry both, and alternate
-`CARRY=.carry-base bash scripts/device.sh ...` with `CARRY=.carry bash scripts/device.sh ...`.
+`CARRY=.carry-base bash scripts/device.sh ...` with `CARRY=.carry bash scripts/device.sh ...`
+(two bundles and the tree may pass the 64 MiB a call carries). A change in the plugins only:
+`bundle` then `keep-plugins` on the base revision, `bundle` on the change, carry .carry and
+.carry-plugins-base, and alternate `PLUGINS_FROM=.carry-plugins-base bash scripts/device.sh ...`
+with `bash scripts/device.sh ...` (core and tools are the change's bundle's either way).
 A route against the built-in table in one bundle: ROUTES=ENTRIES (routes='s form, where T may be
 a range LO-HI) puts those schedule entries first for the whole command line (routes= and ab= set
 their own and leave the built-in table behind them), e.g.
@@ -141,6 +148,24 @@ bundle() { # [PLUGINS]
   fi
 }
 
+# The CUDA plugins of $CARRY's bundle, xz-compressed (about 1.5 MB each against the bundle's 24),
+# and its schedule tables into .carry-plugins-NAME, which the next `bundle` leaves alone: the A of an A/B whose B is a
+# plugin change (PLUGINS_FROM on the device).
+keep_plugins() { # [NAME]
+  local root carry to f
+  root="$(cd "$here/.." && pwd)"
+  carry="$root/${CARRY:-.carry}"
+  to="$root/.carry-plugins-${1:-base}"
+  [[ -f "$carry/bundle.tar.gz" ]] || { echo "keep-plugins: no bundle in $carry (run bundle first)" >&2; return 1; }
+  rm -rf "$to" && mkdir -p "$to/x"
+  tar -C "$to/x" -xzf "$carry/bundle.tar.gz" --wildcards './ninfer/lib/ninfer/plugins/libcuda-*.so' \
+    './ninfer/share/ninfer/arch/schedules/*.yaml' || return 1
+  for f in "$to"/x/ninfer/lib/ninfer/plugins/*.so; do xz -6 -T0 -c "$f" > "$to/$(basename "$f").xz"; done
+  cp "$to"/x/ninfer/share/ninfer/arch/schedules/*.yaml "$to/"
+  rm -rf "$to/x"
+  du -sh "$to"
+}
+
 # ---------------------------------------------------------------------------------------------
 # On the device.
 
@@ -161,12 +186,14 @@ device_setup() {
 }
 
 # A log path that no earlier run of this call wrote: NAME-BUNDLE.EXT, then NAME-BUNDLE-2.EXT, ...
-# (BUNDLE: the CARRY folder when it is not the default, so an A/B's two bundles never share a log;
+# (BUNDLE: the CARRY folder when it is not the default, and the PLUGINS_FROM folder, so an A/B's
+# two sides never share a log;
 # a name repeated in one call, as in an ABA, gets the next number instead of overwriting).
 fresh_log() { # name ext
   local tag="${CARRY:-.carry}" f i=2
   tag="${tag##*/}"
   [[ "$tag" == .carry ]] && tag="" || tag="-${tag#.}"
+  [[ -z "${PLUGINS_FROM:-}" ]] || tag="$tag-${PLUGINS_FROM##*/.carry-}"
   local base="$out/$1$tag"
   f="$base.$2"
   while [[ -e "$f" ]]; do f="$base-$i.$2"; i=$((i + 1)); done
@@ -649,6 +676,7 @@ for arg in "$@"; do
   case "$kind" in
     -h | --help | help) usage; exit 0 ;;
     bundle) bundle "$val" || exit 1; continue ;;
+    keep-plugins) keep_plugins "$val" || exit 1; continue ;;
     suites | test | generic-test | memcheck | racecheck | bench | routes | ablation | ab | profile | ncu | tune | \
       precision | generic | soak | serve-bench | serve-itl | serve-turns) device_setup ;;
     *) echo "unknown subcommand: $arg (scripts/device.sh --help lists them)" >&2; exit 2 ;;

@@ -16,6 +16,26 @@ unpack_bundle() {
 ensure_bundle() {
   local bundle="${CARRY:-${1:-.carry}}/bundle.tar.gz"
   [[ -d "$n/ninfer" && "$(md5sum < "$bundle")" == "$(cat "$n/.bundle.md5" 2>/dev/null)" ]] || unpack_bundle "$@"
+  use_plugins
+}
+# use_plugins: the plugins and schedule tables kept by `scripts/device.sh keep-plugins` in the
+# folder $PLUGINS_FROM in place of the bundle's same-named ones, or the bundle's own where it is
+# unset; the unpacked copy remembers which are in place, so one call can alternate them (an A/B
+# of a plugin change).
+use_plugins() {
+  local lib="$n/ninfer/lib/ninfer/plugins" tables="$n/ninfer/share/ninfer/arch/schedules" want="${PLUGINS_FROM:-}" f
+  local own="$n/.bundle-plugins"
+  [[ "$(cat "$n/.plugins-from" 2>/dev/null)" == "$want" ]] && return
+  [[ -d "$own" ]] || { mkdir -p "$own" && cp -r "$lib" "$own/plugins" && cp -r "$tables" "$own/schedules"; }
+  rm -rf "$lib" "$tables" && cp -r "$own/plugins" "$lib" && cp -r "$own/schedules" "$tables"
+  if [[ -n "$want" ]]; then
+    compgen -G "$want/*.so.xz" > /dev/null ||
+      { echo "PLUGINS_FROM=$want: no kept plugins there (keep-plugins)" >&2; return 1; }
+    for f in "$want"/*.so.xz; do xz -dc "$f" > "$lib/$(basename "${f%.xz}")"; done
+    for f in "$want"/*.yaml; do [[ -f "$f" ]] && cp "$f" "$tables/"; done
+    echo "plugins and tables from $want: $(cd "$want" && ls | tr '\n' ' ')"
+  fi
+  echo "$want" > "$n/.plugins-from"
 }
 step() { echo; echo "=== $*"; }
 
