@@ -193,7 +193,11 @@ fresh_log() { # name ext
   local tag="${CARRY:-.carry}" f i=2
   tag="${tag##*/}"
   [[ "$tag" == .carry ]] && tag="" || tag="-${tag#.}"
-  [[ -z "${PLUGINS_FROM:-}" ]] || tag="$tag-${PLUGINS_FROM##*/.carry-}"
+  if [[ -n "${PLUGINS_FROM:-}" ]]; then
+    local from="${PLUGINS_FROM%/}"
+    from="${from##*/}"
+    tag="$tag-${from#.carry-}"
+  fi
   local base="$out/$1$tag"
   f="$base.$2"
   while [[ -e "$f" ]]; do f="$base-$i.$2"; i=$((i + 1)); done
