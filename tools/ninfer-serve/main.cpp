@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "ninfer/support/error.hpp"
 #include "ninfer/support/log.hpp"
 #include "ninfer/serving/engine.hpp"
+#include "ninfer/serving/warm_up.hpp"
 #include "serve_options.hpp"
 #include "tool_cli.hpp"
 
@@ -43,6 +45,14 @@ int serve(const tools::ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   tools::LoadedModel model = tools::load_model(o);
+  if (!o.no_warm_up && model.backend->device().kind != NINFER_DEVICE_CPU) {
+    const CausalLM& lm = *model.lm;
+    const int64_t most = std::min<int64_t>({lm.options().prefill_chunk, lm.options().max_context - 1,
+                                            lm.kv_blocks_total() * lm.kv_block_tokens()});
+    const serving::WarmUp w = serving::warm_up(*model.lm, 0, most);
+    spdlog::info("warm-up: {} prompt passes of 1 to {} tokens ({} in all) in {:.2f} s", w.passes, most, w.tokens,
+                 w.seconds);
+  }
   std::optional<tools::RequestLog> request_log;
   if (!o.request_log.empty()) request_log.emplace(o.request_log);
   serving::EngineOptions eo;

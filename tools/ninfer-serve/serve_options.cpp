@@ -45,6 +45,9 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
                "Read every prompt whole (default: a prompt that begins with a free slot's earlier tokens, such as "
                "the next turn of a chat, or with full KV blocks an earlier request left in the prefix cache, such "
                "as a shared system prompt, reads only the rest)");
+  app.add_flag("--no-warm-up", o.no_warm_up,
+               "Start without the warm-up (on a GPU, default: one prompt pass at each row-count bucket up to the "
+               "prefill chunk, so no request pays a library's first pick for its token count)");
   app.add_option("--prefix-states", o.prefix_states,
                  "Models with Gated DeltaNet layers: copies of one sequence's recurrent state the prefix cache keeps "
                  "(each costs that state's memory, shown in the load's memory plan), so a prompt that begins with "

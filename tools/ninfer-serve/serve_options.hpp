@@ -29,6 +29,7 @@ struct ServeOptions {
   SpecOverrides spec; // --spec none|mtp, --draft-tokens K, --draft-vocab N
   bool no_cuda_graph = false;
   bool no_prefix_cache = false;
+  bool no_warm_up = false; // --no-warm-up: no prompt passes at load (a GPU device runs them)
   // --prefix-states N: Gated DeltaNet state copies the prefix cache keeps (unset: 2 per slot);
   // --prefix-state-tokens N: one every N prompt positions besides each prompt's end.
   std::optional<int32_t> prefix_states;

@@ -27,7 +27,8 @@
 // The cuBLASLt handle is one per device, created at the first launch on that device and kept
 // for the life of the process (plugins are never unloaded); creating it inside a CUDA-graph
 // capture is refused, since handle creation may allocate and synchronise. Heuristic results
-// are cached per (device, dtype, shape, strides, alignments).
+// are cached per (device, dtype, shape, strides, alignments), one per row bucket
+// (ninfer/abi/row_buckets.h).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -45,6 +46,7 @@
 #include <tuple>
 
 #include "../../cuda_variant.hpp"
+#include "ninfer/abi/row_buckets.h"
 #include "linear/cublaslt_product.hpp"
 #include "linear/variants.hpp"
 #include "common/token_variant.cuh"
@@ -188,22 +190,52 @@ int32_t lt_matmul(cublasLtHandle_t h, cudaStream_t stream, cudaDataType_t in_typ
     return NINFER_ERR_LAUNCH;
   }
 
-  // The heuristic's first choice, cached: the query costs host time on every prefill chunk.
+  // The heuristic's first choice for the row bucket's top count (ninfer/abi/row_buckets.h),
+  // cached per bucket and per count: a count met for the first time would otherwise pay a
+  // heuristic query and maybe a kernel's first load before its pass can end. A count below its
+  // bucket's top takes that choice where cublasLtMatmulAlgoCheck accepts it, else its own.
   using Key = std::tuple<int, int, int64_t, int32_t, int32_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t, size_t>;
   static std::mutex mu;
   static std::map<Key, cublasLtMatmulAlgo_t> algos;
   int device = 0;
   cudaGetDevice(&device);
-  const Key key{device, static_cast<int>(in_type), rows, K, N, ldb, ldy, al_a, al_b, al_c, ws_size};
+  const auto key_for = [&](int64_t r) {
+    return Key{device, static_cast<int>(in_type), r, K, N, ldb, ldy, al_a, al_b, al_c, ws_size};
+  };
+  const auto heuristic = [&](cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatmulAlgo_t* out) {
+    cublasLtMatmulHeuristicResult_t r{};
+    int found = 0;
+    s = cublasLtMatmulAlgoGetHeuristic(h, p.op, p.a, b, c, c, p.pref, 1, &r, &found);
+    if (s != CUBLAS_STATUS_SUCCESS || found == 0) return false;
+    *out = r.algo;
+    return true;
+  };
   cublasLtMatmulAlgo_t algo{};
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = algos.find(key);
+    auto it = algos.find(key_for(rows));
     if (it == algos.end()) {
-      cublasLtMatmulHeuristicResult_t r{};
-      int found = 0;
-      s = cublasLtMatmulAlgoGetHeuristic(h, p.op, p.a, p.b, p.c, p.c, p.pref, 1, &r, &found);
-      if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
+      const int64_t top = ninfer_row_bucket(rows);
+      bool have = false;
+      if (top != rows) {
+        auto bt = algos.find(key_for(top));
+        if (bt == algos.end()) {
+          LtProduct q; // the top count's layouts
+          cublasLtMatmulAlgo_t a{};
+          if (cublasLtMatrixLayoutCreate(&q.b, in_type, K, top, ldb) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatrixLayoutCreate(&q.c, CUDA_R_32F, N, top, ldy) == CUBLAS_STATUS_SUCCESS &&
+              heuristic(q.b, q.c, &a))
+            bt = algos.emplace(key_for(top), a).first;
+        }
+        cublasLtMatmulHeuristicResult_t check{};
+        if (bt != algos.end() &&
+            cublasLtMatmulAlgoCheck(h, p.op, p.a, p.b, p.c, p.c, &bt->second, &check) == CUBLAS_STATUS_SUCCESS &&
+            check.workspaceSize <= ws_size) {
+          algo = bt->second;
+          have = true;
+        }
+      }
+      if (!have && !heuristic(p.b, p.c, &algo)) {
         std::snprintf(err, err_len,
                       "linear/cublaslt: no cuBLASLt algorithm for %lldx%dx%d (ldb %lld, ldy %lld, alignments %u/%u/%u "
                       "B): %s",
@@ -211,7 +243,7 @@ int32_t lt_matmul(cublasLtHandle_t h, cudaStream_t stream, cudaDataType_t in_typ
                       al_a, al_b, al_c, s != CUBLAS_STATUS_SUCCESS ? lt_status(s) : "none found");
         return NINFER_ERR_UNSUPPORTED;
       }
-      it = algos.emplace(key, r.algo).first;
+      it = algos.emplace(key_for(rows), algo).first;
     }
     algo = it->second;
   }
