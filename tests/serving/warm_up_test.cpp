@@ -45,39 +45,43 @@ TEST(WarmUp, CountsAreEveryBucketTopThenTheLimit) {
 }
 
 TEST(WarmUp, LeavesTheSlotEmptyAndGenerationUnchanged) {
-  const Fixture fx = Fixture::load("tiny-qwen3");
-  Backend be = cpu_model_backend();
-  ModelOptions o;
-  o.max_context = 256;
-  o.max_sequences = 2;
-  o.prefill_chunk = 7;
-  auto lm = CausalLM::load(fx.checkpoint, be, o);
-  const int64_t blocks = lm->kv_blocks_free();
+  for (const char* name : {"tiny-qwen3", "tiny-qwen3_5"}) { // dense, and Gated DeltaNet state
+    SCOPED_TRACE(name);
+    const Fixture fx = Fixture::load(name);
+    Backend be = cpu_model_backend();
+    ModelOptions o;
+    o.max_context = 256;
+    o.max_sequences = 2;
+    o.prefill_chunk = 7;
+    auto lm = CausalLM::load(fx.checkpoint, be, o);
+    const int64_t blocks = lm->kv_blocks_free();
 
-  // A slot that holds tokens is refused, and keeps them.
-  lm->prefill(1, std::vector<int32_t>{1, 2, 3});
-  EXPECT_THROW(warm_up(*lm, 1, 8), Error);
-  EXPECT_EQ(lm->position(1), 3);
-  lm->release_kv(1);
+    // A slot that holds tokens is refused, and keeps them.
+    lm->prefill(1, std::vector<int32_t>{1, 2, 3});
+    EXPECT_THROW(warm_up(*lm, 1, 8), Error);
+    EXPECT_EQ(lm->position(1), 3);
+    lm->release_kv(1);
 
-  const WarmUp w = warm_up(*lm, 0, 40);
-  EXPECT_EQ(w.passes, 18);
-  EXPECT_EQ(w.tokens, 16 * 17 / 2 + 32 + 40);
-  EXPECT_EQ(lm->position(0), 0);
-  EXPECT_EQ(lm->kv_blocks_held(0), 0);
-  EXPECT_EQ(lm->kv_blocks_free(), blocks);
+    const WarmUp w = warm_up(*lm, 0, 40);
+    EXPECT_EQ(w.passes, 18);
+    EXPECT_EQ(w.tokens, 16 * 17 / 2 + 32 + 40);
+    EXPECT_EQ(lm->position(0), 0);
+    EXPECT_EQ(lm->kv_blocks_held(0), 0);
+    EXPECT_EQ(lm->kv_blocks_free(), blocks);
 
-  // Greedy generation afterwards in the slot it used still matches transformers.
-  Engine engine(*lm, nullptr, {8});
-  const FixtureCase& c = fx.cases[0];
-  size_t trusted = 0;
-  while (trusted < c.greedy.size() && c.margin[trusted] > kGreedyMargin) ++trusted;
-  ASSERT_GT(trusted, 0u);
-  GenerationRequest r;
-  r.prompt_ids = c.prompt;
-  r.sampling.temperature = 0;
-  r.max_new_tokens = static_cast<int64_t>(trusted);
-  const ServeResult res = engine.submit(r)->wait();
-  ASSERT_EQ(res.generated_ids.size(), trusted) << res.error;
-  for (size_t s = 0; s < trusted; ++s) EXPECT_EQ(res.generated_ids[s], c.greedy[s]) << "step " << s;
+    // Greedy generation afterwards, in either slot, still matches transformers.
+    Engine engine(*lm, nullptr, {8});
+    for (const FixtureCase& c : fx.cases) {
+      size_t trusted = 0;
+      while (trusted < c.greedy.size() && c.margin[trusted] > kGreedyMargin) ++trusted;
+      ASSERT_GT(trusted, 0u);
+      GenerationRequest r;
+      r.prompt_ids = c.prompt;
+      r.sampling.temperature = 0;
+      r.max_new_tokens = static_cast<int64_t>(trusted);
+      const ServeResult res = engine.submit(r)->wait();
+      ASSERT_EQ(res.generated_ids.size(), trusted) << res.error;
+      for (size_t s = 0; s < trusted; ++s) EXPECT_EQ(res.generated_ids[s], c.greedy[s]) << "step " << s;
+    }
+  }
 }
