@@ -10,9 +10,12 @@
 namespace ninfer::serving {
 
 std::vector<int64_t> warm_up_counts(int64_t most_tokens) {
+  // A library call takes at most NINFER_ROW_BUCKET_MOST rows; a longer pass meets the buckets
+  // of its pieces, which the counts below already hold.
+  const int64_t most = std::min<int64_t>(most_tokens, NINFER_ROW_BUCKET_MOST);
   std::vector<int64_t> counts;
-  for (int64_t n = 1; n <= most_tokens; n = ninfer_row_bucket(n + 1)) counts.push_back(n);
-  if (most_tokens >= 1 && counts.back() != most_tokens) counts.push_back(most_tokens);
+  for (int64_t n = 1; n <= most; n = ninfer_row_bucket(n + 1)) counts.push_back(n);
+  if (most >= 1 && counts.back() != most) counts.push_back(most);
   return counts;
 }
 

@@ -42,6 +42,11 @@ TEST(WarmUp, CountsAreEveryBucketTopThenTheLimit) {
   EXPECT_EQ(full.size(), 16u + 15u + 12u + 4u); // 1-16, 32-256 by 16, 320-1024 by 64, 1280-2048 by 256
   EXPECT_EQ(full.back(), 2048);
   EXPECT_TRUE(warm_up_counts(0).empty());
+  // Nothing above the most rows a library call takes: 8,192-token chunks run in pieces of 4,096.
+  const std::vector<int64_t> wide = warm_up_counts(8192);
+  EXPECT_EQ(wide.size(), 16u + 15u + 12u + 12u);
+  EXPECT_EQ(wide.back(), NINFER_ROW_BUCKET_MOST);
+  EXPECT_EQ(warm_up_counts(5000), wide);
 }
 
 TEST(WarmUp, LeavesTheSlotEmptyAndGenerationUnchanged) {

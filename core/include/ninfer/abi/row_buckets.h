@@ -5,7 +5,9 @@
  * bucket's top count, and serves every count in the bucket with it; a warm-up that runs one
  * pass at each bucket's top (ninfer-serve's, docs/serving.md) meets every pick before a request
  * does. Exact below 17 rows (decode batches, where the pick changes most), then steps of 16 up
- * to 256, of 64 up to 1,024 and of 256 above.
+ * to 256, of 64 up to 1,024 and of 256 above. Such a variant hands the library at most
+ * NINFER_ROW_BUCKET_MOST rows a call (a launch of more runs in pieces of that many and a
+ * remainder), so no count above it is ever met.
  */
 #ifndef NINFER_ABI_ROW_BUCKETS_H
 #define NINFER_ABI_ROW_BUCKETS_H
@@ -15,6 +17,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define NINFER_ROW_BUCKET_MOST 4096
 
 /* The top of the bucket holding `rows` (rows >= 1): the count whose pick serves `rows`. */
 static inline int64_t ninfer_row_bucket(int64_t rows) {

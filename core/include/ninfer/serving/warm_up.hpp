@@ -10,7 +10,7 @@ class CausalLM;
 namespace ninfer::serving {
 
 // The counts a warm-up runs: every row bucket's top (ninfer/abi/row_buckets.h) up to
-// `most_tokens`, and `most_tokens` itself, ascending.
+// `most_tokens` (at most NINFER_ROW_BUCKET_MOST), and that limit itself, ascending.
 std::vector<int64_t> warm_up_counts(int64_t most_tokens);
 
 struct WarmUp {

@@ -101,6 +101,9 @@ extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::kCastThreads)
 namespace ninfer::cuda_plugin {
 namespace {
 
+// The library never sees more rows a call than the row buckets cover (ninfer-serve's warm-up).
+static_assert(kChunkTokens == NINFER_ROW_BUCKET_MOST);
+
 const char* lt_status(cublasStatus_t s) { return cublasLtGetStatusString(s); }
 
 // One handle per device ordinal, created on first use outside graph capture.
