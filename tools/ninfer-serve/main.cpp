@@ -12,6 +12,7 @@
 #include <csignal>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "http_routes.hpp"
 #include "http_server.hpp"
@@ -49,9 +50,11 @@ int serve(const tools::ServeOptions& o) {
     const CausalLM& lm = *model.lm;
     const int64_t most = std::min<int64_t>({lm.options().prefill_chunk, lm.options().max_context - 1,
                                             lm.kv_blocks_total() * lm.kv_block_tokens()});
+    const std::vector<int64_t> counts = serving::warm_up_counts(most);
+    spdlog::info("warm-up: {} prompt passes of 1 to {} tokens, one per row bucket (--no-warm-up skips them)",
+                 counts.size(), counts.empty() ? 0 : counts.back());
     const serving::WarmUp w = serving::warm_up(*model.lm, 0, most);
-    spdlog::info("warm-up: {} prompt passes of 1 to {} tokens ({} in all) in {:.2f} s", w.passes, most, w.tokens,
-                 w.seconds);
+    spdlog::info("warm-up: {} tokens in {:.2f} s", w.tokens, w.seconds);
   }
   std::optional<tools::RequestLog> request_log;
   if (!o.request_log.empty()) request_log.emplace(o.request_log);
