@@ -128,6 +128,7 @@ __device__ void stage_kv(typename In::T* ks, typename In::T* vs, const KvRows<E>
 template <class T, int HD, int BC, int THREADS>
 __device__ void copy_kv_async(T* ks, T* vs, const KvRows<T>& slot_rows, int key0, int nkeys) {
   constexpr int P = mma_pitch(HD), kVec = 16 / sizeof(T), kPerRow = HD / kVec;
+  static_assert(BC <= NINFER_ATTENTION_TILE_BLOCK_TOKENS, "a key tile must fit the smallest KV block");
   static_assert(BC * kPerRow % THREADS == 0, "tile must split evenly");
   const KvRows<T> kv = slot_rows.tile(key0);
 #pragma unroll
