@@ -133,14 +133,8 @@ __device__ void copy_kv_async(T* ks, T* vs, const KvRows<T>& slot_rows, int key0
   const KvRows<T> kv = slot_rows.tile(key0);
 #pragma unroll
   for (int it = 0; it < BC * kPerRow / THREADS; ++it) {
-    const int i = threadIdx.x + it * THREADS, j = i / kPerRow, d = (i % kPerRow) * kVec;
-    const bool in = j < nkeys && d < kv.head_dim;
-    const int64_t off = in ? static_cast<int64_t>(j) * kv.pos_stride + d : 0;
-    const uint32_t bytes = in ? 16u : 0u; // 0: the copy writes zeros and reads nothing
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(mma::smem_addr(ks + j * P + d)),
-                 "l"(kv.k + off), "r"(bytes));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(mma::smem_addr(vs + j * P + d)),
-                 "l"(kv.v + off), "r"(bytes));
+    const int i = threadIdx.x + it * THREADS;
+    copy_vec_async(ks, vs, kv, nkeys, i / kPerRow, (i % kPerRow) * kVec, P);
   }
   cp_async_commit();
 }
