@@ -53,15 +53,9 @@ __device__ void warp_tile_copy(E* ks, E* vs, const KvRows<E>& slot_rows, int key
   const KvRows<E> kv = nkeys > 0 ? slot_rows.tile(key0) : slot_rows;
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
-    const int i = lane + 32 * it, j = i / kPerRow, d = (i % kPerRow) * kVec;
+    const int i = lane + 32 * it, j = i / kPerRow;
     if (!rows(j)) continue;
-    const bool in = j < nkeys && d < kv.head_dim;
-    const int64_t off = in ? static_cast<int64_t>(j) * kv.pos_stride + d : 0;
-    const uint32_t bytes = in ? 16u : 0u; // 0: the copy writes zeros and reads nothing
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(mma::smem_addr(ks + j * P + d)),
-                 "l"(kv.k + off), "r"(bytes));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(mma::smem_addr(vs + j * P + d)),
-                 "l"(kv.v + off), "r"(bytes));
+    copy_vec_async(ks, vs, kv, nkeys, j, (i % kPerRow) * kVec, P);
   }
   asm volatile("cp.async.commit_group;\n" ::);
 }

@@ -64,6 +64,20 @@ __device__ LaneAddrs lane_addrs(const T* qw, const T* ks, const T* vs, int lane)
           mma::smem_addr(vs + ((mi & 1) * 8 + r) * P + (mi >> 1) * 8)};
 }
 
+// Starts copying dims [d, d + 16 bytes) of key j of the tile `kv` (KvRows::tile) for K and V into
+// row j of ks and vs (pitch P elements) by cp.async; zeros where j >= nkeys or d >= head_dim (the
+// copy then reads nothing). The caller commits the group.
+template <class E>
+__device__ __forceinline__ void copy_vec_async(E* ks, E* vs, const KvRows<E>& kv, int nkeys, int j, int d, int P) {
+  const bool in = j < nkeys && d < kv.head_dim;
+  const int64_t off = in ? static_cast<int64_t>(j) * kv.pos_stride + d : 0;
+  const uint32_t bytes = in ? 16u : 0u;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(mma::smem_addr(ks + j * P + d)),
+               "l"(kv.k + off), "r"(bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(mma::smem_addr(vs + j * P + d)),
+               "l"(kv.v + off), "r"(bytes));
+}
+
 // One key tile (keys key0 ...) against the warp's 16 rows. Row g may see keys at positions
 // <= last[0], row g + 8 <= last[1] (-1: none); `mask` says whether any key of the tile lies
 // past some row's position.

@@ -18,6 +18,11 @@
 // float32. Expected error per output row (relative L2): about 4e-3 with bf16, 5e-4 with fp16,
 // whose range (65504) bounds q * scale, K and V (docs/cuda-attention.md).
 //
+// The _pipe variants keep two K/V tiles in shared memory where the cache is already in the input
+// format (an fp16 cache for the fp16 kernels, bf16 for bf16) with 16-byte rows: the next tile's
+// rows travel by cp.async (no registers, zero-filled past the keys and head_dim) while the warps
+// compute on the current one. Other caches stage synchronously, as the plain variants do.
+//
 // Causality and batches work as in the float32 prefill (attention/prefill.cu): the key loop of
 // a tile stops at its last token's position, a key tile is masked only where it crosses some
 // row's position, a warp whose rows all end before a tile skips it, tiles run latest tokens
@@ -31,6 +36,7 @@
 
 #include "attention/mma_tile.cuh"
 #include "attention/tile.cuh"
+#include "common/cp_async.cuh"
 #include "common/grid_dependency.cuh"
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
@@ -48,9 +54,9 @@ namespace {
 constexpr int kMmaKeyTile = 32, kHd128Warps = 8, kHd256Warps = 4;
 
 #ifndef __CUDACC_RTC__ // host side
-// q tile (16 rows per warp), K tile, V tile.
-constexpr size_t mma_smem_bytes(int hd, int warps, int key_tile) {
-  return sizeof(__nv_bfloat16) * static_cast<size_t>(16 * warps + 2 * key_tile) * mma_pitch(hd);
+// q tile (16 rows per warp), then `bufs` pairs of a K tile and a V tile.
+constexpr size_t mma_smem_bytes(int hd, int warps, int key_tile, int bufs) {
+  return sizeof(__nv_bfloat16) * static_cast<size_t>(16 * warps + 2 * bufs * key_tile) * mma_pitch(hd);
 }
 #endif
 
@@ -116,17 +122,40 @@ __device__ void stage_kv(typename In::T* ks, typename In::T* vs, const KvRows<E>
   }
 }
 
-template <class In, class E, int HD, int WARPS, int BC>
+// Starts copying keys [key0, key0 + nkeys) of K and V (a cache in the input format, 16-byte rows)
+// into the tiles with cp.async, as one commit group of each thread: zeros past the keys and past
+// head_dim, as stage_kv writes. The tile lies in one KV block.
+template <class T, int HD, int BC, int THREADS>
+__device__ void copy_kv_async(T* ks, T* vs, const KvRows<T>& slot_rows, int key0, int nkeys) {
+  constexpr int P = mma_pitch(HD), kVec = 16 / sizeof(T), kPerRow = HD / kVec;
+  static_assert(BC <= NINFER_ATTENTION_TILE_BLOCK_TOKENS, "a key tile must fit the smallest KV block");
+  static_assert(BC * kPerRow % THREADS == 0, "tile must split evenly");
+  const KvRows<T> kv = slot_rows.tile(key0);
+#pragma unroll
+  for (int it = 0; it < BC * kPerRow / THREADS; ++it) {
+    const int i = threadIdx.x + it * THREADS;
+    copy_vec_async(ks, vs, kv, nkeys, i / kPerRow, (i % kPerRow) * kVec, P);
+  }
+  cp_async_commit();
+}
+
+// BUFS: K/V tile pairs in shared memory (2: the _pipe variants, see the top of the file).
+template <class In, class E, int HD, int WARPS, int BC, int BUFS>
 __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, int64_t te) {
   using T = typename In::T;
   constexpr int P = mma_pitch(HD), kRowsPerCta = 16 * WARPS;
   extern __shared__ __align__(16) unsigned char smem[];
+  // Copied by cp.async into a second tile pair while the warps read the first: the cache already
+  // in the input format, whose rows need no conversion.
+  constexpr bool kPipe = BUFS == 2 && std::is_same_v<E, T>;
   T* const qs = reinterpret_cast<T*>(smem);
   T* const ks = qs + kRowsPerCta * P;
   T* const vs = ks + BC * P;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   T* const qw = qs + warp * 16 * P; // this warp's 16 q rows
   const LaneAddrs ad = lane_addrs<HD>(qw, ks, vs, lane);
+  constexpr int kPairElems = 2 * BC * P; // the second pair (BUFS == 2) follows the first
+  T* const ks2 = ks + kPairElems;
   const ninfer_kv_cache& cache = a.cache;
   const int h = blockIdx.z, group = a.heads / cache.kv_heads, hd = cache.head_dim;
   const float qscale = a.scale * kLog2e;
@@ -171,13 +200,43 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
       st.reset();
       const int kmax = ok ? last_pos : -1;
       const KvRows<E> kv = kv_rows<E>(cache, ok ? slot : 0, h / group);
-      for (int key0 = 0; key0 <= kmax; key0 += BC) {
-        const int nkeys = kmax + 1 - key0 < BC ? kmax + 1 - key0 : BC;
-        __syncthreads(); // every warp is done with the previous K/V tile
-        stage_kv<In, E, HD, BC, WARPS * 32>(ks, vs, kv, key0, nkeys);
-        __syncthreads();
-        if (warp_last >= key0)
-          attend_tile_mma<In, HD, BC>(st, ad, key0, last, key0 + BC - 1 > warp_first_last, lane);
+      bool piped = false;
+      if constexpr (kPipe) {
+        if (kv.vec) {
+          // Tile i in pair i % 2; the copy of tile i + 1 is in flight while tile i is read. The
+          // barrier after each tile frees its pair for the copy two tiles later.
+          piped = true;
+          __syncthreads(); // every warp is done with both pairs (the previous segment's tiles)
+          if (kmax >= 0) copy_kv_async<T, HD, BC, WARPS * 32>(ks, vs, kv, 0, kmax + 1 < BC ? kmax + 1 : BC);
+          for (int key0 = 0, i = 0; key0 <= kmax; key0 += BC, ++i) {
+            const int next = key0 + BC;
+            if (next <= kmax) {
+              T* const nk = (i & 1) ? ks : ks2;
+              copy_kv_async<T, HD, BC, WARPS * 32>(nk, nk + BC * P, kv, next, kmax + 1 - next < BC ? kmax + 1 - next : BC);
+              cp_async_wait<1>(); // this thread's copies of tile i have landed
+            } else {
+              cp_async_wait<0>();
+            }
+            __syncthreads(); // and every thread's
+            if (warp_last >= key0) {
+              LaneAddrs at = ad;
+              const uint32_t shift = (i & 1) * kPairElems * sizeof(T);
+              at.k += shift, at.v += shift;
+              attend_tile_mma<In, HD, BC>(st, at, key0, last, key0 + BC - 1 > warp_first_last, lane);
+            }
+            __syncthreads(); // every warp is done with tile i's pair
+          }
+        }
+      }
+      if (!piped) {
+        for (int key0 = 0; key0 <= kmax; key0 += BC) {
+          const int nkeys = kmax + 1 - key0 < BC ? kmax + 1 - key0 : BC;
+          __syncthreads(); // every warp is done with the previous K/V tile
+          stage_kv<In, E, HD, BC, WARPS * 32>(ks, vs, kv, key0, nkeys);
+          __syncthreads();
+          if (warp_last >= key0)
+            attend_tile_mma<In, HD, BC>(st, ad, key0, last, key0 + BC - 1 > warp_first_last, lane);
+        }
       }
 
       // Normalise and store: row sums from the row's 4 threads; NaN for a row that saw no key
@@ -212,23 +271,29 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
 //          128 rows reads each K/V tile from L2 for twice the rows.
 //   hd256  4 warps ( 64 tokens), 32 keys, 2 CTAs/SM: 240 registers (a 16 x 256 output block is
 //          128 float registers per thread; 8 warps would leave one CTA per SM).
-// One kernel per cache dtype (E); 16-bit caches add _kvf16 / _kvbf16 to the name.
-#define NINFER_ATTENTION_PREFILL_MMA_KV(NAME, IN, E, HD, WARPS, MIN_BLOCKS)                                  \
+// One kernel per cache dtype (E); 16-bit caches add _kvf16 / _kvbf16 to the name. The _pipe
+// variants (two K/V tile pairs) have their own kernel for the cache in their input format only;
+// for the other caches they launch the plain variant's kernels.
+#define NINFER_ATTENTION_PREFILL_MMA_KV(NAME, IN, E, HD, WARPS, MIN_BLOCKS, BUFS)                            \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::WARPS * 32, MIN_BLOCKS)       \
       ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e,                                 \
                               ninfer::cuda_plugin::attention::LaunchScratch) {                               \
     ninfer::cuda_plugin::grid_dependency_prologue();                                                          \
     using namespace ninfer::cuda_plugin::attention;                                                           \
-    prefill_mma_tiles<mma::IN, E, HD, WARPS, kMmaKeyTile>(a, b, e);                                           \
+    prefill_mma_tiles<mma::IN, E, HD, WARPS, kMmaKeyTile, BUFS>(a, b, e);                                     \
   }
 #define NINFER_ATTENTION_PREFILL_MMA(NAME, IN, HD, WARPS, MIN_BLOCKS)                                        \
-  NINFER_ATTENTION_PREFILL_MMA_KV(NAME, IN, float, HD, WARPS, MIN_BLOCKS)                                    \
-  NINFER_ATTENTION_PREFILL_MMA_KV(NAME##_kvf16, IN, __half, HD, WARPS, MIN_BLOCKS)                           \
-  NINFER_ATTENTION_PREFILL_MMA_KV(NAME##_kvbf16, IN, __nv_bfloat16, HD, WARPS, MIN_BLOCKS)
+  NINFER_ATTENTION_PREFILL_MMA_KV(NAME, IN, float, HD, WARPS, MIN_BLOCKS, 1)                                 \
+  NINFER_ATTENTION_PREFILL_MMA_KV(NAME##_kvf16, IN, __half, HD, WARPS, MIN_BLOCKS, 1)                        \
+  NINFER_ATTENTION_PREFILL_MMA_KV(NAME##_kvbf16, IN, __nv_bfloat16, HD, WARPS, MIN_BLOCKS, 1)
 NINFER_ATTENTION_PREFILL_MMA(prefill_mma_f16_hd128, F16Inputs, 128, kHd128Warps, 2)
 NINFER_ATTENTION_PREFILL_MMA(prefill_mma_f16_hd256, F16Inputs, 256, kHd256Warps, 2)
 NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd128, Bf16Inputs, 128, kHd128Warps, 2)
 NINFER_ATTENTION_PREFILL_MMA(prefill_mma_hd256, Bf16Inputs, 256, kHd256Warps, 2)
+NINFER_ATTENTION_PREFILL_MMA_KV(prefill_mma_f16_hd128_pipe_kvf16, F16Inputs, __half, 128, kHd128Warps, 2, 2)
+NINFER_ATTENTION_PREFILL_MMA_KV(prefill_mma_f16_hd256_pipe_kvf16, F16Inputs, __half, 256, kHd256Warps, 2, 2)
+NINFER_ATTENTION_PREFILL_MMA_KV(prefill_mma_hd128_pipe_kvbf16, Bf16Inputs, __nv_bfloat16, 128, kHd128Warps, 2, 2)
+NINFER_ATTENTION_PREFILL_MMA_KV(prefill_mma_hd256_pipe_kvbf16, Bf16Inputs, __nv_bfloat16, 256, kHd256Warps, 2, 2)
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::attention {
@@ -239,21 +304,23 @@ namespace {
 // fp16 first: the two formats plan identically and the planner keeps the first of equally
 // good variants, so fp16 (8x finer rounding) is the default and the bf16 pair is what a
 // schedule table names for a model whose q * scale, K or V exceed fp16's range.
-constexpr int kMmaVariants = 4;
+constexpr int kMmaVariants = 8;
 
 // In the order of the kernel entry points above; threads, tokens and shared memory follow
 // from each class's warps; one kernel per cache dtype, none for the compact formats (the tiled
-// prefill reads those: its launch refuses them with that reason).
-#define NINFER_MMA_KERNEL(NAME, HD, WARPS)                                                                   \
+// prefill reads those: its launch refuses them with that reason). A _pipe variant (registered
+// after the plain ones, so a schedule table chooses it) has its own kernel for one cache dtype.
+#define NINFER_MMA_KERNEL_OF(NAME, HD, WARPS, BUFS, FLOAT, KVF16, KVBF16)                                  \
   {HD,                                                                                                       \
    WARPS * 32,                                                                                               \
    16 * WARPS,                                                                                               \
-   mma_smem_bytes(HD, WARPS, kMmaKeyTile),                                                                   \
+   mma_smem_bytes(HD, WARPS, kMmaKeyTile, BUFS),                                                             \
    #NAME,                                                                                                    \
-   {"ninfer_attention_" #NAME, "ninfer_attention_" #NAME "_kvf16", "ninfer_attention_" #NAME "_kvbf16"},    \
-   {ninfer_attention_##NAME, ninfer_attention_##NAME##_kvf16, ninfer_attention_##NAME##_kvbf16},           \
+   {"ninfer_attention_" #FLOAT, "ninfer_attention_" #KVF16, "ninfer_attention_" #KVBF16},                   \
+   {ninfer_attention_##FLOAT, ninfer_attention_##KVF16, ninfer_attention_##KVBF16},                         \
    {},                                                                                                       \
    {}}
+#define NINFER_MMA_KERNEL(NAME, HD, WARPS) NINFER_MMA_KERNEL_OF(NAME, HD, WARPS, 1, NAME, NAME##_kvf16, NAME##_kvbf16)
 
 const PrefillKernel* mma_kernels() {
   static const PrefillKernel k[kMmaVariants] = {
@@ -261,10 +328,19 @@ const PrefillKernel* mma_kernels() {
       NINFER_MMA_KERNEL(prefill_mma_f16_hd256, 256, kHd256Warps),
       NINFER_MMA_KERNEL(prefill_mma_hd128, 128, kHd128Warps),
       NINFER_MMA_KERNEL(prefill_mma_hd256, 256, kHd256Warps),
+      NINFER_MMA_KERNEL_OF(prefill_mma_f16_hd128_pipe, 128, kHd128Warps, 2, prefill_mma_f16_hd128,
+                           prefill_mma_f16_hd128_pipe_kvf16, prefill_mma_f16_hd128_kvbf16),
+      NINFER_MMA_KERNEL_OF(prefill_mma_f16_hd256_pipe, 256, kHd256Warps, 2, prefill_mma_f16_hd256,
+                           prefill_mma_f16_hd256_pipe_kvf16, prefill_mma_f16_hd256_kvbf16),
+      NINFER_MMA_KERNEL_OF(prefill_mma_hd128_pipe, 128, kHd128Warps, 2, prefill_mma_hd128, prefill_mma_hd128_kvf16,
+                           prefill_mma_hd128_pipe_kvbf16),
+      NINFER_MMA_KERNEL_OF(prefill_mma_hd256_pipe, 256, kHd256Warps, 2, prefill_mma_hd256, prefill_mma_hd256_kvf16,
+                           prefill_mma_hd256_pipe_kvbf16),
   };
   return k;
 }
 #undef NINFER_MMA_KERNEL
+#undef NINFER_MMA_KERNEL_OF
 
 } // namespace
 
