@@ -161,8 +161,8 @@ TEST_P(GpuAttentionKvCompact, EveryVariantAndThePlannersChoiceMatchTheCpuReferen
   const int32_t head_dim = p.head_dim;
   int failing_calls = 0;
   for (int32_t ratio : {1, 4, 6, 8}) {
-    // 6: Qwen3.5-27B's group, in its head-dim class only (the key-owning decode's passes of 8 rows
-    // with 2 of them empty); the others keep the suite's time.
+    // 6: Qwen3.5-27B's group, in its head-dim class only (the key-owning decode's passes of 6
+    // rows); the others keep the suite's time.
     if (ratio == 6 && head_dim <= 128) continue;
     const int32_t heads = kKvHeads * ratio;
     const int64_t q_head_stride = ratio >= 6 ? 2 * head_dim : head_dim; // Qwen3.5's gated q rows

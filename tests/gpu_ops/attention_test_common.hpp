@@ -78,14 +78,15 @@ constexpr RowTolerance kBf16AttentionRows{"bf16-attention-row-rel-l2", 2e-2};
 constexpr RowTolerance kF16AttentionRows{"fp16-attention-row-rel-l2", 3e-3};
 
 inline bool mma_variant(const std::string& name) { return name.rfind("prefill_mma", 0) == 0; }
-// The split-KV decode of the hd128 class runs on tensor cores when the cache is float16 or
-// bfloat16 (attention/decode_mma.cuh), rounding q and the weights to the cache's format as the
-// prefill does: held to that format's row tolerance. Other decode calls attend in float32.
+// The split-KV decode of the hd128 class (and of hd256 in sm_90 builds) runs on tensor cores when
+// the cache is float16 or bfloat16 (attention/decode_mma.cuh), rounding q and the weights to the
+// cache's format as the prefill does: held to that format's row tolerance. Other decode calls
+// attend in float32 (a plugin without the hd256 kernel meets the tighter bound all the more).
 inline const RowTolerance* tensor_core_decode(const std::string& variant, int32_t cache_dtype) {
-  const std::string cls = "_hd128";
-  const bool hd128_decode = variant.rfind("decode_", 0) == 0 && variant.size() > cls.size() &&
-                            variant.compare(variant.size() - cls.size(), cls.size(), cls) == 0;
-  if (!hd128_decode) return nullptr;
+  auto ends_with = [&](const std::string& cls) {
+    return variant.size() > cls.size() && variant.compare(variant.size() - cls.size(), cls.size(), cls) == 0;
+  };
+  if (variant.rfind("decode_", 0) != 0 || !(ends_with("_hd128") || ends_with("_hd256"))) return nullptr;
   if (cache_dtype == NINFER_DTYPE_F16) return &kF16AttentionRows;
   return cache_dtype == NINFER_DTYPE_BF16 ? &kBf16AttentionRows : nullptr;
 }

@@ -22,12 +22,13 @@
 //     time, each warp one or two of the group's query heads; hd64, and hd128 with a float32
 //     cache or rows that are not 16-byte vectors;
 //   - tensor cores (attention/decode_mma.cuh): each warp its own 16-key tiles with the whole
-//     group as the rows of one MMA; hd128 with a 16-bit cache (Qwen3);
+//     group as the rows of one MMA; hd128 with a 16-bit cache (Qwen3), and hd256 with one
+//     (Qwen3.5) in sm_90 builds;
 //   - warps own keys (attention/decode_keys.cuh): each warp its own tiles with all of the group's
-//     rows, meeting once at the end; hd256 (Qwen3.5). Measured on the H200 (docs/performance.md):
-//     Qwen3.5-27B at context 4096 69.5 -> 70.7 tok/s; on Qwen3-8B (hd128) it
-//     was slower (197.0 / 178.7 against 221.9 / 191.1 at contexts 0 / 4096), bound by instruction
-//     latency with its 250 registers.
+//     rows, meeting once at the end; hd256 with other caches or builds. Measured on the H200
+//     (docs/performance.md): Qwen3.5-27B at context 4096 69.5 -> 70.7 tok/s against warps owning
+//     rows; on Qwen3-8B (hd128) it was slower (197.0 / 178.7 against 221.9 / 191.1 at contexts
+//     0 / 4096), bound by instruction latency with its 250 registers.
 //
 // The cache may be float32, float16 or bfloat16 (one kernel per cache dtype, the variant
 // launches the call's), widened exactly to float32 as it is read (tensor cores: used as stored,
@@ -97,19 +98,29 @@ NINFER_ATTENTION_DECODE(decode_hd64_kvint4r, ninfer::cuda_plugin::attention::KvI
 NINFER_ATTENTION_DECODE(decode_hd128_kvint4r, ninfer::cuda_plugin::attention::KvInt4r, 128)
 NINFER_ATTENTION_DECODE(decode_hd256_kvint4r, ninfer::cuda_plugin::attention::KvInt4r, 256)
 
-// The tensor-core design's entry points (hd128, 16-bit caches): the launch takes them when the
-// call's cache rows are 16-byte vectors, the kernels above otherwise. Its own kernel, so neither
-// design's registers constrain the other's (in one kernel with the row-owning walk, the pair
-// spilled 108 bytes at the two-CTA bound of 128 registers; alone, 16).
-#define NINFER_ATTENTION_DECODE_MMA(NAME, E, HD)                                                             \
-  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, 2)            \
+// The tensor-core design's entry points (16-bit caches): the launch takes them when the call's
+// cache rows are 16-byte vectors, the kernels above otherwise. Its own kernel, so neither design's
+// registers constrain the other's (in one kernel with the row-owning walk, the hd128 pair spilled
+// 108 bytes at the two-CTA bound of 128 registers; alone, 16). hd128 runs two CTAs per SM; hd256
+// one (its 128 accumulators a lane, and 140 KB of shared memory for the 8 warps' 16-key tiles of
+// 256 dims), so only where a CTA may have that much: sm_90 builds (227 KB). The 100 KB cards
+// (sm_89, sm_120a) and cuda-generic keep hd256 on the key-owning walk.
+#define NINFER_ATTENTION_DECODE_MMA(NAME, E, HD, MIN_CTAS)                                                   \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, MIN_CTAS)     \
       ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e,                                 \
                               ninfer::cuda_plugin::attention::LaunchScratch ws) {                            \
     const ninfer_head_norm_rope_append_args none{};                                                          \
     ninfer::cuda_plugin::attention::decode_split_mma<E, HD, false>(a, none, b, e, ws); /* own launch wait */  \
   }
-NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvf16, __half, 128)
-NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvbf16, __nv_bfloat16, 128)
+NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvf16, __half, 128, 2)
+NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvbf16, __nv_bfloat16, 128, 2)
+#if defined(NINFER_KERNELS_CC_MAJOR) && NINFER_KERNELS_CC_MAJOR == 9
+#define NINFER_DECODE_MMA_HD256 1
+NINFER_ATTENTION_DECODE_MMA(decode_mma_hd256_kvf16, __half, 256, 1)
+NINFER_ATTENTION_DECODE_MMA(decode_mma_hd256_kvbf16, __nv_bfloat16, 256, 1)
+#else
+#define NINFER_DECODE_MMA_HD256 0
+#endif
 
 // head_norm_rope_append_attention: the same kernel with the fold
 // (attention/head_norm_rope_append_attention.cuh).
@@ -164,7 +175,15 @@ const DecodeKernel kKernels[kHeadDimClassCount] = {
      {nullptr, "ninfer_attention_decode_mma_hd128_kvf16", "ninfer_attention_decode_mma_hd128_kvbf16"},
      {nullptr, ninfer_attention_decode_mma_hd128_kvf16, ninfer_attention_decode_mma_hd128_kvbf16},
      NINFER_DECODE_COMPACT_KERNELS(128)},
+#if NINFER_DECODE_MMA_HD256
+    {256,
+     NINFER_DECODE_KERNELS(256),
+     {nullptr, "ninfer_attention_decode_mma_hd256_kvf16", "ninfer_attention_decode_mma_hd256_kvbf16"},
+     {nullptr, ninfer_attention_decode_mma_hd256_kvf16, ninfer_attention_decode_mma_hd256_kvbf16},
+     NINFER_DECODE_COMPACT_KERNELS(256)}};
+#else
     {256, NINFER_DECODE_KERNELS(256), {}, {}, NINFER_DECODE_COMPACT_KERNELS(256)}};
+#endif
 #undef NINFER_DECODE_KERNELS
 #undef NINFER_DECODE_COMPACT_KERNELS
 
@@ -213,15 +232,13 @@ constexpr int split_of(int v) { return kDecodeSplits[v % kDecodeSplitCount]; }
 char g_names[kVariants][32]; // "decode_split512_hd256"
 
 // Shared memory a call needs of a class's kernels: the key-owning design's (every cache dtype's,
-// compact ones included) follows the GQA group, the others' the cache dtype (a 16-bit cache may
-// take the tensor-core kernel, chosen at launch). The plan (dyn_smem) and the launch's check both
-// ask this.
+// compact ones included) follows the GQA group, the others' the cache dtype; a 16-bit cache may
+// take the tensor-core kernel, chosen at launch, so it is planned with the larger of the two. The
+// plan (dyn_smem) and the launch's check both ask this.
 size_t decode_smem_bytes(const DecodeKernel& k, int64_t group, int32_t cache_dtype) {
-  if (decode_by_keys(k.hd)) return decode_keys_smem_bytes(k.hd, group);
-  if (kv_compact_index(cache_dtype) >= 0) return smem_bytes(k.hd, kRows);
+  const size_t walk = decode_by_keys(k.hd) ? decode_keys_smem_bytes(k.hd, group) : smem_bytes(k.hd, kRows);
   const int d = kv_dtype_index(cache_dtype);
-  const size_t rows = smem_bytes(k.hd, kRows);
-  return d >= 0 && k.mma[d] ? std::max(rows, decode_mma_smem_bytes(k.hd)) : rows;
+  return d >= 0 && k.mma[d] ? std::max(walk, decode_mma_smem_bytes(k.hd)) : walk;
 }
 
 template <int V>
@@ -236,10 +253,12 @@ size_t workspace(const void*, const ninfer_shape* s, int64_t) {
 }
 
 // The largest call a class's decode serves on a cache of `dtype`: the tensor-core kernel's runs
-// share K/V tiles among a sequence's tokens, the other designs read them once per token.
+// share K/V tiles among a sequence's tokens, the other designs read them once per token. hd256
+// keeps the smaller limit on tensor cores too: calls of 65-128 tokens there (a run holds only two
+// tokens of a group of 6) were never measured against the prefill kernel.
 int64_t decode_max_tokens(const DecodeKernel& k, int32_t dtype) {
   const int d = kv_dtype_index(dtype);
-  return d >= 0 && k.mma[d] ? kDecodeRunsMaxTokens : kDecodeMaxTokens;
+  return d >= 0 && k.mma[d] && !decode_by_keys(k.hd) ? kDecodeRunsMaxTokens : kDecodeMaxTokens;
 }
 
 template <int V>

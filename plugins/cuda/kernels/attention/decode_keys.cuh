@@ -120,11 +120,15 @@ __device__ void decode_split_keys(const ninfer_attention_args& a, int64_t tb, in
   }
 }
 
-// Rows per pass: 4 for groups up to 4, else 8 (Qwen3.5-27B's 6; 16 in two passes).
+// Rows per pass (decode_pass_rows): 4 for groups up to 4, 6 for 5-6 (Qwen3.5-27B), else 8 (16 in
+// two passes).
 template <class E, int HD>
 __device__ void decode_split_keys_rows(const ninfer_attention_args& a, int64_t tb, int64_t te, LaunchScratch ws) {
-  if (a.heads / a.cache.kv_heads <= kDecodeSmallPass) decode_split_keys<E, HD, kDecodeSmallPass>(a, tb, te, ws);
-  else decode_split_keys<E, HD, kDecodePassRows>(a, tb, te, ws);
+  switch (decode_pass_rows(a.heads / a.cache.kv_heads)) {
+  case kDecodeSmallPass: decode_split_keys<E, HD, kDecodeSmallPass>(a, tb, te, ws); break;
+  case kDecodeMidPass: decode_split_keys<E, HD, kDecodeMidPass>(a, tb, te, ws); break;
+  default: decode_split_keys<E, HD, kDecodePassRows>(a, tb, te, ws);
+  }
 }
 
 } // namespace ninfer::cuda_plugin::attention

@@ -41,15 +41,17 @@ constexpr int kDecodeMaxGroup = kDecodeWarps * kDecodeRowsPerWarp; // query head
 
 // The hd256 class decodes with warps owning keys instead of rows (attention/decode_keys.cuh), with
 // every cache dtype, compact ones included: each warp takes its own 32-key tiles with up to
-// kDecodePassRows of the group's rows (groups of kDecodeSmallPass or fewer take that many), read
-// straight from global memory, and the warps meet once at the end. It needs 200-255 registers, so
-// one CTA per SM.
+// kDecodePassRows of the group's rows (groups of kDecodeSmallPass or fewer take that many, and
+// groups of 5-6, Qwen3.5-27B's, kDecodeMidPass: a padded row costs its FMAs and q loads like a real
+// one), read straight from global memory, and the warps meet once at the end. It needs 200-255
+// registers, so one CTA per SM.
 NINFER_HD_FN constexpr bool decode_by_keys(int hd_class) { return hd_class == 256; }
 NINFER_HD_FN constexpr int decode_min_ctas(int hd_class) { return decode_by_keys(hd_class) ? 1 : 2; }
 constexpr int kDecodeSmallPass = 4;
+constexpr int kDecodeMidPass = 6;
 constexpr int kDecodePassRows = 8;
 NINFER_HD_FN constexpr int decode_pass_rows(int64_t group) {
-  return group <= kDecodeSmallPass ? kDecodeSmallPass : kDecodePassRows;
+  return group <= kDecodeSmallPass ? kDecodeSmallPass : group <= kDecodeMidPass ? kDecodeMidPass : kDecodePassRows;
 }
 
 // The split-KV decode serves calls of at most this many tokens (decode batches, short chunks);
