@@ -103,8 +103,10 @@ NINFER_ATTENTION_DECODE(decode_hd256_kvint4r, ninfer::cuda_plugin::attention::Kv
 // registers constrain the other's (in one kernel with the row-owning walk, the hd128 pair spilled
 // 108 bytes at the two-CTA bound of 128 registers; alone, 16). hd128 runs two CTAs per SM; hd256
 // one (its 128 accumulators a lane, and 140 KB of shared memory for the 8 warps' 16-key tiles of
-// 256 dims), so only where a CTA may have that much: sm_90 builds (227 KB). The 100 KB cards
-// (sm_89, sm_120a) and cuda-generic keep hd256 on the key-owning walk.
+// 256 dims), so only where a CTA may have that much: sm_90 builds (227 KB) route to them. The
+// 100 KB cards (sm_89, sm_120a) and cuda-generic keep hd256 on the key-owning walk; their builds
+// still compile the kernels, so every build holds the same kernel set (cuda-generic's NVRTC
+// programs are checked against the exact plugin's).
 #define NINFER_ATTENTION_DECODE_MMA(NAME, E, HD, MIN_CTAS)                                                   \
   extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::kDecodeThreads, MIN_CTAS)     \
       ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e,                                 \
@@ -114,10 +116,10 @@ NINFER_ATTENTION_DECODE(decode_hd256_kvint4r, ninfer::cuda_plugin::attention::Kv
   }
 NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvf16, __half, 128, 2)
 NINFER_ATTENTION_DECODE_MMA(decode_mma_hd128_kvbf16, __nv_bfloat16, 128, 2)
-#if defined(NINFER_KERNELS_CC_MAJOR) && NINFER_KERNELS_CC_MAJOR == 9
-#define NINFER_DECODE_MMA_HD256 1
 NINFER_ATTENTION_DECODE_MMA(decode_mma_hd256_kvf16, __half, 256, 1)
 NINFER_ATTENTION_DECODE_MMA(decode_mma_hd256_kvbf16, __nv_bfloat16, 256, 1)
+#if defined(NINFER_KERNELS_CC_MAJOR) && NINFER_KERNELS_CC_MAJOR == 9
+#define NINFER_DECODE_MMA_HD256 1
 #else
 #define NINFER_DECODE_MMA_HD256 0
 #endif
