@@ -79,6 +79,28 @@ TEST(NinferInfo, LibraryPlanIsOneCallOverAllTokens) {
   EXPECT_GT(j["launches"][0]["workspace_bytes"].get<int64_t>(), 0);
 }
 
+// The H200's (sm_90) attention routes on a float16 cache: prompts on the pipelined tensor-core
+// prefill (hd256 from 65 tokens, hd128 from 129), while an hd128 call of 65-128 tokens (a
+// conversation's next turn in one pass) stays on the split-KV decode's runs, and an hd256 decode
+// step plans the split-KV decode, whose launch takes the tensor-core kernel with its 16-key tiles'
+// shared memory (decode_mma_smem_bytes(256): 143,616 bytes).
+TEST(NinferInfo, SixteenBitAttentionRoutesOnTheH200) {
+  if (!plugin_for_arch("sm_90")) GTEST_SKIP() << "build has no sm_90 plugin";
+  auto plan = [](const std::string& args) {
+    const ProcessOutput r = run_info("--plan attention " + args + " --dtype f16 --device-model H200 --json");
+    EXPECT_EQ(r.status, 0) << r.out;
+    return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json{};
+  };
+  EXPECT_EQ(plan("--tokens 4096 --dims 256,24,4,4096")["variant"], "prefill_mma_f16_hd256_pipe");
+  EXPECT_EQ(plan("--tokens 65 --dims 256,24,4,4096")["variant"], "prefill_mma_f16_hd256_pipe");
+  EXPECT_EQ(plan("--tokens 4096 --dims 128,32,8,4096")["variant"], "prefill_mma_f16_hd128_pipe");
+  const auto runs = plan("--tokens 101 --dims 128,32,8,8328");
+  EXPECT_EQ(runs["variant"].get<std::string>().rfind("decode_split", 0), 0u) << runs["variant"];
+  const auto step = plan("--tokens 1 --dims 256,24,4,131072");
+  EXPECT_EQ(step["variant"].get<std::string>().rfind("decode_split", 0), 0u) << step["variant"];
+  EXPECT_EQ(step["launches"][0]["dynamic_smem_bytes"], 143616) << step.dump();
+}
+
 // For the KV ops, --dtype int8 / fp8 / int4r name the compact cache formats (kv_append.h), not
 // weight formats: a decode plans on the split-KV decode, a prompt on the tiled prefill (the
 // variants that read them), and the fused decode op runs unfused.
