@@ -251,11 +251,12 @@ TEST(GpuAttentionKv16Runs, RunsThatOutnumberTheGridMatchTheCpuReference) {
 }
 
 // 128 and 256: Qwen's head dims (split-KV decode and tensor-core prefill with 16-byte vector
-// loads); 64: the smallest class; 96: a padded class; 18: rows that are not 16-byte vectors
-// (the element-wise loads).
+// loads); 64: the smallest class; 96 and 200: padded classes; 18 and 130: rows that are not
+// 16-byte vectors (the element-wise loads; 130 those of the hd256 kernels).
 INSTANTIATE_TEST_SUITE_P(GpuAttention, GpuAttentionKv16,
                          testing::Values(Param{kF16, 128}, Param{kF16, 256}, Param{kF16, 64}, Param{kF16, 96},
-                                         Param{kF16, 18}, Param{kBf16, 128}, Param{kBf16, 256}, Param{kBf16, 18}),
+                                         Param{kF16, 18}, Param{kF16, 130}, Param{kBf16, 128}, Param{kBf16, 256},
+                                         Param{kBf16, 18}, Param{kBf16, 200}),
                          param_name);
 
 // kv_append into a 16-bit cache: the GPU's rounding is the CPU plugin's, bit for bit, including

@@ -35,6 +35,7 @@
 #include <type_traits>
 
 #include "attention/mma_tile.cuh"
+#include "attention/prefill_wgmma.cuh"
 #include "attention/tile.cuh"
 #include "common/cp_async.cuh"
 #include "common/grid_dependency.cuh"
@@ -294,6 +295,27 @@ NINFER_ATTENTION_PREFILL_MMA_KV(prefill_mma_f16_hd128_pipe_kvf16, F16Inputs, __h
 NINFER_ATTENTION_PREFILL_MMA_KV(prefill_mma_f16_hd256_pipe_kvf16, F16Inputs, __half, 256, kHd256Warps, 2, 2)
 NINFER_ATTENTION_PREFILL_MMA_KV(prefill_mma_hd128_pipe_kvbf16, Bf16Inputs, __nv_bfloat16, 128, kHd128Warps, 2, 2)
 NINFER_ATTENTION_PREFILL_MMA_KV(prefill_mma_hd256_pipe_kvbf16, Bf16Inputs, __nv_bfloat16, 256, kHd256Warps, 2, 2)
+// Hopper's warpgroup MMA (attention/prefill_wgmma.cuh), the cache in the input format only; each
+// variant launches its mma.sync family's kernels for the other caches (same threads and tokens
+// per CTA). Compiled in every build, empty where wgmma does not exist; registered by the sm_90a
+// plugin only.
+#define NINFER_ATTENTION_PREFILL_WGMMA(NAME, IN, HD, WARPS)                                                  \
+  extern "C" __global__ void __launch_bounds__(ninfer::cuda_plugin::attention::WARPS * 32, 2)                \
+      ninfer_attention_##NAME(ninfer_attention_args a, int64_t b, int64_t e,                                 \
+                              ninfer::cuda_plugin::attention::LaunchScratch) {                               \
+    ninfer::cuda_plugin::grid_dependency_prologue();                                                          \
+    using namespace ninfer::cuda_plugin::attention;                                                           \
+    prefill_wgmma_entry<mma::IN, HD, WARPS / 4>(a, b, e);                                                     \
+  }
+NINFER_ATTENTION_PREFILL_WGMMA(prefill_mma_f16_hd128_wgmma_kvf16, F16Inputs, 128, kHd128Warps)
+NINFER_ATTENTION_PREFILL_WGMMA(prefill_mma_f16_hd256_wgmma_kvf16, F16Inputs, 256, kHd256Warps)
+NINFER_ATTENTION_PREFILL_WGMMA(prefill_mma_hd128_wgmma_kvbf16, Bf16Inputs, 128, kHd128Warps)
+NINFER_ATTENTION_PREFILL_WGMMA(prefill_mma_hd256_wgmma_kvbf16, Bf16Inputs, 256, kHd256Warps)
+#if defined(NINFER_KERNELS_CC_MAJOR) && NINFER_KERNELS_CC_MAJOR == 9
+#define NINFER_PREFILL_WGMMA 1
+#else
+#define NINFER_PREFILL_WGMMA 0
+#endif
 
 #ifndef __CUDACC_RTC__ // host side: NVRTC compiles the device code only (cuda-generic, docs/plugins.md)
 namespace ninfer::cuda_plugin::attention {
@@ -304,22 +326,26 @@ namespace {
 // fp16 first: the two formats plan identically and the planner keeps the first of equally
 // good variants, so fp16 (8x finer rounding) is the default and the bf16 pair is what a
 // schedule table names for a model whose q * scale, K or V exceed fp16's range.
-constexpr int kMmaVariants = 8;
+constexpr int kMmaVariants = 8 + 4 * NINFER_PREFILL_WGMMA;
+static_assert(kHd128Warps % 4 == 0 && kHd256Warps % 4 == 0, "a wgmma CTA is whole warpgroups");
 
 // In the order of the kernel entry points above; threads, tokens and shared memory follow
 // from each class's warps; one kernel per cache dtype, none for the compact formats (the tiled
-// prefill reads those: its launch refuses them with that reason). A _pipe variant (registered
-// after the plain ones, so a schedule table chooses it) has its own kernel for one cache dtype.
-#define NINFER_MMA_KERNEL_OF(NAME, HD, WARPS, BUFS, FLOAT, KVF16, KVBF16)                                  \
+// prefill reads those: its launch refuses them with that reason). A _pipe or _wgmma variant
+// (registered after the plain ones, so a schedule table chooses it) has its own kernel for one
+// cache dtype.
+#define NINFER_MMA_KERNEL_SMEM(NAME, HD, WARPS, SMEM, FLOAT, KVF16, KVBF16)                                \
   {HD,                                                                                                       \
    WARPS * 32,                                                                                               \
    16 * WARPS,                                                                                               \
-   mma_smem_bytes(HD, WARPS, kMmaKeyTile, BUFS),                                                             \
+   SMEM,                                                                                                     \
    #NAME,                                                                                                    \
    {"ninfer_attention_" #FLOAT, "ninfer_attention_" #KVF16, "ninfer_attention_" #KVBF16},                   \
    {ninfer_attention_##FLOAT, ninfer_attention_##KVF16, ninfer_attention_##KVBF16},                         \
    {},                                                                                                       \
    {}}
+#define NINFER_MMA_KERNEL_OF(NAME, HD, WARPS, BUFS, ...)                                                     \
+  NINFER_MMA_KERNEL_SMEM(NAME, HD, WARPS, mma_smem_bytes(HD, WARPS, kMmaKeyTile, BUFS), __VA_ARGS__)
 #define NINFER_MMA_KERNEL(NAME, HD, WARPS) NINFER_MMA_KERNEL_OF(NAME, HD, WARPS, 1, NAME, NAME##_kvf16, NAME##_kvbf16)
 
 const PrefillKernel* mma_kernels() {
@@ -336,11 +362,22 @@ const PrefillKernel* mma_kernels() {
                            prefill_mma_hd128_pipe_kvbf16),
       NINFER_MMA_KERNEL_OF(prefill_mma_hd256_pipe, 256, kHd256Warps, 2, prefill_mma_hd256, prefill_mma_hd256_kvf16,
                            prefill_mma_hd256_pipe_kvbf16),
+#if NINFER_PREFILL_WGMMA // whole warpgroups: the mma.sync families' threads and tokens
+      NINFER_MMA_KERNEL_SMEM(prefill_mma_f16_hd128_wgmma, 128, kHd128Warps, wgmma_smem_bytes(128, kHd128Warps / 4),
+                             prefill_mma_f16_hd128, prefill_mma_f16_hd128_wgmma_kvf16, prefill_mma_f16_hd128_kvbf16),
+      NINFER_MMA_KERNEL_SMEM(prefill_mma_f16_hd256_wgmma, 256, kHd256Warps, wgmma_smem_bytes(256, kHd256Warps / 4),
+                             prefill_mma_f16_hd256, prefill_mma_f16_hd256_wgmma_kvf16, prefill_mma_f16_hd256_kvbf16),
+      NINFER_MMA_KERNEL_SMEM(prefill_mma_hd128_wgmma, 128, kHd128Warps, wgmma_smem_bytes(128, kHd128Warps / 4),
+                             prefill_mma_hd128, prefill_mma_hd128_kvf16, prefill_mma_hd128_wgmma_kvbf16),
+      NINFER_MMA_KERNEL_SMEM(prefill_mma_hd256_wgmma, 256, kHd256Warps, wgmma_smem_bytes(256, kHd256Warps / 4),
+                             prefill_mma_hd256, prefill_mma_hd256_kvf16, prefill_mma_hd256_wgmma_kvbf16),
+#endif
   };
   return k;
 }
 #undef NINFER_MMA_KERNEL
 #undef NINFER_MMA_KERNEL_OF
+#undef NINFER_MMA_KERNEL_SMEM
 
 } // namespace
 
