@@ -79,8 +79,9 @@ TEST(NinferInfo, LibraryPlanIsOneCallOverAllTokens) {
   EXPECT_GT(j["launches"][0]["workspace_bytes"].get<int64_t>(), 0);
 }
 
-// The H200's (sm_90) attention routes on a float16 cache: prompts on the pipelined tensor-core
-// prefill (hd256 from 65 tokens, hd128 from 129), while an hd128 call of 65-128 tokens (a
+// The H200's (sm_90) attention routes on a float16 cache: prompts on the tensor-core prefill
+// (hd256 from 65 tokens on the pipelined mma.sync kernel, hd128 from 129 on the warpgroup-MMA
+// one, which only the sm_90a plugin has), while an hd128 call of 65-128 tokens (a
 // conversation's next turn in one pass) stays on the split-KV decode's runs, and an hd256 decode
 // step plans the split-KV decode, whose launch takes the tensor-core kernel with its 16-key tiles'
 // shared memory (decode_mma_smem_bytes(256): 143,616 bytes).
@@ -93,7 +94,7 @@ TEST(NinferInfo, SixteenBitAttentionRoutesOnTheH200) {
   };
   EXPECT_EQ(plan("--tokens 4096 --dims 256,24,4,4096")["variant"], "prefill_mma_f16_hd256_pipe");
   EXPECT_EQ(plan("--tokens 65 --dims 256,24,4,4096")["variant"], "prefill_mma_f16_hd256_pipe");
-  EXPECT_EQ(plan("--tokens 4096 --dims 128,32,8,4096")["variant"], "prefill_mma_f16_hd128_pipe");
+  EXPECT_EQ(plan("--tokens 4096 --dims 128,32,8,4096")["variant"], "prefill_mma_f16_hd128_wgmma");
   const auto runs = plan("--tokens 101 --dims 128,32,8,8328");
   EXPECT_EQ(runs["variant"].get<std::string>().rfind("decode_split", 0), 0u) << runs["variant"];
   const auto step = plan("--tokens 1 --dims 256,24,4,131072");
