@@ -45,6 +45,41 @@ struct MmaRows {
   }
 };
 
+// A tensor-core prefill thread's rows g and g + 8 of its warp's 16 (tokens t0 + 16 warp + g + 8 i)
+// within the segment: whether each is the segment's, and the last key position it may see (-1:
+// none).
+__device__ __forceinline__ void segment_rows(const ninfer_token_batch& b, const Segment& sg, int64_t t0, int64_t s0,
+                                             int warp, int g, bool (&active)[2], int (&last)[2]) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int64_t t = t0 + warp * 16 + g + 8 * i;
+    active[i] = t >= s0 && t < sg.s1;
+    last[i] = active[i] && sg.ok ? b.token_pos[t] : -1;
+  }
+}
+
+// Normalises and stores this thread's share of rows g and g + 8 (`row0`: row g's token): row sums
+// from the row's 4 threads (the whole warp calls it); NaN for a row that saw no key (only a token
+// whose slot or position lies outside the cache).
+template <int HD>
+__device__ __forceinline__ void store_rows(const MmaRows<HD>& st, const ninfer_attention_args& a, int64_t row0, int h,
+                                           const bool (&active)[2], int c) {
+  const int hd = a.cache.head_dim;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float l = st.total(i);
+    if (!active[i]) continue;
+    const float inv = l > 0.f ? 1.f / l : __int_as_float(0x7fc00000);
+    float* dst = a.out + (row0 + 8 * i) * a.out_token_stride + static_cast<int64_t>(h) * hd;
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n) {
+      const int d = n * 8 + 2 * c;
+      if (d < hd) dst[d] = st.o[n][2 * i] * inv;
+      if (d + 1 < hd) dst[d + 1] = st.o[n][2 * i + 1] * inv;
+    }
+  }
+}
+
 // This lane's ldmatrix row addresses in the q tile (the warp's rows), K tile and V tile; the
 // loops below add constant offsets.
 struct LaneAddrs {
@@ -78,6 +113,56 @@ __device__ __forceinline__ void copy_vec_async(E* ks, E* vs, const KvRows<E>& kv
                "l"(kv.v + off), "r"(bytes));
 }
 
+// The online-softmax step on one key tile's scores, shared by the mma.sync and the warpgroup-MMA
+// kernels (their score fragments have one layout): s holds NT 8-key C fragments of this thread's
+// rows g and g + 8 (lane column c). Masks keys past each row's last (when `mask`), rescales the
+// output and sum by the change of each row's running max, and returns in mu the max the tile's
+// weights are taken against. The row's 4 threads (same g) share the max.
+template <int HD, int NT>
+__device__ __forceinline__ void softmax_step(MmaRows<HD>& st, float (&s)[NT][4], int key0, const int (&last)[2],
+                                             bool mask, int c, float (&mu)[2]) {
+  if (mask) {
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (key0 + n * 8 + 2 * c + (e & 1) > last[e >> 1]) s[n][e] = -INFINITY;
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+    const float m_new = fmaxf(st.m[i], mx);
+    mu[i] = m_new == -INFINITY ? 0.f : m_new; // nothing visible yet: exp2(-inf - 0) = 0 below
+    const float alpha = exp2f(st.m[i] - mu[i]);  // 0 on the row's first visible tile
+    st.m[i] = m_new;
+    st.l[i] *= alpha;
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n) {
+      st.o[n][2 * i] *= alpha;
+      st.o[n][2 * i + 1] *= alpha;
+    }
+  }
+}
+
+// The weights of keys 16 j .. 16 j + 15 rounded to In as the A fragment of P V (score tiles 2j and
+// 2j + 1 are its two halves); the running sums add the rounded weights the MMA multiplies.
+template <class In, int HD, int NT>
+__device__ __forceinline__ void pack_weights(MmaRows<HD>& st, const float (&s)[NT][4], const float (&mu)[2], int j,
+                                             uint32_t (&a)[4]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const uint32_t p = In::pack(exp2f(s[2 * j + h][2 * i] - mu[i]), exp2f(s[2 * j + h][2 * i + 1] - mu[i]));
+      st.l[i] += In::low(p) + In::high(p);
+      a[2 * h + i] = p;
+    }
+}
+
 // One key tile (keys key0 ...) against the warp's 16 rows. Row g may see keys at positions
 // <= last[0], row g + 8 <= last[1] (-1: none); `mask` says whether any key of the tile lies
 // past some row's position.
@@ -107,48 +192,14 @@ __device__ void attend_tile_mma(MmaRows<HD>& st, const LaneAddrs& ad, int key0, 
     }
   }
 
-  if (mask) {
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (key0 + n * 8 + 2 * c + (e & 1) > last[e >> 1]) s[n][e] = -INFINITY;
-  }
-
-  // Online softmax per row: the row's 4 threads (same g) share max and, at the end, sum.
   float mu[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-    const float m_new = fmaxf(st.m[i], mx);
-    mu[i] = m_new == -INFINITY ? 0.f : m_new; // nothing visible yet: exp2(-inf - 0) = 0 below
-    const float alpha = exp2f(st.m[i] - mu[i]);  // 0 on the row's first visible tile
-    st.m[i] = m_new;
-    st.l[i] *= alpha;
-#pragma unroll
-    for (int n = 0; n < HD / 8; ++n) {
-      st.o[n][2 * i] *= alpha;
-      st.o[n][2 * i + 1] *= alpha;
-    }
-  }
+  softmax_step(st, s, key0, last, mask, c, mu);
 
-  // P V, 16 keys per step: the C fragments of score tiles 2j and 2j+1 form the A fragment.
-  // The sums add the rounded weights the MMA multiplies.
+  // P V, 16 keys per step.
 #pragma unroll
   for (int j = 0; j < BC / 16; ++j) {
     uint32_t a[4];
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const uint32_t p = In::pack(exp2f(s[2 * j + h][2 * i] - mu[i]), exp2f(s[2 * j + h][2 * i + 1] - mu[i]));
-        st.l[i] += In::low(p) + In::high(p);
-        a[2 * h + i] = p;
-      }
+    pack_weights<In>(st, s, mu, j, a);
 #pragma unroll
     for (int n = 0; n < HD / 8; n += 2) {
       uint32_t b[4];

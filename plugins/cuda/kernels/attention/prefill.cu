@@ -52,12 +52,8 @@ __device__ void prefill_tiles(const ninfer_attention_args& a, int64_t tb, int64_
     const int64_t t1 = t0 + kRows < te ? t0 + kRows : te;
     for (int64_t s0 = t0; s0 < t1;) {
       // The tile's tokens of one sequence: [s0, s1), at consecutive positions.
-      const int seq = b.token_seq[s0];
-      const int64_t seq_end = b.seq_start[seq + 1];
-      const int64_t s1 = seq_end < t1 && seq_end > s0 ? seq_end : t1;
-      const int slot = b.seq_slot[seq];
-      const int last_pos = b.token_pos[s1 - 1];
-      const bool ok = in_cache(c, slot, b.token_pos[s0]) && in_cache(c, slot, last_pos);
+      const Segment sg = segment_at(b, c, s0, t1);
+      const int64_t s1 = sg.s1;
 
       int row[kRowsPerWarp], last[kRowsPerWarp];
       bool active[kRowsPerWarp];
@@ -67,7 +63,7 @@ __device__ void prefill_tiles(const ninfer_attention_args& a, int64_t tb, int64_
         row[i] = warp * kRowsPerWarp + i;
         const int64_t t = t0 + row[i];
         active[i] = t >= s0 && t < s1;
-        last[i] = active[i] && ok ? b.token_pos[t] : -1;
+        last[i] = active[i] && sg.ok ? b.token_pos[t] : -1;
         warp_last = max(warp_last, last[i]);
       }
       __syncwarp(); // this warp's lanes are done reading its q rows of the previous segment
@@ -84,8 +80,8 @@ __device__ void prefill_tiles(const ninfer_attention_args& a, int64_t tb, int64_
 
       RowState<HD> st;
       st.reset();
-      const int kmax = ok ? last_pos : -1;
-      const KvSource<E> kv = kv_source<E>(c, ok ? slot : 0, g);
+      const int kmax = sg.ok ? sg.last_pos : -1;
+      const KvSource<E> kv = kv_source<E>(c, sg.ok ? sg.slot : 0, g);
       for (int key0 = 0; key0 <= kmax; key0 += kKeysPerTile) {
         const int nkeys = kmax + 1 - key0 < kKeysPerTile ? kmax + 1 - key0 : kKeysPerTile;
         __syncthreads(); // every warp is done with the previous K/V tile

@@ -167,22 +167,13 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
     const int64_t t1 = t0 + kRowsPerCta < te ? t0 + kRowsPerCta : te;
     for (int64_t s0 = t0; s0 < t1;) {
       // The tile's tokens of one sequence: [s0, s1), at consecutive positions.
-      const int seq = b.token_seq[s0];
-      const int64_t seq_end = b.seq_start[seq + 1];
-      const int64_t s1 = seq_end < t1 && seq_end > s0 ? seq_end : t1;
-      const int slot = b.seq_slot[seq];
-      const int last_pos = b.token_pos[s1 - 1];
-      const bool ok = in_cache(cache, slot, b.token_pos[s0]) && in_cache(cache, slot, last_pos);
+      const Segment sg = segment_at(b, cache, s0, t1);
+      const int64_t s1 = sg.s1;
 
       // Rows g and g + 8 of this warp: their tokens and the last key position each may see.
       int last[2];
       bool active[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int64_t t = t0 + warp * 16 + g + 8 * i;
-        active[i] = t >= s0 && t < s1;
-        last[i] = active[i] && ok ? b.token_pos[t] : -1;
-      }
+      segment_rows(b, sg, t0, s0, warp, g, active, last);
       const int warp_last = __reduce_max_sync(kFullMask, max(last[0], last[1]));
       const int warp_first_last = __reduce_min_sync(kFullMask, min(last[0], last[1]));
 
@@ -199,8 +190,8 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
 
       MmaRows<HD> st;
       st.reset();
-      const int kmax = ok ? last_pos : -1;
-      const KvRows<E> kv = kv_rows<E>(cache, ok ? slot : 0, h / group);
+      const int kmax = sg.ok ? sg.last_pos : -1;
+      const KvRows<E> kv = kv_rows<E>(cache, sg.ok ? sg.slot : 0, h / group);
       bool piped = false;
       if constexpr (kPipe) {
         if (kv.vec) {
@@ -240,21 +231,7 @@ __device__ void prefill_mma_tiles(const ninfer_attention_args& a, int64_t tb, in
         }
       }
 
-      // Normalise and store: row sums from the row's 4 threads; NaN for a row that saw no key
-      // (only a token whose slot or position lies outside the cache).
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const float l = st.total(i);
-        if (!active[i]) continue;
-        const float inv = l > 0.f ? 1.f / l : __int_as_float(0x7fc00000);
-        float* dst = a.out + (t0 + warp * 16 + g + 8 * i) * a.out_token_stride + static_cast<int64_t>(h) * hd;
-#pragma unroll
-        for (int n = 0; n < HD / 8; ++n) {
-          const int d = n * 8 + 2 * c;
-          if (d < hd) dst[d] = st.o[n][2 * i] * inv;
-          if (d + 1 < hd) dst[d + 1] = st.o[n][2 * i + 1] * inv;
-        }
-      }
+      store_rows(st, a, t0 + warp * 16 + g, h, active, c);
       s0 = s1;
     }
   }

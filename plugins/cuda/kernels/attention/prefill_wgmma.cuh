@@ -113,45 +113,11 @@ __device__ __forceinline__ void attend_tile_wgmma(MmaRows<HD>& st, uint32_t q, u
   wgmma::wait<0>();
   wgmma::fence_operands(s);
 
-  if (mask) {
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (key0 + n * 8 + 2 * c + (e & 1) > last[e >> 1]) s[n][e] = -INFINITY;
-  }
-
   float mu[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-    const float m_new = fmaxf(st.m[i], mx);
-    mu[i] = m_new == -INFINITY ? 0.f : m_new;
-    const float alpha = exp2f(st.m[i] - mu[i]);
-    st.m[i] = m_new;
-    st.l[i] *= alpha;
-#pragma unroll
-    for (int n = 0; n < HD / 8; ++n) {
-      st.o[n][2 * i] *= alpha;
-      st.o[n][2 * i + 1] *= alpha;
-    }
-  }
-
+  softmax_step(st, s, key0, last, mask, c, mu);
   uint32_t p[kWgKeys / 16][4];
 #pragma unroll
-  for (int j = 0; j < kWgKeys / 16; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const uint32_t w = In::pack(exp2f(s[2 * j + h][2 * i] - mu[i]), exp2f(s[2 * j + h][2 * i + 1] - mu[i]));
-        st.l[i] += In::low(w) + In::high(w);
-        p[j][2 * h + i] = w;
-      }
+  for (int j = 0; j < kWgKeys / 16; ++j) pack_weights<In>(st, s, mu, j, p[j]);
   wgmma::fence_operands(st.o);
   wgmma::fence();
   const uint64_t dv = wgmma::desc(v, kRowGroup, 128);
@@ -182,21 +148,11 @@ __device__ void prefill_wgmma_tiles(const ninfer_attention_args& a, int64_t tb, 
     const int64_t t0 = tb + (ntiles - 1 - tile) * kRows; // latest tokens (the most keys) first
     const int64_t t1 = t0 + kRows < te ? t0 + kRows : te;
     for (int64_t s0 = t0; s0 < t1;) {
-      const int seq = b.token_seq[s0];
-      const int64_t seq_end = b.seq_start[seq + 1];
-      const int64_t s1 = seq_end < t1 && seq_end > s0 ? seq_end : t1;
-      const int slot = b.seq_slot[seq];
-      const int last_pos = b.token_pos[s1 - 1];
-      const bool ok = in_cache(cache, slot, b.token_pos[s0]) && in_cache(cache, slot, last_pos);
-
+      const Segment sg = segment_at(b, cache, s0, t1);
+      const int64_t s1 = sg.s1;
       int last[2];
       bool active[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int64_t t = t0 + warp * 16 + g + 8 * i;
-        active[i] = t >= s0 && t < s1;
-        last[i] = active[i] && ok ? b.token_pos[t] : -1;
-      }
+      segment_rows(b, sg, t0, s0, warp, g, active, last);
       const int warp_first_last = __reduce_min_sync(kFullMask, min(last[0], last[1]));
 
       __syncthreads(); // every warp is done with the previous segment's q rows and tiles
@@ -216,8 +172,8 @@ __device__ void prefill_wgmma_tiles(const ninfer_attention_args& a, int64_t tb, 
 
       MmaRows<HD> st;
       st.reset();
-      const int kmax = ok ? last_pos : -1;
-      const KvRows<T> kv = kv_rows<T>(cache, ok ? slot : 0, h / group);
+      const int kmax = sg.ok ? sg.last_pos : -1;
+      const KvRows<T> kv = kv_rows<T>(cache, sg.ok ? sg.slot : 0, h / group);
       if (kv.vec) {
         // Tile i in pair i % 2; the copy of tile i + 1 is in flight while tile i is read.
         if (kmax >= 0) wg_copy_kv_async<T, HD, kThreads>(ks, ks + kTileBytes, kv, 0, kmax + 1 < kWgKeys ? kmax + 1 : kWgKeys);
@@ -249,21 +205,7 @@ __device__ void prefill_wgmma_tiles(const ninfer_attention_args& a, int64_t tb, 
         }
       }
 
-      // Normalise and store as prefill_mma_tiles does (NaN for a row that saw no key).
-      const int c = lane & 3;
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const float l = st.total(i);
-        if (!active[i]) continue;
-        const float inv = l > 0.f ? 1.f / l : __int_as_float(0x7fc00000);
-        float* dst = a.out + (t0 + warp * 16 + g + 8 * i) * a.out_token_stride + static_cast<int64_t>(h) * hd;
-#pragma unroll
-        for (int n = 0; n < HD / 8; ++n) {
-          const int d = n * 8 + 2 * c;
-          if (d < hd) dst[d] = st.o[n][2 * i] * inv;
-          if (d + 1 < hd) dst[d + 1] = st.o[n][2 * i + 1] * inv;
-        }
-      }
+      store_rows(st, a, t0 + warp * 16 + g, h, active, lane & 3);
       s0 = s1;
     }
   }

@@ -367,4 +367,24 @@ __device__ inline bool in_cache(const ninfer_kv_cache& c, int slot, int pos) {
   return slot >= 0 && slot < c.slots && pos >= 0 && pos < c.capacity;
 }
 
+// A prefill CTA's tokens of one sequence, from token s0 of its tile [.., t1): [s0, s1), at
+// consecutive positions of `slot`, the last at last_pos; ok: both ends lie in the cache (the
+// segment's rows are NaN otherwise).
+struct Segment {
+  int64_t s1;
+  int slot, last_pos;
+  bool ok;
+};
+
+__device__ inline Segment segment_at(const ninfer_token_batch& b, const ninfer_kv_cache& c, int64_t s0, int64_t t1) {
+  const int seq = b.token_seq[s0];
+  const int64_t seq_end = b.seq_start[seq + 1];
+  Segment g;
+  g.s1 = seq_end < t1 && seq_end > s0 ? seq_end : t1;
+  g.slot = b.seq_slot[seq];
+  g.last_pos = b.token_pos[g.s1 - 1];
+  g.ok = in_cache(c, g.slot, b.token_pos[s0]) && in_cache(c, g.slot, g.last_pos);
+  return g;
+}
+
 } // namespace ninfer::cuda_plugin::attention
