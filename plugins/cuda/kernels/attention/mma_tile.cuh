@@ -99,18 +99,23 @@ __device__ LaneAddrs lane_addrs(const T* qw, const T* ks, const T* vs, int lane)
           mma::smem_addr(vs + ((mi & 1) * 8 + r) * P + (mi >> 1) * 8)};
 }
 
+// The copy of copy_vec_async to shared-space addresses k_at and v_at (any tile layout).
+template <class E>
+__device__ __forceinline__ void copy_vec_async_to(uint32_t k_at, uint32_t v_at, const KvRows<E>& kv, int nkeys, int j,
+                                                  int d) {
+  const bool in = j < nkeys && d < kv.head_dim;
+  const int64_t off = in ? static_cast<int64_t>(j) * kv.pos_stride + d : 0;
+  const uint32_t bytes = in ? 16u : 0u;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(k_at), "l"(kv.k + off), "r"(bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(v_at), "l"(kv.v + off), "r"(bytes));
+}
+
 // Starts copying dims [d, d + 16 bytes) of key j of the tile `kv` (KvRows::tile) for K and V into
 // row j of ks and vs (pitch P elements) by cp.async; zeros where j >= nkeys or d >= head_dim (the
 // copy then reads nothing). The caller commits the group.
 template <class E>
 __device__ __forceinline__ void copy_vec_async(E* ks, E* vs, const KvRows<E>& kv, int nkeys, int j, int d, int P) {
-  const bool in = j < nkeys && d < kv.head_dim;
-  const int64_t off = in ? static_cast<int64_t>(j) * kv.pos_stride + d : 0;
-  const uint32_t bytes = in ? 16u : 0u;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(mma::smem_addr(ks + j * P + d)),
-               "l"(kv.k + off), "r"(bytes));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(mma::smem_addr(vs + j * P + d)),
-               "l"(kv.v + off), "r"(bytes));
+  copy_vec_async_to(mma::smem_addr(ks + j * P + d), mma::smem_addr(vs + j * P + d), kv, nkeys, j, d);
 }
 
 // The online-softmax step on one key tile's scores, shared by the mma.sync and the warpgroup-MMA

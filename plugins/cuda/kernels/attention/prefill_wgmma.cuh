@@ -54,19 +54,15 @@ namespace ninfer::cuda_plugin::attention {
 template <class T, int HD, int THREADS>
 __device__ __forceinline__ void wg_copy_kv_async(uint32_t ks, uint32_t vs, const KvRows<T>& slot_rows, int key0,
                                                  int nkeys) {
-  constexpr int kChunks = kWgKeys * HD / 8, kPerRowGroup = 8 * (HD / 8);
+  constexpr int kChunks = kWgKeys * HD / 8;
   static_assert(kChunks % THREADS == 0, "tile must split evenly");
   static_assert(kWgKeys <= NINFER_ATTENTION_TILE_BLOCK_TOKENS, "a key tile must fit the smallest KV block");
   const KvRows<T> kv = slot_rows.tile(key0);
 #pragma unroll
   for (int it = 0; it < kChunks / THREADS; ++it) {
     const int i = threadIdx.x + it * THREADS;
-    const int j = (i / kPerRowGroup) * 8 + (i & 7), d = ((i >> 3) % (HD / 8)) * 8;
-    const bool in = j < nkeys && d < kv.head_dim;
-    const int64_t off = in ? static_cast<int64_t>(j) * kv.pos_stride + d : 0;
-    const uint32_t bytes = in ? 16u : 0u;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ks + 16 * i), "l"(kv.k + off), "r"(bytes));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(vs + 16 * i), "l"(kv.v + off), "r"(bytes));
+    const int2 at = wgmma::core_chunk<HD>(i);
+    copy_vec_async_to(ks + 16 * i, vs + 16 * i, kv, nkeys, at.x, at.y);
   }
   cp_async_commit();
 }
@@ -159,13 +155,13 @@ __device__ void prefill_wgmma_tiles(const ninfer_attention_args& a, int64_t tb, 
       // q rows of [s0, s1) times scale * log2(e), rounded to In, zero elsewhere; thread i writes
       // the 8 elements at byte 16 i of the core-matrix tile (row-major order of core matrices).
       for (int i = threadIdx.x; i < kRows * HD / 8; i += kThreads) {
-        const int r = (i / (8 * (HD / 8))) * 8 + (i & 7), d0 = ((i >> 3) % (HD / 8)) * 8;
-        const int64_t t = t0 + r;
+        const int2 at = wgmma::core_chunk<HD>(i); // q row, first dim
+        const int64_t t = t0 + at.x;
         const float* src = t >= s0 && t < s1 ? a.q + t * a.q_token_stride + static_cast<int64_t>(h) * a.q_head_stride
                                              : nullptr;
         float x[8];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) x[e] = src && d0 + e < hd ? __ldg(src + d0 + e) * qscale : 0.f;
+        for (int e = 0; e < 8; ++e) x[e] = src && at.y + e < hd ? __ldg(src + at.y + e) * qscale : 0.f;
         *reinterpret_cast<uint4*>(smem + 16 * i) = make_uint4(In::pack(x[0], x[1]), In::pack(x[2], x[3]),
                                                               In::pack(x[4], x[5]), In::pack(x[6], x[7]));
       }

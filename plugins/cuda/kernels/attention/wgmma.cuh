@@ -33,6 +33,13 @@ __device__ __forceinline__ uint32_t core_offset(int row, int col) {
   return static_cast<uint32_t>(((row >> 3) * (HD / 8) + (col >> 3)) * 128 + (row & 7) * 16 + (col & 7) * 2);
 }
 
+// Row and first column of the 16-byte chunk at byte 16 i of such a tile: consecutive chunks walk
+// the 8 rows of one core matrix, then the core matrices along a row group, then the row groups.
+template <int HD>
+__device__ __forceinline__ int2 core_chunk(int i) {
+  return make_int2((i / HD) * 8 + (i & 7), ((i >> 3) % (HD / 8)) * 8);
+}
+
 // The 64-bit descriptor of a matrix at shared-space address `addr` (16-byte aligned), no swizzle.
 __device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t leading, uint32_t stride) {
   return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(leading >> 4) << 16) |
